@@ -1,0 +1,115 @@
+// zaya bench forward|gemm — throughput next to the machine's measured SGEMM peak, taken in the same run.
+#include "cli/commands.h"
+#include "cli/model_arg.h"
+#include "core/error.h"
+#include "model/flops.h"
+#include "model/forward.h"
+#include "ops/cpu/gemm.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <omp.h>
+#include <vector>
+
+namespace zaya::cli {
+
+namespace {
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Best-of-`reps` GFLOP/s of one square SGEMM (C = A·Bᵀ, the layout the model uses).
+double sgemm_gflops(cpu::GemmLib lib, int64_t n, int reps) {
+    std::vector<float> A(size_t(n * n), 0.5f), B(size_t(n * n), 0.25f), C(size_t(n * n));
+    double best = 0;
+    for (int r = 0; r < reps + 1; ++r) { // first call warms up threads and caches
+        double t0 = now_s();
+        cpu::gemm_with(lib, false, true, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
+        double dt = now_s() - t0;
+        if (r > 0) best = std::max(best, 2.0 * double(n) * double(n) * double(n) / dt / 1e9);
+    }
+    return best;
+}
+
+struct BenchArgs {
+    std::string what, model = "small";
+    int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048;
+    bool json = false;
+};
+
+void bench_gemm(const BenchArgs &a) {
+    double dnnl = sgemm_gflops(cpu::GemmLib::OneDNN, a.gemm_n, 5);
+    double oblas = sgemm_gflops(cpu::GemmLib::OpenBLAS, a.gemm_n, 5);
+    if (a.json) {
+        nlohmann::json j = {{"n", a.gemm_n}, {"threads", omp_get_max_threads()}, {"onednn_gflops", dnnl},
+                            {"openblas_gflops", oblas}};
+        fmt::print("{}\n", j.dump());
+        return;
+    }
+    fmt::print("SGEMM {0}x{0}x{0} (C = A·Bᵀ), {1} threads, best of 5\n", a.gemm_n, omp_get_max_threads());
+    fmt::print("  oneDNN    {:8.1f} GFLOP/s\n", dnnl);
+    fmt::print("  OpenBLAS  {:8.1f} GFLOP/s\n", oblas);
+    fmt::print("zaya uses {} (set ZAYA_GEMM=openblas to switch)\n", cpu::gemm_lib_name(cpu::gemm_default_lib()));
+}
+
+void bench_forward(const BenchArgs &a) {
+    Model m = load_or_create_model(a.model, 1234);
+    std::vector<std::vector<int32_t>> seqs(size_t(a.batch));
+    uint64_t x = 42;
+    for (auto &s : seqs)
+        for (int64_t t = 0; t < a.seq_len; ++t) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            s.push_back(int32_t((x >> 33) % uint64_t(m.config.vocab_size)));
+        }
+    Batch batch = Batch::from_sequences(seqs);
+    Activations acts = Activations::plan(m.config, batch.num_tokens(), batch.num_sequences(), false);
+    model_forward(m, batch, acts); // warm-up
+    std::vector<double> times;
+    for (int64_t i = 0; i < a.iters; ++i) {
+        double t0 = now_s();
+        model_forward(m, batch, acts);
+        times.push_back(now_s() - t0);
+    }
+    std::sort(times.begin(), times.end());
+    const double t = times[times.size() / 2]; // median
+    const double flops = forward_flops(m.config, std::vector<int64_t>(size_t(a.batch), a.seq_len));
+    const double tok_s = double(batch.num_tokens()) / t, gflops = flops / t / 1e9;
+    const double peak = sgemm_gflops(cpu::gemm_default_lib(), a.gemm_n, 3);
+    if (a.json) {
+        nlohmann::json j = {{"model", a.model}, {"tokens", batch.num_tokens()}, {"seq_len", a.seq_len},
+                            {"batch", a.batch}, {"threads", omp_get_max_threads()}, {"median_s", t},
+                            {"tokens_per_s", tok_s}, {"gflops", gflops}, {"sgemm_peak_gflops", peak},
+                            {"fraction_of_sgemm_peak", gflops / peak}};
+        fmt::print("{}\n", j.dump());
+        return;
+    }
+    fmt::print("forward  model {}  batch {} x {} tokens  {} threads  {} iterations\n", a.model, a.batch, a.seq_len,
+               omp_get_max_threads(), a.iters);
+    fmt::print("  median {:.3f} s   {:.0f} tokens/s   {:.1f} GFLOP/s ({:.2f} GFLOP per pass)\n", t, tok_s, gflops,
+               flops / 1e9);
+    fmt::print("  SGEMM peak measured now ({}, {}^3): {:.1f} GFLOP/s  →  forward runs at {:.0f}% of it\n",
+               cpu::gemm_lib_name(cpu::gemm_default_lib()), a.gemm_n, peak, 100.0 * gflops / peak);
+}
+
+} // namespace
+
+void register_bench(CLI::App &app) {
+    auto *cmd = app.add_subcommand("bench", "Measure speed: 'forward' (tokens/s, GFLOP/s vs SGEMM peak) or 'gemm'");
+    auto a = std::make_shared<BenchArgs>();
+    cmd->add_option("what", a->what, "forward | gemm")->required()->check(CLI::IsMember({"forward", "gemm"}));
+    cmd->add_option("--model", a->model, "Preset or model directory")->capture_default_str();
+    cmd->add_option("--seq-len", a->seq_len, "Tokens per sequence")->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--batch", a->batch, "Sequences per forward pass")->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--iters", a->iters, "Timed iterations (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--gemm-n", a->gemm_n, "Size of the square SGEMM used as the peak")->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_flag("--json", a->json, "Print one JSON object instead of text");
+    cmd->callback([a] {
+        if (a->what == "gemm") bench_gemm(*a);
+        else bench_forward(*a);
+    });
+}
+
+} // namespace zaya::cli

@@ -1,0 +1,63 @@
+// zaya forward MODEL_DIR --tokens 5,17,3 --out OUT.safetensors — logits and next-token loss of a sequence.
+#include "cli/commands.h"
+#include "cli/model_arg.h"
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/forward.h"
+
+#include <fmt/format.h>
+
+namespace zaya::cli {
+
+namespace {
+
+struct ForwardArgs {
+    std::string model, tokens, out;
+    uint64_t seed = 1234;
+};
+
+void run_forward(const ForwardArgs &a) {
+    auto seqs = parse_token_lists(a.tokens);
+    Model m = load_or_create_model(a.model, a.seed);
+    for (const auto &s : seqs)
+        for (int32_t t : s)
+            if (t >= m.config.vocab_size)
+                fail("--tokens: token id {} is out of range for vocab_size {}", t, m.config.vocab_size);
+    Batch batch = Batch::from_sequences(seqs);
+    Activations acts = Activations::plan(m.config, batch.num_tokens(), batch.num_sequences(), false);
+    std::vector<int32_t> targets = batch.next_token_targets();
+    ForwardResult r = model_forward(m, batch, acts, targets.data());
+
+    const int64_t V = m.config.vocab_size;
+    bool equal = true;
+    for (const auto &s : seqs) equal &= s.size() == seqs[0].size();
+    std::vector<TensorToWrite> out;
+    if (seqs.size() == 1) {
+        out.push_back({"logits", DType::F32, {int64_t(seqs[0].size()), V}, acts.logits});
+    } else if (equal) {
+        out.push_back({"logits", DType::F32, {int64_t(seqs.size()), int64_t(seqs[0].size()), V}, acts.logits});
+    } else {
+        for (size_t s = 0; s < seqs.size(); ++s)
+            out.push_back({fmt::format("logits.{}", s), DType::F32, {int64_t(seqs[s].size()), V},
+                           acts.logits + batch.seq_start[s] * V});
+    }
+    safetensors_write(a.out, out, {{"loss", fmt::format("{:.9g}", r.loss)}});
+    if (r.loss_tokens > 0) fmt::print("loss {:.6f}\n", r.loss);
+    else fmt::print("loss nan (no next-token targets: every sequence has one token)\n");
+}
+
+} // namespace
+
+void register_forward(CLI::App &app) {
+    auto *cmd = app.add_subcommand("forward", "Run the forward pass; write logits and print the next-token loss");
+    auto a = std::make_shared<ForwardArgs>();
+    cmd->add_option("model", a->model, "Model directory (config.json + safetensors) or preset name")->required();
+    cmd->add_option("--tokens", a->tokens, "Token ids, comma-separated; ';' separates sequences of a batch")
+        ->required();
+    cmd->add_option("--out", a->out, "Output safetensors file (tensor 'logits', F32 [T, V] or [B, T, V])")
+        ->required();
+    cmd->add_option("--seed", a->seed, "Seed for a preset's random weights")->capture_default_str();
+    cmd->callback([a] { run_forward(*a); });
+}
+
+} // namespace zaya::cli

@@ -1,0 +1,74 @@
+// zaya info MODEL_DIR|PRESET — config summary, parameter counts and memory needs, without loading weights.
+#include "cli/commands.h"
+#include "core/error.h"
+#include "io/config_json.h"
+#include "io/safetensors.h"
+#include "model/activations.h"
+#include "model/params.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+
+namespace zaya::cli {
+
+namespace {
+
+std::string human(double v) {
+    const char *units[] = {"", "K", "M", "B", "T"};
+    int u = 0;
+    while (v >= 1000 && u < 4) v /= 1000, ++u;
+    return fmt::format("{:.2f}{}", v, units[u]);
+}
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(1ull << 30)); }
+
+void run_info(const std::string &target, int64_t seq_len) {
+    ZayaConfig c;
+    std::string checkpoint;
+    if (std::filesystem::is_directory(target)) {
+        c = config_load((std::filesystem::path(target) / "config.json").string());
+        SafetensorSet set = SafetensorSet::open(target);
+        checkpoint = fmt::format("{} tensors{}", set.size(), c.legacy_layout ? " (legacy Megatron-export names)" : "");
+    } else {
+        c = config_preset(target);
+        checkpoint = "preset (no weights on disk)";
+    }
+    ParamCounts pc = param_counts(c);
+    int64_t sliding = 0;
+    for (LayerType t : c.layer_types) sliding += t == LayerType::HybridSliding;
+    fmt::print("model            {}\n", target);
+    fmt::print("checkpoint       {}\n", checkpoint);
+    fmt::print("layers           {} ({} sliding-window{})\n", c.num_hidden_layers, sliding,
+               c.sliding_window ? fmt::format(", window {}", *c.sliding_window) : "");
+    fmt::print("hidden           {}\n", c.hidden_size);
+    fmt::print("attention (CCA)  {} query heads, {} KV heads, head_dim {}, conv kernels {}+{}\n",
+               c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.cca_time0, c.cca_time1);
+    fmt::print("rope             theta {} (hybrid), {} (sliding), rotary dims {}\n", c.rope_hybrid.rope_theta,
+               c.rope_sliding.rope_theta, int64_t(double(c.head_dim) * c.rope_hybrid.partial_rotary_factor));
+    fmt::print("moe              {} experts + skip slot, top-1, intermediate {}, router latent {}\n", c.num_experts,
+               c.moe_intermediate_size, c.router_hidden_size);
+    fmt::print("vocab            {} ({} embeddings{})\n", c.vocab_size, c.tie_word_embeddings ? "tied" : "untied",
+               c.lm_head_bias ? ", lm_head bias" : "");
+    fmt::print("context          {} positions\n", c.max_position_embeddings);
+    fmt::print("parameters       {} total ({}), {} embedding, {} non-embedding\n", human(double(pc.total)), pc.total,
+               human(double(pc.embedding + pc.lm_head)), human(double(pc.non_embedding)));
+    fmt::print("active per token {} non-embedding ({} with the LM head)\n", human(double(pc.active_non_embedding)),
+               human(double(pc.active_non_embedding + (c.tie_word_embeddings ? pc.embedding : pc.lm_head))));
+    fmt::print("weights memory   {} fp32, {} bf16\n", gib(double(pc.total) * 4), gib(double(pc.total) * 2));
+    fmt::print("forward memory   {} activations for one {}-token sequence (inference, fp32)\n",
+               gib(double(Activations::bytes_needed(c, seq_len, 1, false))), seq_len);
+}
+
+} // namespace
+
+void register_info(CLI::App &app) {
+    auto *cmd = app.add_subcommand("info", "Show a model's config, parameter counts and memory needs");
+    auto target = std::make_shared<std::string>();
+    auto seq_len = std::make_shared<int64_t>(2048);
+    cmd->add_option("model", *target, "Model directory (config.json + safetensors) or preset name")->required();
+    cmd->add_option("--seq-len", *seq_len, "Sequence length for the activation-memory estimate")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->callback([=] { run_info(*target, *seq_len); });
+}
+
+} // namespace zaya::cli

@@ -1,0 +1,28 @@
+// zaya — train and run ZAYA1-architecture mixture-of-experts language models.
+#include "cli/commands.h"
+#include "core/error.h"
+
+#include <cstdio>
+#include <exception>
+
+int main(int argc, char **argv) {
+    CLI::App app{"zaya: train and run ZAYA1-architecture mixture-of-experts language models (CPU)"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", std::string("zaya 0.1.0"));
+    zaya::cli::register_info(app);
+    zaya::cli::register_forward(app);
+    zaya::cli::register_init(app);
+    zaya::cli::register_bench(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    } catch (const zaya::Error &e) {
+        std::fprintf(stderr, "zaya: error: %s\n", e.what());
+        return 1;
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "zaya: error: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,18 @@
+// Shared CLI helpers: resolving "PRESET or MODEL_DIR" and parsing token lists.
+#pragma once
+#include "model/params.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zaya::cli {
+
+// A directory with config.json is loaded from disk; otherwise the name must be a preset, which gets random
+// weights from `seed`.
+Model load_or_create_model(const std::string &model_or_preset, uint64_t seed);
+
+// "5,17,3" → one sequence; "5,17;3,4" → two sequences. Errors name the bad entry.
+std::vector<std::vector<int32_t>> parse_token_lists(const std::string &text);
+
+} // namespace zaya::cli

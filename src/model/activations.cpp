@@ -1,0 +1,103 @@
+#include "model/activations.h"
+
+#include "ops/cpu/cca.h"
+
+namespace zaya {
+
+namespace {
+// Carves float arrays out of one buffer; the first pass only measures.
+struct Carver {
+    float *base = nullptr;
+    size_t used = 0;
+    float *take(int64_t n) {
+        size_t at = (used + 15) / 16 * 16; // keep every array 64-byte aligned
+        used = at + size_t(n);
+        return base ? base + at : nullptr;
+    }
+};
+
+void carve(const ZayaConfig &c, int64_t N, int64_t B, Activations &a, Carver &f) {
+    const int64_t D = c.hidden_size, C = c.conv_channels(), Dq = c.q_dim(), Dk = c.kv_dim();
+    const int64_t R = c.router_hidden_size, K = c.router_classes(), I = c.moe_intermediate_size;
+    const int64_t nq = c.num_attention_heads, nkv = c.num_key_value_heads;
+    int64_t rot_half = 0;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) rot_half = std::max(rot_half, c.rotary_dim(l) / 2);
+    a.embed = f.take(N * D);
+    a.final_norm = f.take(N * D);
+    a.final_rstd = f.take(N);
+    a.logits = f.take(N * c.vocab_size);
+    a.losses = f.take(N);
+    for (int t = 0; t < 2; ++t) {
+        a.rope_cos[t] = f.take(N * rot_half);
+        a.rope_sin[t] = f.take(N * rot_half);
+    }
+    cpu::ConvShape cs{C, nq + nkv, c.cca_time0, c.cca_time1};
+    for (LayerActs &L : a.layers) {
+        L.x_norm1 = f.take(N * D);
+        L.rstd1 = f.take(N);
+        L.z = f.take(N * C);
+        L.p = f.take(cpu::cca_conv_p_rows(N, B, cs) * C);
+        L.conv = f.take(N * C);
+        L.q = f.take(N * Dq);
+        L.k = f.take(N * Dk);
+        L.qn = f.take(N * nq);
+        L.kn = f.take(N * nkv);
+        L.v = f.take(N * Dk);
+        L.v_del = f.take(N * Dk / 2);
+        L.att = f.take(N * Dq);
+        L.lse = f.take(N * nq);
+        L.attn_out = f.take(N * D);
+        L.res1 = f.take(N * D);
+        L.x_norm2 = f.take(N * D);
+        L.rstd2 = f.take(N);
+        L.rho = f.take(N * R);
+        L.r_norm = f.take(N * R);
+        L.r_rstd = f.take(N);
+        L.h1 = f.take(N * R);
+        L.a1 = f.take(N * R);
+        L.h2 = f.take(N * R);
+        L.a2 = f.take(N * R);
+        L.r_logits = f.take(N * K);
+        L.probs = f.take(N * K);
+        L.p_sel = f.take(N);
+        L.xg = f.take(N * D);
+        L.h = f.take(N * 2 * I);
+        L.a = f.take(N * I);
+        L.y = f.take(N * D);
+        L.moe_out = f.take(N * D);
+        L.res2 = f.take(N * D);
+    }
+}
+} // namespace
+
+size_t Activations::bytes_needed(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers) {
+    Activations a;
+    a.layers.resize(keep_all_layers ? size_t(c.num_hidden_layers) : 1);
+    Carver measure;
+    carve(c, max_tokens, max_seqs, a, measure);
+    return measure.used * sizeof(float) + a.layers.size() * size_t(2 * max_tokens * 4 + (c.num_experts + 2) * 8);
+}
+
+Activations Activations::plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers) {
+    Activations a;
+    a.max_tokens = max_tokens;
+    a.max_seqs = max_seqs;
+    a.keep_all_layers = keep_all_layers;
+    a.layers.resize(keep_all_layers ? size_t(c.num_hidden_layers) : 1);
+    Carver measure;
+    carve(c, max_tokens, max_seqs, a, measure);
+    a.fbuf = FloatBuffer::zeros(measure.used);
+    Carver real{a.fbuf.data(), 0};
+    carve(c, max_tokens, max_seqs, a, real);
+    const size_t n_layers = a.layers.size();
+    a.ibuf.assign(n_layers * size_t(2 * max_tokens), 0);
+    a.obuf.assign(n_layers * size_t(c.num_experts + 2), 0);
+    for (size_t l = 0; l < n_layers; ++l) {
+        a.layers[l].choice = a.ibuf.data() + l * size_t(2 * max_tokens);
+        a.layers[l].order = a.layers[l].choice + max_tokens;
+        a.layers[l].offsets = a.obuf.data() + l * size_t(c.num_experts + 2);
+    }
+    return a;
+}
+
+} // namespace zaya

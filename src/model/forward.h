@@ -1,0 +1,19 @@
+// The ZAYA1 forward pass (spec A.1–A.6), written once against the CPU ops.
+#pragma once
+#include "model/activations.h"
+#include "model/batch.h"
+#include "model/params.h"
+
+namespace zaya {
+
+struct ForwardResult {
+    double loss = 0.0;        // mean next-token cross-entropy (when targets were given)
+    int64_t loss_tokens = 0;  // how many positions it averages over
+};
+
+// Runs the model over `batch`; acts must have been planned for at least its tokens and sequences.
+// acts.logits[N,V] holds fp32 logits afterwards. If `targets` is non-null ([N], −1 = ignore), the mean
+// cross-entropy is computed into the result and acts.losses.
+ForwardResult model_forward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets = nullptr);
+
+} // namespace zaya

@@ -1,0 +1,82 @@
+// Parameters of a ZAYA1 model in one flat fp32 buffer, carved into named views in a fixed order.
+// Hugging Face tensor names (native layout, spec A.7.1) are the canonical names. The same layout carves
+// gradient and optimizer-state buffers, so all-reduce, sharding and checkpoints work on ranges of one buffer.
+#pragma once
+#include "model/config.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zaya {
+
+struct ParamView {
+    std::string name; // HF name, e.g. "model.layers.3.self_attn.o_proj.weight"
+    std::vector<int64_t> shape;
+    size_t offset = 0; // in floats from the start of the buffer
+    size_t numel = 0;
+    bool trainable = true; // false for buffers (balancing_biases)
+};
+
+struct ParamLayout {
+    std::vector<ParamView> views;
+    size_t total = 0; // floats, each view starts 16-float (64-byte) aligned
+
+    static ParamLayout build(const ZayaConfig &c);
+    const ParamView *find(const std::string &name) const;
+    size_t offset_of(const std::string &name) const; // throws if absent
+};
+
+// Pointers of one decoder layer into a buffer laid out by ParamLayout (null where absent).
+struct LayerWeights {
+    float *input_norm;
+    float *q_proj, *q_bias, *k_proj, *k_bias;
+    float *v_cur, *v_cur_bias, *v_del, *v_del_bias;
+    float *conv_dw, *conv_dw_bias, *conv_g, *conv_g_bias;
+    float *temp;
+    float *o_proj, *o_bias;
+    float *attn_res[4]; // post_attention_residual_scale: hidden_states_scale, hidden_states_bias, residual_scale, residual_bias
+    float *post_norm;
+    float *router_down, *router_down_bias, *router_state_scale; // router_state_scale null on layer 0
+    float *router_norm, *router_fc1, *router_fc1_bias, *router_fc2, *router_fc2_bias, *router_out;
+    float *balancing_biases; // [E+1], not trainable
+    float *experts_gate_up, *experts_down;
+    float *mlp_res[4];
+};
+
+struct ModelWeights {
+    float *embed, *input_scale, *input_bias, *final_norm;
+    float *lm_head;      // == embed when tied
+    float *lm_head_bias; // null unless lm_head_bias
+    std::vector<LayerWeights> layers;
+
+    static ModelWeights bind(const ZayaConfig &c, const ParamLayout &layout, float *base);
+};
+
+// 64-byte aligned float buffer (AVX-512 rows, no false sharing between views).
+struct FloatBuffer {
+    std::unique_ptr<float, void (*)(void *)> ptr{nullptr, nullptr};
+    size_t size = 0;
+    static FloatBuffer zeros(size_t n);
+    float *data() const { return ptr.get(); }
+};
+
+// A model's parameters: config, layout, storage and bound pointers.
+struct Model {
+    ZayaConfig config;
+    ParamLayout layout;
+    FloatBuffer params;
+    ModelWeights w;
+
+    static Model create(const ZayaConfig &c); // zero-filled; see model_init_random
+    float *param(const std::string &name) const { return params.data() + layout.offset_of(name); }
+};
+
+// Parameter counts (spec A.8): total, embedding, and active per token (non-embedding, one expert per layer).
+struct ParamCounts {
+    int64_t total = 0, embedding = 0, lm_head = 0, non_embedding = 0, active_non_embedding = 0, experts = 0;
+};
+ParamCounts param_counts(const ZayaConfig &c);
+
+} // namespace zaya

@@ -1,0 +1,40 @@
+// Compressed Convolutional Attention pieces (spec A.3): the causal two-stage q‖k convolution, the q-k mean
+// residual paths, L2 QK-norm with the linear key temperature, and partial neox RoPE.
+// Batches are "varlen": sequences packed back to back, sequence s owning rows [seq_start[s], seq_start[s+1]).
+#pragma once
+#include <cstdint>
+
+namespace zaya::cpu {
+
+struct ConvShape {
+    int64_t C;      // channels = (nq + nkv)·hd
+    int64_t groups; // nq + nkv (grouped conv mixes channels within a head)
+    int64_t k0, k1; // depthwise and grouped kernel sizes (cca_time0, cca_time1)
+};
+
+// Rows of the depthwise output buffer `p`: each sequence keeps k1−1 extra leading rows (positions −(k1−1)..−1).
+inline int64_t cca_conv_p_rows(int64_t N, int64_t B, const ConvShape &s) { return N + B * (s.k1 - 1); }
+
+// o[N,C] = grouped_conv(depthwise_conv(pad(z))): zero padding of k0−1+k1−1 rows is applied to z before the
+// depthwise conv, so the first grouped-conv taps see the depthwise bias (spec A.3 step 2).
+// p[cca_conv_p_rows, C] receives the depthwise output (kept for backward).
+// wd[C,1,k0], bd[C], wg[C,hd,k1], bg[C] in PyTorch Conv1d layout.
+void cca_conv_forward(float *o, float *p, const float *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
+                      const float *wd, const float *bd, const float *wg, const float *bg);
+
+// q[N,nq,hd] = o_q + (q_pre + k_pre[h/g])/2, k[N,nkv,hd] = o_k + mean over the group of (q_pre + k_pre)/2,
+// where z = q_pre‖k_pre and o = conv output, both [N, (nq+nkv)·hd].
+void cca_qk_mean_forward(float *q, float *k, const float *o, const float *z, int64_t N, int64_t nq, int64_t nkv,
+                         int64_t hd);
+
+// In place: q ← √hd·q/max(‖q‖,ε), k ← √hd·k/max(‖k‖,ε)·temp[j]; saves the clamped norms qn[N,nq], kn[N,nkv].
+void cca_qk_norm_forward(float *q, float *k, float *qn, float *kn, const float *temp, int64_t N, int64_t nq,
+                         int64_t nkv, int64_t hd);
+
+// cos/sin tables [N, rot/2] for positions pos[N] with inv_freq_i = θ^(−2i/rot) computed as transformers does (fp32).
+void rope_tables(float *cos_t, float *sin_t, const int32_t *pos, int64_t N, int64_t rot, double theta);
+
+// In place neox (rotate-half) RoPE on the first `rot` dims of each head of x[N,H,hd].
+void rope_forward(float *x, const float *cos_t, const float *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot);
+
+} // namespace zaya::cpu

@@ -1,0 +1,20 @@
+// Row-major single-precision GEMM, C = alpha·op(A)·op(B) + beta·C, dispatched to the fastest library here.
+// oneDNN's sgemm measured fastest on this machine (machine.md: 91–98% of FP32 peak); OpenBLAS is kept for
+// comparison in `zaya bench gemm` and selectable with ZAYA_GEMM=openblas.
+#pragma once
+#include <cstdint>
+
+namespace zaya::cpu {
+
+enum class GemmLib : uint8_t { OneDNN, OpenBLAS };
+
+// A is M×K (or K×M if trans_a), B is K×N (or N×K if trans_b), C is M×N; leading dimensions in elements.
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+          const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+void gemm_with(GemmLib lib, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+GemmLib gemm_default_lib(); // from ZAYA_GEMM (onednn|openblas), default oneDNN
+const char *gemm_lib_name(GemmLib lib);
+
+} // namespace zaya::cpu

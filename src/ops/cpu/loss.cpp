@@ -1,0 +1,30 @@
+#include "ops/cpu/loss.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zaya::cpu {
+
+double cross_entropy_forward(float *losses, const float *logits, const int32_t *targets, int64_t N, int64_t V) {
+    double total = 0.0;
+    int64_t count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total, count)
+    for (int64_t n = 0; n < N; ++n) {
+        if (targets[n] < 0) {
+            losses[n] = 0.0f;
+            continue;
+        }
+        const float *l = logits + n * V;
+        float m = l[0];
+        for (int64_t v = 1; v < V; ++v) m = std::max(m, l[v]);
+        double sum = 0.0;
+        for (int64_t v = 0; v < V; ++v) sum += std::exp(double(l[v] - m));
+        double loss = std::log(sum) + double(m) - double(l[targets[n]]);
+        losses[n] = float(loss);
+        total += loss;
+        ++count;
+    }
+    return count ? total / double(count) : 0.0;
+}
+
+} // namespace zaya::cpu

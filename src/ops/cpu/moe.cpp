@@ -1,0 +1,75 @@
+#include "ops/cpu/moe.h"
+
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+#include <cstring>
+
+namespace zaya::cpu {
+
+void router_select_forward(float *probs, int32_t *choice, float *p_sel, const float *logits, const float *bias,
+                           int64_t N, int64_t K) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+        const float *l = logits + n * K;
+        float *p = probs + n * K;
+        float m = l[0];
+        for (int64_t e = 1; e < K; ++e) m = std::max(m, l[e]);
+        float sum = 0.0f;
+        for (int64_t e = 0; e < K; ++e) sum += (p[e] = std::exp(l[e] - m));
+        const float inv = 1.0f / sum;
+        int32_t best = 0;
+        float best_v = -INFINITY;
+        for (int64_t e = 0; e < K; ++e) {
+            p[e] *= inv;
+            float biased = p[e] + bias[e];
+            if (biased > best_v) best_v = biased, best = int32_t(e); // strict: lowest index wins ties
+        }
+        choice[n] = best;
+        p_sel[n] = p[best];
+    }
+}
+
+void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, int64_t N, int64_t E) {
+    std::fill(offsets, offsets + E + 2, 0);
+    for (int64_t n = 0; n < N; ++n) ++offsets[choice[n] + 1];
+    for (int64_t e = 0; e <= E; ++e) offsets[e + 1] += offsets[e];
+    std::vector<int64_t> fill(offsets, offsets + E + 1);
+    for (int64_t n = 0; n < N; ++n) order[fill[size_t(choice[n])]++] = int32_t(n);
+}
+
+void moe_experts_forward(float *out, float *xg, float *h, float *a, float *y, const float *x, const int32_t *order,
+                         const int64_t *offsets, const float *p_sel, const float *gate_up, const float *down,
+                         int64_t N, const MoeShape &s) {
+    const int64_t D = s.D, I = s.I, E = s.E;
+    // Gather every token's input into expert-grouped order (skip tokens last).
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < N; ++r) std::memcpy(xg + r * D, x + int64_t(order[r]) * D, size_t(D) * sizeof(float));
+    for (int64_t e = 0; e < E; ++e) {
+        const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
+        if (n == 0) continue;
+        // h = xg·Gate_Upᵀ [n,2I]; a = silu(gate)⊙up [n,I]; y = a·Downᵀ [n,D]
+        gemm(false, true, n, 2 * I, D, 1.0f, xg + r0 * D, D, gate_up + e * 2 * I * D, D, 0.0f, h + r0 * 2 * I, 2 * I);
+        swiglu_forward(a + r0 * I, h + r0 * 2 * I, n, I);
+        gemm(false, true, n, D, I, 1.0f, a + r0 * I, I, down + e * D * I, I, 0.0f, y + r0 * D, D);
+    }
+    // Skip-slot tokens: the "expert" is the identity (y = x) under passthrough, else nothing.
+    const int64_t s0 = offsets[E], s1 = offsets[E + 1];
+    if (s.skip_passthrough) std::memcpy(y + s0 * D, xg + s0 * D, size_t((s1 - s0) * D) * sizeof(float));
+    else std::memset(y + s0 * D, 0, size_t((s1 - s0) * D) * sizeof(float));
+    // Scatter back, weighted by the unbiased probability of the chosen class.
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < N; ++r) {
+        const int64_t n = order[r];
+        const float p = p_sel[n];
+        const float *yr = y + r * D;
+        float *o = out + n * D;
+#pragma omp simd
+        for (int64_t i = 0; i < D; ++i) o[i] = p * yr[i];
+    }
+}
+
+} // namespace zaya::cpu
