@@ -163,6 +163,29 @@ CASES = {
             "B=1, T=20."
         ),
     ),
+    "long": dict(
+        seed=6006,
+        config=dict(
+            COMMON,
+            vocab_size=256,
+            num_hidden_layers=2,
+            layer_types=["hybrid", "hybrid_sliding"],
+            sliding_window=40,
+            cca_time0=3,
+            cca_time1=2,
+            rope_parameters=rope(10000.0, 0.5, 1000.0, 0.5),
+        ),
+        dtype="bfloat16",
+        batch=1,
+        seq=150,
+        router_std=12.0,
+        description=(
+            "2 layers [hybrid, hybrid_sliding], sliding_window 40, T=150: longer than one attention tile, so tiled "
+            "(flash-style) attention and windows crossing tile boundaries are exercised; cca_time0=3, cca_time1=2 "
+            "(conv padding 3). Peaky router (out_proj std 12/sqrt(R)) keeps every token's top-1 margin >= 1e-3. "
+            "Weights stored as BF16 (balancing_biases F32), golden computed in float32. B=1."
+        ),
+    ),
     "legacy": dict(
         seed=5005,
         config=dict(COMMON, vocab_size=256, num_hidden_layers=3, rope_parameters=rope(1.0e6)),
@@ -200,9 +223,10 @@ def _normal(gen, shape, std, mean=0.0):
 
 
 @torch.no_grad()
-def init_params(model: ZayaForCausalLM, gen: torch.Generator, skip_bias=None) -> None:
+def init_params(model: ZayaForCausalLM, gen: torch.Generator, skip_bias=None, router_std=2.0) -> None:
     """Random, non-trivial values for every parameter and for the balancing biases."""
     cfg = model.config
+    ROUTER_STD = router_std
     emb_std = 0.3  # tied LM head: logit std ~ sqrt(D) * 0.3 ~ 2.4 -> logits of magnitude O(1-10)
     seen = set()
     for name, p in model.named_parameters():
@@ -227,7 +251,9 @@ def init_params(model: ZayaForCausalLM, gen: torch.Generator, skip_bias=None) ->
         elif name.endswith("experts.down_proj"):
             v = _normal(gen, shape, 1.0 / math.sqrt(cfg.moe_intermediate_size))
         elif name.endswith("router_mlp.out_proj.weight"):
-            v = _normal(gen, shape, 2.0 / math.sqrt(shape[1]))  # router logits std ~1 -> non-degenerate softmax
+            # router logits std ~1 -> non-degenerate softmax; long cases use peakier routing so that no token
+            # of many sits on a near-tie
+            v = _normal(gen, shape, ROUTER_STD / math.sqrt(shape[1]))
         elif name.endswith(".weight") and p.ndim == 2:  # remaining nn.Linear weights: fan-in scaling
             v = _normal(gen, shape, 1.0 / math.sqrt(shape[1]))
         elif name.endswith(".bias") and p.ndim == 1:  # nn.Linear biases (router fc/down_proj, attention biases)
@@ -529,7 +555,7 @@ def build_attempt(spec: dict, seed: int):
     cfg = make_config(spec)
     torch.manual_seed(seed)  # HF's own (overwritten) init draws from the global RNG
     model = ZayaForCausalLM(cfg).to(torch.float32).eval()
-    init_params(model, gen, spec.get("skip_bias"))
+    init_params(model, gen, spec.get("skip_bias"), spec.get("router_std", 2.0))
     if spec["dtype"] == "bfloat16":
         round_to_bf16_(model)
     tokens = torch.randint(1, cfg.vocab_size, (spec["batch"], spec["seq"]), generator=gen, dtype=torch.long)

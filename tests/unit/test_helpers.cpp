@@ -1,0 +1,37 @@
+#include "test_helpers.h"
+
+#include "core/error.h"
+
+#include <cmath>
+#include <gtest/gtest.h>
+#include <random>
+
+namespace zaya::test {
+
+TempDir::TempDir() {
+    std::random_device rd;
+    path = std::filesystem::path(::testing::TempDir()) / ("zaya_test_" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path);
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+}
+
+std::vector<float> read_tensor(const std::string &file, const std::string &name) {
+    auto f = SafetensorsFile::open(file);
+    const TensorInfo *t = f->find(name);
+    if (!t) fail("{}: no tensor '{}'", file, name);
+    std::vector<float> v(size_t(t->numel()));
+    tensor_read_f32(*t, v.data());
+    return v;
+}
+
+float max_abs_diff(const float *a, const float *b, size_t n) {
+    float m = 0;
+    for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+    return m;
+}
+
+} // namespace zaya::test

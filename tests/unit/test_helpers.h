@@ -1,0 +1,27 @@
+// Shared helpers for the unit tests: paths, temp dirs, golden files.
+#pragma once
+#include "io/safetensors.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace zaya::test {
+
+inline std::string source_path(const std::string &rel) { return std::string(ZAYA_SOURCE_DIR) + "/" + rel; }
+inline std::string golden_dir(const std::string &name) { return source_path("tests/golden/" + name); }
+
+// A fresh empty directory under the test temp dir, removed by the destructor.
+struct TempDir {
+    std::filesystem::path path;
+    TempDir();
+    ~TempDir();
+    std::string str(const std::string &rel = "") const { return rel.empty() ? path.string() : (path / rel).string(); }
+};
+
+// All values of one F32 tensor of a safetensors file.
+std::vector<float> read_tensor(const std::string &file, const std::string &name);
+
+float max_abs_diff(const float *a, const float *b, size_t n);
+
+} // namespace zaya::test
