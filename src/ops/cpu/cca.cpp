@@ -1,3 +1,4 @@
+#include "core/profile.h"
 #include "ops/cpu/cca.h"
 
 #include "ops/cpu/gemm.h"
@@ -11,6 +12,7 @@ namespace zaya::cpu {
 
 void cca_conv_forward(float *o, float *p, const float *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
                       const float *wd, const float *bd, const float *wg, const float *bg) {
+    ZAYA_PROFILE("cca_conv");
     const int64_t C = s.C, k0 = s.k0, k1 = s.k1, hd = C / s.groups;
     // Depthwise conv: p_j = bd + Σ_i wd[i]·z̃_{j−(k0−1)+i}, for j = −(k1−1) … T−1; z̃ is zero before t = 0.
     for (int64_t b = 0; b < B; ++b) {
@@ -51,6 +53,7 @@ void cca_conv_forward(float *o, float *p, const float *z, const int64_t *seq_sta
 
 void cca_qk_mean_forward(float *q, float *k, const float *o, const float *z, int64_t N, int64_t nq, int64_t nkv,
                          int64_t hd) {
+    ZAYA_PROFILE("cca_qk_mean");
     const int64_t C = (nq + nkv) * hd, Dq = nq * hd, g = nq / nkv;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
@@ -83,6 +86,7 @@ static inline float l2_normalize(float *x, int64_t hd, float scale) {
 
 void cca_qk_norm_forward(float *q, float *k, float *qn, float *kn, const float *temp, int64_t N, int64_t nq,
                          int64_t nkv, int64_t hd) {
+    ZAYA_PROFILE("cca_qk_norm");
     const float scale = std::sqrt(float(hd));
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
@@ -110,6 +114,7 @@ void rope_tables(float *cos_t, float *sin_t, const int32_t *pos, int64_t N, int6
 }
 
 void rope_forward(float *x, const float *cos_t, const float *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot) {
+    ZAYA_PROFILE("rope");
     const int64_t half = rot / 2;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {

@@ -1,3 +1,4 @@
+#include "core/profile.h"
 #include "ops/cpu/elementwise.h"
 
 #include <cmath>
@@ -6,6 +7,7 @@ namespace zaya::cpu {
 
 void embedding_forward(float *out, const int32_t *tokens, const float *table, const float *bias, const float *scale,
                        int64_t N, int64_t D) {
+    ZAYA_PROFILE("embedding");
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
         const float *e = table + int64_t(tokens[n]) * D;
@@ -17,6 +19,7 @@ void embedding_forward(float *out, const int32_t *tokens, const float *table, co
 
 void residual_scale_forward(float *out, const float *x, const float *res, const float *hs_scale, const float *hs_bias,
                             const float *res_scale, const float *res_bias, int64_t N, int64_t D) {
+    ZAYA_PROFILE("residual_scale");
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
         const float *xr = x + n * D;
@@ -28,12 +31,14 @@ void residual_scale_forward(float *out, const float *x, const float *res, const 
 }
 
 void gelu_forward(float *y, const float *x, int64_t n) {
+    ZAYA_PROFILE("gelu");
     constexpr float inv_sqrt2 = 0.70710678118654752f;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * inv_sqrt2));
 }
 
 void swiglu_forward(float *a, const float *h, int64_t N, int64_t I) {
+    ZAYA_PROFILE("swiglu");
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
         const float *g = h + n * 2 * I;

@@ -1,3 +1,4 @@
+#include "core/profile.h"
 #include "ops/cpu/linear.h"
 
 #include "ops/cpu/gemm.h"
@@ -5,6 +6,7 @@
 namespace zaya::cpu {
 
 void linear_forward(float *y, const float *x, const float *W, const float *b, int64_t N, int64_t I, int64_t O) {
+    ZAYA_PROFILE("linear");
     gemm(false, true, N, O, I, 1.0f, x, I, W, I, 0.0f, y, O);
     if (!b) return;
 #pragma omp parallel for schedule(static)

@@ -1,3 +1,4 @@
+#include "core/profile.h"
 #include "ops/cpu/loss.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 namespace zaya::cpu {
 
 double cross_entropy_forward(float *losses, const float *logits, const int32_t *targets, int64_t N, int64_t V) {
+    ZAYA_PROFILE("cross_entropy");
     double total = 0.0;
     int64_t count = 0;
 #pragma omp parallel for schedule(static) reduction(+ : total, count)

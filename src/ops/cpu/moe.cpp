@@ -1,3 +1,4 @@
+#include "core/profile.h"
 #include "ops/cpu/moe.h"
 
 #include "ops/cpu/elementwise.h"
@@ -12,6 +13,7 @@ namespace zaya::cpu {
 
 void router_select_forward(float *probs, int32_t *choice, float *p_sel, const float *logits, const float *bias,
                            int64_t N, int64_t K) {
+    ZAYA_PROFILE("router_select");
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
         const float *l = logits + n * K;
@@ -44,6 +46,7 @@ void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, i
 void moe_experts_forward(float *out, float *xg, float *h, float *a, float *y, const float *x, const int32_t *order,
                          const int64_t *offsets, const float *p_sel, const float *gate_up, const float *down,
                          int64_t N, const MoeShape &s) {
+    ZAYA_PROFILE("experts");
     const int64_t D = s.D, I = s.I, E = s.E;
     // Gather every token's input into expert-grouped order (skip tokens last).
 #pragma omp parallel for schedule(static)

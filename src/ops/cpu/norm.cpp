@@ -1,3 +1,4 @@
+#include "core/profile.h"
 #include "ops/cpu/norm.h"
 
 #include <cmath>
@@ -5,6 +6,7 @@
 namespace zaya::cpu {
 
 void rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t N, int64_t D, float eps) {
+    ZAYA_PROFILE("rmsnorm");
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
         const float *xr = x + n * D;

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The test suite: Release build + unit, parity and CLI tests; ASan+UBSan build of the unit tests; a bounded fuzz
+# run of the safetensors parser. Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+echo "== release build and tests"
+bash scripts/build.sh
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+echo "== ASan+UBSan build of the unit tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZAYA_SANITIZE=ON -DZAYA_NATIVE=OFF >/dev/null
+cmake --build build-asan --target zaya_tests zaya
+# OpenMP's runtime keeps thread pools alive at exit; that is not a leak of ours.
+ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j "$jobs"
+
+fuzz_seconds=${ZAYA_FUZZ_SECONDS:-60}
+if [ "$fuzz_seconds" -gt 0 ]; then
+    echo "== fuzzing the safetensors parser for ${fuzz_seconds}s"
+    bash scripts/fuzz.sh "$fuzz_seconds"
+fi
+echo "== all tests passed"
