@@ -5,11 +5,11 @@
 namespace zaya {
 
 namespace {
-// Carves float arrays out of one buffer; the first pass only measures.
+// Carves real arrays out of one buffer; the first pass only measures.
 struct Carver {
-    float *base = nullptr;
+    real *base = nullptr;
     size_t used = 0;
-    float *take(int64_t n) {
+    real *take(int64_t n) {
         size_t at = (used + 15) / 16 * 16; // keep every array 64-byte aligned
         used = at + size_t(n);
         return base ? base + at : nullptr;
@@ -75,7 +75,7 @@ size_t Activations::bytes_needed(const ZayaConfig &c, int64_t max_tokens, int64_
     a.layers.resize(keep_all_layers ? size_t(c.num_hidden_layers) : 1);
     Carver measure;
     carve(c, max_tokens, max_seqs, a, measure);
-    return measure.used * sizeof(float) + a.layers.size() * size_t(2 * max_tokens * 4 + (c.num_experts + 2) * 8);
+    return measure.used * sizeof(real) + a.layers.size() * size_t(2 * max_tokens * 4 + (c.num_experts + 2) * 8);
 }
 
 Activations Activations::plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers) {
@@ -86,9 +86,9 @@ Activations Activations::plan(const ZayaConfig &c, int64_t max_tokens, int64_t m
     a.layers.resize(keep_all_layers ? size_t(c.num_hidden_layers) : 1);
     Carver measure;
     carve(c, max_tokens, max_seqs, a, measure);
-    a.fbuf = FloatBuffer::zeros(measure.used);
-    Carver real{a.fbuf.data(), 0};
-    carve(c, max_tokens, max_seqs, a, real);
+    a.fbuf = RealBuffer::zeros(measure.used);
+    Carver carver{a.fbuf.data(), 0};
+    carve(c, max_tokens, max_seqs, a, carver);
     const size_t n_layers = a.layers.size();
     a.ibuf.assign(n_layers * size_t(2 * max_tokens), 0);
     a.obuf.assign(n_layers * size_t(c.num_experts + 2), 0);

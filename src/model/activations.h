@@ -11,35 +11,35 @@ namespace zaya {
 
 // What one decoder layer computes; shapes in rows × columns, N = tokens, B = sequences.
 struct LayerActs {
-    float *x_norm1;  // [N,D]   input_layernorm output
-    float *rstd1;    // [N]
-    float *z;        // [N,C]   q_pre‖k_pre (conv input)
-    float *p;        // [N+B(k1−1), C] depthwise conv output
-    float *conv;     // [N,C]   grouped conv output
-    float *q, *k;    // [N,Dq], [N,Dk]  after q-k mean, then normalised + RoPE (in place)
-    float *qn, *kn;  // [N,nq], [N,nkv] clamped L2 norms
-    float *v;        // [N,Dk]  current ‖ delayed values
-    float *v_del;    // [N,Dk/2] delayed projection of each token (shifted into v)
-    float *att;      // [N,Dq]  attention output
-    float *lse;      // [N,nq]
-    float *attn_out; // [N,D]   o_proj output
-    float *res1;     // [N,D]   residual after attention
-    float *x_norm2;  // [N,D]   post_attention_layernorm output (MoE and router input)
-    float *rstd2;    // [N]
-    float *rho;      // [N,R]   router state after EDA (passed to the next layer)
-    float *r_norm;   // [N,R]
-    float *r_rstd;   // [N]
-    float *h1, *a1;  // [N,R]   fc1 pre/post GELU
-    float *h2, *a2;  // [N,R]   fc2 pre/post GELU
-    float *r_logits; // [N,E+1]
-    float *probs;    // [N,E+1]
-    float *p_sel;    // [N]
-    float *xg;       // [N,D]   MoE inputs grouped by expert
-    float *h;        // [N,2I]  gate‖up (grouped order)
-    float *a;        // [N,I]   SwiGLU (grouped order)
-    float *y;        // [N,D]   expert outputs (grouped order, unscaled)
-    float *moe_out;  // [N,D]
-    float *res2;     // [N,D]   layer output (residual stream)
+    real *x_norm1;  // [N,D]   input_layernorm output
+    real *rstd1;    // [N]
+    real *z;        // [N,C]   q_pre‖k_pre (conv input)
+    real *p;        // [N+B(k1−1), C] depthwise conv output
+    real *conv;     // [N,C]   grouped conv output
+    real *q, *k;    // [N,Dq], [N,Dk]  after q-k mean, then normalised + RoPE (in place)
+    real *qn, *kn;  // [N,nq], [N,nkv] clamped L2 norms
+    real *v;        // [N,Dk]  current ‖ delayed values
+    real *v_del;    // [N,Dk/2] delayed projection of each token (shifted into v)
+    real *att;      // [N,Dq]  attention output
+    real *lse;      // [N,nq]
+    real *attn_out; // [N,D]   o_proj output
+    real *res1;     // [N,D]   residual after attention
+    real *x_norm2;  // [N,D]   post_attention_layernorm output (MoE and router input)
+    real *rstd2;    // [N]
+    real *rho;      // [N,R]   router state after EDA (passed to the next layer)
+    real *r_norm;   // [N,R]
+    real *r_rstd;   // [N]
+    real *h1, *a1;  // [N,R]   fc1 pre/post GELU
+    real *h2, *a2;  // [N,R]   fc2 pre/post GELU
+    real *r_logits; // [N,E+1]
+    real *probs;    // [N,E+1]
+    real *p_sel;    // [N]
+    real *xg;       // [N,D]   MoE inputs grouped by expert
+    real *h;        // [N,2I]  gate‖up (grouped order)
+    real *a;        // [N,I]   SwiGLU (grouped order)
+    real *y;        // [N,D]   expert outputs (grouped order, unscaled)
+    real *moe_out;  // [N,D]
+    real *res2;     // [N,D]   layer output (residual stream)
     int32_t *choice; // [N]
     int32_t *order;  // [N]
     int64_t *offsets;// [E+2]
@@ -48,22 +48,22 @@ struct LayerActs {
 struct Activations {
     int64_t max_tokens = 0, max_seqs = 0;
     bool keep_all_layers = false; // training keeps every layer; inference reuses one set
-    FloatBuffer fbuf;
+    RealBuffer fbuf;
     std::vector<int32_t> ibuf;
     std::vector<int64_t> obuf;
-    float *embed;      // [N,D]
-    float *final_norm; // [N,D]
-    float *final_rstd; // [N]
-    float *logits;     // [N,V]
-    float *losses;     // [N]
-    float *rope_cos[2], *rope_sin[2]; // [N, rot/2] per layer type
+    real *embed;      // [N,D]
+    real *final_norm; // [N,D]
+    real *final_rstd; // [N]
+    real *logits;     // [N,V]
+    real *losses;     // [N]
+    real *rope_cos[2], *rope_sin[2]; // [N, rot/2] per layer type
     std::vector<LayerActs> layers;    // L entries (keep_all_layers) or 1
 
     static Activations plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers);
     // Bytes plan() would allocate, without allocating (for `zaya info`).
     static size_t bytes_needed(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers);
     LayerActs &layer(int64_t l) { return layers[keep_all_layers ? size_t(l) : 0]; }
-    size_t bytes() const { return fbuf.size * sizeof(float) + ibuf.size() * 4 + obuf.size() * 8; }
+    size_t bytes() const { return fbuf.size * sizeof(real) + ibuf.size() * 4 + obuf.size() * 8; }
 };
 
 } // namespace zaya

@@ -19,7 +19,7 @@ using namespace cpu;
 namespace {
 
 // y[:, col0 : col0+O] (row stride ldy) = x[N,I]·W[O,I]ᵀ + b — writes a projection straight into a packed buffer.
-void project_into(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
+void project_into(real *y, int64_t ldy, const real *x, const real *W, const real *b, int64_t N, int64_t I,
                   int64_t O) {
     gemm(false, true, N, O, I, 1.0f, x, I, W, I, 0.0f, y, ldy);
     if (!b) return;
@@ -49,7 +49,7 @@ void cca_attention_forward(const ZayaConfig &c, int64_t l, const LayerWeights &w
 #pragma omp parallel for schedule(static)
     for (int64_t s = 0; s < B; ++s)
         for (int64_t n = seq[s]; n < seq[s + 1]; ++n) {
-            float *dst = A.v + n * Dk + Dv;
+            real *dst = A.v + n * Dk + Dv;
             // Before the first token the delayed projection sees a zero input: it yields only its bias.
             for (int64_t i = 0; i < Dv; ++i)
                 dst[i] = n > seq[s] ? A.v_del[(n - 1) * Dv + i] : (w.v_del_bias ? w.v_del_bias[i] : 0.0f);
@@ -61,24 +61,24 @@ void cca_attention_forward(const ZayaConfig &c, int64_t l, const LayerWeights &w
     rope_forward(A.q, acts.rope_cos[type], acts.rope_sin[type], N, nq, hd, rot);
     rope_forward(A.k, acts.rope_cos[type], acts.rope_sin[type], N, nkv, hd, rot);
     // 7. causal GQA attention; 8. output projection.
-    AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), type == 1 ? *c.sliding_window : 0};
+    AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(real(hd)), type == 1 ? *c.sliding_window : 0};
     attention_forward(A.att, A.lse, A.q, A.k, A.v, seq, B, as);
     linear_forward(A.attn_out, A.att, w.o_proj, w.o_bias, N, Dq, D);
 }
 
 // Router (spec A.4): x_norm2 and the previous layer's state → choice, p_sel, and this layer's state (A.rho).
-void router_forward(const ZayaConfig &c, const LayerWeights &w, int64_t N, const float *rho_prev, LayerActs &A) {
+void router_forward(const ZayaConfig &c, const LayerWeights &w, int64_t N, const real *rho_prev, LayerActs &A) {
     const int64_t D = c.hidden_size, R = c.router_hidden_size, K = c.router_classes();
     // Down-projection into scratch first: with one reused activation set, rho_prev aliases A.rho.
     linear_forward(A.h1, A.x_norm2, w.router_down, w.router_down_bias, N, D, R);
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n)
         for (int64_t i = 0; i < R; ++i) {
-            float v = A.h1[n * R + i];
+            real v = A.h1[n * R + i];
             if (w.router_state_scale && rho_prev) v += w.router_state_scale[i] * rho_prev[n * R + i]; // EDA
             A.rho[n * R + i] = v;
         }
-    rmsnorm_forward(A.r_norm, A.r_rstd, A.rho, w.router_norm, N, R, float(c.rms_norm_eps));
+    rmsnorm_forward(A.r_norm, A.r_rstd, A.rho, w.router_norm, N, R, real(c.rms_norm_eps));
     linear_forward(A.h1, A.r_norm, w.router_fc1, w.router_fc1_bias, N, R, R);
     gelu_forward(A.a1, A.h1, N * R);
     linear_forward(A.h2, A.a1, w.router_fc2, w.router_fc2_bias, N, R, R);
@@ -110,16 +110,16 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
     }
     embedding_forward(acts.embed, batch.tokens.data(), m.w.embed, m.w.input_bias, m.w.input_scale, N, D);
 
-    const float *residual = acts.embed;
-    const float *rho_prev = nullptr;
+    const real *residual = acts.embed;
+    const real *rho_prev = nullptr;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         const LayerWeights &w = m.w.layers[size_t(l)];
         LayerActs &A = acts.layer(l);
-        rmsnorm_forward(A.x_norm1, A.rstd1, residual, w.input_norm, N, D, float(c.rms_norm_eps));
+        rmsnorm_forward(A.x_norm1, A.rstd1, residual, w.input_norm, N, D, real(c.rms_norm_eps));
         cca_attention_forward(c, l, w, batch, A, acts);
         residual_scale_forward(A.res1, A.attn_out, residual, w.attn_res[0], w.attn_res[1], w.attn_res[2],
                                w.attn_res[3], N, D);
-        rmsnorm_forward(A.x_norm2, A.rstd2, A.res1, w.post_norm, N, D, float(c.rms_norm_eps));
+        rmsnorm_forward(A.x_norm2, A.rstd2, A.res1, w.post_norm, N, D, real(c.rms_norm_eps));
         router_forward(c, w, N, rho_prev, A);
         moe_group_tokens(A.order, A.offsets, A.choice, N, c.num_experts);
         MoeShape ms{D, c.moe_intermediate_size, c.num_experts, c.skip_passthrough};
@@ -130,7 +130,7 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
         residual = A.res2;
         rho_prev = A.rho;
     }
-    rmsnorm_forward(acts.final_norm, acts.final_rstd, residual, m.w.final_norm, N, D, float(c.rms_norm_eps));
+    rmsnorm_forward(acts.final_norm, acts.final_rstd, residual, m.w.final_norm, N, D, real(c.rms_norm_eps));
     linear_forward(acts.logits, acts.final_norm, m.w.lm_head, m.w.lm_head_bias, N, D, V);
 
     ForwardResult r;

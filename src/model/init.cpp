@@ -11,9 +11,9 @@ void model_init_random(Model &m, uint64_t seed) {
     const ZayaConfig &c = m.config;
     for (size_t i = 0; i < m.layout.views.size(); ++i) {
         const ParamView &v = m.layout.views[i];
-        float *p = m.params.data() + v.offset;
+        real *p = m.params.data() + v.offset;
         Rng rng(seed, i);
-        auto fill = [&](float x) { std::fill(p, p + v.numel, x); };
+        auto fill = [&](real x) { std::fill(p, p + v.numel, x); };
         auto ends = [&](const char *s) { return v.name.ends_with(s); };
         if (ends("balancing_biases")) {
             fill(0.0f);
@@ -28,13 +28,13 @@ void model_init_random(Model &m, uint64_t seed) {
                 fan_in = double(w.shape[1] * w.shape[2]);
             }
             double bound = 1.0 / std::sqrt(fan_in);
-            for (size_t k = 0; k < v.numel; ++k) p[k] = float((2.0 * rng.uniform() - 1.0) * bound);
+            for (size_t k = 0; k < v.numel; ++k) p[k] = real((2.0 * rng.uniform() - 1.0) * bound);
         } else if (ends("norm.weight") || ends("_scale") || ends("layernorm.weight")) {
             fill(1.0f);
         } else if (v.shape.size() == 1) {
             fill(0.0f); // biases
         } else {
-            for (size_t k = 0; k < v.numel; ++k) p[k] = float(rng.normal() * c.initializer_range);
+            for (size_t k = 0; k < v.numel; ++k) p[k] = real(rng.normal() * c.initializer_range);
         }
     }
 }

@@ -88,9 +88,9 @@ size_t ParamLayout::offset_of(const std::string &name) const {
     return v->offset;
 }
 
-ModelWeights ModelWeights::bind(const ZayaConfig &c, const ParamLayout &layout, float *base) {
+ModelWeights ModelWeights::bind(const ZayaConfig &c, const ParamLayout &layout, real *base) {
     auto at = [&](const std::string &name) { return base + layout.offset_of(name); };
-    auto opt = [&](const std::string &name) -> float * {
+    auto opt = [&](const std::string &name) -> real * {
         const ParamView *v = layout.find(name);
         return v ? base + v->offset : nullptr;
     };
@@ -141,13 +141,13 @@ ModelWeights ModelWeights::bind(const ZayaConfig &c, const ParamLayout &layout, 
     return w;
 }
 
-FloatBuffer FloatBuffer::zeros(size_t n) {
-    FloatBuffer b;
-    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+RealBuffer RealBuffer::zeros(size_t n) {
+    RealBuffer b;
+    size_t bytes = (n * sizeof(real) + 63) / 64 * 64;
     void *p = bytes ? std::aligned_alloc(64, bytes) : nullptr;
     if (bytes && !p) fail("out of memory allocating {:.1f} MiB", double(bytes) / (1 << 20));
     if (p) std::memset(p, 0, bytes);
-    b.ptr = {static_cast<float *>(p), std::free};
+    b.ptr = {static_cast<real *>(p), std::free};
     b.size = n;
     return b;
 }
@@ -157,7 +157,7 @@ Model Model::create(const ZayaConfig &c) {
     Model m;
     m.config = c;
     m.layout = ParamLayout::build(c);
-    m.params = FloatBuffer::zeros(m.layout.total);
+    m.params = RealBuffer::zeros(m.layout.total);
     m.w = ModelWeights::bind(c, m.layout, m.params.data());
     return m;
 }

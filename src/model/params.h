@@ -4,6 +4,8 @@
 #pragma once
 #include "model/config.h"
 
+#include "core/real.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,7 +23,7 @@ struct ParamView {
 
 struct ParamLayout {
     std::vector<ParamView> views;
-    size_t total = 0; // floats, each view starts 16-float (64-byte) aligned
+    size_t total = 0; // floats, each view starts 16-real (64-byte) aligned
 
     static ParamLayout build(const ZayaConfig &c);
     const ParamView *find(const std::string &name) const;
@@ -30,47 +32,47 @@ struct ParamLayout {
 
 // Pointers of one decoder layer into a buffer laid out by ParamLayout (null where absent).
 struct LayerWeights {
-    float *input_norm;
-    float *q_proj, *q_bias, *k_proj, *k_bias;
-    float *v_cur, *v_cur_bias, *v_del, *v_del_bias;
-    float *conv_dw, *conv_dw_bias, *conv_g, *conv_g_bias;
-    float *temp;
-    float *o_proj, *o_bias;
-    float *attn_res[4]; // post_attention_residual_scale: hidden_states_scale, hidden_states_bias, residual_scale, residual_bias
-    float *post_norm;
-    float *router_down, *router_down_bias, *router_state_scale; // router_state_scale null on layer 0
-    float *router_norm, *router_fc1, *router_fc1_bias, *router_fc2, *router_fc2_bias, *router_out;
-    float *balancing_biases; // [E+1], not trainable
-    float *experts_gate_up, *experts_down;
-    float *mlp_res[4];
+    real *input_norm;
+    real *q_proj, *q_bias, *k_proj, *k_bias;
+    real *v_cur, *v_cur_bias, *v_del, *v_del_bias;
+    real *conv_dw, *conv_dw_bias, *conv_g, *conv_g_bias;
+    real *temp;
+    real *o_proj, *o_bias;
+    real *attn_res[4]; // post_attention_residual_scale: hidden_states_scale, hidden_states_bias, residual_scale, residual_bias
+    real *post_norm;
+    real *router_down, *router_down_bias, *router_state_scale; // router_state_scale null on layer 0
+    real *router_norm, *router_fc1, *router_fc1_bias, *router_fc2, *router_fc2_bias, *router_out;
+    real *balancing_biases; // [E+1], not trainable
+    real *experts_gate_up, *experts_down;
+    real *mlp_res[4];
 };
 
 struct ModelWeights {
-    float *embed, *input_scale, *input_bias, *final_norm;
-    float *lm_head;      // == embed when tied
-    float *lm_head_bias; // null unless lm_head_bias
+    real *embed, *input_scale, *input_bias, *final_norm;
+    real *lm_head;      // == embed when tied
+    real *lm_head_bias; // null unless lm_head_bias
     std::vector<LayerWeights> layers;
 
-    static ModelWeights bind(const ZayaConfig &c, const ParamLayout &layout, float *base);
+    static ModelWeights bind(const ZayaConfig &c, const ParamLayout &layout, real *base);
 };
 
-// 64-byte aligned float buffer (AVX-512 rows, no false sharing between views).
-struct FloatBuffer {
-    std::unique_ptr<float, void (*)(void *)> ptr{nullptr, nullptr};
+// 64-byte aligned real buffer (AVX-512 rows, no false sharing between views).
+struct RealBuffer {
+    std::unique_ptr<real, void (*)(void *)> ptr{nullptr, nullptr};
     size_t size = 0;
-    static FloatBuffer zeros(size_t n);
-    float *data() const { return ptr.get(); }
+    static RealBuffer zeros(size_t n);
+    real *data() const { return ptr.get(); }
 };
 
 // A model's parameters: config, layout, storage and bound pointers.
 struct Model {
     ZayaConfig config;
     ParamLayout layout;
-    FloatBuffer params;
+    RealBuffer params;
     ModelWeights w;
 
     static Model create(const ZayaConfig &c); // zero-filled; see model_init_random
-    float *param(const std::string &name) const { return params.data() + layout.offset_of(name); }
+    real *param(const std::string &name) const { return params.data() + layout.offset_of(name); }
 };
 
 // Parameter counts (spec A.8): total, embedding, and active per token (non-embedding, one expert per layer).

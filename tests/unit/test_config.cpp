@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 using namespace zaya;
@@ -538,6 +539,27 @@ TEST(ConfigErrorTest, HiddenActGelu) {
 
 TEST(ConfigErrorTest, NonPositiveRmsNormEps) {
     expect_native_error([](json &j) { j["rms_norm_eps"] = 0; }, {"rms_norm_eps"});
+}
+
+// Absurd sizes must be a zaya::Error naming the field. DISABLED: ZayaConfig::validate has no upper bounds.
+// num_hidden_layers = 1e15 without layer_types makes config_from_json call layer_types.assign(1e15), which
+// throws std::bad_alloc (the CLI prints "zaya: error: std::bad_alloc"); see the next test for overflow.
+TEST(ConfigErrorTest, DISABLED_HugeLayerCountIsAnError) {
+    expect_native_error(
+        [](json &j) {
+            j.erase("layer_types");
+            j["num_hidden_layers"] = int64_t(1'000'000'000'000'000);
+        },
+        {"num_hidden_layers"});
+}
+
+// DISABLED: sizes whose products overflow pass validate; ParamLayout::build multiplies shapes in size_t and
+// wraps, so param_counts returns garbage (vocab_size = INT64_MAX gives embedding = -64; cca_time0 = 2^62
+// gives a zero-element conv weight) and `zaya info` prints it with exit status 0.
+TEST(ConfigErrorTest, DISABLED_SizesWhoseProductOverflowsAreAnError) {
+    expect_native_error([](json &j) { j["vocab_size"] = std::numeric_limits<int64_t>::max(); }, {"vocab_size"});
+    expect_native_error([](json &j) { j["cca_time0"] = int64_t(1) << 62; }, {"cca_time0"});
+    expect_native_error([](json &j) { j["num_experts"] = int64_t(1) << 62; }, {"num_experts"});
 }
 
 // ---- errors: legacy schema ----

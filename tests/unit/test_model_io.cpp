@@ -101,7 +101,8 @@ void expect_same_params(const Model &a, const Model &b) {
         const ParamView &va = a.layout.views[i], &vb = b.layout.views[i];
         ASSERT_EQ(va.name, vb.name);
         ASSERT_EQ(va.shape, vb.shape);
-        const float *pa = a.params.data() + va.offset, *pb = b.params.data() + vb.offset;
+        const auto *pa = a.params.data() + va.offset;
+        const auto *pb = b.params.data() + vb.offset;
         for (size_t k = 0; k < va.numel; ++k)
             ASSERT_EQ(pa[k], pb[k]) << va.name << "[" << k << "]";
     }
@@ -112,7 +113,7 @@ Model random_model(const ZayaConfig &c, uint64_t seed) {
     Model m = Model::create(c);
     model_init_random(m, seed);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-        float *b = m.w.layers[size_t(l)].balancing_biases;
+        auto *b = m.w.layers[size_t(l)].balancing_biases;
         for (int64_t e = 0; e <= c.num_experts; ++e) b[e] = 0.1234567f * float(e + 1) - 0.3f + 1e-3f * float(l);
         EXPECT_NE(bf16_to_f32(f32_to_bf16(b[0])), b[0]); // the test needs a value bf16 cannot hold
     }
@@ -178,7 +179,8 @@ TEST(ModelIoTest, RoundTripBf16RoundsWeightsAndKeepsBalancingBiasesExact) {
     size_t changed = 0;
     for (size_t i = 0; i < m.layout.views.size(); ++i) {
         const ParamView &v = m.layout.views[i];
-        const float *a = m.params.data() + v.offset, *b = back.params.data() + v.offset;
+        const auto *a = m.params.data() + v.offset;
+        const auto *b = back.params.data() + v.offset;
         for (size_t k = 0; k < v.numel; ++k) {
             if (!v.trainable) {
                 ASSERT_EQ(b[k], a[k]) << v.name << "[" << k << "] must stay exact fp32";

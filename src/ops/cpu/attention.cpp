@@ -13,7 +13,7 @@ constexpr int64_t kTileQ = 64;
 constexpr int64_t kTileK = 64;
 } // namespace
 
-void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, const int64_t *seq_start,
+void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const int64_t *seq_start,
                        int64_t B, const AttnShape &s) {
     ZAYA_PROFILE("attention");
     const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, group = nq / nkv;
@@ -27,9 +27,9 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
     {
         // Per-thread tiles: scores [kTileQ, kTileK], accumulator [kTileQ, hd], keys transposed [hd, kTileK] so the
         // score loop runs along keys (contiguous, vectorised) instead of reducing along hd for every key.
-        std::vector<float> scores(size_t(kTileQ * kTileK)), acc(size_t(kTileQ * hd)), kt(size_t(hd * kTileK));
-        std::vector<float> row_max(kTileQ), row_sum(kTileQ);
-        constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+        std::vector<real> scores(size_t(kTileQ * kTileK)), acc(size_t(kTileQ * hd)), kt(size_t(hd * kTileK));
+        std::vector<real> row_max(kTileQ), row_sum(kTileQ);
+        constexpr real kNegInf = -std::numeric_limits<real>::infinity();
 #pragma omp for schedule(dynamic)
         for (int64_t item = 0; item < items; ++item) {
             const int64_t h = item % nq, tile = item / nq;
@@ -45,17 +45,17 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
             for (int64_t ka = lo; ka < qb; ka += kTileK) {
                 const int64_t kb = std::min(ka + kTileK, qb), cols = kb - ka;
                 for (int64_t c = 0; c < cols; ++c) {
-                    const float *kr = k + ((t0 + ka + c) * nkv + j) * hd;
+                    const real *kr = k + ((t0 + ka + c) * nkv + j) * hd;
                     for (int64_t d = 0; d < hd; ++d) kt[size_t(d * kTileK + c)] = kr[d];
                 }
                 for (int64_t r = 0; r < rows; ++r) {
                     const int64_t tq = qa + r;
-                    const float *qr = q + ((t0 + tq) * nq + h) * hd;
-                    float *sr = scores.data() + r * kTileK;
+                    const real *qr = q + ((t0 + tq) * nq + h) * hd;
+                    real *sr = scores.data() + r * kTileK;
                     std::fill(sr, sr + cols, 0.0f);
                     for (int64_t d = 0; d < hd; ++d) {
-                        const float qd = qr[d] * s.scale;
-                        const float *kd = kt.data() + d * kTileK;
+                        const real qd = qr[d] * s.scale;
+                        const real *kd = kt.data() + d * kTileK;
 #pragma omp simd
                         for (int64_t c = 0; c < cols; ++c) sr[c] += qd * kd[c];
                     }
@@ -63,19 +63,19 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
                     const int64_t c_end = std::min(cols, tq - ka + 1);
                     const int64_t c_begin = s.window > 0 ? std::max<int64_t>(0, tq - s.window + 1 - ka) : 0;
                     if (c_begin >= c_end) continue;
-                    float m = row_max[size_t(r)];
+                    real m = row_max[size_t(r)];
                     for (int64_t c = c_begin; c < c_end; ++c) m = std::max(m, sr[c]);
                     // Online softmax: rescale what was accumulated under the old max.
-                    const float corr = std::exp(row_max[size_t(r)] - m);
+                    const real corr = std::exp(row_max[size_t(r)] - m);
                     row_max[size_t(r)] = m;
-                    float *ar = acc.data() + r * hd;
-                    float sum = row_sum[size_t(r)] * corr;
+                    real *ar = acc.data() + r * hd;
+                    real sum = row_sum[size_t(r)] * corr;
 #pragma omp simd
                     for (int64_t d = 0; d < hd; ++d) ar[d] *= corr;
                     for (int64_t c = c_begin; c < c_end; ++c) {
-                        const float pr = std::exp(sr[c] - m);
+                        const real pr = std::exp(sr[c] - m);
                         sum += pr;
-                        const float *vr = v + ((t0 + ka + c) * nkv + j) * hd;
+                        const real *vr = v + ((t0 + ka + c) * nkv + j) * hd;
 #pragma omp simd
                         for (int64_t d = 0; d < hd; ++d) ar[d] += pr * vr[d];
                     }
@@ -84,9 +84,9 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
             }
             for (int64_t r = 0; r < rows; ++r) {
                 const int64_t n = t0 + qa + r;
-                const float inv = 1.0f / row_sum[size_t(r)];
-                float *orow = out + (n * nq + h) * hd;
-                const float *ar = acc.data() + r * hd;
+                const real inv = 1.0f / row_sum[size_t(r)];
+                real *orow = out + (n * nq + h) * hd;
+                const real *ar = acc.data() + r * hd;
                 for (int64_t d = 0; d < hd; ++d) orow[d] = ar[d] * inv;
                 if (lse) lse[n * nq + h] = row_max[size_t(r)] + std::log(row_sum[size_t(r)]);
             }

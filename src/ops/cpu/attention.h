@@ -1,19 +1,21 @@
 // Causal grouped-query softmax attention (spec A.3 step 7), computed tile by tile with an online softmax
 // (flash-attention style) so memory stays O(tile²) instead of O(T²).
 #pragma once
+#include "core/real.h"
+
 #include <cstdint>
 
 namespace zaya::cpu {
 
 struct AttnShape {
     int64_t nq, nkv, hd;
-    float scale;    // 1/√hd
+    real scale;    // 1/√hd
     int64_t window; // sliding window incl. the current token (HF convention); ≤ 0 for full causal
 };
 
 // out[N,nq,hd] from q[N,nq,hd], k,v[N,nkv,hd] over a varlen batch (seq_start[B+1]); query head h reads kv head
 // h/(nq/nkv). lse[N,nq] receives each row's log-sum-exp (kept for backward; may be null).
-void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, const int64_t *seq_start,
+void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const int64_t *seq_start,
                        int64_t B, const AttnShape &s);
 
 } // namespace zaya::cpu

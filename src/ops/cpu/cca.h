@@ -2,6 +2,8 @@
 // residual paths, L2 QK-norm with the linear key temperature, and partial neox RoPE.
 // Batches are "varlen": sequences packed back to back, sequence s owning rows [seq_start[s], seq_start[s+1]).
 #pragma once
+#include "core/real.h"
+
 #include <cstdint>
 
 namespace zaya::cpu {
@@ -19,22 +21,22 @@ inline int64_t cca_conv_p_rows(int64_t N, int64_t B, const ConvShape &s) { retur
 // depthwise conv, so the first grouped-conv taps see the depthwise bias (spec A.3 step 2).
 // p[cca_conv_p_rows, C] receives the depthwise output (kept for backward).
 // wd[C,1,k0], bd[C], wg[C,hd,k1], bg[C] in PyTorch Conv1d layout.
-void cca_conv_forward(float *o, float *p, const float *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
-                      const float *wd, const float *bd, const float *wg, const float *bg);
+void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
+                      const real *wd, const real *bd, const real *wg, const real *bg);
 
 // q[N,nq,hd] = o_q + (q_pre + k_pre[h/g])/2, k[N,nkv,hd] = o_k + mean over the group of (q_pre + k_pre)/2,
 // where z = q_pre‖k_pre and o = conv output, both [N, (nq+nkv)·hd].
-void cca_qk_mean_forward(float *q, float *k, const float *o, const float *z, int64_t N, int64_t nq, int64_t nkv,
+void cca_qk_mean_forward(real *q, real *k, const real *o, const real *z, int64_t N, int64_t nq, int64_t nkv,
                          int64_t hd);
 
 // In place: q ← √hd·q/max(‖q‖,ε), k ← √hd·k/max(‖k‖,ε)·temp[j]; saves the clamped norms qn[N,nq], kn[N,nkv].
-void cca_qk_norm_forward(float *q, float *k, float *qn, float *kn, const float *temp, int64_t N, int64_t nq,
+void cca_qk_norm_forward(real *q, real *k, real *qn, real *kn, const real *temp, int64_t N, int64_t nq,
                          int64_t nkv, int64_t hd);
 
 // cos/sin tables [N, rot/2] for positions pos[N] with inv_freq_i = θ^(−2i/rot) computed as transformers does (fp32).
-void rope_tables(float *cos_t, float *sin_t, const int32_t *pos, int64_t N, int64_t rot, double theta);
+void rope_tables(real *cos_t, real *sin_t, const int32_t *pos, int64_t N, int64_t rot, double theta);
 
 // In place neox (rotate-half) RoPE on the first `rot` dims of each head of x[N,H,hd].
-void rope_forward(float *x, const float *cos_t, const float *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot);
+void rope_forward(real *x, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot);
 
 } // namespace zaya::cpu

@@ -14,6 +14,10 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 void gemm_with(GemmLib lib, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+// fp64 GEMM (OpenBLAS dgemm), used by the double-precision build of the ops for finite-difference tests.
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
+          const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
+
 GemmLib gemm_default_lib(); // from ZAYA_GEMM (onednn|openblas), default oneDNN
 const char *gemm_lib_name(GemmLib lib);
 

@@ -6,7 +6,7 @@
 
 namespace zaya::cpu {
 
-double cross_entropy_forward(float *losses, const float *logits, const int32_t *targets, int64_t N, int64_t V) {
+double cross_entropy_forward(real *losses, const real *logits, const int32_t *targets, int64_t N, int64_t V) {
     ZAYA_PROFILE("cross_entropy");
     double total = 0.0;
     int64_t count = 0;
@@ -16,13 +16,13 @@ double cross_entropy_forward(float *losses, const float *logits, const int32_t *
             losses[n] = 0.0f;
             continue;
         }
-        const float *l = logits + n * V;
-        float m = l[0];
+        const real *l = logits + n * V;
+        real m = l[0];
         for (int64_t v = 1; v < V; ++v) m = std::max(m, l[v]);
         double sum = 0.0;
         for (int64_t v = 0; v < V; ++v) sum += std::exp(double(l[v] - m));
         double loss = std::log(sum) + double(m) - double(l[targets[n]]);
-        losses[n] = float(loss);
+        losses[n] = real(loss);
         total += loss;
         ++count;
     }

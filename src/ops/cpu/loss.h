@@ -1,11 +1,13 @@
 // Softmax cross-entropy over the vocabulary.
 #pragma once
+#include "core/real.h"
+
 #include <cstdint>
 
 namespace zaya::cpu {
 
 // losses[N] = −log softmax(logits[n])[targets[n]]; rows with target < 0 are ignored (loss 0).
 // Returns the mean over non-ignored rows (0 if none).
-double cross_entropy_forward(float *losses, const float *logits, const int32_t *targets, int64_t N, int64_t V);
+double cross_entropy_forward(real *losses, const real *logits, const int32_t *targets, int64_t N, int64_t V);
 
 } // namespace zaya::cpu

@@ -11,23 +11,23 @@
 
 namespace zaya::cpu {
 
-void router_select_forward(float *probs, int32_t *choice, float *p_sel, const float *logits, const float *bias,
+void router_select_forward(real *probs, int32_t *choice, real *p_sel, const real *logits, const real *bias,
                            int64_t N, int64_t K) {
     ZAYA_PROFILE("router_select");
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-        const float *l = logits + n * K;
-        float *p = probs + n * K;
-        float m = l[0];
+        const real *l = logits + n * K;
+        real *p = probs + n * K;
+        real m = l[0];
         for (int64_t e = 1; e < K; ++e) m = std::max(m, l[e]);
-        float sum = 0.0f;
+        real sum = 0.0f;
         for (int64_t e = 0; e < K; ++e) sum += (p[e] = std::exp(l[e] - m));
-        const float inv = 1.0f / sum;
+        const real inv = 1.0f / sum;
         int32_t best = 0;
-        float best_v = -INFINITY;
+        real best_v = -INFINITY;
         for (int64_t e = 0; e < K; ++e) {
             p[e] *= inv;
-            float biased = p[e] + bias[e];
+            real biased = p[e] + bias[e];
             if (biased > best_v) best_v = biased, best = int32_t(e); // strict: lowest index wins ties
         }
         choice[n] = best;
@@ -43,14 +43,14 @@ void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, i
     for (int64_t n = 0; n < N; ++n) order[fill[size_t(choice[n])]++] = int32_t(n);
 }
 
-void moe_experts_forward(float *out, float *xg, float *h, float *a, float *y, const float *x, const int32_t *order,
-                         const int64_t *offsets, const float *p_sel, const float *gate_up, const float *down,
+void moe_experts_forward(real *out, real *xg, real *h, real *a, real *y, const real *x, const int32_t *order,
+                         const int64_t *offsets, const real *p_sel, const real *gate_up, const real *down,
                          int64_t N, const MoeShape &s) {
     ZAYA_PROFILE("experts");
     const int64_t D = s.D, I = s.I, E = s.E;
     // Gather every token's input into expert-grouped order (skip tokens last).
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < N; ++r) std::memcpy(xg + r * D, x + int64_t(order[r]) * D, size_t(D) * sizeof(float));
+    for (int64_t r = 0; r < N; ++r) std::memcpy(xg + r * D, x + int64_t(order[r]) * D, size_t(D) * sizeof(real));
     for (int64_t e = 0; e < E; ++e) {
         const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
         if (n == 0) continue;
@@ -61,15 +61,15 @@ void moe_experts_forward(float *out, float *xg, float *h, float *a, float *y, co
     }
     // Skip-slot tokens: the "expert" is the identity (y = x) under passthrough, else nothing.
     const int64_t s0 = offsets[E], s1 = offsets[E + 1];
-    if (s.skip_passthrough) std::memcpy(y + s0 * D, xg + s0 * D, size_t((s1 - s0) * D) * sizeof(float));
-    else std::memset(y + s0 * D, 0, size_t((s1 - s0) * D) * sizeof(float));
+    if (s.skip_passthrough) std::memcpy(y + s0 * D, xg + s0 * D, size_t((s1 - s0) * D) * sizeof(real));
+    else std::memset(y + s0 * D, 0, size_t((s1 - s0) * D) * sizeof(real));
     // Scatter back, weighted by the unbiased probability of the chosen class.
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N; ++r) {
         const int64_t n = order[r];
-        const float p = p_sel[n];
-        const float *yr = y + r * D;
-        float *o = out + n * D;
+        const real p = p_sel[n];
+        const real *yr = y + r * D;
+        real *o = out + n * D;
 #pragma omp simd
         for (int64_t i = 0; i < D; ++i) o[i] = p * yr[i];
     }

@@ -1,13 +1,15 @@
 // The ZAYA1 MoE pieces (spec A.4, A.5): top-1 selection with balancing biases and the skip slot, and the routed
 // SwiGLU experts computed one GEMM pair per expert over tokens grouped by expert.
 #pragma once
+#include "core/real.h"
+
 #include <cstdint>
 
 namespace zaya::cpu {
 
 // probs[N,K] = softmax(logits[N,K]) in fp32; choice[n] = argmax_e(probs[n,e] + bias[e]) (lowest index wins ties);
 // p_sel[n] = probs[n, choice[n]] (unbiased). K = E + 1 classes, the last being the skip slot.
-void router_select_forward(float *probs, int32_t *choice, float *p_sel, const float *logits, const float *bias,
+void router_select_forward(real *probs, int32_t *choice, real *p_sel, const real *logits, const real *bias,
                            int64_t N, int64_t K);
 
 // Grouping of tokens by expert: order[offsets[e] .. offsets[e+1]) lists (ascending) the tokens routed to expert e,
@@ -22,8 +24,8 @@ struct MoeShape {
 // out[N,D] = p_sel[n] · Down_e(silu(Gate_e x_n) ⊙ Up_e x_n) with e = choice[n].
 // gate_up[E,2I,D], down[E,D,I]. Saved for backward, in grouped (sorted) row order:
 // xg[N,D] gathered inputs, h[N,2I] gate/up pre-activations, a[N,I] SwiGLU output, y[N,D] unscaled expert output.
-void moe_experts_forward(float *out, float *xg, float *h, float *a, float *y, const float *x, const int32_t *order,
-                         const int64_t *offsets, const float *p_sel, const float *gate_up, const float *down,
+void moe_experts_forward(real *out, real *xg, real *h, real *a, real *y, const real *x, const int32_t *order,
+                         const int64_t *offsets, const real *p_sel, const real *gate_up, const real *down,
                          int64_t N, const MoeShape &s);
 
 } // namespace zaya::cpu
