@@ -19,7 +19,13 @@ Every case directory ``<out>/<case>/`` contains
                                       skip masking;
     - ``logits_passthrough`` (skip_slot only) logits under the original Zyphra skip semantics
                                       (skip-routed token's MoE output = p_skip * u instead of 0);
-* ``meta.json``: tokens, loss, min_router_margin, skip_chosen, description, versions, seed, ...
+    - ``grad.<name>``      (cases tiny_f32, skip_slot, variants) float32 autograd gradient of meta ``loss`` w.r.t.
+                                      every ``model.named_parameters()`` entry (native names; tied embeddings: one
+                                      ``model.embed_tokens.weight`` entry holding both uses); see GRAD_NOTE;
+    - ``grad_passthrough.<name>`` (skip_slot only) the same under the passthrough skip semantics (loss_passthrough);
+* ``meta.json``: tokens, loss, min_router_margin, skip_chosen, description, versions, seed, ...; gradient cases add
+  ``grad_note``, ``grad_max_abs`` (and ``grad_passthrough_max_abs``) and ``grad_check`` (results of the float64
+  verification: float32 vs float64 autograd per tensor, float64 central differences on ~20 random entries).
 
 All goldens are computed in float32 (for bf16 cases: from the bf16-rounded weights converted back to float32), with
 ``attn_implementation="eager"`` (so sliding windows are honoured exactly) and ``experts_implementation="eager"``
@@ -33,6 +39,13 @@ reloads what it wrote and checks that the logits reproduce the stored golden to 
 Note: transformers 5.24 ``from_pretrained`` resets ``balancing_biases[-1]`` (the skip-slot bias) to -1 after loading
 (``ZayaPreTrainedModel._init_weights``), so HF itself does not reproduce the ``skip_slot`` golden from its own
 checkpoint without restoring that value; the self-check detects and restores it.  An engine must use the stored value.
+
+Gradient verification (compute_grads): the model is deep-copied and converted to float64, and modeling_zaya's
+hard-coded float32 casts are redirected to float64 (float64_semantics) so the float64 model is float64 end to end; the
+float32 gradients must agree with float64 autograd to ||g32-g64||/||g64|| < 1e-3 per tensor, and float64 autograd must
+agree with float64 central differences (h = 1e-6) to 1e-4 relative on 20 random entries (|g| >= 1e-4) per case and
+skip semantics; the router choices are asserted identical (to the float32 golden) for the float64 model and under every
+perturbation, so the loss is differentiated on a fixed routing.
 """
 
 from __future__ import annotations
@@ -98,6 +111,7 @@ def rope(theta_full, partial_full=0.5, theta_sliding=10000.0, partial_sliding=0.
 CASES = {
     "tiny_f32": dict(
         seed=1001,
+        grads=True,  # also store grad.<name> (see compute_grads)
         config=dict(COMMON, vocab_size=256, num_hidden_layers=3, rope_parameters=rope(10000.0)),
         dtype="float32",
         batch=1,
@@ -122,6 +136,7 @@ CASES = {
     ),
     "skip_slot": dict(
         seed=3003,
+        grads=True,  # also store grad.<name> (see compute_grads)
         config=dict(COMMON, vocab_size=256, num_hidden_layers=3, rope_parameters=rope(10000.0)),
         dtype="bfloat16",
         batch=1,
@@ -139,6 +154,7 @@ CASES = {
     ),
     "variants": dict(
         seed=4004,
+        grads=True,  # also store grad.<name> (see compute_grads)
         config=dict(
             COMMON,
             vocab_size=256,
@@ -373,6 +389,178 @@ def passthrough_semantics():
         yield
     finally:
         modeling_zaya.ZayaSparseMoeBlock.forward = orig
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Gradient goldens (cases with grads=True)
+# --------------------------------------------------------------------------------------------------------------------
+
+FD_ENTRIES = 20  # parameter entries checked by float64 central differences per case (and per skip semantics)
+FD_H = 1e-6  # central-difference step
+FD_RTOL = 1e-4  # |fd - g64| / |g64| per checked entry
+FD_MIN_ABS_GRAD = 1e-4  # only entries with |g64| >= this are sampled (float64 FD round-off is ~1e-9 absolute)
+G32_VS_G64_RTOL = 1e-3  # ||g32 - g64|| / ||g64|| per parameter tensor
+
+GRAD_NOTE = (
+    "grad.<name> = d loss / d <name> for every entry <name> of model.named_parameters() (HF native names, experts "
+    "stacked as mlp.experts.gate_up_proj [E, 2I, D] / down_proj [E, D, I]); loss = meta 'loss' = mean next-token "
+    "cross entropy over all B*(T-1) positions (labels = tokens), computed by HF ZayaForCausalLM in float32 autograd "
+    "(eval mode, no dropout, attn_implementation eager, experts_implementation eager; bf16 cases: from the "
+    "bf16-rounded weights held in float32). Tied embeddings: model.embed_tokens.weight holds the sum of the "
+    "embedding-lookup and LM-head gradients, there is no lm_head.weight entry. The router argmax (softmax probs "
+    "detached, + balancing_biases) is piecewise constant: the loss reaches the router only through the selected "
+    "unbiased softmax probability that scales the expert output and through the EDA router-state chain into the next "
+    "layer's router; balancing_biases is a buffer and has no gradient. HF skip semantics (grad.*): a skip-routed "
+    "token is remapped to expert 0 with weight 0 (masked_fill), so it contributes exactly zero gradient to expert 0 "
+    "and to its router probability; experts chosen by no token get exactly zero gradient. grad_passthrough.* "
+    "(skip_slot only): same loss under the original Zyphra semantics (meta 'loss_passthrough'), where a skip-routed "
+    "token's MoE output p_skip * u also sends gradient to p_skip (router) and to u (post_attention_layernorm "
+    "output). nn.Embedding(padding_idx=0) is kept as HF constructs it (the lookup never sends gradient to row 0) but "
+    "tokens never contain id 0, so it changes nothing; row 0 of a tied embedding still receives its LM-head gradient. "
+    "Checked inside gen_goldens.py: float32 vs float64 autograd ||g32-g64||/||g64|| < 1e-3 for every tensor, and "
+    "float64 central differences (h=1e-6) vs float64 autograd relative error < 1e-4 on ~20 random entries with "
+    "|g| >= 1e-4, with the routing choices asserted unchanged under every perturbation (see meta 'grad_check')."
+)
+
+
+class _TorchFloat64Proxy:
+    """Stands in for the ``torch`` module inside modeling_zaya: ``torch.float32`` / ``torch.float`` -> float64."""
+
+    float32 = torch.float64
+    float = torch.float64
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+@contextlib.contextmanager
+def float64_semantics():
+    """Run modeling_zaya fully in float64 (for a model converted with ``.to(torch.float64)``).
+
+    modeling_zaya hard-codes float32 casts (RMSNorm upcast, the fp32 residual stream, the eager-attention softmax
+    dtype, the router's biased probabilities, rope frequencies); with the proxy they become float64 casts, so a float64
+    model is float64 end to end (needed for finite differences with h = 1e-6)."""
+    orig = modeling_zaya.torch
+    modeling_zaya.torch = _TorchFloat64Proxy()
+    try:
+        yield
+    finally:
+        modeling_zaya.torch = orig
+
+
+def _loss_and_choices(model: ZayaForCausalLM, tokens: torch.Tensor):
+    """Mean next-token CE (computed here, in the model's dtype) and the router choices [L, B, T] (class E = skip)."""
+    store = {}
+    handles = []
+    for li, layer in enumerate(model.model.layers):
+        gate = layer.mlp.gate
+
+        def hook(m, i, o, li=li, gate=gate):
+            probs = torch.softmax(o.detach(), dim=-1)
+            store[li] = (probs + gate.balancing_biases).argmax(dim=-1)
+
+        handles.append(gate.router_mlp.register_forward_hook(hook))
+    try:
+        logits = model(input_ids=tokens, use_cache=False).logits
+    finally:
+        for h in handles:
+            h.remove()
+    V = logits.shape[-1]
+    loss = F.cross_entropy(logits[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1))
+    choices = torch.stack([store[li] for li in range(len(model.model.layers))])
+    return loss, choices
+
+
+def compute_grads(
+    model: ZayaForCausalLM,
+    tokens: torch.Tensor,
+    golden_choices: torch.Tensor,
+    expected_loss: float,
+    seed: int,
+    passthrough: bool = False,
+):
+    """float32 autograd gradients of the HF loss, verified against float64 autograd and float64 finite differences.
+
+    Returns ({name: float32 grad}, stats).  ``model`` is left unchanged (its .grad fields are reset to None)."""
+    ctx = passthrough_semantics if passthrough else contextlib.nullcontext
+    names = [n for n, _ in model.named_parameters()]
+    model.zero_grad(set_to_none=True)
+    with ctx():
+        out = model(input_ids=tokens, labels=tokens, use_cache=False)
+        out.loss.backward()
+    loss32 = out.loss.item()
+    assert abs(loss32 - expected_loss) <= 1e-6, (loss32, expected_loss)
+    g32 = {}
+    for n, p in model.named_parameters():
+        assert p.grad is not None, f"no gradient for {n}"
+        assert torch.isfinite(p.grad).all(), n
+        g32[n] = p.grad.detach().to(torch.float32).clone().contiguous()
+    model.zero_grad(set_to_none=True)
+    if model.config.tie_word_embeddings:
+        assert "lm_head.weight" not in g32 and "model.embed_tokens.weight" in g32
+
+    m64 = copy.deepcopy(model).to(torch.float64)
+    if m64.config.tie_word_embeddings:
+        assert m64.lm_head.weight is m64.model.embed_tokens.weight
+    params = dict(m64.named_parameters())
+    assert list(params) == names
+    with float64_semantics(), ctx():
+        loss64, ch64 = _loss_and_choices(m64, tokens)
+        assert torch.equal(ch64, golden_choices), "float64 routing differs from the float32 golden routing"
+        assert abs(loss64.item() - loss32) < 1e-4, (loss64.item(), loss32)
+        loss64.backward()
+        g64 = {n: p.grad.detach().clone() for n, p in params.items()}
+
+        worst_tensor, worst_rel = None, 0.0
+        for n in names:
+            den = g64[n].norm().item()
+            if den == 0.0:
+                assert not g32[n].any(), f"{n}: float64 gradient is zero but float32 is not"
+                continue
+            rel = (g32[n].double() - g64[n]).norm().item() / den
+            assert rel < G32_VS_G64_RTOL, f"{n}: ||g32-g64||/||g64|| = {rel:.3g}"
+            if rel > worst_rel:
+                worst_tensor, worst_rel = n, rel
+
+        gen = torch.Generator().manual_seed(seed)
+        checks = []
+        with torch.no_grad():
+            for k in torch.randperm(len(names), generator=gen).tolist():
+                if len(checks) == FD_ENTRIES:
+                    break
+                n = names[k]
+                g = g64[n].reshape(-1)
+                cand = (g.abs() >= FD_MIN_ABS_GRAD).nonzero().reshape(-1)
+                if cand.numel() == 0:
+                    continue
+                j = int(cand[torch.randint(cand.numel(), (1,), generator=gen)].item())
+                flat = params[n].data.view(-1)
+                x0 = flat[j].item()
+                flat[j] = x0 + FD_H
+                xp = flat[j].item()
+                lp, chp = _loss_and_choices(m64, tokens)
+                flat[j] = x0 - FD_H
+                xm = flat[j].item()
+                lm, chm = _loss_and_choices(m64, tokens)
+                flat[j] = x0
+                assert torch.equal(chp, ch64) and torch.equal(chm, ch64), f"routing changed when perturbing {n}[{j}]"
+                fd = (lp.item() - lm.item()) / (xp - xm)
+                ga = g[j].item()
+                err = abs(fd - ga) / abs(ga)
+                assert err < FD_RTOL, f"finite difference {n}[{j}]: fd {fd:.10g} vs autograd {ga:.10g} (rel {err:.3g})"
+                checks.append({"param": n, "flat_index": j, "autograd_f64": ga, "fd_f64": fd, "rel_err": err})
+    assert len(checks) == FD_ENTRIES, f"only {len(checks)} parameter tensors have entries with |g| >= {FD_MIN_ABS_GRAD}"
+    stats = {
+        "loss_f64": loss64.item(),
+        "fd_entries": len(checks),
+        "fd_h": FD_H,
+        "fd_max_rel_err": max(c["rel_err"] for c in checks),
+        "g32_vs_g64_max_rel": worst_rel,
+        "g32_vs_g64_worst_tensor": worst_tensor,
+        "zero_grad_tensors": [n for n in names if not g64[n].any()],
+        "fd_entries_checked": checks,
+    }
+    return g32, stats
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -743,6 +931,27 @@ def generate_case(name: str, spec: dict, out_dir: str, verbose: bool = False) ->
         again = model(input_ids=tokens, use_cache=False).logits.float()
         assert torch.equal(again, tensors["logits"])
 
+    if spec.get("grads"):
+        L = model.config.num_hidden_layers
+        golden_choices = torch.stack([tensors[f"router_choice.{li}"].long() for li in range(L)])
+        g, stats = compute_grads(model, tokens, golden_choices, res["loss"], seed)
+        for n, t in g.items():
+            tensors[f"grad.{n}"] = t
+        extra_meta["grad_note"] = GRAD_NOTE
+        extra_meta["grad_max_abs"] = max(t.abs().max().item() for t in g.values())
+        extra_meta["grad_check"] = {"hf_semantics": stats}
+        if "skip_bias" in spec:
+            gp, stats_p = compute_grads(
+                model, tokens, golden_choices, extra_meta["loss_passthrough"], seed + 7919, passthrough=True
+            )
+            for n, t in gp.items():
+                tensors[f"grad_passthrough.{n}"] = t
+            extra_meta["grad_passthrough_max_abs"] = max(t.abs().max().item() for t in gp.values())
+            extra_meta["grad_passthrough_max_abs_diff_vs_hf"] = max(
+                (gp[n] - g[n]).abs().max().item() for n in g
+            )
+            extra_meta["grad_check"]["passthrough_semantics"] = stats_p
+
     case_dir = os.path.join(out_dir, name)
     if os.path.isdir(case_dir):
         shutil.rmtree(case_dir)
@@ -808,6 +1017,14 @@ def generate_case(name: str, spec: dict, out_dir: str, verbose: bool = False) ->
             f"           loss_passthrough={extra_meta['loss_passthrough']:.4f} "
             f"max|passthrough-masked|={extra_meta['max_abs_diff_passthrough_vs_masked']:.3f}"
         )
+    for key, st in extra_meta.get("grad_check", {}).items():
+        print(
+            f"           grads ({key}): fd max rel err {st['fd_max_rel_err']:.2e} over {st['fd_entries']} entries, "
+            f"max ||g32-g64||/||g64|| {st['g32_vs_g64_max_rel']:.2e} ({st['g32_vs_g64_worst_tensor']}), "
+            f"zero-grad tensors {len(st['zero_grad_tensors'])}"
+        )
+    if "grad_max_abs" in extra_meta:
+        print(f"           grad_max_abs={extra_meta['grad_max_abs']:.4g}")
     for note in extra_meta.get("selfcheck_notes", []):
         print(f"           note: {note}")
     print("           files: " + ", ".join(f"{f}={s}" for f, s in sizes.items()) + f"  total={total}")

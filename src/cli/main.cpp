@@ -11,8 +11,10 @@ int main(int argc, char **argv) {
     app.set_version_flag("--version", std::string("zaya 0.1.0"));
     zaya::cli::register_info(app);
     zaya::cli::register_forward(app);
+    zaya::cli::register_grads(app);
     zaya::cli::register_init(app);
     zaya::cli::register_bench(app);
+    zaya::cli::register_prepare(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {

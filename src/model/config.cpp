@@ -79,10 +79,10 @@ static ZayaConfig make(int64_t vocab, int64_t hidden, int64_t layers, int64_t he
 ZayaConfig config_preset(const std::string &name) {
     ZayaConfig c;
     if (name == "tiny") {
-        c = make(512, 64, 3, 8, 2, 16, 4, 48, 32, 1024);
+        c = make(512, 64, 2, 4, 2, 16, 4, 96, 32, 1024);
         c.rope_hybrid.rope_theta = 10000;
     } else if (name == "small") {
-        c = make(8192, 256, 4, 4, 2, 64, 8, 256, 64, 4096);
+        c = make(4096, 256, 4, 8, 2, 32, 8, 384, 64, 4096);
         c.rope_hybrid.rope_theta = 10000;
     } else if (name == "base") {
         c = make(32768, 768, 12, 8, 2, 96, 16, 768, 128, 8192);

@@ -71,7 +71,8 @@ struct ZayaConfig {
 };
 
 // Built-in model shapes for tests, benchmarks and `zaya train --model`.
-// Names: "tiny" (unit tests), "small" (~11M, quick CPU training), "base" (~100M), "zaya1-8b" (the real shape).
+// Names: "tiny" (unit tests, ~120K), "small" (~11.3M, quick CPU training), "base" (~0.6B), "zaya1-8b" (the
+// released shape). A preset's vocab_size is replaced by the tokenizer's when training on prepared data.
 ZayaConfig config_preset(const std::string &name);
 std::vector<std::string> config_preset_names();
 

@@ -225,6 +225,7 @@ void expect_8b_geometry(const ZayaConfig &c) {
 // A config that differs from every default: sliding layers, biases, untied head, per-type rope, ...
 ZayaConfig unusual_config() {
     ZayaConfig c = config_preset("tiny");
+    c.num_hidden_layers = 3;
     c.layer_types = {LayerType::Hybrid, LayerType::HybridSliding, LayerType::Hybrid};
     c.sliding_window = 7;
     c.attention_bias = true;

@@ -125,7 +125,8 @@ ZayaConfig tiny_with_everything() {
     c.tie_word_embeddings = false;
     c.lm_head_bias = true;
     c.attention_bias = true;
-    c.layer_types[1] = LayerType::HybridSliding;
+    c.num_hidden_layers = 3;
+    c.layer_types = {LayerType::Hybrid, LayerType::HybridSliding, LayerType::Hybrid};
     c.sliding_window = 5;
     c.validate();
     return c;

@@ -94,4 +94,79 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
     }
 }
 
+namespace {
+
+// Row-wise D_i = dO_i · O_i, the softmax-backward correction term.
+void attention_row_dots(real *rd, const real *dout, const real *out, int64_t N, int64_t nq, int64_t hd) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < N * nq; ++r) {
+        real acc = 0;
+        for (int64_t d = 0; d < hd; ++d) acc += dout[r * hd + d] * out[r * hd + d];
+        rd[r] = acc;
+    }
+}
+
+// Is key tk visible from query tq?
+inline bool visible(int64_t tq, int64_t tk, int64_t window) { return tk <= tq && (window <= 0 || tk > tq - window); }
+
+} // namespace
+
+void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
+                        const real *q, const real *k, const real *v, const int64_t *seq_start, int64_t B,
+                        const AttnShape &s) {
+    ZAYA_PROFILE("attention_backward");
+    const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, group = nq / nkv;
+    const int64_t N = seq_start[B];
+    std::vector<real> rd(size_t(N * nq));
+    attention_row_dots(rd.data(), dout, out, N, nq, hd);
+
+    // Pass 1 — dq: for each (query row, head), dq = scale · Σ_k P(dP − D)·k over visible keys.
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int64_t item = 0; item < N * nq; ++item) {
+        const int64_t n = item / nq, h = item % nq, j = h / group;
+        const int64_t b = std::upper_bound(seq_start, seq_start + B + 1, n) - seq_start - 1;
+        const int64_t t0 = seq_start[b], tq = n - t0;
+        const int64_t lo = s.window > 0 ? std::max<int64_t>(0, tq - s.window + 1) : 0;
+        const real *qr = q + (n * nq + h) * hd, *dor = dout + (n * nq + h) * hd;
+        real *dqr = dq + (n * nq + h) * hd;
+        std::fill(dqr, dqr + hd, real(0));
+        const real l = lse[n * nq + h], dd = rd[size_t(n * nq + h)];
+        for (int64_t tk = lo; tk <= tq; ++tk) {
+            const real *kr = k + ((t0 + tk) * nkv + j) * hd, *vr = v + ((t0 + tk) * nkv + j) * hd;
+            real sc = 0, dp = 0;
+#pragma omp simd reduction(+ : sc, dp)
+            for (int64_t d = 0; d < hd; ++d) sc += qr[d] * kr[d], dp += dor[d] * vr[d];
+            const real ds = std::exp(sc * s.scale - l) * (dp - dd) * s.scale;
+#pragma omp simd
+            for (int64_t d = 0; d < hd; ++d) dqr[d] += ds * kr[d];
+        }
+    }
+
+    // Pass 2 — dk, dv: for each (key row, kv head), sum over the query heads of its group and visible queries.
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int64_t item = 0; item < N * nkv; ++item) {
+        const int64_t n = item / nkv, j = item % nkv;
+        const int64_t b = std::upper_bound(seq_start, seq_start + B + 1, n) - seq_start - 1;
+        const int64_t t0 = seq_start[b], T = seq_start[b + 1] - t0, tk = n - t0;
+        const int64_t hi = s.window > 0 ? std::min<int64_t>(T - 1, tk + s.window - 1) : T - 1;
+        const real *kr = k + (n * nkv + j) * hd, *vr = v + (n * nkv + j) * hd;
+        real *dkr = dk + (n * nkv + j) * hd, *dvr = dv + (n * nkv + j) * hd;
+        std::fill(dkr, dkr + hd, real(0));
+        std::fill(dvr, dvr + hd, real(0));
+        for (int64_t h = j * group; h < (j + 1) * group; ++h)
+            for (int64_t tq = tk; tq <= hi; ++tq) {
+                if (!visible(tq, tk, s.window)) continue;
+                const int64_t m = t0 + tq;
+                const real *qr = q + (m * nq + h) * hd, *dor = dout + (m * nq + h) * hd;
+                real sc = 0, dp = 0;
+#pragma omp simd reduction(+ : sc, dp)
+                for (int64_t d = 0; d < hd; ++d) sc += qr[d] * kr[d], dp += dor[d] * vr[d];
+                const real pr = std::exp(sc * s.scale - lse[m * nq + h]);
+                const real ds = pr * (dp - rd[size_t(m * nq + h)]) * s.scale;
+#pragma omp simd
+                for (int64_t d = 0; d < hd; ++d) dvr[d] += pr * dor[d], dkr[d] += ds * qr[d];
+            }
+    }
+}
+
 } // namespace zaya::cpu

@@ -18,4 +18,11 @@ struct AttnShape {
 void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const int64_t *seq_start,
                        int64_t B, const AttnShape &s);
 
+// Backward of attention_forward (flash-attention style: P is recomputed from q, k and the saved lse).
+// dq[N,nq,hd], dk, dv[N,nkv,hd] are written (=). Two passes so every output has one writer: dq by query tiles,
+// dk/dv by key tiles — deterministic for any thread count.
+void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
+                        const real *q, const real *k, const real *v, const int64_t *seq_start, int64_t B,
+                        const AttnShape &s);
+
 } // namespace zaya::cpu

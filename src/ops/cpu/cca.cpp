@@ -1,4 +1,5 @@
 #include "core/profile.h"
+#include "ops/cpu/reduce.h"
 #include "ops/cpu/cca.h"
 
 #include "ops/cpu/gemm.h"
@@ -125,6 +126,139 @@ void rope_forward(real *x, const real *cos_t, const real *sin_t, int64_t N, int6
                 real a = u[i], b = u[i + half];
                 u[i] = a * c[i] - b * s[i];
                 u[i + half] = b * c[i] + a * s[i];
+            }
+        }
+    }
+}
+
+void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
+                       const real *z, const real *p, const int64_t *seq_start, int64_t B, const ConvShape &s,
+                       const real *wd, const real *wg) {
+    ZAYA_PROFILE("cca_conv_backward");
+    const int64_t C = s.C, k0 = s.k0, k1 = s.k1, hd = C / s.groups;
+    thread_local std::vector<real> packed, dpacked;
+    packed.resize(size_t(k1 * C * hd));
+    dpacked.assign(size_t(k1 * C * hd), real(0));
+    for (int64_t tau = 0; tau < k1; ++tau)
+        for (int64_t c = 0; c < C; ++c)
+            for (int64_t i = 0; i < hd; ++i) packed[size_t((tau * C + c) * hd + i)] = wg[(c * hd + i) * k1 + tau];
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t t0 = seq_start[b], T = seq_start[b + 1] - t0;
+        if (T == 0) continue;
+        const real *os = dout + t0 * C, *zs = z + t0 * C;
+        const real *ps = p + (t0 + b * (k1 - 1)) * C;
+        real *dps = dp + (t0 + b * (k1 - 1)) * C;
+        real *dzs = dz + t0 * C;
+        const int64_t rows = T + k1 - 1;
+        column_dot_add(dbg, os, C, nullptr, 0, T, C);
+        // Grouped conv: o_t[γ] = Σ_τ W_τγ·p_{row t+τ}[γ]  ⇒  dp_{row t+τ} += W_τγᵀ·do_t, dW_τγ += do_tᵀ·p_{row t+τ}.
+        std::fill(dps, dps + rows * C, real(0));
+        for (int64_t g = 0; g < s.groups; ++g)
+            for (int64_t tau = 0; tau < k1; ++tau) {
+                const real *W = packed.data() + (tau * C + g * hd) * hd;
+                gemm(false, false, T, hd, hd, 1.0f, os + g * hd, C, W, hd, 1.0f, dps + tau * C + g * hd, C);
+                gemm(true, false, hd, hd, T, 1.0f, os + g * hd, C, ps + tau * C + g * hd, C, 1.0f,
+                     dpacked.data() + (tau * C + g * hd) * hd, hd);
+            }
+        // Depthwise conv: p_j = bd + Σ_i wd[i]·z̃_{j−(k0−1)+i}; every p row (padding rows too) carries the bias.
+        column_dot_add(dbd, dps, C, nullptr, 0, rows, C);
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < C; ++c) {
+            for (int64_t i = 0; i < k0; ++i) {
+                real acc = 0;
+                for (int64_t j = -(k1 - 1); j < T; ++j) {
+                    const int64_t t = j - (k0 - 1) + i;
+                    if (t >= 0) acc += dps[(j + k1 - 1) * C + c] * zs[t * C + c];
+                }
+                dwd[c * k0 + i] += acc;
+            }
+            for (int64_t t = 0; t < T; ++t) {
+                real acc = 0;
+                for (int64_t i = 0; i < k0; ++i) {
+                    const int64_t j = t + (k0 - 1) - i;
+                    if (j < T) acc += wd[c * k0 + i] * dps[(j + k1 - 1) * C + c];
+                }
+                dzs[t * C + c] += acc;
+            }
+        }
+    }
+    for (int64_t tau = 0; tau < k1; ++tau)
+        for (int64_t c = 0; c < C; ++c)
+            for (int64_t i = 0; i < hd; ++i) dwg[(c * hd + i) * k1 + tau] += dpacked[size_t((tau * C + c) * hd + i)];
+}
+
+void cca_qk_mean_backward(real *dconv, real *dz, const real *dq, const real *dk, int64_t N, int64_t nq, int64_t nkv,
+                          int64_t hd) {
+    ZAYA_PROFILE("cca_qk_mean_backward");
+    const int64_t C = (nq + nkv) * hd, Dq = nq * hd, g = nq / nkv;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+        const real *dqr = dq + n * Dq, *dkr = dk + n * nkv * hd;
+        real *dc = dconv + n * C, *dzq = dz + n * C, *dzk = dzq + Dq;
+        std::copy(dqr, dqr + Dq, dc);
+        std::copy(dkr, dkr + nkv * hd, dc + Dq);
+        // q[h] = o_q[h] + (z_q[h] + z_k[j])/2 ;  k[j] = o_k[j] + (1/g)·Σ_h (z_q[h] + z_k[j])/2
+        for (int64_t j = 0; j < nkv; ++j)
+            for (int64_t d = 0; d < hd; ++d) {
+                const real dkj = dkr[j * hd + d] / real(2 * g);
+                real acc = 0;
+                for (int64_t h = j * g; h < (j + 1) * g; ++h) {
+                    const real m = real(0.5) * dqr[h * hd + d] + dkj; // gradient of the mean term m_q[h]
+                    dzq[h * hd + d] = m;
+                    acc += m;
+                }
+                dzk[j * hd + d] = acc;
+            }
+    }
+}
+
+void cca_qk_norm_backward(real *dq, real *dk, real *dtemp, const real *q_pre, const real *k_pre, const real *qn,
+                          const real *kn, const real *temp, int64_t N, int64_t nq, int64_t nkv, int64_t hd) {
+    ZAYA_PROFILE("cca_qk_norm_backward");
+    const real scale = std::sqrt(real(hd));
+    // y = s·x/n with n = max(‖x‖, ε): dx = (s/n)·(dy − u·(u·dy)), u = x/n, unless the clamp was active.
+    auto back = [&](real *d, const real *x, real nrm, real factor) {
+        const real clamp = real(FLT_EPSILON);
+        real udy = 0;
+        for (int64_t i = 0; i < hd; ++i) udy += x[i] / nrm * d[i];
+        const real f = factor * scale / nrm;
+        const bool clamped = nrm <= clamp;
+        for (int64_t i = 0; i < hd; ++i) d[i] = f * (clamped ? d[i] : d[i] - x[i] / nrm * udy);
+    };
+    std::vector<double> dtemp_rows(size_t(N * nkv));
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+        for (int64_t h = 0; h < nq; ++h) back(dq + (n * nq + h) * hd, q_pre + (n * nq + h) * hd, qn[n * nq + h], 1);
+        for (int64_t j = 0; j < nkv; ++j) {
+            real *d = dk + (n * nkv + j) * hd;
+            const real *x = k_pre + (n * nkv + j) * hd;
+            const real nrm = kn[n * nkv + j];
+            // k̂ = T·s·x/n: dT = Σ dk̂·s·x/n
+            double dt = 0;
+            for (int64_t i = 0; i < hd; ++i) dt += double(d[i]) * double(scale * x[i] / nrm);
+            dtemp_rows[size_t(n * nkv + j)] = dt;
+            back(d, x, nrm, temp[j]);
+        }
+    }
+    for (int64_t j = 0; j < nkv; ++j) {
+        double acc = 0;
+        for (int64_t n = 0; n < N; ++n) acc += dtemp_rows[size_t(n * nkv + j)];
+        dtemp[j] += real(acc);
+    }
+}
+
+void rope_backward(real *dx, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot) {
+    ZAYA_PROFILE("rope_backward");
+    const int64_t half = rot / 2;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+        const real *c = cos_t + n * half, *s = sin_t + n * half;
+        for (int64_t h = 0; h < H; ++h) {
+            real *u = dx + (n * H + h) * hd;
+            for (int64_t i = 0; i < half; ++i) {
+                const real a = u[i], b = u[i + half];
+                u[i] = a * c[i] + b * s[i];
+                u[i + half] = b * c[i] - a * s[i];
             }
         }
     }

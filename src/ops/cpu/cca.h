@@ -39,4 +39,22 @@ void rope_tables(real *cos_t, real *sin_t, const int32_t *pos, int64_t N, int64_
 // In place neox (rotate-half) RoPE on the first `rot` dims of each head of x[N,H,hd].
 void rope_forward(real *x, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot);
 
+// Backward of cca_conv_forward. dz[N,C] += (accumulates; the q-k mean path also feeds it); dp is scratch of
+// cca_conv_p_rows × C; parameter grads +=.
+void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
+                       const real *z, const real *p, const int64_t *seq_start, int64_t B, const ConvShape &s,
+                       const real *wd, const real *wg);
+
+// Backward of cca_qk_mean_forward: dconv[N,C] = (dq‖dk) (=), dz[N,C] = the mean-path share (=).
+void cca_qk_mean_backward(real *dconv, real *dz, const real *dq, const real *dk, int64_t N, int64_t nq, int64_t nkv,
+                          int64_t hd);
+
+// Backward of cca_qk_norm_forward, in place on dq/dk (gradients w.r.t. the normalised outputs become gradients
+// w.r.t. the pre-norm q/k). q_pre/k_pre are the pre-norm vectors; dtemp[nkv] +=.
+void cca_qk_norm_backward(real *dq, real *dk, real *dtemp, const real *q_pre, const real *k_pre, const real *qn,
+                          const real *kn, const real *temp, int64_t N, int64_t nq, int64_t nkv, int64_t hd);
+
+// Backward of rope_forward (a rotation: the transpose rotates back), in place.
+void rope_backward(real *dx, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot);
+
 } // namespace zaya::cpu

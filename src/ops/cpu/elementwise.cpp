@@ -1,4 +1,5 @@
 #include "core/profile.h"
+#include <algorithm>
 #include "ops/cpu/elementwise.h"
 
 #include <cmath>
@@ -45,6 +46,82 @@ void swiglu_forward(real *a, const real *h, int64_t N, int64_t I) {
         const real *u = g + I;
         real *o = a + n * I;
         for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    }
+}
+
+void embedding_backward(real *dtable, real *dbias, real *dscale, const real *dout, const int32_t *tokens,
+                        const real *table, const real *bias, const real *scale, int64_t N, int64_t D,
+                        int32_t skip_token) {
+    ZAYA_PROFILE("embedding_backward");
+    // Parallel over feature columns, tokens in order: deterministic even when a token id repeats.
+    constexpr int64_t kCols = 64;
+    const int64_t chunks = (D + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+        const int64_t i0 = ch * kCols, i1 = std::min(D, i0 + kCols);
+        for (int64_t n = 0; n < N; ++n) {
+            const real *dr = dout + n * D, *er = table + int64_t(tokens[n]) * D;
+            real *dt = dtable + int64_t(tokens[n]) * D;
+            const bool update_row = tokens[n] != skip_token;
+            for (int64_t i = i0; i < i1; ++i) {
+                dbias[i] += dr[i] * scale[i];
+                dscale[i] += dr[i] * (er[i] + bias[i]);
+                if (update_row) dt[i] += dr[i] * scale[i];
+            }
+        }
+    }
+}
+
+void residual_scale_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias, real *d_res_scale,
+                             real *d_res_bias, const real *dout, const real *x, const real *res, const real *hs_scale,
+                             const real *hs_bias, const real *res_scale, const real *res_bias, int64_t N, int64_t D,
+                             bool accumulate_dres) {
+    ZAYA_PROFILE("residual_scale_backward");
+    constexpr int64_t kCols = 64;
+    const int64_t chunks = (D + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+        const int64_t i0 = ch * kCols, i1 = std::min(D, i0 + kCols);
+        for (int64_t n = 0; n < N; ++n) {
+            const real *g = dout + n * D, *xr = x + n * D, *rr = res + n * D;
+            real *dxr = dx + n * D, *drr = dres + n * D;
+            for (int64_t i = i0; i < i1; ++i) {
+                d_hs_bias[i] += g[i] * hs_scale[i];
+                d_hs_scale[i] += g[i] * (xr[i] + hs_bias[i]);
+                d_res_bias[i] += g[i] * res_scale[i];
+                d_res_scale[i] += g[i] * (rr[i] + res_bias[i]);
+                const real gx = g[i] * hs_scale[i], gr = g[i] * res_scale[i];
+                dxr[i] = gx;
+                drr[i] = accumulate_dres ? drr[i] + gr : gr;
+            }
+        }
+    }
+}
+
+void gelu_backward(real *dx, const real *dy, const real *x, int64_t n) {
+    ZAYA_PROFILE("gelu_backward");
+    constexpr double inv_sqrt2 = 0.70710678118654752, inv_sqrt2pi = 0.39894228040143268;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) {
+        const real v = x[i];
+        const real cdf = real(0.5 * (1.0 + std::erf(double(v) * inv_sqrt2)));
+        const real pdf = real(inv_sqrt2pi * std::exp(-0.5 * double(v) * double(v)));
+        dx[i] = dy[i] * (cdf + v * pdf);
+    }
+}
+
+void swiglu_backward(real *dh, const real *da, const real *h, int64_t N, int64_t I) {
+    ZAYA_PROFILE("swiglu_backward");
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+        const real *g = h + n * 2 * I, *u = g + I, *d = da + n * I;
+        real *dg = dh + n * 2 * I, *du = dg + I;
+        for (int64_t i = 0; i < I; ++i) {
+            const real sig = real(1) / (real(1) + std::exp(-g[i]));
+            const real silu = g[i] * sig;
+            du[i] = d[i] * silu;
+            dg[i] = d[i] * u[i] * sig * (real(1) + g[i] * (real(1) - sig));
+        }
     }
 }
 

@@ -28,4 +28,16 @@ void moe_experts_forward(real *out, real *xg, real *h, real *a, real *y, const r
                          const int64_t *offsets, const real *p_sel, const real *gate_up, const real *down,
                          int64_t N, const MoeShape &s);
 
+// Backward of router_select_forward through the selected probability: dlogits[N,K] (=) from dp_sel[N].
+// (The balancing bias and the argmax carry no gradient.)
+void router_select_backward(real *dlogits, const real *dp_sel, const real *probs, const int32_t *choice, int64_t N,
+                            int64_t K);
+
+// Backward of moe_experts_forward. dx[N,D] written (=); dp_sel[N] written; expert weight grads +=.
+// Scratch (grouped order): dy[N,D], da[N,I], dh[N,2I], dxg[N,D].
+void moe_experts_backward(real *dx, real *dp_sel, real *dgate_up, real *ddown, real *dy, real *da, real *dh,
+                          real *dxg, const real *dout, const int32_t *order, const int64_t *offsets,
+                          const real *p_sel, const real *xg, const real *h, const real *a, const real *y,
+                          const real *gate_up, const real *down, int64_t N, const MoeShape &s);
+
 } // namespace zaya::cpu

@@ -1,0 +1,166 @@
+#include "data/loader.h"
+
+#include "core/error.h"
+#include "core/rng.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace zaya {
+
+namespace {
+
+// Separates the loader's random stream from every other user of the same seed (e.g. weight init).
+constexpr uint64_t kLoaderStream = 0x6c6f616465720001ull;
+
+void check_rank(int rank, int world) {
+    if (world < 1 || rank < 0 || rank >= world) fail("rank {} out of range for world size {}", rank, world);
+}
+
+} // namespace
+
+// ---- TokenBatch ----
+
+Batch TokenBatch::inputs() const {
+    Batch b;
+    b.tokens.reserve(size_t(sequences * seq_len));
+    b.positions.reserve(size_t(sequences * seq_len));
+    b.seq_start.push_back(0);
+    for (int64_t i = 0; i < sequences; ++i) {
+        b.tokens.insert(b.tokens.end(), row(i), row(i) + seq_len);
+        for (int64_t t = 0; t < seq_len; ++t) b.positions.push_back(int32_t(t));
+        b.seq_start.push_back((i + 1) * seq_len);
+    }
+    return b;
+}
+
+std::vector<int32_t> TokenBatch::targets() const {
+    std::vector<int32_t> t;
+    t.reserve(size_t(sequences * seq_len));
+    for (int64_t i = 0; i < sequences; ++i) t.insert(t.end(), row(i) + 1, row(i) + 1 + seq_len);
+    return t;
+}
+
+// ---- LoaderState ----
+
+nlohmann::json loader_state_to_json(const LoaderState &s) {
+    return {{"seed", s.seed}, {"epoch", s.epoch}, {"cursor", s.cursor}, {"seq_len", s.seq_len}, {"chunks", s.chunks}};
+}
+
+LoaderState loader_state_from_json(const nlohmann::json &j, const std::string &label) {
+    if (!j.is_object()) fail("{}: loader state must be a JSON object", label);
+    auto u64 = [&](const char *name) {
+        const auto it = j.find(name);
+        if (it == j.end() || !it->is_number_unsigned())
+            fail("{}: loader state field \"{}\" missing or not a non-negative integer", label, name);
+        return it->get<uint64_t>();
+    };
+    LoaderState s;
+    s.seed = u64("seed");
+    s.epoch = u64("epoch");
+    s.cursor = u64("cursor");
+    s.seq_len = int64_t(u64("seq_len"));
+    s.chunks = u64("chunks");
+    return s;
+}
+
+// ---- ChunkIndex ----
+
+ChunkIndex::ChunkIndex(const TokenSplit &split, int64_t seq_len) : split_(&split), seq_len_(seq_len) {
+    if (seq_len < 1) fail("sequence length {} must be at least 1", seq_len);
+    const auto T = uint64_t(seq_len);
+    for (const auto &s : split.shards) {
+        first_.push_back(total_);
+        total_ += s->size() > T ? (s->size() - 1) / T : 0;
+    }
+    first_.push_back(total_);
+}
+
+void ChunkIndex::read(uint64_t c, int32_t *out) const {
+    ZAYA_ASSERT(c < total_);
+    // the shard whose chunk range holds c (empty shards share a start with the next one)
+    const size_t s = size_t(std::upper_bound(first_.begin(), first_.end(), c) - first_.begin()) - 1;
+    split_->shards[s]->copy((c - first_[s]) * uint64_t(seq_len_), uint64_t(seq_len_) + 1, out);
+}
+
+// ---- TrainLoader ----
+
+TrainLoader::TrainLoader(std::shared_ptr<const DataSet> data, int64_t seq_len, uint64_t seed, int rank,
+                         int world_size)
+    : data_(std::move(data)), index_(data_->train(), seq_len), seq_len_(seq_len), seed_(seed), rank_(rank),
+      world_(world_size) {
+    check_rank(rank, world_size);
+    if (index_.size() == 0)
+        fail("{}: the train split ({} tokens) has no sequence of {} tokens; use a smaller --seq or more data",
+             data_->dir(), data_->train().tokens, seq_len + 1);
+    start_epoch(0);
+}
+
+void TrainLoader::start_epoch(uint64_t epoch) {
+    epoch_ = epoch;
+    cursor_ = 0;
+    perm_.resize(index_.size());
+    for (uint64_t i = 0; i < perm_.size(); ++i) perm_[i] = i;
+    Rng rng(seed_ ^ kLoaderStream, epoch);
+    for (uint64_t i = perm_.size() - 1; i > 0; --i) {
+        const auto j = uint64_t((unsigned __int128)rng.next() * (i + 1) >> 64); // uniform in [0, i]
+        std::swap(perm_[i], perm_[j]);
+    }
+}
+
+TokenBatch TrainLoader::next_batch(int64_t global_batch) {
+    if (global_batch < 1 || global_batch % world_ != 0)
+        fail("batch size {} must be a positive multiple of the world size {}", global_batch, world_);
+    const int64_t per_rank = global_batch / world_, lo = rank_ * per_rank, hi = lo + per_rank;
+    TokenBatch b;
+    b.sequences = per_rank;
+    b.seq_len = seq_len_;
+    b.tokens.resize(size_t(per_rank * (seq_len_ + 1)));
+    for (int64_t i = 0; i < global_batch; ++i) {
+        if (cursor_ == perm_.size()) start_epoch(epoch_ + 1);
+        const uint64_t c = perm_[cursor_++];
+        if (i >= lo && i < hi) index_.read(c, b.tokens.data() + (i - lo) * (seq_len_ + 1));
+    }
+    return b;
+}
+
+LoaderState TrainLoader::state() const { return {seed_, epoch_, cursor_, seq_len_, index_.size()}; }
+
+void TrainLoader::restore(const LoaderState &s) {
+    if (s.seq_len != seq_len_)
+        fail("{}: loader state is for sequences of {} tokens, this run uses {}", data_->dir(), s.seq_len, seq_len_);
+    if (s.chunks != index_.size())
+        fail("{}: loader state is for {} chunks per epoch but this data has {} (different data directory?)",
+             data_->dir(), s.chunks, index_.size());
+    if (s.cursor > s.chunks) fail("{}: loader state cursor {} past the epoch's {} chunks", data_->dir(), s.cursor, s.chunks);
+    seed_ = s.seed;
+    start_epoch(s.epoch);
+    cursor_ = s.cursor;
+}
+
+// ---- ValBatches ----
+
+ValBatches::ValBatches(std::shared_ptr<const DataSet> data, int64_t batch, int64_t seq_len, int rank,
+                       int world_size)
+    : data_(std::move(data)), index_(data_->val(), seq_len), batch_(batch), seq_len_(seq_len), rank_(rank),
+      world_(world_size) {
+    check_rank(rank, world_size);
+    if (batch < 1) fail("validation batch size {} must be at least 1", batch);
+}
+
+int64_t ValBatches::num_batches() const { return int64_t((index_.size() + uint64_t(batch_) - 1) / uint64_t(batch_)); }
+
+bool ValBatches::next(TokenBatch &out) {
+    if (next_chunk_ >= index_.size()) return false;
+    const auto b = int64_t(std::min<uint64_t>(uint64_t(batch_), index_.size() - next_chunk_));
+    const int64_t lo = rank_ * b / world_, hi = (rank_ + 1) * b / world_;
+    out.sequences = hi - lo;
+    out.seq_len = seq_len_;
+    out.tokens.resize(size_t((hi - lo) * (seq_len_ + 1)));
+    for (int64_t i = lo; i < hi; ++i) index_.read(next_chunk_ + uint64_t(i), out.tokens.data() + (i - lo) * (seq_len_ + 1));
+    next_chunk_ += uint64_t(b);
+    return true;
+}
+
+} // namespace zaya

@@ -1,0 +1,111 @@
+// Training and validation batches over a prepared data directory (data/dataset.h).
+//
+// Chunks. Each shard of a split is cut into chunks of T+1 tokens starting every T tokens (chunk c covers
+// [c·T, c·T + T + 1)), so every token after a shard's first is a target exactly once per pass; chunks never
+// cross a shard boundary (a shard's last < T tokens are unused — nothing at the default 64M-token shards).
+// Sequences run across document boundaries, separated by EOS, as in GPT-2-style pretraining.
+//
+// Training order. Epoch e visits every chunk of the train split once, in a permutation drawn by Fisher–Yates
+// from Rng(seed ^ kLoaderStream, e). The loader's whole position is LoaderState {seed, epoch, cursor} (plus
+// seq_len and chunk count as a guard against restoring into different data): restoring it regenerates the
+// permutation and yields bit-identical batches from there on. A batch that runs off the end of an epoch
+// continues into the next one.
+//
+// Ranks. A global batch of B sequences is the next B chunks; rank r of w takes sequences [r·B/w, (r+1)·B/w)
+// (B must divide by w). Every rank steps through the same global order, so all ranks hold the same state and
+// one saved state resumes them all.
+#pragma once
+#include "data/dataset.h"
+#include "model/batch.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace zaya {
+
+// B sequences of T+1 tokens: row i holds inputs row[0..T) and targets row[1..T].
+struct TokenBatch {
+    int64_t sequences = 0, seq_len = 0;
+    std::vector<int32_t> tokens; // [sequences, seq_len + 1]
+
+    const int32_t *row(int64_t i) const { return tokens.data() + i * (seq_len + 1); }
+    Batch inputs() const;                // the model's input batch: each row's first T tokens
+    std::vector<int32_t> targets() const; // [sequences · T]: each row's last T tokens
+};
+
+struct LoaderState {
+    uint64_t seed = 0, epoch = 0, cursor = 0; // cursor: chunks of this epoch already consumed (global)
+    int64_t seq_len = 0;
+    uint64_t chunks = 0; // chunks per epoch; a guard, not a position
+
+    bool operator==(const LoaderState &) const = default;
+};
+
+nlohmann::json loader_state_to_json(const LoaderState &s);
+LoaderState loader_state_from_json(const nlohmann::json &j, const std::string &label);
+
+// The chunks of one split: chunk index → (shard, offset).
+class ChunkIndex {
+  public:
+    ChunkIndex(const TokenSplit &split, int64_t seq_len);
+    uint64_t size() const { return total_; }
+    // tokens of chunk c, seq_len + 1 of them
+    void read(uint64_t c, int32_t *out) const;
+
+  private:
+    const TokenSplit *split_;
+    int64_t seq_len_;
+    std::vector<uint64_t> first_; // first chunk index of each shard, plus the total
+    uint64_t total_ = 0;
+};
+
+class TrainLoader {
+  public:
+    TrainLoader(std::shared_ptr<const DataSet> data, int64_t seq_len, uint64_t seed, int rank = 0,
+                int world_size = 1);
+
+    // The next global batch of `global_batch` sequences; returns this rank's slice.
+    TokenBatch next_batch(int64_t global_batch);
+
+    LoaderState state() const;
+    void restore(const LoaderState &s); // errors if it does not fit this data / seq_len
+    uint64_t chunks_per_epoch() const { return index_.size(); }
+
+  private:
+    void start_epoch(uint64_t epoch);
+    std::shared_ptr<const DataSet> data_;
+    ChunkIndex index_;
+    int64_t seq_len_;
+    uint64_t seed_, epoch_ = 0, cursor_ = 0;
+    int rank_, world_;
+    std::vector<uint64_t> perm_;
+};
+
+// Validation: the val split's chunks in order, non-overlapping, batches of B (the last may be smaller);
+// rank r takes sequences [r·b/w, (r+1)·b/w) of each batch of b (ranks may get unequal counts in the last).
+class ValBatches {
+  public:
+    ValBatches(std::shared_ptr<const DataSet> data, int64_t batch, int64_t seq_len, int rank = 0,
+               int world_size = 1);
+    bool next(TokenBatch &out); // false when done
+    void reset() { next_chunk_ = 0; }
+    int64_t num_batches() const;
+    uint64_t num_chunks() const { return index_.size(); }
+
+  private:
+    std::shared_ptr<const DataSet> data_;
+    ChunkIndex index_;
+    int64_t batch_, seq_len_;
+    int rank_, world_;
+    uint64_t next_chunk_ = 0;
+};
+
+inline ValBatches val_batches(std::shared_ptr<const DataSet> data, int64_t batch, int64_t seq_len, int rank = 0,
+                              int world_size = 1) {
+    return ValBatches(std::move(data), batch, seq_len, rank, world_size);
+}
+
+} // namespace zaya

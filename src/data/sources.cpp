@@ -1,0 +1,151 @@
+#include "data/sources.h"
+
+#include "core/error.h"
+#include "data/atomic_file.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+namespace fs = std::filesystem;
+
+namespace zaya {
+
+bool is_utf8_text(std::string_view s) {
+    const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+    const size_t n = s.size();
+    size_t i = 0;
+    while (i < n) {
+        const unsigned c = p[i];
+        if (c == 0) return false;
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        size_t len;
+        unsigned cp;
+        if ((c & 0xe0) == 0xc0) len = 2, cp = c & 0x1f;
+        else if ((c & 0xf0) == 0xe0) len = 3, cp = c & 0x0f;
+        else if ((c & 0xf8) == 0xf0) len = 4, cp = c & 0x07;
+        else return false;
+        if (i + len > n) return false;
+        for (size_t k = 1; k < len; ++k) {
+            if ((p[i + k] & 0xc0) != 0x80) return false;
+            cp = (cp << 6) | (p[i + k] & 0x3f);
+        }
+        // Overlong encodings, surrogates and values past U+10FFFF are not valid UTF-8.
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+namespace {
+
+bool hidden(const fs::path &p) {
+    const std::string name = p.filename().string();
+    return !name.empty() && name[0] == '.';
+}
+
+SourceFile make_source(const fs::path &path, const std::string &key, uint64_t bytes) {
+    return {path.string(), key, path.extension() == ".jsonl", bytes};
+}
+
+} // namespace
+
+SourceList collect_sources(const std::vector<std::string> &inputs, const std::string &exclude_dir) {
+    if (inputs.empty()) fail("no --input given");
+    std::error_code xec;
+    const fs::path exclude = exclude_dir.empty() ? fs::path() : fs::weakly_canonical(exclude_dir, xec);
+    std::map<std::string, SourceFile> by_key;
+    std::map<std::string, std::string> seen; // canonical path → input, so a file given twice is read once
+    SourceList out;
+    auto add = [&](const fs::path &p, const std::string &key, uint64_t bytes, const std::string &input) {
+        std::error_code ec;
+        const std::string canon = fs::weakly_canonical(p, ec).string();
+        if (!seen.emplace(ec ? p.string() : canon, input).second) return;
+        // Two inputs with the same base name ("a/docs", "b/docs") keep both files under distinct keys.
+        std::string k = key;
+        for (int n = 2; by_key.count(k); ++n) k = key + "#" + std::to_string(n);
+        by_key.emplace(k, make_source(p, k, bytes));
+    };
+    for (const auto &input : inputs) {
+        const fs::path root(input);
+        std::error_code ec;
+        const auto st = fs::status(root, ec);
+        if (ec || !fs::exists(st)) fail("--input {}: no such file or directory", input);
+        if (fs::is_regular_file(st)) {
+            const std::string text = read_file_bytes(input);
+            if (!is_utf8_text(text)) fail("--input {}: not a UTF-8 text file (binary, or another encoding)", input);
+            add(root, root.filename().string(), text.size(), input);
+            continue;
+        }
+        if (!fs::is_directory(st)) fail("--input {}: neither a regular file nor a directory", input);
+        std::string root_name = root.lexically_normal().filename().string();
+        if (root_name.empty()) root_name = root.lexically_normal().parent_path().filename().string();
+        fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end;
+        if (ec) fail("--input {}: cannot list directory: {}", input, ec.message());
+        for (; it != end; it.increment(ec)) {
+            if (ec) fail("--input {}: cannot list directory: {}", input, ec.message());
+            const fs::path &p = it->path();
+            if (hidden(p)) {
+                if (it->is_directory()) it.disable_recursion_pending();
+                continue;
+            }
+            if (!exclude.empty() && it->is_directory() && fs::weakly_canonical(p, ec) == exclude) {
+                it.disable_recursion_pending();
+                continue;
+            }
+            if (!it->is_regular_file()) continue;
+            const std::string text = read_file_bytes(p.string());
+            if (!is_utf8_text(text)) {
+                out.skipped.push_back(p.string());
+                continue;
+            }
+            const std::string key = (fs::path(root_name) / p.lexically_relative(root)).generic_string();
+            add(p, key, text.size(), input);
+        }
+    }
+    for (auto &[k, f] : by_key) out.files.push_back(std::move(f));
+    std::sort(out.skipped.begin(), out.skipped.end());
+    return out;
+}
+
+std::vector<Document> read_documents(const SourceFile &f) {
+    std::string bytes = read_file_bytes(f.path);
+    std::vector<Document> docs;
+    if (!f.jsonl) {
+        if (!is_utf8_text(bytes)) fail("{}: not a UTF-8 text file", f.path);
+        if (!bytes.empty()) docs.push_back({0, std::move(bytes)});
+        return docs;
+    }
+    uint64_t line_no = 0;
+    size_t p = 0;
+    while (p < bytes.size()) {
+        size_t q = bytes.find('\n', p);
+        if (q == std::string::npos) q = bytes.size();
+        const std::string_view line(bytes.data() + p, q - p);
+        p = q + 1;
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue; // blank lines separate nothing
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::exception &e) {
+            fail("{}:{}: invalid JSON: {}", f.path, line_no, e.what());
+        }
+        if (!j.is_object()) fail("{}:{}: expected a JSON object with a string \"text\" field", f.path, line_no);
+        const auto t = j.find("text");
+        if (t == j.end()) fail("{}:{}: no \"text\" field", f.path, line_no);
+        if (!t->is_string()) fail("{}:{}: \"text\" is {}, expected a string", f.path, line_no, t->type_name());
+        std::string text = t->get<std::string>();
+        if (!text.empty()) docs.push_back({line_no, std::move(text)});
+    }
+    return docs;
+}
+
+} // namespace zaya

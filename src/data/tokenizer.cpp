@@ -1,0 +1,163 @@
+#include "data/tokenizer.h"
+
+#include "core/error.h"
+#include "data/atomic_file.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <fstream>
+#include <unordered_map>
+
+namespace zaya {
+
+Tokenizer Tokenizer::load(const std::string &path) {
+    auto sp = std::make_shared<sentencepiece::SentencePieceProcessor>();
+    const auto st = sp->Load(path);
+    if (!st.ok()) fail("{}: cannot load sentencepiece tokenizer: {}", path, st.ToString());
+    Tokenizer t;
+    // Where "\n" is no piece, no piece can contain it and it always encodes as the byte piece <0x0A>; then
+    // encoding line by line gives exactly the same ids, and is faster (sentencepiece's BPE is superlinear in
+    // the length of a text, and a line is short).
+    const int nl_byte = sp->PieceToId("<0x0A>");
+    if (sp->PieceToId("\n") == sp->unk_id() && nl_byte != sp->unk_id() && sp->IsByte(nl_byte))
+        t.newline_byte_id_ = nl_byte;
+    t.sp_ = std::move(sp);
+    t.path_ = path;
+    return t;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+    std::vector<int32_t> out;
+    std::vector<int> ids;
+    auto encode_part = [&](std::string_view part) {
+        const auto st = sp_->Encode(part, &ids);
+        if (!st.ok()) fail("{}: encode failed: {}", path_, st.ToString());
+        out.insert(out.end(), ids.begin(), ids.end());
+    };
+    if (newline_byte_id_ < 0) {
+        encode_part(text);
+        return out;
+    }
+    size_t p = 0;
+    while (p < text.size()) {
+        size_t q = text.find('\n', p);
+        const bool newline = q != std::string_view::npos;
+        if (!newline) q = text.size();
+        if (q > p) encode_part(text.substr(p, q - p));
+        if (newline) out.push_back(newline_byte_id_);
+        p = q + 1;
+    }
+    return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
+    const int32_t v = vocab_size();
+    std::vector<int> in(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+        if (ids[i] < 0 || ids[i] >= v) fail("{}: cannot decode token {}: vocabulary is [0, {})", path_, ids[i], v);
+        in[i] = ids[i];
+    }
+    std::string out;
+    const auto st = sp_->Decode(in, &out);
+    if (!st.ok()) fail("{}: decode failed: {}", path_, st.ToString());
+    return out;
+}
+
+std::string Tokenizer::piece(int32_t id) const {
+    if (id < 0 || id >= vocab_size()) fail("{}: no token {}: vocabulary is [0, {})", path_, id, vocab_size());
+    return sp_->IdToPiece(id);
+}
+
+int32_t Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+int32_t Tokenizer::bos_id() const { return sp_->bos_id(); }
+int32_t Tokenizer::eos_id() const { return sp_->eos_id(); }
+int32_t Tokenizer::pad_id() const { return sp_->pad_id(); }
+int32_t Tokenizer::unk_id() const { return sp_->unk_id(); }
+
+namespace {
+
+// Feeds the lines of the files, in order, to the trainer (no comma-joined "input" flag: any path works).
+class LineIterator : public sentencepiece::SentenceIterator {
+  public:
+    explicit LineIterator(const std::vector<std::string> &files) : files_(files) { Next(); }
+    bool done() const override { return done_; }
+    void Next() override {
+        while (true) {
+            if (in_.is_open() && std::getline(in_, line_)) return;
+            if (in_.is_open() && in_.bad()) {
+                status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal,
+                                                      files_[next_ - 1] + ": read failed");
+                done_ = true;
+                return;
+            }
+            in_.close();
+            if (next_ == files_.size()) {
+                done_ = true;
+                return;
+            }
+            in_.clear();
+            in_.open(files_[next_++], std::ios::binary);
+            if (!in_) {
+                status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kNotFound,
+                                                      files_[next_ - 1] + ": cannot open");
+                done_ = true;
+                return;
+            }
+        }
+    }
+    const std::string &value() const override { return line_; }
+    sentencepiece::util::Status status() const override { return status_; }
+
+  private:
+    const std::vector<std::string> &files_;
+    size_t next_ = 0;
+    std::ifstream in_;
+    std::string line_;
+    bool done_ = false;
+    sentencepiece::util::Status status_;
+};
+
+} // namespace
+
+void train_tokenizer(const std::vector<std::string> &input_files, int vocab_size, const std::string &model_path,
+                     const TokenizerTrainOptions &opts) {
+    if (input_files.empty()) fail("{}: no input files to train the tokenizer on", model_path);
+    // 4 special pieces + 256 byte pieces come first; fewer would leave no room for characters or merges.
+    if (vocab_size <= 260 + 1) fail("tokenizer vocab size {} too small: byte fallback alone takes 260 ids", vocab_size);
+    for (const auto &f : input_files) {
+        std::ifstream probe(f, std::ios::binary);
+        if (!probe) fail("{}: cannot open tokenizer training file", f);
+    }
+    const std::unordered_map<std::string, std::string> kw = {
+        {"model_type", "bpe"},
+        {"vocab_size", std::to_string(vocab_size)},
+        {"byte_fallback", "true"},
+        {"character_coverage", "1.0"},
+        {"pad_id", std::to_string(kTrainedPadId)},
+        {"unk_id", std::to_string(kTrainedUnkId)},
+        {"bos_id", std::to_string(kTrainedBosId)},
+        {"eos_id", std::to_string(kTrainedEosId)},
+        {"pad_piece", "<pad>"},
+        {"unk_piece", "<unk>"},
+        {"bos_piece", "<s>"},
+        {"eos_piece", "</s>"},
+        {"normalization_rule_name", "identity"},
+        {"add_dummy_prefix", "false"},
+        {"remove_extra_whitespaces", "false"},
+        {"allow_whitespace_only_pieces", "true"},
+        {"split_digits", "true"},
+        {"input_sentence_size", std::to_string(opts.max_sentences)},
+        {"shuffle_input_sentence", "false"},
+        {"max_sentence_length", std::to_string(opts.max_sentence_bytes)},
+        {"num_threads", "1"},
+        {"minloglevel", opts.verbose ? "0" : "1"},
+    };
+    LineIterator lines(input_files);
+    std::string model;
+    const auto st = sentencepiece::SentencePieceTrainer::Train(kw, &lines, &model);
+    if (!st.ok()) fail("{}: tokenizer training failed (vocab size {}): {}", model_path, vocab_size, st.ToString());
+    write_file_atomic(model_path, model);
+}
+
+} // namespace zaya

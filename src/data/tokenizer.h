@@ -1,0 +1,67 @@
+// Tokenizer: a thin wrapper over a sentencepiece model (`tokenizer.model`), and BPE training of one.
+//
+// A given model (e.g. Gemma3's, which real ZAYA1 uses) is only loaded; its special ids are whatever it defines.
+// Models trained here fix the special ids to pad = 0, unk = 1, bos = 2, eos = 3, then the 256 byte-fallback
+// pieces <0x00>..<0xFF> (ids 4..259), then characters and merges.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace zaya {
+
+class Tokenizer {
+  public:
+    static Tokenizer load(const std::string &path);
+
+    std::vector<int32_t> encode(std::string_view text) const; // no bos/eos added; thread-safe
+    std::string decode(const std::vector<int32_t> &ids) const;
+    std::string piece(int32_t id) const;
+
+    int32_t vocab_size() const;
+    // −1 where the model defines no such token.
+    int32_t bos_id() const;
+    int32_t eos_id() const;
+    int32_t pad_id() const;
+    int32_t unk_id() const;
+    const std::string &path() const { return path_; }
+
+  private:
+    std::shared_ptr<const sentencepiece::SentencePieceProcessor> sp_;
+    std::string path_;
+    int32_t newline_byte_id_ = -1; // ≥ 0: "\n" always encodes as this byte piece (see load())
+};
+
+inline constexpr int32_t kTrainedPadId = 0, kTrainedUnkId = 1, kTrainedBosId = 2, kTrainedEosId = 3;
+
+struct TokenizerTrainOptions {
+    // Sentences (lines) sentencepiece loads, at most; beyond it the first ones are kept (no shuffling, which
+    // would need sentencepiece's random generator). Callers wanting a spread-out sample pass one.
+    uint64_t max_sentences = 2'000'000;
+    // Longer lines are skipped by the trainer (they still encode fine afterwards).
+    uint64_t max_sentence_bytes = 16384;
+    bool verbose = false; // sentencepiece's own progress log on stderr
+};
+
+// Trains a BPE model on the lines of `input_files` and writes it atomically to `model_path`.
+//
+// Settings, and why:
+// - BPE with byte_fallback: any byte sequence encodes (unseen characters become <0xNN> pieces), so no <unk>.
+// - character_coverage 1.0: every character seen in training gets a piece, so rare symbols of a small corpus
+//   are not split into bytes; vocab_size must leave room for them (sentencepiece says so if it does not).
+// - identity normalisation, no dummy prefix, no whitespace collapsing, whitespace-only pieces allowed:
+//   decode(encode(text)) == text for any UTF-8 text, and code indentation becomes a few tokens.
+//   Newlines are never inside a training line, so "\n" is the byte piece <0x0A>.
+// - split_digits: numbers tokenise digit by digit, as in LLaMA/Gemma tokenizers.
+// - Deterministic: the input order is fixed, no sampling/shuffling, and num_threads 1; BPE merges break ties
+//   deterministically, so the same inputs give a byte-identical model.
+void train_tokenizer(const std::vector<std::string> &input_files, int vocab_size, const std::string &model_path,
+                     const TokenizerTrainOptions &opts = {});
+
+} // namespace zaya

@@ -1,0 +1,39 @@
+// The ZAYA1 backward pass: the gradient of the mean next-token cross-entropy w.r.t. every trainable parameter,
+// written by hand op by op (llm.c style) in the reverse order of model_forward.
+#pragma once
+#include "model/activations.h"
+#include "model/batch.h"
+#include "model/forward.h"
+#include "model/params.h"
+
+namespace zaya {
+
+// Gradient-side buffers of one backward pass, planned once for (config, tokens, sequences).
+struct GradScratch {
+    RealBuffer buf;
+    real *d_res[2];          // [N,D] gradient of the residual stream: layer output / layer input (swapped per layer)
+    real *d_res1;            // [N,D]
+    real *d_x;               // [N,D] gradient of a norm output (x_norm1 or x_norm2)
+    real *d_tmp;             // [N,D] gradient of attn_out / moe_out
+    real *d_att;             // [N,Dq]
+    real *dq, *dk, *dv;      // [N,Dq], [N,Dk], [N,Dk]
+    real *d_vdel;            // [N,Dk/2]
+    real *q_pre, *k_pre;     // [N,Dq], [N,Dk] pre-norm q/k, recomputed
+    real *dconv, *dz, *dp;   // [N,C], [N,C], [conv p rows, C]
+    real *d_rho, *d_carry;   // [N,R] router state gradient (own path; from the next layer's EDA)
+    real *d_r1, *d_r2;       // [N,R]
+    real *d_rlogits;         // [N,E+1]
+    real *dp_sel;            // [N]
+    real *dy, *da, *dh, *dxg;// [N,D], [N,I], [N,2I], [N,D]
+
+    static GradScratch plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs);
+};
+
+// Requires model_forward(m, batch, acts, targets) to have just run with acts.keep_all_layers. Overwrites
+// acts.logits with the logits' gradient. Adds (+=) into `grads` (a buffer laid out by m.layout), so gradient
+// accumulation over micro-batches is a matter of not zeroing between calls. `loss_scale` multiplies the loss
+// being differentiated (1/micro-batches for accumulation).
+void model_backward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets, GradScratch &s,
+                    real *grads, real loss_scale = 1);
+
+} // namespace zaya

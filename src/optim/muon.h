@@ -1,0 +1,68 @@
+// Muon (spec §C.2), step for step as torch.optim.Muon (torch 2.15, torch/optim/_muon.py), for one 2-D matrix W
+// (rows m × cols n) with gradient G and momentum buffer B (zero-initialised):
+//
+//   B ← lerp(B, G, 1−μ) = μ·B + (1−μ)·G      an EMA, not the docstring's "μ·B + G": torch's code uses lerp_.
+//                                             The two differ by the factor (1−μ) throughout, which the Frobenius
+//                                             normalisation below cancels (except when clamped by eps), but the
+//                                             stored buffer is the EMA — checkpoints must hold the EMA.
+//   U ← nesterov ? lerp(G, B, μ) = (1−μ)·G + μ·B : B
+//   X ← U / max(‖U‖_F, ε)                     ε = 1e-7: a clamp, not "‖U‖ + ε"
+//   if m > n: iterate on Xᵀ so the Gram matrix is the smaller (n×n) one
+//   k times: A = X·Xᵀ;  P = b·A + c·A·A;  X ← a·X + P·X          (a, b, c) = (3.4445, −4.7750, 2.0315), k = 5
+//   W ← W·(1 − lr·λ)                          decoupled weight decay with the *unadjusted* lr
+//   W ← W − lr·s(m, n)·X                      s = 0.2·√max(m, n) for "match_rms_adamw" (Moonlight RMS matching)
+//
+// Precision: torch runs Newton–Schulz in bf16 (`grad.to(torch.bfloat16)`, including the norm); here it runs in
+// `real` (fp32), matching a reference whose NS is patched to fp32. The update is then applied in fp32 as torch does.
+// For m > n we iterate X ← a·X + X·Pᵀ with A = Xᵀ·X instead of transposing: it is torch's transposed iteration
+// term for term, without two transposes per step.
+#pragma once
+#include "core/real.h"
+#include "model/params.h"
+
+#include <array>
+#include <cstdint>
+
+namespace zaya {
+
+// torch.optim.Muon's `adjust_lr_fn` options (None means "original" there; our default is Moonlight's).
+enum class MuonLrAdjust : uint8_t { Original, MatchRmsAdamW, SpectralUnclamped };
+
+struct MuonHyper {
+    double momentum = 0.95;
+    bool nesterov = true;
+    std::array<double, 3> ns_coefficients{3.4445, -4.7750, 2.0315};
+    int ns_steps = 5;
+    double eps = 1e-7;
+    MuonLrAdjust lr_adjust = MuonLrAdjust::MatchRmsAdamW;
+};
+
+// lr·s(rows, cols): original √max(1, rows/cols); match_rms_adamw 0.2·√max(rows, cols); spectral_unclamped √(rows/cols).
+double muon_adjusted_lr(double lr, MuonLrAdjust adjust, int64_t rows, int64_t cols);
+
+// Muon's update rule with its scratch space, sized once for the largest matrix; steps allocate nothing.
+class Muon {
+  public:
+    Muon(const MuonHyper &hyper, size_t max_numel, int64_t max_min_dim);
+
+    // One Muon step on one matrix; `momentum` is its rows×cols momentum buffer.
+    void step(real *param, const real *grad, real *momentum, int64_t rows, int64_t cols, double lr,
+              double weight_decay);
+
+    // Newton–Schulz orthogonalisation of `in` (rows×cols) into `out` (may alias `in`).
+    void orthogonalise(const real *in, real *out, int64_t rows, int64_t cols);
+
+    const MuonHyper &hyper() const { return hyper_; }
+
+  private:
+    // Normalises and iterates x_ in place (result in x_).
+    void newton_schulz(int64_t rows, int64_t cols);
+    void check_fits(int64_t rows, int64_t cols) const;
+
+    MuonHyper hyper_;
+    size_t max_numel_;
+    int64_t max_min_dim_;
+    RealBuffer x_, y_, gram_, poly_;
+};
+
+} // namespace zaya

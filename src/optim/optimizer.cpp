@@ -1,0 +1,66 @@
+#include "optim/optimizer.h"
+
+#include "core/error.h"
+#include "optim/clip.h"
+
+#include <cmath>
+#include <utility>
+
+namespace zaya {
+
+void OptimConfig::validate() const {
+    if (!(lr >= 0.0)) fail("optimizer: lr must be >= 0, got {}", lr);
+    if (!(weight_decay >= 0.0)) fail("optimizer: weight_decay must be >= 0, got {}", weight_decay);
+    if (!(beta1 >= 0.0 && beta1 < 1.0)) fail("optimizer: beta1 must be in [0, 1), got {}", beta1);
+    if (!(beta2 >= 0.0 && beta2 < 1.0)) fail("optimizer: beta2 must be in [0, 1), got {}", beta2);
+    if (!(eps >= 0.0)) fail("optimizer: eps must be >= 0, got {}", eps);
+    if (!(muon_momentum >= 0.0 && muon_momentum < 1.0))
+        fail("optimizer: muon_momentum must be in [0, 1), got {}", muon_momentum);
+    if (ns_steps < 0 || ns_steps >= 100) fail("optimizer: ns_steps must be in [0, 100), got {}", ns_steps);
+    if (!(muon_eps > 0.0)) fail("optimizer: muon_eps must be > 0, got {}", muon_eps);
+    schedule.validate();
+}
+
+MuonHyper OptimConfig::muon_hyper() const {
+    return {muon_momentum, nesterov, ns_coefficients, ns_steps, muon_eps, muon_lr_adjust};
+}
+
+AdamWHyper OptimConfig::adamw_hyper() const { return {beta1, beta2, eps}; }
+
+Optimizer::Optimizer(const ParamLayout &layout, const ZayaConfig &config, const OptimConfig &oc)
+    : Optimizer(layout, ParamGroups::classify(layout, config), oc) {}
+
+Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimConfig &oc)
+    : layout_(layout), groups_(std::move(groups)), config_((oc.validate(), oc)), schedule_(oc.lr_schedule()),
+      muon_(oc.muon_hyper(), groups_.max_muon_numel(), groups_.max_muon_min_dim()), adamw_(oc.adamw_hyper()),
+      momentum_(RealBuffer::zeros(groups_.muon_state_size)), exp_avg_(RealBuffer::zeros(groups_.adamw_state_size)),
+      exp_avg_sq_(RealBuffer::zeros(groups_.adamw_state_size)) {}
+
+StepStats Optimizer::step(real *params, real *grads, double lr) {
+    StepStats s;
+    s.grad_norm = std::sqrt(grad_sum_squares(layout_, grads));
+    if (!std::isfinite(s.grad_norm)) {
+        s.skipped = true;
+        return s;
+    }
+    if (config_.grad_clip > 0.0) {
+        s.clip_coef = clip_coefficient(s.grad_norm, config_.grad_clip);
+        scale_grads(layout_, grads, s.clip_coef);
+    }
+    update(params, grads, lr);
+    return s;
+}
+
+void Optimizer::update(real *params, const real *grads, double lr) {
+    ++step_;
+    // Matrices one after another: each GEMM is already multithreaded, and one workspace serves them all.
+    for (const MuonMatrix &m : groups_.muon)
+        muon_.step(params + m.offset, grads + m.offset, momentum_.data() + m.state_offset, m.rows, m.cols, lr,
+                   config_.weight_decay);
+    for (const AdamWRange &r : groups_.adamw)
+        adamw_update(params + r.offset, grads + r.offset, exp_avg_.data() + r.state_offset,
+                     exp_avg_sq_.data() + r.state_offset, r.numel, lr, r.decay ? config_.weight_decay : 0.0,
+                     adamw_, step_);
+}
+
+} // namespace zaya

@@ -1,0 +1,80 @@
+// The training optimizer: Muon for the matrices, AdamW for the rest (param_groups.h), global-norm clipping
+// (clip.h), one step count, hyper-parameters in OptimConfig. The spec publishes none of ZAYA1's optimizer
+// hyper-parameters (§C.2); the defaults below are the Moonlight-like starting point it suggests.
+//
+// State (all fp32, design decision 6): the Muon momentum buffer (one EMA per Muon matrix, torch's
+// `momentum_buffer`) and AdamW's exp_avg / exp_avg_sq, each a compact buffer indexed by the groups'
+// `state_offset`s — optimizer memory is params + (2 × AdamW share), not 3 × params.
+#pragma once
+#include "core/real.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "optim/adamw.h"
+#include "optim/muon.h"
+#include "optim/param_groups.h"
+#include "optim/schedule.h"
+
+#include <array>
+#include <cstdint>
+
+namespace zaya {
+
+struct OptimConfig {
+    double lr = 3e-4;          // peak learning rate (Muon's before RMS matching, AdamW's as is)
+    double weight_decay = 0.1; // Muon matrices and embedding / lm_head; nothing else (param_groups.h)
+    double beta1 = 0.9, beta2 = 0.95, eps = 1e-8; // AdamW
+    double muon_momentum = 0.95;
+    bool nesterov = true;
+    int ns_steps = 5;
+    std::array<double, 3> ns_coefficients{3.4445, -4.7750, 2.0315};
+    double muon_eps = 1e-7;
+    MuonLrAdjust muon_lr_adjust = MuonLrAdjust::MatchRmsAdamW;
+    double grad_clip = 1.0; // max global L2 norm; <= 0 disables clipping
+    ScheduleConfig schedule;
+
+    void validate() const;
+    MuonHyper muon_hyper() const;
+    AdamWHyper adamw_hyper() const;
+    LrSchedule lr_schedule() const { return LrSchedule(schedule, lr); }
+};
+
+struct StepStats {
+    double grad_norm = 0.0; // before clipping
+    double clip_coef = 1.0;
+    bool skipped = false;   // non-finite gradient norm: nothing was updated
+};
+
+class Optimizer {
+  public:
+    Optimizer(const ParamLayout &layout, const ZayaConfig &config, const OptimConfig &oc);
+    // For a ZeRO-1 shard: `groups` = ParamGroups::classify(...).slice(a, b); clipping still uses the whole layout.
+    Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimConfig &oc);
+
+    // Clips the gradients in place (when grad_clip > 0), then update(). A non-finite gradient norm updates
+    // nothing and leaves the step count unchanged (torch would write NaNs into the parameters).
+    StepStats step(real *params, real *grads, double lr);
+    // Muon on every matrix, AdamW on every range, with learning rate `lr`; increments the step count.
+    void update(real *params, const real *grads, double lr);
+
+    int64_t step_count() const { return step_; }
+    void set_step_count(int64_t step) { step_ = step; } // when resuming from a checkpoint
+    double scheduled_lr() const { return schedule_.lr(step_ + 1); } // the lr of the next step
+
+    const OptimConfig &config() const { return config_; }
+    const ParamGroups &groups() const { return groups_; }
+    real *muon_momentum() const { return momentum_.data(); }
+    real *exp_avg() const { return exp_avg_.data(); }
+    real *exp_avg_sq() const { return exp_avg_sq_.data(); }
+
+  private:
+    ParamLayout layout_;
+    ParamGroups groups_;
+    OptimConfig config_;
+    LrSchedule schedule_;
+    Muon muon_;
+    AdamWHyper adamw_;
+    RealBuffer momentum_, exp_avg_, exp_avg_sq_;
+    int64_t step_ = 0;
+};
+
+} // namespace zaya
