@@ -13,7 +13,7 @@ echo "== ASan+UBSan build of the unit tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZAYA_SANITIZE=ON -DZAYA_NATIVE=OFF >/dev/null
 cmake --build build-asan --target zaya_tests zaya
 # OpenMP's runtime keeps thread pools alive at exit; that is not a leak of ours.
-ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j "$jobs"
+ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 build-asan/zaya_tests --gtest_brief=1
 
 fuzz_seconds=${ZAYA_FUZZ_SECONDS:-60}
 if [ "$fuzz_seconds" -gt 0 ]; then

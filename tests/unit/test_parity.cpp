@@ -2,6 +2,7 @@
 // ZayaForCausalLM (fp32). Tolerance: 1e-4 max abs error on logits and on every layer's residual stream.
 #include "io/legacy_names.h"
 #include "io/model_io.h"
+#include "model/backward.h"
 #include "model/forward.h"
 #include "test_helpers.h"
 
@@ -128,6 +129,52 @@ TEST(Parity, ReusedActivationsGiveTheSameLogits) {
     const size_t n = size_t(b.num_tokens() * m.config.vocab_size);
     EXPECT_EQ(test::max_abs_diff(all.acts.logits, one.logits, n), 0.0f);
 }
+
+} // namespace
+} // namespace zaya
+
+namespace zaya {
+namespace {
+
+// Gradients against PyTorch autograd of the transformers model (grad.<name> in the goldens): for every trainable
+// tensor, max|ours − ref| ≤ 1e-3 · max|ref|.
+void expect_grads_match(const std::string &name, bool passthrough = false) {
+    SCOPED_TRACE(name);
+    Golden g = load_golden(name);
+    Model m = model_load(g.dir);
+    m.config.skip_passthrough = passthrough;
+    Batch batch = Batch::from_sequences(g.tokens);
+    std::vector<int32_t> targets = batch.next_token_targets();
+    Activations acts = Activations::plan(m.config, batch.num_tokens(), batch.num_sequences(), true);
+    model_forward(m, batch, acts, targets.data());
+    GradScratch scratch = GradScratch::plan(m.config, batch.num_tokens(), batch.num_sequences());
+    RealBuffer grads = RealBuffer::zeros(m.layout.total);
+    model_backward(m, batch, acts, targets.data(), scratch, grads.data());
+
+    auto file = SafetensorsFile::open(g.file());
+    int checked = 0;
+    for (const ParamView &v : m.layout.views) {
+        if (!v.trainable) continue;
+        std::string key = (passthrough ? "grad_passthrough." : "grad.") + v.name;
+        const TensorInfo *t = file->find(key);
+        ASSERT_NE(t, nullptr) << "golden has no " << key;
+        ASSERT_EQ(size_t(t->numel()), v.numel) << key;
+        std::vector<real> ref(v.numel);
+        tensor_read_f32(*t, ref.data());
+        real ref_max = 0;
+        for (real x : ref) ref_max = std::max(ref_max, std::fabs(x));
+        const real err = test::max_abs_diff(ref.data(), grads.data() + v.offset, v.numel);
+        EXPECT_LE(err, 1e-3f * ref_max + 1e-7f) << v.name << " (max |ref| " << ref_max << ")";
+        ++checked;
+    }
+    EXPECT_EQ(checked, int(std::count_if(m.layout.views.begin(), m.layout.views.end(),
+                                         [](const ParamView &v) { return v.trainable; })));
+}
+
+TEST(GradParity, TinyF32) { expect_grads_match("tiny_f32"); }
+TEST(GradParity, SkipSlotZeroOutput) { expect_grads_match("skip_slot"); }
+TEST(GradParity, SkipSlotPassthrough) { expect_grads_match("skip_slot", true); }
+TEST(GradParity, SlidingWindowBiasesUntiedHead) { expect_grads_match("variants"); }
 
 } // namespace
 } // namespace zaya
