@@ -210,7 +210,7 @@ NS_CALLS = [0]
 
 
 def _zeropower_via_newtonschulz_fp32(grad, ns_coefficients, ns_steps, eps):
-    """torch.optim._muon._zeropower_via_newtonschulz with the bf16 cast replaced by float32 (float64 inputs: float64)."""
+    """torch.optim._muon._zeropower_via_newtonschulz with its bf16 cast replaced by float32 (float64 stays float64)."""
     if ns_steps >= 100:
         raise ValueError("Number of steps must be less than 100 for computational efficiency")
     if len(grad.shape) != 2:
@@ -396,7 +396,9 @@ def train(base: ZayaForCausalLM, batches: torch.Tensor, dtype=torch.float32) -> 
     )
     biases = [layer.mlp.gate.balancing_biases for layer in model.model.layers]
     assert all(not b.requires_grad for b in biases)
-    opt_bias = torch.optim.AdamW(biases, lr=BIAS_LR, betas=BIAS_BETAS, eps=BIAS_EPS, weight_decay=BIAS_WD, foreach=False)
+    opt_bias = torch.optim.AdamW(
+        biases, lr=BIAS_LR, betas=BIAS_BETAS, eps=BIAS_EPS, weight_decay=BIAS_WD, foreach=False
+    )
     target = torch.full((E + 1,), 1.0 / E, dtype=dtype)
     target[E] = 0.0
 

@@ -21,18 +21,7 @@ double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Best-of-`reps` GFLOP/s of one square SGEMM (C = A·Bᵀ, the layout the model uses).
-double sgemm_gflops(cpu::GemmLib lib, int64_t n, int reps) {
-    std::vector<float> A(size_t(n * n), 0.5f), B(size_t(n * n), 0.25f), C(size_t(n * n));
-    double best = 0;
-    for (int r = 0; r < reps + 1; ++r) { // first call warms up threads and caches
-        double t0 = now_s();
-        cpu::gemm_with(lib, false, true, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
-        double dt = now_s() - t0;
-        if (r > 0) best = std::max(best, 2.0 * double(n) * double(n) * double(n) / dt / 1e9);
-    }
-    return best;
-}
+double sgemm_gflops(cpu::GemmLib lib, int64_t n, int reps) { return cpu::gemm_peak_gflops(lib, n, reps); }
 
 struct BenchArgs {
     std::string what, model = "small";

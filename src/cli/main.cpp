@@ -12,13 +12,22 @@ int main(int argc, char **argv) {
     zaya::cli::register_info(app);
     zaya::cli::register_forward(app);
     zaya::cli::register_grads(app);
+    zaya::cli::register_train(app);
     zaya::cli::register_init(app);
     zaya::cli::register_bench(app);
     zaya::cli::register_prepare(app);
     try {
         app.parse(argc, argv);
-    } catch (const CLI::ParseError &e) {
+    } catch (const CLI::CallForHelp &e) {
         return app.exit(e);
+    } catch (const CLI::CallForAllHelp &e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion &e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError &e) {
+        // One line, like every other error (CLI11 would add a second "Run with --help" line).
+        std::fprintf(stderr, "zaya: error: %s (see zaya --help)\n", e.what());
+        return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
     } catch (const zaya::Error &e) {
         std::fprintf(stderr, "zaya: error: %s\n", e.what());
         return 1;

@@ -13,6 +13,7 @@ namespace {
 
 // Separates the loader's random stream from every other user of the same seed (e.g. weight init).
 constexpr uint64_t kLoaderStream = 0x6c6f616465720001ull;
+__extension__ typedef unsigned __int128 u128; // exact 64×64-bit products
 
 void check_rank(int rank, int world) {
     if (world < 1 || rank < 0 || rank >= world) fail("rank {} out of range for world size {}", rank, world);
@@ -104,7 +105,7 @@ void TrainLoader::start_epoch(uint64_t epoch) {
     for (uint64_t i = 0; i < perm_.size(); ++i) perm_[i] = i;
     Rng rng(seed_ ^ kLoaderStream, epoch);
     for (uint64_t i = perm_.size() - 1; i > 0; --i) {
-        const auto j = uint64_t((unsigned __int128)rng.next() * (i + 1) >> 64); // uniform in [0, i]
+        const auto j = uint64_t(u128(rng.next()) * (i + 1) >> 64); // uniform in [0, i]
         std::swap(perm_[i], perm_[j]);
     }
 }

@@ -22,6 +22,7 @@ namespace zaya {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+__extension__ typedef unsigned __int128 u128; // exact 64×64-bit products
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -95,8 +96,8 @@ void write_tokenizer_text(const std::string &path, const std::vector<SourceFile>
                 if (q == std::string_view::npos) q = t.size();
                 // keep line i iff ⌊(i+1)·max/total⌋ > ⌊i·max/total⌋: exactly max lines, evenly spread
                 const bool keep = total <= max_lines ||
-                                  (unsigned __int128)(line + 1) * max_lines / total >
-                                      (unsigned __int128)line * max_lines / total;
+                                  u128(line + 1) * max_lines / total >
+                                      u128(line) * max_lines / total;
                 if (keep && q > p) out << t.substr(p, q - p) << '\n'; // blank lines teach nothing
                 ++line;
                 p = q + 1;

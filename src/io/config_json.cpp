@@ -92,8 +92,14 @@ void legacy_from_json(const json &j, const Fields &f, ZayaConfig &c) {
         const json &layers = j.at("zaya_layers");
         if (!layers.is_array()) fail("{}: legacy field 'zaya_layers' must be a list", source);
         int64_t attn = 0;
-        for (const json &v : layers) attn += v.is_string() && v.get<std::string>() == "a";
-        if (attn == 0 || int64_t(layers.size()) != 2 * attn)
+        bool alternates = layers.size() % 2 == 0;
+        for (size_t i = 0; i < layers.size(); ++i) {
+            const json &v = layers[i];
+            bool is_attn = v.is_string() && v.get<std::string>() == "a";
+            attn += is_attn;
+            alternates &= i % 2 == 0 ? is_attn : v.is_number_integer();
+        }
+        if (attn == 0 || !alternates)
             fail("{}: legacy field 'zaya_layers' must alternate \"a\" and expert counts", source);
         c.num_hidden_layers = attn;
         c.num_attention_heads = first_nonzero(j, "cca_num_q_heads", source);
@@ -115,7 +121,8 @@ void legacy_from_json(const json &j, const Fields &f, ZayaConfig &c) {
                  source, half_layers);
         c.num_hidden_layers = half_layers / 2;
         c.num_attention_heads = f.integer("num_attention_heads", std::nullopt);
-        c.num_key_value_heads = f.integer("num_query_groups", f.integer("num_key_value_heads", std::nullopt));
+        c.num_key_value_heads = f.has("num_query_groups") ? f.integer("num_query_groups", std::nullopt)
+                                                          : f.integer("num_key_value_heads", std::nullopt);
         int64_t ffn = f.integer("ffn_hidden_size", std::nullopt);
         if (ffn % 2 != 0) fail("{}: legacy field 'ffn_hidden_size' must be even (gated fc1 width), got {}", source, ffn);
         c.moe_intermediate_size = ffn / 2;
@@ -135,7 +142,8 @@ void legacy_from_json(const json &j, const Fields &f, ZayaConfig &c) {
         fail("{}: legacy field 'rope_scaling' must be false (no RoPE scaling is supported)", source);
     std::string act = f.string("activation_func", "swiglu");
     if (act != "swiglu") fail("{}: legacy field 'activation_func' must be \"swiglu\", got \"{}\"", source, act);
-    c.layer_types.assign(size_t(c.num_hidden_layers), LayerType::Hybrid);
+    if (c.num_hidden_layers > 0 && c.num_hidden_layers <= 4096) // else validate() reports the count
+        c.layer_types.assign(size_t(c.num_hidden_layers), LayerType::Hybrid);
 }
 
 } // namespace
@@ -189,7 +197,7 @@ ZayaConfig config_from_json(const json &j, const std::string &source) {
                 else if (t == "hybrid_sliding") c.layer_types.push_back(LayerType::HybridSliding);
                 else fail("{}: field 'layer_types[{}]' = {} is not \"hybrid\" or \"hybrid_sliding\"", source, i, t);
             }
-        } else if (c.num_hidden_layers > 0) {
+        } else if (c.num_hidden_layers > 0 && c.num_hidden_layers <= 4096) { // else validate() reports the count
             c.layer_types.assign(size_t(c.num_hidden_layers), LayerType::Hybrid);
         }
 

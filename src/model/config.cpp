@@ -7,21 +7,26 @@
 namespace zaya {
 
 void ZayaConfig::validate() const {
-    auto positive = [](const char *field, int64_t v) {
+    // Upper bounds keep every size product far from int64 overflow (and catch typos like 1e15 layers); they are
+    // orders of magnitude above any real ZAYA1 shape.
+    auto in_range = [](const char *field, int64_t v, int64_t max) {
         if (v <= 0) fail("config field '{}' must be positive, got {}", field, v);
+        if (v > max) fail("config field '{}' = {} is larger than zaya supports ({})", field, v, max);
     };
-    positive("vocab_size", vocab_size);
-    positive("hidden_size", hidden_size);
-    positive("num_hidden_layers", num_hidden_layers);
-    positive("num_attention_heads", num_attention_heads);
-    positive("num_key_value_heads", num_key_value_heads);
-    positive("head_dim", head_dim);
-    positive("cca_time0", cca_time0);
-    positive("cca_time1", cca_time1);
-    positive("moe_intermediate_size", moe_intermediate_size);
-    positive("num_experts", num_experts);
-    positive("router_hidden_size", router_hidden_size);
-    positive("max_position_embeddings", max_position_embeddings);
+    in_range("vocab_size", vocab_size, int64_t(1) << 24);
+    in_range("hidden_size", hidden_size, int64_t(1) << 17);
+    in_range("num_hidden_layers", num_hidden_layers, 4096);
+    in_range("num_attention_heads", num_attention_heads, 1024);
+    in_range("num_key_value_heads", num_key_value_heads, 1024);
+    in_range("head_dim", head_dim, 4096);
+    in_range("cca_time0", cca_time0, 64);
+    in_range("cca_time1", cca_time1, 64);
+    in_range("moe_intermediate_size", moe_intermediate_size, int64_t(1) << 17);
+    in_range("num_experts", num_experts, 4096);
+    in_range("router_hidden_size", router_hidden_size, int64_t(1) << 16);
+    in_range("max_position_embeddings", max_position_embeddings, int64_t(1) << 26);
+    if (sliding_window && *sliding_window <= 0)
+        fail("config field 'sliding_window' must be a positive integer or null, got {}", *sliding_window);
     if (head_dim % 2 != 0) fail("config field 'head_dim' must be even (RoPE rotates pairs), got {}", head_dim);
     if (num_attention_heads % num_key_value_heads != 0)
         fail("config field 'num_attention_heads' ({}) must be a multiple of 'num_key_value_heads' ({})",

@@ -171,8 +171,7 @@ expect_error "info: non-existent model" "^zaya: error: .*no-such-model" info no-
 run forward "$GOLDEN" --tokens 1,2
 [[ $rc -ne 0 ]] && head -n 1 "$tmp/stderr" | grep -q -- "--out" && pass "forward: missing --out fails naming --out" ||
     fail "forward: missing --out fails naming --out" "exit status $rc" "stderr: $err"
-disabled_expect_error "CLI11 parse errors print two lines" "forward: missing --out, one line" "--out" \
-    forward "$GOLDEN" --tokens 1,2
+expect_error "forward: missing --out, one line" "--out" forward "$GOLDEN" --tokens 1,2
 
 # ---- init, then forward on the result ----
 expect_ok "zaya init --model tiny" init --model tiny --out "$tmp/m"

@@ -1,6 +1,7 @@
 // Optimizer tests: Muon, AdamW, clipping and the balancing controller against torch 2.15 goldens
 // (tools/gen_optim_unit_goldens.py, tests/golden/optim_unit/), plus schedules, parameter groups, Newton–Schulz
 // spectrum and the Optimizer as a whole on the `tiny` preset.
+#include "core/error.h"
 #include "core/rng.h"
 #include "optim/balancing.h"
 #include "optim/clip.h"
@@ -10,10 +11,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <omp.h>
+#include <utility>
 
 namespace zaya {
 namespace {
@@ -127,7 +131,7 @@ TEST(Muon, MatchesTorchMuon) {
         std::vector<float> ref_delta(n);
         std::vector<real> delta(n);
         for (size_t i = 0; i < n; ++i) ref_delta[i] = ref_p[i] - float(p0[i]), delta[i] = p[i] - p0[i];
-        expect_close(delta.data(), ref_delta, 1e-4, "update");
+        expect_close(delta.data(), ref_delta, 1e-5, "update");
     }
 }
 
@@ -183,10 +187,11 @@ TEST(Muon, AdjustedLr) {
 }
 
 TEST(Muon, RejectsMatrixLargerThanWorkspace) {
-    Muon muon(MuonHyper{}, 64, 8);
-    std::vector<real> g(128), x(128);
-    EXPECT_THROW(muon.orthogonalise(g.data(), x.data(), 8, 16), Error);
-    EXPECT_THROW(muon.orthogonalise(g.data(), x.data(), 16, 4), Error);
+    Muon muon(MuonHyper{}, 100, 8);
+    std::vector<real> g(128, real(1)), x(128);
+    EXPECT_THROW(muon.orthogonalise(g.data(), x.data(), 8, 16), Error); // too many elements
+    EXPECT_THROW(muon.orthogonalise(g.data(), x.data(), 9, 9), Error);  // Gram matrix too large
+    EXPECT_NO_THROW(muon.orthogonalise(g.data(), x.data(), 25, 4));
 }
 
 // --------------------------------------------------------------------------------------------------- AdamW
@@ -226,7 +231,7 @@ ParamLayout clip_layout() {
     };
     int k = 0;
     for (const auto &shape : meta().at("clip_shapes")) {
-        add("g" + std::to_string(k++), shape.get<std::vector<int64_t>>(), true);
+        add(fmt::format("g{}", k++), shape.get<std::vector<int64_t>>(), true);
         if (k == 1) add("buffer", {5}, false);
     }
     L.total = (L.total + 15) / 16 * 16;
@@ -352,7 +357,9 @@ TEST(ParamGroups, TinyPresetClassification) {
             ASSERT_NE(v, nullptr);
             const bool head = r.name == "model.embed_tokens.weight" || r.name == "lm_head.weight";
             EXPECT_EQ(r.decay, head) << r.name;
-            if (v->shape.size() == 1) EXPECT_FALSE(r.decay) << r.name;
+            if (v->shape.size() == 1) {
+                EXPECT_FALSE(r.decay) << r.name;
+            }
             EXPECT_NE(v->shape.size(), 2u + (head ? 1u : 0u)) << r.name; // the only 2-D AdamW views are the heads
             decayed += r.decay ? 1 : 0;
         }
@@ -374,7 +381,7 @@ TEST(ParamGroups, TinyPresetClassification) {
                 EXPECT_EQ(m.cols, I);
                 EXPECT_EQ(m.offset, L.offset_of(dn) + size_t(seen_dn++ * D * I));
             } else {
-                EXPECT_EQ(m.expert, -1);
+                EXPECT_EQ(m.expert >= 0, m.name.find(".mlp.experts.") != std::string::npos) << m.name;
             }
         }
         EXPECT_EQ(seen_gu, E);
@@ -527,10 +534,10 @@ TEST(Balancing, OverUsedExpertBiasFallsUnusedSkipStays) {
     for (int s = 0; s < 3; ++s) ctl.update(m.params.data(), counts.data());
     const real *b0 = m.w.layers[0].balancing_biases, *b1 = m.w.layers[1].balancing_biases;
     EXPECT_LT(b0[0], 0.0f);
-    EXPECT_LT(b0[1], 0.0f); // 0.2 < 0.25: under-used too
-    EXPECT_GT(b0[1], b0[0]);
+    EXPECT_GT(b0[1], 0.0f); // 0.2 < 0.25: under-used too
+    EXPECT_GT(b0[2], 0.0f);
     EXPECT_GT(b0[3], 0.0f);
-    EXPECT_GT(b0[3], b0[2]);
+    EXPECT_GE(b0[3], b0[2]); // Adam's steps are sign-like: equal up to eps
     EXPECT_NEAR(b0[0], -3e-3, 1e-5); // Adam's step is ≈ lr per step while the sign is steady
     EXPECT_EQ(b0[4], -1.0f);         // skip slot unused: zero error, zero update
     for (int e = 0; e < 4; ++e) EXPECT_EQ(b1[e], 0.0f);

@@ -2,7 +2,10 @@
 
 #include "core/error.h"
 
+#include <algorithm>
 #include <cblas.h>
+#include <chrono>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 #include <oneapi/dnnl/dnnl.h>
@@ -38,6 +41,18 @@ void gemm_with(GemmLib lib, bool trans_a, bool trans_b, int64_t M, int64_t N, in
         cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                     blasint(M), blasint(N), blasint(K), alpha, A, blasint(lda), B, blasint(ldb), beta, C, blasint(ldc));
     }
+}
+
+double gemm_peak_gflops(GemmLib lib, int64_t n, int reps) {
+    std::vector<float> A(size_t(n * n), 0.5f), B(size_t(n * n), 0.25f), C(size_t(n * n));
+    double best = 0;
+    for (int r = 0; r <= reps; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        gemm_with(lib, false, true, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
+        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r > 0) best = std::max(best, 2.0 * double(n) * double(n) * double(n) / dt / 1e9);
+    }
+    return best;
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,

@@ -18,6 +18,10 @@ void gemm_with(GemmLib lib, bool trans_a, bool trans_b, int64_t M, int64_t N, in
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
           const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
 
+// Best-of-`reps` GFLOP/s of one n×n×n SGEMM (C = A·Bᵀ, the model's layout), after one warm-up call: the peak that
+// throughput and MFU figures are reported against, measured in the same run.
+double gemm_peak_gflops(GemmLib lib, int64_t n, int reps);
+
 GemmLib gemm_default_lib(); // from ZAYA_GEMM (onednn|openblas), default oneDNN
 const char *gemm_lib_name(GemmLib lib);
 

@@ -1,0 +1,63 @@
+// zaya train --data DIR --out RUN_DIR [--model PRESET|CONFIG.json] [--steps N] ... — train from scratch.
+#include "cli/commands.h"
+#include "core/error.h"
+#include "train/run.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace zaya::cli {
+
+void register_train(CLI::App &app) {
+    auto *cmd = app.add_subcommand("train", "Train a ZAYA1-architecture model on prepared data (zaya prepare)");
+    auto tc = std::make_shared<TrainConfig>();
+    auto config_file = std::make_shared<std::string>();
+    cmd->add_option("--config", *config_file, "JSON file with any of the options below (flag names, '_' for '-')");
+    cmd->add_option("--data", tc->data, "Prepared data directory");
+    cmd->add_option("--out", tc->out, "Run directory (metrics.jsonl, train_config.json, model/)");
+    cmd->add_option("--model", tc->model, "Preset (tiny, small, base, zaya1-8b) or config.json")->capture_default_str();
+    cmd->add_option("--steps", tc->steps, "Optimizer steps")->capture_default_str();
+    cmd->add_option("--batch", tc->batch, "Sequences per optimizer step")->capture_default_str();
+    cmd->add_option("--micro-batch", tc->micro_batch, "Sequences per forward/backward (0 = batch)")->capture_default_str();
+    cmd->add_option("--seq", tc->seq, "Tokens per sequence")->capture_default_str();
+    cmd->add_option("--lr", tc->lr, "Peak learning rate (Muon RMS-matched to AdamW)")->capture_default_str();
+    cmd->add_option("--weight-decay", tc->weight_decay, "Decoupled weight decay of matrices and embeddings")->capture_default_str();
+    cmd->add_option("--grad-clip", tc->grad_clip, "Max global gradient norm (0 = off)")->capture_default_str();
+    cmd->add_option("--schedule", tc->schedule, "cosine | wsd | constant")->capture_default_str();
+    cmd->add_option("--warmup", tc->warmup, "Warmup steps")->capture_default_str();
+    cmd->add_option("--min-lr-ratio", tc->min_lr_ratio, "Final lr as a fraction of the peak")->capture_default_str();
+    cmd->add_option("--balance", tc->balance, "Balancing-bias controller on/off")->capture_default_str();
+    cmd->add_option("--balance-lr", tc->balance_lr, "Learning rate of the balancing biases' AdamW")->capture_default_str();
+    cmd->add_option("--eval-every", tc->eval_every, "Validate every N steps (0 = only at the end)")->capture_default_str();
+    cmd->add_option("--eval-batches", tc->eval_batches, "Validation batches per evaluation (0 = whole split)")->capture_default_str();
+    cmd->add_option("--sample-tokens", tc->sample_tokens, "Tokens of text sampled at the end")->capture_default_str();
+    cmd->add_option("--sample-prompt", tc->sample_prompt, "Prompt of the final sample")->capture_default_str();
+    cmd->add_option("--seed", tc->seed, "Seed of initialisation and data order")->capture_default_str();
+    cmd->callback([cmd, tc, config_file] {
+        TrainConfig c = *tc;
+        if (!config_file->empty()) {
+            std::ifstream in(*config_file);
+            if (!in) fail("cannot open train config '{}'", *config_file);
+            nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+            if (j.is_discarded()) fail("{}: not valid JSON", *config_file);
+            TrainConfig from_file;
+            train_config_from_json(from_file, j, *config_file);
+            // Flags given on the command line win over the file.
+            c = from_file;
+            for (const CLI::Option *o : cmd->get_options()) {
+                if (o->count() == 0 || o->get_name() == "--config") continue;
+                nlohmann::json patch;
+                std::string key = o->get_name().substr(2);
+                std::replace(key.begin(), key.end(), '-', '_');
+                nlohmann::json flags = train_config_to_json(*tc);
+                if (flags.contains(key)) {
+                    patch[key] = flags[key];
+                    train_config_from_json(c, patch, "--" + o->get_name().substr(2));
+                }
+            }
+        }
+        run_training(c);
+    });
+}
+
+} // namespace zaya::cli

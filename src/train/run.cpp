@@ -1,0 +1,143 @@
+#include "train/run.h"
+
+#include "core/error.h"
+#include "data/tokenizer.h"
+#include "infer/sample.h"
+#include "io/config_json.h"
+#include "io/model_io.h"
+#include "model/init.h"
+#include "ops/cpu/gemm.h"
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <omp.h>
+#include <unistd.h>
+
+namespace zaya {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+ZayaConfig model_config_for(const TrainConfig &tc, const DataManifest &dm) {
+    ZayaConfig c = tc.model.ends_with(".json") ? config_load(tc.model) : config_preset(tc.model);
+    c.vocab_size = int64_t(dm.vocab_size); // the preset's vocabulary follows the tokenizer
+    if (dm.bos_id >= 0) c.bos_token_id = dm.bos_id;
+    if (dm.eos_id >= 0) c.eos_token_id = dm.eos_id;
+    if (dm.pad_id >= 0) c.pad_token_id = dm.pad_id;
+    c.max_position_embeddings = std::max(c.max_position_embeddings, tc.seq);
+    c.validate();
+    return c;
+}
+
+std::string duration(double s) {
+    if (s < 60) return fmt::format("{:.0f}s", s);
+    if (s < 3600) return fmt::format("{}m{:02d}s", int(s / 60), int(s) % 60);
+    return fmt::format("{}h{:02d}m", int(s / 3600), int(s / 60) % 60);
+}
+
+std::string progress_bar(int64_t done, int64_t total, int width) {
+    int filled = int(double(width) * double(done) / double(total));
+    std::string bar;
+    for (int i = 0; i < width; ++i) bar += i < filled ? "█" : "░";
+    return bar;
+}
+
+} // namespace
+
+void run_training(const TrainConfig &tc_in) {
+    TrainConfig tc = tc_in;
+    tc.validate();
+    auto data = DataSet::open(tc.data);
+    ZayaConfig mc = model_config_for(tc, data->manifest());
+    Model model = Model::create(mc);
+    model_init_random(model, tc.seed);
+
+    std::error_code ec;
+    fs::create_directories(tc.out, ec);
+    if (ec) fail("cannot create run directory '{}': {}", tc.out, ec.message());
+    {
+        std::ofstream f(fs::path(tc.out) / "train_config.json");
+        f << train_config_to_json(tc).dump(2) << "\n";
+    }
+    const std::string metrics_path = (fs::path(tc.out) / "metrics.jsonl").string();
+    std::ofstream metrics(metrics_path, std::ios::trunc);
+    if (!metrics) fail("cannot write '{}'", metrics_path);
+
+    const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), 1024, 3) * 1e9;
+    ParamCounts pc = param_counts(mc);
+    Trainer trainer(tc, std::move(model), data);
+    fmt::print("zaya train: {} params ({} active non-embedding), vocab {}, {} layers, {} experts\n", pc.total,
+               pc.active_non_embedding, mc.vocab_size, mc.num_hidden_layers, mc.num_experts);
+    fmt::print("  data {}: {} train / {} val tokens\n", tc.data, data->train().tokens, data->val().tokens);
+    fmt::print("  {} steps × {} sequences × {} tokens (micro-batch {}), lr {} {} warmup {}, balancing {}\n", tc.steps,
+               tc.batch, tc.seq, tc.micro(), tc.lr, tc.schedule, tc.warmup, tc.balance ? "on" : "off");
+    fmt::print("  memory {:.1f} MiB, {} threads, SGEMM peak measured now {:.1f} GFLOP/s\n",
+               double(trainer.memory_bytes()) / (1 << 20), omp_get_max_threads(), peak / 1e9);
+    std::fflush(stdout);
+
+    const bool tty = isatty(fileno(stdout));
+    double elapsed = 0;
+    auto validate = [&](int64_t step) {
+        double vl = trainer.evaluate();
+        fmt::print("step {:>5}  val_loss {:.4f}\n", step, vl);
+        metrics << nlohmann::json{{"step", step}, {"val_loss", vl}}.dump() << "\n" << std::flush;
+        return vl;
+    };
+    for (int64_t s = 1; s <= tc.steps; ++s) {
+        StepResult r = trainer.step();
+        elapsed += r.seconds;
+        const double tok_s = double(r.tokens) / r.seconds;
+        const double mfu = trainer.flops_per_step() / r.seconds / peak;
+        const double ent = std::accumulate(r.entropy.begin(), r.entropy.end(), 0.0) / double(r.entropy.size());
+        const double eta = elapsed / double(s) * double(tc.steps - s);
+        std::string line = fmt::format("step {:>5}/{}  loss {:.4f}  gnorm {:.3f}  lr {:.2e}  {:.0f} tok/s  mfu {:.1f}%  "
+                                       "entropy {:.3f}{}  eta {}",
+                                       s, tc.steps, r.loss, r.grad_norm, r.lr, tok_s, 100 * mfu, ent,
+                                       r.skipped ? "  SKIPPED (non-finite gradient)" : "", duration(eta));
+        if (tty) fmt::print("{} {}\n", progress_bar(s, tc.steps, 20), line);
+        else fmt::print("{}\n", line);
+        std::fflush(stdout);
+        metrics << nlohmann::json{{"step", s},          {"loss", r.loss},   {"lr", r.lr},
+                                  {"grad_norm", r.grad_norm}, {"tokens_per_s", tok_s}, {"mfu", mfu},
+                                  {"routing_entropy", r.entropy}, {"skipped", r.skipped}}
+                       .dump()
+                << "\n";
+        if (tc.eval_every > 0 && s % tc.eval_every == 0 && s != tc.steps) validate(s);
+    }
+    metrics.flush();
+    double final_val = validate(tc.steps);
+
+    const std::string model_dir = (fs::path(tc.out) / "model").string();
+    model_save(trainer.model(), model_dir, DType::F32);
+    fs::copy_file(data->tokenizer_path(), fs::path(model_dir) / "tokenizer.model", fs::copy_options::overwrite_existing,
+                  ec);
+    if (ec) fail("cannot copy the tokenizer into '{}': {}", model_dir, ec.message());
+    fmt::print("trained {} steps in {}; final val_loss {:.4f}; model written to {}\n", tc.steps, duration(elapsed),
+               final_val, model_dir);
+
+    if (tc.sample_tokens > 0) {
+        Tokenizer tok = Tokenizer::load(data->tokenizer_path());
+        std::vector<int32_t> prompt = tok.encode(tc.sample_prompt);
+        if (mc.bos_token_id >= 0) prompt.insert(prompt.begin(), int32_t(mc.bos_token_id));
+        SampleOptions so;
+        so.max_new_tokens = tc.sample_tokens;
+        so.seed = tc.seed;
+        so.stop_token = int32_t(mc.eos_token_id);
+        fmt::print("sample (temperature {}, top-k {}):\n{}", so.temperature, so.top_k, tc.sample_prompt);
+        std::vector<int32_t> generated;
+        generate_uncached(trainer.model(), prompt, so, [&](int32_t t) {
+            generated.push_back(t);
+            (void)t;
+        });
+        fmt::print("{}\n", tok.decode(generated));
+    }
+}
+
+} // namespace zaya

@@ -1,0 +1,84 @@
+#include "train/train_config.h"
+
+#include "core/error.h"
+
+#include <nlohmann/json.hpp>
+
+namespace zaya {
+
+void TrainConfig::validate() const {
+    if (data.empty()) fail("train: --data is required");
+    if (out.empty()) fail("train: --out is required");
+    if (steps <= 0) fail("train: steps must be positive, got {}", steps);
+    if (batch <= 0) fail("train: batch must be positive, got {}", batch);
+    if (micro_batch < 0 || micro() > batch || batch % micro() != 0)
+        fail("train: micro_batch ({}) must divide batch ({})", micro_batch, batch);
+    if (seq <= 1) fail("train: seq must be at least 2, got {}", seq);
+    if (!(lr > 0)) fail("train: lr must be positive, got {}", lr);
+    if (warmup < 0 || warmup > steps) fail("train: warmup must be in [0, steps], got {}", warmup);
+    if (eval_every < 0 || eval_batches < 0) fail("train: eval_every and eval_batches must be ≥ 0");
+    schedule_kind_from_string(schedule); // names the bad value
+}
+
+OptimConfig TrainConfig::optim_config() const {
+    OptimConfig o;
+    o.lr = lr;
+    o.weight_decay = weight_decay;
+    o.grad_clip = grad_clip;
+    o.schedule.kind = schedule_kind_from_string(schedule);
+    o.schedule.warmup_steps = warmup;
+    o.schedule.total_steps = steps;
+    o.schedule.min_lr_ratio = min_lr_ratio;
+    o.validate();
+    return o;
+}
+
+void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::string &source) {
+    if (!j.is_object()) fail("{}: a train config must be a JSON object", source);
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        const std::string &k = it.key();
+        const nlohmann::json &v = it.value();
+        auto want = [&](bool ok, const char *type) {
+            if (!ok) fail("{}: field '{}' must be {}, got {}", source, k, type, v.dump());
+        };
+        auto integer = [&](int64_t &dst) { want(v.is_number_integer(), "an integer"), dst = v.get<int64_t>(); };
+        auto number = [&](double &dst) { want(v.is_number(), "a number"), dst = v.get<double>(); };
+        auto string = [&](std::string &dst) { want(v.is_string(), "a string"), dst = v.get<std::string>(); };
+        if (k == "data") string(c.data);
+        else if (k == "out") string(c.out);
+        else if (k == "model") string(c.model);
+        else if (k == "steps") integer(c.steps);
+        else if (k == "batch") integer(c.batch);
+        else if (k == "micro_batch") integer(c.micro_batch);
+        else if (k == "seq") integer(c.seq);
+        else if (k == "seed") want(v.is_number_unsigned(), "a non-negative integer"), c.seed = v.get<uint64_t>();
+        else if (k == "lr") number(c.lr);
+        else if (k == "weight_decay") number(c.weight_decay);
+        else if (k == "grad_clip") number(c.grad_clip);
+        else if (k == "schedule") string(c.schedule);
+        else if (k == "warmup") integer(c.warmup);
+        else if (k == "min_lr_ratio") number(c.min_lr_ratio);
+        else if (k == "balance") want(v.is_boolean(), "true or false"), c.balance = v.get<bool>();
+        else if (k == "balance_lr") number(c.balance_lr);
+        else if (k == "eval_every") integer(c.eval_every);
+        else if (k == "eval_batches") integer(c.eval_batches);
+        else if (k == "sample_tokens") integer(c.sample_tokens);
+        else if (k == "sample_prompt") string(c.sample_prompt);
+        else fail("{}: unknown field '{}'", source, k);
+    }
+}
+
+nlohmann::json train_config_to_json(const TrainConfig &c) {
+    return {{"data", c.data},       {"out", c.out},
+            {"model", c.model},     {"steps", c.steps},
+            {"batch", c.batch},     {"micro_batch", c.micro()},
+            {"seq", c.seq},         {"seed", c.seed},
+            {"lr", c.lr},           {"weight_decay", c.weight_decay},
+            {"grad_clip", c.grad_clip}, {"schedule", c.schedule},
+            {"warmup", c.warmup},   {"min_lr_ratio", c.min_lr_ratio},
+            {"balance", c.balance}, {"balance_lr", c.balance_lr},
+            {"eval_every", c.eval_every}, {"eval_batches", c.eval_batches},
+            {"sample_tokens", c.sample_tokens}, {"sample_prompt", c.sample_prompt}};
+}
+
+} // namespace zaya

@@ -1,0 +1,42 @@
+// Everything `zaya train` is told: from flags, or a JSON file (--config) whose keys are the flag names with
+// underscores; flags given on the command line win. Saved into the run directory as train_config.json.
+#pragma once
+#include "optim/optimizer.h"
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+namespace zaya {
+
+struct TrainConfig {
+    std::string data;          // prepared data directory (zaya prepare)
+    std::string out;           // run directory
+    std::string model = "small"; // preset or config.json; vocab and special ids follow the tokenizer
+    int64_t steps = 200;
+    int64_t batch = 8;         // sequences per optimizer step (global batch)
+    int64_t micro_batch = 0;   // sequences per forward/backward; 0 = batch (no accumulation)
+    int64_t seq = 256;         // tokens per sequence
+    uint64_t seed = 1234;
+    double lr = 1e-2;          // peak learning rate, shared by Muon (RMS-matched) and AdamW
+    double weight_decay = 0.1;
+    double grad_clip = 1.0;
+    std::string schedule = "cosine"; // cosine | wsd | constant
+    int64_t warmup = 20;
+    double min_lr_ratio = 0.1;
+    bool balance = true;       // the balancing-bias controller (spec B.1)
+    double balance_lr = 1e-3;
+    int64_t eval_every = 50;   // validation every N steps (and at the end); 0 = only at the end
+    int64_t eval_batches = 8;  // validation batches of `batch` sequences each
+    int64_t sample_tokens = 200; // text sample at the end (0 = none)
+    std::string sample_prompt = "The ";
+
+    void validate() const;
+    int64_t micro() const { return micro_batch > 0 ? micro_batch : batch; }
+    OptimConfig optim_config() const;
+};
+
+void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::string &source);
+nlohmann::json train_config_to_json(const TrainConfig &c);
+
+} // namespace zaya

@@ -1,0 +1,91 @@
+#include "train/trainer.h"
+
+#include "core/error.h"
+#include "model/flops.h"
+#include "model/forward.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+namespace zaya {
+
+namespace {
+BalancingConfig balancing_config(const TrainConfig &tc) {
+    BalancingConfig b;
+    b.lr = tc.balance_lr;
+    return b;
+}
+} // namespace
+
+Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data)
+    : tc_(tc), model_(std::move(model)), data_(std::move(data)), loader_(data_, tc.seq, tc.seed),
+      opt_(model_.layout, model_.config, tc.optim_config()),
+      balance_(model_.layout, model_.config, balancing_config(tc)),
+      acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true)),
+      scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro())),
+      grads_(RealBuffer::zeros(model_.layout.total)),
+      counts_(size_t(model_.config.num_hidden_layers * model_.config.router_classes()), 0) {
+    if (int64_t(data_->manifest().vocab_size) > model_.config.vocab_size)
+        fail("data in '{}' has vocab_size {} but the model's is {}", data_->dir(), data_->manifest().vocab_size,
+             model_.config.vocab_size);
+    flops_per_step_ = 3.0 * forward_flops(model_.config, std::vector<int64_t>(size_t(tc.batch), tc.seq));
+}
+
+size_t Trainer::memory_bytes() const {
+    return (model_.params.size + grads_.size) * sizeof(real) + acts_.bytes() + scratch_.buf.size * sizeof(real) +
+           (opt_.groups().muon_state_size + 2 * opt_.groups().adamw_state_size) * sizeof(real);
+}
+
+StepResult Trainer::step() {
+    auto t0 = std::chrono::steady_clock::now();
+    const ZayaConfig &c = model_.config;
+    const int64_t micro = tc_.micro(), accum = tc_.batch / micro, K = c.router_classes();
+    std::memset(grads_.data(), 0, grads_.size * sizeof(real));
+    std::fill(counts_.begin(), counts_.end(), 0);
+    StepResult r;
+    for (int64_t a = 0; a < accum; ++a) {
+        TokenBatch tb = loader_.next_batch(micro);
+        Batch batch = tb.inputs();
+        std::vector<int32_t> targets = tb.targets();
+        ForwardResult f = model_forward(model_, batch, acts_, targets.data());
+        r.loss += f.loss / double(accum);
+        r.tokens += batch.num_tokens();
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+            const int32_t *choice = acts_.layer(l).choice;
+            for (int64_t n = 0; n < batch.num_tokens(); ++n) ++counts_[size_t(l * K + choice[n])];
+        }
+        model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(), real(1.0 / double(accum)));
+    }
+    r.lr = opt_.scheduled_lr();
+    StepStats st = opt_.step(model_.params.data(), grads_.data(), r.lr);
+    r.grad_norm = st.grad_norm;
+    r.skipped = st.skipped;
+    if (tc_.balance && !st.skipped) balance_.update(model_.params.data(), counts_.data());
+    r.entropy.resize(size_t(c.num_hidden_layers));
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+        r.entropy[size_t(l)] = normalised_routing_entropy(counts_.data() + l * K, c.num_experts);
+    r.step = opt_.step_count();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+double Trainer::evaluate() {
+    ValBatches val(data_, tc_.micro(), tc_.seq);
+    TokenBatch tb;
+    double total = 0;
+    int64_t tokens = 0, batches = 0;
+    const int64_t max_batches = tc_.eval_batches * (tc_.batch / tc_.micro());
+    while ((max_batches == 0 || batches < max_batches) && val.next(tb)) {
+        Batch batch = tb.inputs();
+        std::vector<int32_t> targets = tb.targets();
+        ForwardResult f = model_forward(model_, batch, acts_, targets.data());
+        total += f.loss * double(f.loss_tokens);
+        tokens += f.loss_tokens;
+        ++batches;
+    }
+    if (tokens == 0) fail("validation split of '{}' has no sequence of {} tokens", data_->dir(), tc_.seq + 1);
+    return total / double(tokens);
+}
+
+} // namespace zaya

@@ -1,0 +1,56 @@
+// One training process: model, optimizer, balancing controller, data loader and every buffer a step needs,
+// all allocated once in the constructor (design decision 3). step() is one optimizer step over the global batch
+// (gradient accumulation over micro-batches); evaluate() is the mean validation loss.
+#pragma once
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "model/activations.h"
+#include "model/backward.h"
+#include "optim/balancing.h"
+#include "optim/optimizer.h"
+#include "train/train_config.h"
+
+#include <memory>
+#include <vector>
+
+namespace zaya {
+
+struct StepResult {
+    int64_t step = 0;          // 1-based number of the optimizer step just taken
+    double loss = 0;           // mean next-token loss over the global batch, before the update
+    double grad_norm = 0;      // global L2 norm before clipping
+    double lr = 0;
+    double seconds = 0;        // wall time of the step
+    int64_t tokens = 0;        // tokens processed (inputs)
+    bool skipped = false;      // non-finite gradient: no update
+    std::vector<double> entropy; // per layer: normalised routing entropy of this step's choices
+};
+
+class Trainer {
+  public:
+    Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data);
+
+    StepResult step();
+    double evaluate(); // mean loss over up to eval_batches validation batches (all if the split is smaller)
+
+    const Model &model() const { return model_; }
+    const TrainConfig &config() const { return tc_; }
+    int64_t step_count() const { return opt_.step_count(); }
+    double flops_per_step() const { return flops_per_step_; } // model FLOPs: forward + backward (≈ 3× forward)
+    size_t memory_bytes() const;                              // params, grads, optimizer state, activations
+
+  private:
+    TrainConfig tc_;
+    Model model_;
+    std::shared_ptr<const DataSet> data_;
+    TrainLoader loader_;
+    Optimizer opt_;
+    BalancingController balance_;
+    Activations acts_;
+    GradScratch scratch_;
+    RealBuffer grads_;
+    std::vector<int64_t> counts_; // [L, E+1] routing choices of the current step
+    double flops_per_step_ = 0;
+};
+
+} // namespace zaya
