@@ -5,6 +5,7 @@
 #include "io/safetensors.h"
 #include "model/activations.h"
 #include "model/params.h"
+#include "train/memory.h"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -21,7 +22,16 @@ std::string human(double v) {
 }
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(1ull << 30)); }
 
-void run_info(const std::string &target, int64_t seq_len) {
+struct InfoArgs {
+    std::string target;
+    int64_t seq_len = 2048;
+    bool train = false;
+    int64_t micro_batch = 8;
+};
+
+void run_info(const InfoArgs &a) {
+    const std::string &target = a.target;
+    const int64_t seq_len = a.seq_len;
     ZayaConfig c;
     std::string checkpoint;
     if (std::filesystem::is_directory(target)) {
@@ -56,19 +66,34 @@ void run_info(const std::string &target, int64_t seq_len) {
     fmt::print("weights memory   {} fp32, {} bf16\n", gib(double(pc.total) * 4), gib(double(pc.total) * 2));
     fmt::print("forward memory   {} activations for one {}-token sequence (inference, fp32)\n",
                gib(double(Activations::bytes_needed(c, seq_len, 1, false))), seq_len);
+    if (!a.train) return;
+    TrainMemory tm = train_memory(c, a.micro_batch, seq_len);
+    auto mib = [](size_t b) { return fmt::format("{:9.1f} MiB", double(b) / double(1 << 20)); };
+    fmt::print("training memory  micro-batch {} × {} tokens, fp32, allocated once before the first step:\n",
+               a.micro_batch, seq_len);
+    fmt::print("  parameters     {}\n", mib(tm.params));
+    fmt::print("  gradients      {}\n", mib(tm.grads));
+    fmt::print("  optimizer      {}  (Muon momentum, AdamW moments, balancing biases' AdamW)\n", mib(tm.optimizer));
+    fmt::print("  Muon scratch   {}\n", mib(tm.muon_workspace));
+    fmt::print("  activations    {}  (every layer kept for the backward pass)\n", mib(tm.activations));
+    fmt::print("  backward       {}\n", mib(tm.scratch));
+    fmt::print("  total          {}\n", mib(tm.total()));
 }
 
 } // namespace
 
 void register_info(CLI::App &app) {
     auto *cmd = app.add_subcommand("info", "Show a model's config, parameter counts and memory needs");
-    auto target = std::make_shared<std::string>();
-    auto seq_len = std::make_shared<int64_t>(2048);
-    cmd->add_option("model", *target, "Model directory (config.json + safetensors) or preset name")->required();
-    cmd->add_option("--seq-len", *seq_len, "Sequence length for the activation-memory estimate")
+    auto a = std::make_shared<InfoArgs>();
+    cmd->add_option("model", a->target, "Model directory (config.json + safetensors) or preset name")->required();
+    cmd->add_option("--seq-len,--seq", a->seq_len, "Sequence length for the memory estimates")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
-    cmd->callback([=] { run_info(*target, *seq_len); });
+    cmd->add_flag("--train", a->train, "Also print the memory a training run needs");
+    cmd->add_option("--micro-batch", a->micro_batch, "Sequences per forward/backward, for --train")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->callback([a] { run_info(*a); });
 }
 
 } // namespace zaya::cli

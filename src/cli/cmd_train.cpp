@@ -33,6 +33,8 @@ void register_train(CLI::App &app) {
     cmd->add_option("--sample-tokens", tc->sample_tokens, "Tokens of text sampled at the end")->capture_default_str();
     cmd->add_option("--sample-prompt", tc->sample_prompt, "Prompt of the final sample")->capture_default_str();
     cmd->add_option("--seed", tc->seed, "Seed of initialisation and data order")->capture_default_str();
+    cmd->add_flag("--save-init", tc->save_init, "Also write the initial model to RUN_DIR/init/");
+    cmd->add_flag("--dump-batches", tc->dump_batches, "Write every step's tokens to RUN_DIR/batches.bin (int32)");
     cmd->callback([cmd, tc, config_file] {
         TrainConfig c = *tc;
         if (!config_file->empty()) {

@@ -17,25 +17,39 @@ namespace zaya {
 
 using namespace cpu;
 
-GradScratch GradScratch::plan(const ZayaConfig &c, int64_t N, int64_t B) {
+namespace {
+// The scratch arrays in order, with their sizes; plan() carves them, bytes_needed() only adds them up.
+std::vector<std::pair<real **, int64_t>> scratch_parts(GradScratch &s, const ZayaConfig &c, int64_t N, int64_t B) {
     const int64_t D = c.hidden_size, Dq = c.q_dim(), Dk = c.kv_dim(), C = c.conv_channels();
     const int64_t R = c.router_hidden_size, K = c.router_classes(), I = c.moe_intermediate_size;
     const int64_t p_rows = cca_conv_p_rows(N, B, ConvShape{C, c.num_attention_heads + c.num_key_value_heads,
                                                            c.cca_time0, c.cca_time1});
-    std::vector<std::pair<real **, int64_t>> parts;
+    return {{&s.d_res[0], N * D}, {&s.d_res[1], N * D}, {&s.d_res1, N * D}, {&s.d_x, N * D},    {&s.d_tmp, N * D},
+            {&s.d_att, N * Dq},   {&s.dq, N * Dq},        {&s.dk, N * Dk},    {&s.dv, N * Dk},     {&s.d_vdel, N * Dk / 2},
+            {&s.q_pre, N * Dq},   {&s.k_pre, N * Dk},     {&s.dconv, N * C},  {&s.dz, N * C},      {&s.dp, p_rows * C},
+            {&s.d_rho, N * R},    {&s.d_carry, N * R},    {&s.d_r1, N * R},   {&s.d_r2, N * R},    {&s.d_rlogits, N * K},
+            {&s.dp_sel, N},       {&s.dy, N * D},         {&s.da, N * I},     {&s.dh, N * 2 * I},  {&s.dxg, N * D}};
+}
+size_t aligned(int64_t n) { return (size_t(n) + 15) / 16 * 16; }
+} // namespace
+
+size_t GradScratch::bytes_needed(const ZayaConfig &c, int64_t N, int64_t B) {
     GradScratch s;
-    parts = {{&s.d_res[0], N * D}, {&s.d_res[1], N * D}, {&s.d_res1, N * D}, {&s.d_x, N * D}, {&s.d_tmp, N * D},
-             {&s.d_att, N * Dq},   {&s.dq, N * Dq},        {&s.dk, N * Dk},    {&s.dv, N * Dk},  {&s.d_vdel, N * Dk / 2},
-             {&s.q_pre, N * Dq},   {&s.k_pre, N * Dk},     {&s.dconv, N * C},  {&s.dz, N * C},   {&s.dp, p_rows * C},
-             {&s.d_rho, N * R},    {&s.d_carry, N * R},    {&s.d_r1, N * R},   {&s.d_r2, N * R}, {&s.d_rlogits, N * K},
-             {&s.dp_sel, N},       {&s.dy, N * D},         {&s.da, N * I},     {&s.dh, N * 2 * I}, {&s.dxg, N * D}};
     size_t total = 0;
-    for (auto &p : parts) total += (size_t(p.second) + 15) / 16 * 16;
+    for (auto &p : scratch_parts(s, c, N, B)) total += aligned(p.second);
+    return total * sizeof(real);
+}
+
+GradScratch GradScratch::plan(const ZayaConfig &c, int64_t N, int64_t B) {
+    GradScratch s;
+    auto parts = scratch_parts(s, c, N, B);
+    size_t total = 0;
+    for (auto &p : parts) total += aligned(p.second);
     s.buf = RealBuffer::zeros(total);
     size_t at = 0;
     for (auto &p : parts) {
         *p.first = s.buf.data() + at;
-        at += (size_t(p.second) + 15) / 16 * 16;
+        at += aligned(p.second);
     }
     return s;
 }

@@ -27,6 +27,7 @@ struct GradScratch {
     real *dy, *da, *dh, *dxg;// [N,D], [N,I], [N,2I], [N,D]
 
     static GradScratch plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs);
+    static size_t bytes_needed(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs);
 };
 
 // Requires model_forward(m, batch, acts, targets) to have just run with acts.keep_all_layers. Overwrites

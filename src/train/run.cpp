@@ -70,6 +70,13 @@ void run_training(const TrainConfig &tc_in) {
     std::ofstream metrics(metrics_path, std::ios::trunc);
     if (!metrics) fail("cannot write '{}'", metrics_path);
 
+    if (tc.save_init) model_save(model, (fs::path(tc.out) / "init").string(), DType::F32);
+    std::ofstream batches_out;
+    if (tc.dump_batches) {
+        batches_out.open(fs::path(tc.out) / "batches.bin", std::ios::binary | std::ios::trunc);
+        if (!batches_out) fail("cannot write '{}'", (fs::path(tc.out) / "batches.bin").string());
+    }
+    std::vector<int32_t> batch_log;
     const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), 1024, 3) * 1e9;
     ParamCounts pc = param_counts(mc);
     Trainer trainer(tc, std::move(model), data);
@@ -91,7 +98,11 @@ void run_training(const TrainConfig &tc_in) {
         return vl;
     };
     for (int64_t s = 1; s <= tc.steps; ++s) {
-        StepResult r = trainer.step();
+        batch_log.clear();
+        StepResult r = trainer.step(tc.dump_batches ? &batch_log : nullptr);
+        if (tc.dump_batches)
+            batches_out.write(reinterpret_cast<const char *>(batch_log.data()),
+                              std::streamsize(batch_log.size() * sizeof(int32_t)));
         elapsed += r.seconds;
         const double tok_s = double(r.tokens) / r.seconds;
         const double mfu = trainer.flops_per_step() / r.seconds / peak;

@@ -64,6 +64,8 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
         else if (k == "eval_batches") integer(c.eval_batches);
         else if (k == "sample_tokens") integer(c.sample_tokens);
         else if (k == "sample_prompt") string(c.sample_prompt);
+        else if (k == "save_init") want(v.is_boolean(), "true or false"), c.save_init = v.get<bool>();
+        else if (k == "dump_batches") want(v.is_boolean(), "true or false"), c.dump_batches = v.get<bool>();
         else fail("{}: unknown field '{}'", source, k);
     }
 }
@@ -78,7 +80,8 @@ nlohmann::json train_config_to_json(const TrainConfig &c) {
             {"warmup", c.warmup},   {"min_lr_ratio", c.min_lr_ratio},
             {"balance", c.balance}, {"balance_lr", c.balance_lr},
             {"eval_every", c.eval_every}, {"eval_batches", c.eval_batches},
-            {"sample_tokens", c.sample_tokens}, {"sample_prompt", c.sample_prompt}};
+            {"sample_tokens", c.sample_tokens}, {"sample_prompt", c.sample_prompt},
+            {"save_init", c.save_init}, {"dump_batches", c.dump_batches}};
 }
 
 } // namespace zaya

@@ -30,6 +30,10 @@ struct TrainConfig {
     int64_t eval_batches = 8;  // validation batches of `batch` sequences each
     int64_t sample_tokens = 200; // text sample at the end (0 = none)
     std::string sample_prompt = "The ";
+    // For reference comparisons (tools/train_reference.py): write the initial model to RUN_DIR/init/ and every
+    // step's token batch to RUN_DIR/batches.bin (int32, [steps, batch, seq+1]).
+    bool save_init = false;
+    bool dump_batches = false;
 
     void validate() const;
     int64_t micro() const { return micro_batch > 0 ? micro_batch : batch; }

@@ -37,7 +37,7 @@ size_t Trainer::memory_bytes() const {
            (opt_.groups().muon_state_size + 2 * opt_.groups().adamw_state_size) * sizeof(real);
 }
 
-StepResult Trainer::step() {
+StepResult Trainer::step(std::vector<int32_t> *batch_log) {
     auto t0 = std::chrono::steady_clock::now();
     const ZayaConfig &c = model_.config;
     const int64_t micro = tc_.micro(), accum = tc_.batch / micro, K = c.router_classes();
@@ -46,6 +46,7 @@ StepResult Trainer::step() {
     StepResult r;
     for (int64_t a = 0; a < accum; ++a) {
         TokenBatch tb = loader_.next_batch(micro);
+        if (batch_log) batch_log->insert(batch_log->end(), tb.tokens.begin(), tb.tokens.end());
         Batch batch = tb.inputs();
         std::vector<int32_t> targets = tb.targets();
         ForwardResult f = model_forward(model_, batch, acts_, targets.data());

@@ -30,7 +30,9 @@ class Trainer {
   public:
     Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data);
 
-    StepResult step();
+    // One optimizer step. If `batch_log` is given, the step's token rows (micro-batches in order, each row
+    // seq+1 tokens) are appended to it.
+    StepResult step(std::vector<int32_t> *batch_log = nullptr);
     double evaluate(); // mean loss over up to eval_batches validation batches (all if the split is smaller)
 
     const Model &model() const { return model_; }

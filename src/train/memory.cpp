@@ -1,0 +1,28 @@
+#include "train/memory.h"
+
+#include "model/activations.h"
+#include "model/backward.h"
+#include "optim/balancing.h"
+#include "optim/param_groups.h"
+
+namespace zaya {
+
+TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq) {
+    ParamLayout layout = ParamLayout::build(c);
+    ParamGroups groups = ParamGroups::classify(layout, c);
+    TrainMemory m;
+    m.params = layout.total * sizeof(real);
+    m.grads = layout.total * sizeof(real);
+    // Muon momentum, AdamW's two moments, the balancing controller's two moments and error.
+    m.optimizer = (groups.muon_state_size + 2 * groups.adamw_state_size +
+                   3 * size_t(c.num_hidden_layers * c.router_classes())) *
+                  sizeof(real);
+    // Newton–Schulz scratch: the largest matrix twice, its Gram matrix and the polynomial of it.
+    const size_t g = size_t(groups.max_muon_min_dim());
+    m.muon_workspace = (2 * groups.max_muon_numel() + 2 * g * g) * sizeof(real);
+    m.activations = Activations::bytes_needed(c, micro_batch * seq, micro_batch, true);
+    m.scratch = GradScratch::bytes_needed(c, micro_batch * seq, micro_batch);
+    return m;
+}
+
+} // namespace zaya

@@ -1,0 +1,19 @@
+// The memory a training configuration needs, computed without allocating (`zaya info --train`). Everything a
+// step uses is allocated once, up front, so this is also what a run's resident memory settles at (plus the
+// program, the libraries' thread pools and the mmapped data pages that are touched).
+#pragma once
+#include "model/config.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace zaya {
+
+struct TrainMemory {
+    size_t params = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0, muon_workspace = 0;
+    size_t total() const { return params + grads + optimizer + activations + scratch + muon_workspace; }
+};
+
+TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq);
+
+} // namespace zaya
