@@ -5,8 +5,12 @@
 #include "model/flops.h"
 #include "model/forward.h"
 #include "ops/cpu/gemm.h"
+#include "train/memory.h"
+#include "train/trainer.h"
 
 #include <algorithm>
+#include <fstream>
+#include <string>
 #include <chrono>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -25,9 +29,68 @@ double sgemm_gflops(cpu::GemmLib lib, int64_t n, int reps) { return cpu::gemm_pe
 
 struct BenchArgs {
     std::string what, model = "small";
-    int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048;
+    int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048, micro_batch = 0;
     bool json = false;
 };
+
+// Peak resident set size of this process (VmHWM), in bytes.
+size_t peak_rss_bytes() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmHWM:", 0) == 0) return size_t(std::stoull(line.substr(6))) * 1024;
+    return 0;
+}
+
+void bench_train(const BenchArgs &a) {
+    Model m = load_or_create_model(a.model, 1234);
+    TrainConfig tc;
+    tc.batch = a.batch;
+    tc.micro_batch = a.micro_batch;
+    tc.seq = a.seq_len;
+    tc.steps = a.iters + 1;
+    tc.warmup = 1;
+    if (tc.micro() > tc.batch || tc.batch % tc.micro() != 0)
+        fail("--micro-batch ({}) must divide --batch ({})", tc.micro(), tc.batch);
+    const ZayaConfig c = m.config;
+    Trainer trainer(tc, std::move(m), nullptr);
+    uint64_t x = 42;
+    auto next = [&](int64_t rows) { // random tokens: the step costs the same whatever the text
+        TokenBatch b;
+        b.sequences = rows;
+        b.seq_len = tc.seq;
+        b.tokens.resize(size_t(rows * (tc.seq + 1)));
+        for (auto &t : b.tokens) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            t = int32_t((x >> 33) % uint64_t(c.vocab_size));
+        }
+        return b;
+    };
+    trainer.step_on(next); // warm-up: first-touch of every buffer, GEMM kernel generation
+    std::vector<double> times;
+    for (int64_t i = 0; i < a.iters; ++i) times.push_back(trainer.step_on(next).seconds);
+    std::sort(times.begin(), times.end());
+    const double t = times[times.size() / 2];
+    const double peak = sgemm_gflops(cpu::gemm_default_lib(), a.gemm_n, 3);
+    const double tok_s = double(tc.batch * tc.seq) / t, gflops = trainer.flops_per_step() / t / 1e9;
+    const double mfu = gflops / peak;
+    const size_t planned = train_memory(c, tc.micro(), tc.seq).total(), rss = peak_rss_bytes();
+    if (a.json) {
+        nlohmann::json j = {{"model", a.model},       {"batch", tc.batch},       {"micro_batch", tc.micro()},
+                            {"seq", tc.seq},          {"threads", omp_get_max_threads()}, {"median_step_s", t},
+                            {"tokens_per_s", tok_s},  {"gflops", gflops},        {"sgemm_peak_gflops", peak},
+                            {"mfu", mfu},             {"planned_memory_bytes", planned}, {"peak_rss_bytes", rss}};
+        fmt::print("{}\n", j.dump());
+        return;
+    }
+    fmt::print("train step  model {}  batch {} (micro {}) × {} tokens  {} threads  {} steps after 1 warm-up\n",
+               a.model, tc.batch, tc.micro(), tc.seq, omp_get_max_threads(), a.iters);
+    fmt::print("  median {:.3f} s/step   {:.0f} tokens/s   {:.1f} GFLOP/s model FLOPs (fwd+bwd)\n", t, tok_s, gflops);
+    fmt::print("  MFU {:.1f}% of the SGEMM peak measured now ({}, {}^3: {:.1f} GFLOP/s)\n", 100 * mfu,
+               cpu::gemm_lib_name(cpu::gemm_default_lib()), a.gemm_n, peak);
+    fmt::print("  memory: planned {:.1f} MiB (zaya info --train), peak RSS {:.1f} MiB\n", double(planned) / (1 << 20),
+               double(rss) / (1 << 20));
+}
 
 void bench_gemm(const BenchArgs &a) {
     double dnnl = sgemm_gflops(cpu::GemmLib::OneDNN, a.gemm_n, 5);
@@ -86,17 +149,22 @@ void bench_forward(const BenchArgs &a) {
 } // namespace
 
 void register_bench(CLI::App &app) {
-    auto *cmd = app.add_subcommand("bench", "Measure speed: 'forward' (tokens/s, GFLOP/s vs SGEMM peak) or 'gemm'");
+    auto *cmd = app.add_subcommand("bench", "Measure speed: 'forward', 'train' (tokens/s, GFLOP/s, MFU vs the SGEMM "
+                                            "peak measured in the same run) or 'gemm'");
     auto a = std::make_shared<BenchArgs>();
-    cmd->add_option("what", a->what, "forward | gemm")->required()->check(CLI::IsMember({"forward", "gemm"}));
+    cmd->add_option("what", a->what, "forward | train | gemm")
+        ->required()
+        ->check(CLI::IsMember({"forward", "train", "gemm"}));
     cmd->add_option("--model", a->model, "Preset or model directory")->capture_default_str();
-    cmd->add_option("--seq-len", a->seq_len, "Tokens per sequence")->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--seq-len,--seq", a->seq_len, "Tokens per sequence")->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--micro-batch", a->micro_batch, "train: sequences per forward/backward (0 = batch)")->capture_default_str();
     cmd->add_option("--batch", a->batch, "Sequences per forward pass")->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--iters", a->iters, "Timed iterations (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--gemm-n", a->gemm_n, "Size of the square SGEMM used as the peak")->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object instead of text");
     cmd->callback([a] {
         if (a->what == "gemm") bench_gemm(*a);
+        else if (a->what == "train") bench_train(*a);
         else bench_forward(*a);
     });
 }

@@ -19,14 +19,14 @@ BalancingConfig balancing_config(const TrainConfig &tc) {
 } // namespace
 
 Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data)
-    : tc_(tc), model_(std::move(model)), data_(std::move(data)), loader_(data_, tc.seq, tc.seed),
-      opt_(model_.layout, model_.config, tc.optim_config()),
+    : tc_(tc), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config()),
       balance_(model_.layout, model_.config, balancing_config(tc)),
       acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true)),
       scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro())),
       grads_(RealBuffer::zeros(model_.layout.total)),
       counts_(size_t(model_.config.num_hidden_layers * model_.config.router_classes()), 0) {
-    if (int64_t(data_->manifest().vocab_size) > model_.config.vocab_size)
+    if (data_) loader_.emplace(data_, tc.seq, tc.seed);
+    if (data_ && int64_t(data_->manifest().vocab_size) > model_.config.vocab_size)
         fail("data in '{}' has vocab_size {} but the model's is {}", data_->dir(), data_->manifest().vocab_size,
              model_.config.vocab_size);
     flops_per_step_ = 3.0 * forward_flops(model_.config, std::vector<int64_t>(size_t(tc.batch), tc.seq));
@@ -38,6 +38,12 @@ size_t Trainer::memory_bytes() const {
 }
 
 StepResult Trainer::step(std::vector<int32_t> *batch_log) {
+    if (!loader_) fail("Trainer::step needs a data set");
+    return step_on([this](int64_t n) { return loader_->next_batch(n); }, batch_log);
+}
+
+StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro_batch,
+                            std::vector<int32_t> *batch_log) {
     auto t0 = std::chrono::steady_clock::now();
     const ZayaConfig &c = model_.config;
     const int64_t micro = tc_.micro(), accum = tc_.batch / micro, K = c.router_classes();
@@ -45,7 +51,7 @@ StepResult Trainer::step(std::vector<int32_t> *batch_log) {
     std::fill(counts_.begin(), counts_.end(), 0);
     StepResult r;
     for (int64_t a = 0; a < accum; ++a) {
-        TokenBatch tb = loader_.next_batch(micro);
+        TokenBatch tb = next_micro_batch(micro);
         if (batch_log) batch_log->insert(batch_log->end(), tb.tokens.begin(), tb.tokens.end());
         Batch batch = tb.inputs();
         std::vector<int32_t> targets = tb.targets();
@@ -72,6 +78,7 @@ StepResult Trainer::step(std::vector<int32_t> *batch_log) {
 }
 
 double Trainer::evaluate() {
+    if (!data_) fail("Trainer::evaluate needs a data set");
     ValBatches val(data_, tc_.micro(), tc_.seq);
     TokenBatch tb;
     double total = 0;

@@ -10,7 +10,9 @@
 #include "optim/optimizer.h"
 #include "train/train_config.h"
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace zaya {
@@ -28,11 +30,15 @@ struct StepResult {
 
 class Trainer {
   public:
+    // `data` may be null for benchmarks, which then feed step_on() themselves (no evaluate()).
     Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data);
 
-    // One optimizer step. If `batch_log` is given, the step's token rows (micro-batches in order, each row
-    // seq+1 tokens) are appended to it.
+    // One optimizer step on the loader's next batch. If `batch_log` is given, the step's token rows
+    // (micro-batches in order, each row seq+1 tokens) are appended to it.
     StepResult step(std::vector<int32_t> *batch_log = nullptr);
+    // The same on micro-batches from `next_micro_batch(sequences)`.
+    StepResult step_on(const std::function<TokenBatch(int64_t)> &next_micro_batch,
+                       std::vector<int32_t> *batch_log = nullptr);
     double evaluate(); // mean loss over up to eval_batches validation batches (all if the split is smaller)
 
     const Model &model() const { return model_; }
@@ -45,7 +51,7 @@ class Trainer {
     TrainConfig tc_;
     Model model_;
     std::shared_ptr<const DataSet> data_;
-    TrainLoader loader_;
+    std::optional<TrainLoader> loader_;
     Optimizer opt_;
     BalancingController balance_;
     Activations acts_;

@@ -132,3 +132,57 @@ TEST(FiniteDifferences, SkipSlotPassthrough) {
 
 } // namespace
 } // namespace zaya
+
+#include "ops/cpu/attention.h"
+
+namespace zaya {
+namespace {
+
+// Attention alone on sequences longer than a tile (64) with windows that cross tile boundaries: the loss
+// L = Σ out·G for a fixed random G, checked entry by entry against central differences.
+void check_attention(int64_t window) {
+    const int64_t nq = 4, nkv = 2, hd = 8;
+    const std::vector<int64_t> seq_start = {0, 150, 157, 290};
+    const int64_t B = 3, N = seq_start.back();
+    Rng rng(21, uint64_t(window + 100));
+    auto randv = [&](int64_t n) {
+        std::vector<real> v(static_cast<size_t>(n));
+        for (auto &x : v) x = real(rng.normal());
+        return v;
+    };
+    std::vector<real> q = randv(N * nq * hd), k = randv(N * nkv * hd), v = randv(N * nkv * hd), G = randv(N * nq * hd);
+    cpu::AttnShape as{nq, nkv, hd, real(1.0 / std::sqrt(double(hd))), window};
+    std::vector<real> out(size_t(N * nq * hd)), lse(size_t(N * nq));
+    auto loss = [&]() {
+        cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), seq_start.data(), B, as);
+        double l = 0;
+        for (size_t i = 0; i < out.size(); ++i) l += double(out[i]) * double(G[i]);
+        return l;
+    };
+    loss();
+    std::vector<real> dq(q.size()), dk(k.size()), dv(v.size());
+    cpu::attention_backward(dq.data(), dk.data(), dv.data(), G.data(), out.data(), lse.data(), q.data(), k.data(),
+                            v.data(), seq_start.data(), B, as);
+    const double h = 1e-6;
+    for (auto [x, g, name] : {std::tuple{&q, &dq, "q"}, {&k, &dk, "k"}, {&v, &dv, "v"}}) {
+        for (int i = 0; i < 60; ++i) {
+            size_t idx = size_t(rng.next() % x->size());
+            if (i < 4) idx = i % 2 ? x->size() - 1 - size_t(i) : size_t(i); // the first and last rows too
+            const real saved = (*x)[idx];
+            (*x)[idx] = saved + real(h);
+            double lp = loss();
+            (*x)[idx] = saved - real(h);
+            double lm = loss();
+            (*x)[idx] = saved;
+            const double fd = (lp - lm) / (2 * h);
+            EXPECT_NEAR(double((*g)[idx]), fd, 1e-7 + 1e-6 * std::fabs(fd)) << name << "[" << idx << "]";
+        }
+    }
+}
+
+TEST(FiniteDifferences, AttentionAcrossTilesCausal) { check_attention(0); }
+TEST(FiniteDifferences, AttentionAcrossTilesWindow40) { check_attention(40); }
+TEST(FiniteDifferences, AttentionAcrossTilesWindow70) { check_attention(70); }
+
+} // namespace
+} // namespace zaya

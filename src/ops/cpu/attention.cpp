@@ -1,3 +1,4 @@
+#include "core/fastmath.h"
 #include "core/profile.h"
 #include "ops/cpu/attention.h"
 
@@ -66,14 +67,14 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
                     real m = row_max[size_t(r)];
                     for (int64_t c = c_begin; c < c_end; ++c) m = std::max(m, sr[c]);
                     // Online softmax: rescale what was accumulated under the old max.
-                    const real corr = std::exp(row_max[size_t(r)] - m);
+                    const real corr = fast_exp(row_max[size_t(r)] - m);
                     row_max[size_t(r)] = m;
                     real *ar = acc.data() + r * hd;
                     real sum = row_sum[size_t(r)] * corr;
 #pragma omp simd
                     for (int64_t d = 0; d < hd; ++d) ar[d] *= corr;
                     for (int64_t c = c_begin; c < c_end; ++c) {
-                        const real pr = std::exp(sr[c] - m);
+                        const real pr = fast_exp(sr[c] - m);
                         sum += pr;
                         const real *vr = v + ((t0 + ka + c) * nkv + j) * hd;
 #pragma omp simd
@@ -101,13 +102,41 @@ void attention_row_dots(real *rd, const real *dout, const real *out, int64_t N, 
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N * nq; ++r) {
         real acc = 0;
+#pragma omp simd reduction(+ : acc)
         for (int64_t d = 0; d < hd; ++d) acc += dout[r * hd + d] * out[r * hd + d];
         rd[r] = acc;
     }
 }
 
-// Is key tk visible from query tq?
-inline bool visible(int64_t tq, int64_t tk, int64_t window) { return tk <= tq && (window <= 0 || tk > tq - window); }
+// Copies rows [t0+ka, t0+kb) of head j of x[N,nkv,hd] into xt[hd, kTileK] (transposed, so that dot products with
+// one query row run along keys).
+void transpose_tile(real *xt, const real *x, int64_t t0, int64_t ka, int64_t kb, int64_t nkv, int64_t j, int64_t hd) {
+    for (int64_t c = 0; c < kb - ka; ++c) {
+        const real *xr = x + ((t0 + ka + c) * nkv + j) * hd;
+        for (int64_t d = 0; d < hd; ++d) xt[d * kTileK + c] = xr[d];
+    }
+}
+
+// For one query row against a key tile (transposed kt, vt): ds[c] = P·(dP − D)·scale and p[c] = P for visible
+// keys c ∈ [c0, c1), 0 elsewhere.
+void row_tile_grads(real *p, real *ds, const real *qr, const real *dor, const real *kt, const real *vt, int64_t cols,
+                    int64_t c0, int64_t c1, int64_t hd, real scale, real lse, real dd) {
+    real sc[kTileK], dp[kTileK];
+    for (int64_t c = 0; c < cols; ++c) sc[c] = 0, dp[c] = 0;
+    for (int64_t d = 0; d < hd; ++d) {
+        const real qd = qr[d], gd = dor[d];
+        const real *kd = kt + d * kTileK, *vd = vt + d * kTileK;
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) sc[c] += qd * kd[c], dp[c] += gd * vd[c];
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) {
+        const bool vis = c >= c0 && c < c1;
+        const real pr = vis ? fast_exp(sc[c] * scale - lse) : real(0);
+        p[c] = pr;
+        ds[c] = pr * (dp[c] - dd) * scale;
+    }
+}
 
 } // namespace
 
@@ -119,53 +148,85 @@ void attention_backward(real *dq, real *dk, real *dv, const real *dout, const re
     const int64_t N = seq_start[B];
     std::vector<real> rd(size_t(N * nq));
     attention_row_dots(rd.data(), dout, out, N, nq, hd);
+    // Tiles of every sequence (the same tiling serves queries in pass 1 and keys in pass 2).
+    std::vector<int64_t> tile_start(size_t(B + 1), 0);
+    for (int64_t b = 0; b < B; ++b)
+        tile_start[size_t(b + 1)] = tile_start[size_t(b)] + (seq_start[b + 1] - seq_start[b] + kTileK - 1) / kTileK;
+    const int64_t tiles = tile_start[size_t(B)];
+    auto locate = [&](int64_t tile, int64_t &b, int64_t &t0, int64_t &T, int64_t &a0, int64_t &a1) {
+        b = std::upper_bound(tile_start.begin(), tile_start.end(), tile) - tile_start.begin() - 1;
+        t0 = seq_start[b];
+        T = seq_start[b + 1] - t0;
+        a0 = (tile - tile_start[size_t(b)]) * kTileK;
+        a1 = std::min(a0 + kTileK, T);
+    };
 
-    // Pass 1 — dq: for each (query row, head), dq = scale · Σ_k P(dP − D)·k over visible keys.
-#pragma omp parallel for schedule(dynamic, 16)
-    for (int64_t item = 0; item < N * nq; ++item) {
-        const int64_t n = item / nq, h = item % nq, j = h / group;
-        const int64_t b = std::upper_bound(seq_start, seq_start + B + 1, n) - seq_start - 1;
-        const int64_t t0 = seq_start[b], tq = n - t0;
-        const int64_t lo = s.window > 0 ? std::max<int64_t>(0, tq - s.window + 1) : 0;
-        const real *qr = q + (n * nq + h) * hd, *dor = dout + (n * nq + h) * hd;
-        real *dqr = dq + (n * nq + h) * hd;
-        std::fill(dqr, dqr + hd, real(0));
-        const real l = lse[n * nq + h], dd = rd[size_t(n * nq + h)];
-        for (int64_t tk = lo; tk <= tq; ++tk) {
-            const real *kr = k + ((t0 + tk) * nkv + j) * hd, *vr = v + ((t0 + tk) * nkv + j) * hd;
-            real sc = 0, dp = 0;
-#pragma omp simd reduction(+ : sc, dp)
-            for (int64_t d = 0; d < hd; ++d) sc += qr[d] * kr[d], dp += dor[d] * vr[d];
-            const real ds = std::exp(sc * s.scale - l) * (dp - dd) * s.scale;
+#pragma omp parallel
+    {
+        std::vector<real> kt(size_t(hd * kTileK)), vt(size_t(hd * kTileK));
+        real p[kTileK], ds[kTileK];
+        // Pass 1 — dq = scale·Σ_k P(dP − D)·k, one (query tile, head) per task.
+#pragma omp for schedule(dynamic)
+        for (int64_t item = 0; item < tiles * nq; ++item) {
+            const int64_t h = item % nq, j = h / group;
+            int64_t b, t0, T, qa, qb;
+            locate(item / nq, b, t0, T, qa, qb);
+            for (int64_t tq = qa; tq < qb; ++tq) std::fill_n(dq + ((t0 + tq) * nq + h) * hd, hd, real(0));
+            const int64_t lo = s.window > 0 ? std::max<int64_t>(0, qa - s.window + 1) : 0;
+            for (int64_t ka = lo / kTileK * kTileK; ka < qb; ka += kTileK) {
+                const int64_t kb = std::min(ka + kTileK, qb), cols = kb - ka;
+                transpose_tile(kt.data(), k, t0, ka, kb, nkv, j, hd);
+                transpose_tile(vt.data(), v, t0, ka, kb, nkv, j, hd);
+                for (int64_t tq = qa; tq < qb; ++tq) {
+                    const int64_t n = t0 + tq;
+                    const int64_t c1 = std::min(cols, tq - ka + 1);
+                    const int64_t c0 = s.window > 0 ? std::max<int64_t>(0, tq - s.window + 1 - ka) : 0;
+                    if (c0 >= c1) continue;
+                    row_tile_grads(p, ds, q + (n * nq + h) * hd, dout + (n * nq + h) * hd, kt.data(), vt.data(),
+                                   cols, c0, c1, hd, s.scale, lse[n * nq + h], rd[size_t(n * nq + h)]);
+                    real *dqr = dq + (n * nq + h) * hd;
+                    for (int64_t c = c0; c < c1; ++c) {
+                        const real *kr = k + ((t0 + ka + c) * nkv + j) * hd;
+                        const real g = ds[c];
 #pragma omp simd
-            for (int64_t d = 0; d < hd; ++d) dqr[d] += ds * kr[d];
-        }
-    }
-
-    // Pass 2 — dk, dv: for each (key row, kv head), sum over the query heads of its group and visible queries.
-#pragma omp parallel for schedule(dynamic, 16)
-    for (int64_t item = 0; item < N * nkv; ++item) {
-        const int64_t n = item / nkv, j = item % nkv;
-        const int64_t b = std::upper_bound(seq_start, seq_start + B + 1, n) - seq_start - 1;
-        const int64_t t0 = seq_start[b], T = seq_start[b + 1] - t0, tk = n - t0;
-        const int64_t hi = s.window > 0 ? std::min<int64_t>(T - 1, tk + s.window - 1) : T - 1;
-        const real *kr = k + (n * nkv + j) * hd, *vr = v + (n * nkv + j) * hd;
-        real *dkr = dk + (n * nkv + j) * hd, *dvr = dv + (n * nkv + j) * hd;
-        std::fill(dkr, dkr + hd, real(0));
-        std::fill(dvr, dvr + hd, real(0));
-        for (int64_t h = j * group; h < (j + 1) * group; ++h)
-            for (int64_t tq = tk; tq <= hi; ++tq) {
-                if (!visible(tq, tk, s.window)) continue;
-                const int64_t m = t0 + tq;
-                const real *qr = q + (m * nq + h) * hd, *dor = dout + (m * nq + h) * hd;
-                real sc = 0, dp = 0;
-#pragma omp simd reduction(+ : sc, dp)
-                for (int64_t d = 0; d < hd; ++d) sc += qr[d] * kr[d], dp += dor[d] * vr[d];
-                const real pr = std::exp(sc * s.scale - lse[m * nq + h]);
-                const real ds = pr * (dp - rd[size_t(m * nq + h)]) * s.scale;
-#pragma omp simd
-                for (int64_t d = 0; d < hd; ++d) dvr[d] += pr * dor[d], dkr[d] += ds * qr[d];
+                        for (int64_t d = 0; d < hd; ++d) dqr[d] += g * kr[d];
+                    }
+                }
             }
+        }
+        // Pass 2 — dv = Σ_q P·dO and dk = scale·Σ_q P(dP − D)·q over the group's heads, one (key tile, kv head)
+        // per task, so each dk/dv row has exactly one writer.
+#pragma omp for schedule(dynamic)
+        for (int64_t item = 0; item < tiles * nkv; ++item) {
+            const int64_t j = item % nkv;
+            int64_t b, t0, T, ka, kb;
+            locate(item / nkv, b, t0, T, ka, kb);
+            const int64_t cols = kb - ka;
+            for (int64_t tk = ka; tk < kb; ++tk) {
+                std::fill_n(dk + ((t0 + tk) * nkv + j) * hd, hd, real(0));
+                std::fill_n(dv + ((t0 + tk) * nkv + j) * hd, hd, real(0));
+            }
+            transpose_tile(kt.data(), k, t0, ka, kb, nkv, j, hd);
+            transpose_tile(vt.data(), v, t0, ka, kb, nkv, j, hd);
+            // Queries that see any key of the tile: [ka, last) — causal, and bounded by the window.
+            const int64_t last = s.window > 0 ? std::min<int64_t>(T, kb - 1 + s.window) : T;
+            for (int64_t h = j * group; h < (j + 1) * group; ++h)
+                for (int64_t tq = ka; tq < last; ++tq) {
+                    const int64_t n = t0 + tq;
+                    const int64_t c1 = std::min(cols, tq - ka + 1);
+                    const int64_t c0 = s.window > 0 ? std::max<int64_t>(0, tq - s.window + 1 - ka) : 0;
+                    if (c0 >= c1) continue;
+                    const real *qr = q + (n * nq + h) * hd, *dor = dout + (n * nq + h) * hd;
+                    row_tile_grads(p, ds, qr, dor, kt.data(), vt.data(), cols, c0, c1, hd, s.scale, lse[n * nq + h],
+                                   rd[size_t(n * nq + h)]);
+                    for (int64_t c = c0; c < c1; ++c) {
+                        real *dvr = dv + ((t0 + ka + c) * nkv + j) * hd, *dkr = dk + ((t0 + ka + c) * nkv + j) * hd;
+                        const real pc = p[c], gc = ds[c];
+#pragma omp simd
+                        for (int64_t d = 0; d < hd; ++d) dvr[d] += pc * dor[d], dkr[d] += gc * qr[d];
+                    }
+                }
+        }
     }
 }
 

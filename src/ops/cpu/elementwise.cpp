@@ -1,3 +1,4 @@
+#include "core/fastmath.h"
 #include "core/profile.h"
 #include <algorithm>
 #include "ops/cpu/elementwise.h"
@@ -45,7 +46,8 @@ void swiglu_forward(real *a, const real *h, int64_t N, int64_t I) {
         const real *g = h + n * 2 * I;
         const real *u = g + I;
         real *o = a + n * I;
-        for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+#pragma omp simd
+        for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (real(1) + fast_exp(-g[i])) * u[i];
     }
 }
 
@@ -116,8 +118,9 @@ void swiglu_backward(real *dh, const real *da, const real *h, int64_t N, int64_t
     for (int64_t n = 0; n < N; ++n) {
         const real *g = h + n * 2 * I, *u = g + I, *d = da + n * I;
         real *dg = dh + n * 2 * I, *du = dg + I;
+#pragma omp simd
         for (int64_t i = 0; i < I; ++i) {
-            const real sig = real(1) / (real(1) + std::exp(-g[i]));
+            const real sig = real(1) / (real(1) + fast_exp(-g[i]));
             const real silu = g[i] * sig;
             du[i] = d[i] * silu;
             dg[i] = d[i] * u[i] * sig * (real(1) + g[i] * (real(1) - sig));

@@ -1,3 +1,4 @@
+#include "core/fastmath.h"
 #include "core/profile.h"
 #include "ops/cpu/loss.h"
 
@@ -5,6 +6,22 @@
 #include <cmath>
 
 namespace zaya::cpu {
+
+namespace {
+real row_max(const real *l, int64_t V) {
+    real m = l[0];
+#pragma omp simd reduction(max : m)
+    for (int64_t v = 1; v < V; ++v) m = std::max(m, l[v]);
+    return m;
+}
+// Σ exp(l − m) in the element type: the terms lie in (0, 1] and V ≤ 2^24, so fp32 keeps ~1e-6 relative accuracy.
+real row_sum_exp(const real *l, int64_t V, real m) {
+    real sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t v = 0; v < V; ++v) sum += fast_exp(l[v] - m);
+    return sum;
+}
+} // namespace
 
 double cross_entropy_forward(real *losses, const real *logits, const int32_t *targets, int64_t N, int64_t V) {
     ZAYA_PROFILE("cross_entropy");
@@ -17,11 +34,8 @@ double cross_entropy_forward(real *losses, const real *logits, const int32_t *ta
             continue;
         }
         const real *l = logits + n * V;
-        real m = l[0];
-        for (int64_t v = 1; v < V; ++v) m = std::max(m, l[v]);
-        double sum = 0.0;
-        for (int64_t v = 0; v < V; ++v) sum += std::exp(double(l[v] - m));
-        double loss = std::log(sum) + double(m) - double(l[targets[n]]);
+        const real m = row_max(l, V);
+        double loss = std::log(double(row_sum_exp(l, V, m))) + double(m) - double(l[targets[n]]);
         losses[n] = real(loss);
         total += loss;
         ++count;
@@ -38,12 +52,10 @@ void cross_entropy_backward(real *logits, const int32_t *targets, int64_t N, int
             std::fill(l, l + V, real(0));
             continue;
         }
-        real m = l[0];
-        for (int64_t v = 1; v < V; ++v) m = std::max(m, l[v]);
-        double sum = 0.0;
-        for (int64_t v = 0; v < V; ++v) sum += std::exp(double(l[v] - m));
-        const double inv = 1.0 / sum;
-        for (int64_t v = 0; v < V; ++v) l[v] = real(double(scale) * std::exp(double(l[v] - m)) * inv);
+        const real m = row_max(l, V);
+        const real f = scale / row_sum_exp(l, V, m);
+#pragma omp simd
+        for (int64_t v = 0; v < V; ++v) l[v] = f * fast_exp(l[v] - m);
         l[targets[n]] -= scale;
     }
 }
