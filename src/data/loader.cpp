@@ -134,7 +134,8 @@ void TrainLoader::restore(const LoaderState &s) {
     if (s.chunks != index_.size())
         fail("{}: loader state is for {} chunks per epoch but this data has {} (different data directory?)",
              data_->dir(), s.chunks, index_.size());
-    if (s.cursor > s.chunks) fail("{}: loader state cursor {} past the epoch's {} chunks", data_->dir(), s.cursor, s.chunks);
+    if (s.cursor > s.chunks)
+        fail("{}: loader state cursor {} past the epoch's {} chunks", data_->dir(), s.cursor, s.chunks);
     seed_ = s.seed;
     start_epoch(s.epoch);
     cursor_ = s.cursor;
@@ -159,7 +160,8 @@ bool ValBatches::next(TokenBatch &out) {
     out.sequences = hi - lo;
     out.seq_len = seq_len_;
     out.tokens.resize(size_t((hi - lo) * (seq_len_ + 1)));
-    for (int64_t i = lo; i < hi; ++i) index_.read(next_chunk_ + uint64_t(i), out.tokens.data() + (i - lo) * (seq_len_ + 1));
+    for (int64_t i = lo; i < hi; ++i)
+        index_.read(next_chunk_ + uint64_t(i), out.tokens.data() + (i - lo) * (seq_len_ + 1));
     next_chunk_ += uint64_t(b);
     return true;
 }

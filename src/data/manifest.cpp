@@ -124,15 +124,20 @@ DataManifest manifest_load(const std::string &data_dir) {
     if (!tt.is_boolean()) fail("{}: \"tokenizer_trained\" must be true or false", file);
     m.tokenizer_trained = tt.get<bool>();
     m.vocab_size = get_u64(j, "vocab_size", file);
-    if (m.vocab_size == 0 || m.vocab_size > uint64_t(INT32_MAX)) fail("{}: \"vocab_size\" {} out of range", file, m.vocab_size);
+    if (m.vocab_size == 0 || m.vocab_size > uint64_t(INT32_MAX))
+        fail("{}: \"vocab_size\" {} out of range", file, m.vocab_size);
     m.dtype = get_str(j, "dtype", file);
-    if (m.dtype != "u16" && m.dtype != "u32") fail("{}: \"dtype\" must be \"u16\" or \"u32\", got \"{}\"", file, m.dtype);
+    if (m.dtype != "u16" && m.dtype != "u32")
+        fail("{}: \"dtype\" must be \"u16\" or \"u32\", got \"{}\"", file, m.dtype);
     m.bos_id = get_id(j, "bos_id", file);
     m.eos_id = get_id(j, "eos_id", file);
     m.pad_id = get_id(j, "pad_id", file);
     m.unk_id = get_id(j, "unk_id", file);
-    for (auto [name, id] : {std::pair{"bos_id", m.bos_id}, {"eos_id", m.eos_id}, {"pad_id", m.pad_id}, {"unk_id", m.unk_id}})
-        if (id >= 0 && uint64_t(id) >= m.vocab_size) fail("{}: \"{}\" {} ≥ vocab_size {}", file, name, id, m.vocab_size);
+    const std::pair<const char *, int32_t> ids[] = {
+        {"bos_id", m.bos_id}, {"eos_id", m.eos_id}, {"pad_id", m.pad_id}, {"unk_id", m.unk_id}};
+    for (const auto &[name, id] : ids)
+        if (id >= 0 && uint64_t(id) >= m.vocab_size)
+            fail("{}: \"{}\" {} ≥ vocab_size {}", file, name, id, m.vocab_size);
     const auto &vp = field(j, "val_percent", file);
     if (!vp.is_number()) fail("{}: \"val_percent\" must be a number", file);
     m.val_percent = vp.get<double>();

@@ -134,7 +134,7 @@ PrepareResult prepare_data(const PrepareOptions &o) {
     if (src.files.empty()) fail("no text files found in the inputs ({} binary files skipped)", src.skipped.size());
     uint64_t total_bytes = 0;
     for (const auto &f : src.files) total_bytes += f.bytes;
-    progress.done(fmt::format("{} files ({}){}", src.files.size(), mb(total_bytes),
+    progress.done(fmt::format("{} file{} ({}){}", src.files.size(), src.files.size() == 1 ? "" : "s", mb(total_bytes),
                               src.skipped.empty() ? "" : fmt::format(", {} binary files skipped", src.skipped.size())));
     std::vector<DocRef> docs;
     std::vector<std::string> keys;

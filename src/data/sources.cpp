@@ -102,11 +102,11 @@ SourceList collect_sources(const std::vector<std::string> &inputs, const std::st
             }
             if (!it->is_regular_file()) continue;
             const std::string text = read_file_bytes(p.string());
+            const std::string key = (fs::path(root_name) / p.lexically_relative(root)).generic_string();
             if (!is_utf8_text(text)) {
-                out.skipped.push_back(p.string());
+                out.skipped.push_back(key);
                 continue;
             }
-            const std::string key = (fs::path(root_name) / p.lexically_relative(root)).generic_string();
             add(p, key, text.size(), input);
         }
     }

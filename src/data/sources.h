@@ -27,7 +27,7 @@ struct SourceFile {
 
 struct SourceList {
     std::vector<SourceFile> files;        // sorted by key, no file twice
-    std::vector<std::string> skipped;     // binary files found in directories
+    std::vector<std::string> skipped;     // keys of the binary files found in directories
 };
 
 // `exclude_dir` (the output directory, when it lies inside an input) is not walked.

@@ -133,7 +133,7 @@ void train_tokenizer(const std::vector<std::string> &input_files, int vocab_size
         {"model_type", "bpe"},
         {"vocab_size", std::to_string(vocab_size)},
         {"byte_fallback", "true"},
-        {"character_coverage", "1.0"},
+        {"character_coverage", fmt::format("{}", opts.character_coverage)},
         {"pad_id", std::to_string(kTrainedPadId)},
         {"unk_id", std::to_string(kTrainedUnkId)},
         {"bos_id", std::to_string(kTrainedBosId)},

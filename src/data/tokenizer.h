@@ -46,6 +46,9 @@ struct TokenizerTrainOptions {
     uint64_t max_sentences = 2'000'000;
     // Longer lines are skipped by the trainer (they still encode fine afterwards).
     uint64_t max_sentence_bytes = 16384;
+    // 1.0: every character seen gets a piece (see below). Lower it (e.g. 0.9995) for small vocabularies on
+    // corpora with many rare characters, which then cost byte pieces instead of vocabulary slots.
+    double character_coverage = 1.0;
     bool verbose = false; // sentencepiece's own progress log on stderr
 };
 
@@ -53,7 +56,7 @@ struct TokenizerTrainOptions {
 //
 // Settings, and why:
 // - BPE with byte_fallback: any byte sequence encodes (unseen characters become <0xNN> pieces), so no <unk>.
-// - character_coverage 1.0: every character seen in training gets a piece, so rare symbols of a small corpus
+// - character_coverage 1.0 (default): every character seen in training gets a piece, so rare symbols of a small corpus
 //   are not split into bytes; vocab_size must leave room for them (sentencepiece says so if it does not).
 // - identity normalisation, no dummy prefix, no whitespace collapsing, whitespace-only pieces allowed:
 //   decode(encode(text)) == text for any UTF-8 text, and code indentation becomes a few tokens.
