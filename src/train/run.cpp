@@ -77,7 +77,7 @@ void run_training(const TrainConfig &tc_in) {
         if (!batches_out) fail("cannot write '{}'", (fs::path(tc.out) / "batches.bin").string());
     }
     std::vector<int32_t> batch_log;
-    const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), 1024, 3) * 1e9;
+    const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), 2048, 3) * 1e9;
     ParamCounts pc = param_counts(mc);
     Trainer trainer(tc, std::move(model), data);
     fmt::print("zaya train: {} params ({} active non-embedding), vocab {}, {} layers, {} experts\n", pc.total,
