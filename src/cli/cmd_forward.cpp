@@ -17,12 +17,7 @@ struct ForwardArgs {
 };
 
 void run_forward(const ForwardArgs &a) {
-    auto seqs = parse_token_lists(a.tokens);
-    Model m = load_or_create_model(a.model, a.seed);
-    for (const auto &s : seqs)
-        for (int32_t t : s)
-            if (t >= m.config.vocab_size)
-                fail("--tokens: token id {} is out of range for vocab_size {}", t, m.config.vocab_size);
+    auto [m, seqs] = load_model_and_tokens(a.model, a.tokens, a.seed);
     Batch batch = Batch::from_sequences(seqs);
     Activations acts = Activations::plan(m.config, batch.num_tokens(), batch.num_sequences(), false);
     std::vector<int32_t> targets = batch.next_token_targets();

@@ -44,4 +44,14 @@ std::vector<std::vector<int32_t>> parse_token_lists(const std::string &text) {
     return seqs;
 }
 
+ModelAndTokens load_model_and_tokens(const std::string &model_or_preset, const std::string &tokens, uint64_t seed) {
+    auto seqs = parse_token_lists(tokens); // before loading: a typo in --tokens fails fast
+    Model m = load_or_create_model(model_or_preset, seed);
+    for (const auto &s : seqs)
+        for (int32_t t : s)
+            if (t >= m.config.vocab_size)
+                fail("--tokens: token id {} is out of range for vocab_size {}", t, m.config.vocab_size);
+    return {std::move(m), std::move(seqs)};
+}
+
 } // namespace zaya::cli

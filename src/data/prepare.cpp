@@ -1,7 +1,7 @@
 #include "data/prepare.h"
 
 #include "core/error.h"
-#include "data/atomic_file.h"
+#include "core/atomic_file.h"
 #include "data/shard_set_writer.h"
 #include "data/sources.h"
 #include "data/split.h"

@@ -1,7 +1,7 @@
 #include "data/shards.h"
 
 #include "core/error.h"
-#include "data/atomic_file.h"
+#include "core/atomic_file.h"
 
 #include <bit>
 #include <cerrno>

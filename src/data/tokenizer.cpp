@@ -1,7 +1,7 @@
 #include "data/tokenizer.h"
 
 #include "core/error.h"
-#include "data/atomic_file.h"
+#include "core/atomic_file.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>

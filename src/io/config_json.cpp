@@ -1,5 +1,6 @@
 #include "io/config_json.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #include <cstring>
@@ -279,14 +280,7 @@ json config_to_json(const ZayaConfig &c) {
 }
 
 void config_save(const ZayaConfig &c, const std::string &path) {
-    std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp);
-        if (!out) fail("cannot write '{}': {}", tmp, std::strerror(errno));
-        out << config_to_json(c).dump(2) << "\n";
-        if (!out.flush()) fail("cannot write '{}': {}", tmp, std::strerror(errno));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+    write_file_atomic(path, config_to_json(c).dump(2) + "\n");
 }
 
 } // namespace zaya

@@ -1,5 +1,6 @@
 #include "train/run.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
 #include "infer/sample.h"
@@ -62,10 +63,7 @@ void run_training(const TrainConfig &tc_in) {
     std::error_code ec;
     fs::create_directories(tc.out, ec);
     if (ec) fail("cannot create run directory '{}': {}", tc.out, ec.message());
-    {
-        std::ofstream f(fs::path(tc.out) / "train_config.json");
-        f << train_config_to_json(tc).dump(2) << "\n";
-    }
+    write_file_atomic((fs::path(tc.out) / "train_config.json").string(), train_config_to_json(tc).dump(2) + "\n");
     const std::string metrics_path = (fs::path(tc.out) / "metrics.jsonl").string();
     std::ofstream metrics(metrics_path, std::ios::trunc);
     if (!metrics) fail("cannot write '{}'", metrics_path);

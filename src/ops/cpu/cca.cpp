@@ -137,8 +137,10 @@ void rope_tables(real *cos_t, real *sin_t, const int32_t *pos, int64_t N, int64_
         }
 }
 
-void rope_forward(real *x, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot) {
-    ZAYA_PROFILE("rope");
+namespace {
+// x ← R(sign·θ)·x on the (i, i + rot/2) pairs of every head: the forward rotation, or (sign −1) its transpose.
+void rope_rotate(real *x, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot,
+                 real sign) {
     const int64_t half = rot / 2;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
@@ -146,12 +148,18 @@ void rope_forward(real *x, const real *cos_t, const real *sin_t, int64_t N, int6
         for (int64_t h = 0; h < H; ++h) {
             real *u = x + (n * H + h) * hd;
             for (int64_t i = 0; i < half; ++i) {
-                real a = u[i], b = u[i + half];
-                u[i] = a * c[i] - b * s[i];
-                u[i + half] = b * c[i] + a * s[i];
+                const real a = u[i], b = u[i + half], sn = sign * s[i];
+                u[i] = a * c[i] - b * sn;
+                u[i + half] = b * c[i] + a * sn;
             }
         }
     }
+}
+} // namespace
+
+void rope_forward(real *x, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot) {
+    ZAYA_PROFILE("rope");
+    rope_rotate(x, cos_t, sin_t, N, H, hd, rot, real(1));
 }
 
 void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
@@ -286,19 +294,7 @@ void cca_qk_norm_backward(real *dq, real *dk, real *dtemp, const real *q_pre, co
 
 void rope_backward(real *dx, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot) {
     ZAYA_PROFILE("rope_backward");
-    const int64_t half = rot / 2;
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-        const real *c = cos_t + n * half, *s = sin_t + n * half;
-        for (int64_t h = 0; h < H; ++h) {
-            real *u = dx + (n * H + h) * hd;
-            for (int64_t i = 0; i < half; ++i) {
-                const real a = u[i], b = u[i + half];
-                u[i] = a * c[i] + b * s[i];
-                u[i + half] = b * c[i] - a * s[i];
-            }
-        }
-    }
+    rope_rotate(dx, cos_t, sin_t, N, H, hd, rot, real(-1));
 }
 
 } // namespace zaya::cpu

@@ -2,6 +2,7 @@
 #include "core/profile.h"
 #include <algorithm>
 #include "ops/cpu/elementwise.h"
+#include "ops/cpu/reduce.h"
 
 #include <cmath>
 
@@ -56,11 +57,7 @@ void embedding_backward(real *dtable, real *dbias, real *dscale, const real *dou
                         int32_t skip_token) {
     ZAYA_PROFILE("embedding_backward");
     // Parallel over feature columns, tokens in order: deterministic even when a token id repeats.
-    constexpr int64_t kCols = 64;
-    const int64_t chunks = (D + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-        const int64_t i0 = ch * kCols, i1 = std::min(D, i0 + kCols);
+    for_column_chunks(D, [&](int64_t i0, int64_t i1) {
         for (int64_t n = 0; n < N; ++n) {
             const real *dr = dout + n * D, *er = table + int64_t(tokens[n]) * D;
             real *dt = dtable + int64_t(tokens[n]) * D;
@@ -71,7 +68,7 @@ void embedding_backward(real *dtable, real *dbias, real *dscale, const real *dou
                 if (update_row) dt[i] += dr[i] * scale[i];
             }
         }
-    }
+    });
 }
 
 void residual_scale_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias, real *d_res_scale,
@@ -79,11 +76,7 @@ void residual_scale_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_
                              const real *hs_bias, const real *res_scale, const real *res_bias, int64_t N, int64_t D,
                              bool accumulate_dres) {
     ZAYA_PROFILE("residual_scale_backward");
-    constexpr int64_t kCols = 64;
-    const int64_t chunks = (D + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-        const int64_t i0 = ch * kCols, i1 = std::min(D, i0 + kCols);
+    for_column_chunks(D, [&](int64_t i0, int64_t i1) {
         for (int64_t n = 0; n < N; ++n) {
             const real *g = dout + n * D, *xr = x + n * D, *rr = res + n * D;
             real *dxr = dx + n * D, *drr = dres + n * D;
@@ -97,7 +90,7 @@ void residual_scale_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_
                 drr[i] = accumulate_dres ? drr[i] + gr : gr;
             }
         }
-    }
+    });
 }
 
 void gelu_backward(real *dx, const real *dy, const real *x, int64_t n) {

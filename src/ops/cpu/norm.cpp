@@ -1,6 +1,7 @@
 #include "core/profile.h"
 #include <algorithm>
 #include "ops/cpu/norm.h"
+#include "ops/cpu/reduce.h"
 
 #include <cmath>
 
@@ -40,16 +41,12 @@ void rmsnorm_backward(real *dx, real *dw, const real *dy, const real *x, const r
         }
     }
     // dw needs x̂ = x·rstd per row; scale rows on the fly through a column reduction of dy⊙x, weighted by rstd.
-    constexpr int64_t kCols = 64;
-    const int64_t chunks = (D + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-        const int64_t i0 = ch * kCols, i1 = std::min(D, i0 + kCols);
-        real acc[kCols] = {};
+    for_column_chunks(D, [&](int64_t i0, int64_t i1) {
+        real acc[kColumnChunk] = {};
         for (int64_t n = 0; n < N; ++n)
             for (int64_t i = i0; i < i1; ++i) acc[i - i0] += dy[n * D + i] * x[n * D + i] * rstd[n];
         for (int64_t i = i0; i < i1; ++i) dw[i] += acc[i - i0];
-    }
+    });
 }
 
 } // namespace zaya::cpu

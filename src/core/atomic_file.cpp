@@ -1,4 +1,4 @@
-#include "data/atomic_file.h"
+#include "core/atomic_file.h"
 
 #include "core/error.h"
 
