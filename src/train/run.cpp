@@ -82,7 +82,7 @@ void run_training(const TrainConfig &tc_in) {
                pc.active_non_embedding, mc.vocab_size, mc.num_hidden_layers, mc.num_experts);
     fmt::print("  data {}: {} train / {} val tokens\n", tc.data, data->train().tokens, data->val().tokens);
     fmt::print("  {} steps × {} sequences × {} tokens (micro-batch {}), lr {} {} warmup {}, balancing {}\n", tc.steps,
-               tc.batch, tc.seq, tc.micro(), tc.lr, tc.schedule, tc.warmup, tc.balance ? "on" : "off");
+               tc.batch, tc.seq, tc.micro(), tc.lr, tc.schedule, tc.warmup_steps(), tc.balance ? "on" : "off");
     fmt::print("  memory {:.1f} MiB, {} threads, SGEMM peak measured now {:.1f} GFLOP/s\n",
                double(trainer.memory_bytes()) / (1 << 20), omp_get_max_threads(), peak / 1e9);
     std::fflush(stdout);

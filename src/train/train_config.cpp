@@ -15,7 +15,7 @@ void TrainConfig::validate() const {
         fail("train: micro_batch ({}) must divide batch ({})", micro_batch, batch);
     if (seq <= 1) fail("train: seq must be at least 2, got {}", seq);
     if (!(lr > 0)) fail("train: lr must be positive, got {}", lr);
-    if (warmup < 0 || warmup > steps) fail("train: warmup must be in [0, steps], got {}", warmup);
+    if (warmup < -1 || warmup > steps) fail("train: warmup must be in [0, steps] (or −1 for 5% of them), got {}", warmup);
     if (eval_every < 0 || eval_batches < 0) fail("train: eval_every and eval_batches must be ≥ 0");
     schedule_kind_from_string(schedule); // names the bad value
 }
@@ -26,7 +26,7 @@ OptimConfig TrainConfig::optim_config() const {
     o.weight_decay = weight_decay;
     o.grad_clip = grad_clip;
     o.schedule.kind = schedule_kind_from_string(schedule);
-    o.schedule.warmup_steps = warmup;
+    o.schedule.warmup_steps = warmup_steps();
     o.schedule.total_steps = steps;
     o.schedule.min_lr_ratio = min_lr_ratio;
     o.validate();
@@ -77,7 +77,7 @@ nlohmann::json train_config_to_json(const TrainConfig &c) {
             {"seq", c.seq},         {"seed", c.seed},
             {"lr", c.lr},           {"weight_decay", c.weight_decay},
             {"grad_clip", c.grad_clip}, {"schedule", c.schedule},
-            {"warmup", c.warmup},   {"min_lr_ratio", c.min_lr_ratio},
+            {"warmup", c.warmup_steps()},   {"min_lr_ratio", c.min_lr_ratio},
             {"balance", c.balance}, {"balance_lr", c.balance_lr},
             {"eval_every", c.eval_every}, {"eval_batches", c.eval_batches},
             {"sample_tokens", c.sample_tokens}, {"sample_prompt", c.sample_prompt},

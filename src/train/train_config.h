@@ -3,6 +3,7 @@
 #pragma once
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -22,7 +23,7 @@ struct TrainConfig {
     double weight_decay = 0.1;
     double grad_clip = 1.0;
     std::string schedule = "cosine"; // cosine | wsd | constant
-    int64_t warmup = 20;
+    int64_t warmup = -1;       // warmup steps; −1: 5% of the steps, at most 100
     double min_lr_ratio = 0.1;
     bool balance = true;       // the balancing-bias controller (spec B.1)
     double balance_lr = 1e-3;
@@ -37,6 +38,7 @@ struct TrainConfig {
 
     void validate() const;
     int64_t micro() const { return micro_batch > 0 ? micro_batch : batch; }
+    int64_t warmup_steps() const { return warmup >= 0 ? warmup : std::min<int64_t>(100, steps / 20); }
     OptimConfig optim_config() const;
 };
 
