@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""Re-run a ``zaya train`` run in PyTorch (Hugging Face ZayaForCausalLM + torch.optim) and compare the losses.
+
+Usage:
+    build/zaya train --data DIR --out RUN ... --save-init --dump-batches
+    python3 tools/train_reference.py --run RUN [--threads 2] [--attn eager|sdpa] [--tolerance 2.0]
+
+Reads from RUN/:
+  train_config.json   every hyper-parameter of the run (steps, batch, micro_batch, seq, lr, schedule, warmup,
+                      min_lr_ratio, weight_decay, grad_clip, balance, balance_lr, eval_every, eval_batches, data)
+  init/               the initial model (config.json + model.safetensors, HF layout) -- needs --save-init
+  batches.bin         int32 [steps, batch, seq+1] token rows of every step -- needs --dump-batches
+  metrics.jsonl       zaya's per-step loss / lr / grad_norm and val_loss lines, for the comparison
+and the validation split of the data directory named in train_config.json.
+
+Trains the same model from the same initial weights on exactly the same token rows with zaya's training recipe
+(tools/gen_optim_goldens.py's functions and constants are imported and reused):
+  * Muon (torch.optim.Muon; Newton-Schulz patched to fp32 as zaya does it; match_rms_adamw lr adjustment; each expert
+    matrix a separate Parameter) for every 2-D matrix except the (tied) embedding, with weight decay
+    train_config.weight_decay; AdamW (betas 0.9/0.95, eps 1e-8) for the rest, weight decay only on the embedding;
+  * the lr schedule of src/optim/schedule.h (linear warmup, then cosine | wsd | constant down to min_lr_ratio*lr);
+  * gradient accumulation over micro-batches (the step loss is the mean of the micro-batch losses; each micro-batch's
+    gradient is scaled by 1/accum), global-norm clipping (clip_grad_norm_ semantics; a non-finite norm skips the
+    step like zaya does: no update, no balancing, the schedule does not advance);
+  * the balancing-bias controller (AdamW lr balance_lr on the balancing_biases buffers, error = top-1 class
+    frequencies of the whole step - target), if balance is on;
+  * validation exactly like zaya's Trainer::evaluate(): the val split's shards cut into chunks of seq+1 tokens starting
+    every seq tokens, in order, batches of micro_batch sequences, at most eval_batches*(batch/micro_batch) batches,
+    mean cross entropy over all target tokens; at every eval_every steps (not the last) and at the end.
+
+Prints per-step losses next to zaya's (rel diff = (pytorch - zaya) / zaya), writes RUN/reference_metrics.jsonl (one
+line per step: step, loss, lr, grad_norm, routing_entropy, skipped, seconds; one per validation: step, val_loss),
+and ends with
+    final val_loss: zaya X  pytorch Y  relative difference Z%
+exiting 1 if |Z| exceeds --tolerance (percent, default 2).
+
+Expected agreement: the first steps' losses agree to ~1e-7 relative (fp32 summation-order differences only;
+--attn sdpa agrees as closely as eager); later
+ones drift apart slowly because tiny differences eventually flip a near-tied router argmax, after which the two runs
+are different (but statistically equivalent) trainings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torch.optim._muon as torch_muon
+import transformers
+from safetensors.torch import load_file
+from transformers import ZayaForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_goldens  # noqa: E402  (passthrough_semantics)
+import gen_optim_goldens as og  # noqa: E402  (Muon/AdamW constants, fp32 NS, split_experts_, partition)
+
+SHARD_HEADER_BYTES = 64
+SHARD_MAGIC = b"ZAYATOK1"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Schedule (src/optim/schedule.cpp)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def lr_at(step: int, peak: float, kind: str, warmup: int, total: int, min_lr_ratio: float, decay_frac: float = 0.2):
+    """LrSchedule::lr(step), step >= 1."""
+    if step <= warmup:
+        return peak * step / warmup
+    floor = min_lr_ratio * peak
+    if kind == "constant":
+        return peak
+    if kind == "cosine":
+        span = total - warmup
+        tau = min(1.0, (step - warmup) / span) if span > 0 else 1.0
+        return floor + (peak - floor) * 0.5 * (1.0 + math.cos(math.pi * tau))
+    if kind == "wsd":
+        decay = int(math.floor(decay_frac * total + 0.5))  # std::llround (non-negative argument)
+        start = total - decay
+        if decay == 0 or step <= start:
+            return peak
+        t = min(1.0, (step - start) / decay)
+        return peak + (floor - peak) * t
+    raise SystemExit(f"unknown lr schedule '{kind}' (known: constant, cosine, wsd)")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Data (src/data/shards.h, src/data/loader.cpp)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def open_shard(path: str) -> np.ndarray:
+    with open(path, "rb") as fh:
+        head = fh.read(SHARD_HEADER_BYTES)
+    if len(head) < SHARD_HEADER_BYTES or head[:8] != SHARD_MAGIC:
+        raise SystemExit(f"{path}: not a zaya token shard")
+    (version, dtype_code) = struct.unpack_from("<II", head, 8)
+    (count, _vocab) = struct.unpack_from("<QQ", head, 16)
+    if version != 1 or dtype_code not in (0, 1):
+        raise SystemExit(f"{path}: unsupported shard version {version} / dtype {dtype_code}")
+    dtype = np.uint16 if dtype_code == 0 else np.uint32
+    return np.memmap(path, dtype=dtype, mode="r", offset=SHARD_HEADER_BYTES, shape=(count,))
+
+
+def val_batches(data_dir: str, micro: int, seq: int, max_batches: int):
+    """ValBatches(data, micro, seq) with Trainer::evaluate()'s batch limit: yields int64 [b, seq+1] arrays."""
+    with open(os.path.join(data_dir, "data.json")) as fh:
+        manifest = json.load(fh)
+    chunks = []  # (shard array, start offset)
+    for name in manifest["val"]["shards"]:
+        shard = open_shard(os.path.join(data_dir, name))
+        n = (len(shard) - 1) // seq if len(shard) > seq else 0
+        chunks.extend((shard, c * seq) for c in range(n))
+    if not chunks:
+        raise SystemExit(f"validation split of '{data_dir}' has no sequence of {seq + 1} tokens")
+    done = 0
+    for lo in range(0, len(chunks), micro):
+        if max_batches and done >= max_batches:
+            break
+        rows = [np.asarray(s[o : o + seq + 1], dtype=np.int64) for s, o in chunks[lo : lo + micro]]
+        yield np.stack(rows)
+        done += 1
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Model
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def load_init(init_dir: str, attn: str) -> ZayaForCausalLM:
+    model, info = ZayaForCausalLM.from_pretrained(
+        init_dir, dtype=torch.float32, attn_implementation=attn, experts_implementation="eager",
+        output_loading_info=True,
+    )
+    for k in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
+        if info[k]:
+            raise SystemExit(f"{init_dir}: loading reported {k}: {info[k]}")
+    # transformers 5.24's _init_weights resets balancing_biases[-1] to -1 after loading: restore every tensor from
+    # the file (see tools/gen_goldens.py self_check).
+    file_sd = load_file(os.path.join(init_dir, "model.safetensors"))
+    model_sd = model.state_dict()
+    with torch.no_grad():
+        for k, v in file_sd.items():
+            model_sd[k].copy_(v.to(torch.float32))
+        # fresh, aligned memory (see gen_goldens.self_check); tied parameters stay one Parameter
+        for p in model.parameters():
+            p.data = p.data.clone()
+        for b in model.buffers():
+            b.data = b.data.clone()
+    if model.config.tie_word_embeddings:
+        assert model.lm_head.weight is model.model.embed_tokens.weight
+    return model
+
+
+def router_count_hooks(model: ZayaForCausalLM, counts: list) -> list:
+    """Accumulate each layer's top-1 class counts (E+1 classes, class E = skip) into counts[l]."""
+    handles = []
+    for li, layer in enumerate(model.model.layers):
+        gate = layer.mlp.gate
+
+        def hook(m, i, o, li=li, gate=gate):
+            biased = torch.softmax(o.detach(), dim=-1).to(torch.float32) + gate.balancing_biases
+            counts[li] += torch.bincount(biased.argmax(dim=-1).reshape(-1), minlength=counts[li].numel())
+
+        handles.append(gate.router_mlp.register_forward_hook(hook))
+    return handles
+
+
+def routing_entropy(c: torch.Tensor, E: int) -> float:
+    """normalised_routing_entropy (src/optim/balancing.cpp): H(p_real)/ln E over the real experts."""
+    real = c[:E].double()
+    tot = real.sum().item()
+    if tot == 0:
+        return 0.0
+    if E == 1:
+        return 1.0
+    p = real[real > 0] / tot
+    return max(0.0, float(-(p * p.log()).sum().item() / math.log(E)))
+
+
+def mean_ce(model: ZayaForCausalLM, rows: torch.Tensor) -> torch.Tensor:
+    inputs, targets = rows[:, :-1], rows[:, 1:]
+    logits = model(input_ids=inputs, use_cache=False).logits
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
+@torch.no_grad()
+def evaluate(model, data_dir, micro, seq, max_batches) -> float:
+    total, tokens = 0.0, 0
+    for rows in val_batches(data_dir, micro, seq, max_batches):
+        t = torch.from_numpy(rows)
+        n = t.shape[0] * seq
+        total += mean_ce(model, t).item() * n
+        tokens += n
+    return total / tokens
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def read_zaya_metrics(path: str):
+    steps, vals = {}, {}
+    if not os.path.exists(path):
+        return steps, vals
+    with open(path) as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            j = json.loads(line)
+            if "val_loss" in j:
+                vals[j["step"]] = j["val_loss"]
+            elif "loss" in j:
+                steps[j["step"]] = j
+    return steps, vals
+
+
+def rel(zaya, ours):
+    """(pytorch - zaya) / |zaya|, the sign convention of every relative difference printed."""
+    return (ours - zaya) / abs(zaya) if zaya else float("nan")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--run", required=True, help="run directory of `zaya train --save-init --dump-batches`")
+    ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
+    ap.add_argument("--attn", choices=("eager", "sdpa"), default="eager", help="attention implementation")
+    ap.add_argument("--tolerance", type=float, default=2.0, help="max |relative final val_loss difference| in %%")
+    ap.add_argument("--data", help="override the data directory named in train_config.json")
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    torch_muon._zeropower_via_newtonschulz = og._zeropower_via_newtonschulz_fp32  # zaya's NS is fp32
+
+    run = args.run
+    with open(os.path.join(run, "train_config.json")) as fh:
+        tc = json.load(fh)
+    steps, batch, seq = int(tc["steps"]), int(tc["batch"]), int(tc["seq"])
+    micro = int(tc.get("micro_batch") or 0) or batch
+    if batch % micro:
+        raise SystemExit(f"micro_batch {micro} does not divide batch {batch}")
+    accum = batch // micro
+    data_dir = args.data or tc["data"]
+    for need in ("init/config.json", "init/model.safetensors", "batches.bin"):
+        if not os.path.exists(os.path.join(run, need)):
+            raise SystemExit(f"{run}/{need} missing: run zaya train with --save-init --dump-batches")
+    raw = np.fromfile(os.path.join(run, "batches.bin"), dtype="<i4")
+    per_step = batch * (seq + 1)
+    if raw.size % per_step:
+        raise SystemExit(f"batches.bin holds {raw.size} tokens, not a multiple of batch*(seq+1) = {per_step}")
+    have = raw.size // per_step
+    if have < steps:
+        print(f"note: batches.bin holds {have} of {steps} steps; training {have}")
+    n_steps = min(steps, have)
+    batches = torch.from_numpy(raw[: n_steps * per_step].reshape(n_steps, batch, seq + 1).astype(np.int64))
+
+    model = load_init(os.path.join(run, "init"), args.attn)
+    cfg = model.config
+    E, L = cfg.num_experts, cfg.num_hidden_layers
+    passthrough = bool(getattr(cfg, "zaya_skip_passthrough", False))
+    model.train()  # all dropouts are 0: identical to eval
+    og.split_experts_(model)
+    muon_p, decay_p, no_decay_p, _groups = og.partition(model)
+    all_params = list(model.parameters())
+    wd = float(tc["weight_decay"])
+    muon_hyper = dict(og.MUON, weight_decay=wd)
+    opt_muon = torch.optim.Muon(muon_p, lr=0.0, **muon_hyper)
+    opt_adamw = torch.optim.AdamW(
+        [{"params": decay_p, "weight_decay": wd}, {"params": no_decay_p, "weight_decay": 0.0}],
+        lr=0.0, betas=og.ADAMW_BETAS, eps=og.ADAMW_EPS, foreach=False,
+    )
+    biases = [layer.mlp.gate.balancing_biases for layer in model.model.layers]
+    balance = bool(tc.get("balance", True))
+    opt_bias = torch.optim.AdamW(
+        biases, lr=float(tc.get("balance_lr", 1e-3)), betas=og.BIAS_BETAS, eps=og.BIAS_EPS,
+        weight_decay=og.BIAS_WD, foreach=False,
+    )
+    target = torch.full((E + 1,), 1.0 / E, dtype=torch.float32)
+    target[E] = 0.0
+    clip = float(tc.get("grad_clip", 1.0))
+    sched = dict(
+        peak=float(tc["lr"]), kind=tc.get("schedule", "cosine"), warmup=int(tc.get("warmup", 0)), total=steps,
+        min_lr_ratio=float(tc.get("min_lr_ratio", 0.1)), decay_frac=float(tc.get("decay_frac", 0.2)),
+    )
+    eval_every, eval_batches = int(tc.get("eval_every", 0)), int(tc.get("eval_batches", 0))
+    max_val_batches = eval_batches * accum
+
+    zsteps, zvals = read_zaya_metrics(os.path.join(run, "metrics.jsonl"))
+    print(
+        f"train_reference: torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads, "
+        f"attn {args.attn}, experts eager, fp32 (Muon Newton-Schulz fp32)"
+    )
+    print(
+        f"  {run}: {n_steps} steps x {batch} seq x {seq} tokens (micro-batch {micro}), lr {sched['peak']} "
+        f"{sched['kind']} warmup {sched['warmup']} min_lr_ratio {sched['min_lr_ratio']}, wd {wd}, clip {clip}, "
+        f"balancing {'on lr ' + str(tc.get('balance_lr', 1e-3)) if balance else 'off'}, skip "
+        f"{'passthrough' if passthrough else 'HF (zero)'}; Muon {len(muon_p)} matrices, AdamW {len(decay_p)} + "
+        f"{len(no_decay_p)} tensors"
+    )
+    print(f"{'step':>5} {'lr':>9} {'zaya loss':>10} {'torch loss':>10} {'rel diff':>9} {'zaya gnorm':>10} "
+          f"{'torch gnorm':>11} {'s/step':>7}")
+
+    out_path = os.path.join(run, "reference_metrics.jsonl")
+    out = open(out_path, "w")
+    sem = gen_goldens.passthrough_semantics() if passthrough else contextlib.nullcontext()
+    opt_step = 0  # optimizer steps taken (a skipped step does not advance the schedule)
+    val_zaya = val_torch = None
+    with sem:
+
+        def validate(s):
+            vl = evaluate(model, data_dir, micro, seq, max_val_batches)
+            zv = zvals.get(s)
+            zs = f"{zv:10.5f}" if zv is not None else f"{'-':>10}"
+            rd = f"{rel(zv, vl):+9.1e}" if zv is not None else ""
+            print(f"{s:>5} {'val':>9} {zs} {vl:10.5f} {rd}")
+            out.write(json.dumps({"step": s, "val_loss": vl}) + "\n")
+            out.flush()
+            return zv, vl
+
+        for s in range(1, n_steps + 1):
+            t0 = time.perf_counter()
+            lr = lr_at(opt_step + 1, **sched)
+            for opt in (opt_muon, opt_adamw):
+                for g in opt.param_groups:
+                    g["lr"] = lr
+            opt_muon.zero_grad(set_to_none=True)
+            opt_adamw.zero_grad(set_to_none=True)
+            counts = [torch.zeros(E + 1, dtype=torch.long) for _ in range(L)]
+            handles = router_count_hooks(model, counts)
+            loss_sum = 0.0
+            try:
+                for a in range(accum):
+                    loss = mean_ce(model, batches[s - 1, a * micro : (a + 1) * micro])
+                    loss_sum += loss.item() / accum
+                    (loss / accum if accum > 1 else loss).backward()
+            finally:
+                for h in handles:
+                    h.remove()
+            for p in all_params:  # zaya updates every parameter every step (zero gradient if unused)
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+            grads = [p.grad for p in all_params]
+            total_norm = torch.nn.utils.get_total_norm(grads, 2.0)
+            gn = total_norm.item()
+            skipped = not math.isfinite(gn)
+            if not skipped:
+                if clip > 0:
+                    torch.nn.utils.clip_grads_with_norm_(all_params, clip, total_norm)
+                opt_muon.step()
+                opt_adamw.step()
+                opt_step += 1
+                if balance:
+                    with torch.no_grad():
+                        for li, b in enumerate(biases):
+                            b.grad = counts[li].to(torch.float32) / counts[li].sum().to(torch.float32) - target
+                    opt_bias.step()
+                    opt_bias.zero_grad(set_to_none=True)
+            dt = time.perf_counter() - t0
+            ent = [routing_entropy(c, E) for c in counts]
+            out.write(json.dumps({"step": s, "loss": loss_sum, "lr": lr, "grad_norm": gn, "routing_entropy": ent,
+                                  "skipped": skipped, "seconds": dt}) + "\n")
+            z = zsteps.get(s)
+            if z is not None:
+                print(f"{s:>5} {lr:9.3e} {z['loss']:10.5f} {loss_sum:10.5f} {rel(z['loss'], loss_sum):+9.1e} "
+                      f"{z['grad_norm']:10.5f} {gn:11.5f} {dt:7.2f}" + ("  SKIPPED" if skipped else ""))
+            else:
+                print(f"{s:>5} {lr:9.3e} {'-':>10} {loss_sum:10.5f} {'':>9} {'-':>10} {gn:11.5f} {dt:7.2f}")
+            if z is not None and abs(z["lr"] - lr) > 1e-12 * max(1.0, abs(lr)):
+                print(f"  warning: zaya's lr at step {s} is {z['lr']!r}, ours {lr!r}")
+            if eval_every > 0 and s % eval_every == 0 and s != steps:
+                validate(s)
+        val_zaya, val_torch = validate(n_steps)
+    out.close()
+
+    if val_zaya is None:
+        print(f"final val_loss: zaya (missing from metrics.jsonl)  pytorch {val_torch:.6f}")
+        return 1
+    z = 100.0 * (val_torch - val_zaya) / val_zaya
+    print(f"final val_loss: zaya {val_zaya:.6f}  pytorch {val_torch:.6f}  relative difference {z:+.3g}%")
+    print(f"(reference metrics written to {out_path})")
+    if abs(z) > args.tolerance:
+        print(f"FAIL: |relative difference| {abs(z):.3g}% > {args.tolerance}%")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
