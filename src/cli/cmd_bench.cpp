@@ -71,10 +71,11 @@ void bench_train(const BenchArgs &a) {
     for (int64_t i = 0; i < a.iters; ++i) times.push_back(trainer.step_on(next).seconds);
     std::sort(times.begin(), times.end());
     const double t = times[times.size() / 2];
+    const size_t rss = peak_rss_bytes(); // before the SGEMM measurement's own buffers
     const double peak = sgemm_gflops(cpu::gemm_default_lib(), a.gemm_n, 3);
     const double tok_s = double(tc.batch * tc.seq) / t, gflops = trainer.flops_per_step() / t / 1e9;
     const double mfu = gflops / peak;
-    const size_t planned = train_memory(c, tc.micro(), tc.seq).total(), rss = peak_rss_bytes();
+    const size_t planned = train_memory(c, tc.micro(), tc.seq).total();
     if (a.json) {
         nlohmann::json j = {{"model", a.model},       {"batch", tc.batch},       {"micro_batch", tc.micro()},
                             {"seq", tc.seq},          {"threads", omp_get_max_threads()}, {"median_step_s", t},

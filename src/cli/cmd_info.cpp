@@ -77,6 +77,7 @@ void run_info(const InfoArgs &a) {
     fmt::print("  Muon scratch   {}\n", mib(tm.muon_workspace));
     fmt::print("  activations    {}  (every layer kept for the backward pass)\n", mib(tm.activations));
     fmt::print("  backward       {}\n", mib(tm.scratch));
+    fmt::print("  conv im2col    {}\n", mib(tm.conv_im2col));
     fmt::print("  total          {}\n", mib(tm.total()));
 }
 

@@ -22,6 +22,7 @@ TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq) 
     m.muon_workspace = (2 * groups.max_muon_numel() + 2 * g * g) * sizeof(real);
     m.activations = Activations::bytes_needed(c, micro_batch * seq, micro_batch, true);
     m.scratch = GradScratch::bytes_needed(c, micro_batch * seq, micro_batch);
+    m.conv_im2col = 3 * size_t(micro_batch * seq * c.cca_time1 * c.conv_channels()) * sizeof(real);
     return m;
 }
 

@@ -11,7 +11,8 @@ namespace zaya {
 
 struct TrainMemory {
     size_t params = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0, muon_workspace = 0;
-    size_t total() const { return params + grads + optimizer + activations + scratch + muon_workspace; }
+    size_t conv_im2col = 0; // the grouped conv's gathered rows: forward, and backward (rows and their gradient)
+    size_t total() const { return params + grads + optimizer + activations + scratch + muon_workspace + conv_im2col; }
 };
 
 TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq);
