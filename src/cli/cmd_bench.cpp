@@ -33,16 +33,8 @@ struct BenchArgs {
     bool json = false;
 };
 
-// Peak resident set size of this process (VmHWM), in bytes.
-size_t peak_rss_bytes() {
-    std::ifstream f("/proc/self/status");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind("VmHWM:", 0) == 0) return size_t(std::stoull(line.substr(6))) * 1024;
-    return 0;
-}
-
 void bench_train(const BenchArgs &a) {
+    const size_t base_rss = process_rss_bytes();
     Model m = load_or_create_model(a.model, 1234);
     TrainConfig tc;
     tc.batch = a.batch;
@@ -71,11 +63,11 @@ void bench_train(const BenchArgs &a) {
     for (int64_t i = 0; i < a.iters; ++i) times.push_back(trainer.step_on(next).seconds);
     std::sort(times.begin(), times.end());
     const double t = times[times.size() / 2];
-    const size_t rss = peak_rss_bytes(); // before the SGEMM measurement's own buffers
+    const size_t rss = process_peak_rss_bytes(); // before the SGEMM measurement's own buffers
     const double peak = sgemm_gflops(cpu::gemm_default_lib(), a.gemm_n, 3);
     const double tok_s = double(tc.batch * tc.seq) / t, gflops = trainer.flops_per_step() / t / 1e9;
     const double mfu = gflops / peak;
-    const size_t planned = train_memory(c, tc.micro(), tc.seq).total();
+    const size_t planned = train_memory(c, tc.micro(), tc.seq).total() + base_rss;
     if (a.json) {
         nlohmann::json j = {{"model", a.model},       {"batch", tc.batch},       {"micro_batch", tc.micro()},
                             {"seq", tc.seq},          {"threads", omp_get_max_threads()}, {"median_step_s", t},
@@ -89,8 +81,8 @@ void bench_train(const BenchArgs &a) {
     fmt::print("  median {:.3f} s/step   {:.0f} tokens/s   {:.1f} GFLOP/s model FLOPs (fwd+bwd)\n", t, tok_s, gflops);
     fmt::print("  MFU {:.1f}% of the SGEMM peak measured now ({}, {}^3: {:.1f} GFLOP/s)\n", 100 * mfu,
                cpu::gemm_lib_name(cpu::gemm_default_lib()), a.gemm_n, peak);
-    fmt::print("  memory: planned {:.1f} MiB (zaya info --train), peak RSS {:.1f} MiB\n", double(planned) / (1 << 20),
-               double(rss) / (1 << 20));
+    fmt::print("  memory: planned {:.1f} MiB (zaya info --train), peak RSS {:.1f} MiB ({:+.1f}%)\n",
+               double(planned) / (1 << 20), double(rss) / (1 << 20), 100.0 * (double(rss) / double(planned) - 1));
 }
 
 void bench_gemm(const BenchArgs &a) {

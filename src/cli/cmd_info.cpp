@@ -78,7 +78,9 @@ void run_info(const InfoArgs &a) {
     fmt::print("  activations    {}  (every layer kept for the backward pass)\n", mib(tm.activations));
     fmt::print("  backward       {}\n", mib(tm.scratch));
     fmt::print("  conv im2col    {}\n", mib(tm.conv_im2col));
-    fmt::print("  total          {}\n", mib(tm.total()));
+    const size_t base = process_rss_bytes();
+    fmt::print("  program        {}  (zaya and its libraries, resident now)\n", mib(base));
+    fmt::print("  total          {}\n", mib(tm.total() + base));
 }
 
 } // namespace

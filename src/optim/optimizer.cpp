@@ -1,5 +1,7 @@
 #include "optim/optimizer.h"
 
+#include "core/profile.h"
+
 #include "core/error.h"
 #include "optim/clip.h"
 
@@ -37,6 +39,7 @@ Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimC
       exp_avg_sq_(RealBuffer::zeros(groups_.adamw_state_size)) {}
 
 StepStats Optimizer::step(real *params, real *grads, double lr) {
+    ZAYA_PROFILE("optimizer_step");
     StepStats s;
     s.grad_norm = std::sqrt(grad_sum_squares(layout_, grads));
     if (!std::isfinite(s.grad_norm)) {

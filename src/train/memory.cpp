@@ -5,7 +5,24 @@
 #include "optim/balancing.h"
 #include "optim/param_groups.h"
 
+#include <fstream>
+#include <string>
+
 namespace zaya {
+
+namespace {
+size_t proc_status_kib(const char *key) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    const std::string k(key);
+    while (std::getline(f, line))
+        if (line.rfind(k, 0) == 0) return size_t(std::stoull(line.substr(k.size()))) * 1024;
+    return 0;
+}
+} // namespace
+
+size_t process_rss_bytes() { return proc_status_kib("VmRSS:"); }
+size_t process_peak_rss_bytes() { return proc_status_kib("VmHWM:"); }
 
 TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq) {
     ParamLayout layout = ParamLayout::build(c);

@@ -17,4 +17,9 @@ struct TrainMemory {
 
 TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq);
 
+// Resident memory of this process now (VmRSS): the program and its libraries before a run allocates anything.
+size_t process_rss_bytes();
+// Peak resident memory of this process so far (VmHWM).
+size_t process_peak_rss_bytes();
+
 } // namespace zaya
