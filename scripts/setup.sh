@@ -13,7 +13,7 @@ packages=(
     # JSON, formatting, CLI parsing, hashing, compression, HTTP, tokenizer
     nlohmann-json3-dev libfmt-dev libcli11-dev libxxhash-dev libzstd-dev libcpp-httplib-dev libsentencepiece-dev
     # tests, benchmarks, fuzzing (clang's libFuzzer runtime)
-    libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev
+    libgtest-dev libgmock-dev libbenchmark-dev clang clang-14 libclang-rt-14-dev libomp-dev
     # the default training corpus: Python 3.11 documentation sources (reST)
     python3.11-doc
 )
