@@ -33,6 +33,12 @@ void register_train(CLI::App &app) {
     cmd->add_option("--sample-tokens", tc->sample_tokens, "Tokens of text sampled at the end")->capture_default_str();
     cmd->add_option("--sample-prompt", tc->sample_prompt, "Prompt of the final sample")->capture_default_str();
     cmd->add_option("--seed", tc->seed, "Seed of initialisation and data order")->capture_default_str();
+    cmd->add_option("--ckpt-every", tc->ckpt_every, "Checkpoint every N steps and at the end (0 = never)")
+        ->capture_default_str();
+    cmd->add_flag("--resume", tc->resume, "Continue from the latest checkpoint in RUN_DIR/checkpoints");
+    cmd->add_option("--from", tc->resume_from, "Continue from this checkpoint directory");
+    cmd->add_option("--stop-after", tc->stop_after, "Stop after N steps of this invocation, with a checkpoint")
+        ->capture_default_str();
     cmd->add_flag("--save-init", tc->save_init, "Also write the initial model to RUN_DIR/init/");
     cmd->add_flag("--dump-batches", tc->dump_batches, "Write every step's tokens to RUN_DIR/batches.bin (int32)");
     cmd->callback([cmd, tc, config_file] {
@@ -51,6 +57,7 @@ void register_train(CLI::App &app) {
                 nlohmann::json patch;
                 std::string key = o->get_name().substr(2);
                 std::replace(key.begin(), key.end(), '-', '_');
+                if (key == "from") key = "resume_from";
                 nlohmann::json flags = train_config_to_json(*tc);
                 if (flags.contains(key)) {
                     patch[key] = flags[key];

@@ -8,6 +8,7 @@
 #include "io/model_io.h"
 #include "model/init.h"
 #include "ops/cpu/gemm.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 #include <algorithm>
@@ -64,8 +65,9 @@ void run_training(const TrainConfig &tc_in) {
     fs::create_directories(tc.out, ec);
     if (ec) fail("cannot create run directory '{}': {}", tc.out, ec.message());
     write_file_atomic((fs::path(tc.out) / "train_config.json").string(), train_config_to_json(tc).dump(2) + "\n");
+    const bool resuming = tc.resume || !tc.resume_from.empty();
     const std::string metrics_path = (fs::path(tc.out) / "metrics.jsonl").string();
-    std::ofstream metrics(metrics_path, std::ios::trunc);
+    std::ofstream metrics(metrics_path, resuming ? std::ios::app : std::ios::trunc);
     if (!metrics) fail("cannot write '{}'", metrics_path);
 
     if (tc.save_init) model_save(model, (fs::path(tc.out) / "init").string(), DType::F32);
@@ -87,6 +89,21 @@ void run_training(const TrainConfig &tc_in) {
                double(trainer.memory_bytes()) / (1 << 20), omp_get_max_threads(), peak / 1e9);
     std::fflush(stdout);
 
+    int64_t start = 0;
+    if (resuming) {
+        std::optional<std::string> from =
+            tc.resume_from.empty() ? checkpoint_latest(tc.out) : std::optional<std::string>(tc.resume_from);
+        if (!from) fail("--resume: no checkpoint under '{}/checkpoints'", tc.out);
+        checkpoint_load(trainer, *from);
+        start = trainer.step_count();
+        fmt::print("  resumed from {} (step {})\n", *from, start);
+        if (start >= tc.steps) fail("--resume: the checkpoint is at step {}, --steps is {}", start, tc.steps);
+    }
+    auto save = [&] {
+        std::string dir = checkpoint_save(trainer, tc.out);
+        fmt::print("step {:>5}  checkpoint {}\n", trainer.step_count(), dir);
+    };
+
     const bool tty = isatty(fileno(stdout));
     double elapsed = 0;
     auto validate = [&](int64_t step) {
@@ -95,7 +112,7 @@ void run_training(const TrainConfig &tc_in) {
         metrics << nlohmann::json{{"step", step}, {"val_loss", vl}}.dump() << "\n" << std::flush;
         return vl;
     };
-    for (int64_t s = 1; s <= tc.steps; ++s) {
+    for (int64_t s = start + 1; s <= tc.steps; ++s) {
         batch_log.clear();
         StepResult r = trainer.step(tc.dump_batches ? &batch_log : nullptr);
         if (tc.dump_batches)
@@ -105,7 +122,7 @@ void run_training(const TrainConfig &tc_in) {
         const double tok_s = double(r.tokens) / r.seconds;
         const double mfu = trainer.flops_per_step() / r.seconds / peak;
         const double ent = std::accumulate(r.entropy.begin(), r.entropy.end(), 0.0) / double(r.entropy.size());
-        const double eta = elapsed / double(s) * double(tc.steps - s);
+        const double eta = elapsed / double(s - start) * double(tc.steps - s);
         std::string line = fmt::format("step {:>5}/{}  loss {:.4f}  gnorm {:.3f}  lr {:.2e}  {:.0f} tok/s  mfu {:.1f}%  "
                                        "entropy {:.3f}{}  eta {}",
                                        s, tc.steps, r.loss, r.grad_norm, r.lr, tok_s, 100 * mfu, ent,
@@ -119,6 +136,12 @@ void run_training(const TrainConfig &tc_in) {
                        .dump()
                 << "\n";
         if (tc.eval_every > 0 && s % tc.eval_every == 0 && s != tc.steps) validate(s);
+        if (tc.ckpt_every > 0 && (s % tc.ckpt_every == 0 || s == tc.steps)) save();
+        if (tc.stop_after > 0 && s - start == tc.stop_after && s != tc.steps) {
+            if (tc.ckpt_every == 0 || s % tc.ckpt_every != 0) save();
+            fmt::print("stopped after {} steps as asked (--stop-after); continue with --resume\n", tc.stop_after);
+            return;
+        }
     }
     metrics.flush();
     double final_val = validate(tc.steps);

@@ -16,6 +16,8 @@ void TrainConfig::validate() const {
     if (seq <= 1) fail("train: seq must be at least 2, got {}", seq);
     if (!(lr > 0)) fail("train: lr must be positive, got {}", lr);
     if (warmup < -1 || warmup > steps) fail("train: warmup must be in [0, steps] (or −1 for 5% of them), got {}", warmup);
+    if (ckpt_every < 0) fail("train: ckpt_every must be ≥ 0, got {}", ckpt_every);
+    if (stop_after < 0) fail("train: stop_after must be ≥ 0, got {}", stop_after);
     if (eval_every < 0 || eval_batches < 0) fail("train: eval_every and eval_batches must be ≥ 0");
     schedule_kind_from_string(schedule); // names the bad value
 }
@@ -64,6 +66,10 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
         else if (k == "eval_batches") integer(c.eval_batches);
         else if (k == "sample_tokens") integer(c.sample_tokens);
         else if (k == "sample_prompt") string(c.sample_prompt);
+        else if (k == "ckpt_every") integer(c.ckpt_every);
+        else if (k == "resume") want(v.is_boolean(), "true or false"), c.resume = v.get<bool>();
+        else if (k == "resume_from") string(c.resume_from);
+        else if (k == "stop_after") integer(c.stop_after);
         else if (k == "save_init") want(v.is_boolean(), "true or false"), c.save_init = v.get<bool>();
         else if (k == "dump_batches") want(v.is_boolean(), "true or false"), c.dump_batches = v.get<bool>();
         else fail("{}: unknown field '{}'", source, k);
@@ -81,7 +87,9 @@ nlohmann::json train_config_to_json(const TrainConfig &c) {
             {"balance", c.balance}, {"balance_lr", c.balance_lr},
             {"eval_every", c.eval_every}, {"eval_batches", c.eval_batches},
             {"sample_tokens", c.sample_tokens}, {"sample_prompt", c.sample_prompt},
-            {"save_init", c.save_init}, {"dump_batches", c.dump_batches}};
+            {"save_init", c.save_init}, {"dump_batches", c.dump_batches},
+            {"ckpt_every", c.ckpt_every}, {"resume", c.resume}, {"resume_from", c.resume_from},
+            {"stop_after", c.stop_after}};
 }
 
 } // namespace zaya

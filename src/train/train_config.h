@@ -34,6 +34,12 @@ struct TrainConfig {
     // For reference comparisons (tools/train_reference.py): write the initial model to RUN_DIR/init/ and every
     // step's token batch to RUN_DIR/batches.bin (int32, [steps, batch, seq+1]).
     bool save_init = false;
+    // Checkpoints (train/checkpoint.h): every N steps and at the end (0 = never); resume from the run's latest
+    // checkpoint, or from a given checkpoint directory.
+    int64_t ckpt_every = 0;
+    bool resume = false;
+    std::string resume_from;
+    int64_t stop_after = 0; // stop (with a checkpoint) after this many steps of this invocation; 0 = run to the end
     bool dump_batches = false;
 
     void validate() const;

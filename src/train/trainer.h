@@ -47,6 +47,14 @@ class Trainer {
     double flops_per_step() const { return flops_per_step_; } // model FLOPs: forward + backward (≈ 3× forward)
     size_t memory_bytes() const;                              // params, grads, optimizer state, activations
 
+    // The whole training state, for checkpoints (train/checkpoint.h).
+    Model &mutable_model() { return model_; }
+    Optimizer &optimizer() { return opt_; }
+    BalancingController &balancing() { return balance_; }
+    bool has_loader() const { return loader_.has_value(); }
+    LoaderState loader_state() const { return loader_->state(); }
+    void restore_loader(const LoaderState &s) { loader_->restore(s); }
+
   private:
     TrainConfig tc_;
     Model model_;

@@ -211,6 +211,24 @@ expect_ok "zaya train tiny for 4 steps" train --data "$tmp/data" --out "$tmp/run
     pass "train writes the model in HF layout with its tokenizer" ||
     fail "train writes the model in HF layout with its tokenizer" "$(ls -la "$tmp/run/model" 2>&1)"
 expect_ok "zaya forward loads the trained model" forward "$tmp/run/model" --tokens 2,10,11 --out "$tmp/tr.safetensors"
+# ---- checkpoints: 4 steps stopped after 2, then --resume, gives the same losses as 4 steps straight ----
+train_args=(--data "$tmp/data" --model tiny --batch 4 --micro-batch 2 --seq 16 --warmup 1 --eval-every 0
+    --sample-tokens 0 --ckpt-every 2)
+expect_ok "train 4 steps straight" train "${train_args[@]}" --out "$tmp/straight" --steps 4
+expect_ok "train 4 steps, stopping after 2" train "${train_args[@]}" --out "$tmp/resumed" --steps 4 --stop-after 2
+[[ -f $tmp/resumed/checkpoints/latest && -f $tmp/resumed/checkpoints/step_00000002/manifest.json ]] &&
+    pass "checkpoint step_00000002 and the latest pointer exist" || fail "checkpoint files" "$(ls -R "$tmp/resumed")"
+expect_ok "train --resume to step 4" train "${train_args[@]}" --out "$tmp/resumed" --steps 4 --resume
+step_losses() { grep -o '[{,]"loss":[^,}]*' "$1/metrics.jsonl" | tr '\n' ' '; }
+[[ -n $(step_losses "$tmp/straight") && $(step_losses "$tmp/straight") == "$(step_losses "$tmp/resumed")" ]] &&
+    pass "resumed run has bit-identical per-step losses" ||
+    fail "resumed run has bit-identical per-step losses" "straight: $(step_losses "$tmp/straight")" \
+        "resumed: $(step_losses "$tmp/resumed")"
+cmp -s "$tmp/straight/model/model.safetensors" "$tmp/resumed/model/model.safetensors" &&
+    pass "resumed run exports a byte-identical model" || fail "resumed run exports a byte-identical model"
+expect_error "train --resume without checkpoints" "^zaya: error: --resume: no checkpoint" train "${train_args[@]}" \
+    --out "$tmp/fresh" --steps 2 --resume
+
 expect_error "train: micro-batch must divide batch" "^zaya: error: .*micro_batch" train --data "$tmp/data" \
     --out "$tmp/run2" --model tiny --steps 2 --batch 4 --micro-batch 3 --seq 16
 expect_error "train: missing data dir" "^zaya: error: .*no-such-data" train --data "$tmp/no-such-data" \
