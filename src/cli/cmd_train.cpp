@@ -35,7 +35,8 @@ void register_train(CLI::App &app) {
     cmd->add_option("--seed", tc->seed, "Seed of initialisation and data order")->capture_default_str();
     cmd->add_option("--ckpt-every", tc->ckpt_every, "Checkpoint every N steps and at the end (0 = never)")
         ->capture_default_str();
-    cmd->add_flag("--resume", tc->resume, "Continue from the latest checkpoint in RUN_DIR/checkpoints");
+    cmd->add_option("--keep", tc->keep, "Keep only the newest K checkpoints (0 = all)")->capture_default_str();
+    cmd->add_flag("--resume", tc->resume, "Continue from the newest loadable checkpoint in RUN_DIR/checkpoints");
     cmd->add_option("--from", tc->resume_from, "Continue from this checkpoint directory");
     cmd->add_option("--stop-after", tc->stop_after, "Stop after N steps of this invocation, with a checkpoint")
         ->capture_default_str();

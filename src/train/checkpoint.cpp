@@ -5,6 +5,7 @@
 #include "io/config_json.h"
 #include "io/safetensors.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -154,6 +155,55 @@ std::optional<std::string> checkpoint_latest(const std::string &run_dir) {
     while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
     if (name.empty() || name.find('/') != std::string::npos) fail("{}: malformed 'latest' pointer", root.string());
     return (root / name).string();
+}
+
+std::vector<std::string> checkpoint_list(const std::string &run_dir) {
+    const fs::path root = fs::path(run_dir) / "checkpoints";
+    std::vector<std::string> names;
+    std::error_code ec;
+    if (!fs::is_directory(root)) return {};
+    for (const auto &e : fs::directory_iterator(root, ec)) {
+        const std::string n = e.path().filename().string();
+        if (e.is_directory() && n.size() == 13 && n.rfind("step_", 0) == 0 &&
+            n.find_first_not_of("0123456789", 5) == std::string::npos)
+            names.push_back(n);
+    }
+    std::sort(names.rbegin(), names.rend()); // zero-padded: lexicographic = numeric
+    std::vector<std::string> out;
+    for (const auto &n : names) out.push_back((root / n).string());
+    return out;
+}
+
+std::string checkpoint_resume(Trainer &t, const std::string &run_dir,
+                              const std::function<void(const std::string &)> &warn) {
+    std::vector<std::string> candidates;
+    std::optional<std::string> latest;
+    try {
+        latest = checkpoint_latest(run_dir);
+    } catch (const Error &e) {
+        warn(e.what());
+    }
+    if (latest) candidates.push_back(*latest);
+    for (const auto &d : checkpoint_list(run_dir))
+        if (!latest || fs::path(d) != fs::path(*latest)) candidates.push_back(d);
+    for (const auto &d : candidates) {
+        try {
+            checkpoint_load(t, d);
+            return d;
+        } catch (const Error &e) {
+            warn(fmt::format("skipping damaged checkpoint: {}", e.what()));
+        }
+    }
+    fail("no loadable checkpoint under '{}'", (fs::path(run_dir) / "checkpoints").string());
+}
+
+void checkpoint_prune(const std::string &run_dir, int64_t keep) {
+    if (keep < 1) fail("keep must be at least 1, got {}", keep);
+    const std::optional<std::string> latest = checkpoint_latest(run_dir);
+    const std::vector<std::string> all = checkpoint_list(run_dir);
+    std::error_code ec;
+    for (size_t i = size_t(keep); i < all.size(); ++i)
+        if (!latest || fs::path(all[i]) != fs::path(*latest)) fs::remove_all(all[i], ec);
 }
 
 } // namespace zaya

@@ -9,8 +9,10 @@
 #pragma once
 #include "train/trainer.h"
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace zaya {
 
@@ -23,5 +25,16 @@ void checkpoint_load(Trainer &t, const std::string &checkpoint_dir);
 
 // The newest complete checkpoint of a run, if any.
 std::optional<std::string> checkpoint_latest(const std::string &run_dir);
+
+// Every checkpoint directory of a run (step_XXXXXXXX, complete or not), newest first.
+std::vector<std::string> checkpoint_list(const std::string &run_dir);
+
+// Restores from the newest checkpoint that loads: `latest` first, then older ones; each one skipped is reported
+// through `warn` with the reason. Returns the directory used; throws if none loads.
+std::string checkpoint_resume(Trainer &t, const std::string &run_dir,
+                              const std::function<void(const std::string &)> &warn);
+
+// Deletes all but the newest `keep` checkpoints (keep ≥ 1); never touches the one `latest` names.
+void checkpoint_prune(const std::string &run_dir, int64_t keep);
 
 } // namespace zaya

@@ -91,16 +91,21 @@ void run_training(const TrainConfig &tc_in) {
 
     int64_t start = 0;
     if (resuming) {
-        std::optional<std::string> from =
-            tc.resume_from.empty() ? checkpoint_latest(tc.out) : std::optional<std::string>(tc.resume_from);
-        if (!from) fail("--resume: no checkpoint under '{}/checkpoints'", tc.out);
-        checkpoint_load(trainer, *from);
+        std::string from;
+        if (!tc.resume_from.empty()) {
+            checkpoint_load(trainer, tc.resume_from);
+            from = tc.resume_from;
+        } else {
+            if (checkpoint_list(tc.out).empty()) fail("--resume: no checkpoint under '{}/checkpoints'", tc.out);
+            from = checkpoint_resume(trainer, tc.out, [](const std::string &w) { fmt::print("  warning: {}\n", w); });
+        }
         start = trainer.step_count();
-        fmt::print("  resumed from {} (step {})\n", *from, start);
+        fmt::print("  resumed from {} (step {})\n", from, start);
         if (start >= tc.steps) fail("--resume: the checkpoint is at step {}, --steps is {}", start, tc.steps);
     }
     auto save = [&] {
         std::string dir = checkpoint_save(trainer, tc.out);
+        if (tc.keep > 0) checkpoint_prune(tc.out, tc.keep);
         fmt::print("step {:>5}  checkpoint {}\n", trainer.step_count(), dir);
     };
 

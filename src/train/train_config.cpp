@@ -17,6 +17,7 @@ void TrainConfig::validate() const {
     if (!(lr > 0)) fail("train: lr must be positive, got {}", lr);
     if (warmup < -1 || warmup > steps) fail("train: warmup must be in [0, steps] (or −1 for 5% of them), got {}", warmup);
     if (ckpt_every < 0) fail("train: ckpt_every must be ≥ 0, got {}", ckpt_every);
+    if (keep < 0) fail("train: keep must be ≥ 0, got {}", keep);
     if (stop_after < 0) fail("train: stop_after must be ≥ 0, got {}", stop_after);
     if (eval_every < 0 || eval_batches < 0) fail("train: eval_every and eval_batches must be ≥ 0");
     schedule_kind_from_string(schedule); // names the bad value
@@ -67,6 +68,7 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
         else if (k == "sample_tokens") integer(c.sample_tokens);
         else if (k == "sample_prompt") string(c.sample_prompt);
         else if (k == "ckpt_every") integer(c.ckpt_every);
+        else if (k == "keep") integer(c.keep);
         else if (k == "resume") want(v.is_boolean(), "true or false"), c.resume = v.get<bool>();
         else if (k == "resume_from") string(c.resume_from);
         else if (k == "stop_after") integer(c.stop_after);
@@ -88,7 +90,7 @@ nlohmann::json train_config_to_json(const TrainConfig &c) {
             {"eval_every", c.eval_every}, {"eval_batches", c.eval_batches},
             {"sample_tokens", c.sample_tokens}, {"sample_prompt", c.sample_prompt},
             {"save_init", c.save_init}, {"dump_batches", c.dump_batches},
-            {"ckpt_every", c.ckpt_every}, {"resume", c.resume}, {"resume_from", c.resume_from},
+            {"ckpt_every", c.ckpt_every}, {"keep", c.keep}, {"resume", c.resume}, {"resume_from", c.resume_from},
             {"stop_after", c.stop_after}};
 }
 

@@ -37,6 +37,7 @@ struct TrainConfig {
     // Checkpoints (train/checkpoint.h): every N steps and at the end (0 = never); resume from the run's latest
     // checkpoint, or from a given checkpoint directory.
     int64_t ckpt_every = 0;
+    int64_t keep = 0; // checkpoints to keep (newest first); 0 = all
     bool resume = false;
     std::string resume_from;
     int64_t stop_after = 0; // stop (with a checkpoint) after this many steps of this invocation; 0 = run to the end

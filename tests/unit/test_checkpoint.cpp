@@ -110,5 +110,36 @@ TEST(Checkpoint, DamagedCheckpointsAreRefused) {
     expect_error("no manifest.json");
 }
 
+TEST(Checkpoint, KeepPrunesAndResumeFallsBackPastADamagedLatest) {
+    Fixture f;
+    Trainer straight = f.make_trainer();
+    std::vector<double> losses;
+    for (int s = 0; s < 4; ++s) losses.push_back(straight.step().loss);
+
+    Trainer t = f.make_trainer();
+    for (int s = 0; s < 3; ++s) {
+        t.step();
+        checkpoint_save(t, f.tc.out);
+        checkpoint_prune(f.tc.out, 2);
+    }
+    const auto kept = checkpoint_list(f.tc.out);
+    ASSERT_EQ(kept.size(), 2u);
+    EXPECT_NE(kept[0].find("step_00000003"), std::string::npos);
+    EXPECT_NE(kept[1].find("step_00000002"), std::string::npos);
+
+    { // damage the newest: resume must fall back to step 2 and say why
+        std::ofstream(kept[0] + "/model.safetensors", std::ios::binary | std::ios::trunc) << "garbage";
+    }
+    Trainer resumed = f.make_trainer();
+    std::vector<std::string> warnings;
+    const std::string used = checkpoint_resume(resumed, f.tc.out, [&](const std::string &w) { warnings.push_back(w); });
+    EXPECT_EQ(used, kept[1]);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("step_00000003"), std::string::npos) << warnings[0];
+    EXPECT_EQ(resumed.step_count(), 2);
+    EXPECT_EQ(resumed.step().loss, losses[2]);
+    EXPECT_EQ(resumed.step().loss, losses[3]);
+}
+
 } // namespace
 } // namespace zaya
