@@ -111,19 +111,7 @@ const std::string kSource = "ZAYA1-8B/config.json";
 json native_8b() { return json::parse(kZaya8bNative); }
 json legacy_8b() { return json::parse(kZaya8bLegacy); }
 
-// The message of the zaya::Error that `f` throws (a failure if it throws nothing or something else).
-std::string error_of(const std::function<void()> &f) {
-    try {
-        f();
-    } catch (const Error &e) {
-        return e.what();
-    } catch (const std::exception &e) {
-        ADD_FAILURE() << "threw a non-zaya exception: " << e.what();
-        return {};
-    }
-    ADD_FAILURE() << "no error thrown";
-    return {};
-}
+using test::error_of;
 
 // Applies `edit` to `base`, parses, and expects a zaya::Error naming the source file and every needle.
 void expect_config_error(json base, const std::function<void(json &)> &edit,

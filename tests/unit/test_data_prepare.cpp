@@ -92,14 +92,7 @@ std::vector<int32_t> read_split(const TokenSplit &s) {
     return all;
 }
 
-std::string error_of(const PrepareOptions &o) {
-    try {
-        prepare_data(o);
-    } catch (const Error &e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+std::string error_of(const PrepareOptions &o) { return test::error_of([&] { prepare_data(o); }); }
 
 } // namespace
 

@@ -34,4 +34,17 @@ float max_abs_diff(const float *a, const float *b, size_t n) {
     return m;
 }
 
+std::string error_of(const std::function<void()> &f) {
+    try {
+        f();
+    } catch (const Error &e) {
+        return e.what();
+    } catch (const std::exception &e) {
+        ADD_FAILURE() << "threw a non-zaya exception: " << e.what();
+        return {};
+    }
+    ADD_FAILURE() << "no error thrown";
+    return {};
+}
+
 } // namespace zaya::test

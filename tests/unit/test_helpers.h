@@ -3,6 +3,7 @@
 #include "io/safetensors.h"
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,5 +24,8 @@ struct TempDir {
 std::vector<float> read_tensor(const std::string &file, const std::string &name);
 
 float max_abs_diff(const float *a, const float *b, size_t n);
+
+// The message of the zaya::Error that `f` throws (a test failure if it throws nothing or something else).
+std::string error_of(const std::function<void()> &f);
 
 } // namespace zaya::test

@@ -75,18 +75,7 @@ std::string broken_copy(const TempDir &tmp, const std::string &name,
     return dir.string();
 }
 
-std::string error_of(const std::function<void()> &f) {
-    try {
-        f();
-    } catch (const Error &e) {
-        return e.what();
-    } catch (const std::exception &e) {
-        ADD_FAILURE() << "threw a non-zaya exception: " << e.what();
-        return {};
-    }
-    ADD_FAILURE() << "no error thrown";
-    return {};
-}
+using test::error_of;
 
 void expect_load_error(const std::string &dir, std::initializer_list<std::string> needles) {
     std::string msg = error_of([&] { model_load(dir); });
