@@ -25,8 +25,6 @@ double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double sgemm_gflops(cpu::GemmLib lib, int64_t n, int reps) { return cpu::gemm_peak_gflops(lib, n, reps); }
-
 struct BenchArgs {
     std::string what, model = "small";
     int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048, micro_batch = 0;
@@ -64,7 +62,7 @@ void bench_train(const BenchArgs &a) {
     std::sort(times.begin(), times.end());
     const double t = times[times.size() / 2];
     const size_t rss = process_peak_rss_bytes(); // before the SGEMM measurement's own buffers
-    const double peak = sgemm_gflops(cpu::gemm_default_lib(), a.gemm_n, 3);
+    const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), a.gemm_n, 3);
     const double tok_s = double(tc.batch * tc.seq) / t, gflops = trainer.flops_per_step() / t / 1e9;
     const double mfu = gflops / peak;
     const size_t planned = train_memory(c, tc.micro(), tc.seq).total() + base_rss;
@@ -86,8 +84,8 @@ void bench_train(const BenchArgs &a) {
 }
 
 void bench_gemm(const BenchArgs &a) {
-    double dnnl = sgemm_gflops(cpu::GemmLib::OneDNN, a.gemm_n, 5);
-    double oblas = sgemm_gflops(cpu::GemmLib::OpenBLAS, a.gemm_n, 5);
+    double dnnl = cpu::gemm_peak_gflops(cpu::GemmLib::OneDNN, a.gemm_n, 5);
+    double oblas = cpu::gemm_peak_gflops(cpu::GemmLib::OpenBLAS, a.gemm_n, 5);
     if (a.json) {
         nlohmann::json j = {{"n", a.gemm_n}, {"threads", omp_get_max_threads()}, {"onednn_gflops", dnnl},
                             {"openblas_gflops", oblas}};
@@ -122,7 +120,7 @@ void bench_forward(const BenchArgs &a) {
     const double t = times[times.size() / 2]; // median
     const double flops = forward_flops(m.config, std::vector<int64_t>(size_t(a.batch), a.seq_len));
     const double tok_s = double(batch.num_tokens()) / t, gflops = flops / t / 1e9;
-    const double peak = sgemm_gflops(cpu::gemm_default_lib(), a.gemm_n, 3);
+    const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), a.gemm_n, 3);
     if (a.json) {
         nlohmann::json j = {{"model", a.model}, {"tokens", batch.num_tokens()}, {"seq_len", a.seq_len},
                             {"batch", a.batch}, {"threads", omp_get_max_threads()}, {"median_s", t},
