@@ -2,7 +2,9 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "train/run.h"
+#include "train/supervisor.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -40,9 +42,27 @@ void register_train(CLI::App &app) {
     cmd->add_option("--from", tc->resume_from, "Continue from this checkpoint directory");
     cmd->add_option("--stop-after", tc->stop_after, "Stop after N steps of this invocation, with a checkpoint")
         ->capture_default_str();
+    cmd->add_option("--ckpt-async", tc->ckpt_async, "Write checkpoints in a background thread")->capture_default_str();
+    cmd->add_option("--spike-z", tc->spike_z,
+                    "Skip an update whose loss or grad norm is this many std devs above the recent window (0 = off)")
+        ->capture_default_str();
+    cmd->add_option("--spike-window", tc->spike_window, "Accepted steps the spike statistics cover")->capture_default_str();
+    cmd->add_option("--spike-rollback", tc->spike_rollback,
+                    "Roll back to the last checkpoint after this many skipped steps in a row (0 = never)")
+        ->capture_default_str();
+    auto sup = std::make_shared<SupervisorConfig>();
+    auto supervised = std::make_shared<bool>(false);
+    cmd->add_flag("--supervise", *supervised,
+                  "Run the trainer as a child process; restart it from the latest checkpoint when it dies or hangs");
+    cmd->add_option("--max-restarts", sup->max_restarts, "Supervisor: restarts in a row without a new checkpoint")
+        ->capture_default_str();
+    cmd->add_option("--heartbeat-timeout", sup->heartbeat_timeout, "Supervisor: seconds without a step before a kill")
+        ->capture_default_str();
+    cmd->add_option("--restart-delay", sup->restart_delay, "Supervisor: first restart delay in seconds (doubles)")
+        ->capture_default_str();
     cmd->add_flag("--save-init", tc->save_init, "Also write the initial model to RUN_DIR/init/");
     cmd->add_flag("--dump-batches", tc->dump_batches, "Write every step's tokens to RUN_DIR/batches.bin (int32)");
-    cmd->callback([cmd, tc, config_file] {
+    cmd->callback([cmd, tc, config_file, sup, supervised] {
         TrainConfig c = *tc;
         if (!config_file->empty()) {
             std::ifstream in(*config_file);
@@ -66,7 +86,31 @@ void register_train(CLI::App &app) {
                 }
             }
         }
-        run_training(c);
+        if (*supervised) {
+            c.validate();
+            SupervisorConfig sc = *sup;
+            sc.run_dir = c.out;
+            if (sc.max_restarts < 0) fail("train: --max-restarts must be ≥ 0, got {}", sc.max_restarts);
+            if (!(sc.heartbeat_timeout > 0)) fail("train: --heartbeat-timeout must be positive");
+            if (!(sc.restart_delay >= 0)) fail("train: --restart-delay must be ≥ 0");
+            // The child gets the same command line without the supervisor's own flags.
+            std::vector<std::string> child;
+            for (size_t i = 0; i < g_argv.size(); ++i) {
+                const std::string &a = g_argv[i];
+                bool own = a == "--supervise", with_value = false;
+                for (const std::string f : {"--max-restarts", "--heartbeat-timeout", "--restart-delay"}) {
+                    if (a == f) own = with_value = true; // "--flag VALUE"
+                    if (a.rfind(f + "=", 0) == 0) own = true; // "--flag=VALUE"
+                }
+                if (!own) child.push_back(a);
+                if (with_value) ++i;
+            }
+            const int rc = supervise(child, sc);
+            if (rc != 0) throw ExitStatus{rc};
+            return;
+        }
+        const int rc = run_training(c);
+        if (rc != 0) throw ExitStatus{rc};
     });
 }
 

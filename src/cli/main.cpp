@@ -16,6 +16,8 @@ int main(int argc, char **argv) {
     zaya::cli::register_init(app);
     zaya::cli::register_bench(app);
     zaya::cli::register_prepare(app);
+    zaya::cli::register_export(app);
+    zaya::cli::g_argv.assign(argv, argv + argc);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp &e) {
@@ -28,6 +30,8 @@ int main(int argc, char **argv) {
         // One line, like every other error (CLI11 would add a second "Run with --help" line).
         std::fprintf(stderr, "zaya: error: %s (see zaya --help)\n", e.what());
         return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
+    } catch (const zaya::cli::ExitStatus &e) {
+        return e.code;
     } catch (const zaya::Error &e) {
         std::fprintf(stderr, "zaya: error: %s\n", e.what());
         return 1;

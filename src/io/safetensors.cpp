@@ -10,12 +10,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 #include <unistd.h>
 
 namespace zaya {
@@ -365,7 +367,7 @@ struct TempFile {
 } // namespace
 
 void safetensors_write(const std::string &path, const std::vector<TensorToWrite> &tensors,
-                       const std::map<std::string, std::string> &metadata) {
+                       const std::map<std::string, std::string> &metadata, std::vector<WrittenTensor> *written) {
     // Header in the given order; data contiguous (as the reference reader requires) after an 8-aligned header.
     nlohmann::ordered_json hdr = nlohmann::ordered_json::object();
     if (!metadata.empty()) hdr["__metadata__"] = metadata;
@@ -407,19 +409,30 @@ void safetensors_write(const std::string &path, const std::vector<TensorToWrite>
     tmp.write_all(len, 8, path);
     tmp.write_all(text.data(), text.size(), path);
     std::vector<uint16_t> buf;
+    if (written) written->clear();
+    uint64_t file_offset = 8 + text.size();
+    XXH64_state_t *hash = XXH64_createState();
+    if (!hash) fail("{}: out of memory", path);
+    std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> hash_owner(hash, XXH64_freeState);
     for (size_t k = 0; k < tensors.size(); ++k) {
         const auto &t = tensors[k];
         const size_t n = size_t(counts[k]);
+        XXH64_reset(hash, 0);
         if (t.dtype == DType::F32) {
             tmp.write_all(t.data, n * 4, path);
-            continue;
+            if (written) XXH64_update(hash, t.data, n * 4);
+        } else {
+            buf.resize(std::min(n, kChunk)); // convert in chunks: never a full copy of a huge tensor
+            for (size_t i = 0; i < n; i += kChunk) {
+                const size_t m = std::min(kChunk, n - i);
+                convert_from_f32(t.dtype, t.data + i, buf.data(), m);
+                tmp.write_all(buf.data(), m * 2, path);
+                if (written) XXH64_update(hash, buf.data(), m * 2);
+            }
         }
-        buf.resize(std::min(n, kChunk)); // convert in chunks: never a full copy of a huge tensor
-        for (size_t i = 0; i < n; i += kChunk) {
-            const size_t m = std::min(kChunk, n - i);
-            convert_from_f32(t.dtype, t.data + i, buf.data(), m);
-            tmp.write_all(buf.data(), m * 2, path);
-        }
+        const uint64_t nbytes = uint64_t(n) * dtype_size(t.dtype);
+        if (written) written->push_back({file_offset, nbytes, XXH64_digest(hash)});
+        file_offset += nbytes;
     }
     if (::fsync(tmp.fd) != 0) fail("{}: fsync of {} failed: {}", path, tmp.path, errno_str());
     const int fd = tmp.fd;

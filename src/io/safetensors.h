@@ -86,10 +86,18 @@ struct TensorToWrite {
     const float *data = nullptr; // fp32 source, converted to `dtype` on write
 };
 
+// Where a written tensor ended up: byte offset of its data from the start of the file, its size as stored, and
+// the xxh64 (seed 0) of those stored bytes — what a checkpoint manifest records.
+struct WrittenTensor {
+    uint64_t offset = 0, nbytes = 0, xxh64 = 0;
+};
+
 // Writes a safetensors file atomically: `<path>.tmp.<pid>`, fsync, rename over `path`, fsync the directory.
 // Tensors are laid out contiguously in the given order (the reference reader rejects gaps); the header is
-// padded with spaces to a multiple of 8 bytes so the data block starts 8-byte aligned.
+// padded with spaces to a multiple of 8 bytes so the data block starts 8-byte aligned. If `written` is given it
+// receives one entry per tensor, in order (hashes are computed from memory while writing, no second read).
 void safetensors_write(const std::string &path, const std::vector<TensorToWrite> &tensors,
-                       const std::map<std::string, std::string> &metadata = {});
+                       const std::map<std::string, std::string> &metadata = {},
+                       std::vector<WrittenTensor> *written = nullptr);
 
 } // namespace zaya

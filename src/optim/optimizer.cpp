@@ -46,12 +46,14 @@ StepStats Optimizer::step(real *params, real *grads, double lr) {
         s.skipped = true;
         return s;
     }
-    if (config_.grad_clip > 0.0) {
-        s.clip_coef = clip_coefficient(s.grad_norm, config_.grad_clip);
-        scale_grads(layout_, grads, s.clip_coef);
-    }
-    update(params, grads, lr);
+    if (config_.grad_clip > 0.0) s.clip_coef = clip_coefficient(s.grad_norm, config_.grad_clip);
+    clip_and_update(params, grads, lr, s.grad_norm);
     return s;
+}
+
+void Optimizer::clip_and_update(real *params, real *grads, double lr, double grad_norm) {
+    if (config_.grad_clip > 0.0) scale_grads(layout_, grads, clip_coefficient(grad_norm, config_.grad_clip));
+    update(params, grads, lr);
 }
 
 void Optimizer::update(real *params, const real *grads, double lr) {

@@ -53,6 +53,8 @@ class Optimizer {
     // Clips the gradients in place (when grad_clip > 0), then update(). A non-finite gradient norm updates
     // nothing and leaves the step count unchanged (torch would write NaNs into the parameters).
     StepStats step(real *params, real *grads, double lr);
+    // The same with the gradient norm already computed (and found finite) by the caller.
+    void clip_and_update(real *params, real *grads, double lr, double grad_norm);
     // Muon on every matrix, AdamW on every range, with learning rate `lr`; increments the step count.
     void update(real *params, const real *grads, double lr);
 

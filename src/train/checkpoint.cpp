@@ -7,12 +7,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <unistd.h>
 #include <filesystem>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <map>
+#include <thread>
+#include <unistd.h>
 #include <xxhash.h>
 
 namespace zaya {
@@ -23,129 +26,235 @@ using nlohmann::json;
 namespace {
 
 constexpr const char *kFormat = "zaya-checkpoint";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;
+constexpr const char *kModelFile = "model.safetensors";
+constexpr const char *kOptimizerFile = "optimizer.safetensors";
 
-// The optimizer-side tensors of a checkpoint, by name: flat state buffers, their sizes fixed by the layout.
-struct StateTensor {
-    const char *name;
-    real *data;
-    size_t numel;
-};
-std::vector<StateTensor> state_tensors(Trainer &t) {
-    const ParamGroups &g = t.optimizer().groups();
-    BalancingController &b = t.balancing();
-    const size_t nb = size_t(b.num_layers() * b.num_classes());
-    return {{"muon.momentum", t.optimizer().muon_momentum(), g.muon_state_size},
-            {"adamw.exp_avg", t.optimizer().exp_avg(), g.adamw_state_size},
-            {"adamw.exp_avg_sq", t.optimizer().exp_avg_sq(), g.adamw_state_size},
-            {"balancing.exp_avg", b.exp_avg(), nb},
-            {"balancing.exp_avg_sq", b.exp_avg_sq(), nb}};
-}
-
-std::string file_xxh64(const std::string &path) {
-    std::string bytes = read_file_bytes(path);
-    return fmt::format("{:016x}", XXH64(bytes.data(), bytes.size(), 0));
+std::vector<int64_t> shape_or_flat(const ParamView *v, size_t numel) {
+    if (v && v->numel == numel) return v->shape;
+    return {int64_t(numel)};
 }
 
 // Makes a directory's entries (new files, renames) durable.
 void fsync_dir(const fs::path &dir) {
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) fail("cannot open directory '{}': {}", dir.string(), std::strerror(errno));
     int rc = ::fsync(fd);
     ::close(fd);
     if (rc != 0) fail("cannot fsync directory '{}': {}", dir.string(), std::strerror(errno));
 }
 
-// Copies a checkpoint tensor into `dst` after checking its dtype and element count.
-void read_exact(const SafetensorsFile &f, const std::string &name, real *dst, size_t numel) {
-    const TensorInfo *t = f.find(name);
-    if (!t) fail("{}: checkpoint tensor '{}' is missing", f.path(), name);
-    if (t->dtype != DType::F32 || size_t(t->numel()) != numel)
-        fail("{}: checkpoint tensor '{}' has {} {} elements, expected {} F32", f.path(), name, t->numel(),
-             dtype_name(t->dtype), numel);
-    tensor_read_f32(*t, dst);
+// Test hook (fault-tolerance tests): ZAYA_FAULT_SLOW_CKPT_MS=N sleeps N ms between the files of a checkpoint,
+// widening the window in which a kill lands in the middle of a save.
+void fault_pause() {
+    if (const char *v = std::getenv("ZAYA_FAULT_SLOW_CKPT_MS"))
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(v)));
+}
+
+json read_manifest(const fs::path &dir) {
+    const fs::path p = dir / "manifest.json";
+    if (!fs::exists(p)) fail("{}: not a complete checkpoint (no manifest.json)", dir.string());
+    json j = json::parse(read_file_bytes(p.string()), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) fail("{}: not valid JSON", p.string());
+    if (j.value("format", "") != kFormat) fail("{}: not a zaya checkpoint manifest", p.string());
+    if (j.value("version", 0) != kVersion)
+        fail("{}: checkpoint format version {} (this zaya reads version {})", p.string(), j.value("version", 0),
+             kVersion);
+    return j;
+}
+
+// Checks the files' sizes and every wanted tensor's manifest entry, header entry and checksum, then copies them
+// into their destinations. Nothing is written unless everything checks out.
+void verify_and_read(const fs::path &dir, const json &manifest, const std::vector<CheckpointTensor> &wanted) {
+    const std::string label = (dir / "manifest.json").string();
+    try {
+        std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
+        for (const auto &[name, info] : manifest.at("files").items()) {
+            if (name.find('/') != std::string::npos || name == "..") fail("{}: bad file name '{}'", label, name);
+            const fs::path p = dir / name;
+            if (!fs::exists(p)) fail("{}: file '{}' named by the manifest is missing", dir.string(), name);
+            const uintmax_t want = info.at("bytes").get<uintmax_t>();
+            if (fs::file_size(p) != want)
+                fail("{}: '{}' has {} bytes, the manifest says {} (truncated?)", dir.string(), name, fs::file_size(p),
+                     want);
+            files[name] = SafetensorsFile::open(p.string());
+        }
+        std::map<std::string, const json *> entries;
+        for (const json &e : manifest.at("tensors")) entries[e.at("name").get<std::string>()] = &e;
+
+        std::vector<const TensorInfo *> found;
+        for (const CheckpointTensor &w : wanted) {
+            auto it = entries.find(w.name);
+            if (it == entries.end()) fail("{}: the manifest has no tensor '{}'", label, w.name);
+            const json &e = *it->second;
+            const std::string file = e.at("file").get<std::string>();
+            if (file != w.file) fail("{}: tensor '{}' is in '{}', expected '{}'", label, w.name, file, w.file);
+            if (e.at("dtype").get<std::string>() != "F32" || e.at("shape").get<std::vector<int64_t>>() != w.shape)
+                fail("{}: tensor '{}' is {} {}, this run needs F32 {}", label, w.name, e.at("dtype").get<std::string>(),
+                     e.at("shape").dump(), json(w.shape).dump());
+            auto f = files.find(file);
+            if (f == files.end()) fail("{}: tensor '{}' names file '{}', which the manifest does not list", label, w.name, file);
+            const TensorInfo *t = f->second->find(w.name);
+            if (!t) fail("{}: tensor '{}' is missing from the file", f->second->path(), w.name);
+            if (t->dtype != DType::F32 || t->shape != w.shape)
+                fail("{}: tensor '{}' is {} {} in the file, the manifest says F32 {}", f->second->path(), w.name,
+                     dtype_name(t->dtype), t->shape_str(), json(w.shape).dump());
+            const std::string want = e.at("xxh64").get<std::string>();
+            if (fmt::format("{:016x}", XXH64(t->data, t->nbytes, 0)) != want)
+                fail("{}: tensor '{}' does not match its checksum (corrupted)", f->second->path(), w.name);
+            found.push_back(t);
+        }
+        for (size_t i = 0; i < wanted.size(); ++i) tensor_read_f32(*found[i], wanted[i].data);
+    } catch (const json::exception &e) {
+        fail("{}: malformed manifest: {}", label, e.what());
+    }
+}
+
+std::vector<CheckpointTensor> model_tensors(Model &m) {
+    std::vector<CheckpointTensor> out;
+    for (const ParamView &v : m.layout.views)
+        out.push_back({kModelFile, v.name, v.shape, m.params.data() + v.offset, v.numel});
+    return out;
 }
 
 } // namespace
 
-std::string checkpoint_save(Trainer &t, const std::string &run_dir) {
-    if (!t.has_loader()) fail("checkpoint_save: the trainer has no data loader whose position could be saved");
-    const int64_t step = t.optimizer().step_count();
+std::vector<CheckpointTensor> checkpoint_tensors(Trainer &t) {
+    Model &m = t.mutable_model();
+    std::vector<CheckpointTensor> out = model_tensors(m);
+    Optimizer &o = t.optimizer();
+    const ParamGroups &g = o.groups();
+    // Muon momentum: the matrices of one view (the experts of a 3-D weight) are consecutive in state: one tensor.
+    for (size_t i = 0; i < g.muon.size();) {
+        size_t j = i, numel = 0;
+        while (j < g.muon.size() && g.muon[j].name == g.muon[i].name) {
+            if (g.muon[j].state_offset != g.muon[i].state_offset + numel)
+                fail("checkpoint: Muon state of '{}' is not contiguous", g.muon[i].name);
+            numel += g.muon[j++].numel();
+        }
+        out.push_back({kOptimizerFile, g.muon[i].name + ".muon_momentum",
+                       shape_or_flat(m.layout.find(g.muon[i].name), numel), o.muon_momentum() + g.muon[i].state_offset,
+                       numel});
+        i = j;
+    }
+    for (const AdamWRange &r : g.adamw) {
+        const auto shape = shape_or_flat(m.layout.find(r.name), r.numel);
+        out.push_back({kOptimizerFile, r.name + ".exp_avg", shape, o.exp_avg() + r.state_offset, r.numel});
+        out.push_back({kOptimizerFile, r.name + ".exp_avg_sq", shape, o.exp_avg_sq() + r.state_offset, r.numel});
+    }
+    BalancingController &b = t.balancing();
+    int64_t layer = 0;
+    const size_t K = size_t(b.num_classes());
+    for (const ParamView &v : m.layout.views) {
+        if (!v.name.ends_with(".balancing_biases")) continue;
+        if (layer >= b.num_layers() || v.numel != K) fail("checkpoint: unexpected balancing view '{}'", v.name);
+        out.push_back({kOptimizerFile, v.name + ".exp_avg", v.shape, b.exp_avg() + size_t(layer) * K, K});
+        out.push_back({kOptimizerFile, v.name + ".exp_avg_sq", v.shape, b.exp_avg_sq() + size_t(layer) * K, K});
+        ++layer;
+    }
+    if (layer != b.num_layers()) fail("checkpoint: found {} balancing views for {} MoE layers", layer, b.num_layers());
+    return out;
+}
+
+json checkpoint_meta(Trainer &t) {
+    if (!t.has_loader()) fail("checkpoint: the trainer has no data loader whose position could be saved");
+    return {{"format", kFormat},
+            {"version", kVersion},
+            {"step", t.step_count()},
+            {"optimizer_step", t.optimizer().step_count()},
+            {"balancing_step", t.balancing().step_count()},
+            {"world_size", 1},
+            {"loader", loader_state_to_json(t.loader_state())},
+            {"step_guard", t.guard().to_json()},
+            {"model_config", config_to_json(t.model().config)},
+            {"train_config", train_config_to_json(t.config())}};
+}
+
+std::string checkpoint_write(const std::string &run_dir, int64_t step, const std::vector<CheckpointTensor> &tensors,
+                             json meta) {
     const fs::path root = fs::path(run_dir) / "checkpoints";
     const std::string name = fmt::format("step_{:08d}", step);
     const fs::path tmp = root / (name + ".tmp"), final_dir = root / name;
     std::error_code ec;
-    fs::remove_all(tmp, ec);
+    fs::remove_all(tmp, ec); // left by a save that was killed
     fs::create_directories(tmp, ec);
     if (ec) fail("cannot create checkpoint directory '{}': {}", tmp.string(), ec.message());
+    try {
+        json files = json::object(), entries = json::array();
+        for (const char *file : {kModelFile, kOptimizerFile}) {
+            std::vector<TensorToWrite> list;
+            std::vector<const CheckpointTensor *> src;
+            for (const CheckpointTensor &c : tensors)
+                if (c.file == file) {
+                    list.push_back({c.name, DType::F32, c.shape, c.data});
+                    src.push_back(&c);
+                }
+            std::vector<WrittenTensor> written;
+            safetensors_write((tmp / file).string(), list, {{"format", "pt"}}, &written);
+            for (size_t i = 0; i < src.size(); ++i)
+                entries.push_back({{"name", src[i]->name},
+                                   {"file", file},
+                                   {"dtype", "F32"},
+                                   {"shape", src[i]->shape},
+                                   {"offset", written[i].offset},
+                                   {"bytes", written[i].nbytes},
+                                   {"xxh64", fmt::format("{:016x}", written[i].xxh64)}});
+            files[file] = {{"bytes", fs::file_size(tmp / file)}};
+            fault_pause();
+        }
+        meta["files"] = files;
+        meta["tensors"] = entries;
+        write_file_atomic((tmp / "manifest.json").string(), meta.dump(1) + "\n"); // last: marks it complete
+        fsync_dir(tmp);
 
-    const Model &m = t.model();
-    std::vector<TensorToWrite> params;
-    for (const ParamView &v : m.layout.views) params.push_back({v.name, DType::F32, v.shape, m.params.data() + v.offset});
-    safetensors_write((tmp / "model.safetensors").string(), params);
-    std::vector<TensorToWrite> state;
-    for (const StateTensor &s : state_tensors(t)) state.push_back({s.name, DType::F32, {int64_t(s.numel)}, s.data});
-    safetensors_write((tmp / "optimizer.safetensors").string(), state);
-
-    json files = json::object();
-    for (const char *f : {"model.safetensors", "optimizer.safetensors"})
-        files[f] = {{"bytes", fs::file_size(tmp / f)}, {"xxh64", file_xxh64((tmp / f).string())}};
-    json manifest = {{"format", kFormat},
-                     {"version", kVersion},
-                     {"step", step},
-                     {"balancing_step", t.balancing().step_count()},
-                     {"loader", loader_state_to_json(t.loader_state())},
-                     {"model_config", config_to_json(m.config)},
-                     {"train_config", train_config_to_json(t.config())},
-                     {"files", files}};
-    write_file_atomic((tmp / "manifest.json").string(), manifest.dump(2) + "\n"); // last: marks it complete
-    fsync_dir(tmp);
-
-    // Move into place; an older checkpoint of the same step is replaced only once the new one is complete.
-    const fs::path old = root / (name + ".old");
-    fs::remove_all(old, ec);
-    if (fs::exists(final_dir)) fs::rename(final_dir, old);
-    fs::rename(tmp, final_dir, ec);
-    if (ec) fail("cannot rename '{}' to '{}': {}", tmp.string(), final_dir.string(), ec.message());
-    fs::remove_all(old, ec);
-    fsync_dir(root);
+        // Move into place; an older checkpoint of the same step is replaced only once the new one is complete.
+        const fs::path old = root / (name + ".old");
+        fs::remove_all(old, ec);
+        if (fs::exists(final_dir)) fs::rename(final_dir, old);
+        fs::rename(tmp, final_dir, ec);
+        if (ec) fail("cannot rename '{}' to '{}': {}", tmp.string(), final_dir.string(), ec.message());
+        fs::remove_all(old, ec);
+        fsync_dir(root);
+    } catch (...) {
+        fs::remove_all(tmp, ec); // a full disk gets its space back; complete checkpoints are untouched
+        throw;
+    }
+    // Last: a crash before this leaves `latest` at the previous checkpoint (resume also scans the directory).
     write_file_atomic((root / "latest").string(), name + "\n");
     return final_dir.string();
 }
 
-void checkpoint_load(Trainer &t, const std::string &dir) {
-    const fs::path d(dir);
-    const std::string manifest_path = (d / "manifest.json").string();
-    if (!fs::exists(manifest_path)) fail("{}: not a complete checkpoint (no manifest.json)", dir);
-    json j = json::parse(read_file_bytes(manifest_path), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) fail("{}: not valid JSON", manifest_path);
-    if (j.value("format", "") != kFormat || j.value("version", 0) != kVersion)
-        fail("{}: not a zaya checkpoint of version {}", manifest_path, kVersion);
-    try {
-        for (const char *f : {"model.safetensors", "optimizer.safetensors"}) {
-            const json &info = j.at("files").at(f);
-            const fs::path p = d / f;
-            if (!fs::exists(p)) fail("{}: file '{}' named by the manifest is missing", dir, f);
-            if (fs::file_size(p) != info.at("bytes").get<uintmax_t>())
-                fail("{}: '{}' has {} bytes, the manifest says {} (truncated?)", dir, f, fs::file_size(p),
-                     info.at("bytes").get<uintmax_t>());
-            if (file_xxh64(p.string()) != info.at("xxh64").get<std::string>())
-                fail("{}: '{}' does not match its checksum (corrupted)", dir, f);
-        }
-        if (config_to_json(config_from_json(j.at("model_config"), manifest_path)) != config_to_json(t.model().config))
-            fail("{}: the checkpoint's model config differs from this run's", manifest_path);
+std::string checkpoint_save(Trainer &t, const std::string &run_dir) {
+    return checkpoint_write(run_dir, t.step_count(), checkpoint_tensors(t), checkpoint_meta(t));
+}
 
-        Model &m = t.mutable_model();
-        auto params = SafetensorsFile::open((d / "model.safetensors").string());
-        for (const ParamView &v : m.layout.views) read_exact(*params, v.name, m.params.data() + v.offset, v.numel);
-        auto state = SafetensorsFile::open((d / "optimizer.safetensors").string());
-        for (const StateTensor &s : state_tensors(t)) read_exact(*state, s.name, s.data, s.numel);
-        t.optimizer().set_step_count(j.at("step").get<int64_t>());
+void checkpoint_load(Trainer &t, const std::string &dir) {
+    const json j = read_manifest(dir);
+    const std::string label = (fs::path(dir) / "manifest.json").string();
+    try {
+        if (config_to_json(config_from_json(j.at("model_config"), label)) != config_to_json(t.model().config))
+            fail("{}: the checkpoint's model config differs from this run's", label);
+        const LoaderState loader = loader_state_from_json(j.at("loader"), label);
+        verify_and_read(dir, j, checkpoint_tensors(t));
+        t.set_step_count(j.at("step").get<int64_t>());
+        t.optimizer().set_step_count(j.at("optimizer_step").get<int64_t>());
         t.balancing().set_step_count(j.at("balancing_step").get<int64_t>());
-        t.restore_loader(loader_state_from_json(j.at("loader"), manifest_path));
+        t.guard().restore(j.at("step_guard"), label);
+        t.restore_loader(loader);
     } catch (const json::exception &e) {
-        fail("{}: malformed manifest: {}", manifest_path, e.what());
+        fail("{}: malformed manifest: {}", label, e.what());
     }
+}
+
+json checkpoint_manifest(const std::string &dir) { return read_manifest(dir); }
+
+Model checkpoint_load_model(const std::string &dir) {
+    const json j = read_manifest(dir);
+    const std::string label = (fs::path(dir) / "manifest.json").string();
+    if (!j.contains("model_config")) fail("{}: malformed manifest: no model_config", label);
+    Model m = Model::create(config_from_json(j.at("model_config"), label));
+    verify_and_read(dir, j, model_tensors(m));
+    return m;
 }
 
 std::optional<std::string> checkpoint_latest(const std::string &run_dir) {
@@ -183,9 +292,11 @@ std::string checkpoint_resume(Trainer &t, const std::string &run_dir,
     } catch (const Error &e) {
         warn(e.what());
     }
-    if (latest) candidates.push_back(*latest);
-    for (const auto &d : checkpoint_list(run_dir))
-        if (!latest || fs::path(d) != fs::path(*latest)) candidates.push_back(d);
+    // Newest first by step: `latest` is normally the first of them; a checkpoint completed just before a crash
+    // that kept `latest` behind is newer still, and complete, so it goes first.
+    candidates = checkpoint_list(run_dir);
+    if (latest && std::find(candidates.begin(), candidates.end(), *latest) == candidates.end())
+        candidates.insert(candidates.begin(), *latest);
     for (const auto &d : candidates) {
         try {
             checkpoint_load(t, d);

@@ -1,27 +1,61 @@
 // Training checkpoints: everything needed to continue a run bit-exactly — parameters (with the balancing biases),
-// Muon momentum, AdamW moments, the balancing controller's moments, step counts and the data loader's position.
+// Muon momentum, AdamW moments, the balancing controller's moments, step counts, the step guard's history and the
+// data loader's position (which, with the seed, is the run's whole RNG state: nothing else draws random numbers
+// during training).
 //
-// Layout: RUN_DIR/checkpoints/step_00000042/{manifest.json, model.safetensors, optimizer.safetensors}. A checkpoint
-// is written into `step_XXXXXXXX.tmp`, every file fsynced, then the directory is renamed into place; the manifest
-// records each file's size and xxh64, and RUN_DIR/checkpoints/latest names the newest complete checkpoint, updated
-// last. A directory without a valid manifest is not a checkpoint. (Asynchronous saving, retention, sharded
-// reshaping and the supervisor are the checkpoint issue's next steps.)
+// Layout: RUN_DIR/checkpoints/step_00000042/{model.safetensors, optimizer.safetensors, manifest.json}.
+// Tensors are stored in logical (unsharded) coordinates under their own names: model weights under their Hugging
+// Face names, optimizer state as `<param>.muon_momentum`, `<param>.exp_avg`, `<param>.exp_avg_sq` and
+// `<layer>.mlp.gate.balancing_biases.exp_avg{,_sq}`, each with its parameter's shape — so any process count can
+// read any checkpoint. The manifest (format "zaya-checkpoint", version 2) records step, optimizer and balancing
+// step counts, model and training config, loader position, world size, step guard state, and for every tensor its
+// name, file, dtype, shape, byte offset, size and xxh64.
+//
+// Writing: into `step_XXXXXXXX.tmp`, every file fsynced, manifest last, the directory renamed into place and
+// fsynced, then RUN_DIR/checkpoints/latest updated. A directory without a valid manifest is not a checkpoint; a
+// failed save removes its temporary directory and leaves every complete checkpoint as it was.
 #pragma once
+#include "model/params.h"
 #include "train/trainer.h"
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace zaya {
 
-// Writes a checkpoint of `t` at its current step; returns the checkpoint directory.
+// One tensor of a checkpoint. `data` points at the live training state, or at a snapshot of it.
+struct CheckpointTensor {
+    std::string file; // "model.safetensors" or "optimizer.safetensors"
+    std::string name;
+    std::vector<int64_t> shape;
+    real *data = nullptr;
+    size_t numel = 0;
+};
+
+// Every tensor of `t`'s training state, pointing at the live buffers.
+std::vector<CheckpointTensor> checkpoint_tensors(Trainer &t);
+// The manifest fields of `t`'s current state, except the tensor and file tables.
+nlohmann::json checkpoint_meta(Trainer &t);
+
+// Writes a checkpoint of step `step` from `tensors` and `meta` into RUN_DIR/checkpoints (see above); returns its
+// directory. On any error the temporary directory is removed and the error rethrown.
+std::string checkpoint_write(const std::string &run_dir, int64_t step, const std::vector<CheckpointTensor> &tensors,
+                             nlohmann::json meta);
+
+// Synchronous save of `t`'s current state; returns the checkpoint directory.
 std::string checkpoint_save(Trainer &t, const std::string &run_dir);
 
-// Restores `t` (built with the same model and training configuration) from `checkpoint_dir`, verifying the
-// manifest, file sizes, checksums and every tensor's shape. Errors name the file or tensor.
+// Restores `t` (built with the same model configuration) from `checkpoint_dir`. Verifies the manifest, the files'
+// sizes, and every tensor's shape, dtype and checksum before changing anything; errors name the file or tensor.
 void checkpoint_load(Trainer &t, const std::string &checkpoint_dir);
+
+// The model of a checkpoint (its config from the manifest, its weights verified as above).
+Model checkpoint_load_model(const std::string &checkpoint_dir);
+// The step and training config a checkpoint's manifest records (for `zaya export`).
+nlohmann::json checkpoint_manifest(const std::string &checkpoint_dir);
 
 // The newest complete checkpoint of a run, if any.
 std::optional<std::string> checkpoint_latest(const std::string &run_dir);

@@ -9,9 +9,14 @@
 #include "model/init.h"
 #include "ops/cpu/gemm.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_writer.h"
+#include "train/signals.h"
+#include "train/supervisor.h"
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
@@ -44,6 +49,21 @@ std::string duration(double s) {
     return fmt::format("{}h{:02d}m", int(s / 3600), int(s / 60) % 60);
 }
 
+// Keeps the metrics of steps ≤ `step` (those the resumed checkpoint contains); later lines were written by a
+// process that did not get to checkpoint them.
+void truncate_metrics(const std::string &path, int64_t step) {
+    if (!fs::exists(path)) return;
+    std::ifstream in(path);
+    std::string line, kept;
+    while (std::getline(in, line)) {
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step)
+            continue;
+        kept += line + "\n";
+    }
+    write_file_atomic(path, kept);
+}
+
 std::string progress_bar(int64_t done, int64_t total, int width) {
     int filled = int(double(width) * double(done) / double(total));
     std::string bar;
@@ -53,7 +73,7 @@ std::string progress_bar(int64_t done, int64_t total, int width) {
 
 } // namespace
 
-void run_training(const TrainConfig &tc_in) {
+int run_training(const TrainConfig &tc_in) {
     TrainConfig tc = tc_in;
     tc.validate();
     auto data = DataSet::open(tc.data);
@@ -67,8 +87,6 @@ void run_training(const TrainConfig &tc_in) {
     write_file_atomic((fs::path(tc.out) / "train_config.json").string(), train_config_to_json(tc).dump(2) + "\n");
     const bool resuming = tc.resume || !tc.resume_from.empty();
     const std::string metrics_path = (fs::path(tc.out) / "metrics.jsonl").string();
-    std::ofstream metrics(metrics_path, resuming ? std::ios::app : std::ios::trunc);
-    if (!metrics) fail("cannot write '{}'", metrics_path);
 
     if (tc.save_init) model_save(model, (fs::path(tc.out) / "init").string(), DType::F32);
     std::ofstream batches_out;
@@ -80,16 +98,23 @@ void run_training(const TrainConfig &tc_in) {
     const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), 2048, 3) * 1e9;
     ParamCounts pc = param_counts(mc);
     Trainer trainer(tc, std::move(model), data);
+    std::unique_ptr<CheckpointWriter> writer;
+    if (tc.ckpt_every > 0 && tc.ckpt_async) {
+        writer = std::make_unique<CheckpointWriter>(trainer, tc.out, tc.keep);
+        trainer.set_before_update([&writer] { writer->wait_snapshot(); });
+    }
     fmt::print("zaya train: {} params ({} active non-embedding), vocab {}, {} layers, {} experts\n", pc.total,
                pc.active_non_embedding, mc.vocab_size, mc.num_hidden_layers, mc.num_experts);
     fmt::print("  data {}: {} train / {} val tokens\n", tc.data, data->train().tokens, data->val().tokens);
     fmt::print("  {} steps × {} sequences × {} tokens (micro-batch {}), lr {} {} warmup {}, balancing {}\n", tc.steps,
                tc.batch, tc.seq, tc.micro(), tc.lr, tc.schedule, tc.warmup_steps(), tc.balance ? "on" : "off");
-    fmt::print("  memory {:.1f} MiB, {} threads, SGEMM peak measured now {:.1f} GFLOP/s\n",
-               double(trainer.memory_bytes()) / (1 << 20), omp_get_max_threads(), peak / 1e9);
+    fmt::print("  memory {:.1f} MiB{}, {} threads, SGEMM peak measured now {:.1f} GFLOP/s\n",
+               double(trainer.memory_bytes()) / (1 << 20),
+               writer ? fmt::format(" + {:.1f} MiB checkpoint snapshot", double(writer->snapshot_bytes()) / (1 << 20))
+                      : std::string(),
+               omp_get_max_threads(), peak / 1e9);
     std::fflush(stdout);
 
-    int64_t start = 0;
     if (resuming) {
         std::string from;
         if (!tc.resume_from.empty()) {
@@ -99,27 +124,65 @@ void run_training(const TrainConfig &tc_in) {
             if (checkpoint_list(tc.out).empty()) fail("--resume: no checkpoint under '{}/checkpoints'", tc.out);
             from = checkpoint_resume(trainer, tc.out, [](const std::string &w) { fmt::print("  warning: {}\n", w); });
         }
-        start = trainer.step_count();
-        fmt::print("  resumed from {} (step {})\n", from, start);
-        if (start >= tc.steps) fail("--resume: the checkpoint is at step {}, --steps is {}", start, tc.steps);
+        fmt::print("  resumed from {} (step {})\n", from, trainer.step_count());
+        if (trainer.step_count() >= tc.steps)
+            fail("--resume: the checkpoint is at step {}, --steps is {}", trainer.step_count(), tc.steps);
     }
-    auto save = [&] {
-        std::string dir = checkpoint_save(trainer, tc.out);
-        if (tc.keep > 0) checkpoint_prune(tc.out, tc.keep);
-        fmt::print("step {:>5}  checkpoint {}\n", trainer.step_count(), dir);
+    const int64_t start = trainer.step_count();
+    // Steps after the checkpoint were lost with the process that took them: their metrics go too.
+    if (resuming) truncate_metrics(metrics_path, start);
+    std::ofstream metrics(metrics_path, resuming ? std::ios::app : std::ios::trunc);
+    if (!metrics) fail("cannot write '{}'", metrics_path);
+
+    SupervisorLink link;
+    link.send(fmt::format("ready {}", start));
+    StopSignals signals;
+
+    auto report = [&](const SaveReport &r) {
+        if (r.ok()) {
+            fmt::print("step {:>5}  checkpoint {} ({:.1f} MB written in {:.2f} s)\n", r.step, r.dir, double(r.bytes) / 1e6,
+                       r.copy_s + r.write_s);
+            link.send(fmt::format("ckpt {}", r.step));
+        } else {
+            fmt::print("step {:>5}  checkpoint FAILED, training goes on, earlier checkpoints are intact: {}\n", r.step,
+                       r.error);
+        }
+        std::fflush(stdout);
+    };
+    auto save = [&](bool wait) {
+        if (writer) {
+            writer->start(trainer);
+            if (wait)
+                if (auto r = writer->finish()) report(*r);
+            return;
+        }
+        SaveReport r;
+        r.step = trainer.step_count();
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+            r.dir = checkpoint_save(trainer, tc.out);
+            if (tc.keep > 0) checkpoint_prune(tc.out, tc.keep);
+        } catch (const Error &e) {
+            r.error = e.what();
+        }
+        r.write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        report(r);
     };
 
     const bool tty = isatty(fileno(stdout));
     double elapsed = 0;
+    int64_t taken = 0; // steps taken by this process
     auto validate = [&](int64_t step) {
         double vl = trainer.evaluate();
         fmt::print("step {:>5}  val_loss {:.4f}\n", step, vl);
         metrics << nlohmann::json{{"step", step}, {"val_loss", vl}}.dump() << "\n" << std::flush;
         return vl;
     };
-    for (int64_t s = start + 1; s <= tc.steps; ++s) {
+    while (trainer.step_count() < tc.steps) {
         batch_log.clear();
         StepResult r = trainer.step(tc.dump_batches ? &batch_log : nullptr);
+        const int64_t s = r.step;
+        ++taken;
         if (tc.dump_batches)
             batches_out.write(reinterpret_cast<const char *>(batch_log.data()),
                               std::streamsize(batch_log.size() * sizeof(int32_t)));
@@ -127,25 +190,61 @@ void run_training(const TrainConfig &tc_in) {
         const double tok_s = double(r.tokens) / r.seconds;
         const double mfu = trainer.flops_per_step() / r.seconds / peak;
         const double ent = std::accumulate(r.entropy.begin(), r.entropy.end(), 0.0) / double(r.entropy.size());
-        const double eta = elapsed / double(s - start) * double(tc.steps - s);
+        const double eta = elapsed / double(taken) * double(tc.steps - s);
         std::string line = fmt::format("step {:>5}/{}  loss {:.4f}  gnorm {:.3f}  lr {:.2e}  {:.0f} tok/s  mfu {:.1f}%  "
                                        "entropy {:.3f}{}  eta {}",
                                        s, tc.steps, r.loss, r.grad_norm, r.lr, tok_s, 100 * mfu, ent,
-                                       r.skipped ? "  SKIPPED (non-finite gradient)" : "", duration(eta));
+                                       r.skipped ? fmt::format("  SKIPPED ({})", verdict_name(r.verdict)) : "",
+                                       duration(eta));
         if (tty) fmt::print("{} {}\n", progress_bar(s, tc.steps, 20), line);
         else fmt::print("{}\n", line);
         std::fflush(stdout);
-        metrics << nlohmann::json{{"step", s},          {"loss", r.loss},   {"lr", r.lr},
-                                  {"grad_norm", r.grad_norm}, {"tokens_per_s", tok_s}, {"mfu", mfu},
-                                  {"routing_entropy", r.entropy}, {"skipped", r.skipped}}
-                       .dump()
-                << "\n";
+        nlohmann::json m{{"step", s},          {"loss", r.loss},   {"lr", r.lr},
+                         {"grad_norm", r.grad_norm}, {"tokens_per_s", tok_s}, {"mfu", mfu},
+                         {"routing_entropy", r.entropy}, {"skipped", r.skipped}};
+        if (r.skipped) m["skip_reason"] = verdict_name(r.verdict);
+        metrics << m.dump() << "\n";
+        link.send(fmt::format("step {}", s));
+        if (writer)
+            for (const SaveReport &rep : writer->poll()) report(rep);
+
+        if (trainer.guard().wants_rollback()) {
+            if (writer)
+                if (auto rep = writer->finish()) report(*rep);
+            if (checkpoint_list(tc.out).empty()) {
+                fmt::print("step {:>5}  {} consecutive skipped steps and no checkpoint to roll back to; going on\n", s,
+                           trainer.guard().consecutive_skips());
+                trainer.guard().clear_skips();
+            } else {
+                const LoaderState now = trainer.loader_state();
+                const std::string from =
+                    checkpoint_resume(trainer, tc.out, [](const std::string &w) { fmt::print("  warning: {}\n", w); });
+                trainer.restore_loader(now); // the data that caused the spikes is not seen again
+                trainer.guard().clear_skips();
+                fmt::print("step {:>5}  rolled back to {} (step {}) after repeated spikes; skipping the data window "
+                           "since then\n",
+                           s, from, trainer.step_count());
+                metrics << nlohmann::json{{"step", s}, {"rollback_to", trainer.step_count()}}.dump() << "\n";
+                continue;
+            }
+        }
         if (tc.eval_every > 0 && s % tc.eval_every == 0 && s != tc.steps) validate(s);
-        if (tc.ckpt_every > 0 && (s % tc.ckpt_every == 0 || s == tc.steps)) save();
-        if (tc.stop_after > 0 && s - start == tc.stop_after && s != tc.steps) {
-            if (tc.ckpt_every == 0 || s % tc.ckpt_every != 0) save();
+        if (tc.ckpt_every > 0 && (s % tc.ckpt_every == 0 || s == tc.steps)) save(/*wait=*/s == tc.steps);
+        if (const int sig = signals.received()) {
+            metrics.flush();
+            if (tc.ckpt_every == 0 || s % tc.ckpt_every != 0) save(true);
+            else if (writer)
+                if (auto rep = writer->finish()) report(*rep);
+            fmt::print("stopped by {} after step {}; continue with --resume\n", strsignal(sig), s);
+            return 128 + sig;
+        }
+        if (tc.stop_after > 0 && taken == tc.stop_after && s != tc.steps) {
+            metrics.flush();
+            if (tc.ckpt_every == 0 || s % tc.ckpt_every != 0) save(true);
+            else if (writer)
+                if (auto rep = writer->finish()) report(*rep);
             fmt::print("stopped after {} steps as asked (--stop-after); continue with --resume\n", tc.stop_after);
-            return;
+            return 0;
         }
     }
     metrics.flush();
@@ -175,6 +274,7 @@ void run_training(const TrainConfig &tc_in) {
         });
         fmt::print("{}\n", tok.decode(generated));
     }
+    return 0;
 }
 
 } // namespace zaya

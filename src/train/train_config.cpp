@@ -20,6 +20,9 @@ void TrainConfig::validate() const {
     if (keep < 0) fail("train: keep must be ≥ 0, got {}", keep);
     if (stop_after < 0) fail("train: stop_after must be ≥ 0, got {}", stop_after);
     if (eval_every < 0 || eval_batches < 0) fail("train: eval_every and eval_batches must be ≥ 0");
+    if (!(spike_z >= 0)) fail("train: spike_z must be ≥ 0 (0 = off), got {}", spike_z);
+    if (spike_window < 2) fail("train: spike_window must be at least 2, got {}", spike_window);
+    if (spike_rollback < 0) fail("train: spike_rollback must be ≥ 0 (0 = never), got {}", spike_rollback);
     schedule_kind_from_string(schedule); // names the bad value
 }
 
@@ -74,6 +77,10 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
         else if (k == "stop_after") integer(c.stop_after);
         else if (k == "save_init") want(v.is_boolean(), "true or false"), c.save_init = v.get<bool>();
         else if (k == "dump_batches") want(v.is_boolean(), "true or false"), c.dump_batches = v.get<bool>();
+        else if (k == "ckpt_async") want(v.is_boolean(), "true or false"), c.ckpt_async = v.get<bool>();
+        else if (k == "spike_z") number(c.spike_z);
+        else if (k == "spike_window") integer(c.spike_window);
+        else if (k == "spike_rollback") integer(c.spike_rollback);
         else fail("{}: unknown field '{}'", source, k);
     }
 }
@@ -91,7 +98,8 @@ nlohmann::json train_config_to_json(const TrainConfig &c) {
             {"sample_tokens", c.sample_tokens}, {"sample_prompt", c.sample_prompt},
             {"save_init", c.save_init}, {"dump_batches", c.dump_batches},
             {"ckpt_every", c.ckpt_every}, {"keep", c.keep}, {"resume", c.resume}, {"resume_from", c.resume_from},
-            {"stop_after", c.stop_after}};
+            {"stop_after", c.stop_after}, {"ckpt_async", c.ckpt_async}, {"spike_z", c.spike_z},
+            {"spike_window", c.spike_window}, {"spike_rollback", c.spike_rollback}};
 }
 
 } // namespace zaya

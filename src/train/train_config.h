@@ -42,6 +42,13 @@ struct TrainConfig {
     std::string resume_from;
     int64_t stop_after = 0; // stop (with a checkpoint) after this many steps of this invocation; 0 = run to the end
     bool dump_batches = false;
+    bool ckpt_async = true; // checkpoints are written by a background thread (train/checkpoint_writer.h)
+    // The step guard (train/step_guard.h): skip updates whose loss or gradient norm is more than spike_z standard
+    // deviations above the last spike_window accepted steps (0 = off); roll back after spike_rollback consecutive
+    // skipped steps (0 = never).
+    double spike_z = 8.0;
+    int64_t spike_window = 100;
+    int64_t spike_rollback = 3;
 
     void validate() const;
     int64_t micro() const { return micro_batch > 0 ? micro_batch : batch; }

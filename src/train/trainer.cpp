@@ -3,10 +3,15 @@
 #include "core/error.h"
 #include "model/flops.h"
 #include "model/forward.h"
+#include "optim/clip.h"
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <sstream>
+#include <thread>
 
 namespace zaya {
 
@@ -16,6 +21,31 @@ BalancingConfig balancing_config(const TrainConfig &tc) {
     b.lr = tc.balance_lr;
     return b;
 }
+
+GuardConfig guard_config(const TrainConfig &tc) {
+    GuardConfig g;
+    g.spike_z = tc.spike_z;
+    g.window = tc.spike_window;
+    g.rollback_after = tc.spike_rollback;
+    return g;
+}
+
+// "3,7,12" from an environment variable (fault injection); empty if unset.
+std::set<int64_t> env_iterations(const char *name) {
+    std::set<int64_t> out;
+    const char *v = std::getenv(name);
+    if (!v) return out;
+    std::stringstream ss(v);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        try {
+            out.insert(std::stoll(item));
+        } catch (const std::exception &) {
+            fail("environment variable {}: '{}' is not a list of step numbers", name, v);
+        }
+    }
+    return out;
+}
 } // namespace
 
 Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data)
@@ -24,7 +54,9 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
       acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true)),
       scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro())),
       grads_(RealBuffer::zeros(model_.layout.total)),
-      counts_(size_t(model_.config.num_hidden_layers * model_.config.router_classes()), 0) {
+      counts_(size_t(model_.config.num_hidden_layers * model_.config.router_classes()), 0), guard_(guard_config(tc)),
+      fault_nan_(env_iterations("ZAYA_FAULT_NAN_GRAD")), fault_spike_(env_iterations("ZAYA_FAULT_SPIKE_GRAD")),
+      fault_hang_(env_iterations("ZAYA_FAULT_HANG")) {
     if (data_) loader_.emplace(data_, tc.seq, tc.seed);
     if (data_ && int64_t(data_->manifest().vocab_size) > model_.config.vocab_size)
         fail("data in '{}' has vocab_size {} but the model's is {}", data_->dir(), data_->manifest().vocab_size,
@@ -64,15 +96,27 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
         }
         model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(), real(1.0 / double(accum)));
     }
+    const int64_t it = iteration_ + 1;
+    if (fault_nan_.erase(it)) grads_.data()[0] = std::numeric_limits<real>::quiet_NaN();
+    if (fault_hang_.erase(it)) std::this_thread::sleep_for(std::chrono::hours(24 * 365));
+    if (fault_spike_.erase(it))
+        for (size_t i = 0; i < grads_.size; ++i) grads_.data()[i] *= real(1e4);
+
     r.lr = opt_.scheduled_lr();
-    StepStats st = opt_.step(model_.params.data(), grads_.data(), r.lr);
-    r.grad_norm = st.grad_norm;
-    r.skipped = st.skipped;
-    if (tc_.balance && !st.skipped) balance_.update(model_.params.data(), counts_.data());
+    r.grad_norm = std::sqrt(grad_sum_squares(model_.layout, grads_.data()));
+    r.verdict = guard_.check(r.loss, r.grad_norm);
+    guard_.record(r.verdict, r.loss, r.grad_norm);
+    r.skipped = r.verdict != StepVerdict::Ok;
+    if (!r.skipped) {
+        if (before_update_) before_update_();
+        opt_.clip_and_update(model_.params.data(), grads_.data(), r.lr, r.grad_norm);
+        if (tc_.balance) balance_.update(model_.params.data(), counts_.data());
+    }
     r.entropy.resize(size_t(c.num_hidden_layers));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
         r.entropy[size_t(l)] = normalised_routing_entropy(counts_.data() + l * K, c.num_experts);
-    r.step = opt_.step_count();
+    iteration_ = it;
+    r.step = it;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
 }

@@ -1,6 +1,15 @@
 // One training process: model, optimizer, balancing controller, data loader and every buffer a step needs,
-// all allocated once in the constructor (design decision 3). step() is one optimizer step over the global batch
-// (gradient accumulation over micro-batches); evaluate() is the mean validation loss.
+// all allocated once in the constructor (design decision 3). step() is one training step over the global batch
+// (gradient accumulation over micro-batches) whose update the step guard may refuse; evaluate() is the mean
+// validation loss.
+//
+// Two counters: iteration() counts training steps taken, skipped ones included — it names checkpoints and drives
+// the run loop; the optimizer's step count counts updates — it drives the lr schedule and Adam's bias correction
+// (as Megatron does when it skips a step).
+//
+// Fault injection for the fault-tolerance tests: ZAYA_FAULT_NAN_GRAD=3,7 makes the gradient of iterations 3 and 7
+// NaN, ZAYA_FAULT_SPIKE_GRAD=... multiplies it by 1e4, ZAYA_FAULT_HANG=... hangs (for the supervisor's heartbeat);
+// each fires once per process.
 #pragma once
 #include "data/dataset.h"
 #include "data/loader.h"
@@ -8,23 +17,26 @@
 #include "model/backward.h"
 #include "optim/balancing.h"
 #include "optim/optimizer.h"
+#include "train/step_guard.h"
 #include "train/train_config.h"
 
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 namespace zaya {
 
 struct StepResult {
-    int64_t step = 0;          // 1-based number of the optimizer step just taken
+    int64_t step = 0;          // 1-based number of the training step just taken (skipped ones count)
     double loss = 0;           // mean next-token loss over the global batch, before the update
     double grad_norm = 0;      // global L2 norm before clipping
     double lr = 0;
     double seconds = 0;        // wall time of the step
     int64_t tokens = 0;        // tokens processed (inputs)
-    bool skipped = false;      // non-finite gradient: no update
+    bool skipped = false;      // the guard refused the update (train/step_guard.h); `verdict` says why
+    StepVerdict verdict = StepVerdict::Ok;
     std::vector<double> entropy; // per layer: normalised routing entropy of this step's choices
 };
 
@@ -43,7 +55,7 @@ class Trainer {
 
     const Model &model() const { return model_; }
     const TrainConfig &config() const { return tc_; }
-    int64_t step_count() const { return opt_.step_count(); }
+    int64_t step_count() const { return iteration_; }
     double flops_per_step() const { return flops_per_step_; } // model FLOPs: forward + backward (≈ 3× forward)
     size_t memory_bytes() const;                              // params, grads, optimizer state, activations
 
@@ -54,6 +66,11 @@ class Trainer {
     bool has_loader() const { return loader_.has_value(); }
     LoaderState loader_state() const { return loader_->state(); }
     void restore_loader(const LoaderState &s) { loader_->restore(s); }
+    void set_step_count(int64_t iteration) { iteration_ = iteration; }
+    StepGuard &guard() { return guard_; }
+    // Called right before the parameters and optimizer state are modified (an asynchronous checkpoint writer
+    // waits there until its snapshot of them is complete).
+    void set_before_update(std::function<void()> f) { before_update_ = std::move(f); }
 
   private:
     TrainConfig tc_;
@@ -67,6 +84,10 @@ class Trainer {
     RealBuffer grads_;
     std::vector<int64_t> counts_; // [L, E+1] routing choices of the current step
     double flops_per_step_ = 0;
+    int64_t iteration_ = 0;
+    StepGuard guard_;
+    std::function<void()> before_update_;
+    std::set<int64_t> fault_nan_, fault_spike_, fault_hang_; // iterations with an injected fault not yet fired
 };
 
 } // namespace zaya

@@ -1,0 +1,229 @@
+#include "train/supervisor.h"
+
+#include "core/error.h"
+#include "train/checkpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace zaya {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_stop(int sig) { g_stop = sig; }
+
+class Log {
+  public:
+    explicit Log(const std::string &run_dir) : path_((fs::path(run_dir) / "supervisor.log").string()) {}
+    template <typename... A> void operator()(fmt::format_string<A...> f, A &&...a) const {
+        const std::time_t now = std::time(nullptr);
+        char stamp[32];
+        std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+        const std::string line = fmt::format("[supervisor {}] {}\n", stamp, fmt::format(f, std::forward<A>(a)...));
+        std::fputs(line.c_str(), stderr);
+        std::fflush(stderr);
+        std::ofstream(path_, std::ios::app) << line;
+    }
+
+  private:
+    std::string path_;
+};
+
+int64_t latest_checkpoint_step(const std::string &run_dir) {
+    const auto all = checkpoint_list(run_dir);
+    for (const auto &d : all)
+        if (fs::exists(fs::path(d) / "manifest.json")) return std::stoll(fs::path(d).filename().string().substr(5));
+    return -1;
+}
+
+// The restart command: --resume from the run's checkpoints when there are any (never --from: it names a
+// checkpoint older than the run's own), otherwise the original command without --resume (a fresh start).
+std::vector<std::string> restart_argv(const std::vector<std::string> &argv, bool have_checkpoint) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < argv.size(); ++i) {
+        const std::string &a = argv[i];
+        if (a == "--from") {
+            ++i;
+            continue;
+        }
+        if (a.rfind("--from=", 0) == 0 || a == "--resume") continue;
+        out.push_back(a);
+    }
+    if (have_checkpoint) out.push_back("--resume");
+    return out;
+}
+
+std::string describe(int status) {
+    if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) return fmt::format("was killed by {}", strsignal(WTERMSIG(status)));
+    return "stopped";
+}
+
+std::string join(const std::vector<std::string> &v) {
+    std::string s;
+    for (const auto &a : v) s += (s.empty() ? "" : " ") + a;
+    return s;
+}
+
+// Sleeps `seconds` unless a stop signal arrives first.
+void interruptible_sleep(double seconds) {
+    const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+    while (!g_stop && Clock::now() < until) ::poll(nullptr, 0, 50);
+}
+
+} // namespace
+
+int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c) {
+    std::error_code ec;
+    fs::create_directories(c.run_dir, ec);
+    if (ec) fail("cannot create run directory '{}': {}", c.run_dir, ec.message());
+    const Log log(c.run_dir);
+    struct sigaction sa {};
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &sa, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+
+    int64_t best = latest_checkpoint_step(c.run_dir);
+    int64_t consecutive = 0, restarts = 0;
+    log("supervising: {} (heartbeat timeout {} s, at most {} restarts in a row without a new checkpoint)", join(argv),
+        c.heartbeat_timeout, c.max_restarts);
+    for (int attempt = 0;; ++attempt) {
+        const std::vector<std::string> args = attempt == 0 ? argv : restart_argv(argv, best >= 0);
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) fail("supervisor: pipe: {}", std::strerror(errno));
+        const pid_t parent = ::getpid();
+        const pid_t pid = ::fork();
+        if (pid < 0) fail("supervisor: fork: {}", std::strerror(errno));
+        if (pid == 0) { // child: own process group (signals reach it through the supervisor only), dies with us
+            ::setpgid(0, 0);
+            ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (::getppid() != parent) ::_exit(1);
+            ::close(fds[0]);
+            ::fcntl(fds[1], F_SETFD, 0);
+            ::setenv("ZAYA_SUPERVISOR_FD", std::to_string(fds[1]).c_str(), 1);
+            if (attempt > 0) // an injected fault (trainer.h) happens once per supervised run, not once per restart
+                for (const char *v : {"ZAYA_FAULT_NAN_GRAD", "ZAYA_FAULT_SPIKE_GRAD", "ZAYA_FAULT_HANG"}) ::unsetenv(v);
+            std::vector<char *> cargv;
+            for (const auto &a : args) cargv.push_back(const_cast<char *>(a.c_str()));
+            cargv.push_back(nullptr);
+            ::execv("/proc/self/exe", cargv.data());
+            std::fprintf(stderr, "supervisor: cannot run the trainer: %s\n", std::strerror(errno));
+            ::_exit(127);
+        }
+        ::setpgid(pid, pid);
+        ::close(fds[1]);
+        std::ofstream((fs::path(c.run_dir) / "trainer.pid").string(), std::ios::trunc) << pid << "\n";
+        log("trainer started (pid {}, attempt {}): {}", pid, attempt + 1, join(args));
+
+        bool ready = false, hung = false;
+        int forwarded = 0, status = 0;
+        int64_t last_step = -1;
+        std::string pending;
+        auto last_beat = Clock::now();
+        for (;;) {
+            pollfd p{fds[0], POLLIN, 0};
+            if (::poll(&p, 1, 200) > 0) {
+                char buf[4096];
+                const ssize_t n = ::read(fds[0], buf, sizeof buf);
+                if (n > 0) {
+                    pending.append(buf, size_t(n));
+                    for (size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1)) {
+                        const std::string line = pending.substr(0, nl);
+                        last_beat = Clock::now();
+                        const auto sp = line.find(' ');
+                        const std::string kind = line.substr(0, sp);
+                        const int64_t v = sp == std::string::npos ? -1 : std::atoll(line.c_str() + sp + 1);
+                        if (kind == "ready") ready = true, last_step = v;
+                        else if (kind == "step") last_step = v;
+                    }
+                }
+            }
+            if (g_stop && !forwarded) {
+                forwarded = g_stop;
+                log("received {}: asking the trainer to checkpoint and stop", strsignal(forwarded));
+                ::kill(pid, forwarded);
+            }
+            const pid_t w = ::waitpid(pid, &status, WNOHANG);
+            if (w == pid) break;
+            const double quiet = std::chrono::duration<double>(Clock::now() - last_beat).count();
+            if (!hung && quiet > c.heartbeat_timeout) {
+                log("no heartbeat from the trainer for {:.0f} s (last step {}): killing it", quiet, last_step);
+                ::kill(-pid, SIGKILL);
+                hung = true;
+            }
+        }
+        ::close(fds[0]);
+
+        if (forwarded) {
+            log("trainer {} after the stop request", describe(status));
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + forwarded;
+        }
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+            log("trainer finished (step {}); {} restart(s) in this run", last_step, restarts);
+            return 0;
+        }
+        if (!ready && WIFEXITED(status) && !hung) {
+            log("trainer {} during set-up; not restarting (see its error above)", describe(status));
+            return WEXITSTATUS(status);
+        }
+        const int64_t now_best = latest_checkpoint_step(c.run_dir);
+        if (now_best > best) consecutive = 0;
+        best = std::max(best, now_best);
+        ++consecutive;
+        if (consecutive > c.max_restarts) {
+            log("trainer {}; giving up after {} restarts in a row without a new checkpoint", describe(status),
+                consecutive - 1);
+            return 1;
+        }
+        const double delay = std::min(60.0, c.restart_delay * std::pow(2.0, double(consecutive - 1)));
+        log("trainer {}{} at step {}; restarting {} in {:.1f} s (restart {})", describe(status),
+            hung ? " (hung)" : "", last_step,
+            best >= 0 ? fmt::format("from checkpoint step {}", best) : std::string("from scratch"), delay,
+            restarts + 1);
+        interruptible_sleep(delay);
+        if (g_stop) {
+            log("received {} while waiting to restart: stopping", strsignal(g_stop));
+            return 128 + g_stop;
+        }
+        ++restarts;
+    }
+}
+
+SupervisorLink::SupervisorLink() {
+    const char *v = std::getenv("ZAYA_SUPERVISOR_FD");
+    if (!v) return;
+    fd_ = std::atoi(v);
+    if (::fcntl(fd_, F_GETFD) < 0) {
+        fd_ = -1;
+        return;
+    }
+    ::fcntl(fd_, F_SETFD, FD_CLOEXEC);
+    std::signal(SIGPIPE, SIG_IGN); // a gone supervisor must not kill the trainer
+}
+
+void SupervisorLink::send(const std::string &line) const {
+    if (fd_ < 0) return;
+    const std::string l = line + "\n";
+    [[maybe_unused]] ssize_t n = ::write(fd_, l.data(), l.size()); // ≤ PIPE_BUF: atomic; errors ignored
+}
+
+} // namespace zaya

@@ -1,0 +1,44 @@
+// The fault-tolerant supervisor (`zaya train --supervise`, spec §D.6): runs the trainer as a child process and
+// restarts it from the latest good checkpoint when it crashes, is killed, or stops making progress.
+//
+//   heartbeat   the child reports "ready N", "step N", "ckpt N" lines on a pipe (SupervisorLink); no line for
+//               `heartbeat_timeout` seconds means it hangs: its process group is killed (SIGKILL) and restarted.
+//   restart     with --resume (and without --from) once the run has a checkpoint; from scratch before that.
+//   backoff     restart_delay · 2^(k−1) seconds before the k-th consecutive restart, at most 60 s.
+//   bounded     more than `max_restarts` consecutive restarts without a new checkpoint: give up (exit 1).
+//   not retried a child that fails with an error before "ready" (bad flags, bad data: restarting cannot help),
+//               and a stop the supervisor itself asked for (SIGINT/SIGTERM/SIGHUP are forwarded to the child once,
+//               which stops gracefully after a checkpoint).
+//
+// Every event is logged, with its reason, to stderr and RUN_DIR/supervisor.log; RUN_DIR/trainer.pid holds the
+// current child's pid.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zaya {
+
+struct SupervisorConfig {
+    std::string run_dir;
+    int64_t max_restarts = 10;
+    double heartbeat_timeout = 600; // seconds
+    double restart_delay = 1;       // seconds, doubled per consecutive restart
+};
+
+// `argv` is the trainer's command line (argv[0] first) without the supervisor's own flags. Returns zaya's exit
+// status: the child's when it finished or was stopped, 1 when the supervisor gave up.
+int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c);
+
+// The child's end of the heartbeat pipe (ZAYA_SUPERVISOR_FD); does nothing when not supervised.
+class SupervisorLink {
+  public:
+    SupervisorLink();
+    void send(const std::string &line) const; // one line; a gone supervisor is ignored
+    bool active() const { return fd_ >= 0; }
+
+  private:
+    int fd_ = -1;
+};
+
+} // namespace zaya
