@@ -6,7 +6,9 @@
 #include "model/init.h"
 #include "test_helpers.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_writer.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -135,6 +137,82 @@ TEST(Checkpoint, KeepPrunesAndResumeFallsBackPastADamagedLatest) {
     EXPECT_EQ(resumed.step_count(), 2);
     EXPECT_EQ(resumed.step().loss, losses[2]);
     EXPECT_EQ(resumed.step().loss, losses[3]);
+}
+
+TEST(Checkpoint, AsyncSaveWritesTheStateOfItsStepWhileTrainingGoesOn) {
+    Fixture f;
+    Trainer sync = f.make_trainer();
+    for (int s = 0; s < 3; ++s) sync.step();
+    const std::string sync_dir = checkpoint_save(sync, f.tmp.str("sync_run"));
+
+    Trainer t = f.make_trainer();
+    for (int s = 0; s < 3; ++s) t.step();
+    {
+        CheckpointWriter w(t, f.tc.out, 0);
+        t.set_before_update([&] { w.wait_snapshot(); });
+        w.start(t);
+        t.step(); // updates only after the snapshot is complete
+        t.step();
+        const std::optional<SaveReport> r = w.finish();
+        ASSERT_TRUE(r.has_value());
+        ASSERT_TRUE(r->ok()) << r->error;
+        EXPECT_EQ(r->step, 3);
+        EXPECT_EQ(r->bytes, w.snapshot_bytes());
+        t.set_before_update(nullptr);
+    }
+    const std::string async_dir = f.tc.out + "/checkpoints/step_00000003";
+    for (const char *file : {"model.safetensors", "optimizer.safetensors", "manifest.json"})
+        EXPECT_EQ(read_file_bytes(async_dir + "/" + file), read_file_bytes(sync_dir + "/" + file)) << file;
+}
+
+TEST(Checkpoint, ACorruptedTensorIsNamedAndNothingIsLoaded) {
+    Fixture f;
+    Trainer t = f.make_trainer();
+    t.step();
+    const std::string dir = checkpoint_save(t, f.tc.out);
+    const std::string opt = dir + "/optimizer.safetensors";
+    std::string bytes = read_file_bytes(opt);
+    bytes[bytes.size() - 5] ^= 0x10; // inside the last tensor
+    std::ofstream(opt, std::ios::binary | std::ios::trunc) << bytes;
+
+    Trainer u = f.make_trainer();
+    const std::vector<real> before(u.model().params.data(), u.model().params.data() + u.model().params.size);
+    const std::string msg = test::error_of([&] { checkpoint_load(u, dir); });
+    EXPECT_NE(msg.find("balancing_biases.exp_avg_sq' does not match its checksum"), std::string::npos) << msg;
+    EXPECT_EQ(std::memcmp(before.data(), u.model().params.data(), before.size() * sizeof(real)), 0)
+        << "a failed load changed the parameters";
+    EXPECT_EQ(u.step_count(), 0);
+}
+
+TEST(Checkpoint, SkippedStepsCountAsStepsButNotAsUpdates) {
+    Fixture f;
+    ::setenv("ZAYA_FAULT_NAN_GRAD", "2", 1);
+    Trainer t = f.make_trainer();
+    ::unsetenv("ZAYA_FAULT_NAN_GRAD");
+    t.step();
+    const std::vector<real> before(t.model().params.data(), t.model().params.data() + t.model().params.size);
+    const StepResult r = t.step();
+    EXPECT_TRUE(r.skipped);
+    EXPECT_EQ(r.verdict, StepVerdict::NonFinite);
+    EXPECT_EQ(r.step, 2);
+    EXPECT_EQ(t.step_count(), 2);
+    EXPECT_EQ(t.optimizer().step_count(), 1);
+    EXPECT_EQ(std::memcmp(before.data(), t.model().params.data(), before.size() * sizeof(real)), 0);
+    EXPECT_FALSE(t.step().skipped); // fires once
+}
+
+TEST(Checkpoint, GuardHistoryAndCountersRoundTrip) {
+    Fixture f;
+    Trainer t = f.make_trainer();
+    for (int s = 0; s < 5; ++s) t.step();
+    const std::string dir = checkpoint_save(t, f.tc.out);
+    Trainer u = f.make_trainer();
+    checkpoint_load(u, dir);
+    EXPECT_EQ(u.guard().to_json(), t.guard().to_json());
+    EXPECT_EQ(u.guard().to_json()["losses"].size(), 5u);
+    EXPECT_EQ(u.step_count(), 5);
+    EXPECT_EQ(u.optimizer().step_count(), t.optimizer().step_count());
+    EXPECT_EQ(u.balancing().step_count(), t.balancing().step_count());
 }
 
 } // namespace

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Fault tolerance, end to end (the checkpoint issue): export, graceful stop on SIGTERM, injected NaN gradients,
+# spikes that force a rollback, a corrupted latest checkpoint, a full disk during saves, and the supervisor
+# restarting a killed or hung trainer. Every recovered run is compared byte for byte with an uninterrupted one.
+#
+# Usage: test_faults.sh ZAYA_BINARY SOURCE_DIR
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+    echo "usage: $0 ZAYA_BINARY SOURCE_DIR" >&2
+    exit 2
+fi
+ZAYA=$1
+SRC=$2
+source "$SRC/tests/cli/lib.sh"
+
+mkdir -p "$tmp/corpus"
+for i in $(seq 1 200); do
+    printf 'Document %d. The quick brown fox jumps over the lazy dog %d times.\nPython is a language number %d.\n' \
+        "$i" "$i" $((i * 7)) >"$tmp/corpus/doc$i.txt"
+done
+"$ZAYA" prepare --input "$tmp/corpus" --out "$tmp/data" --vocab-size 400 >/dev/null
+args=(--data "$tmp/data" --model tiny --batch 4 --seq 32 --warmup 2 --eval-every 0 --sample-tokens 0)
+model_of() { echo "$tmp/$1/model/model.safetensors"; }
+same_model() { # NAME RUN_A RUN_B
+    if cmp -s "$(model_of "$2")" "$(model_of "$3")"; then pass "$1"; else fail "$1" "$2 and $3 differ"; fi
+}
+step_losses() { grep -o '[{,]"loss":[^,}]*' "$tmp/$1/metrics.jsonl" | tr '\n' ' '; }
+
+# ---- reference runs, uninterrupted ----
+expect_ok "straight run, 40 steps, checkpoints every 5" train "${args[@]}" --out "$tmp/straight" --steps 40 --ckpt-every 5
+expect_ok "straight run, 300 steps" train "${args[@]}" --out "$tmp/long" --steps 300 --ckpt-every 10 --keep 2
+
+# ---- manifest: every tensor in logical coordinates with file, dtype, shape, offset, bytes, xxh64 ----
+if command -v python3 >/dev/null 2>&1; then
+    if python3 - "$tmp/straight/checkpoints/step_00000040" <<'PY'; then
+import json, os, struct, sys
+d = sys.argv[1]
+m = json.load(open(os.path.join(d, "manifest.json")))
+assert m["format"] == "zaya-checkpoint" and m["version"] == 2 and m["step"] == 40 and m["world_size"] == 1, m
+for k in ("optimizer_step", "balancing_step", "loader", "step_guard", "model_config", "train_config"): assert k in m, k
+names = {t["name"] for t in m["tensors"]}
+assert "model.embed_tokens.weight" in names and "model.embed_tokens.weight.exp_avg_sq" in names
+assert "model.layers.0.self_attn.qkv_proj.q_proj.weight.muon_momentum" in names
+assert "model.layers.0.mlp.experts.gate_up_proj.muon_momentum" in names
+assert any(n.endswith("balancing_biases.exp_avg") for n in names)
+for t in m["tensors"]:
+    path = os.path.join(d, t["file"])
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+    e = h[t["name"]]
+    assert e["shape"] == t["shape"] and e["dtype"] == t["dtype"], t
+    assert 8 + n + e["data_offsets"][0] == t["offset"] and e["data_offsets"][1] - e["data_offsets"][0] == t["bytes"], t
+    assert len(t["xxh64"]) == 16, t
+    assert os.path.getsize(path) == m["files"][t["file"]]["bytes"]
+PY
+        pass "manifest lists every tensor with name, file, dtype, shape, offset, bytes and xxh64"
+    else
+        fail "manifest lists every tensor with name, file, dtype, shape, offset, bytes and xxh64"
+    fi
+fi
+
+# ---- export ----
+ck=$tmp/straight/checkpoints/step_00000040
+expect_ok "export the final checkpoint (f32)" export "$ck" --out "$tmp/exp32"
+cmp -s "$tmp/exp32/model.safetensors" "$(model_of straight)" && cmp -s "$tmp/exp32/config.json" "$tmp/straight/model/config.json" &&
+    [[ -f $tmp/exp32/tokenizer.model ]] && pass "export equals the run's own model, byte for byte, with its tokenizer" ||
+    fail "export equals the run's own model, byte for byte, with its tokenizer"
+expect_ok "export a run directory's latest checkpoint as bf16" export "$tmp/straight" --out "$tmp/exp16" --dtype bf16
+expect_ok "zaya forward loads the bf16 export" forward "$tmp/exp16" --tokens 2,10,11 --out "$tmp/f16.safetensors"
+expect_error "export: not a checkpoint" "^zaya: error: .*no manifest.json" export "$tmp/data" --out "$tmp/e1"
+expect_error "export: bad dtype" "^zaya: error: .*--dtype" export "$ck" --out "$tmp/e2" --dtype f64
+cp -r "$ck" "$tmp/bad_ck"
+printf '\x7f\x7f\x7f\x7f' | dd of="$tmp/bad_ck/model.safetensors" bs=1 seek=$(($(stat -c %s "$tmp/bad_ck/model.safetensors") - 8)) conv=notrunc status=none
+expect_error "export: a corrupted tensor is named" "^zaya: error: .*tensor '.*' does not match its checksum" \
+    export "$tmp/bad_ck" --out "$tmp/e3"
+
+# ---- SIGTERM: checkpoint, exit 143, resume gives the uninterrupted run's losses and model ----
+"$ZAYA" train "${args[@]}" --out "$tmp/term" --steps 300 --ckpt-every 10 --keep 2 >"$tmp/term.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 400); do
+    [[ -f $tmp/term/metrics.jsonl && $(wc -l <"$tmp/term/metrics.jsonl") -ge 25 ]] && break
+    sleep 0.02
+done
+kill -TERM $pid
+rc=0
+wait $pid || rc=$?
+if [[ $rc -eq 143 ]] && grep -q "stopped by" "$tmp/term.out"; then
+    pass "SIGTERM stops the run gracefully (exit 143)"
+else
+    fail "SIGTERM stops the run gracefully (exit 143)" "exit $rc" "$(tail -3 "$tmp/term.out")"
+fi
+last=$(tail -1 "$tmp/term/metrics.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2)
+[[ -n $last && -f $tmp/term/checkpoints/$(printf 'step_%08d' "$last")/manifest.json ]] &&
+    pass "SIGTERM wrote a checkpoint of the last step ($last)" || fail "SIGTERM checkpoint of step $last"
+expect_ok "resume after SIGTERM" train "${args[@]}" --out "$tmp/term" --steps 300 --ckpt-every 10 --keep 2 --resume
+[[ $(step_losses term) == "$(step_losses long)" ]] && pass "stopped + resumed run has the straight run's losses" ||
+    fail "stopped + resumed run has the straight run's losses"
+same_model "stopped + resumed run ends with the straight run's model" long term
+
+# ---- injected NaN gradient: that update is skipped, the run goes on ----
+ZAYA_FAULT_NAN_GRAD=3 run train "${args[@]}" --out "$tmp/nan" --steps 6
+[[ $rc -eq 0 && $out == *"step     3/6"*"SKIPPED (non-finite loss or gradient norm)"* ]] &&
+    grep -q '"skip_reason":"non-finite' "$tmp/nan/metrics.jsonl" && [[ -f $(model_of nan) ]] &&
+    pass "a NaN gradient skips its update and the run completes" ||
+    fail "a NaN gradient skips its update and the run completes" "exit $rc" "$out"
+
+# ---- repeated spikes: skipped, then a rollback to the last checkpoint past the data that caused them ----
+ZAYA_FAULT_SPIKE_GRAD=31,32,33 run train "${args[@]}" --out "$tmp/spike" --steps 40 --ckpt-every 10
+[[ $rc -eq 0 && $out == *"SKIPPED (gradient-norm spike)"* && $out == *"rolled back to"*"(step 30)"* ]] &&
+    [[ -f $(model_of spike) ]] && grep -q '"rollback_to":30' "$tmp/spike/metrics.jsonl" &&
+    pass "3 spikes in a row roll back to step 30 and the run completes" ||
+    fail "3 spikes in a row roll back to step 30 and the run completes" "exit $rc" "$(grep -E 'SKIP|roll' <<<"$out")"
+
+# ---- corrupted latest checkpoint: resume falls back to the previous one, naming the damaged tensor ----
+cp -r "$tmp/straight" "$tmp/corrupt"
+rm -rf "$tmp/corrupt/model"
+f=$tmp/corrupt/checkpoints/step_00000040/optimizer.safetensors
+printf '\x01\x02\x03\x04' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") - 64)) conv=notrunc status=none
+# The checkpoint at 40 is the last: resume from it is pointless, so damage it and ask for 40 steps again.
+rm -rf "$tmp/corrupt/checkpoints/step_00000035"
+run train "${args[@]}" --out "$tmp/corrupt" --steps 40 --ckpt-every 5 --resume
+[[ $rc -eq 0 && $out == *"skipping damaged checkpoint"*"does not match its checksum"* && $out == *"(step 30)"* ]] &&
+    pass "resume skips a corrupted latest checkpoint, naming the tensor, and resumes from step 30" ||
+    fail "resume skips a corrupted latest checkpoint" "exit $rc" "$(grep -E 'warning|resumed' <<<"$out")"
+same_model "the run resumed past a corrupted checkpoint ends with the straight run's model" straight corrupt
+
+# ---- full disk: saves that do not fit fail cleanly, training goes on, nothing is lost ----
+mkdir -p "$tmp/small_fs"
+if mount -t tmpfs -o size=3200k tmpfs "$tmp/small_fs" 2>/dev/null; then
+    trap 'umount "$tmp/small_fs" 2>/dev/null; rm -rf "$tmp"' EXIT
+    run train "${args[@]}" --out "$tmp/small_fs/run" --steps 40 --ckpt-every 5 --keep 1
+    [[ $rc -eq 0 && $out == *"checkpoint FAILED"*"No space left on device"* ]] &&
+        pass "a full disk fails the save with a clear error and training goes on" ||
+        fail "a full disk fails the save with a clear error and training goes on" "exit $rc" "$(tail -5 <<<"$out")" "$err"
+    leftovers=$(find "$tmp/small_fs/run/checkpoints" -name '*.tmp*' | wc -l)
+    [[ $leftovers -eq 0 ]] && pass "failed saves leave no temporary files behind" || fail "temporary files left: $leftovers"
+    expect_ok "the checkpoint written before the disk filled up is intact" export "$tmp/small_fs/run" --out "$tmp/fd_exp"
+    cmp -s "$tmp/small_fs/run/model/model.safetensors" "$(model_of straight)" &&
+        pass "the run on a full disk ends with the straight run's model" ||
+        fail "the run on a full disk ends with the straight run's model"
+    umount "$tmp/small_fs"
+else
+    echo "skip    full-disk test (cannot mount a tmpfs here: not root?)"
+fi
+
+# ---- supervisor: kill -9 twice, a hang, a set-up error, SIGTERM ----
+sup=(--supervise --restart-delay 0.1 --heartbeat-timeout 5)
+"$ZAYA" train "${args[@]}" --out "$tmp/sup" --steps 300 --ckpt-every 10 --keep 2 "${sup[@]}" >"$tmp/sup.out" 2>&1 &
+spid=$!
+for k in 1 2; do
+    for _ in $(seq 1 400); do # wait for steps past a checkpoint after the (re)start
+        [[ -f $tmp/sup/metrics.jsonl && $(grep -c '"loss"' "$tmp/sup/metrics.jsonl") -ge $((60 * k)) ]] && break
+        sleep 0.02
+    done
+    kill -9 "$(cat "$tmp/sup/trainer.pid")" 2>/dev/null || true
+done
+rc=0
+wait $spid || rc=$?
+[[ $rc -eq 0 && $(grep -c "was killed by Killed" "$tmp/sup/supervisor.log") -eq 2 ]] &&
+    pass "the supervisor restarts a trainer killed twice and the run completes" ||
+    fail "the supervisor restarts a trainer killed twice and the run completes" "exit $rc" "$(cat "$tmp/sup/supervisor.log")"
+same_model "the twice-killed supervised run ends with the straight run's model" long sup
+
+ZAYA_FAULT_HANG=25 run train "${args[@]}" --out "$tmp/hang" --steps 40 --ckpt-every 5 --supervise --restart-delay 0.1 \
+    --heartbeat-timeout 1
+[[ $rc -eq 0 ]] && grep -q "no heartbeat from the trainer" "$tmp/hang/supervisor.log" &&
+    pass "a hung trainer is killed on heartbeat timeout and restarted" ||
+    fail "a hung trainer is killed on heartbeat timeout and restarted" "exit $rc" "$(cat "$tmp/hang/supervisor.log")"
+same_model "the run restarted after a hang ends with the straight run's model" straight hang
+
+run train --data "$tmp/no-such-data" --model tiny --out "$tmp/sup_bad" --steps 4 --supervise
+[[ $rc -eq 1 ]] && grep -q "during set-up; not restarting" "$tmp/sup_bad/supervisor.log" &&
+    pass "a set-up error is reported, not retried" || fail "a set-up error is reported, not retried" "exit $rc" "$err"
+
+"$ZAYA" train "${args[@]}" --out "$tmp/sup_term" --steps 300 --ckpt-every 10 --supervise >"$tmp/sup_term.out" 2>&1 &
+spid=$!
+for _ in $(seq 1 400); do
+    [[ -f $tmp/sup_term/metrics.jsonl && $(wc -l <"$tmp/sup_term/metrics.jsonl") -ge 25 ]] && break
+    sleep 0.02
+done
+kill -TERM $spid
+rc=0
+wait $spid || rc=$?
+[[ $rc -eq 143 ]] && grep -q "after the stop request" "$tmp/sup_term/supervisor.log" &&
+    grep -q "stopped by" "$tmp/sup_term.out" && pass "SIGTERM to the supervisor stops the trainer gracefully" ||
+    fail "SIGTERM to the supervisor stops the trainer gracefully" "exit $rc" "$(cat "$tmp/sup_term/supervisor.log")"
+
+finish
