@@ -1,4 +1,6 @@
-// zaya bench forward|gemm — throughput next to the machine's measured SGEMM peak, taken in the same run.
+// zaya bench forward|train|gemm|checkpoint — throughput next to the machine's measured ceilings, taken in the
+// same run (SGEMM peak; for checkpoints, disk write bandwidth: bench_checkpoint.cpp).
+#include "cli/bench.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
 #include "core/error.h"
@@ -10,6 +12,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <chrono>
 #include <fmt/format.h>
@@ -25,12 +28,6 @@ double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-struct BenchArgs {
-    std::string what, model = "small";
-    int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048, micro_batch = 0;
-    bool json = false;
-};
-
 void bench_train(const BenchArgs &a) {
     const size_t base_rss = process_rss_bytes();
     Model m = load_or_create_model(a.model, 1234);
@@ -44,21 +41,10 @@ void bench_train(const BenchArgs &a) {
         fail("--micro-batch ({}) must divide --batch ({})", tc.micro(), tc.batch);
     const ZayaConfig c = m.config;
     Trainer trainer(tc, std::move(m), nullptr);
-    uint64_t x = 42;
-    auto next = [&](int64_t rows) { // random tokens: the step costs the same whatever the text
-        TokenBatch b;
-        b.sequences = rows;
-        b.seq_len = tc.seq;
-        b.tokens.resize(size_t(rows * (tc.seq + 1)));
-        for (auto &t : b.tokens) {
-            x = x * 6364136223846793005ull + 1442695040888963407ull;
-            t = int32_t((x >> 33) % uint64_t(c.vocab_size));
-        }
-        return b;
-    };
-    trainer.step_on(next); // warm-up: first-touch of every buffer, GEMM kernel generation
+    RandomTokens next(tc.seq, c.vocab_size);
+    trainer.step_on(std::ref(next)); // warm-up: first-touch of every buffer, GEMM kernel generation
     std::vector<double> times;
-    for (int64_t i = 0; i < a.iters; ++i) times.push_back(trainer.step_on(next).seconds);
+    for (int64_t i = 0; i < a.iters; ++i) times.push_back(trainer.step_on(std::ref(next)).seconds);
     std::sort(times.begin(), times.end());
     const double t = times[times.size() / 2];
     const size_t rss = process_peak_rss_bytes(); // before the SGEMM measurement's own buffers
@@ -139,23 +125,39 @@ void bench_forward(const BenchArgs &a) {
 
 } // namespace
 
+TokenBatch RandomTokens::operator()(int64_t rows) {
+    TokenBatch b;
+    b.sequences = rows;
+    b.seq_len = seq_;
+    b.tokens.resize(size_t(rows * (seq_ + 1)));
+    for (auto &t : b.tokens) {
+        x_ = x_ * 6364136223846793005ull + 1442695040888963407ull;
+        t = int32_t((x_ >> 33) % uint64_t(vocab_));
+    }
+    return b;
+}
+
 void register_bench(CLI::App &app) {
     auto *cmd = app.add_subcommand("bench", "Measure speed: 'forward', 'train' (tokens/s, GFLOP/s, MFU vs the SGEMM "
-                                            "peak measured in the same run) or 'gemm'");
+                                            "peak measured in the same run), 'gemm', or 'checkpoint' (blocked time "
+                                            "and write speed vs the disk's measured bandwidth)");
     auto a = std::make_shared<BenchArgs>();
-    cmd->add_option("what", a->what, "forward | train | gemm")
+    cmd->add_option("what", a->what, "forward | train | gemm | checkpoint")
         ->required()
-        ->check(CLI::IsMember({"forward", "train", "gemm"}));
+        ->check(CLI::IsMember({"forward", "train", "gemm", "checkpoint"}));
     cmd->add_option("--model", a->model, "Preset or model directory")->capture_default_str();
     cmd->add_option("--seq-len,--seq", a->seq_len, "Tokens per sequence")->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--micro-batch", a->micro_batch, "train: sequences per forward/backward (0 = batch)")->capture_default_str();
     cmd->add_option("--batch", a->batch, "Sequences per forward pass")->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--iters", a->iters, "Timed iterations (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--gemm-n", a->gemm_n, "Size of the square SGEMM used as the peak")->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--dir", a->dir, "checkpoint: directory to write in (a temporary subdirectory, removed after)")
+        ->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object instead of text");
     cmd->callback([a] {
         if (a->what == "gemm") bench_gemm(*a);
         else if (a->what == "train") bench_train(*a);
+        else if (a->what == "checkpoint") bench_checkpoint(*a);
         else bench_forward(*a);
     });
 }

@@ -352,27 +352,43 @@ struct TempFile {
         if (fd >= 0) ::close(fd);
         if (!keep) ::unlink(path.c_str());
     }
-    void write_all(const void *p, size_t n, const std::string &final_path) {
+    uint64_t written = 0, flushed = 0;
+    // Writes in 8 MiB pieces; each piece is hashed right before it is written (while it is in cache) when `hash`
+    // is given. Every 32 MiB the kernel is told to start writing back what it has (sync_file_range), so the disk
+    // works while later pieces are copied and the final fsync has little left to wait for.
+    void write_all(const void *p, size_t n, const std::string &final_path, XXH64_state_t *hash = nullptr) {
+        constexpr size_t kPiece = size_t(8) << 20, kFlush = size_t(32) << 20;
         const auto *b = static_cast<const uint8_t *>(p);
         while (n > 0) {
-            ssize_t w = ::write(fd, b, std::min(n, size_t(1) << 30));
-            if (w < 0 && errno == EINTR) continue;
-            if (w < 0) fail("{}: write to {} failed: {}", final_path, path, errno_str());
-            b += w;
-            n -= size_t(w);
+            const size_t piece = std::min(n, kPiece);
+            if (hash) XXH64_update(hash, b, piece);
+            for (size_t done = 0; done < piece;) {
+                ssize_t w = ::write(fd, b + done, piece - done);
+                if (w < 0 && errno == EINTR) continue;
+                if (w < 0) fail("{}: write to {} failed: {}", final_path, path, errno_str());
+                done += size_t(w);
+            }
+            b += piece;
+            n -= piece;
+            written += piece;
+            if (written - flushed >= kFlush) {
+                ::sync_file_range(fd, off64_t(flushed), off64_t(written - flushed), SYNC_FILE_RANGE_WRITE);
+                flushed = written;
+            }
         }
     }
 };
 
 } // namespace
 
-void safetensors_write(const std::string &path, const std::vector<TensorToWrite> &tensors,
-                       const std::map<std::string, std::string> &metadata, std::vector<WrittenTensor> *written) {
-    // Header in the given order; data contiguous (as the reference reader requires) after an 8-aligned header.
+SafetensorsLayout safetensors_layout(const std::string &path, const std::vector<TensorToWrite> &tensors,
+                                     const std::map<std::string, std::string> &metadata, size_t data_align) {
+    if (data_align < 8 || data_align % 8 != 0) fail("{}: data alignment {} is not a multiple of 8", path, data_align);
+    // Header in the given order; data contiguous (as the reference reader requires) after an aligned header.
     nlohmann::ordered_json hdr = nlohmann::ordered_json::object();
     if (!metadata.empty()) hdr["__metadata__"] = metadata;
     std::set<std::string> seen;
-    std::vector<uint64_t> counts;
+    SafetensorsLayout out;
     uint64_t offset = 0;
     for (const auto &t : tensors) {
         if (t.name == "__metadata__") fail("{}: '__metadata__' cannot be a tensor name", path);
@@ -386,8 +402,9 @@ void safetensors_write(const std::string &path, const std::vector<TensorToWrite>
         if (numel > 0 && t.data == nullptr) fail("{}: tensor '{}' has no data", path, t.name);
         const uint64_t nbytes = numel * dtype_size(t.dtype);
         hdr[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
+        out.numel.push_back(numel);
+        out.tensors.push_back({offset, nbytes, 0});
         offset += nbytes;
-        counts.push_back(numel);
     }
     std::string text;
     try {
@@ -395,10 +412,20 @@ void safetensors_write(const std::string &path, const std::vector<TensorToWrite>
     } catch (const nlohmann::json::exception &e) { // invalid UTF-8 in a name or metadata
         fail("{}: cannot encode header: {}", path, e.what());
     }
-    text.append((8 - text.size() % 8) % 8, ' ');
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
+    text.append((data_align - (8 + text.size()) % data_align) % data_align, ' '); // spaces: valid JSON padding
+    out.prefix.resize(8);
+    for (int i = 0; i < 8; ++i) out.prefix[size_t(i)] = char(uint8_t(uint64_t(text.size()) >> (8 * i)));
+    out.prefix += text;
+    for (WrittenTensor &w : out.tensors) w.offset += out.prefix.size();
+    out.file_size = out.prefix.size() + offset;
+    return out;
+}
 
+void safetensors_write(const std::string &path, const std::vector<TensorToWrite> &tensors,
+                       const std::map<std::string, std::string> &metadata, std::vector<WrittenTensor> *written,
+                       size_t data_align) {
+    const SafetensorsLayout layout = safetensors_layout(path, tensors, metadata, data_align);
+    const std::vector<uint64_t> &counts = layout.numel;
     TempFile tmp;
     tmp.path = fmt::format("{}.tmp.{}", path, ::getpid());
     tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -406,11 +433,10 @@ void safetensors_write(const std::string &path, const std::vector<TensorToWrite>
         tmp.keep = true; // nothing was created
         fail("{}: cannot create {}: {}", path, tmp.path, errno_str());
     }
-    tmp.write_all(len, 8, path);
-    tmp.write_all(text.data(), text.size(), path);
+    tmp.write_all(layout.prefix.data(), layout.prefix.size(), path);
     std::vector<uint16_t> buf;
     if (written) written->clear();
-    uint64_t file_offset = 8 + text.size();
+    uint64_t file_offset = layout.prefix.size();
     XXH64_state_t *hash = XXH64_createState();
     if (!hash) fail("{}: out of memory", path);
     std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> hash_owner(hash, XXH64_freeState);
@@ -419,15 +445,13 @@ void safetensors_write(const std::string &path, const std::vector<TensorToWrite>
         const size_t n = size_t(counts[k]);
         XXH64_reset(hash, 0);
         if (t.dtype == DType::F32) {
-            tmp.write_all(t.data, n * 4, path);
-            if (written) XXH64_update(hash, t.data, n * 4);
+            tmp.write_all(t.data, n * 4, path, written ? hash : nullptr);
         } else {
             buf.resize(std::min(n, kChunk)); // convert in chunks: never a full copy of a huge tensor
             for (size_t i = 0; i < n; i += kChunk) {
                 const size_t m = std::min(kChunk, n - i);
                 convert_from_f32(t.dtype, t.data + i, buf.data(), m);
-                tmp.write_all(buf.data(), m * 2, path);
-                if (written) XXH64_update(hash, buf.data(), m * 2);
+                tmp.write_all(buf.data(), m * 2, path, written ? hash : nullptr);
             }
         }
         const uint64_t nbytes = uint64_t(n) * dtype_size(t.dtype);

@@ -92,12 +92,24 @@ struct WrittenTensor {
     uint64_t offset = 0, nbytes = 0, xxh64 = 0;
 };
 
-// Writes a safetensors file atomically: `<path>.tmp.<pid>`, fsync, rename over `path`, fsync the directory.
-// Tensors are laid out contiguously in the given order (the reference reader rejects gaps); the header is
-// padded with spaces to a multiple of 8 bytes so the data block starts 8-byte aligned. If `written` is given it
-// receives one entry per tensor, in order (hashes are computed from memory while writing, no second read).
+// Where everything of a safetensors file goes: `prefix` is the 8-byte header length and the JSON header, padded
+// with spaces so that the data block starts at a multiple of `data_align` (8 by default; checkpoints use 4096 so
+// that the data can be written with O_DIRECT); tensors (xxh64 left 0) follow contiguously in the given order (the
+// reference reader rejects gaps). Validates names and shapes; errors name `path`.
+struct SafetensorsLayout {
+    std::string prefix;
+    std::vector<WrittenTensor> tensors;
+    std::vector<uint64_t> numel;
+    uint64_t file_size = 0;
+};
+SafetensorsLayout safetensors_layout(const std::string &path, const std::vector<TensorToWrite> &tensors,
+                                     const std::map<std::string, std::string> &metadata, size_t data_align = 8);
+
+// Writes a safetensors file laid out as above, atomically: `<path>.tmp.<pid>`, fsync, rename over `path`, fsync
+// the directory. If `written` is given it receives one entry per tensor, in order (hashes are computed from
+// memory while writing, no second read).
 void safetensors_write(const std::string &path, const std::vector<TensorToWrite> &tensors,
                        const std::map<std::string, std::string> &metadata = {},
-                       std::vector<WrittenTensor> *written = nullptr);
+                       std::vector<WrittenTensor> *written = nullptr, size_t data_align = 8);
 
 } // namespace zaya

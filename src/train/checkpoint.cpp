@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
+#include <memory>
 #include <thread>
 #include <unistd.h>
 #include <xxhash.h>
@@ -157,21 +158,51 @@ std::vector<CheckpointTensor> checkpoint_tensors(Trainer &t) {
 }
 
 json checkpoint_meta(Trainer &t) {
-    if (!t.has_loader()) fail("checkpoint: the trainer has no data loader whose position could be saved");
     return {{"format", kFormat},
             {"version", kVersion},
             {"step", t.step_count()},
             {"optimizer_step", t.optimizer().step_count()},
             {"balancing_step", t.balancing().step_count()},
             {"world_size", 1},
-            {"loader", loader_state_to_json(t.loader_state())},
+            {"loader", t.has_loader() ? loader_state_to_json(t.loader_state()) : json(nullptr)}, // null: benchmarks
             {"step_guard", t.guard().to_json()},
             {"model_config", config_to_json(t.model().config)},
             {"train_config", train_config_to_json(t.config())}};
 }
 
-std::string checkpoint_write(const std::string &run_dir, int64_t step, const std::vector<CheckpointTensor> &tensors,
-                             json meta) {
+namespace {
+
+constexpr size_t kDataAlign = kDirectAlign;
+const std::map<std::string, std::string> kFileMetadata{{"format", "pt"}};
+
+// The files of `tensors` in checkpoint order, each with its tensors in order.
+std::vector<std::pair<std::string, std::vector<const CheckpointTensor *>>> by_file(
+    const std::vector<CheckpointTensor> &tensors) {
+    std::vector<std::pair<std::string, std::vector<const CheckpointTensor *>>> out;
+    for (const char *file : {kModelFile, kOptimizerFile}) {
+        out.push_back({file, {}});
+        for (const CheckpointTensor &c : tensors)
+            if (c.file == file) out.back().second.push_back(&c);
+    }
+    return out;
+}
+
+std::vector<TensorToWrite> to_write(const std::vector<const CheckpointTensor *> &list) {
+    std::vector<TensorToWrite> out;
+    for (const CheckpointTensor *c : list) out.push_back({c->name, DType::F32, c->shape, c->data});
+    return out;
+}
+
+json tensor_entry(const CheckpointTensor &c, const std::string &file, const WrittenTensor &w) {
+    return {{"name", c.name},         {"file", file},          {"dtype", "F32"},
+            {"shape", c.shape},       {"offset", w.offset},    {"bytes", w.nbytes},
+            {"xxh64", fmt::format("{:016x}", w.xxh64)}};
+}
+
+// The directory protocol shared by both writers: `write_files(tmp, files, entries)` writes the data files into
+// the temporary directory and records them; then the manifest, fsync, rename into place, `latest`.
+std::string commit(const std::string &run_dir, int64_t step, json meta,
+                   const std::function<void(const fs::path &, json &, json &)> &write_files) {
     const fs::path root = fs::path(run_dir) / "checkpoints";
     const std::string name = fmt::format("step_{:08d}", step);
     const fs::path tmp = root / (name + ".tmp"), final_dir = root / name;
@@ -181,27 +212,7 @@ std::string checkpoint_write(const std::string &run_dir, int64_t step, const std
     if (ec) fail("cannot create checkpoint directory '{}': {}", tmp.string(), ec.message());
     try {
         json files = json::object(), entries = json::array();
-        for (const char *file : {kModelFile, kOptimizerFile}) {
-            std::vector<TensorToWrite> list;
-            std::vector<const CheckpointTensor *> src;
-            for (const CheckpointTensor &c : tensors)
-                if (c.file == file) {
-                    list.push_back({c.name, DType::F32, c.shape, c.data});
-                    src.push_back(&c);
-                }
-            std::vector<WrittenTensor> written;
-            safetensors_write((tmp / file).string(), list, {{"format", "pt"}}, &written);
-            for (size_t i = 0; i < src.size(); ++i)
-                entries.push_back({{"name", src[i]->name},
-                                   {"file", file},
-                                   {"dtype", "F32"},
-                                   {"shape", src[i]->shape},
-                                   {"offset", written[i].offset},
-                                   {"bytes", written[i].nbytes},
-                                   {"xxh64", fmt::format("{:016x}", written[i].xxh64)}});
-            files[file] = {{"bytes", fs::file_size(tmp / file)}};
-            fault_pause();
-        }
+        write_files(tmp, files, entries);
         meta["files"] = files;
         meta["tensors"] = entries;
         write_file_atomic((tmp / "manifest.json").string(), meta.dump(1) + "\n"); // last: marks it complete
@@ -224,6 +235,69 @@ std::string checkpoint_write(const std::string &run_dir, int64_t step, const std
     return final_dir.string();
 }
 
+} // namespace
+
+std::string checkpoint_write(const std::string &run_dir, int64_t step, const std::vector<CheckpointTensor> &tensors,
+                             json meta) {
+    return commit(run_dir, step, std::move(meta), [&](const fs::path &tmp, json &files, json &entries) {
+        for (const auto &[file, list] : by_file(tensors)) {
+            std::vector<WrittenTensor> written;
+            safetensors_write((tmp / file).string(), to_write(list), kFileMetadata, &written, kDataAlign);
+            for (size_t i = 0; i < list.size(); ++i) entries.push_back(tensor_entry(*list[i], file, written[i]));
+            files[file] = {{"bytes", fs::file_size(tmp / file)}};
+            fault_pause();
+        }
+    });
+}
+
+std::vector<CheckpointImage> checkpoint_images(const std::vector<CheckpointTensor> &tensors) {
+    std::vector<CheckpointImage> out;
+    for (const auto &[file, list] : by_file(tensors)) {
+        const SafetensorsLayout layout = safetensors_layout(file, to_write(list), kFileMetadata, kDataAlign);
+        CheckpointImage img;
+        img.file = file;
+        img.bytes = AlignedBytes(layout.file_size);
+        std::memcpy(img.bytes.data(), layout.prefix.data(), layout.prefix.size());
+        for (const CheckpointTensor *c : list) img.tensors.push_back(*c);
+        img.placement = layout.tensors;
+        out.push_back(std::move(img));
+    }
+    return out;
+}
+
+void checkpoint_image_snapshot(CheckpointImage &img) {
+    // Copy and hash in 1 MiB pieces: each piece is hashed while it is still in cache.
+    constexpr size_t kPiece = size_t(1) << 20;
+    XXH64_state_t *h = XXH64_createState();
+    if (!h) fail("checkpoint: out of memory");
+    std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> owner(h, XXH64_freeState);
+    for (size_t i = 0; i < img.tensors.size(); ++i) {
+        WrittenTensor &w = img.placement[i];
+        const auto *src = reinterpret_cast<const uint8_t *>(img.tensors[i].data);
+        uint8_t *dst = img.bytes.data() + w.offset;
+        XXH64_reset(h, 0);
+        for (size_t at = 0; at < w.nbytes; at += kPiece) {
+            const size_t n = std::min(kPiece, size_t(w.nbytes) - at);
+            std::memcpy(dst + at, src + at, n);
+            XXH64_update(h, dst + at, n);
+        }
+        w.xxh64 = XXH64_digest(h);
+    }
+}
+
+std::string checkpoint_write_images(const std::string &run_dir, int64_t step, const std::vector<CheckpointImage> &images,
+                                    json meta) {
+    return commit(run_dir, step, std::move(meta), [&](const fs::path &tmp, json &files, json &entries) {
+        for (const CheckpointImage &img : images) {
+            write_file_direct((tmp / img.file).string(), img.bytes);
+            for (size_t i = 0; i < img.tensors.size(); ++i)
+                entries.push_back(tensor_entry(img.tensors[i], img.file, img.placement[i]));
+            files[img.file] = {{"bytes", img.bytes.size()}};
+            fault_pause();
+        }
+    });
+}
+
 std::string checkpoint_save(Trainer &t, const std::string &run_dir) {
     return checkpoint_write(run_dir, t.step_count(), checkpoint_tensors(t), checkpoint_meta(t));
 }
@@ -234,13 +308,16 @@ void checkpoint_load(Trainer &t, const std::string &dir) {
     try {
         if (config_to_json(config_from_json(j.at("model_config"), label)) != config_to_json(t.model().config))
             fail("{}: the checkpoint's model config differs from this run's", label);
-        const LoaderState loader = loader_state_from_json(j.at("loader"), label);
+        if (t.has_loader() && j.at("loader").is_null())
+            fail("{}: the checkpoint has no data loader position (written by a benchmark?)", label);
+        const std::optional<LoaderState> loader =
+            t.has_loader() ? std::optional(loader_state_from_json(j.at("loader"), label)) : std::nullopt;
         verify_and_read(dir, j, checkpoint_tensors(t));
         t.set_step_count(j.at("step").get<int64_t>());
         t.optimizer().set_step_count(j.at("optimizer_step").get<int64_t>());
         t.balancing().set_step_count(j.at("balancing_step").get<int64_t>());
         t.guard().restore(j.at("step_guard"), label);
-        t.restore_loader(loader);
+        if (loader) t.restore_loader(*loader);
     } catch (const json::exception &e) {
         fail("{}: malformed manifest: {}", label, e.what());
     }

@@ -15,6 +15,8 @@
 // fsynced, then RUN_DIR/checkpoints/latest updated. A directory without a valid manifest is not a checkpoint; a
 // failed save removes its temporary directory and leaves every complete checkpoint as it was.
 #pragma once
+#include "io/direct_write.h"
+#include "io/safetensors.h"
 #include "model/params.h"
 #include "train/trainer.h"
 
@@ -44,6 +46,21 @@ nlohmann::json checkpoint_meta(Trainer &t);
 // directory. On any error the temporary directory is removed and the error rethrown.
 std::string checkpoint_write(const std::string &run_dir, int64_t step, const std::vector<CheckpointTensor> &tensors,
                              nlohmann::json meta);
+
+// A checkpoint data file prepared in memory for an asynchronous save: its complete safetensors bytes (header
+// written at construction, data block 4096-aligned so it can go to disk with O_DIRECT) and where each tensor
+// lies in it. The same layout as checkpoint_write produces: both paths write byte-identical files.
+struct CheckpointImage {
+    std::string file;
+    AlignedBytes bytes;
+    std::vector<CheckpointTensor> tensors; // data: the live state the image is a snapshot of
+    std::vector<WrittenTensor> placement;  // offsets and sizes in `bytes`; xxh64 set by checkpoint_image_snapshot
+};
+std::vector<CheckpointImage> checkpoint_images(const std::vector<CheckpointTensor> &tensors);
+void checkpoint_image_snapshot(CheckpointImage &img); // copies the live tensors in and hashes them
+// Writes a checkpoint from images (as checkpoint_write does from tensors).
+std::string checkpoint_write_images(const std::string &run_dir, int64_t step, const std::vector<CheckpointImage> &images,
+                                    nlohmann::json meta);
 
 // Synchronous save of `t`'s current state; returns the checkpoint directory.
 std::string checkpoint_save(Trainer &t, const std::string &run_dir);

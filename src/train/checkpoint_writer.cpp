@@ -14,11 +14,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 } // namespace
 
 CheckpointWriter::CheckpointWriter(Trainer &t, std::string run_dir, int64_t keep)
-    : run_dir_(std::move(run_dir)), keep_(keep) {
-    size_t total = 0;
-    for (const CheckpointTensor &c : checkpoint_tensors(t)) total += c.numel;
-    snapshot_ = RealBuffer::zeros(total); // touched now: no page faults during a save
+    : run_dir_(std::move(run_dir)), keep_(keep), images_(checkpoint_images(checkpoint_tensors(t))) {
     thread_ = std::thread([this] { run(); });
+}
+
+size_t CheckpointWriter::snapshot_bytes() const {
+    size_t n = 0;
+    for (const CheckpointImage &img : images_) n += img.bytes.capacity();
+    return n;
 }
 
 CheckpointWriter::~CheckpointWriter() {
@@ -36,8 +39,7 @@ void CheckpointWriter::start(Trainer &t) {
     std::unique_lock lk(mu_);
     cv_.wait(lk, [&] { return !busy_; });
     step_ = t.step_count();
-    meta_ = checkpoint_meta(t);
-    live_ = checkpoint_tensors(t);
+    meta_ = checkpoint_meta(t); // the tensors' live pointers were taken in the constructor: same trainer
     have_job_ = true;
     busy_ = true;
     snapshot_done_ = false;
@@ -83,17 +85,13 @@ void CheckpointWriter::run() {
         have_job_ = false;
         SaveReport r;
         r.step = step_;
-        std::vector<CheckpointTensor> staged = live_;
         nlohmann::json meta = std::move(meta_);
         lk.unlock();
 
         auto t0 = std::chrono::steady_clock::now();
-        size_t at = 0;
-        for (CheckpointTensor &c : staged) {
-            std::memcpy(snapshot_.data() + at, c.data, c.numel * sizeof(real));
-            c.data = snapshot_.data() + at;
-            at += c.numel;
-            r.bytes += c.numel * sizeof(real);
+        for (CheckpointImage &img : images_) {
+            checkpoint_image_snapshot(img);
+            r.bytes += img.bytes.size();
         }
         r.copy_s = seconds_since(t0);
         {
@@ -104,13 +102,14 @@ void CheckpointWriter::run() {
 
         t0 = std::chrono::steady_clock::now();
         try {
-            r.dir = checkpoint_write(run_dir_, r.step, staged, std::move(meta));
-            if (keep_ > 0) checkpoint_prune(run_dir_, keep_);
+            r.dir = checkpoint_write_images(run_dir_, r.step, images_, std::move(meta));
+            r.write_s = seconds_since(t0);
+            if (keep_ > 0) checkpoint_prune(run_dir_, keep_); // after the new one is complete, not timed
         } catch (const std::exception &e) {
             r.error = e.what();
             r.dir.clear();
+            r.write_s = seconds_since(t0);
         }
-        r.write_s = seconds_since(t0);
         {
             std::lock_guard g(mu_);
             reports_.push_back(std::move(r));

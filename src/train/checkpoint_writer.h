@@ -3,8 +3,10 @@
 //
 //   start(t)        waits for the previous save to finish, records the manifest fields (step, loader position,
 //                   guard history — small) and hands the save to the writer thread. Returns at once.
-//   writer thread   copies every state tensor into a snapshot buffer allocated once in the constructor, signals
-//                   "snapshot taken", then writes from the snapshot, renames into place, updates `latest`, prunes.
+//   writer thread   copies (and hashes) every state tensor into the file images allocated once in the
+//                   constructor (headers already in place, train/checkpoint.h CheckpointImage), signals "snapshot
+//                   taken", then writes the images with O_DIRECT (io/direct_write.h), renames into place, updates
+//                   `latest`, prunes.
 //   wait_snapshot() blocks until the copy is complete. The trainer calls it right before the next update modifies
 //                   the parameters and optimizer state (Trainer::set_before_update), so the copy overlaps the next
 //                   step's forward and backward, which only read them.
@@ -29,9 +31,9 @@ struct SaveReport {
     int64_t step = 0;
     std::string dir;     // the checkpoint directory, when it succeeded
     std::string error;   // empty on success
-    uint64_t bytes = 0;  // tensor bytes written
-    double copy_s = 0;   // snapshot copy (writer thread)
-    double write_s = 0;  // writing, fsync, rename, pointer update, pruning (writer thread)
+    uint64_t bytes = 0;  // file bytes written
+    double copy_s = 0;   // snapshot copy and hashing (writer thread)
+    double write_s = 0;  // writing, fsync, rename, pointer update (writer thread); pruning is not counted
     bool ok() const { return error.empty(); }
 };
 
@@ -50,20 +52,19 @@ class CheckpointWriter {
     bool busy() const;
 
     double blocked_seconds() const { return blocked_s_; } // training time spent in start() and wait_snapshot()
-    size_t snapshot_bytes() const { return snapshot_.size * sizeof(real); }
+    size_t snapshot_bytes() const; // memory of the images
 
   private:
     void run();
 
     std::string run_dir_;
     int64_t keep_;
-    RealBuffer snapshot_;
+    std::vector<CheckpointImage> images_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
     bool have_job_ = false, snapshot_done_ = true, busy_ = false, stop_ = false;
     int64_t step_ = 0;
     nlohmann::json meta_;
-    std::vector<CheckpointTensor> live_;
     std::vector<SaveReport> reports_;
     double blocked_s_ = 0;
     std::thread thread_;

@@ -74,6 +74,7 @@ std::string progress_bar(int64_t done, int64_t total, int width) {
 } // namespace
 
 int run_training(const TrainConfig &tc_in) {
+    StopSignals signals; // from the start: a signal during set-up stops the run once set-up is done
     TrainConfig tc = tc_in;
     tc.validate();
     auto data = DataSet::open(tc.data);
@@ -125,8 +126,9 @@ int run_training(const TrainConfig &tc_in) {
             from = checkpoint_resume(trainer, tc.out, [](const std::string &w) { fmt::print("  warning: {}\n", w); });
         }
         fmt::print("  resumed from {} (step {})\n", from, trainer.step_count());
-        if (trainer.step_count() >= tc.steps)
-            fail("--resume: the checkpoint is at step {}, --steps is {}", trainer.step_count(), tc.steps);
+        if (trainer.step_count() > tc.steps)
+            fail("--resume: the checkpoint is at step {}, beyond --steps {}", trainer.step_count(), tc.steps);
+        // At exactly --steps (a run killed while writing its model): nothing to train, the model is written again.
     }
     const int64_t start = trainer.step_count();
     // Steps after the checkpoint were lost with the process that took them: their metrics go too.
@@ -136,7 +138,10 @@ int run_training(const TrainConfig &tc_in) {
 
     SupervisorLink link;
     link.send(fmt::format("ready {}", start));
-    StopSignals signals;
+    if (const int sig = signals.received()) {
+        fmt::print("stopped by {} before the first step\n", strsignal(sig));
+        return 128 + sig;
+    }
 
     auto report = [&](const SaveReport &r) {
         if (r.ok()) {

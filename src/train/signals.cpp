@@ -1,34 +1,30 @@
 #include "train/signals.h"
 
-#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <pthread.h>
 
 namespace zaya {
 
-namespace {
-volatile std::sig_atomic_t g_received = 0;
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-struct sigaction g_previous[3];
-
-void on_signal(int sig) {
-    if (g_received == 0) g_received = sig;
-}
-} // namespace
-
 StopSignals::StopSignals() {
-    g_received = 0;
-    for (int i = 0; i < 3; ++i) {
-        struct sigaction sa {};
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESETHAND; // one-shot: a second signal stops the process the usual way
-        sigaction(kSignals[i], &sa, &g_previous[i]);
-    }
+    sigemptyset(&set_);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
+    pthread_sigmask(SIG_BLOCK, &set_, &previous_);
+    waiter_ = std::thread([this] {
+        const timespec tick{0, 100'000'000}; // wake up every 100 ms to see whether we are done
+        while (!stop_.load()) {
+            const int sig = sigtimedwait(&set_, nullptr, &tick);
+            if (sig <= 0) continue;
+            int expected = 0;
+            if (!received_.compare_exchange_strong(expected, sig)) std::_Exit(128 + sig); // the second one
+        }
+    });
 }
 
 StopSignals::~StopSignals() {
-    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
+    stop_ = true;
+    waiter_.join();
+    pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
 }
-
-int StopSignals::received() const { return g_received; }
 
 } // namespace zaya

@@ -129,7 +129,7 @@ same_model "the run resumed past a corrupted checkpoint ends with the straight r
 # ---- full disk: saves that do not fit fail cleanly, training goes on, nothing is lost ----
 mkdir -p "$tmp/small_fs"
 if mount -t tmpfs -o size=3200k tmpfs "$tmp/small_fs" 2>/dev/null; then
-    trap 'umount "$tmp/small_fs" 2>/dev/null; rm -rf "$tmp"' EXIT
+    trap 'umount "$tmp/small_fs" 2>/dev/null || true; rm -rf "$tmp"' EXIT
     run train "${args[@]}" --out "$tmp/small_fs/run" --steps 40 --ckpt-every 5 --keep 1
     [[ $rc -eq 0 && $out == *"checkpoint FAILED"*"No space left on device"* ]] &&
         pass "a full disk fails the save with a clear error and training goes on" ||
@@ -185,6 +185,7 @@ rc=0
 wait $spid || rc=$?
 [[ $rc -eq 143 ]] && grep -q "after the stop request" "$tmp/sup_term/supervisor.log" &&
     grep -q "stopped by" "$tmp/sup_term.out" && pass "SIGTERM to the supervisor stops the trainer gracefully" ||
-    fail "SIGTERM to the supervisor stops the trainer gracefully" "exit $rc" "$(cat "$tmp/sup_term/supervisor.log")"
+    fail "SIGTERM to the supervisor stops the trainer gracefully" "exit $rc" "$(cat "$tmp/sup_term/supervisor.log")" \
+        "$(grep -v '^step ' "$tmp/sup_term.out" | tail -5)"
 
 finish

@@ -1,0 +1,30 @@
+// Shared by the `zaya bench` subcommands (cmd_bench.cpp, bench_checkpoint.cpp).
+#pragma once
+#include "data/loader.h"
+
+#include <cstdint>
+#include <string>
+
+namespace zaya::cli {
+
+struct BenchArgs {
+    std::string what, model = "small", dir = ".";
+    int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048, micro_batch = 0;
+    bool json = false;
+};
+
+// Random token rows (seq + 1 tokens each) from a fixed-seed generator: a training step costs the same whatever
+// the text, and every run of a benchmark feeds the same tokens.
+class RandomTokens {
+  public:
+    RandomTokens(int64_t seq, int64_t vocab) : seq_(seq), vocab_(vocab) {}
+    TokenBatch operator()(int64_t rows);
+
+  private:
+    int64_t seq_, vocab_;
+    uint64_t x_ = 42;
+};
+
+void bench_checkpoint(const BenchArgs &a);
+
+} // namespace zaya::cli
