@@ -15,11 +15,8 @@ dir=${SOAK_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/zaya_soak.XXXXXX")}
 [[ ${KEEP:-0} == 1 || -n ${SOAK_DIR:-} ]] || trap 'rm -rf "$dir"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
-mkdir -p "$dir/corpus"
-for i in $(seq 1 400); do
-    printf 'Document %d. The quick brown fox jumps over the lazy dog %d times.\nPython is a language number %d.\n' \
-        "$i" "$i" $((i * 7)) >"$dir/corpus/doc$i.txt"
-done
+source "$ROOT/tests/cli/corpus.sh"
+make_corpus "$dir/corpus" 400
 "$ZAYA" prepare --input "$dir/corpus" --out "$dir/data" --vocab-size 400 >/dev/null
 args=(--data "$dir/data" --model tiny --steps "$STEPS" --batch 8 --seq 64 --eval-every 0 --sample-tokens 0
     --ckpt-every 10 --keep 3)

@@ -2,7 +2,7 @@
 // state and the disk's sequential write bandwidth, all measured in one run in the same directory:
 //
 //   disk       write (O_DIRECT, 32 MiB pieces) + fsync of as many bytes as a checkpoint holds, 3 per round; the
-//              disk's bandwidth is the best of all of them (so the goal is measured against the disk at its best)
+//              disk's bandwidth is the median of all of them (the best is printed too: cloud disks vary a lot)
 //   sync save  checkpoint_save: training is blocked for all of it
 //   async save CheckpointWriter: blocked = time in start() + the next step's wait for the snapshot copy;
 //              write = the writer thread's write + fsync + rename, while the next training step runs beside it
@@ -117,8 +117,9 @@ void bench_checkpoint(const BenchArgs &a) {
         trainer.set_before_update(nullptr);
     }
 
-    const double disk = double(bytes) / *std::min_element(disk_s.begin(), disk_s.end()); // the best it did
-    const double disk_median = double(bytes) / median(disk_s);
+    // The disk's bandwidth: the median of its probes (the save figures are medians too); the best is shown beside.
+    const double disk = double(bytes) / median(disk_s);
+    const double disk_best = double(bytes) / *std::min_element(disk_s.begin(), disk_s.end());
     const double sync = median(sync_s), blocked = median(blocked_s), wr = median(write_s);
     const double plain = median(step_plain), overlapped = median(step_with_save);
     if (a.json) {
@@ -131,7 +132,7 @@ void bench_checkpoint(const BenchArgs &a) {
                             {"write_s", wr},
                             {"write_mb_s", double(file_bytes) / wr / 1e6},
                             {"disk_mb_s", disk / 1e6},
-                            {"disk_median_mb_s", disk_median / 1e6},
+                            {"disk_best_mb_s", disk_best / 1e6},
                             {"write_fraction_of_disk", double(file_bytes) / wr / disk},
                             {"step_s", plain},
                             {"step_during_save_s", overlapped}};
@@ -140,8 +141,8 @@ void bench_checkpoint(const BenchArgs &a) {
     }
     fmt::print("checkpoint  model {}  {:.1f} MB of state (weights, Muon momentum, AdamW moments, balancing)  in {}\n",
                a.model, double(bytes) / 1e6, fs::absolute(a.dir).string());
-    fmt::print("  disk: sequential write + fsync       {:8.1f} MB/s (best of {}; median {:.1f} MB/s)\n", disk / 1e6,
-               disk_s.size(), disk_median / 1e6);
+    fmt::print("  disk: sequential write + fsync       {:8.1f} MB/s (median of {}; best {:.1f} MB/s)\n", disk / 1e6,
+               disk_s.size(), disk_best / 1e6);
     fmt::print("  synchronous save: training blocked   {:8.1f} ms\n", 1e3 * sync);
     fmt::print("  asynchronous save: training blocked  {:8.2f} ms  = {:.1f}% of the synchronous save (goal ≤ 5%)\n",
                1e3 * blocked, 100 * blocked / sync);

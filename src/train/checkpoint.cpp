@@ -45,6 +45,26 @@ void fsync_dir(const fs::path &dir) {
     if (rc != 0) fail("cannot fsync directory '{}': {}", dir.string(), std::strerror(errno));
 }
 
+// Writes `text` to a new file and fsyncs it (not atomic by itself: callers rename it or its directory).
+void write_file_synced(const fs::path &path, const std::string &text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail("cannot create '{}': {}", path.string(), std::strerror(errno));
+    size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+            const int e = errno;
+            ::close(fd);
+            fail("cannot write '{}': {}", path.string(), std::strerror(e));
+        }
+        done += size_t(w);
+    }
+    const int rc = ::fsync(fd);
+    ::close(fd);
+    if (rc != 0) fail("cannot fsync '{}': {}", path.string(), std::strerror(errno));
+}
+
 // Test hook (fault-tolerance tests): ZAYA_FAULT_SLOW_CKPT_MS=N sleeps N ms between the files of a checkpoint,
 // widening the window in which a kill lands in the middle of a save.
 void fault_pause() {
@@ -215,7 +235,8 @@ std::string commit(const std::string &run_dir, int64_t step, json meta,
         write_files(tmp, files, entries);
         meta["files"] = files;
         meta["tensors"] = entries;
-        write_file_atomic((tmp / "manifest.json").string(), meta.dump(1) + "\n"); // last: marks it complete
+        // Last: marks the directory complete. No temp-file dance: the directory itself is renamed into place.
+        write_file_synced(tmp / "manifest.json", meta.dump(1) + "\n");
         fsync_dir(tmp);
 
         // Move into place; an older checkpoint of the same step is replaced only once the new one is complete.
@@ -225,13 +246,22 @@ std::string commit(const std::string &run_dir, int64_t step, json meta,
         fs::rename(tmp, final_dir, ec);
         if (ec) fail("cannot rename '{}' to '{}': {}", tmp.string(), final_dir.string(), ec.message());
         fs::remove_all(old, ec);
-        fsync_dir(root);
     } catch (...) {
         fs::remove_all(tmp, ec); // a full disk gets its space back; complete checkpoints are untouched
         throw;
     }
-    // Last: a crash before this leaves `latest` at the previous checkpoint (resume also scans the directory).
-    write_file_atomic((root / "latest").string(), name + "\n");
+    // Then `latest`: a crash before its rename leaves it at the previous checkpoint (resume also scans the
+    // directory). One directory fsync makes both renames durable.
+    const fs::path latest_tmp = root / "latest.tmp";
+    try {
+        write_file_synced(latest_tmp, name + "\n");
+        fs::rename(latest_tmp, root / "latest", ec);
+        if (ec) fail("cannot update '{}': {}", (root / "latest").string(), ec.message());
+    } catch (...) {
+        fs::remove(latest_tmp, ec);
+        throw;
+    }
+    fsync_dir(root);
     return final_dir.string();
 }
 

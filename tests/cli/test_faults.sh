@@ -14,16 +14,23 @@ ZAYA=$1
 SRC=$2
 source "$SRC/tests/cli/lib.sh"
 
-mkdir -p "$tmp/corpus"
-for i in $(seq 1 200); do
-    printf 'Document %d. The quick brown fox jumps over the lazy dog %d times.\nPython is a language number %d.\n' \
-        "$i" "$i" $((i * 7)) >"$tmp/corpus/doc$i.txt"
-done
+source "$SRC/tests/cli/corpus.sh"
+make_corpus "$tmp/corpus" 200
 "$ZAYA" prepare --input "$tmp/corpus" --out "$tmp/data" --vocab-size 400 >/dev/null
 args=(--data "$tmp/data" --model tiny --batch 4 --seq 32 --warmup 2 --eval-every 0 --sample-tokens 0)
 model_of() { echo "$tmp/$1/model/model.safetensors"; }
 same_model() { # NAME RUN_A RUN_B
     if cmp -s "$(model_of "$2")" "$(model_of "$3")"; then pass "$1"; else fail "$1" "$2 and $3 differ"; fi
+}
+# term_after_step PID OUTPUT STEP: once OUTPUT shows step STEP, sends SIGTERM to PID and waits; exit status in $rc.
+term_after_step() {
+    for _ in $(seq 1 1000); do
+        grep -q "^step *$3/" "$2" && break
+        sleep 0.01
+    done
+    kill -TERM "$1"
+    rc=0
+    wait "$1" || rc=$?
 }
 step_losses() { grep -o '[{,]"loss":[^,}]*' "$tmp/$1/metrics.jsonl" | tr '\n' ' '; }
 
@@ -78,14 +85,7 @@ expect_error "export: a corrupted tensor is named" "^zaya: error: .*tensor '.*' 
 
 # ---- SIGTERM: checkpoint, exit 143, resume gives the uninterrupted run's losses and model ----
 "$ZAYA" train "${args[@]}" --out "$tmp/term" --steps 300 --ckpt-every 10 --keep 2 >"$tmp/term.out" 2>&1 &
-pid=$!
-for _ in $(seq 1 400); do
-    [[ -f $tmp/term/metrics.jsonl && $(wc -l <"$tmp/term/metrics.jsonl") -ge 25 ]] && break
-    sleep 0.02
-done
-kill -TERM $pid
-rc=0
-wait $pid || rc=$?
+term_after_step $! "$tmp/term.out" 25
 if [[ $rc -eq 143 ]] && grep -q "stopped by" "$tmp/term.out"; then
     pass "SIGTERM stops the run gracefully (exit 143)"
 else
@@ -175,14 +175,7 @@ run train --data "$tmp/no-such-data" --model tiny --out "$tmp/sup_bad" --steps 4
     pass "a set-up error is reported, not retried" || fail "a set-up error is reported, not retried" "exit $rc" "$err"
 
 "$ZAYA" train "${args[@]}" --out "$tmp/sup_term" --steps 300 --ckpt-every 10 --supervise >"$tmp/sup_term.out" 2>&1 &
-spid=$!
-for _ in $(seq 1 400); do
-    [[ -f $tmp/sup_term/metrics.jsonl && $(wc -l <"$tmp/sup_term/metrics.jsonl") -ge 25 ]] && break
-    sleep 0.02
-done
-kill -TERM $spid
-rc=0
-wait $spid || rc=$?
+term_after_step $! "$tmp/sup_term.out" 25
 [[ $rc -eq 143 ]] && grep -q "after the stop request" "$tmp/sup_term/supervisor.log" &&
     grep -q "stopped by" "$tmp/sup_term.out" && pass "SIGTERM to the supervisor stops the trainer gracefully" ||
     fail "SIGTERM to the supervisor stops the trainer gracefully" "exit $rc" "$(cat "$tmp/sup_term/supervisor.log")" \
