@@ -12,6 +12,8 @@ packages=(
     libdnnl-dev libopenblas-dev
     # JSON, formatting, CLI parsing, hashing, compression, HTTP, tokenizer
     nlohmann-json3-dev libfmt-dev libcli11-dev libxxhash-dev libzstd-dev libcpp-httplib-dev libsentencepiece-dev
+    # data parallel across processes and hosts
+    libopenmpi-dev openmpi-bin
     # tests, benchmarks, fuzzing (clang's libFuzzer runtime)
     libgtest-dev libgmock-dev libbenchmark-dev clang clang-14 libclang-rt-14-dev libomp-dev
     # the default training corpus: Python 3.11 documentation sources (reST)

@@ -8,6 +8,7 @@
 #include "io/model_io.h"
 #include "model/init.h"
 #include "ops/cpu/gemm.h"
+#include "dist/comm.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_writer.h"
 #include "train/signals.h"
@@ -16,6 +17,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
@@ -74,33 +77,38 @@ std::string progress_bar(int64_t done, int64_t total, int width) {
 } // namespace
 
 int run_training(const TrainConfig &tc_in) {
-    StopSignals signals; // from the start: a signal during set-up stops the run once set-up is done
+    StopSignals signals; // from the start (before MPI's threads exist): a signal during set-up stops after it
     TrainConfig tc = tc_in;
     tc.validate();
+    // Data parallel: every rank trains; rank 0 alone prints, writes metrics, checkpoints and the model.
+    std::shared_ptr<Communicator> comm = communicator_from_environment();
+    const bool root = comm->is_root();
+    if (!root && !std::freopen("/dev/null", "w", stdout)) fail("rank {}: cannot silence stdout", comm->rank());
     auto data = DataSet::open(tc.data);
     ZayaConfig mc = model_config_for(tc, data->manifest());
     Model model = Model::create(mc);
     model_init_random(model, tc.seed);
 
     std::error_code ec;
-    fs::create_directories(tc.out, ec);
-    if (ec) fail("cannot create run directory '{}': {}", tc.out, ec.message());
-    write_file_atomic((fs::path(tc.out) / "train_config.json").string(), train_config_to_json(tc).dump(2) + "\n");
     const bool resuming = tc.resume || !tc.resume_from.empty();
-    const std::string metrics_path = (fs::path(tc.out) / "metrics.jsonl").string();
-
-    if (tc.save_init) model_save(model, (fs::path(tc.out) / "init").string(), DType::F32);
+    const std::string metrics_path = root ? (fs::path(tc.out) / "metrics.jsonl").string() : "/dev/null";
+    if (root) {
+        fs::create_directories(tc.out, ec);
+        if (ec) fail("cannot create run directory '{}': {}", tc.out, ec.message());
+        write_file_atomic((fs::path(tc.out) / "train_config.json").string(), train_config_to_json(tc).dump(2) + "\n");
+        if (tc.save_init) model_save(model, (fs::path(tc.out) / "init").string(), DType::F32);
+    }
     std::ofstream batches_out;
-    if (tc.dump_batches) {
+    if (tc.dump_batches && root) {
         batches_out.open(fs::path(tc.out) / "batches.bin", std::ios::binary | std::ios::trunc);
         if (!batches_out) fail("cannot write '{}'", (fs::path(tc.out) / "batches.bin").string());
     }
     std::vector<int32_t> batch_log;
     const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), 2048, 3) * 1e9;
     ParamCounts pc = param_counts(mc);
-    Trainer trainer(tc, std::move(model), data);
+    Trainer trainer(tc, std::move(model), data, comm);
     std::unique_ptr<CheckpointWriter> writer;
-    if (tc.ckpt_every > 0 && tc.ckpt_async) {
+    if (tc.ckpt_every > 0 && tc.ckpt_async && root) {
         writer = std::make_unique<CheckpointWriter>(trainer, tc.out, tc.keep);
         trainer.set_before_update([&writer] { writer->wait_snapshot(); });
     }
@@ -109,6 +117,9 @@ int run_training(const TrainConfig &tc_in) {
     fmt::print("  data {}: {} train / {} val tokens\n", tc.data, data->train().tokens, data->val().tokens);
     fmt::print("  {} steps × {} sequences × {} tokens (micro-batch {}), lr {} {} warmup {}, balancing {}\n", tc.steps,
                tc.batch, tc.seq, tc.micro(), tc.lr, tc.schedule, tc.warmup_steps(), tc.balance ? "on" : "off");
+    if (comm->size() > 1)
+        fmt::print("  data parallel: {} ranks ({}), {} sequences per rank per forward/backward\n", comm->size(),
+                   comm->name(), tc.micro());
     fmt::print("  memory {:.1f} MiB{}, {} threads, SGEMM peak measured now {:.1f} GFLOP/s\n",
                double(trainer.memory_bytes()) / (1 << 20),
                writer ? fmt::format(" + {:.1f} MiB checkpoint snapshot", double(writer->snapshot_bytes()) / (1 << 20))
@@ -132,7 +143,7 @@ int run_training(const TrainConfig &tc_in) {
     }
     const int64_t start = trainer.step_count();
     // Steps after the checkpoint were lost with the process that took them: their metrics go too.
-    if (resuming) truncate_metrics(metrics_path, start);
+    if (resuming && root) truncate_metrics(metrics_path, start);
     std::ofstream metrics(metrics_path, resuming ? std::ios::app : std::ios::trunc);
     if (!metrics) fail("cannot write '{}'", metrics_path);
 
@@ -155,6 +166,7 @@ int run_training(const TrainConfig &tc_in) {
         std::fflush(stdout);
     };
     auto save = [&](bool wait) {
+        if (!root) return; // the state is replicated: rank 0's checkpoint is everyone's
         if (writer) {
             writer->start(trainer);
             if (wait)
@@ -193,7 +205,7 @@ int run_training(const TrainConfig &tc_in) {
                               std::streamsize(batch_log.size() * sizeof(int32_t)));
         elapsed += r.seconds;
         const double tok_s = double(r.tokens) / r.seconds;
-        const double mfu = trainer.flops_per_step() / r.seconds / peak;
+        const double mfu = trainer.flops_per_step() / r.seconds / (peak * comm->size());
         const double ent = std::accumulate(r.entropy.begin(), r.entropy.end(), 0.0) / double(r.entropy.size());
         const double eta = elapsed / double(taken) * double(tc.steps - s);
         std::string line = fmt::format("step {:>5}/{}  loss {:.4f}  gnorm {:.3f}  lr {:.2e}  {:.0f} tok/s  mfu {:.1f}%  "
@@ -216,6 +228,7 @@ int run_training(const TrainConfig &tc_in) {
         if (trainer.guard().wants_rollback()) {
             if (writer)
                 if (auto rep = writer->finish()) report(*rep);
+            comm->barrier(); // every rank sees rank 0's checkpoints complete before choosing one
             if (checkpoint_list(tc.out).empty()) {
                 fmt::print("step {:>5}  {} consecutive skipped steps and no checkpoint to roll back to; going on\n", s,
                            trainer.guard().consecutive_skips());
@@ -235,7 +248,13 @@ int run_training(const TrainConfig &tc_in) {
         }
         if (tc.eval_every > 0 && s % tc.eval_every == 0 && s != tc.steps) validate(s);
         if (tc.ckpt_every > 0 && (s % tc.ckpt_every == 0 || s == tc.steps)) save(/*wait=*/s == tc.steps);
-        if (const int sig = signals.received()) {
+        int64_t stop = signals.received();
+        if (comm->size() > 1) { // all ranks stop after the same step (a rank left behind would wait forever)
+            int64_t any = stop != 0;
+            comm->allreduce_sum(&any, 1);
+            if (any && !stop) stop = SIGTERM;
+        }
+        if (const int sig = int(stop)) {
             metrics.flush();
             if (tc.ckpt_every == 0 || s % tc.ckpt_every != 0) save(true);
             else if (writer)
@@ -254,6 +273,7 @@ int run_training(const TrainConfig &tc_in) {
     }
     metrics.flush();
     double final_val = validate(tc.steps);
+    if (!root) return 0;
 
     const std::string model_dir = (fs::path(tc.out) / "model").string();
     model_save(trainer.model(), model_dir, DType::F32);

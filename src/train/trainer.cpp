@@ -48,8 +48,9 @@ std::set<int64_t> env_iterations(const char *name) {
 }
 } // namespace
 
-Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data)
-    : tc_(tc), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config()),
+Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data,
+                 std::shared_ptr<Communicator> comm)
+    : tc_(tc), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config()),
       balance_(model_.layout, model_.config, balancing_config(tc)),
       acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true)),
       scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro())),
@@ -57,7 +58,10 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
       counts_(size_t(model_.config.num_hidden_layers * model_.config.router_classes()), 0), guard_(guard_config(tc)),
       fault_nan_(env_iterations("ZAYA_FAULT_NAN_GRAD")), fault_spike_(env_iterations("ZAYA_FAULT_SPIKE_GRAD")),
       fault_hang_(env_iterations("ZAYA_FAULT_HANG")) {
-    if (data_) loader_.emplace(data_, tc.seq, tc.seed);
+    if (tc.batch % (tc.micro() * comm_->size()) != 0)
+        fail("train: batch ({}) must be a multiple of micro_batch ({}) × ranks ({})", tc.batch, tc.micro(),
+             comm_->size());
+    if (data_) loader_.emplace(data_, tc.seq, tc.seed, comm_->rank(), comm_->size());
     if (data_ && int64_t(data_->manifest().vocab_size) > model_.config.vocab_size)
         fail("data in '{}' has vocab_size {} but the model's is {}", data_->dir(), data_->manifest().vocab_size,
              model_.config.vocab_size);
@@ -71,14 +75,16 @@ size_t Trainer::memory_bytes() const {
 
 StepResult Trainer::step(std::vector<int32_t> *batch_log) {
     if (!loader_) fail("Trainer::step needs a data set");
-    return step_on([this](int64_t n) { return loader_->next_batch(n); }, batch_log);
+    const int64_t ranks = comm_->size();
+    return step_on([this, ranks](int64_t n) { return loader_->next_batch(n * ranks); }, batch_log);
 }
 
 StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro_batch,
                             std::vector<int32_t> *batch_log) {
     auto t0 = std::chrono::steady_clock::now();
     const ZayaConfig &c = model_.config;
-    const int64_t micro = tc_.micro(), accum = tc_.batch / micro, K = c.router_classes();
+    const int64_t ranks = comm_->size(), micro = tc_.micro(), accum = tc_.batch / (micro * ranks);
+    const int64_t K = c.router_classes();
     std::memset(grads_.data(), 0, grads_.size * sizeof(real));
     std::fill(counts_.begin(), counts_.end(), 0);
     StepResult r;
@@ -94,7 +100,16 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
             const int32_t *choice = acts_.layer(l).choice;
             for (int64_t n = 0; n < batch.num_tokens(); ++n) ++counts_[size_t(l * K + choice[n])];
         }
-        model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(), real(1.0 / double(accum)));
+        model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(),
+                       real(1.0 / double(accum * ranks)));
+    }
+    if (ranks > 1) { // the global batch's mean gradient, loss and routing counts on every rank
+        comm_->allreduce_sum(grads_.data(), grads_.size);
+        comm_->allreduce_sum(counts_.data(), counts_.size());
+        double sums[2] = {r.loss, double(r.tokens)};
+        comm_->allreduce_sum(sums, 2);
+        r.loss = sums[0] / double(ranks);
+        r.tokens = int64_t(sums[1]);
     }
     const int64_t it = iteration_ + 1;
     if (fault_nan_.erase(it)) grads_.data()[0] = std::numeric_limits<real>::quiet_NaN();
@@ -123,21 +138,25 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
 
 double Trainer::evaluate() {
     if (!data_) fail("Trainer::evaluate needs a data set");
-    ValBatches val(data_, tc_.micro(), tc_.seq);
+    const int64_t ranks = comm_->size();
+    ValBatches val(data_, tc_.micro() * ranks, tc_.seq, comm_->rank(), int(ranks));
     TokenBatch tb;
-    double total = 0;
-    int64_t tokens = 0, batches = 0;
-    const int64_t max_batches = tc_.eval_batches * (tc_.batch / tc_.micro());
+    double sums[2] = {0, 0}; // loss × tokens, tokens
+    int64_t batches = 0;
+    const int64_t max_batches = tc_.eval_batches * (tc_.batch / (tc_.micro() * ranks));
     while ((max_batches == 0 || batches < max_batches) && val.next(tb)) {
+        ++batches;
+        if (tb.sequences == 0) continue; // this rank's share of a short last batch
         Batch batch = tb.inputs();
         std::vector<int32_t> targets = tb.targets();
         ForwardResult f = model_forward(model_, batch, acts_, targets.data());
-        total += f.loss * double(f.loss_tokens);
-        tokens += f.loss_tokens;
-        ++batches;
+        sums[0] += f.loss * double(f.loss_tokens);
+        sums[1] += double(f.loss_tokens);
     }
+    comm_->allreduce_sum(sums, 2);
+    const double total = sums[0], tokens = sums[1];
     if (tokens == 0) fail("validation split of '{}' has no sequence of {} tokens", data_->dir(), tc_.seq + 1);
-    return total / double(tokens);
+    return total / tokens;
 }
 
 } // namespace zaya

@@ -12,6 +12,7 @@
 // each fires once per process.
 #pragma once
 #include "data/dataset.h"
+#include "dist/comm.h"
 #include "data/loader.h"
 #include "model/activations.h"
 #include "model/backward.h"
@@ -42,19 +43,24 @@ struct StepResult {
 
 class Trainer {
   public:
-    // `data` may be null for benchmarks, which then feed step_on() themselves (no evaluate()).
-    Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data);
+    // `data` may be null for benchmarks, which then feed step_on() themselves (no evaluate()). With a
+    // communicator of N ranks (data parallel, dist/comm.h), each rank takes its slice of every global batch
+    // (`micro_batch` sequences per rank per forward/backward), gradients, routing counts and losses are summed
+    // over ranks before the guard and the (replicated) optimizer see them: every rank keeps the same state.
+    Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data,
+            std::shared_ptr<Communicator> comm = nullptr);
 
     // One optimizer step on the loader's next batch. If `batch_log` is given, the step's token rows
     // (micro-batches in order, each row seq+1 tokens) are appended to it.
     StepResult step(std::vector<int32_t> *batch_log = nullptr);
-    // The same on micro-batches from `next_micro_batch(sequences)`.
+    // The same on micro-batches from `next_micro_batch(sequences)` (this rank's sequences).
     StepResult step_on(const std::function<TokenBatch(int64_t)> &next_micro_batch,
                        std::vector<int32_t> *batch_log = nullptr);
     double evaluate(); // mean loss over up to eval_batches validation batches (all if the split is smaller)
 
     const Model &model() const { return model_; }
     const TrainConfig &config() const { return tc_; }
+    Communicator &comm() const { return *comm_; }
     int64_t step_count() const { return iteration_; }
     double flops_per_step() const { return flops_per_step_; } // model FLOPs: forward + backward (≈ 3× forward)
     size_t memory_bytes() const;                              // params, grads, optimizer state, activations
@@ -74,6 +80,7 @@ class Trainer {
 
   private:
     TrainConfig tc_;
+    std::shared_ptr<Communicator> comm_;
     Model model_;
     std::shared_ptr<const DataSet> data_;
     std::optional<TrainLoader> loader_;
