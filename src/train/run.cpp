@@ -220,6 +220,7 @@ int run_training(const TrainConfig &tc_in) {
                          {"grad_norm", r.grad_norm}, {"tokens_per_s", tok_s}, {"mfu", mfu},
                          {"routing_entropy", r.entropy}, {"skipped", r.skipped}};
         if (r.skipped) m["skip_reason"] = verdict_name(r.verdict);
+        if (comm->size() > 1) m["comm_s"] = r.comm_seconds;
         metrics << m.dump() << "\n";
         link.send(fmt::format("step {}", s));
         if (writer)

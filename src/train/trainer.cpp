@@ -104,12 +104,14 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
                        real(1.0 / double(accum * ranks)));
     }
     if (ranks > 1) { // the global batch's mean gradient, loss and routing counts on every rank
+        const auto c0 = std::chrono::steady_clock::now();
         comm_->allreduce_sum(grads_.data(), grads_.size);
         comm_->allreduce_sum(counts_.data(), counts_.size());
         double sums[2] = {r.loss, double(r.tokens)};
         comm_->allreduce_sum(sums, 2);
         r.loss = sums[0] / double(ranks);
         r.tokens = int64_t(sums[1]);
+        r.comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     }
     const int64_t it = iteration_ + 1;
     if (fault_nan_.erase(it)) grads_.data()[0] = std::numeric_limits<real>::quiet_NaN();

@@ -35,6 +35,7 @@ struct StepResult {
     double grad_norm = 0;      // global L2 norm before clipping
     double lr = 0;
     double seconds = 0;        // wall time of the step
+    double comm_seconds = 0;   // of which in collectives (data parallel)
     int64_t tokens = 0;        // tokens processed (inputs)
     bool skipped = false;      // the guard refused the update (train/step_guard.h); `verdict` says why
     StepVerdict verdict = StepVerdict::Ok;
