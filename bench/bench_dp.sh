@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel throughput on this machine, in one run: the same training (model, global batch, steps) with
 # 1 process × 2 OpenMP threads and with 2 MPI ranks × 1 thread, and the share of step time the ranks spend in
-# collectives (the gradient all-reduce). Prints both side by side.
+# collectives (the gradient all-reduce and the broadcasts of distributed Muon's matrices). Prints both side by side.
 #
 # Usage: bench/bench_dp.sh [MODEL (small)] [STEPS (12)]   — needs build/zaya, mpirun, and data/pydocs
 # (scripts/train_demo.sh prepares it).
@@ -30,5 +30,5 @@ t2 = statistics.median(r["tokens_per_s"] for r in two)
 share = statistics.median(r["comm_s"] * r["tokens_per_s"] / (8 * 256) for r in two)
 print(f"data parallel, model {sys.argv[3]}, global batch 8 x 256 tokens, medians over {len(one)} steps")
 print(f"  1 process x 2 threads   {t1:8.0f} tokens/s")
-print(f"  2 ranks x 1 thread      {t2:8.0f} tokens/s  ({t2 / t1:.2f}x), {100 * share:.1f}% of step time in all-reduce")
+print(f"  2 ranks x 1 thread      {t2:8.0f} tokens/s  ({t2 / t1:.2f}x), {100 * share:.1f}% of step time in collectives")
 PY

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -54,6 +55,11 @@ class Mpi final : public Communicator {
     void allreduce_sum(float *d, size_t n) override { allreduce(d, n, MPI_FLOAT); }
     void allreduce_sum(double *d, size_t n) override { allreduce(d, n, MPI_DOUBLE); }
     void allreduce_sum(int64_t *d, size_t n) override { allreduce(d, n, MPI_INT64_T); }
+    void broadcast(float *d, size_t n, int root) override {
+        constexpr size_t kPiece = size_t(1) << 28;
+        for (size_t at = 0; at < n; at += kPiece)
+            check(MPI_Bcast(d + at, int(std::min(kPiece, n - at)), MPI_FLOAT, root, MPI_COMM_WORLD), "broadcast");
+    }
     void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
 
   private:

@@ -22,6 +22,8 @@ class Communicator {
     virtual void allreduce_sum(float *data, size_t n) = 0;
     virtual void allreduce_sum(double *data, size_t n) = 0;
     virtual void allreduce_sum(int64_t *data, size_t n) = 0;
+    // `data` of rank `root` to every rank.
+    virtual void broadcast(float *data, size_t n, int root) = 0;
     virtual void barrier() = 0;
     bool is_root() const { return rank() == 0; }
 };
@@ -34,6 +36,7 @@ class SingleProcess final : public Communicator {
     void allreduce_sum(float *, size_t) override {}
     void allreduce_sum(double *, size_t) override {}
     void allreduce_sum(int64_t *, size_t) override {}
+    void broadcast(float *, size_t, int) override {}
     void barrier() override {}
 };
 

@@ -14,6 +14,8 @@
 #include "optim/param_groups.h"
 #include "optim/schedule.h"
 
+#include <memory>
+
 #include <array>
 #include <cstdint>
 
@@ -58,6 +60,14 @@ class Optimizer {
     // Muon on every matrix, AdamW on every range, with learning rate `lr`; increments the step count.
     void update(real *params, const real *grads, double lr);
 
+    // Data parallel (dist/comm.h): each Muon matrix gets one owner rank (greedy by Newton–Schulz cost) that
+    // orthogonalises it and broadcasts the updated matrix; every rank still advances every momentum buffer (cheap,
+    // elementwise), so optimizer state stays replicated and checkpoints are unchanged. Everything else is computed
+    // by every rank.
+    void set_communicator(std::shared_ptr<class Communicator> comm);
+
+    double last_comm_seconds() const { return comm_seconds_; } // broadcasts of the last update
+
     int64_t step_count() const { return step_; }
     void set_step_count(int64_t step) { step_ = step; } // when resuming from a checkpoint
     double scheduled_lr() const { return schedule_.lr(step_ + 1); } // the lr of the next step
@@ -76,6 +86,10 @@ class Optimizer {
     Muon muon_;
     AdamWHyper adamw_;
     RealBuffer momentum_, exp_avg_, exp_avg_sq_;
+    std::shared_ptr<class Communicator> comm_;
+    std::vector<int> muon_owner_;   // per groups_.muon entry
+    RealBuffer exchange_;           // one owner's updated matrices, packed, for the broadcast
+    double comm_seconds_ = 0;
     int64_t step_ = 0;
 };
 

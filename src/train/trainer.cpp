@@ -62,6 +62,7 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
         fail("train: batch ({}) must be a multiple of micro_batch ({}) × ranks ({})", tc.batch, tc.micro(),
              comm_->size());
     if (data_) loader_.emplace(data_, tc.seq, tc.seed, comm_->rank(), comm_->size());
+    if (comm_->size() > 1) opt_.set_communicator(comm_);
     if (data_ && int64_t(data_->manifest().vocab_size) > model_.config.vocab_size)
         fail("data in '{}' has vocab_size {} but the model's is {}", data_->dir(), data_->manifest().vocab_size,
              model_.config.vocab_size);
@@ -128,6 +129,7 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
         if (before_update_) before_update_();
         opt_.clip_and_update(model_.params.data(), grads_.data(), r.lr, r.grad_norm);
         if (tc_.balance) balance_.update(model_.params.data(), counts_.data());
+        r.comm_seconds += opt_.last_comm_seconds();
     }
     r.entropy.resize(size_t(c.num_hidden_layers));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
