@@ -27,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+constexpr double kSetupTimeout = 300; // seconds a trainer may take from start to "ready"
 volatile std::sig_atomic_t g_stop = 0;
 void on_stop(int sig) { g_stop = sig; }
 
@@ -164,9 +165,12 @@ int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c) {
             }
             const pid_t w = ::waitpid(pid, &status, WNOHANG);
             if (w == pid) break;
+            // Set-up (measuring the machine, loading a large checkpoint) sends nothing: it gets a longer limit.
             const double quiet = std::chrono::duration<double>(Clock::now() - last_beat).count();
-            if (!hung && quiet > c.heartbeat_timeout) {
-                log("no heartbeat from the trainer for {:.0f} s (last step {}): killing it", quiet, last_step);
+            const double limit = ready ? c.heartbeat_timeout : std::max(c.heartbeat_timeout, kSetupTimeout);
+            if (!hung && quiet > limit) {
+                log("no heartbeat from the trainer for {:.0f} s ({}): killing it", quiet,
+                    ready ? fmt::format("last step {}", last_step) : std::string("still setting up"));
                 ::kill(-pid, SIGKILL);
                 hung = true;
             }

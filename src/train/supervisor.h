@@ -2,7 +2,8 @@
 // restarts it from the latest good checkpoint when it crashes, is killed, or stops making progress.
 //
 //   heartbeat   the child reports "ready N", "step N", "ckpt N" lines on a pipe (SupervisorLink); no line for
-//               `heartbeat_timeout` seconds means it hangs: its process group is killed (SIGKILL) and restarted.
+//               `heartbeat_timeout` seconds after "ready" (at least 300 s before it: set-up sends nothing) means
+//               it hangs: its process group is killed (SIGKILL) and restarted.
 //   restart     with --resume (and without --from) once the run has a checkpoint; from scratch before that.
 //   backoff     restart_delay · 2^(k−1) seconds before the k-th consecutive restart, at most 60 s.
 //   bounded     more than `max_restarts` consecutive restarts without a new checkpoint: give up (exit 1).

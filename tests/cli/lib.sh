@@ -1,5 +1,12 @@
 # Shared helpers of the command-line test scripts (sourced): a temp dir, pass/fail counters, and runners that
-# capture stdout, stderr and the exit status of one `zaya` invocation. Needs $ZAYA.
+# capture stdout, stderr and the exit status of one `zaya` invocation. The sourcing script's arguments are
+# ZAYA_BINARY SOURCE_DIR.
+if [[ $# -ne 2 ]]; then
+    echo "usage: $0 ZAYA_BINARY SOURCE_DIR" >&2
+    exit 2
+fi
+ZAYA=$1
+SRC=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zaya_cli.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

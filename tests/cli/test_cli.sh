@@ -4,16 +4,8 @@
 #
 # Usage: test_cli.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
-
-if [[ $# -ne 2 ]]; then
-    echo "usage: $0 ZAYA_BINARY SOURCE_DIR" >&2
-    exit 2
-fi
-ZAYA=$1
-SRC=$2
+source "$(dirname "$0")/lib.sh" # usage check, $ZAYA and $SRC, temp dir, pass/fail helpers
 GOLDEN=$SRC/tests/golden/tiny_f32
-
-source "$SRC/tests/cli/lib.sh"
 
 # A JSON field of meta.json, with python3 if there is one, else with sed.
 golden_tokens() {

@@ -6,14 +6,8 @@
 #
 # Usage: test_dist.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
-if [[ $# -ne 2 ]]; then
-    echo "usage: $0 ZAYA_BINARY SOURCE_DIR" >&2
-    exit 2
-fi
-ZAYA=$1
-SRC=$2
-source "$SRC/tests/cli/lib.sh"
-source "$SRC/tests/cli/corpus.sh"
+source "$(dirname "$0")/lib.sh" # usage check, $ZAYA and $SRC, temp dir, pass/fail helpers
+source "$(dirname "$0")/corpus.sh"
 if ! command -v mpirun >/dev/null 2>&1; then
     echo "skip    mpirun not installed (scripts/setup.sh installs OpenMPI)"
     exit 0

@@ -6,15 +6,9 @@
 # Usage: test_faults.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-    echo "usage: $0 ZAYA_BINARY SOURCE_DIR" >&2
-    exit 2
-fi
-ZAYA=$1
-SRC=$2
-source "$SRC/tests/cli/lib.sh"
+source "$(dirname "$0")/lib.sh" # usage check, $ZAYA and $SRC, temp dir, pass/fail helpers
 
-source "$SRC/tests/cli/corpus.sh"
+source "$(dirname "$0")/corpus.sh"
 make_corpus "$tmp/corpus" 200
 "$ZAYA" prepare --input "$tmp/corpus" --out "$tmp/data" --vocab-size 400 >/dev/null
 args=(--data "$tmp/data" --model tiny --batch 4 --seq 32 --warmup 2 --eval-every 0 --sample-tokens 0)
@@ -164,7 +158,7 @@ wait $spid || rc=$?
 same_model "the twice-killed supervised run ends with the straight run's model" long sup
 
 ZAYA_FAULT_HANG=25 run train "${args[@]}" --out "$tmp/hang" --steps 40 --ckpt-every 5 --supervise --restart-delay 0.1 \
-    --heartbeat-timeout 1
+    --heartbeat-timeout 3
 [[ $rc -eq 0 ]] && grep -q "no heartbeat from the trainer" "$tmp/hang/supervisor.log" &&
     pass "a hung trainer is killed on heartbeat timeout and restarted" ||
     fail "a hung trainer is killed on heartbeat timeout and restarted" "exit $rc" "$(cat "$tmp/hang/supervisor.log")"
