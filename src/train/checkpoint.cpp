@@ -183,7 +183,7 @@ json checkpoint_meta(Trainer &t) {
             {"step", t.step_count()},
             {"optimizer_step", t.optimizer().step_count()},
             {"balancing_step", t.balancing().step_count()},
-            {"world_size", 1},
+            {"world_size", t.comm().size()}, // informational: the tensors are logical, any count resumes
             {"loader", t.has_loader() ? loader_state_to_json(t.loader_state()) : json(nullptr)}, // null: benchmarks
             {"step_guard", t.guard().to_json()},
             {"model_config", config_to_json(t.model().config)},

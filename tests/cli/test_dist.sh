@@ -51,6 +51,9 @@ cmp -s "$tmp/two/model/model.safetensors" "$tmp/two_b/model/model.safetensors" &
 
 # Reshaping: a checkpoint of 2 ranks resumes on 1, one of 1 rank on 2.
 mpi 2 "$ZAYA" train "${args[@]}" --micro-batch 2 --out "$tmp/r21" --stop-after 10 >/dev/null 2>&1
+python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["world_size"] != 2)' \
+    "$tmp/r21/checkpoints/step_00000010/manifest.json" && pass "a 2-rank checkpoint records world_size 2" ||
+    fail "a 2-rank checkpoint records world_size 2"
 expect_ok "resume on 1 rank from a 2-rank checkpoint" train "${args[@]}" --micro-batch 4 --out "$tmp/r21" --resume
 d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/r21/metrics.jsonl")
 within "$d" 1e-5 && pass "2 → 1 ranks continues with the straight run's losses ($d)" || fail "2 → 1 ranks" "$d"
