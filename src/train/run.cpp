@@ -20,7 +20,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -165,12 +164,15 @@ int run_training(const TrainConfig &tc_in) {
         }
         std::fflush(stdout);
     };
+    auto finish_saves = [&] { // waits for the save in flight, if any, and reports it
+        if (writer)
+            if (auto r = writer->finish()) report(*r);
+    };
     auto save = [&](bool wait) {
         if (!root) return; // the state is replicated: rank 0's checkpoint is everyone's
         if (writer) {
             writer->start(trainer);
-            if (wait)
-                if (auto r = writer->finish()) report(*r);
+            if (wait) finish_saves();
             return;
         }
         SaveReport r;
@@ -184,6 +186,12 @@ int run_training(const TrainConfig &tc_in) {
         }
         r.write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         report(r);
+    };
+
+    // Before stopping early: a complete checkpoint of step s (the periodic one just started, or a new one).
+    auto checkpoint_this_step = [&](int64_t s) {
+        if (tc.ckpt_every > 0 && s % tc.ckpt_every == 0) finish_saves();
+        else save(true);
     };
 
     const bool tty = isatty(fileno(stdout));
@@ -227,8 +235,7 @@ int run_training(const TrainConfig &tc_in) {
             for (const SaveReport &rep : writer->poll()) report(rep);
 
         if (trainer.guard().wants_rollback()) {
-            if (writer)
-                if (auto rep = writer->finish()) report(*rep);
+            finish_saves();
             comm->barrier(); // every rank sees rank 0's checkpoints complete before choosing one
             if (checkpoint_list(tc.out).empty()) {
                 fmt::print("step {:>5}  {} consecutive skipped steps and no checkpoint to roll back to; going on\n", s,
@@ -257,17 +264,13 @@ int run_training(const TrainConfig &tc_in) {
         }
         if (const int sig = int(stop)) {
             metrics.flush();
-            if (tc.ckpt_every == 0 || s % tc.ckpt_every != 0) save(true);
-            else if (writer)
-                if (auto rep = writer->finish()) report(*rep);
+            checkpoint_this_step(s);
             fmt::print("stopped by {} after step {}; continue with --resume\n", strsignal(sig), s);
             return 128 + sig;
         }
         if (tc.stop_after > 0 && taken == tc.stop_after && s != tc.steps) {
             metrics.flush();
-            if (tc.ckpt_every == 0 || s % tc.ckpt_every != 0) save(true);
-            else if (writer)
-                if (auto rep = writer->finish()) report(*rep);
+            checkpoint_this_step(s);
             fmt::print("stopped after {} steps as asked (--stop-after); continue with --resume\n", tc.stop_after);
             return 0;
         }
