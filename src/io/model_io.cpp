@@ -21,10 +21,7 @@ std::string shape_str(const std::vector<int64_t> &s) {
     return out + "]";
 }
 
-void read_part(const TensorInfo &t, const TensorSource &src, float *dst) {
-    if (t.shape != src.shape)
-        fail("{}: tensor '{}' has shape {} but the config implies {}", t.file, t.name, shape_str(t.shape),
-             shape_str(src.shape));
+void read_part(const TensorInfo &t, float *dst) {
     tensor_read_f32(t, dst);
     const int64_t n = t.numel();
     for (int64_t i = 0; i < n; ++i)
@@ -33,6 +30,29 @@ void read_part(const TensorInfo &t, const TensorSource &src, float *dst) {
 
 } // namespace
 
+std::vector<NativeSources> checkpoint_sources(const ZayaConfig &c) {
+    if (c.legacy_layout) return legacy_sources(c);
+    std::vector<NativeSources> sources;
+    for (const ParamView &v : ParamLayout::build(c).views) sources.push_back({v.name, {{v.name, v.shape, 0}}});
+    return sources;
+}
+
+const TensorInfo &checkpoint_part(const SafetensorSet &set, const TensorSource &part, const std::string &dir) {
+    const TensorInfo *t = set.find(part.stored_name);
+    if (!t) fail("{}: missing tensor '{}' (expected shape {})", dir, part.stored_name, shape_str(part.shape));
+    if (t->shape != part.shape)
+        fail("{}: tensor '{}' has shape {} but the config implies {}", t->file, t->name, shape_str(t->shape),
+             shape_str(part.shape));
+    return *t;
+}
+
+void check_no_unexpected_tensors(const SafetensorSet &set, const std::set<std::string> &used, const std::string &dir) {
+    for (const std::string &name : set.names())
+        if (!used.count(name))
+            fail("{}: unexpected tensor '{}' in '{}' (not part of a ZAYA model with this config)", dir, name,
+                 set.find(name)->file);
+}
+
 Model model_load(const std::string &dir) {
     if (!fs::is_directory(dir)) fail("model directory '{}' does not exist or is not a directory", dir);
     const std::string config_path = (fs::path(dir) / "config.json").string();
@@ -40,20 +60,12 @@ Model model_load(const std::string &dir) {
     Model m = Model::create(config_load(config_path));
     SafetensorSet set = SafetensorSet::open(dir);
 
-    std::vector<NativeSources> sources;
-    if (m.config.legacy_layout) {
-        sources = legacy_sources(m.config);
-    } else {
-        for (const ParamView &v : m.layout.views) sources.push_back({v.name, {{v.name, v.shape, 0}}});
-    }
     std::set<std::string> used;
-    for (const NativeSources &ns : sources) {
+    for (const NativeSources &ns : checkpoint_sources(m.config)) {
         const ParamView *v = m.layout.find(ns.native_name);
         ZAYA_ASSERT(v != nullptr);
         for (const TensorSource &part : ns.parts) {
-            const TensorInfo *t = set.find(part.stored_name);
-            if (!t) fail("{}: missing tensor '{}' (expected shape {})", dir, part.stored_name, shape_str(part.shape));
-            read_part(*t, part, m.params.data() + v->offset + part.offset);
+            read_part(checkpoint_part(set, part, dir), m.params.data() + v->offset + part.offset);
             used.insert(part.stored_name);
         }
     }
@@ -62,7 +74,7 @@ Model model_load(const std::string &dir) {
         if (const TensorInfo *t = set.find("lm_head.weight")) {
             const ParamView *e = m.layout.find("model.embed_tokens.weight");
             std::vector<float> tmp(e->numel);
-            read_part(*t, {t->name, e->shape, 0}, tmp.data());
+            read_part(checkpoint_part(set, {t->name, e->shape, 0}, dir), tmp.data());
             for (size_t i = 0; i < e->numel; ++i)
                 if (tmp[i] != m.params.data()[e->offset + i])
                     fail("{}: 'lm_head.weight' differs from 'model.embed_tokens.weight' but config has "
@@ -71,10 +83,7 @@ Model model_load(const std::string &dir) {
             used.insert("lm_head.weight");
         }
     }
-    for (const std::string &name : set.names())
-        if (!used.count(name))
-            fail("{}: unexpected tensor '{}' in '{}' (not part of a ZAYA model with this config)", dir, name,
-                 set.find(name)->file);
+    check_no_unexpected_tensors(set, used, dir);
     return m;
 }
 

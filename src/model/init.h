@@ -11,4 +11,7 @@ namespace zaya {
 // makes attention uniform: spec B.3); balancing biases 0 with the skip slot at −1.
 void model_init_random(Model &m, uint64_t seed);
 
+// The same for view `i` of `layout` alone, written to p[0 .. numel): what model_init_random does for that view.
+void init_param(const ZayaConfig &c, const ParamLayout &layout, size_t i, real *p, uint64_t seed);
+
 } // namespace zaya

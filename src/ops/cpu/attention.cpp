@@ -230,4 +230,41 @@ void attention_backward(real *dq, real *dk, real *dv, const real *dout, const re
     }
 }
 
+void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
+                      const AttnShape &s) {
+    ZAYA_PROFILE("attention_cached");
+    const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, group = nq / nkv;
+#pragma omp parallel
+    {
+        std::vector<real> scores(size_t(p0 + n)); // grows once per call and thread
+#pragma omp for schedule(dynamic)
+        for (int64_t item = 0; item < n * nq; ++item) {
+            const int64_t i = item / nq, h = item % nq, j = h / group, pos = p0 + i;
+            const int64_t lo = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
+            const real *qr = q + (i * nq + h) * hd;
+            real m = -std::numeric_limits<real>::infinity();
+            for (int64_t t = lo; t <= pos; ++t) {
+                const real *kr = k + (t * nkv + j) * hd;
+                real dot = 0;
+#pragma omp simd reduction(+ : dot)
+                for (int64_t d = 0; d < hd; ++d) dot += qr[d] * kr[d];
+                scores[size_t(t)] = dot * s.scale;
+                m = std::max(m, scores[size_t(t)]);
+            }
+            real sum = 0;
+            real *o = out + (i * nq + h) * hd;
+            std::fill(o, o + hd, real(0));
+            for (int64_t t = lo; t <= pos; ++t) {
+                const real p = std::exp(scores[size_t(t)] - m);
+                sum += p;
+                const real *vr = v + (t * nkv + j) * hd;
+#pragma omp simd
+                for (int64_t d = 0; d < hd; ++d) o[d] += p * vr[d];
+            }
+            const real inv = real(1) / sum;
+            for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+        }
+    }
+}
+
 } // namespace zaya::cpu

@@ -18,6 +18,11 @@ struct AttnShape {
 void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const int64_t *seq_start,
                        int64_t B, const AttnShape &s);
 
+// Attention of n new queries of one sequence, at positions p0 … p0+n−1, over its cache: k, v[p0+n, nkv, hd] hold
+// every earlier position and the new ones (causal; sliding window as above). out[n, nq, hd]. Inference only.
+void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
+                      const AttnShape &s);
+
 // Backward of attention_forward (flash-attention style: P is recomputed from q, k and the saved lse).
 // dq[N,nq,hd], dk, dv[N,nkv,hd] are written (=). Two passes so every output has one writer: dq by query tiles,
 // dk/dv by key tiles — deterministic for any thread count.

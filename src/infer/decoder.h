@@ -1,0 +1,53 @@
+// Cached decoding of a ZAYA1 model (spec A.9): a batch of sequences, each with its own SequenceCache, advances by
+// a chunk of new tokens per call — a prompt chunk (prefill) or one token (decode). Sequences of different lengths
+// share every matrix multiplication; attention, the conv state and the value state stay per sequence.
+// Computes exactly what model_forward computes over the whole sequence (tests/unit/test_decoder.cpp).
+#pragma once
+#include "infer/kv_cache.h"
+#include "infer/weights.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace zaya {
+
+class Decoder {
+  public:
+    // Scratch for up to max_tokens new tokens over up to max_seqs sequences per call, allocated here once.
+    Decoder(const InferModel &m, int64_t max_tokens, int64_t max_seqs);
+
+    SequenceCache new_sequence() const;
+
+    // Appends chunks[i] to seqs[i] and writes the logits of each chunk's last token to logits[i, V]
+    // (all_logits: of every new token, [Σ chunk sizes, V] in order). Chunks must be non-empty; the total must fit
+    // max_tokens/max_seqs and no sequence may pass max_position_embeddings (errors say which).
+    void forward(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
+                 float *logits, bool all_logits = false);
+
+    // Feeds `tokens` to one sequence in chunks of at most max_tokens; logits of the last token into `logits`[V].
+    void prefill(SequenceCache &seq, std::span<const int32_t> tokens, float *logits);
+
+    const InferModel &model() const { return m_; }
+    int64_t max_tokens() const { return max_tokens_; }
+    int64_t max_seqs() const { return max_seqs_; }
+
+  private:
+    void layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int64_t N);
+    void attention(int64_t l, std::span<SequenceCache *const> seqs, int64_t N);
+    void router_and_experts(int64_t l, int64_t N);
+
+    const InferModel &m_;
+    int64_t max_tokens_, max_seqs_;
+    std::vector<int64_t> start_;       // [B+1] rows of each sequence's new tokens
+    std::vector<int64_t> start_ext_;   // [B+1] the same with the conv state rows in front
+    std::vector<int32_t> tokens_, positions_, choice_, order_;
+    std::vector<int64_t> offsets_;
+    std::vector<float> x_, xn_, rstd_, z_, zx_, convx_, pbuf_, conv_, q_, k_, qn_, kn_, v_, vd_, att_, tmp_;
+    std::vector<float> rope_cos_[2], rope_sin_[2];
+    std::vector<float> rho_[2], h1_, rn_, rrstd_, a1_, h2_, rlogits_, probs_, psel_;
+    std::vector<float> xg_, hh_, aa_, yy_, moe_;
+    int rho_cur_ = 0;
+};
+
+} // namespace zaya

@@ -1,0 +1,76 @@
+// The weights an inference run reads, in the dtype they are stored in (spec A.9; design: bf16 stays bf16).
+//
+// Matrices (every Linear weight, each expert's matrices, the embedding / LM head) are `Mat` views that are used
+// in place: fp32 or bf16, either memory-mapped from a checkpoint's safetensors (no copy at all) or owned when
+// made from a trained Model or random values. The small rest (norms, biases, residual scales, conv kernels,
+// temperatures, balancing biases) is converted to fp32 once, into a buffer carved like ParamLayout with the
+// matrices left out.
+#pragma once
+#include "core/dtype.h"
+#include "io/direct_write.h"
+#include "io/safetensors.h"
+#include "model/params.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zaya {
+
+// W[rows, cols] row-major (PyTorch Linear layout [out, in]).
+struct Mat {
+    const void *data = nullptr;
+    DType dtype = DType::F32; // F32 or BF16
+    int64_t rows = 0, cols = 0;
+
+    size_t bytes() const { return size_t(rows * cols) * dtype_size(dtype); }
+    Mat row_block(int64_t r0, int64_t n) const; // rows [r0, r0+n)
+};
+
+// y[N, W.rows] (row stride ldy) = x[N, W.cols] · Wᵀ + b (b may be null), for either dtype.
+void mat_linear(float *y, int64_t ldy, const float *x, const Mat &W, const float *b, int64_t N);
+// dst[n, :] = row ids[n] of W as fp32.
+void mat_gather_rows(float *dst, const Mat &W, const int32_t *ids, int64_t N);
+
+struct LayerMats {
+    Mat q_proj, k_proj, v_cur, v_del, o_proj;
+    Mat router_down, router_fc1, router_fc2, router_out;
+    std::vector<Mat> gate_up, down; // per expert: [2I, D] and [D, I]
+};
+
+class InferModel {
+  public:
+    ZayaConfig config;
+    DType weight_dtype = DType::F32;
+    ModelWeights small; // fp32 vectors; its matrix pointers are not used (see LayerMats)
+    Mat embed, lm_head;
+    std::vector<LayerMats> layers;
+
+    // Takes the model; F32 uses its buffer in place, BF16 rounds the matrices into an owned bf16 copy.
+    static std::unique_ptr<InferModel> from_model(Model m, DType dtype);
+    // Memory-maps a model directory (model.safetensors or shards + index, native or legacy names); bf16 and fp32
+    // matrices are used where they lie. Errors name the directory, file and tensor.
+    static std::unique_ptr<InferModel> load(const std::string &dir);
+    // Random weights straight in `dtype` (matrices uniform with the init's standard deviation, the rest as
+    // model_init_random), for benchmarks of shapes too large to build as an fp32 Model first.
+    static std::unique_ptr<InferModel> random(const ZayaConfig &c, DType dtype, uint64_t seed);
+
+    size_t matrix_bytes() const; // all matrices (the tied embedding once)
+    // Bytes of weights one decoded token reads: every non-expert matrix, one expert per layer (top-1), the LM
+    // head and one embedding row — the numerator of the memory-bandwidth bound.
+    size_t bytes_per_token() const;
+
+  private:
+    void bind_small();
+    ParamLayout small_layout_;
+    RealBuffer small_buf_;
+    std::optional<Model> model_;           // from_model(F32): the matrices live here
+    AlignedBytes owned_;                   // from_model(BF16) / random: the matrices live here
+    std::unique_ptr<SafetensorSet> files_; // load(): mapped files
+};
+
+// True for the parameters InferModel keeps as Mat (by HF name).
+bool is_matrix_param(const std::string &name);
+
+} // namespace zaya

@@ -1,0 +1,117 @@
+#include "ops/cpu/linear_bf16.h"
+
+// GCC 12 reports its own AVX-512 intrinsic headers (_mm512_undefined_* inside them) as using uninitialised values
+// once inlined here: a known false positive (GCC bug 105593); the warnings are off for this file only.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "core/profile.h"
+#include "ops/cpu/gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace zaya::cpu {
+
+namespace {
+
+inline float widen(uint16_t h) {
+    uint32_t bits = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// acc[r] += Σ_i x[r][i]·w[i] for R rows of x (row stride I) against one bf16 weight row w[I].
+template <int R>
+inline void dot_rows(float *acc, const float *x, int64_t I, const uint16_t *w) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    __m512 s[R];
+    for (int r = 0; r < R; ++r) s[r] = _mm512_setzero_ps();
+    for (; i + 16 <= I; i += 16) {
+        __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w + i));
+        __m512 wf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        for (int r = 0; r < R; ++r) s[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * I + i), wf, s[r]);
+    }
+    for (int r = 0; r < R; ++r) acc[r] += _mm512_reduce_add_ps(s[r]);
+#elif defined(__AVX2__)
+    __m256 s[R];
+    for (int r = 0; r < R; ++r) s[r] = _mm256_setzero_ps();
+    for (; i + 8 <= I; i += 8) {
+        __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + i));
+        __m256 wf = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        for (int r = 0; r < R; ++r) s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * I + i), wf, s[r]);
+    }
+    for (int r = 0; r < R; ++r) {
+        __m128 q = _mm_add_ps(_mm256_castps256_ps128(s[r]), _mm256_extractf128_ps(s[r], 1));
+        q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        q = _mm_add_ss(q, _mm_movehdup_ps(q));
+        acc[r] += _mm_cvtss_f32(q);
+    }
+#endif
+    for (; i < I; ++i)
+        for (int r = 0; r < R; ++r) acc[r] += x[r * I + i] * widen(w[i]);
+}
+
+template <int R>
+void dot_block(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t I, int64_t O) {
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < O; ++o) {
+        float acc[R] = {};
+        dot_rows<R>(acc, x, I, W + o * I);
+        for (int r = 0; r < R; ++r) y[r * ldy + o] = acc[r] + (b ? b[o] : 0.0f);
+    }
+}
+
+// Few rows: every weight row is read once and used for all of them.
+void linear_bf16_dot(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
+                     int64_t O) {
+    int64_t n = 0;
+    for (; n + 4 <= N; n += 4) dot_block<4>(y + n * ldy, ldy, x + n * I, W, b, I, O);
+    for (; n + 2 <= N; n += 2) dot_block<2>(y + n * ldy, ldy, x + n * I, W, b, I, O);
+    for (; n < N; ++n) dot_block<1>(y + n * ldy, ldy, x + n * I, W, b, I, O);
+}
+
+// Many rows: widen kPanel weight rows at a time into fp32 and multiply them with the GEMM. The widening costs
+// O·I per call, shared by all N rows.
+void linear_bf16_panels(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N,
+                        int64_t I, int64_t O) {
+    constexpr int64_t kPanel = 256;
+    thread_local std::vector<float> panel; // grows once to kPanel·I; reused by every later call
+    panel.resize(size_t(std::min(kPanel, O) * I));
+    for (int64_t o0 = 0; o0 < O; o0 += kPanel) {
+        const int64_t rows = std::min(kPanel, O - o0);
+        float *p = panel.data();
+        const uint16_t *src = W + o0 * I;
+#pragma omp parallel for schedule(static)
+        for (int64_t k = 0; k < rows * I; ++k) p[k] = widen(src[k]);
+        gemm(false, true, N, rows, I, 1.0f, x, I, p, I, 0.0f, y + o0, ldy);
+    }
+    if (!b) return;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t o = 0; o < O; ++o) y[n * ldy + o] += b[o];
+}
+
+} // namespace
+
+void linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
+                 int64_t O) {
+    ZAYA_PROFILE("linear_bf16");
+    if (N <= 0 || O <= 0) return;
+    if (N <= kBf16DotMaxRows) linear_bf16_dot(y, ldy, x, W, b, N, I, O);
+    else linear_bf16_panels(y, ldy, x, W, b, N, I, O);
+}
+
+void gather_rows_bf16(float *dst, const uint16_t *table, const int32_t *ids, int64_t N, int64_t D) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+        const uint16_t *row = table + int64_t(ids[n]) * D;
+        for (int64_t d = 0; d < D; ++d) dst[n * D + d] = widen(row[d]);
+    }
+}
+
+} // namespace zaya::cpu
