@@ -17,6 +17,7 @@ int main(int argc, char **argv) {
     zaya::cli::register_bench(app);
     zaya::cli::register_prepare(app);
     zaya::cli::register_export(app);
+    zaya::cli::register_generate(app);
     zaya::cli::g_argv.assign(argv, argv + argc);
     try {
         app.parse(argc, argv);

@@ -71,6 +71,11 @@ std::string Tokenizer::piece(int32_t id) const {
 
 int32_t Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 int32_t Tokenizer::bos_id() const { return sp_->bos_id(); }
+int32_t Tokenizer::piece_id(std::string_view piece) const {
+    const int id = sp_->PieceToId(piece);
+    return id == sp_->unk_id() && piece != sp_->IdToPiece(id) ? -1 : int32_t(id);
+}
+
 int32_t Tokenizer::eos_id() const { return sp_->eos_id(); }
 int32_t Tokenizer::pad_id() const { return sp_->pad_id(); }
 int32_t Tokenizer::unk_id() const { return sp_->unk_id(); }

@@ -23,6 +23,8 @@ class Tokenizer {
     std::vector<int32_t> encode(std::string_view text) const; // no bos/eos added; thread-safe
     std::string decode(const std::vector<int32_t> &ids) const;
     std::string piece(int32_t id) const;
+    // The id of a piece (e.g. "<start_of_turn>"), −1 if the model has no such piece.
+    int32_t piece_id(std::string_view piece) const;
 
     int32_t vocab_size() const;
     // −1 where the model defines no such token.

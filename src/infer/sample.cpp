@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "model/forward.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,44 +9,76 @@
 
 namespace zaya {
 
-int32_t sample_token(const real *logits, int64_t V, const SampleOptions &o, uint64_t &rng_state) {
-    if (o.temperature <= 0) return int32_t(std::max_element(logits, logits + V) - logits);
-    std::vector<int32_t> idx(static_cast<size_t>(V));
-    std::iota(idx.begin(), idx.end(), 0);
-    int64_t k = o.top_k > 0 ? std::min(o.top_k, V) : V;
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    const double m = double(logits[idx[0]]);
-    std::vector<double> p(static_cast<size_t>(k));
-    double sum = 0;
-    for (int64_t i = 0; i < k; ++i) sum += p[size_t(i)] = std::exp((double(logits[idx[size_t(i)]]) - m) / o.temperature);
-    double u = double(splitmix64(rng_state) >> 11) * 0x1.0p-53 * sum;
-    for (int64_t i = 0; i < k; ++i) {
-        u -= p[size_t(i)];
-        if (u <= 0) return idx[size_t(i)];
-    }
-    return idx[size_t(k - 1)];
+void SampleOptions::validate() const {
+    if (max_new_tokens < 0) fail("max_tokens must be ≥ 0, got {}", max_new_tokens);
+    if (!(temperature >= 0.0) || temperature > 100.0) fail("temperature must be in [0, 100], got {}", temperature);
+    if (top_k < 0) fail("top_k must be ≥ 0, got {}", top_k);
+    if (!(top_p > 0.0 && top_p <= 1.0)) fail("top_p must be in (0, 1], got {}", top_p);
+    if (!(min_p >= 0.0 && min_p <= 1.0)) fail("min_p must be in [0, 1], got {}", min_p);
+    if (!(repetition_penalty > 0.0) || repetition_penalty > 100.0)
+        fail("repetition_penalty must be in (0, 100], got {}", repetition_penalty);
+    for (const std::string &s : stop_strings)
+        if (s.empty()) fail("stop strings must not be empty");
 }
 
-std::vector<int32_t> generate_uncached(const Model &m, const std::vector<int32_t> &prompt, const SampleOptions &o,
-                                       const std::function<void(int32_t)> &on_token) {
-    if (prompt.empty()) fail("generation needs a non-empty prompt");
-    const int64_t limit = std::min<int64_t>(m.config.max_position_embeddings, int64_t(prompt.size()) + o.max_new_tokens);
-    Activations acts = Activations::plan(m.config, limit, 1, false);
-    std::vector<int32_t> seq = prompt, out;
-    uint64_t rng = o.seed;
-    while (int64_t(seq.size()) < limit) {
-        Batch b = Batch::from_sequences({seq});
-        model_forward(m, b, acts);
-        const real *last = acts.logits + (b.num_tokens() - 1) * m.config.vocab_size;
-        int32_t t = sample_token(last, m.config.vocab_size, o, rng);
-        if (t == o.stop_token) break;
-        seq.push_back(t);
-        out.push_back(t);
-        if (on_token) on_token(t);
+Sampler::Sampler(const SampleOptions &o, int64_t vocab_size)
+    : o_(o), V_(vocab_size), rng_(o.seed), work_(size_t(vocab_size)), idx_(size_t(vocab_size)) {
+    o_.validate();
+}
+
+void Sampler::observe(int32_t token) {
+    if (o_.repetition_penalty != 1.0) seen_.insert(token);
+}
+
+int32_t Sampler::sample(const float *logits) {
+    float *w = work_.data();
+    std::copy(logits, logits + V_, w);
+    const float pen = float(o_.repetition_penalty);
+    for (int32_t t : seen_)
+        if (t >= 0 && t < V_) w[t] = w[t] > 0 ? w[t] / pen : w[t] * pen;
+    if (o_.temperature <= 0) return int32_t(std::max_element(w, w + V_) - w);
+
+    // Candidates sorted by logit (ties: lower id first), cut by top-k.
+    int32_t *idx = idx_.data();
+    std::iota(idx, idx + V_, 0);
+    auto by_logit = [&](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
+    int64_t n = o_.top_k > 0 ? std::min(o_.top_k, V_) : V_;
+    if (n < V_) std::partial_sort(idx, idx + n, idx + V_, by_logit);
+    else if (o_.top_p < 1.0) std::sort(idx, idx + V_, by_logit);
+    else std::swap(idx[0], idx[std::max_element(w, w + V_) - w]); // only the maximum must lead (for min-p)
+
+    // Probabilities of the candidates at the temperature (in place of the logits), then top-p and min-p cuts.
+    const double top = double(w[idx[0]]);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        float &x = w[idx[i]];
+        x = float(std::exp((double(x) - top) / o_.temperature));
+        sum += x;
     }
-    return out;
+    if (o_.top_p < 1.0) {
+        double acc = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            acc += w[idx[i]] / sum;
+            if (acc >= o_.top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    double kept = 0;
+    int64_t m = 0;
+    const double floor = o_.min_p * double(w[idx[0]]); // the top candidate's weight is exp(0) = 1 before the cut
+    for (int64_t i = 0; i < n; ++i)
+        if (double(w[idx[i]]) >= floor) {
+            idx[m++] = idx[i];
+            kept += w[idx[i]];
+        }
+    double u = double(splitmix64(rng_) >> 11) * 0x1.0p-53 * kept;
+    for (int64_t i = 0; i < m; ++i) {
+        u -= w[idx[i]];
+        if (u < 0) return idx[i];
+    }
+    return idx[m - 1];
 }
 
 } // namespace zaya

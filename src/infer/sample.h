@@ -1,28 +1,45 @@
-// Token sampling and simple generation. This version recomputes the whole sequence for every new token (no KV
-// cache): enough for a text sample at the end of training. Cached decoding is the inference engine's job.
+// Choosing the next token from logits (the OpenAI / transformers sampling controls), reproducible from a seed.
+//
+// Order, as transformers applies its processors: repetition penalty → temperature → top-k → top-p → min-p → draw.
+// temperature 0 is greedy (argmax of the penalised logits; lowest id wins ties).
 #pragma once
-#include "model/params.h"
-
 #include <cstdint>
-#include <functional>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace zaya {
 
 struct SampleOptions {
     int64_t max_new_tokens = 128;
-    double temperature = 0.8; // 0: greedy
-    int64_t top_k = 40;       // 0: no top-k cut
+    double temperature = 0.8;        // 0: greedy
+    int64_t top_k = 40;              // 0: no top-k cut
+    double top_p = 1.0;              // nucleus: keep the smallest set with probability ≥ top_p (1: off)
+    double min_p = 0.0;              // keep tokens with probability ≥ min_p × the top probability (0: off)
+    double repetition_penalty = 1.0; // > 1 discourages tokens already in the prompt or output (CTRL / transformers)
     uint64_t seed = 1234;
-    int32_t stop_token = -1;  // e.g. EOS; not emitted
+    std::vector<int32_t> stop_tokens;      // end generation, not emitted (e.g. EOS)
+    std::vector<std::string> stop_strings; // end generation when the text contains one; the text stops before it
+
+    // Throws zaya::Error naming the field and value out of range.
+    void validate() const;
 };
 
-// Draws one token from logits[V] (deterministic for a given rng state).
-int32_t sample_token(const real *logits, int64_t V, const SampleOptions &o, uint64_t &rng_state);
+class Sampler {
+  public:
+    Sampler(const SampleOptions &o, int64_t vocab_size);
+    // Tokens the repetition penalty applies to (the prompt, then every generated token).
+    void observe(int32_t token);
+    // The next token for logits[V]; advances the random state (not for greedy).
+    int32_t sample(const float *logits);
 
-// Extends `prompt` by up to max_new_tokens tokens (stopping at stop_token or the context limit); calls
-// on_token for each new token as it is produced. Returns the new tokens.
-std::vector<int32_t> generate_uncached(const Model &m, const std::vector<int32_t> &prompt, const SampleOptions &o,
-                                       const std::function<void(int32_t)> &on_token = {});
+  private:
+    SampleOptions o_;
+    int64_t V_;
+    uint64_t rng_;
+    std::unordered_set<int32_t> seen_;
+    std::vector<float> work_;   // [V] penalised, tempered logits
+    std::vector<int32_t> idx_;  // candidate ids
+};
 
 } // namespace zaya

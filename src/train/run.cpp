@@ -3,7 +3,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
-#include "infer/sample.h"
+#include "infer/engine.h"
 #include "io/config_json.h"
 #include "io/model_io.h"
 #include "model/init.h"
@@ -288,20 +288,23 @@ int run_training(const TrainConfig &tc_in) {
                final_val, model_dir);
 
     if (tc.sample_tokens > 0) {
-        Tokenizer tok = Tokenizer::load(data->tokenizer_path());
-        std::vector<int32_t> prompt = tok.encode(tc.sample_prompt);
+        Model copy = Model::create(trainer.model().config);
+        std::copy_n(trainer.model().params.data(), copy.layout.total, copy.params.data());
+        Engine engine(InferModel::from_model(std::move(copy), DType::F32), Tokenizer::load(data->tokenizer_path()),
+                      EngineOptions{1, 256});
+        std::vector<int32_t> prompt = engine.tokenizer()->encode(tc.sample_prompt);
         if (mc.bos_token_id >= 0) prompt.insert(prompt.begin(), int32_t(mc.bos_token_id));
         SampleOptions so;
         so.max_new_tokens = tc.sample_tokens;
         so.seed = tc.seed;
-        so.stop_token = int32_t(mc.eos_token_id);
+        so.stop_tokens = engine.default_stop_tokens();
         fmt::print("sample (temperature {}, top-k {}):\n{}", so.temperature, so.top_k, tc.sample_prompt);
-        std::vector<int32_t> generated;
-        generate_uncached(trainer.model(), prompt, so, [&](int32_t t) {
-            generated.push_back(t);
-            (void)t;
+        std::fflush(stdout);
+        generate_one(engine, prompt, so, [](int32_t, const std::string &text) {
+            fmt::print("{}", text);
+            std::fflush(stdout);
         });
-        fmt::print("{}\n", tok.decode(generated));
+        fmt::print("\n");
     }
     return 0;
 }

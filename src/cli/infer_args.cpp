@@ -1,0 +1,64 @@
+#include "cli/infer_args.h"
+
+#include "core/error.h"
+
+#include <filesystem>
+
+namespace zaya::cli {
+
+namespace fs = std::filesystem;
+
+void add_model_options(CLI::App *cmd, InferModelArgs &a) {
+    cmd->add_option("model", a.model, "Model directory (config.json + safetensors, mapped in place) or preset name")
+        ->required();
+    cmd->add_option("--dtype", a.dtype, "Preset only: dtype of the random weight matrices (bf16|f32)")
+        ->capture_default_str();
+    cmd->add_option("--layers", a.layers, "Preset only: keep the first N layers (0 = all)")->capture_default_str();
+    cmd->add_option("--seed-weights", a.seed, "Preset only: seed of the random weights")->capture_default_str();
+    cmd->add_option("--tokenizer", a.tokenizer, "sentencepiece tokenizer.model (default: MODEL_DIR/tokenizer.model)");
+}
+
+DType parse_weight_dtype(const std::string &name) {
+    if (name == "bf16") return DType::BF16;
+    if (name == "f32") return DType::F32;
+    fail("--dtype must be bf16 or f32, got '{}'", name);
+}
+
+std::unique_ptr<InferModel> load_infer_model(const InferModelArgs &a) {
+    if (fs::is_directory(a.model)) {
+        if (a.layers != 0) fail("--layers applies to presets only; '{}' is a model directory", a.model);
+        return InferModel::load(a.model);
+    }
+    ZayaConfig c = config_preset(a.model); // fails naming the known presets
+    if (a.layers < 0 || a.layers > c.num_hidden_layers)
+        fail("--layers must be in [0, {}] for preset '{}', got {}", c.num_hidden_layers, a.model, a.layers);
+    if (a.layers > 0) {
+        c.num_hidden_layers = a.layers;
+        c.layer_types.resize(size_t(a.layers));
+    }
+    return InferModel::random(c, parse_weight_dtype(a.dtype), a.seed);
+}
+
+std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a) {
+    if (!a.tokenizer.empty()) return Tokenizer::load(a.tokenizer);
+    const fs::path p = fs::path(a.model) / "tokenizer.model";
+    if (fs::is_directory(a.model) && fs::exists(p)) return Tokenizer::load(p.string());
+    return std::nullopt;
+}
+
+void add_sampling_options(CLI::App *cmd, SampleOptions &o) {
+    cmd->add_option("-n,--max-tokens", o.max_new_tokens, "Tokens to generate at most")->capture_default_str();
+    cmd->add_option("--temperature", o.temperature, "Sampling temperature; 0 = greedy")->capture_default_str();
+    cmd->add_option("--top-k", o.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
+    cmd->add_option("--top-p", o.top_p, "Nucleus: keep the most likely tokens up to this probability")
+        ->capture_default_str();
+    cmd->add_option("--min-p", o.min_p, "Drop tokens less likely than min-p × the most likely one")
+        ->capture_default_str();
+    cmd->add_option("--repetition-penalty", o.repetition_penalty, "> 1 discourages tokens already seen")
+        ->capture_default_str();
+    cmd->add_option("--seed", o.seed, "Sampling seed (same seed, same output)")->capture_default_str();
+    cmd->add_option("--stop", o.stop_strings, "Stop when the text contains this string (repeatable)");
+    cmd->add_option("--stop-token", o.stop_tokens, "Stop at this token id (repeatable; default: EOS, <end_of_turn>)");
+}
+
+} // namespace zaya::cli

@@ -1,0 +1,30 @@
+// What `zaya generate`, `zaya serve` and `zaya bench decode` share: the model argument (a directory, memory-mapped,
+// or a preset with random weights), the tokenizer next to it, and the sampling flags.
+#pragma once
+#include "data/tokenizer.h"
+#include "infer/sample.h"
+#include "infer/weights.h"
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace zaya::cli {
+
+struct InferModelArgs {
+    std::string model;          // directory or preset
+    std::string dtype = "bf16"; // presets only: the dtype of the random matrices
+    int64_t layers = 0;         // presets only: keep this many layers (0: all)
+    uint64_t seed = 1234;       // presets only
+    std::string tokenizer;      // default: MODEL_DIR/tokenizer.model when present
+};
+
+void add_model_options(CLI::App *cmd, InferModelArgs &a);
+std::unique_ptr<InferModel> load_infer_model(const InferModelArgs &a);
+std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a);
+DType parse_weight_dtype(const std::string &name); // "bf16" | "f32"
+
+void add_sampling_options(CLI::App *cmd, SampleOptions &o);
+
+} // namespace zaya::cli

@@ -1,0 +1,213 @@
+#include "infer/engine.h"
+
+#include "core/error.h"
+#include "core/profile.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace zaya {
+
+namespace {
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+} // namespace
+
+struct Engine::Request {
+    uint64_t id = 0;
+    std::vector<int32_t> prompt;
+    SampleOptions opts;
+    OnToken on_token;
+    OnDone on_done;
+    SequenceCache cache;
+    std::optional<Sampler> sampler;
+    std::optional<TextStream> text;
+    int64_t fed = 0;  // prompt tokens in the cache
+    int32_t next = -1; // the sampled token to feed next (decoding)
+    Completion out;
+    double t_submit = 0, t_first = 0;
+    bool done = false;
+};
+
+Engine::Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> tokenizer, EngineOptions opts)
+    : model_(std::move(model)), tok_(std::move(tokenizer)), opts_(opts) {
+    if (opts_.max_batch < 1) fail("max batch must be ≥ 1, got {}", opts_.max_batch);
+    if (opts_.prefill_chunk < 1) fail("prefill chunk must be ≥ 1, got {}", opts_.prefill_chunk);
+    if (tok_ && tok_->vocab_size() > model_->config.vocab_size)
+        fail("tokenizer '{}' has {} tokens but the model's vocabulary is {}", tok_->path(), tok_->vocab_size(),
+             model_->config.vocab_size);
+    decoder_ = std::make_unique<Decoder>(*model_, opts_.prefill_chunk + opts_.max_batch, opts_.max_batch);
+    logits_.resize(size_t(opts_.max_batch * model_->config.vocab_size));
+}
+
+Engine::~Engine() = default;
+
+std::vector<int32_t> Engine::default_stop_tokens() const {
+    std::vector<int32_t> ids;
+    auto add = [&](int64_t id) {
+        if (id >= 0 && id < model_->config.vocab_size && std::find(ids.begin(), ids.end(), id) == ids.end())
+            ids.push_back(int32_t(id));
+    };
+    add(model_->config.eos_token_id);
+    if (tok_) {
+        add(tok_->eos_id());
+        add(end_of_turn_id(*tok_));
+    }
+    return ids;
+}
+
+uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, OnToken on_token, OnDone on_done) {
+    opts.validate();
+    const ZayaConfig &c = model_->config;
+    if (prompt.empty()) fail("the prompt is empty");
+    for (size_t i = 0; i < prompt.size(); ++i)
+        if (prompt[i] < 0 || prompt[i] >= c.vocab_size)
+            fail("prompt token {} at position {} is outside the vocabulary [0, {})", prompt[i], i, c.vocab_size);
+    if (int64_t(prompt.size()) >= c.max_position_embeddings)
+        fail("the prompt has {} tokens; the context length is {}", prompt.size(), c.max_position_embeddings);
+    auto r = std::make_unique<Request>();
+    r->prompt = std::move(prompt);
+    r->opts = opts;
+    r->on_token = std::move(on_token);
+    r->on_done = std::move(on_done);
+    r->out.prompt_tokens = int64_t(r->prompt.size());
+    r->t_submit = now_s();
+    std::lock_guard lock(mu_);
+    r->id = next_id_++;
+    const uint64_t id = r->id;
+    queued_.push_back(std::move(r));
+    wake_.notify_all();
+    return id;
+}
+
+void Engine::cancel(uint64_t id) {
+    std::lock_guard lock(mu_);
+    cancelled_.push_back(id);
+    wake_.notify_all();
+}
+
+int64_t Engine::active() const {
+    std::lock_guard lock(mu_);
+    return int64_t(queued_.size() + running_.size());
+}
+
+void Engine::admit() {
+    std::lock_guard lock(mu_);
+    for (uint64_t id : cancelled_) {
+        for (auto &r : running_)
+            if (r->id == id && !r->done) finish(*r, "cancelled");
+        for (auto it = queued_.begin(); it != queued_.end(); ++it)
+            if ((*it)->id == id) {
+                finish(**it, "cancelled");
+                queued_.erase(it);
+                break;
+            }
+    }
+    cancelled_.clear();
+    while (!queued_.empty() && int64_t(running_.size()) < opts_.max_batch) {
+        auto r = std::move(queued_.front());
+        queued_.pop_front();
+        r->cache = decoder_->new_sequence();
+        r->sampler.emplace(r->opts, model_->config.vocab_size);
+        for (int32_t t : r->prompt) r->sampler->observe(t);
+        if (tok_) r->text.emplace(*tok_, r->opts.stop_strings);
+        running_.push_back(std::move(r));
+    }
+}
+
+void Engine::finish(Request &r, const std::string &reason) {
+    r.done = true;
+    if (r.text) {
+        if (reason != "stop" || !r.text->stopped()) {
+            std::string rest = r.text->flush();
+            if (!rest.empty() && r.on_token) r.on_token(-1, rest);
+        }
+        r.out.text = r.text->released();
+    }
+    r.out.finish_reason = reason;
+    const double t = now_s();
+    if (r.t_first > 0) {
+        r.out.prefill_seconds = r.t_first - r.t_submit;
+        r.out.decode_seconds = t - r.t_first;
+    }
+    if (r.on_done) r.on_done(r.out);
+}
+
+bool Engine::step() {
+    admit();
+    std::erase_if(running_, [](const auto &r) { return r->done; });
+    if (running_.empty()) return false;
+    ZAYA_PROFILE("engine_step");
+    const ZayaConfig &c = model_->config;
+    const int64_t V = c.vocab_size;
+    // Every decoding sequence feeds its last token; the first sequence still in prefill feeds one chunk.
+    std::vector<SequenceCache *> seqs;
+    std::vector<std::span<const int32_t>> chunks;
+    std::vector<Request *> fed;
+    bool prefilled = false;
+    for (auto &rp : running_) {
+        Request &r = *rp;
+        if (r.fed < int64_t(r.prompt.size())) {
+            if (prefilled) continue;
+            prefilled = true;
+            const int64_t n = std::min<int64_t>(opts_.prefill_chunk, int64_t(r.prompt.size()) - r.fed);
+            chunks.emplace_back(r.prompt.data() + r.fed, size_t(n));
+            r.fed += n;
+        } else {
+            chunks.emplace_back(&r.next, 1);
+        }
+        seqs.push_back(&r.cache);
+        fed.push_back(&r);
+    }
+    decoder_->forward(seqs, chunks, logits_.data());
+    for (size_t i = 0; i < fed.size(); ++i) {
+        Request &r = *fed[i];
+        if (r.fed < int64_t(r.prompt.size())) continue; // prompt not finished: no token yet
+        if (r.t_first == 0) r.t_first = now_s();
+        const int32_t t = r.sampler->sample(logits_.data() + i * size_t(V));
+        const auto &stops = r.opts.stop_tokens;
+        if (std::find(stops.begin(), stops.end(), t) != stops.end()) {
+            finish(r, "stop");
+            continue;
+        }
+        r.sampler->observe(t);
+        r.out.tokens.push_back(t);
+        r.next = t;
+        std::string text = r.text ? r.text->push(t) : std::string();
+        if (r.on_token) r.on_token(t, text);
+        if (r.text && r.text->stopped()) finish(r, "stop");
+        else if (int64_t(r.out.tokens.size()) >= r.opts.max_new_tokens || r.cache.length + 1 >= c.max_position_embeddings)
+            finish(r, "length");
+    }
+    return true;
+}
+
+void Engine::run_until_idle() {
+    while (step() || active() > 0) {
+    }
+}
+
+void Engine::serve_forever() {
+    while (!shutdown_) {
+        if (step()) continue;
+        std::unique_lock lock(mu_);
+        wake_.wait_for(lock, std::chrono::milliseconds(200),
+                       [&] { return shutdown_ || !queued_.empty() || !cancelled_.empty(); });
+    }
+}
+
+void Engine::shutdown() {
+    shutdown_ = true;
+    wake_.notify_all();
+}
+
+Completion generate_one(Engine &engine, std::vector<int32_t> prompt, const SampleOptions &opts,
+                        const Engine::OnToken &on_token) {
+    Completion result;
+    engine.submit(std::move(prompt), opts, on_token, [&](const Completion &c) { result = c; });
+    engine.run_until_idle();
+    return result;
+}
+
+} // namespace zaya

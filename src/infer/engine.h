@@ -1,0 +1,88 @@
+// The generation engine: many requests, one model, one decoder. Each step feeds every active sequence at once —
+// one token for each decoding sequence plus at most one prompt chunk of a sequence still in prefill — so
+// concurrent requests share every weight read instead of queueing behind each other (continuous batching).
+//
+// submit() and cancel() may be called from any thread; step() / run_until_idle() / serve_forever() run the model
+// on the calling thread, which is also where the callbacks run.
+#pragma once
+#include "data/tokenizer.h"
+#include "infer/decoder.h"
+#include "infer/sample.h"
+#include "infer/text_stream.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zaya {
+
+struct EngineOptions {
+    int64_t max_batch = 16;     // sequences decoded together
+    int64_t prefill_chunk = 256; // prompt tokens fed per step
+};
+
+struct Completion {
+    std::vector<int32_t> tokens; // generated ids (stop token excluded)
+    std::string text;            // their text (before any stop string), empty without a tokenizer
+    std::string finish_reason;   // "stop" (stop token or string), "length" (max tokens or context), "cancelled"
+    int64_t prompt_tokens = 0;
+    double prefill_seconds = 0, decode_seconds = 0; // wall time from submit to first token, then to the end
+};
+
+class Engine {
+  public:
+    // Called for each new token with the text it releases (may be empty while text is held back).
+    using OnToken = std::function<void(int32_t token, const std::string &text)>;
+    using OnDone = std::function<void(const Completion &)>;
+
+    Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> tokenizer, EngineOptions opts = {});
+    ~Engine();
+
+    const InferModel &model() const { return *model_; }
+    const Tokenizer *tokenizer() const { return tok_ ? &*tok_ : nullptr; }
+    // Stop ids used when a request gives none: the config's EOS, the tokenizer's EOS and <end_of_turn>.
+    std::vector<int32_t> default_stop_tokens() const;
+
+    // Queues a request; validates the options and the prompt (non-empty, ids in the vocabulary, shorter than the
+    // context) and throws zaya::Error before queueing anything. Returns the request id.
+    uint64_t submit(std::vector<int32_t> prompt, const SampleOptions &opts, OnToken on_token, OnDone on_done);
+    void cancel(uint64_t id); // finishes it with reason "cancelled" at the next step
+
+    bool step();            // one batched forward; false if there was nothing to do
+    void run_until_idle();  // steps until no request is left
+    void serve_forever();   // steps, sleeping while idle, until shutdown()
+    void shutdown();
+
+    int64_t active() const; // requests queued or running
+
+  private:
+    struct Request;
+    void admit();
+    void finish(Request &r, const std::string &reason);
+
+    std::unique_ptr<InferModel> model_;
+    std::optional<Tokenizer> tok_;
+    EngineOptions opts_;
+    std::unique_ptr<Decoder> decoder_;
+    std::vector<float> logits_;
+    std::vector<std::unique_ptr<Request>> running_;
+    std::deque<std::unique_ptr<Request>> queued_;
+    std::vector<uint64_t> cancelled_;
+    mutable std::mutex mu_;
+    std::condition_variable wake_;
+    std::atomic<bool> shutdown_{false};
+    uint64_t next_id_ = 1;
+};
+
+// Generates for one prompt on a private engine loop (the CLI's path): blocks until done.
+Completion generate_one(Engine &engine, std::vector<int32_t> prompt, const SampleOptions &opts,
+                        const Engine::OnToken &on_token = {});
+
+} // namespace zaya

@@ -1,0 +1,96 @@
+#include "infer/text_stream.h"
+
+#include "core/error.h"
+
+#include <algorithm>
+
+namespace zaya {
+
+TextStream::TextStream(const Tokenizer &tok, std::vector<std::string> stop_strings)
+    : tok_(tok), stops_(std::move(stop_strings)) {}
+
+std::string TextStream::push(int32_t id) {
+    if (stopped_) return {};
+    ids_.push_back(id);
+    const std::string full = tok_.decode(ids_);
+    const size_t from = std::min(released_.size(), full.size());
+    // A stop string anywhere in the text not yet released (it may straddle the boundary).
+    size_t stop_at = std::string::npos;
+    for (const std::string &s : stops_) {
+        const size_t start = from >= s.size() ? from - (s.size() - 1) : 0;
+        const size_t p = full.find(s, start);
+        if (p != std::string::npos) stop_at = std::min(stop_at, p);
+    }
+    if (stop_at != std::string::npos) {
+        stopped_ = true;
+        std::string out = stop_at > from ? full.substr(from, stop_at - from) : std::string();
+        released_ += out;
+        return out;
+    }
+    size_t end = full.size();
+    static const std::string kReplacement = "\xEF\xBF\xBD"; // U+FFFD: an unfinished byte sequence so far
+    while (end >= from + 3 && full.compare(end - 3, 3, kReplacement) == 0) end -= 3;
+    // The longest tail that is a proper prefix of a stop string waits for the next token.
+    size_t hold = 0;
+    for (const std::string &s : stops_)
+        for (size_t k = std::min(s.size() - 1, end - from); k > hold; --k)
+            if (full.compare(end - k, k, s, 0, k) == 0) {
+                hold = k;
+                break;
+            }
+    end -= hold;
+    std::string out = end > from ? full.substr(from, end - from) : std::string();
+    released_ += out;
+    return out;
+}
+
+std::string TextStream::flush() {
+    if (stopped_) return {};
+    const std::string full = tok_.decode(ids_);
+    std::string out = full.size() > released_.size() ? full.substr(released_.size()) : std::string();
+    released_ += out;
+    return out;
+}
+
+int32_t end_of_turn_id(const Tokenizer &tok) { return tok.piece_id("<end_of_turn>"); }
+
+std::vector<int32_t> chat_prompt(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id) {
+    if (messages.empty()) fail("a chat needs at least one message");
+    const int32_t start = tok.piece_id("<start_of_turn>"), end = end_of_turn_id(tok);
+    std::vector<int32_t> ids;
+    if (bos_id >= 0) ids.push_back(bos_id);
+    auto text = [&](const std::string &s) {
+        auto t = tok.encode(s);
+        ids.insert(ids.end(), t.begin(), t.end());
+    };
+    auto marker = [&](int32_t id, const char *literal) {
+        if (id >= 0) ids.push_back(id);
+        else text(literal);
+    };
+    std::string system;
+    size_t first = 0;
+    if (messages[0].role == "system") {
+        system = messages[0].content + "\n\n";
+        first = 1;
+    }
+    for (size_t i = first; i < messages.size(); ++i) {
+        const ChatMessage &m = messages[i];
+        if (m.role != "user" && m.role != "assistant")
+            fail("message {}: role must be 'user' or 'assistant' (or 'system' first), got '{}'", i, m.role);
+        marker(start, "<start_of_turn>");
+        text((m.role == "user" ? "user\n" : "model\n") + (i == first ? system : std::string()) + m.content);
+        marker(end, "<end_of_turn>");
+        text("\n");
+    }
+    if (first == messages.size()) { // only a system message: it opens the user turn
+        marker(start, "<start_of_turn>");
+        text("user\n" + system);
+        marker(end, "<end_of_turn>");
+        text("\n");
+    }
+    marker(start, "<start_of_turn>");
+    text("model\n");
+    return ids;
+}
+
+} // namespace zaya
