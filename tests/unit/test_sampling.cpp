@@ -1,0 +1,243 @@
+// Sampling controls, streamed text with stop strings, the chat format, and the batching engine.
+#include "infer/engine.h"
+#include "model/init.h"
+#include "test_helpers.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+
+namespace zaya {
+namespace {
+
+std::map<int32_t, int> histogram(const SampleOptions &o, const std::vector<float> &logits, int draws) {
+    Sampler s(o, int64_t(logits.size()));
+    std::map<int32_t, int> h;
+    for (int i = 0; i < draws; ++i) ++h[s.sample(logits.data())];
+    return h;
+}
+
+std::vector<float> log_probs(std::initializer_list<double> p) {
+    std::vector<float> l;
+    for (double x : p) l.push_back(float(std::log(x)));
+    return l;
+}
+
+TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
+    SampleOptions o;
+    o.temperature = 0;
+    Sampler s(o, 4);
+    std::vector<float> l = {0.5f, 2.0f, 2.0f, -1.0f};
+    EXPECT_EQ(s.sample(l.data()), 1);
+}
+
+TEST(Sampler, DrawsFollowTheDistribution) {
+    SampleOptions o;
+    o.temperature = 1.0;
+    o.top_k = 0;
+    const int n = 40000;
+    auto h = histogram(o, log_probs({0.5, 0.3, 0.2}), n);
+    EXPECT_NEAR(h[0] / double(n), 0.5, 0.015);
+    EXPECT_NEAR(h[1] / double(n), 0.3, 0.015);
+    EXPECT_NEAR(h[2] / double(n), 0.2, 0.015);
+}
+
+TEST(Sampler, TemperatureSharpens) {
+    SampleOptions o;
+    o.temperature = 0.5; // p ∝ p₀² → 25:9:4
+    o.top_k = 0;
+    const int n = 40000;
+    auto h = histogram(o, log_probs({0.5, 0.3, 0.2}), n);
+    EXPECT_NEAR(h[0] / double(n), 25.0 / 38, 0.015);
+    EXPECT_NEAR(h[2] / double(n), 4.0 / 38, 0.015);
+}
+
+TEST(Sampler, TopKTopPMinPCut) {
+    const auto l = log_probs({0.1, 0.5, 0.25, 0.15});
+    SampleOptions o;
+    o.temperature = 1.0;
+    o.top_k = 2;
+    auto h = histogram(o, l, 20000);
+    EXPECT_EQ(h.count(0) + h.count(3), 0u);
+    EXPECT_NEAR(h[1] / 20000.0, 2.0 / 3, 0.02);
+    o.top_k = 0;
+    o.top_p = 0.7; // 0.5 + 0.25 reaches 0.7: tokens 1 and 2
+    h = histogram(o, l, 20000);
+    EXPECT_EQ(h.count(0) + h.count(3), 0u);
+    EXPECT_GT(h[2], 0);
+    o.top_p = 1.0;
+    o.min_p = 0.4; // keep p ≥ 0.2: tokens 1 and 2
+    h = histogram(o, l, 20000);
+    EXPECT_EQ(h.count(0) + h.count(3), 0u);
+    EXPECT_NEAR(h[1] / 20000.0, 2.0 / 3, 0.02);
+}
+
+TEST(Sampler, RepetitionPenaltyOnSeenTokens) {
+    SampleOptions o;
+    o.temperature = 0;
+    o.repetition_penalty = 1.2;
+    Sampler s(o, 2);
+    std::vector<float> pos = {2.0f, 1.9f}, neg = {-1.0f, -1.1f};
+    EXPECT_EQ(s.sample(pos.data()), 0);
+    s.observe(0);
+    EXPECT_EQ(s.sample(pos.data()), 1); // 2.0 / 1.2 < 1.9
+    EXPECT_EQ(s.sample(neg.data()), 1); // −1.0 · 1.2 < −1.1
+}
+
+TEST(Sampler, SameSeedSameDraws) {
+    SampleOptions o;
+    o.temperature = 1.0;
+    o.top_k = 0;
+    const auto l = log_probs({0.25, 0.25, 0.25, 0.25});
+    auto draws = [&](uint64_t seed) {
+        o.seed = seed;
+        Sampler s(o, 4);
+        std::vector<int32_t> d;
+        for (int i = 0; i < 64; ++i) d.push_back(s.sample(l.data()));
+        return d;
+    };
+    EXPECT_EQ(draws(7), draws(7));
+    EXPECT_NE(draws(7), draws(8));
+}
+
+TEST(Sampler, OptionsOutOfRangeAreNamed) {
+    auto err = [](auto set) {
+        SampleOptions o;
+        set(o);
+        return test::error_of([&] { o.validate(); });
+    };
+    EXPECT_NE(err([](SampleOptions &o) { o.top_p = 0; }).find("top_p"), std::string::npos);
+    EXPECT_NE(err([](SampleOptions &o) { o.temperature = -1; }).find("temperature"), std::string::npos);
+    EXPECT_NE(err([](SampleOptions &o) { o.min_p = 2; }).find("min_p"), std::string::npos);
+    EXPECT_NE(err([](SampleOptions &o) { o.top_k = -3; }).find("top_k"), std::string::npos);
+    EXPECT_NE(err([](SampleOptions &o) { o.repetition_penalty = 0; }).find("repetition_penalty"), std::string::npos);
+    EXPECT_NE(err([](SampleOptions &o) { o.stop_strings = {""}; }).find("stop"), std::string::npos);
+}
+
+// A small trained tokenizer (ASCII corpus: "☃" and "é" are only encodable as byte pieces).
+const Tokenizer &test_tokenizer() {
+    static test::TempDir dir;
+    static const Tokenizer tok = [] {
+        std::ofstream out(dir.str("corpus.txt"));
+        for (int i = 0; i < 200; ++i) out << "the quick brown fox " << i << " jumps over the lazy dog; STOP here\n";
+        out.close();
+        train_tokenizer({dir.str("corpus.txt")}, 320, dir.str("tok.model"));
+        return Tokenizer::load(dir.str("tok.model"));
+    }();
+    return tok;
+}
+
+std::string stream_all(const std::string &text, std::vector<std::string> stops, bool *stopped = nullptr,
+                       std::vector<std::string> *pieces = nullptr) {
+    const Tokenizer &tok = test_tokenizer();
+    TextStream ts(tok, std::move(stops));
+    std::string out;
+    for (int32_t id : tok.encode(text)) {
+        std::string piece = ts.push(id);
+        if (pieces) pieces->push_back(piece);
+        out += piece;
+        if (ts.stopped()) break;
+    }
+    if (stopped) *stopped = ts.stopped();
+    return out + ts.flush();
+}
+
+TEST(TextStream, ReleasesWholeCharactersOnly) {
+    const std::string text = "the fox é ☃ jumps";
+    std::vector<std::string> pieces;
+    EXPECT_EQ(stream_all(text, {}, nullptr, &pieces), text);
+    for (const std::string &p : pieces) EXPECT_EQ(p.find("\xEF\xBF\xBD"), std::string::npos) << "released U+FFFD";
+}
+
+TEST(TextStream, StopStringEndsTheTextBeforeIt) {
+    bool stopped = false;
+    EXPECT_EQ(stream_all("the quick brown fox STOP here", {"STOP"}, &stopped), "the quick brown fox ");
+    EXPECT_TRUE(stopped);
+    // A held-back prefix of a stop string that does not complete is released at the end.
+    EXPECT_EQ(stream_all("the lazy ST", {"STOP"}, &stopped), "the lazy ST");
+    EXPECT_FALSE(stopped);
+    // A stop string spanning several tokens.
+    EXPECT_EQ(stream_all("jumps over the lazy dog", {"over the"}, &stopped), "jumps ");
+    EXPECT_TRUE(stopped);
+}
+
+TEST(ChatPrompt, TurnFormat) {
+    const Tokenizer &tok = test_tokenizer(); // no <start_of_turn> piece: markers are plain text
+    auto ids = chat_prompt(tok, {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}}, 2);
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids[0], 2);
+    std::vector<int32_t> rest(ids.begin() + 1, ids.end());
+    EXPECT_EQ(tok.decode(rest), "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+                                "<start_of_turn>model\nHello<end_of_turn>\n"
+                                "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+    EXPECT_NE(test::error_of([&] { chat_prompt(tok, {{"robot", "x"}}, 2); }).find("robot"), std::string::npos);
+}
+
+std::unique_ptr<InferModel> tiny_model() {
+    Model m = Model::create(config_preset("tiny"));
+    model_init_random(m, 3);
+    return InferModel::from_model(std::move(m), DType::F32);
+}
+
+TEST(Engine, ConcurrentRequestsEqualEachAlone) {
+    const std::vector<std::vector<int32_t>> prompts = {{5, 17, 3}, {9}, {100, 200, 300, 400, 500, 7, 8, 9, 10}};
+    SampleOptions o;
+    o.temperature = 0.9;
+    o.max_new_tokens = 12;
+    std::vector<std::vector<int32_t>> alone;
+    {
+        Engine e(tiny_model(), std::nullopt, EngineOptions{1, 4});
+        for (const auto &p : prompts) alone.push_back(generate_one(e, p, o).tokens);
+    }
+    Engine e(tiny_model(), std::nullopt, EngineOptions{3, 4});
+    std::vector<Completion> got(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i)
+        e.submit(prompts[i], o, {}, [&got, i](const Completion &c) { got[i] = c; });
+    int steps = 0;
+    while (e.step()) ++steps;
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, alone[i]) << "request " << i;
+    // Batched: far fewer steps than one request after another (3 × (prefill + 12 tokens)).
+    EXPECT_LT(steps, 20);
+}
+
+TEST(Engine, StopTokenCancelAndBadRequests) {
+    Engine e(tiny_model(), std::nullopt, EngineOptions{2, 8});
+    SampleOptions o;
+    o.temperature = 1.0;
+    o.top_k = 0;
+    o.max_new_tokens = 20;
+    const auto free_run = generate_one(e, {1, 2, 3}, o).tokens;
+    ASSERT_EQ(free_run.size(), 20u);
+    // The first token after position 0 that did not occur before it ends the same run there.
+    size_t j = 1;
+    while (j < free_run.size() && std::find(free_run.begin(), free_run.begin() + long(j), free_run[j]) !=
+                                      free_run.begin() + long(j))
+        ++j;
+    ASSERT_LT(j, free_run.size());
+    o.stop_tokens = {free_run[j]};
+    Completion c = generate_one(e, {1, 2, 3}, o);
+    EXPECT_EQ(c.finish_reason, "stop");
+    EXPECT_EQ(c.tokens, std::vector<int32_t>(free_run.begin(), free_run.begin() + long(j)));
+
+    o.stop_tokens.clear();
+    o.max_new_tokens = 1000;
+    Completion cancelled;
+    const uint64_t id = e.submit({1, 2, 3}, o, {}, [&](const Completion &r) { cancelled = r; });
+    e.step();
+    e.step();
+    e.cancel(id);
+    e.run_until_idle();
+    EXPECT_EQ(cancelled.finish_reason, "cancelled");
+    EXPECT_LT(cancelled.tokens.size(), 5u);
+
+    EXPECT_NE(test::error_of([&] { e.submit({}, o, {}, {}); }).find("empty"), std::string::npos);
+    EXPECT_NE(test::error_of([&] { e.submit({1, 9999}, o, {}, {}); }).find("9999"), std::string::npos);
+    std::vector<int32_t> too_long(size_t(e.model().config.max_position_embeddings), 1);
+    EXPECT_NE(test::error_of([&] { e.submit(too_long, o, {}, {}); }).find("context length"), std::string::npos);
+    EXPECT_EQ(e.active(), 0);
+}
+
+} // namespace
+} // namespace zaya
