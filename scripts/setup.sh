@@ -16,6 +16,8 @@ packages=(
     libopenmpi-dev openmpi-bin
     # tests, benchmarks, fuzzing (clang's libFuzzer runtime)
     libgtest-dev libgmock-dev libbenchmark-dev clang clang-14 libclang-rt-14-dev libomp-dev
+    # the server tests talk HTTP with curl and read JSON with jq
+    curl jq
     # the default training corpus: Python 3.11 documentation sources (reST)
     python3.11-doc
 )

@@ -15,6 +15,7 @@ void register_bench(CLI::App &app);
 void register_prepare(CLI::App &app);
 void register_export(CLI::App &app);
 void register_generate(CLI::App &app);
+void register_serve(CLI::App &app);
 
 // The command line as given (the supervisor re-runs it).
 inline std::vector<std::string> g_argv;

@@ -119,9 +119,13 @@ void Engine::admit() {
 void Engine::finish(Request &r, const std::string &reason) {
     r.done = true;
     if (r.text) {
-        if (reason != "stop" || !r.text->stopped()) {
-            std::string rest = r.text->flush();
-            if (!rest.empty() && r.on_token) r.on_token(-1, rest);
+        try {
+            if (reason != "stop" || !r.text->stopped()) {
+                std::string rest = r.text->flush();
+                if (!rest.empty() && r.on_token) r.on_token(-1, rest);
+            }
+        } catch (const std::exception &e) {
+            r.out.error = e.what();
         }
         r.out.text = r.text->released();
     }
@@ -160,7 +164,16 @@ bool Engine::step() {
         seqs.push_back(&r.cache);
         fed.push_back(&r);
     }
-    decoder_->forward(seqs, chunks, logits_.data());
+    try {
+        decoder_->forward(seqs, chunks, logits_.data());
+    } catch (const std::exception &e) { // fail these requests, keep serving the next ones
+        for (Request *r : fed) {
+            r->out.error = e.what();
+            finish(*r, "error");
+        }
+        return true;
+    }
+    max_batch_seen_ = std::max(max_batch_seen_.load(), int64_t(seqs.size()));
     for (size_t i = 0; i < fed.size(); ++i) {
         Request &r = *fed[i];
         if (r.fed < int64_t(r.prompt.size())) continue; // prompt not finished: no token yet
@@ -174,8 +187,14 @@ bool Engine::step() {
         r.sampler->observe(t);
         r.out.tokens.push_back(t);
         r.next = t;
-        std::string text = r.text ? r.text->push(t) : std::string();
-        if (r.on_token) r.on_token(t, text);
+        try {
+            std::string text = r.text ? r.text->push(t) : std::string();
+            if (r.on_token) r.on_token(t, text);
+        } catch (const std::exception &e) {
+            r.out.error = e.what();
+            finish(r, "error");
+            continue;
+        }
         if (r.text && r.text->stopped()) finish(r, "stop");
         else if (int64_t(r.out.tokens.size()) >= r.opts.max_new_tokens || r.cache.length + 1 >= c.max_position_embeddings)
             finish(r, "length");

@@ -31,7 +31,9 @@ struct EngineOptions {
 struct Completion {
     std::vector<int32_t> tokens; // generated ids (stop token excluded)
     std::string text;            // their text (before any stop string), empty without a tokenizer
-    std::string finish_reason;   // "stop" (stop token or string), "length" (max tokens or context), "cancelled"
+    std::string finish_reason;   // "stop" (stop token or string), "length" (max tokens or context), "cancelled",
+                                 // "error" (then `error` says what failed)
+    std::string error;
     int64_t prompt_tokens = 0;
     double prefill_seconds = 0, decode_seconds = 0; // wall time from submit to first token, then to the end
 };
@@ -61,6 +63,8 @@ class Engine {
     void shutdown();
 
     int64_t active() const; // requests queued or running
+    // The most sequences one forward has fed so far (shows concurrent requests really were batched).
+    int64_t max_batch_seen() const { return max_batch_seen_.load(); }
 
   private:
     struct Request;
@@ -78,6 +82,7 @@ class Engine {
     mutable std::mutex mu_;
     std::condition_variable wake_;
     std::atomic<bool> shutdown_{false};
+    std::atomic<int64_t> max_batch_seen_{0};
     uint64_t next_id_ = 1;
 };
 

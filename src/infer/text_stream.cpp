@@ -11,6 +11,9 @@ TextStream::TextStream(const Tokenizer &tok, std::vector<std::string> stop_strin
 
 std::string TextStream::push(int32_t id) {
     if (stopped_) return {};
+    // A model's vocabulary may be padded past its tokenizer's (ZAYA1: 262272 vs Gemma3's 262144): such ids have
+    // no text.
+    if (id < 0 || id >= tok_.vocab_size()) return {};
     ids_.push_back(id);
     const std::string full = tok_.decode(ids_);
     const size_t from = std::min(released_.size(), full.size());

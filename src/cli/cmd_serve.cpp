@@ -1,0 +1,73 @@
+// zaya serve MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] — the OpenAI-compatible server.
+#include "cli/commands.h"
+#include "cli/infer_args.h"
+#include "core/error.h"
+#include "infer/server.h"
+#include "train/signals.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fmt/format.h>
+#include <thread>
+
+namespace zaya::cli {
+
+namespace {
+
+struct ServeArgs {
+    InferModelArgs model;
+    ServerOptions server;
+    EngineOptions engine;
+    std::string model_name;
+};
+
+void run_serve(ServeArgs a) {
+    // Signals first: every thread created from here on inherits the blocked mask (train/signals.h).
+    StopSignals signals;
+    auto model = load_infer_model(a.model);
+    std::optional<Tokenizer> tok = load_infer_tokenizer(a.model);
+    const ZayaConfig c = model->config;
+    a.server.model_name = !a.model_name.empty() ? a.model_name
+                                                : std::filesystem::path(a.model.model).filename().string();
+    if (a.server.model_name.empty()) a.server.model_name = "zaya";
+    if (a.server.api_key.empty())
+        if (const char *env = std::getenv("ZAYA_API_KEY")) a.server.api_key = env;
+    Engine engine(std::move(model), std::move(tok), a.engine);
+    Server server(engine, a.server);
+    const int port = server.bind();
+    std::thread engine_thread([&] { engine.serve_forever(); });
+    std::thread http_thread([&] { server.run(); });
+    fmt::print("zaya serve: model '{}' ({} layers, {} weights {:.1f} MiB, tokenizer: {}), batch ≤ {}\n",
+               a.server.model_name, c.num_hidden_layers, dtype_name(engine.model().weight_dtype),
+               double(engine.model().matrix_bytes()) / (1 << 20), engine.tokenizer() ? engine.tokenizer()->path() : "none",
+               a.engine.max_batch);
+    fmt::print("listening on http://{}:{} (POST /v1/completions, /v1/chat/completions; GET /v1/models, /health)\n",
+               a.server.host, port);
+    std::fflush(stdout);
+    while (!signals.received()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    fmt::print("zaya serve: signal {}, shutting down\n", signals.received());
+    server.stop();
+    engine.shutdown();
+    http_thread.join();
+    engine_thread.join();
+}
+
+} // namespace
+
+void register_serve(CLI::App &app) {
+    auto *cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, streaming, batching)");
+    auto a = std::make_shared<ServeArgs>();
+    add_model_options(cmd, a->model);
+    cmd->add_option("--host", a->server.host, "Address to listen on (loopback by default)")->capture_default_str();
+    cmd->add_option("--port", a->server.port, "Port (0 = any free port; the chosen one is printed)")
+        ->capture_default_str();
+    cmd->add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY' (or set ZAYA_API_KEY)");
+    cmd->add_option("--model-name", a->model_name, "Model id reported by /v1/models (default: the directory name)");
+    cmd->add_option("--max-batch", a->engine.max_batch, "Requests decoded together at most")->capture_default_str();
+    cmd->add_option("--prefill-chunk", a->engine.prefill_chunk, "Prompt tokens fed per step")->capture_default_str();
+    cmd->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes")->capture_default_str();
+    cmd->callback([a] { run_serve(*a); });
+}
+
+} // namespace zaya::cli

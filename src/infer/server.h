@@ -1,0 +1,42 @@
+// `zaya serve`: the OpenAI-compatible HTTP server (cpp-httplib) in front of one Engine.
+//   POST /v1/completions, POST /v1/chat/completions (JSON, or server-sent events with "stream": true),
+//   GET /v1/models, GET /health.
+// Requests run concurrently: each HTTP thread submits to the engine, whose loop batches all running requests'
+// decode steps together. Refused requests get a 4xx with an OpenAI-style error body; the server keeps serving.
+#pragma once
+#include "infer/engine.h"
+
+#include <memory>
+#include <string>
+
+namespace httplib {
+class Server;
+}
+
+namespace zaya {
+
+struct ServerOptions {
+    std::string host = "127.0.0.1"; // loopback unless asked otherwise
+    int port = 8080;                 // 0: any free port (bind() says which)
+    std::string api_key;             // when set, /v1/* needs "Authorization: Bearer <key>"
+    std::string model_name = "zaya";
+    size_t max_body_bytes = 1 << 20;
+    int http_threads = 64; // concurrent connections served (streams hold one each)
+};
+
+class Server {
+  public:
+    Server(Engine &engine, ServerOptions opts);
+    ~Server();
+    int bind();  // binds host:port; returns the port; throws zaya::Error naming host and port
+    void run();  // serves until stop()
+    void stop();
+
+  private:
+    void routes();
+    Engine &engine_;
+    ServerOptions opts_;
+    std::unique_ptr<httplib::Server> http_;
+};
+
+} // namespace zaya

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# `zaya serve` through a real HTTP client (curl): health, models, API key, completions (text and token-id prompts,
+# equal to `zaya generate`), chat, server-sent-event streams (same text as the plain response), concurrent requests
+# (batched: the same results as alone), and bad requests (4xx with an OpenAI error body; the server keeps serving).
+# Usage: test_serve.sh ZAYA_BINARY SOURCE_DIR
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/corpus.sh"
+for tool in curl jq; do
+    command -v $tool >/dev/null || { echo "FAILED  $tool is not installed (scripts/setup.sh installs it)"; exit 1; }
+done
+
+# A tiny random model with a real tokenizer.
+make_corpus "$tmp/corpus" 40
+"$ZAYA" prepare --input "$tmp/corpus" --out "$tmp/data" --vocab-size 400 >/dev/null 2>&1 || { echo "FAILED  prepare"; exit 1; }
+"$ZAYA" init --model tiny --out "$tmp/m" >/dev/null || { echo "FAILED  init"; exit 1; }
+cp "$tmp/data/tokenizer.model" "$tmp/m/"
+
+"$ZAYA" serve "$tmp/m" --port 0 --api-key sekret --max-body 100000 --max-batch 8 >"$tmp/serve.log" 2>&1 &
+server=$!
+port=
+for _ in $(seq 1 100); do
+    port=$(sed -n 's|^listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
+    [[ -n $port ]] && break
+    sleep 0.1
+done
+if [[ -z $port ]]; then
+    fail "server starts and prints its port" "$(cat "$tmp/serve.log")"
+    kill $server 2>/dev/null
+    finish
+    exit 1
+fi
+pass "server starts on a free port ($port)"
+url="http://127.0.0.1:$port"
+auth=(-H "Authorization: Bearer sekret")
+
+# post PATH BODY: sets $status and $body.
+post() {
+    printf '%s' "$2" >"$tmp/request.json"
+    body=$(curl -s -o - -w '\n%{http_code}' "${auth[@]}" -H 'Content-Type: application/json' \
+        --data-binary @"$tmp/request.json" "$url$1")
+    status=${body##*$'\n'}
+    body=${body%$'\n'*}
+}
+# check NAME CONDITION...: passes if the jq condition holds on $body.
+check() {
+    local name=$1
+    shift
+    if echo "$body" | jq -e "$@" >/dev/null 2>&1; then pass "$name"; else fail "$name" "status $status" "body: ${body:0:400}"; fi
+}
+
+body=$(curl -s "$url/health")
+check "GET /health without a key" '.status == "ok"'
+status=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/models")
+[[ $status == 401 ]] && pass "GET /v1/models without the key: 401" || fail "GET /v1/models without the key: 401" "status $status"
+body=$(curl -s "${auth[@]}" "$url/v1/models")
+check "GET /v1/models lists the model" '.object == "list" and .data[0].id == "m"'
+
+# Completions: token ids in, the same ids as `zaya generate` (greedy).
+expected=$("$ZAYA" generate "$tmp/m" --tokens 5,17,3,9 --temperature 0 -n 12 --print-ids -q | tail -1)
+post /v1/completions '{"prompt": [5,17,3,9], "max_tokens": 12, "temperature": 0}'
+got=$(echo "$body" | jq -r '.choices[0].token_ids | map(tostring) | join(",")')
+[[ $status == 200 && $got == "$expected" ]] && pass "completions with token ids = zaya generate ($got)" ||
+    fail "completions with token ids = zaya generate" "status $status" "server: $got" "generate: $expected"
+check "completions usage counts tokens" ".usage.prompt_tokens == 4 and .usage.completion_tokens == (.choices[0].token_ids | length) and .object == \"text_completion\""
+
+post /v1/completions '{"prompt": "The quick brown fox", "max_tokens": 10, "temperature": 0, "model": "m"}'
+check "completions with a text prompt" '.choices[0].text | type == "string"'
+plain_text=$(echo "$body" | jq -r '.choices[0].text')
+
+# The same request streamed: data: lines, [DONE] last, the deltas concatenate to the same text.
+stream=$(curl -sN "${auth[@]}" -d '{"prompt": "The quick brown fox", "max_tokens": 10, "temperature": 0, "stream": true}' "$url/v1/completions")
+last=$(echo "$stream" | grep '^data: ' | tail -1)
+streamed=$(echo "$stream" | grep '^data: {' | sed 's/^data: //' | jq -j '.choices[0].text')
+[[ $last == "data: [DONE]" ]] && pass "stream ends with data: [DONE]" || fail "stream ends with data: [DONE]" "$last"
+[[ $streamed == "$plain_text" ]] && pass "streamed deltas = the plain response's text" ||
+    fail "streamed deltas = the plain response's text" "stream: $streamed" "plain: $plain_text"
+finish_reason=$(echo "$stream" | grep '^data: {' | tail -1 | sed 's/^data: //' | jq -r '.choices[0].finish_reason')
+[[ $finish_reason == length || $finish_reason == stop ]] && pass "last chunk has the finish reason ($finish_reason)" ||
+    fail "last chunk has the finish reason" "$finish_reason"
+
+post /v1/chat/completions '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}], "max_tokens": 6, "seed": 3}'
+check "chat completion" '.object == "chat.completion" and .choices[0].message.role == "assistant" and (.choices[0].message.content | type == "string")'
+stream=$(curl -sN "${auth[@]}" -d '{"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 6, "stream": true}' "$url/v1/chat/completions")
+first=$(echo "$stream" | grep '^data: {' | head -1 | sed 's/^data: //')
+body=$first
+check "chat stream opens with the assistant role" '.object == "chat.completion.chunk" and .choices[0].delta.role == "assistant"'
+
+# Concurrent requests: 8 at once, sampled with different seeds; each equals the same request made alone.
+for i in $(seq 1 8); do
+    req="{\"prompt\": [$i,7,8], \"max_tokens\": 24, \"temperature\": 1.0, \"seed\": $i}"
+    curl -s "${auth[@]}" -d "$req" "$url/v1/completions" | jq -c '.choices[0].token_ids' >"$tmp/par.$i" &
+done
+wait $(jobs -p | grep -v "^$server$") 2>/dev/null
+body=$(curl -s "$url/health")
+check "concurrent requests were decoded in one batch" '.max_batch_seen >= 2'
+same=0
+for i in $(seq 1 8); do
+    req="{\"prompt\": [$i,7,8], \"max_tokens\": 24, \"temperature\": 1.0, \"seed\": $i}"
+    alone=$(curl -s "${auth[@]}" -d "$req" "$url/v1/completions" | jq -c '.choices[0].token_ids')
+    [[ -n $alone && $alone == "$(cat "$tmp/par.$i")" ]] && same=$((same + 1))
+done
+[[ $same == 8 ]] && pass "8 concurrent requests = the same requests alone" || fail "8 concurrent requests = alone" "$same of 8 equal"
+
+# Bad requests: 4xx with an OpenAI error body.
+expect_status() {
+    local name=$1 want=$2 path=$3 data=$4 param=${5:-}
+    post "$path" "$data"
+    if [[ $status == "$want" ]] && echo "$body" | jq -e '.error.message | type == "string"' >/dev/null 2>&1 &&
+        { [[ -z $param ]] || [[ $(echo "$body" | jq -r '.error.param') == "$param" ]]; }; then
+        pass "$name: $want"
+    else
+        fail "$name: $want" "status $status" "body: ${body:0:300}"
+    fi
+}
+expect_status "bad JSON" 400 /v1/completions '{"prompt": [1,2'
+expect_status "temperature of the wrong type" 400 /v1/completions '{"prompt": [1], "temperature": "hot"}' temperature
+expect_status "top_p out of range" 400 /v1/completions '{"prompt": [1], "top_p": 5}' top_p
+expect_status "max_tokens negative" 400 /v1/completions '{"prompt": [1], "max_tokens": -1}' max_tokens
+expect_status "token id outside the vocabulary" 400 /v1/completions '{"prompt": [1, 99999]}' prompt
+expect_status "messages missing" 400 /v1/chat/completions '{"prompt": "x"}' messages
+expect_status "unknown role" 400 /v1/chat/completions '{"messages": [{"role": "robot", "content": "x"}]}' 'messages[0].role'
+long=$(seq -s, 1 1030 | sed 's/[0-9][0-9]*/5/g')
+expect_status "prompt over the context length (1024)" 400 /v1/completions "{\"prompt\": [$long]}" prompt
+big=$(head -c 150000 /dev/zero | tr '\0' 'a')
+expect_status "body over --max-body" 413 /v1/completions "{\"prompt\": \"$big\"}"
+expect_status "unknown route" 404 /v1/nothing '{}'
+body=$(curl -s "$url/health")
+check "still serving after the bad requests" '.status == "ok"'
+
+kill -TERM $server
+for _ in $(seq 1 50); do kill -0 $server 2>/dev/null || break; sleep 0.1; done
+if kill -0 $server 2>/dev/null; then
+    fail "SIGTERM stops the server within 5 s"
+    kill -9 $server
+else
+    wait $server
+    rc=$?
+    [[ $rc == 0 ]] && pass "SIGTERM stops the server (exit 0)" || fail "SIGTERM stops the server" "exit $rc"
+fi
+finish
