@@ -11,6 +11,9 @@ struct BenchArgs {
     std::string what, model = "small", dir = ".";
     int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048, micro_batch = 0;
     bool json = false;
+    // decode
+    std::string dtype = "bf16";
+    int64_t layers = 0, prompt_tokens = 128, new_tokens = 32;
 };
 
 // Random token rows (seq + 1 tokens each) from a fixed-seed generator: a training step costs the same whatever
@@ -26,5 +29,6 @@ class RandomTokens {
 };
 
 void bench_checkpoint(const BenchArgs &a);
+void bench_decode(const BenchArgs &a);
 
 } // namespace zaya::cli

@@ -139,12 +139,13 @@ TokenBatch RandomTokens::operator()(int64_t rows) {
 
 void register_bench(CLI::App &app) {
     auto *cmd = app.add_subcommand("bench", "Measure speed: 'forward', 'train' (tokens/s, GFLOP/s, MFU vs the SGEMM "
-                                            "peak measured in the same run), 'gemm', or 'checkpoint' (blocked time "
-                                            "and write speed vs the disk's measured bandwidth)");
+                                            "peak measured in the same run), 'gemm', 'checkpoint' (blocked time "
+                                            "and write speed vs the disk's measured bandwidth), or 'decode' (cached "
+                                            "decoding vs the memory-bandwidth bound measured in the same run)");
     auto a = std::make_shared<BenchArgs>();
-    cmd->add_option("what", a->what, "forward | train | gemm | checkpoint")
+    cmd->add_option("what", a->what, "forward | train | gemm | checkpoint | decode")
         ->required()
-        ->check(CLI::IsMember({"forward", "train", "gemm", "checkpoint"}));
+        ->check(CLI::IsMember({"forward", "train", "gemm", "checkpoint", "decode"}));
     cmd->add_option("--model", a->model, "Preset or model directory")->capture_default_str();
     cmd->add_option("--seq-len,--seq", a->seq_len, "Tokens per sequence")->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--micro-batch", a->micro_batch, "train: sequences per forward/backward (0 = batch)")->capture_default_str();
@@ -153,11 +154,18 @@ void register_bench(CLI::App &app) {
     cmd->add_option("--gemm-n", a->gemm_n, "Size of the square SGEMM used as the peak")->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--dir", a->dir, "checkpoint: directory to write in (a temporary subdirectory, removed after)")
         ->capture_default_str();
+    cmd->add_option("--dtype", a->dtype, "decode, presets: weight dtype (bf16|f32)")->capture_default_str();
+    cmd->add_option("--layers", a->layers, "decode, presets: keep the first N layers (0 = all)")->capture_default_str();
+    cmd->add_option("--prompt-tokens", a->prompt_tokens, "decode: prompt length (prefill)")
+        ->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--new-tokens", a->new_tokens, "decode: tokens decoded one by one (median time reported)")
+        ->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object instead of text");
     cmd->callback([a] {
         if (a->what == "gemm") bench_gemm(*a);
         else if (a->what == "train") bench_train(*a);
         else if (a->what == "checkpoint") bench_checkpoint(*a);
+        else if (a->what == "decode") bench_decode(*a);
         else bench_forward(*a);
     });
 }

@@ -56,6 +56,12 @@ class InferModel {
     // model_init_random), for benchmarks of shapes too large to build as an fp32 Model first.
     static std::unique_ptr<InferModel> random(const ZayaConfig &c, DType dtype, uint64_t seed);
 
+    // Writes config.json and the weights in Hugging Face layout (matrices in weight_dtype, as they are; vectors
+    // converted to it; balancing biases fp32), in shards of at most max_shard_bytes with
+    // model.safetensors.index.json when they do not fit one file. Needs matrices stored contiguously (from_model
+    // and random models; not legacy checkpoints).
+    void save(const std::string &dir, size_t max_shard_bytes) const;
+
     size_t matrix_bytes() const; // all matrices (the tied embedding once)
     // Bytes of weights one decoded token reads: every non-expert matrix, one expert per layer (top-1), the LM
     // head and one embedding row — the numerator of the memory-bandwidth bound.

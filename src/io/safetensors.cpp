@@ -399,7 +399,8 @@ SafetensorsLayout safetensors_layout(const std::string &path, const std::vector<
             if (__builtin_mul_overflow(numel, uint64_t(d), &numel))
                 fail("{}: tensor '{}': shape {} has too many elements", path, t.name, shape_to_str(t.shape));
         }
-        if (numel > 0 && t.data == nullptr) fail("{}: tensor '{}' has no data", path, t.name);
+        if (numel > 0 && (t.data == nullptr) == (t.raw == nullptr))
+            fail("{}: tensor '{}' needs exactly one of fp32 data and raw bytes", path, t.name);
         const uint64_t nbytes = numel * dtype_size(t.dtype);
         hdr[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
         out.numel.push_back(numel);
@@ -444,7 +445,9 @@ void safetensors_write(const std::string &path, const std::vector<TensorToWrite>
         const auto &t = tensors[k];
         const size_t n = size_t(counts[k]);
         XXH64_reset(hash, 0);
-        if (t.dtype == DType::F32) {
+        if (t.raw) {
+            tmp.write_all(t.raw, n * dtype_size(t.dtype), path, written ? hash : nullptr);
+        } else if (t.dtype == DType::F32) {
             tmp.write_all(t.data, n * 4, path, written ? hash : nullptr);
         } else {
             buf.resize(std::min(n, kChunk)); // convert in chunks: never a full copy of a huge tensor

@@ -84,6 +84,7 @@ struct TensorToWrite {
     DType dtype = DType::F32; // dtype stored in the file
     std::vector<int64_t> shape;
     const float *data = nullptr; // fp32 source, converted to `dtype` on write
+    const void *raw = nullptr;   // or: bytes already in `dtype`, written as they are (e.g. bf16 weights)
 };
 
 // Where a written tensor ended up: byte offset of its data from the start of the file, its size as stored, and

@@ -1,0 +1,101 @@
+// zaya bench decode — batch-1 cached decoding next to its memory-bandwidth bound, both measured in one run:
+// bound = DRAM read bandwidth (measured now) ÷ bytes of weights one token reads (every non-expert matrix, one expert
+// per layer, the LM head, one embedding row). Also prefill tokens/s.
+#include "cli/bench.h"
+#include "cli/infer_args.h"
+#include "core/error.h"
+#include "core/membw.h"
+#include "infer/decoder.h"
+#include "train/memory.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <omp.h>
+#include <vector>
+
+namespace zaya::cli {
+
+namespace {
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+} // namespace
+
+void bench_decode(const BenchArgs &a) {
+    // The bandwidth first, while the machine's memory is still free of the model.
+    const double bw = measure_read_bandwidth();
+    InferModelArgs ma;
+    ma.model = a.model;
+    ma.dtype = a.dtype;
+    ma.layers = a.layers;
+    auto im = load_infer_model(ma);
+    const ZayaConfig &c = im->config;
+    const int64_t V = c.vocab_size;
+    if (a.prompt_tokens + a.new_tokens + 1 > c.max_position_embeddings)
+        fail("--prompt-tokens + --new-tokens exceed the context length {}", c.max_position_embeddings);
+    Decoder dec(*im, 256, 1);
+    std::vector<float> logits(static_cast<size_t>(V));
+    std::vector<int32_t> prompt(size_t(a.prompt_tokens));
+    uint64_t x = 42;
+    for (auto &t : prompt) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        t = int32_t((x >> 33) % uint64_t(V));
+    }
+    { // warm-up: GEMM kernel generation, first touch of the scratch (and of mapped weights)
+        SequenceCache w = dec.new_sequence();
+        dec.prefill(w, std::span<const int32_t>(prompt.data(), std::min<size_t>(prompt.size(), 8)), logits.data());
+        for (int i = 0; i < 2; ++i) {
+            int32_t t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            dec.prefill(w, std::span<const int32_t>(&t, 1), logits.data());
+        }
+    }
+    SequenceCache seq = dec.new_sequence();
+    double t0 = now_s();
+    dec.prefill(seq, prompt, logits.data());
+    const double prefill_s = now_s() - t0;
+    std::vector<double> times;
+    for (int64_t i = 0; i < a.new_tokens; ++i) {
+        int32_t t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        t0 = now_s();
+        dec.prefill(seq, std::span<const int32_t>(&t, 1), logits.data());
+        times.push_back(now_s() - t0);
+    }
+    std::sort(times.begin(), times.end());
+    const double per_token = times[times.size() / 2];
+    const double decode_tps = 1.0 / per_token, prefill_tps = double(a.prompt_tokens) / prefill_s;
+    const double bytes = double(im->bytes_per_token()), bound = bw / bytes;
+    const size_t rss = process_peak_rss_bytes();
+    if (a.json) {
+        nlohmann::json j = {{"model", a.model},
+                            {"layers", c.num_hidden_layers},
+                            {"dtype", std::string(dtype_name(im->weight_dtype))},
+                            {"threads", omp_get_max_threads()},
+                            {"prompt_tokens", a.prompt_tokens},
+                            {"new_tokens", a.new_tokens},
+                            {"decode_tokens_per_s", decode_tps},
+                            {"bound_tokens_per_s", bound},
+                            {"fraction_of_bound", decode_tps / bound},
+                            {"prefill_tokens_per_s", prefill_tps},
+                            {"read_bandwidth_bytes_per_s", bw},
+                            {"weight_bytes_per_token", bytes},
+                            {"weight_bytes", im->matrix_bytes()},
+                            {"kv_cache_bytes", seq.bytes()},
+                            {"peak_rss_bytes", rss}};
+        fmt::print("{}\n", j.dump());
+        return;
+    }
+    fmt::print("decode  model {} ({} layers, {} weights {:.2f} GB)  {} threads  prompt {} + {} new tokens\n", a.model,
+               c.num_hidden_layers, dtype_name(im->weight_dtype), double(im->matrix_bytes()) / 1e9,
+               omp_get_max_threads(), a.prompt_tokens, a.new_tokens);
+    fmt::print("  decode  {:.2f} tokens/s (median {:.1f} ms/token)\n", decode_tps, 1e3 * per_token);
+    fmt::print("  bound   {:.2f} tokens/s = DRAM read {:.1f} GB/s measured now ÷ {:.1f} MB of weights per token\n",
+               bound, bw / 1e9, bytes / 1e6);
+    fmt::print("  decode runs at {:.0f}% of the bound\n", 100.0 * decode_tps / bound);
+    fmt::print("  prefill {:.1f} tokens/s ({} tokens in {:.2f} s)\n", prefill_tps, a.prompt_tokens, prefill_s);
+    fmt::print("  KV cache {:.1f} KiB for {} tokens; peak RSS {:.1f} MiB\n", double(seq.bytes()) / 1024, seq.length,
+               double(rss) / (1 << 20));
+}
+
+} // namespace zaya::cli

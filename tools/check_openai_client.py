@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""`zaya serve` driven by the official `openai` Python client (pip install openai).
+
+Usage:
+    python3 tools/check_openai_client.py build/zaya MODEL_DIR
+
+Starts `zaya serve MODEL_DIR --port 0 --api-key ...`, then with openai.OpenAI(base_url=.../v1): lists models, runs
+a completion and a chat completion (plain and streamed; streamed text must equal the plain text for greedy
+decoding), four concurrent requests from threads, and checks that a bad request raises openai.BadRequestError and a
+wrong key openai.AuthenticationError. Prints one line per check; exits non-zero on the first failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+
+
+def main() -> None:
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    zaya, model_dir = sys.argv[1], sys.argv[2]
+    key = "check-key"
+    proc = subprocess.Popen([zaya, "serve", model_dir, "--port", "0", "--api-key", key],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        port = None
+        deadline = time.time() + 120
+        while port is None and time.time() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit("zaya serve exited before listening")
+            m = re.match(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                port = int(m.group(1))
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key)
+
+        def ok(name: str, cond: bool, detail: str = "") -> None:
+            print(("ok      " if cond else "FAILED  ") + name + (f" ({detail})" if detail else ""))
+            if not cond:
+                raise SystemExit(1)
+
+        models = client.models.list()
+        ok("models.list", len(models.data) == 1, models.data[0].id)
+        name = models.data[0].id
+
+        c = client.completions.create(model=name, prompt="The quick brown fox", max_tokens=16, temperature=0)
+        ok("completions.create", c.choices[0].finish_reason in ("stop", "length") and c.usage.completion_tokens > 0,
+           repr(c.choices[0].text[:40]))
+        streamed = "".join(ch.choices[0].text for ch in client.completions.create(
+            model=name, prompt="The quick brown fox", max_tokens=16, temperature=0, stream=True) if ch.choices)
+        ok("completions stream = plain text", streamed == c.choices[0].text)
+
+        messages = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is Python?"}]
+        r = client.chat.completions.create(model=name, messages=messages, max_tokens=16, temperature=0)
+        ok("chat.completions.create", r.choices[0].message.role == "assistant", repr(r.choices[0].message.content[:40]))
+        streamed = "".join(ch.choices[0].delta.content or "" for ch in client.chat.completions.create(
+            model=name, messages=messages, max_tokens=16, temperature=0, stream=True) if ch.choices)
+        ok("chat stream = plain text", streamed == r.choices[0].message.content)
+
+        def one(seed: int) -> str:
+            return client.completions.create(model=name, prompt=[seed, 7, 8], max_tokens=12, temperature=1.0,
+                                             seed=seed).choices[0].text
+        with ThreadPoolExecutor(4) as pool:
+            together = list(pool.map(one, range(1, 5)))
+        ok("4 concurrent requests = alone", together == [one(s) for s in range(1, 5)])
+
+        try:
+            client.completions.create(model=name, prompt="x", top_p=5)
+            ok("top_p=5 raises BadRequestError", False)
+        except openai.BadRequestError as e:
+            ok("top_p=5 raises BadRequestError", "top_p" in str(e))
+        try:
+            openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong").models.list()
+            ok("a wrong key raises AuthenticationError", False)
+        except openai.AuthenticationError:
+            ok("a wrong key raises AuthenticationError", True)
+        print(f"all checks passed (openai {openai.__version__})")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
