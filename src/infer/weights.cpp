@@ -168,7 +168,12 @@ std::unique_ptr<InferModel> InferModel::random(const ZayaConfig &c, DType dtype,
     const ParamLayout full = ParamLayout::build(c);
     for (size_t i = 0; i < full.views.size(); ++i) {
         const ParamView &v = full.views[i];
-        if (!is_matrix_param(v.name)) init_param(c, full, i, im->small_buf_.data() + im->small_layout_.views[i].offset, seed);
+        if (is_matrix_param(v.name)) continue;
+        float *p = im->small_buf_.data() + im->small_layout_.views[i].offset;
+        init_param(c, full, i, p, seed);
+        // What a bf16 checkpoint can hold, so that save() writes exactly this model (balancing biases stay fp32).
+        if (dtype == DType::BF16 && v.trainable)
+            for (size_t k = 0; k < v.numel; ++k) p[k] = bf16_to_f32(f32_to_bf16(p[k]));
     }
     size_t total = 0;
     auto at = owned_offsets(full, dtype, total);

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Aggregate generation throughput of `zaya serve` with 1, 4 and 16 concurrent clients (not CI).
+
+Usage:
+    python3 bench/bench_serve.py [--zaya build/zaya] [--model zaya1-8b] [--layers 4] [--dtype bf16]
+                                 [--clients 1,4,16] [--tokens 64] [--prompt 32]
+
+Starts `zaya serve` (a preset gets random weights; a directory is memory-mapped) on a free port, then for each
+client count runs that many threads, each sending two /v1/completions requests with a token-id prompt of --prompt
+tokens and max_tokens --tokens (greedy, no stop tokens reachable: stop ids are the model's EOS only). Reports, per
+client count, generated tokens / wall seconds, and the largest decode batch the server saw (/health).
+Uses only the Python standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import threading
+import time
+import urllib.request
+
+
+def post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=3600) as r:
+        return json.loads(r.read())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zaya", default="build/zaya")
+    ap.add_argument("--model", default="zaya1-8b")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--clients", default="1,4,16")
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--prompt", type=int, default=32)
+    a = ap.parse_args()
+    cmd = [a.zaya, "serve", a.model, "--port", "0", "--max-batch", "16"]
+    if not a.model.startswith("/") and not a.model.startswith("."):
+        cmd += ["--layers", str(a.layers), "--dtype", a.dtype]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        port = None
+        while port is None:
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit("zaya serve exited before listening")
+            print(line.rstrip())
+            m = re.match(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                port = int(m.group(1))
+        url = f"http://127.0.0.1:{port}"
+        post(url + "/v1/completions", {"prompt": [5, 6, 7], "max_tokens": 4, "temperature": 0})  # warm-up
+        results = []
+        for clients in [int(c) for c in a.clients.split(",")]:
+            generated = [0] * clients
+
+            def client(k: int) -> None:
+                for r in range(2):
+                    prompt = [(k * 131 + r * 17 + i * 7) % 1000 + 10 for i in range(a.prompt)]
+                    out = post(url + "/v1/completions",
+                               {"prompt": prompt, "max_tokens": a.tokens, "temperature": 0, "seed": k})
+                    generated[k] += out["usage"]["completion_tokens"]
+
+            threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+            t0 = time.time()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            dt = time.time() - t0
+            health = json.loads(urllib.request.urlopen(url + "/health").read())
+            results.append({"clients": clients, "tokens": sum(generated), "seconds": dt,
+                            "tokens_per_s": sum(generated) / dt, "max_batch_seen": health["max_batch_seen"]})
+            print(f"{clients:3d} clients: {sum(generated):5d} tokens in {dt:6.1f} s = "
+                  f"{sum(generated) / dt:7.2f} tokens/s aggregate (largest batch so far {health['max_batch_seen']})")
+        print(json.dumps({"model": a.model, "layers": a.layers, "dtype": a.dtype, "results": results}))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    main()
