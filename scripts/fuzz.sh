@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (ASan + UBSan) in build-fuzz/ and fuzzes safetensors_parse for a
-# bounded time. Usage: scripts/fuzz.sh [SECONDS]   (default 60). Exits non-zero if the fuzzer finds a crash.
+# Builds the libFuzzer targets with clang (ASan + UBSan) in build-fuzz/ and fuzzes, for a bounded time split between
+# them, safetensors_parse (two thirds) and the OpenAI request parser (one third).
+# Usage: scripts/fuzz.sh [SECONDS]   (default 60). Exits non-zero if the fuzzer finds a crash.
 # The seed corpus is copied to a temp dir so new inputs never land in the repo; crash files are kept in
 # build-fuzz/crashes/.
 set -euo pipefail
@@ -11,23 +12,31 @@ build="$root/build-fuzz"
 
 CC="${CC:-clang}" CXX="${CXX:-clang++}" cmake -S "$root" -B "$build" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZAYA_FUZZ=ON -DZAYA_TESTS=OFF
-cmake --build "$build" --target fuzz_safetensors
+cmake --build "$build" --target fuzz_safetensors fuzz_openai_request
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-cp "$root"/fuzz/corpus/safetensors/* "$work"/
 mkdir -p "$build/crashes"
 
 # halt_on_error: a UBSan report is a failure, not a warning.
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export ASAN_OPTIONS="detect_leaks=1"
-set +e
-"$build/fuzz_safetensors" "$work" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
-    -dict="$root/fuzz/safetensors.dict" -print_final_stats=1 -artifact_prefix="$build/crashes/"
-rc=$?
-set -e
-if [[ $rc -ne 0 ]]; then
-    echo "fuzz.sh: fuzzer failed (exit $rc); reproducer in $build/crashes/" >&2
-    exit "$rc"
-fi
+# fuzz TARGET CORPUS SECONDS [FLAGS...]
+fuzz() {
+    local target=$1 corpus=$2 secs=$3
+    shift 3
+    mkdir -p "$work/$corpus"
+    cp "$root/fuzz/corpus/$corpus"/* "$work/$corpus"/
+    set +e
+    "$build/$target" "$work/$corpus" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+        -artifact_prefix="$build/crashes/" "$@"
+    local rc=$?
+    set -e
+    if [[ $rc -ne 0 ]]; then
+        echo "fuzz.sh: $target failed (exit $rc); reproducer in $build/crashes/" >&2
+        exit "$rc"
+    fi
+}
+fuzz fuzz_safetensors safetensors $((seconds * 2 / 3 > 0 ? seconds * 2 / 3 : 1)) -dict="$root/fuzz/safetensors.dict"
+fuzz fuzz_openai_request openai $((seconds / 3 > 0 ? seconds / 3 : 1))
 echo "fuzz.sh: no crash in ${seconds}s"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test suite: Release build + unit, parity and CLI tests; ASan+UBSan build of the unit tests; a bounded fuzz
-# run of the safetensors parser. Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
+# The test suite: Release build + unit, parity and CLI tests; ASan+UBSan build of the unit tests; bounded fuzzing
+# of the safetensors and OpenAI request parsers. Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -17,7 +17,7 @@ ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 build-asan/zaya_tes
 
 fuzz_seconds=${ZAYA_FUZZ_SECONDS:-60}
 if [ "$fuzz_seconds" -gt 0 ]; then
-    echo "== fuzzing the safetensors parser for ${fuzz_seconds}s"
+    echo "== fuzzing the safetensors and OpenAI request parsers for ${fuzz_seconds}s"
     bash scripts/fuzz.sh "$fuzz_seconds"
 fi
 echo "== all tests passed"
