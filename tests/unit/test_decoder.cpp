@@ -1,6 +1,7 @@
 // Cached decoding (src/infer) computes what the full-sequence forward computes: logits of every position agree to
 // 1e-4 whether a sequence is fed whole, in prefill chunks, token by token, or batched with other sequences; with
 // bf16 weights it agrees with the forward of the same bf16-rounded weights.
+#include "decode_helpers.h"
 #include "infer/decoder.h"
 #include "model/forward.h"
 #include "core/rng.h"
@@ -53,23 +54,6 @@ std::vector<float> full_logits(const Model &m, const std::vector<int32_t> &token
     return std::vector<float>(acts.logits, acts.logits + b.num_tokens() * m.config.vocab_size);
 }
 
-// Feeds `tokens` to a fresh sequence in chunks of the given sizes (cycled), returning every position's logits.
-std::vector<float> cached_logits(Decoder &dec, const std::vector<int32_t> &tokens, std::vector<int64_t> sizes) {
-    const int64_t V = dec.model().config.vocab_size;
-    SequenceCache seq = dec.new_sequence();
-    std::vector<float> out(tokens.size() * size_t(V));
-    size_t at = 0, k = 0;
-    while (at < tokens.size()) {
-        const size_t n = std::min(tokens.size() - at, size_t(sizes[k++ % sizes.size()]));
-        std::span<const int32_t> chunk(tokens.data() + at, n);
-        SequenceCache *s[1] = {&seq};
-        dec.forward(s, std::span<const std::span<const int32_t>>(&chunk, 1), out.data() + at * size_t(V), true);
-        at += n;
-    }
-    EXPECT_EQ(seq.length, int64_t(tokens.size()));
-    return out;
-}
-
 TEST(Decoder, ChunkedAndTokenByTokenMatchFullForward) {
     for (bool passthrough : {false, true}) {
         Model m = random_model(test_config(passthrough), 11);
@@ -78,7 +62,7 @@ TEST(Decoder, ChunkedAndTokenByTokenMatchFullForward) {
         auto im = InferModel::from_model(std::move(m), DType::F32);
         Decoder dec(*im, 16, 4);
         for (std::vector<int64_t> sizes : {std::vector<int64_t>{16}, {1}, {3, 1, 7, 2}, {1, 1, 5}}) {
-            const auto got = cached_logits(dec, tokens, sizes);
+            const auto got = test::cached_logits(dec, tokens, sizes);
             EXPECT_LT(test::max_abs_diff(got.data(), ref.data(), ref.size()), 1e-4f)
                 << "chunks " << sizes[0] << "…, passthrough " << passthrough;
         }
@@ -139,7 +123,7 @@ TEST(Decoder, Bf16WeightsMatchForwardOfRoundedWeights) {
     // 12 rows exercise the panel (GEMM) path, single tokens the streaming dot kernel.
     Decoder dec(*im, 12, 1);
     for (std::vector<int64_t> sizes : {std::vector<int64_t>{12}, {1}, {2, 5}}) {
-        const auto got = cached_logits(dec, tokens, sizes);
+        const auto got = test::cached_logits(dec, tokens, sizes);
         EXPECT_LT(test::max_abs_diff(got.data(), ref.data(), ref.size()), 1e-4f) << "chunks " << sizes[0];
     }
 }

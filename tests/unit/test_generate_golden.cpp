@@ -2,6 +2,7 @@
 // bf16 matrices used as bf16): (1) feeding each golden sequence token by token and in chunks reproduces
 // transformers' logits (tools/gen_goldens.py) to 1e-4, legacy names included; (2) greedy generation reproduces
 // transformers' `generate` continuations (tools/gen_generate_goldens.py).
+#include "decode_helpers.h"
 #include "infer/engine.h"
 #include "test_helpers.h"
 
@@ -28,16 +29,7 @@ void expect_cached_logits_match(const std::string &name, std::vector<int64_t> ch
     Decoder dec(*im, 8, 1);
     size_t row = 0;
     for (const auto &seq : tokens) {
-        SequenceCache cache = dec.new_sequence();
-        std::vector<float> logits(seq.size() * size_t(V));
-        size_t at = 0, k = 0;
-        while (at < seq.size()) {
-            const size_t n = std::min(seq.size() - at, size_t(chunk_sizes[k++ % chunk_sizes.size()]));
-            std::span<const int32_t> chunk(seq.data() + at, n);
-            SequenceCache *s[1] = {&cache};
-            dec.forward(s, std::span<const std::span<const int32_t>>(&chunk, 1), logits.data() + at * size_t(V), true);
-            at += n;
-        }
+        const auto logits = test::cached_logits(dec, seq, chunk_sizes);
         EXPECT_LE(test::max_abs_diff(logits.data(), golden.data() + row * size_t(V), logits.size()), 1e-4f);
         row += seq.size();
     }

@@ -8,6 +8,7 @@
 #endif
 #include <immintrin.h>
 
+#include "core/error.h"
 #include "core/profile.h"
 #include "ops/cpu/gemm.h"
 
@@ -79,13 +80,20 @@ void dot_block(float *y, int64_t ldy, const float *x, const uint16_t *W, const f
     }
 }
 
-// Few rows: every weight row is read once and used for all of them.
+// Few rows: every weight row is read once and used for all of them (one pass over W for up to 8 rows).
 void linear_bf16_dot(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
                      int64_t O) {
-    int64_t n = 0;
-    for (; n + 4 <= N; n += 4) dot_block<4>(y + n * ldy, ldy, x + n * I, W, b, I, O);
-    for (; n + 2 <= N; n += 2) dot_block<2>(y + n * ldy, ldy, x + n * I, W, b, I, O);
-    for (; n < N; ++n) dot_block<1>(y + n * ldy, ldy, x + n * I, W, b, I, O);
+    switch (N) {
+    case 1: return dot_block<1>(y, ldy, x, W, b, I, O);
+    case 2: return dot_block<2>(y, ldy, x, W, b, I, O);
+    case 3: return dot_block<3>(y, ldy, x, W, b, I, O);
+    case 4: return dot_block<4>(y, ldy, x, W, b, I, O);
+    case 5: return dot_block<5>(y, ldy, x, W, b, I, O);
+    case 6: return dot_block<6>(y, ldy, x, W, b, I, O);
+    case 7: return dot_block<7>(y, ldy, x, W, b, I, O);
+    case 8: return dot_block<8>(y, ldy, x, W, b, I, O);
+    default: ZAYA_ASSERT(N >= 1 && N <= kBf16DotMaxRows);
+    }
 }
 
 // Many rows: widen kPanel weight rows at a time into fp32 and multiply them with the GEMM. The widening costs
