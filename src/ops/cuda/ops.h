@@ -1,0 +1,39 @@
+// CUDA implementations of the CPU ops (ops/cpu/*.h), same names, shapes and semantics; pointers are device
+// pointers, activations fp32, matrices bf16 where noted. Each one is checked against its CPU twin by
+// tests/cuda/test_cuda_ops.cpp. Launches go to the default stream; errors surface at synchronize().
+#pragma once
+#include <cstdint>
+
+namespace zaya::cuda {
+
+// y[N,D] = w ⊙ x·rstd, rstd[N] = 1/√(mean(x²) + eps)                        (cpu::rmsnorm_forward)
+void rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t N, int64_t D, float eps);
+// dx[N,D] (= or +=), dw[D] += — column sums over rows in a fixed order: deterministic  (cpu::rmsnorm_backward)
+void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
+                      int64_t N, int64_t D, bool accumulate_dx);
+
+// out[N,D] = (x + hs_bias) ⊙ hs_scale + (res + res_bias) ⊙ res_scale         (cpu::residual_scale_forward)
+void residual_scale_forward(float *out, const float *x, const float *res, const float *hs_scale, const float *hs_bias,
+                            const float *res_scale, const float *res_bias, int64_t N, int64_t D);
+// out[N,D] = (table[tokens[n]] + bias) ⊙ scale                                (cpu::embedding_forward)
+void embedding_forward(float *out, const int32_t *tokens, const float *table, const float *bias, const float *scale,
+                       int64_t N, int64_t D);
+// a[N,I] = silu(h[:, :I]) ⊙ h[:, I:]; its backward dh[N,2I] from da[N,I]     (cpu::swiglu_forward/backward)
+void swiglu_forward(float *a, const float *h, int64_t N, int64_t I);
+void swiglu_backward(float *dh, const float *da, const float *h, int64_t N, int64_t I);
+// y = x·Φ(x) (exact erf GELU)                                                (cpu::gelu_forward)
+void gelu_forward(float *y, const float *x, int64_t n);
+
+// One fused AdamW step on n elements, exactly the formula of optim/adamw.h (step ≥ 1).
+void adamw_update(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, int64_t n, double lr,
+                  double weight_decay, double beta1, double beta2, double eps, int64_t step);
+
+// bf16 (raw uint16 bits) from fp32, round to nearest even (as torch and core/dtype.h).
+void to_bf16(uint16_t *dst, const float *src, int64_t n);
+
+// C[M,N] (row stride ldc) = A[M,K] · B[N,K]ᵀ + beta·C with bf16 A, B and fp32 accumulation and C (cuBLASLt):
+// the layout of every Linear (weights [out, in]).
+void gemm_bf16_nt(float *C, int64_t ldc, const uint16_t *A, const uint16_t *B, int64_t M, int64_t N, int64_t K,
+                  float beta);
+
+} // namespace zaya::cuda

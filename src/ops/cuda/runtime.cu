@@ -1,0 +1,59 @@
+#include "core/error.h"
+#include "ops/cuda/check.cuh"
+
+#include <fmt/format.h>
+
+namespace zaya::cuda {
+
+void fail_cuda(int code, const char *what, const char *expr, const char *file, int line) {
+    fail("CUDA error {} ({}) in {} at {}:{}", code, what, expr, file, line);
+}
+
+bool device_available(std::string *why) {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        if (why) *why = fmt::format("no usable CUDA device: {}", cudaGetErrorString(e));
+        cudaGetLastError(); // clear the sticky error
+        return false;
+    }
+    if (n == 0) {
+        if (why) *why = "no CUDA device";
+        return false;
+    }
+    return true;
+}
+
+std::string device_description() {
+    int dev = 0;
+    ZAYA_CUDA_CHECK(cudaGetDevice(&dev));
+    cudaDeviceProp p{};
+    ZAYA_CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+    return fmt::format("{} (sm_{}{}, {:.1f} GiB)", p.name, p.major, p.minor, double(p.totalGlobalMem) / (1 << 30));
+}
+
+void *device_alloc(size_t bytes) {
+    void *p = nullptr;
+    if (bytes == 0) return nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) fail("cannot allocate {:.1f} MiB on the GPU: {}", double(bytes) / (1 << 20), cudaGetErrorString(e));
+    return p;
+}
+
+void device_free(void *p) {
+    if (p) cudaFree(p); // never throws: called from destructors
+}
+
+void copy_to_device(void *dst, const void *src, size_t bytes) {
+    ZAYA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+void copy_to_host(void *dst, const void *src, size_t bytes) {
+    ZAYA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+void fill_bytes(void *dst, int byte, size_t bytes) { ZAYA_CUDA_CHECK(cudaMemset(dst, byte, bytes)); }
+
+void synchronize() { ZAYA_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+} // namespace zaya::cuda

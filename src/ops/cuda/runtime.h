@@ -1,0 +1,47 @@
+// The CUDA backend's host side: device discovery, device memory, copies, error checks. Plain C++ (no CUDA headers),
+// so code compiled by the host compiler can use it. Every CUDA and cuBLAS call is checked; a failure throws
+// zaya::Error naming the call, the file and line, and CUDA's message.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace zaya::cuda {
+
+// True if a CUDA device can be used; otherwise `why` (if given) says what is missing (no driver, no device, ...).
+bool device_available(std::string *why = nullptr);
+std::string device_description(); // "NVIDIA H200 (sm_90, 139.8 GiB)"
+
+void *device_alloc(size_t bytes); // throws on failure, naming the size
+void device_free(void *p);
+void copy_to_device(void *dst, const void *src, size_t bytes);
+void copy_to_host(void *dst, const void *src, size_t bytes);
+void fill_bytes(void *dst, int byte, size_t bytes); // e.g. 0xFF poisons fp32 outputs with NaNs
+void synchronize(); // waits for the default stream; surfaces asynchronous kernel errors
+
+// Owned device memory of n elements of T.
+template <class T> class DeviceArray {
+  public:
+    DeviceArray() = default;
+    explicit DeviceArray(size_t n) : p_(static_cast<T *>(device_alloc(n * sizeof(T)))), n_(n) {}
+    ~DeviceArray() { device_free(p_); }
+    DeviceArray(DeviceArray &&o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+    DeviceArray &operator=(DeviceArray &&o) noexcept {
+        std::swap(p_, o.p_);
+        std::swap(n_, o.n_);
+        return *this;
+    }
+    DeviceArray(const DeviceArray &) = delete;
+    DeviceArray &operator=(const DeviceArray &) = delete;
+    T *data() const { return p_; }
+    size_t size() const { return n_; }
+
+  private:
+    T *p_ = nullptr;
+    size_t n_ = 0;
+};
+
+// Internal: throws zaya::Error for a failed CUDA runtime call (used by the ZAYA_CUDA_CHECK macro in .cu files).
+[[noreturn]] void fail_cuda(int code, const char *what, const char *expr, const char *file, int line);
+
+} // namespace zaya::cuda
