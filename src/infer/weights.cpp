@@ -282,14 +282,44 @@ size_t InferModel::matrix_bytes() const {
     return total;
 }
 
-size_t InferModel::bytes_per_token() const {
-    size_t total = lm_head.bytes() + size_t(embed.cols) * dtype_size(embed.dtype);
+size_t InferModel::touch_all() const {
+    std::vector<Mat> all = {embed};
+    if (!config.tie_word_embeddings) all.push_back(lm_head);
     for (const LayerMats &M : layers) {
         for (const Mat *m : {&M.q_proj, &M.k_proj, &M.v_cur, &M.v_del, &M.o_proj, &M.router_down, &M.router_fc1,
                              &M.router_fc2, &M.router_out})
-            total += m->bytes();
-        if (!M.gate_up.empty()) total += M.gate_up[0].bytes() + M.down[0].bytes();
+            all.push_back(*m);
+        all.insert(all.end(), M.gate_up.begin(), M.gate_up.end());
+        all.insert(all.end(), M.down.begin(), M.down.end());
     }
+    size_t total = 0;
+    unsigned sink = 0;
+#pragma omp parallel for schedule(dynamic) reduction(+ : total, sink)
+    for (size_t k = 0; k < all.size(); ++k) {
+        const auto *p = static_cast<const volatile uint8_t *>(all[k].data);
+        for (size_t off = 0; off < all[k].bytes(); off += 4096) sink += p[off];
+        total += all[k].bytes();
+    }
+    return total + (sink & 0);
+}
+
+std::vector<MemRegion> InferModel::per_token_regions() const {
+    std::vector<MemRegion> out = {{lm_head.data, lm_head.bytes()}};
+    for (const LayerMats &M : layers) {
+        for (const Mat *m : {&M.q_proj, &M.k_proj, &M.v_cur, &M.v_del, &M.o_proj, &M.router_down, &M.router_fc1,
+                             &M.router_fc2, &M.router_out})
+            out.push_back({m->data, m->bytes()});
+        if (!M.gate_up.empty()) {
+            out.push_back({M.gate_up[0].data, M.gate_up[0].bytes()});
+            out.push_back({M.down[0].data, M.down[0].bytes()});
+        }
+    }
+    return out;
+}
+
+size_t InferModel::bytes_per_token() const {
+    size_t total = size_t(embed.cols) * dtype_size(embed.dtype); // one embedding row
+    for (const MemRegion &r : per_token_regions()) total += r.bytes;
     return total;
 }
 

@@ -7,6 +7,7 @@
 // matrices left out.
 #pragma once
 #include "core/dtype.h"
+#include "core/membw.h"
 #include "io/direct_write.h"
 #include "io/safetensors.h"
 #include "model/params.h"
@@ -63,9 +64,14 @@ class InferModel {
     void save(const std::string &dir, size_t max_shard_bytes) const;
 
     size_t matrix_bytes() const; // all matrices (the tied embedding once)
+    // Reads one byte of every page of every matrix, so that memory-mapped weights are resident (from the page
+    // cache or the disk) before anything is timed. Returns the bytes covered.
+    size_t touch_all() const;
     // Bytes of weights one decoded token reads: every non-expert matrix, one expert per layer (top-1), the LM
     // head and one embedding row — the numerator of the memory-bandwidth bound.
     size_t bytes_per_token() const;
+    // Those weights as memory regions (expert 0 standing for the chosen one): what a bandwidth bound streams.
+    std::vector<MemRegion> per_token_regions() const;
 
   private:
     void bind_small();
