@@ -50,6 +50,10 @@ void register_train(CLI::App &app) {
     cmd->add_option("--spike-rollback", tc->spike_rollback,
                     "Roll back to the last checkpoint after this many skipped steps in a row (0 = never)")
         ->capture_default_str();
+    cmd->add_option("--comm-timeout", tc->comm_timeout,
+                    "Data parallel: abort every rank when a collective has not completed after this many seconds "
+                    "(0 = wait forever)")
+        ->capture_default_str();
     auto sup = std::make_shared<SupervisorConfig>();
     auto supervised = std::make_shared<bool>(false);
     cmd->add_flag("--supervise", *supervised,

@@ -50,7 +50,7 @@ std::set<int64_t> env_iterations(const char *name) {
 
 Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data,
                  std::shared_ptr<Communicator> comm)
-    : tc_(tc), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config()),
+    : tc_(tc), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_),
       balance_(model_.layout, model_.config, balancing_config(tc)),
       acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true)),
       scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro())),
@@ -62,7 +62,11 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
         fail("train: batch ({}) must be a multiple of micro_batch ({}) × ranks ({})", tc.batch, tc.micro(),
              comm_->size());
     if (data_) loader_.emplace(data_, tc.seq, tc.seed, comm_->rank(), comm_->size());
-    if (comm_->size() > 1) opt_.set_communicator(comm_);
+    if (const char *r = std::getenv("ZAYA_FAULT_RANK"); r && std::atoi(r) != comm_->rank()) {
+        fault_nan_.clear(); // the injected faults are for another rank
+        fault_spike_.clear();
+        fault_hang_.clear();
+    }
     if (data_ && int64_t(data_->manifest().vocab_size) > model_.config.vocab_size)
         fail("data in '{}' has vocab_size {} but the model's is {}", data_->dir(), data_->manifest().vocab_size,
              model_.config.vocab_size);
@@ -71,7 +75,7 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
 
 size_t Trainer::memory_bytes() const {
     return (model_.params.size + grads_.size) * sizeof(real) + acts_.bytes() + scratch_.buf.size * sizeof(real) +
-           (opt_.groups().muon_state_size + 2 * opt_.groups().adamw_state_size) * sizeof(real);
+           opt_.state_bytes();
 }
 
 StepResult Trainer::step(std::vector<int32_t> *batch_log) {

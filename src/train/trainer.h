@@ -9,7 +9,7 @@
 //
 // Fault injection for the fault-tolerance tests: ZAYA_FAULT_NAN_GRAD=3,7 makes the gradient of iterations 3 and 7
 // NaN, ZAYA_FAULT_SPIKE_GRAD=... multiplies it by 1e4, ZAYA_FAULT_HANG=... hangs (for the supervisor's heartbeat);
-// each fires once per process.
+// each fires once per process. Data parallel: ZAYA_FAULT_RANK=R keeps them to rank R (default: every rank).
 #pragma once
 #include "data/dataset.h"
 #include "dist/comm.h"
@@ -47,7 +47,8 @@ class Trainer {
     // `data` may be null for benchmarks, which then feed step_on() themselves (no evaluate()). With a
     // communicator of N ranks (data parallel, dist/comm.h), each rank takes its slice of every global batch
     // (`micro_batch` sequences per rank per forward/backward), gradients, routing counts and losses are summed
-    // over ranks before the guard and the (replicated) optimizer see them: every rank keeps the same state.
+    // over ranks before the guard and the optimizer see them. The optimizer state is sharded (ZeRO-1,
+    // optim/zero_shard.h); parameters, the balancing controller and the guard stay replicated.
     Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data,
             std::shared_ptr<Communicator> comm = nullptr);
 
