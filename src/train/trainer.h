@@ -9,7 +9,9 @@
 //
 // Fault injection for the fault-tolerance tests: ZAYA_FAULT_NAN_GRAD=3,7 makes the gradient of iterations 3 and 7
 // NaN, ZAYA_FAULT_SPIKE_GRAD=... multiplies it by 1e4, ZAYA_FAULT_HANG=... hangs (for the supervisor's heartbeat);
-// each fires once per process. Data parallel: ZAYA_FAULT_RANK=R keeps them to rank R (default: every rank).
+// each fires once per process. Data parallel: ZAYA_FAULT_RANK=R keeps them to rank R (default: every rank) — meant
+// for hangs; a NaN or spike on one rank alone would make the ranks' step guards disagree, which real (all-reduced)
+// gradients cannot.
 #pragma once
 #include "data/dataset.h"
 #include "dist/comm.h"
