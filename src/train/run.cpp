@@ -155,7 +155,7 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
     std::ofstream metrics(metrics_path, resuming ? std::ios::app : std::ios::trunc);
     if (!metrics) fail("cannot write '{}'", metrics_path);
 
-    SupervisorLink link;
+    SupervisorLink link(root); // data parallel: rank 0 speaks for the job
     link.send(fmt::format("ready {}", start));
     if (const int sig = signals.received()) {
         fmt::print("stopped by {} before the first step\n", strsignal(sig));

@@ -3,7 +3,8 @@
 # global batches (per-step and validation losses within 1e-5 relative); a checkpoint written by 2 ranks resumes on
 # 1, on 4 and on 2 (bit-exactly, with the asynchronous and the synchronous writer), one of 1 rank on 2; each rank
 # holds about 1/N of the optimizer state (ZeRO-1); a rank killed with SIGKILL or hanging ends every rank quickly
-# with a message. Skipped (exit 0, with a note) when mpirun is not installed.
+# with a message, and `zaya train --supervise --launcher mpirun...` restarts the job. Skipped (exit 0, with a note)
+# when mpirun is not installed.
 #
 # Usage: test_dist.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -129,6 +130,21 @@ left=$(pgrep -f -- "--out $tmp/hang" || true)
     grep -Eq "rank 0: MPI .* has not completed after 3 s \(--comm-timeout\)" "$tmp/hang.out" &&
     pass "a hung rank (--comm-timeout 3): every rank gone in $dt s, exit $rc, rank 0 names the collective" ||
     fail "a hung rank" "exit $rc after $dt s, left: '$left'" "$(grep -v ORTE_ERROR "$tmp/hang.out" | tail -5)"
+
+# The supervisor restarts the whole job (--launcher): a rank hangs at step 12 (once per supervised run); the job
+# ends by the watchdog, or by the supervisor's heartbeat timeout with the watchdog off, and resumes from step 10 on
+# the same 2 ranks: the final model is bit-identical to the straight run's.
+for how in "--comm-timeout 3" "--comm-timeout 0 --heartbeat-timeout 3"; do
+    rc=0
+    ZAYA_FAULT_HANG=12 ZAYA_FAULT_RANK=1 timeout 120 "$ZAYA" train --supervise \
+        --launcher "mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS" --restart-delay 0.2 $how "${args[@]}" \
+        --micro-batch 2 --out "$tmp/sup" >"$tmp/sup.out" 2>&1 || rc=$?
+    [[ $rc -eq 0 ]] && grep -q "restarting from checkpoint step 10" "$tmp/sup.out" &&
+        cmp -s "$tmp/two/model/model.safetensors" "$tmp/sup/model/model.safetensors" &&
+        pass "supervised 2-rank job ($how): a hung rank, restarted from step 10, bit-identical result" ||
+        fail "supervised 2-rank job ($how)" "exit $rc" "$(grep supervisor "$tmp/sup.out" | tail -4)"
+    rm -rf "$tmp/sup"
+done
 
 rc=0
 mpi 2 "$ZAYA" train "${args[@]}" --micro-batch 8 --out "$tmp/bad" >"$tmp/bad.out" 2>&1 || rc=$?
