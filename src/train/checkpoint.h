@@ -45,7 +45,9 @@ struct CheckpointTensor {
     size_t numel = 0;
     std::vector<CheckpointPiece> pieces;
     // The whole tensor's data when this process holds all of it in one piece, else null.
-    real *whole() const { return pieces.size() == 1 && pieces[0].data && pieces[0].numel == numel ? pieces[0].data : nullptr; }
+    real *whole() const {
+        return pieces.size() == 1 && pieces[0].data && pieces[0].numel == numel ? pieces[0].data : nullptr;
+    }
 };
 
 // Every tensor of `t`'s training state, pointing at the live buffers of the parts this rank holds.

@@ -116,7 +116,8 @@ int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c) {
         const std::string fifo = (fs::path(c.run_dir) / "supervisor.fifo").string();
         if (launched) { // a fresh FIFO per attempt; opened read-write so that it never reports end of file
             ::unlink(fifo.c_str());
-            if (::mkfifo(fifo.c_str(), 0600) != 0) fail("supervisor: cannot create '{}': {}", fifo, std::strerror(errno));
+            if (::mkfifo(fifo.c_str(), 0600) != 0)
+                fail("supervisor: cannot create '{}': {}", fifo, std::strerror(errno));
             fds[0] = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
             fds[1] = -1;
             if (fds[0] < 0) fail("supervisor: cannot open '{}': {}", fifo, std::strerror(errno));
