@@ -166,6 +166,27 @@ class Mpi final : public Communicator {
         Watched w(*watchdog_, "allreduce");
         allreduce(d, n, MPI_INT64_T);
     }
+    void start_allreduce_sum(float *d, size_t n) override {
+        for (size_t at = 0; at < n; at += kPiece) {
+            MPI_Request r;
+            check(MPI_Iallreduce(MPI_IN_PLACE, d + at, int(std::min(kPiece, n - at)), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, &r),
+                  "iallreduce");
+            pending_.push_back(r);
+        }
+    }
+    void progress() override {
+        if (pending_.empty()) return;
+        int done = 0;
+        check(MPI_Testall(int(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE), "testall");
+        if (done) pending_.clear();
+    }
+    void wait_all() override {
+        if (pending_.empty()) return;
+        Watched w(*watchdog_, "allreduce of gradient buckets");
+        check(MPI_Waitall(int(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE), "waitall");
+        pending_.clear();
+    }
     void broadcast(float *d, size_t n, int root) override {
         Watched w(*watchdog_, "broadcast");
         for (size_t at = 0; at < n; at += kPiece)
@@ -212,6 +233,7 @@ class Mpi final : public Communicator {
     static constexpr size_t kPiece = size_t(1) << 28; // MPI counts are int
     int rank_ = 0, size_ = 1;
     std::unique_ptr<Watchdog> watchdog_;
+    std::vector<MPI_Request> pending_; // started non-blocking sums
 };
 
 } // namespace

@@ -23,6 +23,12 @@ class Communicator {
     virtual void allreduce_sum(float *data, size_t n) = 0;
     virtual void allreduce_sum(double *data, size_t n) = 0;
     virtual void allreduce_sum(int64_t *data, size_t n) = 0;
+    // Non-blocking in-place sum (gradient buckets summed while the backward pass goes on): starts summing `data`
+    // and returns; progress() lets started sums advance (MPI moves data only inside MPI calls), wait_all()
+    // completes all of them. The buffer must not be touched in between. Started in the same order on every rank.
+    virtual void start_allreduce_sum(float *data, size_t n) = 0;
+    virtual void progress() = 0;
+    virtual void wait_all() = 0;
     // `data` of rank `root` to every rank.
     virtual void broadcast(float *data, size_t n, int root) = 0;
     // Several disjoint ranges of one buffer from rank `root` to every rank in one collective, without packing
@@ -53,6 +59,9 @@ class SingleProcess final : public Communicator {
     void allreduce_sum(float *, size_t) override {}
     void allreduce_sum(double *, size_t) override {}
     void allreduce_sum(int64_t *, size_t) override {}
+    void start_allreduce_sum(float *, size_t) override {}
+    void progress() override {}
+    void wait_all() override {}
     void broadcast(float *, size_t, int) override {}
     void broadcast_blocks(float *, const std::vector<Block> &, int) override {}
     void send(const float *, size_t, int dest) override { no_peer(dest); }

@@ -6,6 +6,8 @@
 #include "optim/clip.h"
 
 #include <chrono>
+#include <cstdio>
+#include <fmt/format.h>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -70,7 +72,43 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
     if (data_ && int64_t(data_->manifest().vocab_size) > model_.config.vocab_size)
         fail("data in '{}' has vocab_size {} but the model's is {}", data_->dir(), data_->manifest().vocab_size,
              model_.config.vocab_size);
+    if (comm_->size() > 1) plan_gradient_buckets();
     flops_per_step_ = 3.0 * forward_flops(model_.config, std::vector<int64_t>(size_t(tc.batch), tc.seq));
+}
+
+void Trainer::plan_gradient_buckets() {
+    const ParamLayout &layout = model_.layout;
+    const int64_t L = model_.config.num_hidden_layers;
+    layer_buckets_.assign(size_t(L), {layout.total, 0});
+    for (const ParamView &v : layout.views) {
+        int64_t l = -1;
+        if (std::sscanf(v.name.c_str(), "model.layers.%ld.", &l) != 1 || l < 0 || l >= L) continue;
+        auto &[b, e] = layer_buckets_[size_t(l)];
+        b = std::min(b, v.offset);
+        e = std::max(e, v.offset + v.numel);
+    }
+    // Each layer's bucket must hold its own parameters only, and the layers must follow one another: otherwise a
+    // bucket would be summed while another layer still writes into it.
+    for (const ParamView &v : layout.views)
+        for (int64_t l = 0; l < L; ++l) {
+            const auto [b, e] = layer_buckets_[size_t(l)];
+            if (v.offset < e && v.offset + v.numel > b && v.name.rfind(fmt::format("model.layers.{}.", l), 0) != 0)
+                fail("train: '{}' lies among layer {}'s parameters; gradient buckets need each layer contiguous",
+                     v.name, l);
+        }
+    for (int64_t l = 1; l < L; ++l)
+        if (layer_buckets_[size_t(l)].first != layer_buckets_[size_t(l - 1)].second &&
+            layer_buckets_[size_t(l)].first < layer_buckets_[size_t(l - 1)].second)
+            fail("train: layers {} and {} overlap in the parameter layout", l - 1, l);
+    const size_t first = L > 0 ? layer_buckets_.front().first : layout.total;
+    const size_t last = L > 0 ? layer_buckets_.back().second : layout.total;
+    other_buckets_.clear();
+    if (first > 0) other_buckets_.push_back({0, first});
+    if (last < layout.total) other_buckets_.push_back({last, layout.total});
+    // Gaps between layers (alignment padding) are zero everywhere; covering them keeps every gradient summed.
+    for (int64_t l = 1; l < L; ++l)
+        if (layer_buckets_[size_t(l)].first > layer_buckets_[size_t(l - 1)].second)
+            other_buckets_.push_back({layer_buckets_[size_t(l - 1)].second, layer_buckets_[size_t(l)].first});
 }
 
 size_t Trainer::memory_bytes() const {
@@ -105,12 +143,26 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
             const int32_t *choice = acts_.layer(l).choice;
             for (int64_t n = 0; n < batch.num_tokens(); ++n) ++counts_[size_t(l * K + choice[n])];
         }
+        // Last micro-batch, data parallel: each layer's gradients are final once its backward is done, and are
+        // summed over the ranks while the layers below it are differentiated.
+        std::vector<bool> started(layer_buckets_.size(), false);
+        auto start_bucket = [&](int64_t l) {
+            const auto [b, e] = layer_buckets_[size_t(l)];
+            comm_->start_allreduce_sum(grads_.data() + b, e - b);
+            comm_->progress();
+            started[size_t(l)] = true;
+        };
+        const bool overlap = ranks > 1 && a == accum - 1;
         model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(),
-                       real(1.0 / double(accum * ranks)));
+                       real(1.0 / double(accum * ranks)), overlap ? std::function<void(int64_t)>(start_bucket) : nullptr);
+        if (overlap) // in the same order on every rank: layers from the last, then the rest
+            for (int64_t l = int64_t(started.size()) - 1; l >= 0; --l)
+                if (!started[size_t(l)]) start_bucket(l);
     }
     if (ranks > 1) { // the global batch's mean gradient, loss and routing counts on every rank
         const auto c0 = std::chrono::steady_clock::now();
-        comm_->allreduce_sum(grads_.data(), grads_.size);
+        for (const auto &[b, e] : other_buckets_) comm_->start_allreduce_sum(grads_.data() + b, e - b);
+        comm_->wait_all();
         comm_->allreduce_sum(counts_.data(), counts_.size());
         double sums[2] = {r.loss, double(r.tokens)};
         comm_->allreduce_sum(sums, 2);

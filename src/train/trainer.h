@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace zaya {
@@ -83,6 +84,8 @@ class Trainer {
     void set_before_update(std::function<void()> f) { before_update_ = std::move(f); }
 
   private:
+    void plan_gradient_buckets();
+
     TrainConfig tc_;
     std::shared_ptr<Communicator> comm_;
     Model model_;
@@ -94,6 +97,9 @@ class Trainer {
     GradScratch scratch_;
     RealBuffer grads_;
     std::vector<int64_t> counts_; // [L, E+1] routing choices of the current step
+    // Data parallel: the gradient buckets summed over ranks while the last micro-batch's backward pass runs — one
+    // per layer (its parameters are contiguous in the layout), then what lies before and after the layers.
+    std::vector<std::pair<size_t, size_t>> layer_buckets_, other_buckets_; // [begin, end) in the gradient buffer
     double flops_per_step_ = 0;
     int64_t iteration_ = 0;
     StepGuard guard_;

@@ -2,7 +2,12 @@
 // and N sharded optimizers, each updating its own share, produce bit for bit what one optimizer does.
 #include "core/rng.h"
 #include "dist/comm.h"
+#include "model/activations.h"
+#include "model/backward.h"
+#include "model/batch.h"
 #include "model/config.h"
+#include "model/forward.h"
+#include "model/init.h"
 #include "model/params.h"
 #include "optim/optimizer.h"
 #include "optim/zero_shard.h"
@@ -27,6 +32,9 @@ class FakeRank final : public Communicator {
     void allreduce_sum(float *, size_t) override {}
     void allreduce_sum(double *, size_t) override {}
     void allreduce_sum(int64_t *, size_t) override {}
+    void start_allreduce_sum(float *, size_t) override {}
+    void progress() override {}
+    void wait_all() override {}
     void broadcast(float *, size_t, int) override {}
     void broadcast_blocks(float *, const std::vector<Block> &, int) override {}
     void send(const float *, size_t, int) override {}
@@ -125,6 +133,44 @@ TEST(ShardedOptimizer, RanksTogetherMatchOneOptimizerBitForBit) {
             for (const Communicator::Block &b : ranks[0]->plan().param_blocks(ranks[0]->groups(), r))
                 std::memcpy(shared.data() + b.offset, copies[size_t(r)].data() + b.offset, b.count * sizeof(real));
         ASSERT_EQ(std::memcmp(shared.data(), ref.data(), ref.size() * sizeof(real)), 0) << "step " << step;
+    }
+}
+
+// Gradient buckets (train/trainer.cpp) start summing a layer's gradients when model_backward reports the layer
+// done: nothing may write them afterwards. Snapshots taken at the report equal the final gradients.
+TEST(GradientBuckets, ALayersGradientsAreFinalWhenReported) {
+    const ZayaConfig c = config_preset("tiny");
+    Model m = Model::create(c);
+    model_init_random(m, 5);
+    const Batch batch = Batch::from_sequences({{5, 17, 3, 9, 44, 2, 8}, {7, 7, 30, 1}});
+    const std::vector<int32_t> targets = batch.next_token_targets();
+    Activations acts = Activations::plan(c, batch.num_tokens(), batch.num_sequences(), true);
+    GradScratch scratch = GradScratch::plan(c, batch.num_tokens(), batch.num_sequences());
+    RealBuffer grads = RealBuffer::zeros(m.layout.total);
+    model_forward(m, batch, acts, targets.data());
+    std::vector<std::vector<real>> at_report(size_t(c.num_hidden_layers));
+    std::vector<int64_t> order;
+    auto layer_views = [&](int64_t l, auto &&f) {
+        for (const ParamView &v : m.layout.views)
+            if (v.name.rfind("model.layers." + std::to_string(l) + ".", 0) == 0) f(v);
+    };
+    model_backward(m, batch, acts, targets.data(), scratch, grads.data(), 1, [&](int64_t l) {
+        order.push_back(l);
+        layer_views(l, [&](const ParamView &v) {
+            at_report[size_t(l)].insert(at_report[size_t(l)].end(), grads.data() + v.offset,
+                                        grads.data() + v.offset + v.numel);
+        });
+    });
+    ASSERT_EQ(order, (std::vector<int64_t>{1, 0})); // tiny has 2 layers, reported last first
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        std::vector<real> final_grads;
+        layer_views(l, [&](const ParamView &v) {
+            final_grads.insert(final_grads.end(), grads.data() + v.offset, grads.data() + v.offset + v.numel);
+        });
+        double norm = 0;
+        for (real g : final_grads) norm += double(g) * double(g);
+        EXPECT_GT(norm, 0) << "layer " << l << " got gradients";
+        EXPECT_EQ(at_report[size_t(l)], final_grads) << "layer " << l;
     }
 }
 
