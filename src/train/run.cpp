@@ -277,6 +277,8 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         if (const int sig = int(stop)) {
             metrics.flush();
             checkpoint_this_step(s);
+            // Together: a rank exiting non-zero makes mpirun kill the others, rank 0 perhaps still writing.
+            comm->barrier();
             fmt::print("stopped by {} after step {}; continue with --resume\n", strsignal(sig), s);
             return 128 + sig;
         }

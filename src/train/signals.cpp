@@ -8,7 +8,8 @@ namespace zaya {
 
 StopSignals::StopSignals() {
     sigemptyset(&set_);
-    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
+    // SIGUSR1 too: mpirun forwards it to every rank, whereas it turns SIGTERM into killing the job.
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaddset(&set_, s);
     pthread_sigmask(SIG_BLOCK, &set_, &previous_);
     waiter_ = std::thread([this] {
         const timespec tick{0, 100'000'000}; // wake up every 100 ms to see whether we are done

@@ -1,4 +1,5 @@
-// Graceful stop: while a StopSignals is alive, SIGINT, SIGTERM and SIGHUP only set a flag that the training loop
+// Graceful stop: while a StopSignals is alive, SIGINT, SIGTERM, SIGHUP and SIGUSR1 (the one mpirun forwards to
+// its ranks) only set a flag that the training loop
 // checks after each step (it then writes a checkpoint and exits). A second signal ends the process at once
 // (exit status 128 + signal), so a stuck run can still be interrupted.
 //

@@ -182,7 +182,8 @@ int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c) {
             if (g_stop && !forwarded) {
                 forwarded = g_stop;
                 log("received {}: asking the trainer to checkpoint and stop", strsignal(forwarded));
-                ::kill(pid, forwarded);
+                // mpirun kills its job on SIGTERM but forwards SIGUSR1 to every rank, a graceful stop there too.
+                ::kill(pid, launched ? SIGUSR1 : forwarded);
             }
             const pid_t w = ::waitpid(pid, &status, WNOHANG);
             if (w == pid) break;

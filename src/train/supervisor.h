@@ -18,7 +18,8 @@
 // whole job is restarted. A failing rank already ends the job (dist/comm.h: abort, watchdog); the supervisor sees
 // the launcher exit non-zero. Heartbeats come from rank 0 through a FIFO, RUN_DIR/supervisor.fifo, named in
 // ZAYA_SUPERVISOR_FIFO (launchers close inherited pipes but pass the environment to local ranks; rank 0 must run
-// on the supervisor's host). A hung job gets SIGTERM (the launcher tears its ranks down), SIGKILL 10 s later.
+// on the supervisor's host). A hung job gets SIGTERM (the launcher tears its ranks down), SIGKILL 10 s later; a
+// stop request is passed on as SIGUSR1, which mpirun forwards to every rank (train/signals.h).
 #pragma once
 #include <cstdint>
 #include <string>

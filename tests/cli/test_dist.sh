@@ -146,6 +146,22 @@ for how in "--comm-timeout 3" "--comm-timeout 0 --heartbeat-timeout 3"; do
     rm -rf "$tmp/sup"
 done
 
+# A stop request to the supervisor reaches every rank (as SIGUSR1, which mpirun forwards): a checkpoint of the
+# step, then every rank exits; the checkpoint resumes (here on 1 rank).
+"$ZAYA" train --supervise --launcher "mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS" "${long[@]}" --micro-batch 2 \
+    --ckpt-every 100000 --out "$tmp/stop" >"$tmp/stop.out" 2>&1 &
+job=$!
+for _ in $(seq 100); do grep -q "step     3/" "$tmp/stop.out" 2>/dev/null && break; sleep 0.1; done
+kill -TERM $job
+rc=0
+wait $job || rc=$?
+step=$(grep -oP "stopped by User defined signal 1 after step \K[0-9]+" "$tmp/stop.out" || true)
+[[ $rc -eq 138 && -n $step && -d $tmp/stop/checkpoints/$(printf step_%08d "${step:-0}") ]] &&
+    pass "SIGTERM to a supervised 2-rank job: every rank stops after a checkpoint of step $step (exit $rc)" ||
+    fail "SIGTERM to a supervised 2-rank job" "exit $rc, step '$step'" "$(grep -v '^.step' "$tmp/stop.out" | tail -5)"
+expect_ok "it resumes on 1 rank" train "${long[@]}" --micro-batch 8 --ckpt-every 100000 --out "$tmp/stop" --resume \
+    --stop-after 2
+
 rc=0
 mpi 2 "$ZAYA" train "${args[@]}" --micro-batch 8 --out "$tmp/bad" >"$tmp/bad.out" 2>&1 || rc=$?
 [[ $rc -ne 0 ]] && grep -q "must be a multiple of micro_batch (8) × ranks (2)" "$tmp/bad.out" &&
