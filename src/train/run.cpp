@@ -270,16 +270,23 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         if (tc.ckpt_every > 0 && (s % tc.ckpt_every == 0 || s == tc.steps)) save(/*wait=*/s == tc.steps);
         int64_t stop = signals.received();
         if (comm->size() > 1) { // all ranks stop after the same step (a rank left behind would wait forever)
-            int64_t any = stop != 0;
-            comm->allreduce_sum(&any, 1);
-            if (any && !stop) stop = SIGTERM;
+            // ... and by the same signal when the ranks that got one agree (mpirun forwards SIGUSR1 to every rank,
+            // not all before this step), so that every rank exits with the same status.
+            int64_t seen[2] = {stop != 0, stop};
+            comm->allreduce_sum(seen, 2);
+            if (seen[0] && !stop) stop = seen[1] % seen[0] == 0 ? seen[1] / seen[0] : SIGTERM;
         }
         if (const int sig = int(stop)) {
             metrics.flush();
             checkpoint_this_step(s);
-            // Together: a rank exiting non-zero makes mpirun kill the others, rank 0 perhaps still writing.
-            comm->barrier();
             fmt::print("stopped by {} after step {}; continue with --resume\n", strsignal(sig), s);
+            std::fflush(stdout);
+            if (comm->size() > 1) {
+                // Together: a rank exiting non-zero makes mpirun kill the others (rank 0 might still be writing),
+                // and the SIGTERM it sends a rank that is exiting anyway must not turn into a second stop signal.
+                comm->barrier();
+                signals.ignore_further();
+            }
             return 128 + sig;
         }
         if (tc.stop_after > 0 && taken == tc.stop_after && s != tc.steps) {

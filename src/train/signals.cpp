@@ -15,7 +15,7 @@ StopSignals::StopSignals() {
         const timespec tick{0, 100'000'000}; // wake up every 100 ms to see whether we are done
         while (!stop_.load()) {
             const int sig = sigtimedwait(&set_, nullptr, &tick);
-            if (sig <= 0) continue;
+            if (sig <= 0 || ignore_.load()) continue;
             int expected = 0;
             if (!received_.compare_exchange_strong(expected, sig)) std::_Exit(128 + sig); // the second one
         }
