@@ -5,15 +5,17 @@
 #include "model/forward.h"
 #include "optim/clip.h"
 
+#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <fmt/format.h>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
 #include <thread>
+
+#include <fmt/format.h>
 
 namespace zaya {
 
@@ -87,8 +89,8 @@ void Trainer::plan_gradient_buckets() {
         b = std::min(b, v.offset);
         e = std::max(e, v.offset + v.numel);
     }
-    // Each layer's bucket must hold its own parameters only, and the layers must follow one another: otherwise a
-    // bucket would be summed while another layer still writes into it.
+    // Each layer's bucket must hold its own parameters only: otherwise it would be summed while another layer (or
+    // the embedding, final norm, head) still writes into it.
     for (const ParamView &v : layout.views)
         for (int64_t l = 0; l < L; ++l) {
             const auto [b, e] = layer_buckets_[size_t(l)];
@@ -96,19 +98,17 @@ void Trainer::plan_gradient_buckets() {
                 fail("train: '{}' lies among layer {}'s parameters; gradient buckets need each layer contiguous",
                      v.name, l);
         }
-    for (int64_t l = 1; l < L; ++l)
-        if (layer_buckets_[size_t(l)].first != layer_buckets_[size_t(l - 1)].second &&
-            layer_buckets_[size_t(l)].first < layer_buckets_[size_t(l - 1)].second)
-            fail("train: layers {} and {} overlap in the parameter layout", l - 1, l);
-    const size_t first = L > 0 ? layer_buckets_.front().first : layout.total;
-    const size_t last = L > 0 ? layer_buckets_.back().second : layout.total;
+    // Everything else, summed after the backward pass: what lies outside the layers' ranges (alignment gaps
+    // included: zero everywhere, and covering them keeps the whole buffer summed).
+    std::vector<std::pair<size_t, size_t>> sorted = layer_buckets_;
+    std::sort(sorted.begin(), sorted.end());
     other_buckets_.clear();
-    if (first > 0) other_buckets_.push_back({0, first});
-    if (last < layout.total) other_buckets_.push_back({last, layout.total});
-    // Gaps between layers (alignment padding) are zero everywhere; covering them keeps every gradient summed.
-    for (int64_t l = 1; l < L; ++l)
-        if (layer_buckets_[size_t(l)].first > layer_buckets_[size_t(l - 1)].second)
-            other_buckets_.push_back({layer_buckets_[size_t(l - 1)].second, layer_buckets_[size_t(l)].first});
+    size_t at = 0;
+    for (const auto &[b, e] : sorted) {
+        if (b > at) other_buckets_.push_back({at, b});
+        at = e;
+    }
+    if (at < layout.total) other_buckets_.push_back({at, layout.total});
 }
 
 size_t Trainer::memory_bytes() const {
@@ -143,21 +143,21 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
             const int32_t *choice = acts_.layer(l).choice;
             for (int64_t n = 0; n < batch.num_tokens(); ++n) ++counts_[size_t(l * K + choice[n])];
         }
-        // Last micro-batch, data parallel: each layer's gradients are final once its backward is done, and are
-        // summed over the ranks while the layers below it are differentiated.
-        std::vector<bool> started(layer_buckets_.size(), false);
-        auto start_bucket = [&](int64_t l) {
-            const auto [b, e] = layer_buckets_[size_t(l)];
-            comm_->start_allreduce_sum(grads_.data() + b, e - b);
-            comm_->progress();
-            started[size_t(l)] = true;
-        };
+        // Last micro-batch, data parallel: each layer's gradients are final once its backward is done (layers come
+        // last to first), and are summed over the ranks while the layers below it are differentiated.
         const bool overlap = ranks > 1 && a == accum - 1;
-        model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(),
-                       real(1.0 / double(accum * ranks)), overlap ? std::function<void(int64_t)>(start_bucket) : nullptr);
-        if (overlap) // in the same order on every rank: layers from the last, then the rest
-            for (int64_t l = int64_t(started.size()) - 1; l >= 0; --l)
-                if (!started[size_t(l)]) start_bucket(l);
+        int64_t next = c.num_hidden_layers - 1; // the next layer to start: the same order on every rank
+        auto start_through = [&](int64_t l) {
+            for (; next >= l; --next) {
+                const auto [b, e] = layer_buckets_[size_t(next)];
+                comm_->start_allreduce_sum(grads_.data() + b, e - b);
+            }
+            comm_->progress();
+        };
+        const real scale = real(1.0 / double(accum * ranks));
+        if (overlap) model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(), scale, start_through);
+        else model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(), scale);
+        if (overlap) start_through(0); // those not reported (a micro-batch without targets reports none)
     }
     if (ranks > 1) { // the global batch's mean gradient, loss and routing counts on every rank
         const auto c0 = std::chrono::steady_clock::now();
