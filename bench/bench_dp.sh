@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel throughput on this machine, in one run: the same training (model, global batch, steps) with
 # 1 process × 2 OpenMP threads and with 2 MPI ranks × 1 thread, and the share of step time the ranks spend in
-# collectives (the gradient all-reduce and the broadcasts of distributed Muon's matrices). Prints both side by side.
+# collectives (the gradient all-reduce and the broadcasts of each rank's updated parameters, ZeRO-1). Prints both side by side.
 #
 # Usage: bench/bench_dp.sh [MODEL (small)] [STEPS (12)]   — needs build/zaya, mpirun, and data/pydocs
 # (scripts/train_demo.sh prepares it).

@@ -27,6 +27,7 @@ struct InfoArgs {
     int64_t seq_len = 2048;
     bool train = false;
     int64_t micro_batch = 8;
+    int ranks = 1;
 };
 
 void run_info(const InfoArgs &a) {
@@ -67,13 +68,20 @@ void run_info(const InfoArgs &a) {
     fmt::print("forward memory   {} activations for one {}-token sequence (inference, fp32)\n",
                gib(double(Activations::bytes_needed(c, seq_len, 1, false))), seq_len);
     if (!a.train) return;
-    TrainMemory tm = train_memory(c, a.micro_batch, seq_len);
+    TrainMemory tm = train_memory(c, a.micro_batch, seq_len, a.ranks);
     auto mib = [](size_t b) { return fmt::format("{:9.1f} MiB", double(b) / double(1 << 20)); };
-    fmt::print("training memory  micro-batch {} × {} tokens, fp32, allocated once before the first step:\n",
-               a.micro_batch, seq_len);
+    fmt::print("training memory  micro-batch {} × {} tokens, fp32, allocated once before the first step{}:\n",
+               a.micro_batch, seq_len, a.ranks > 1 ? fmt::format(", per rank of {}", a.ranks) : "");
     fmt::print("  parameters     {}\n", mib(tm.params));
     fmt::print("  gradients      {}\n", mib(tm.grads));
-    fmt::print("  optimizer      {}  (Muon momentum, AdamW moments, balancing biases' AdamW)\n", mib(tm.optimizer));
+    fmt::print("  optimizer      {}  (Muon momentum, AdamW moments, balancing biases' AdamW{})\n", mib(tm.optimizer),
+               a.ranks > 1 ? "; the largest rank's ZeRO-1 share" : "");
+    if (a.ranks > 1) {
+        std::string list;
+        for (size_t b : tm.optimizer_per_rank)
+            list += fmt::format("{}{:.1f}", list.empty() ? "" : " / ", double(b) / double(1 << 20));
+        fmt::print("    per rank     {} MiB\n", list);
+    }
     fmt::print("  Muon scratch   {}\n", mib(tm.muon_workspace));
     fmt::print("  activations    {}  (every layer kept for the backward pass)\n", mib(tm.activations));
     fmt::print("  backward       {}\n", mib(tm.scratch));
@@ -94,6 +102,9 @@ void register_info(CLI::App &app) {
         ->capture_default_str();
     cmd->add_flag("--train", a->train, "Also print the memory a training run needs");
     cmd->add_option("--micro-batch", a->micro_batch, "Sequences per forward/backward, for --train")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--ranks", a->ranks, "Data-parallel ranks, for --train (the optimizer state is sharded over them)")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     cmd->callback([a] { run_info(*a); });

@@ -1,5 +1,7 @@
 // zaya train --data DIR --out RUN_DIR [--model PRESET|CONFIG.json] [--steps N] ... — train from scratch.
 #include "cli/commands.h"
+
+#include <sstream>
 #include "core/error.h"
 #include "train/run.h"
 #include "train/supervisor.h"
@@ -50,6 +52,10 @@ void register_train(CLI::App &app) {
     cmd->add_option("--spike-rollback", tc->spike_rollback,
                     "Roll back to the last checkpoint after this many skipped steps in a row (0 = never)")
         ->capture_default_str();
+    cmd->add_option("--comm-timeout", tc->comm_timeout,
+                    "Data parallel: abort every rank when a collective has not completed after this many seconds "
+                    "(0 = wait forever)")
+        ->capture_default_str();
     auto sup = std::make_shared<SupervisorConfig>();
     auto supervised = std::make_shared<bool>(false);
     cmd->add_flag("--supervise", *supervised,
@@ -58,11 +64,16 @@ void register_train(CLI::App &app) {
         ->capture_default_str();
     cmd->add_option("--heartbeat-timeout", sup->heartbeat_timeout, "Supervisor: seconds without a step before a kill")
         ->capture_default_str();
+    auto launcher = std::make_shared<std::string>();
+    cmd->add_option("--launcher", *launcher,
+                    "Supervisor: run every attempt under this launcher, e.g. \"mpirun -np 4 -x OMP_NUM_THREADS\" "
+                    "(split at spaces); the whole job restarts");
     cmd->add_option("--restart-delay", sup->restart_delay, "Supervisor: first restart delay in seconds (doubles)")
         ->capture_default_str();
     cmd->add_flag("--save-init", tc->save_init, "Also write the initial model to RUN_DIR/init/");
     cmd->add_flag("--dump-batches", tc->dump_batches, "Write every step's tokens to RUN_DIR/batches.bin (int32)");
-    cmd->callback([cmd, tc, config_file, sup, supervised] {
+    cmd->callback([cmd, tc, config_file, sup, supervised, launcher] {
+        if (!launcher->empty() && !*supervised) fail("train: --launcher is a supervisor option: add --supervise");
         TrainConfig c = *tc;
         if (!config_file->empty()) {
             std::ifstream in(*config_file);
@@ -90,6 +101,8 @@ void register_train(CLI::App &app) {
             c.validate();
             SupervisorConfig sc = *sup;
             sc.run_dir = c.out;
+            std::istringstream words(*launcher);
+            for (std::string w; words >> w;) sc.launcher.push_back(w);
             if (sc.max_restarts < 0) fail("train: --max-restarts must be ≥ 0, got {}", sc.max_restarts);
             if (!(sc.heartbeat_timeout > 0)) fail("train: --heartbeat-timeout must be positive");
             if (!(sc.restart_delay >= 0)) fail("train: --restart-delay must be ≥ 0");
@@ -98,7 +111,7 @@ void register_train(CLI::App &app) {
             for (size_t i = 0; i < g_argv.size(); ++i) {
                 const std::string &a = g_argv[i];
                 bool own = a == "--supervise", with_value = false;
-                for (const std::string f : {"--max-restarts", "--heartbeat-timeout", "--restart-delay"}) {
+                for (const std::string f : {"--max-restarts", "--heartbeat-timeout", "--restart-delay", "--launcher"}) {
                     if (a == f) own = with_value = true; // "--flag VALUE"
                     if (a.rfind(f + "=", 0) == 0) own = true; // "--flag=VALUE"
                 }

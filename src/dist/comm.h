@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace zaya {
 
@@ -22,9 +23,31 @@ class Communicator {
     virtual void allreduce_sum(float *data, size_t n) = 0;
     virtual void allreduce_sum(double *data, size_t n) = 0;
     virtual void allreduce_sum(int64_t *data, size_t n) = 0;
+    // Non-blocking in-place sum (gradient buckets summed while the backward pass goes on): starts summing `data`
+    // and returns; progress() lets started sums advance (MPI moves data only inside MPI calls), wait_all()
+    // completes all of them. The buffer must not be touched in between. Started in the same order on every rank.
+    virtual void start_allreduce_sum(float *data, size_t n) = 0;
+    virtual void progress() = 0;
+    virtual void wait_all() = 0;
     // `data` of rank `root` to every rank.
     virtual void broadcast(float *data, size_t n, int root) = 0;
+    // Several disjoint ranges of one buffer from rank `root` to every rank in one collective, without packing
+    // them into a staging buffer (ZeRO-1: each owner's updated parameters, scattered over the flat buffer).
+    // Every rank passes the same blocks.
+    struct Block {
+        size_t offset = 0, count = 0; // in floats from `base`
+    };
+    virtual void broadcast_blocks(float *base, const std::vector<Block> &blocks, int root) = 0;
+    // Point to point (checkpoint gathering): `n` floats to / from one other rank, matched in call order.
+    virtual void send(const float *data, size_t n, int dest) = 0;
+    virtual void recv(float *data, size_t n, int src) = 0;
     virtual void barrier() = 0;
+    // A rank that died or hangs leaves the others blocked in a collective forever. With a watchdog, a collective
+    // or transfer that has not completed after `seconds` aborts the whole job (MPI_Abort, after a message naming
+    // this rank and the operation); 0 turns it off.
+    virtual void set_watchdog(double seconds) = 0;
+    // Ends every process of the job with `code` (a rank that fails alone must not leave the others waiting).
+    [[noreturn]] virtual void abort(int code) = 0;
     bool is_root() const { return rank() == 0; }
 };
 
@@ -36,8 +59,19 @@ class SingleProcess final : public Communicator {
     void allreduce_sum(float *, size_t) override {}
     void allreduce_sum(double *, size_t) override {}
     void allreduce_sum(int64_t *, size_t) override {}
+    void start_allreduce_sum(float *, size_t) override {}
+    void progress() override {}
+    void wait_all() override {}
     void broadcast(float *, size_t, int) override {}
+    void broadcast_blocks(float *, const std::vector<Block> &, int) override {}
+    void send(const float *, size_t, int dest) override { no_peer(dest); }
+    void recv(float *, size_t, int src) override { no_peer(src); }
     void barrier() override {}
+    void set_watchdog(double) override {}
+    [[noreturn]] void abort(int code) override;
+
+  private:
+    [[noreturn]] static void no_peer(int rank);
 };
 
 // Shared by every user in the process; MPI is initialised on first use and finalised at exit.

@@ -126,7 +126,7 @@ void router_backward(const ZayaConfig &c, const LayerWeights &w, LayerWeights &g
 } // namespace
 
 void model_backward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets, GradScratch &s,
-                    real *grads, real loss_scale) {
+                    real *grads, real loss_scale, const std::function<void(int64_t)> &layer_done) {
     const ZayaConfig &c = m.config;
     if (!acts.keep_all_layers) fail("model_backward needs activations planned with keep_all_layers");
     const int64_t N = batch.num_tokens(), D = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
@@ -167,6 +167,7 @@ void model_backward(const Model &m, const Batch &batch, Activations &acts, const
         cca_attention_backward(c, l, w, g, batch, A, acts, s);
         rmsnorm_backward(d_in, g.input_norm, s.d_x, residual, w.input_norm, A.rstd1, N, D, true);
         std::swap(s.d_res[0], s.d_res[1]);
+        if (layer_done) layer_done(l);
     }
     // Embedding with input bias/scale; the padding row gets nothing from the lookup (nn.Embedding(padding_idx)).
     embedding_backward(gw.embed, gw.input_bias, gw.input_scale, s.d_res[0], batch.tokens.data(), m.w.embed,

@@ -6,6 +6,8 @@
 #include "model/forward.h"
 #include "model/params.h"
 
+#include <functional>
+
 namespace zaya {
 
 // Gradient-side buffers of one backward pass, planned once for (config, tokens, sequences).
@@ -33,8 +35,11 @@ struct GradScratch {
 // Requires model_forward(m, batch, acts, targets) to have just run with acts.keep_all_layers. Overwrites
 // acts.logits with the logits' gradient. Adds (+=) into `grads` (a buffer laid out by m.layout), so gradient
 // accumulation over micro-batches is a matter of not zeroing between calls. `loss_scale` multiplies the loss
-// being differentiated (1/micro-batches for accumulation).
+// being differentiated (1/micro-batches for accumulation). `layer_done(l)`, if given, is called as soon as layer
+// l's parameter gradients are final (layers in reverse order; nothing later writes them): data parallel starts
+// summing them over the ranks while the rest of the backward pass runs. It is not called when no token has a
+// target (nothing to differentiate).
 void model_backward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets, GradScratch &s,
-                    real *grads, real loss_scale = 1);
+                    real *grads, real loss_scale = 1, const std::function<void(int64_t)> &layer_done = {});
 
 } // namespace zaya

@@ -85,7 +85,7 @@ void Muon::orthogonalise(const real *in, real *out, int64_t rows, int64_t cols) 
 }
 
 void Muon::step(real *param, const real *grad, real *momentum, int64_t rows, int64_t cols, double lr,
-                double weight_decay, bool update_param) {
+                double weight_decay) {
     check_fits(rows, cols);
     const size_t n = size_t(rows) * size_t(cols);
     real *u = x_.data();
@@ -101,7 +101,6 @@ void Muon::step(real *param, const real *grad, real *momentum, int64_t rows, int
         // update = grad.lerp(buf, momentum)
         u[i] = !nesterov ? m : nest_small ? std::fma(mu, m - g, g) : std::fma(mu - real(1), m - g, m);
     }
-    if (!update_param) return;
     newton_schulz(rows, cols);
     const real decay = real(1.0 - lr * weight_decay);
     const real alpha = real(-muon_adjusted_lr(lr, hyper_.lr_adjust, rows, cols));

@@ -45,10 +45,9 @@ class Muon {
   public:
     Muon(const MuonHyper &hyper, size_t max_numel, int64_t max_min_dim);
 
-    // One Muon step on one matrix; `momentum` is its rows×cols momentum buffer. With `update_param` false only
-    // the momentum advances (data parallel: another rank orthogonalises this matrix and sends the result).
+    // One Muon step on one matrix; `momentum` is its rows×cols momentum buffer.
     void step(real *param, const real *grad, real *momentum, int64_t rows, int64_t cols, double lr,
-              double weight_decay, bool update_param = true);
+              double weight_decay);
 
     // Newton–Schulz orthogonalisation of `in` (rows×cols) into `out` (may alias `in`).
     void orthogonalise(const real *in, real *out, int64_t rows, int64_t cols);

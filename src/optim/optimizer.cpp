@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 
 #include "core/profile.h"
 
@@ -35,38 +34,20 @@ MuonHyper OptimConfig::muon_hyper() const {
 
 AdamWHyper OptimConfig::adamw_hyper() const { return {beta1, beta2, eps}; }
 
-Optimizer::Optimizer(const ParamLayout &layout, const ZayaConfig &config, const OptimConfig &oc)
-    : Optimizer(layout, ParamGroups::classify(layout, config), oc) {}
+Optimizer::Optimizer(const ParamLayout &layout, const ZayaConfig &config, const OptimConfig &oc,
+                     std::shared_ptr<Communicator> comm)
+    : Optimizer(layout, ParamGroups::classify(layout, config), oc, std::move(comm)) {}
 
-Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimConfig &oc)
-    : layout_(layout), groups_(std::move(groups)), config_((oc.validate(), oc)), schedule_(oc.lr_schedule()),
-      muon_(oc.muon_hyper(), groups_.max_muon_numel(), groups_.max_muon_min_dim()), adamw_(oc.adamw_hyper()),
-      momentum_(RealBuffer::zeros(groups_.muon_state_size)), exp_avg_(RealBuffer::zeros(groups_.adamw_state_size)),
-      exp_avg_sq_(RealBuffer::zeros(groups_.adamw_state_size)) {}
-
-void Optimizer::set_communicator(std::shared_ptr<Communicator> comm) {
-    comm_ = std::move(comm);
-    muon_owner_.clear();
-    if (!comm_ || comm_->size() <= 1) return;
-    // Greedy: most expensive matrix first, to the least loaded rank (ties to the lower rank): deterministic.
-    const int ranks = comm_->size();
-    std::vector<size_t> order(groups_.muon.size());
-    std::iota(order.begin(), order.end(), size_t(0));
-    auto cost = [&](size_t k) {
-        const MuonMatrix &m = groups_.muon[k];
-        return double(m.rows) * double(m.cols) * double(std::min(m.rows, m.cols));
-    };
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost(a) > cost(b); });
-    std::vector<double> load(size_t(ranks), 0.0);
-    std::vector<size_t> elems(size_t(ranks), 0);
-    muon_owner_.assign(groups_.muon.size(), 0);
-    for (size_t k : order) {
-        const int r = int(std::min_element(load.begin(), load.end()) - load.begin());
-        muon_owner_[k] = r;
-        load[size_t(r)] += cost(k);
-        elems[size_t(r)] += groups_.muon[k].numel();
-    }
-    exchange_ = RealBuffer::zeros(*std::max_element(elems.begin(), elems.end()));
+Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimConfig &oc,
+                     std::shared_ptr<Communicator> comm)
+    : layout_(layout), groups_(std::move(groups)), comm_(comm && comm->size() > 1 ? std::move(comm) : nullptr),
+      rank_(comm_ ? comm_->rank() : 0), plan_(ShardPlan::make(groups_, comm_ ? comm_->size() : 1)),
+      local_(plan_.local(groups_, rank_)), config_((oc.validate(), oc)), schedule_(oc.lr_schedule()),
+      muon_(oc.muon_hyper(), local_.max_muon_numel(), local_.max_muon_min_dim()), adamw_(oc.adamw_hyper()),
+      momentum_(RealBuffer::zeros(local_.muon_state_size)), exp_avg_(RealBuffer::zeros(local_.adamw_state_size)),
+      exp_avg_sq_(RealBuffer::zeros(local_.adamw_state_size)) {
+    if (comm_)
+        for (int r = 0; r < plan_.ranks; ++r) blocks_.push_back(plan_.param_blocks(groups_, r));
 }
 
 StepStats Optimizer::step(real *params, real *grads, double lr) {
@@ -90,38 +71,19 @@ void Optimizer::clip_and_update(real *params, real *grads, double lr, double gra
 void Optimizer::update(real *params, const real *grads, double lr) {
     ++step_;
     // Matrices one after another: each GEMM is already multithreaded, and one workspace serves them all.
-    const int me = comm_ ? comm_->rank() : 0;
-    for (size_t k = 0; k < groups_.muon.size(); ++k) {
-        const MuonMatrix &m = groups_.muon[k];
+    for (const MuonMatrix &m : local_.muon)
         muon_.step(params + m.offset, grads + m.offset, momentum_.data() + m.state_offset, m.rows, m.cols, lr,
-                   config_.weight_decay, muon_owner_.empty() || muon_owner_[k] == me);
-    }
-    comm_seconds_ = 0;
-    if (comm_ && comm_->size() > 1) // each owner's matrices, packed, to everyone
-        for (int r = 0; r < comm_->size(); ++r) {
-            size_t n = 0;
-            for (size_t k = 0; k < groups_.muon.size(); ++k)
-                if (muon_owner_[k] == r) {
-                    const MuonMatrix &m = groups_.muon[k];
-                    if (r == me) std::copy_n(params + m.offset, m.numel(), exchange_.data() + n);
-                    n += m.numel();
-                }
-            const auto t0 = std::chrono::steady_clock::now();
-            comm_->broadcast(exchange_.data(), n, r);
-            comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (r == me) continue;
-            n = 0;
-            for (size_t k = 0; k < groups_.muon.size(); ++k)
-                if (muon_owner_[k] == r) {
-                    const MuonMatrix &m = groups_.muon[k];
-                    std::copy_n(exchange_.data() + n, m.numel(), params + m.offset);
-                    n += m.numel();
-                }
-        }
-    for (const AdamWRange &r : groups_.adamw)
+                   config_.weight_decay);
+    for (const AdamWRange &r : local_.adamw)
         adamw_update(params + r.offset, grads + r.offset, exp_avg_.data() + r.state_offset,
                      exp_avg_sq_.data() + r.state_offset, r.numel, lr, r.decay ? config_.weight_decay : 0.0,
                      adamw_, step_);
+    comm_seconds_ = 0;
+    if (!comm_) return;
+    // Each owner's updated parameters to everyone, straight from and into the parameter buffer.
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < plan_.ranks; ++r) comm_->broadcast_blocks(params, blocks_[size_t(r)], r);
+    comm_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 } // namespace zaya

@@ -4,7 +4,8 @@
 //
 // State (all fp32, design decision 6): the Muon momentum buffer (one EMA per Muon matrix, torch's
 // `momentum_buffer`) and AdamW's exp_avg / exp_avg_sq, each a compact buffer indexed by the groups'
-// `state_offset`s — optimizer memory is params + (2 × AdamW share), not 3 × params.
+// `state_offset`s — optimizer memory is params + (2 × AdamW share), not 3 × params. With N data-parallel ranks
+// the state is sharded (ZeRO-1, optim/zero_shard.h): each rank holds and updates only its share, about 1/N.
 #pragma once
 #include "core/real.h"
 #include "model/config.h"
@@ -13,6 +14,8 @@
 #include "optim/muon.h"
 #include "optim/param_groups.h"
 #include "optim/schedule.h"
+#include "optim/zero_shard.h"
+#include "dist/comm.h"
 
 #include <memory>
 
@@ -48,23 +51,23 @@ struct StepStats {
 
 class Optimizer {
   public:
-    Optimizer(const ParamLayout &layout, const ZayaConfig &config, const OptimConfig &oc);
-    // For a ZeRO-1 shard: `groups` = ParamGroups::classify(...).slice(a, b); clipping still uses the whole layout.
-    Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimConfig &oc);
+    // With a communicator of N > 1 ranks (dist/comm.h) the state is sharded ZeRO-1 style (optim/zero_shard.h):
+    // each rank keeps the state of its Muon matrices and of its piece of the AdamW ranges, updates those
+    // parameters, and then every rank's updated parameters are broadcast to all, so parameters stay replicated.
+    Optimizer(const ParamLayout &layout, const ZayaConfig &config, const OptimConfig &oc,
+              std::shared_ptr<class Communicator> comm = nullptr);
+    // `groups` may be any subset of the layout's (tests); clipping still uses the whole layout.
+    Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimConfig &oc,
+              std::shared_ptr<class Communicator> comm = nullptr);
 
     // Clips the gradients in place (when grad_clip > 0), then update(). A non-finite gradient norm updates
     // nothing and leaves the step count unchanged (torch would write NaNs into the parameters).
     StepStats step(real *params, real *grads, double lr);
     // The same with the gradient norm already computed (and found finite) by the caller.
     void clip_and_update(real *params, real *grads, double lr, double grad_norm);
-    // Muon on every matrix, AdamW on every range, with learning rate `lr`; increments the step count.
+    // Muon on this rank's matrices, AdamW on its ranges, with learning rate `lr`, then the updated parameters
+    // of every rank to every rank; increments the step count.
     void update(real *params, const real *grads, double lr);
-
-    // Data parallel (dist/comm.h): each Muon matrix gets one owner rank (greedy by Newton–Schulz cost) that
-    // orthogonalises it and broadcasts the updated matrix; every rank still advances every momentum buffer (cheap,
-    // elementwise), so optimizer state stays replicated and checkpoints are unchanged. Everything else is computed
-    // by every rank.
-    void set_communicator(std::shared_ptr<class Communicator> comm);
 
     double last_comm_seconds() const { return comm_seconds_; } // broadcasts of the last update
 
@@ -73,22 +76,28 @@ class Optimizer {
     double scheduled_lr() const { return schedule_.lr(step_ + 1); } // the lr of the next step
 
     const OptimConfig &config() const { return config_; }
-    const ParamGroups &groups() const { return groups_; }
+    const ParamGroups &groups() const { return groups_; }        // every rank's: what the state means
+    const ShardPlan &plan() const { return plan_; }              // which rank owns what
+    const ParamGroups &local_groups() const { return local_; }   // this rank's share; indexes the buffers below
+    int rank() const { return rank_; }
     real *muon_momentum() const { return momentum_.data(); }
     real *exp_avg() const { return exp_avg_.data(); }
     real *exp_avg_sq() const { return exp_avg_sq_.data(); }
+    size_t state_bytes() const { return (momentum_.size + exp_avg_.size + exp_avg_sq_.size) * sizeof(real); }
 
   private:
     ParamLayout layout_;
     ParamGroups groups_;
+    std::shared_ptr<class Communicator> comm_;
+    int rank_ = 0;
+    ShardPlan plan_;
+    ParamGroups local_;
+    std::vector<std::vector<Communicator::Block>> blocks_; // per rank: its updated parameters
     OptimConfig config_;
     LrSchedule schedule_;
     Muon muon_;
     AdamWHyper adamw_;
     RealBuffer momentum_, exp_avg_, exp_avg_sq_;
-    std::shared_ptr<class Communicator> comm_;
-    std::vector<int> muon_owner_;   // per groups_.muon entry
-    RealBuffer exchange_;           // one owner's updated matrices, packed, for the broadcast
     double comm_seconds_ = 0;
     int64_t step_ = 0;
 };

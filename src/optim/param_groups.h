@@ -14,7 +14,8 @@
 //   none  — `balancing_biases` (trainable = false): updated by the BalancingController, never by the optimizer.
 //
 // Each range carries the offset of its state in the optimizer's own compact state buffers (`state_offset`), so
-// optimizer memory is only what each kind needs, and a ZeRO-1 shard is `slice(a, b)` of the parameter range.
+// optimizer memory is only what each kind needs. ZeRO-1 shards (whole Muon matrices by owner, AdamW by ranges) are
+// made by ShardPlan (optim/zero_shard.h).
 #pragma once
 #include "model/config.h"
 #include "model/params.h"
@@ -54,8 +55,8 @@ struct ParamGroups {
     // Classifies the trainable views of `layout` (built from `config`) as described above.
     static ParamGroups classify(const ParamLayout &layout, const ZayaConfig &config);
 
-    // The part of these groups that owns parameters in [begin, end) (a ZeRO-1 shard): AdamW ranges clipped to
-    // the interval, Muon matrices whose first element lies in it (a matrix cannot be split: Newton–Schulz needs
+    // The part of these groups that owns parameters in [begin, end) (a contiguous parameter range): AdamW ranges
+    // clipped to the interval, Muon matrices whose first element lies in it (a matrix cannot be split: Newton–Schulz needs
     // all of it). State offsets are renumbered compactly for the shard.
     ParamGroups slice(size_t begin, size_t end) const;
 

@@ -125,7 +125,9 @@ void verify_and_read(const fs::path &dir, const json &manifest, const std::vecto
                 fail("{}: tensor '{}' does not match its checksum (corrupted)", f->second->path(), w.name);
             found.push_back(t);
         }
-        for (size_t i = 0; i < wanted.size(); ++i) tensor_read_f32(*found[i], wanted[i].data);
+        for (size_t i = 0; i < wanted.size(); ++i) // F32, checked above: the parts this rank holds are byte copies
+            for (const CheckpointPiece &p : wanted[i].pieces)
+                if (p.data) std::memcpy(p.data, found[i]->data + p.at * sizeof(real), p.numel * sizeof(real));
     } catch (const json::exception &e) {
         fail("{}: malformed manifest: {}", label, e.what());
     }
@@ -134,7 +136,7 @@ void verify_and_read(const fs::path &dir, const json &manifest, const std::vecto
 std::vector<CheckpointTensor> model_tensors(Model &m) {
     std::vector<CheckpointTensor> out;
     for (const ParamView &v : m.layout.views)
-        out.push_back({kModelFile, v.name, v.shape, m.params.data() + v.offset, v.numel});
+        out.push_back({kModelFile, v.name, v.shape, v.numel, {{0, v.numel, -1, m.params.data() + v.offset}}});
     return out;
 }
 
@@ -143,25 +145,54 @@ std::vector<CheckpointTensor> model_tensors(Model &m) {
 std::vector<CheckpointTensor> checkpoint_tensors(Trainer &t) {
     Model &m = t.mutable_model();
     std::vector<CheckpointTensor> out = model_tensors(m);
-    Optimizer &o = t.optimizer();
+    const Optimizer &o = t.optimizer();
     const ParamGroups &g = o.groups();
-    // Muon momentum: the matrices of one view (the experts of a 3-D weight) are consecutive in state: one tensor.
-    for (size_t i = 0; i < g.muon.size();) {
-        size_t j = i, numel = 0;
-        while (j < g.muon.size() && g.muon[j].name == g.muon[i].name) {
-            if (g.muon[j].state_offset != g.muon[i].state_offset + numel)
-                fail("checkpoint: Muon state of '{}' is not contiguous", g.muon[i].name);
-            numel += g.muon[j++].numel();
+    const ShardPlan &plan = o.plan();
+    const int me = o.rank();
+    // Appends a piece, merged with the previous one when the same rank holds both back to back.
+    auto add = [](CheckpointTensor &c, CheckpointPiece p) {
+        if (!c.pieces.empty()) {
+            CheckpointPiece &q = c.pieces.back();
+            if (q.owner == p.owner && q.at + q.numel == p.at && (q.data ? q.data + q.numel == p.data : !p.data)) {
+                q.numel += p.numel;
+                return;
+            }
         }
-        out.push_back({kOptimizerFile, g.muon[i].name + ".muon_momentum",
-                       shape_or_flat(m.layout.find(g.muon[i].name), numel), o.muon_momentum() + g.muon[i].state_offset,
-                       numel});
-        i = j;
+        c.pieces.push_back(p);
+    };
+    // Muon momentum: one tensor per view (the experts of a 3-D weight together), one piece per matrix.
+    size_t mine = 0; // this rank's matrices are consecutive in its own state buffer, in layout order
+    for (size_t i = 0; i < g.muon.size();) {
+        const ParamView *v = m.layout.find(g.muon[i].name);
+        if (!v) fail("checkpoint: Muon matrix '{}' is not in the layout", g.muon[i].name);
+        CheckpointTensor c{kOptimizerFile, v->name + ".muon_momentum", v->shape, v->numel, {}};
+        for (; i < g.muon.size() && g.muon[i].name == v->name; ++i) {
+            const MuonMatrix &mm = g.muon[i];
+            const int owner = plan.muon_owner[i];
+            real *data = owner == me ? o.muon_momentum() + mine : nullptr;
+            if (owner == me) mine += mm.numel();
+            add(c, {mm.offset - v->offset, mm.numel(), owner, data});
+        }
+        size_t covered = 0;
+        for (const CheckpointPiece &p : c.pieces) covered += p.numel;
+        if (covered != v->numel) fail("checkpoint: Muon matrices of '{}' do not cover it", v->name);
+        out.push_back(std::move(c));
     }
+    // AdamW moments: rank r holds [cuts[r], cuts[r+1]) of the concatenated ranges, contiguously in its buffers.
+    const size_t my_lo = plan.adamw_cuts[size_t(me)];
     for (const AdamWRange &r : g.adamw) {
         const auto shape = shape_or_flat(m.layout.find(r.name), r.numel);
-        out.push_back({kOptimizerFile, r.name + ".exp_avg", shape, o.exp_avg() + r.state_offset, r.numel});
-        out.push_back({kOptimizerFile, r.name + ".exp_avg_sq", shape, o.exp_avg_sq() + r.state_offset, r.numel});
+        CheckpointTensor avg{kOptimizerFile, r.name + ".exp_avg", shape, r.numel, {}};
+        CheckpointTensor sq{kOptimizerFile, r.name + ".exp_avg_sq", shape, r.numel, {}};
+        for (int k = 0; k < plan.ranks; ++k) {
+            const size_t a = std::max(plan.adamw_cuts[size_t(k)], r.state_offset);
+            const size_t b = std::min(plan.adamw_cuts[size_t(k) + 1], r.state_offset + r.numel);
+            if (a >= b) continue;
+            add(avg, {a - r.state_offset, b - a, k, k == me ? o.exp_avg() + (a - my_lo) : nullptr});
+            add(sq, {a - r.state_offset, b - a, k, k == me ? o.exp_avg_sq() + (a - my_lo) : nullptr});
+        }
+        out.push_back(std::move(avg));
+        out.push_back(std::move(sq));
     }
     BalancingController &b = t.balancing();
     int64_t layer = 0;
@@ -169,8 +200,9 @@ std::vector<CheckpointTensor> checkpoint_tensors(Trainer &t) {
     for (const ParamView &v : m.layout.views) {
         if (!v.name.ends_with(".balancing_biases")) continue;
         if (layer >= b.num_layers() || v.numel != K) fail("checkpoint: unexpected balancing view '{}'", v.name);
-        out.push_back({kOptimizerFile, v.name + ".exp_avg", v.shape, b.exp_avg() + size_t(layer) * K, K});
-        out.push_back({kOptimizerFile, v.name + ".exp_avg_sq", v.shape, b.exp_avg_sq() + size_t(layer) * K, K});
+        out.push_back({kOptimizerFile, v.name + ".exp_avg", v.shape, K, {{0, K, -1, b.exp_avg() + size_t(layer) * K}}});
+        out.push_back(
+            {kOptimizerFile, v.name + ".exp_avg_sq", v.shape, K, {{0, K, -1, b.exp_avg_sq() + size_t(layer) * K}}});
         ++layer;
     }
     if (layer != b.num_layers()) fail("checkpoint: found {} balancing views for {} MoE layers", layer, b.num_layers());
@@ -207,9 +239,15 @@ std::vector<std::pair<std::string, std::vector<const CheckpointTensor *>>> by_fi
     return out;
 }
 
-std::vector<TensorToWrite> to_write(const std::vector<const CheckpointTensor *> &list) {
+// `need_data`: the synchronous writer reads the tensors; the image layout only needs names and shapes.
+std::vector<TensorToWrite> to_write(const std::vector<const CheckpointTensor *> &list, bool need_data) {
     std::vector<TensorToWrite> out;
-    for (const CheckpointTensor *c : list) out.push_back({c->name, DType::F32, c->shape, c->data});
+    for (const CheckpointTensor *c : list) {
+        if (need_data && !c->whole()) fail("checkpoint: tensor '{}' is sharded; write it through images", c->name);
+        // safetensors_layout checks that tensors have data but never reads it: a placeholder for sharded ones.
+        static const real placeholder = 0;
+        out.push_back({c->name, DType::F32, c->shape, c->whole() ? c->whole() : &placeholder});
+    }
     return out;
 }
 
@@ -272,7 +310,7 @@ std::string checkpoint_write(const std::string &run_dir, int64_t step, const std
     return commit(run_dir, step, std::move(meta), [&](const fs::path &tmp, json &files, json &entries) {
         for (const auto &[file, list] : by_file(tensors)) {
             std::vector<WrittenTensor> written;
-            safetensors_write((tmp / file).string(), to_write(list), kFileMetadata, &written, kDataAlign);
+            safetensors_write((tmp / file).string(), to_write(list, true), kFileMetadata, &written, kDataAlign);
             for (size_t i = 0; i < list.size(); ++i) entries.push_back(tensor_entry(*list[i], file, written[i]));
             files[file] = {{"bytes", fs::file_size(tmp / file)}};
             fault_pause();
@@ -283,7 +321,7 @@ std::string checkpoint_write(const std::string &run_dir, int64_t step, const std
 std::vector<CheckpointImage> checkpoint_images(const std::vector<CheckpointTensor> &tensors) {
     std::vector<CheckpointImage> out;
     for (const auto &[file, list] : by_file(tensors)) {
-        const SafetensorsLayout layout = safetensors_layout(file, to_write(list), kFileMetadata, kDataAlign);
+        const SafetensorsLayout layout = safetensors_layout(file, to_write(list, false), kFileMetadata, kDataAlign);
         CheckpointImage img;
         img.file = file;
         img.bytes = AlignedBytes(layout.file_size);
@@ -296,23 +334,47 @@ std::vector<CheckpointImage> checkpoint_images(const std::vector<CheckpointTenso
 }
 
 void checkpoint_image_snapshot(CheckpointImage &img) {
-    // Copy and hash in 1 MiB pieces: each piece is hashed while it is still in cache.
+    // Copy and hash in 1 MiB pieces: each piece is hashed while it is still in cache. Parts held by other ranks
+    // are in the image already (checkpoint_gather_images) and are only hashed.
     constexpr size_t kPiece = size_t(1) << 20;
     XXH64_state_t *h = XXH64_createState();
     if (!h) fail("checkpoint: out of memory");
     std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> owner(h, XXH64_freeState);
     for (size_t i = 0; i < img.tensors.size(); ++i) {
         WrittenTensor &w = img.placement[i];
-        const auto *src = reinterpret_cast<const uint8_t *>(img.tensors[i].data);
         uint8_t *dst = img.bytes.data() + w.offset;
         XXH64_reset(h, 0);
-        for (size_t at = 0; at < w.nbytes; at += kPiece) {
-            const size_t n = std::min(kPiece, size_t(w.nbytes) - at);
-            std::memcpy(dst + at, src + at, n);
-            XXH64_update(h, dst + at, n);
+        for (const CheckpointPiece &p : img.tensors[i].pieces) {
+            const auto *src = reinterpret_cast<const uint8_t *>(p.data);
+            uint8_t *to = dst + p.at * sizeof(real);
+            const size_t bytes = p.numel * sizeof(real);
+            for (size_t at = 0; at < bytes; at += kPiece) {
+                const size_t n = std::min(kPiece, bytes - at);
+                if (src) std::memcpy(to + at, src + at, n);
+                XXH64_update(h, to + at, n);
+            }
         }
         w.xxh64 = XXH64_digest(h);
     }
+}
+
+void checkpoint_gather_images(Communicator &comm, std::vector<CheckpointImage> &images) {
+    if (comm.size() == 1) return;
+    if (!comm.is_root()) fail("checkpoint: rank {} cannot gather a checkpoint (rank 0 writes it)", comm.rank());
+    for (CheckpointImage &img : images)
+        for (size_t i = 0; i < img.tensors.size(); ++i)
+            for (const CheckpointPiece &p : img.tensors[i].pieces)
+                if (p.owner > 0)
+                    comm.recv(reinterpret_cast<real *>(img.bytes.data() + img.placement[i].offset) + p.at, p.numel,
+                              p.owner);
+}
+
+void checkpoint_send_shards(Communicator &comm, const std::vector<CheckpointTensor> &tensors) {
+    if (comm.size() == 1 || comm.is_root()) return;
+    for (const auto &[file, list] : by_file(tensors)) // the order of rank 0's images
+        for (const CheckpointTensor *c : list)
+            for (const CheckpointPiece &p : c->pieces)
+                if (p.owner == comm.rank()) comm.send(p.data, p.numel, 0);
 }
 
 std::string checkpoint_write_images(const std::string &run_dir, int64_t step, const std::vector<CheckpointImage> &images,
@@ -329,7 +391,18 @@ std::string checkpoint_write_images(const std::string &run_dir, int64_t step, co
 }
 
 std::string checkpoint_save(Trainer &t, const std::string &run_dir) {
-    return checkpoint_write(run_dir, t.step_count(), checkpoint_tensors(t), checkpoint_meta(t));
+    Communicator &comm = t.comm();
+    std::vector<CheckpointTensor> tensors = checkpoint_tensors(t);
+    if (comm.size() == 1) return checkpoint_write(run_dir, t.step_count(), tensors, checkpoint_meta(t));
+    if (!comm.is_root()) {
+        checkpoint_send_shards(comm, tensors);
+        return {};
+    }
+    // Sharded state: assembled in memory first (the images the asynchronous writer keeps for good).
+    std::vector<CheckpointImage> images = checkpoint_images(tensors);
+    checkpoint_gather_images(comm, images);
+    for (CheckpointImage &img : images) checkpoint_image_snapshot(img);
+    return checkpoint_write_images(run_dir, t.step_count(), images, checkpoint_meta(t));
 }
 
 void checkpoint_load(Trainer &t, const std::string &dir) {

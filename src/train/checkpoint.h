@@ -28,16 +28,29 @@
 
 namespace zaya {
 
-// One tensor of a checkpoint. `data` points at the live training state, or at a snapshot of it.
+// A part [at, at + numel) of a checkpoint tensor's elements and who holds it: every rank (owner -1: parameters,
+// the balancing controller's state) or one rank (ZeRO-1 optimizer state, optim/zero_shard.h). `data` points at the
+// live state (or a snapshot of it) on the ranks that hold the part, and is null on the others.
+struct CheckpointPiece {
+    size_t at = 0, numel = 0;
+    int owner = -1;
+    real *data = nullptr;
+};
+
+// One tensor of a checkpoint, in logical (unsharded) coordinates, made of pieces in element order.
 struct CheckpointTensor {
     std::string file; // "model.safetensors" or "optimizer.safetensors"
     std::string name;
     std::vector<int64_t> shape;
-    real *data = nullptr;
     size_t numel = 0;
+    std::vector<CheckpointPiece> pieces;
+    // The whole tensor's data when this process holds all of it in one piece, else null.
+    real *whole() const {
+        return pieces.size() == 1 && pieces[0].data && pieces[0].numel == numel ? pieces[0].data : nullptr;
+    }
 };
 
-// Every tensor of `t`'s training state, pointing at the live buffers.
+// Every tensor of `t`'s training state, pointing at the live buffers of the parts this rank holds.
 std::vector<CheckpointTensor> checkpoint_tensors(Trainer &t);
 // The manifest fields of `t`'s current state, except the tensor and file tables.
 nlohmann::json checkpoint_meta(Trainer &t);
@@ -57,16 +70,25 @@ struct CheckpointImage {
     std::vector<WrittenTensor> placement;  // offsets and sizes in `bytes`; xxh64 set by checkpoint_image_snapshot
 };
 std::vector<CheckpointImage> checkpoint_images(const std::vector<CheckpointTensor> &tensors);
-void checkpoint_image_snapshot(CheckpointImage &img); // copies the live tensors in and hashes them
+// Copies the parts this process holds in (the others must have been gathered already) and hashes every tensor.
+void checkpoint_image_snapshot(CheckpointImage &img);
+
+// Data parallel with sharded optimizer state: the parts other ranks hold, into rank 0's images. Every rank calls
+// its side at the same point, with tensors from checkpoint_tensors: rank 0 checkpoint_gather_images, the others
+// checkpoint_send_shards (pieces go point to point, in checkpoint order). Nothing to do with one rank.
+void checkpoint_gather_images(Communicator &comm, std::vector<CheckpointImage> &images);
+void checkpoint_send_shards(Communicator &comm, const std::vector<CheckpointTensor> &tensors);
 // Writes a checkpoint from images (as checkpoint_write does from tensors).
 std::string checkpoint_write_images(const std::string &run_dir, int64_t step, const std::vector<CheckpointImage> &images,
                                     nlohmann::json meta);
 
-// Synchronous save of `t`'s current state; returns the checkpoint directory.
+// Synchronous save of `t`'s current state, called by every rank (the others send rank 0 their optimizer state
+// shards); returns the checkpoint directory on rank 0, an empty string on the others.
 std::string checkpoint_save(Trainer &t, const std::string &run_dir);
 
 // Restores `t` (built with the same model configuration) from `checkpoint_dir`. Verifies the manifest, the files'
 // sizes, and every tensor's shape, dtype and checksum before changing anything; errors name the file or tensor.
+// Each rank reads the parts of the state it holds, whatever the process count that wrote the checkpoint.
 void checkpoint_load(Trainer &t, const std::string &checkpoint_dir);
 
 // The model of a checkpoint (its config from the manifest, its weights verified as above).

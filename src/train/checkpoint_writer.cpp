@@ -41,6 +41,9 @@ void CheckpointWriter::start(Trainer &t) {
     const auto t0 = std::chrono::steady_clock::now();
     std::unique_lock lk(mu_);
     cv_.wait(lk, [&] { return !busy_; });
+    // The optimizer state other ranks hold (ZeRO-1) comes in now, on this thread (MPI is used from the main
+    // thread only); they send it from their save() at the same step (checkpoint_send_shards).
+    checkpoint_gather_images(t.comm(), images_);
     step_ = t.step_count();
     meta_ = checkpoint_meta(t); // the tensors' live pointers were taken in the constructor: same trainer
     have_job_ = true;

@@ -1,8 +1,9 @@
 // Asynchronous checkpoint saving (spec §D.5): training stops at most for a snapshot copy of its state; a
 // background thread writes, checksums and fsyncs the checkpoint (train/checkpoint.h) while training goes on.
 //
-//   start(t)        waits for the previous save to finish, records the manifest fields (step, loader position,
-//                   guard history — small) and hands the save to the writer thread. Returns at once.
+//   start(t)        waits for the previous save to finish, receives the optimizer state other data-parallel ranks
+//                   hold (ZeRO-1; they call checkpoint_send_shards at the same step), records the manifest fields
+//                   (step, loader position, guard history — small) and hands the save to the writer thread.
 //   writer thread   copies (and hashes) every state tensor into the file images allocated once in the
 //                   constructor (headers already in place, train/checkpoint.h CheckpointImage), signals "snapshot
 //                   taken", then writes the images with O_DIRECT (io/direct_write.h), renames into place, updates

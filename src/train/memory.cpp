@@ -4,6 +4,9 @@
 #include "model/backward.h"
 #include "optim/balancing.h"
 #include "optim/param_groups.h"
+#include "optim/zero_shard.h"
+
+#include <algorithm>
 
 #include <fstream>
 #include <string>
@@ -24,19 +27,25 @@ size_t proc_status_kib(const char *key) {
 size_t process_rss_bytes() { return proc_status_kib("VmRSS:"); }
 size_t process_peak_rss_bytes() { return proc_status_kib("VmHWM:"); }
 
-TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq) {
+TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks) {
     ParamLayout layout = ParamLayout::build(c);
     ParamGroups groups = ParamGroups::classify(layout, c);
+    const ShardPlan plan = ShardPlan::make(groups, ranks);
     TrainMemory m;
     m.params = layout.total * sizeof(real);
     m.grads = layout.total * sizeof(real);
-    // Muon momentum, AdamW's two moments, the balancing controller's two moments and error.
-    m.optimizer = (groups.muon_state_size + 2 * groups.adamw_state_size +
-                   3 * size_t(c.num_hidden_layers * c.router_classes())) *
-                  sizeof(real);
-    // Newton–Schulz scratch: the largest matrix twice, its Gram matrix and the polynomial of it.
-    const size_t g = size_t(groups.max_muon_min_dim());
-    m.muon_workspace = (2 * groups.max_muon_numel() + 2 * g * g) * sizeof(real);
+    for (int r = 0; r < ranks; ++r) {
+        const ParamGroups local = plan.local(groups, r);
+        // The rank's Muon momentum and AdamW's two moments; every rank's balancing controller (two moments and
+        // the error: replicated, tiny).
+        const size_t state = (plan.state_floats(groups, r) + 3 * size_t(c.num_hidden_layers * c.router_classes())) *
+                             sizeof(real);
+        m.optimizer_per_rank.push_back(state);
+        m.optimizer = std::max(m.optimizer, state);
+        // Newton–Schulz scratch: the rank's largest matrix twice, its Gram matrix and the polynomial of it.
+        const size_t g = size_t(local.max_muon_min_dim());
+        m.muon_workspace = std::max(m.muon_workspace, (2 * local.max_muon_numel() + 2 * g * g) * sizeof(real));
+    }
     m.activations = Activations::bytes_needed(c, micro_batch * seq, micro_batch, true);
     m.scratch = GradScratch::bytes_needed(c, micro_batch * seq, micro_batch);
     m.conv_im2col = 3 * size_t(micro_batch * seq * c.cca_time1 * c.conv_channels()) * sizeof(real);

@@ -6,16 +6,20 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace zaya {
 
+// Per rank. With N data-parallel ranks the optimizer state is sharded (ZeRO-1, optim/zero_shard.h): `optimizer`
+// and `muon_workspace` are the largest rank's, `optimizer_per_rank` lists every rank's state.
 struct TrainMemory {
     size_t params = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0, muon_workspace = 0;
     size_t conv_im2col = 0; // the grouped conv's gathered rows: forward, and backward (rows and their gradient)
+    std::vector<size_t> optimizer_per_rank;
     size_t total() const { return params + grads + optimizer + activations + scratch + muon_workspace + conv_im2col; }
 };
 
-TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq);
+TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks = 1);
 
 // Resident memory of this process now (VmRSS): the program and its libraries before a run allocates anything.
 size_t process_rss_bytes();

@@ -11,6 +11,7 @@
 #include "dist/comm.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_writer.h"
+#include "train/memory.h"
 #include "train/signals.h"
 #include "train/supervisor.h"
 #include "train/trainer.h"
@@ -75,12 +76,10 @@ std::string progress_bar(int64_t done, int64_t total, int width) {
 
 } // namespace
 
-int run_training(const TrainConfig &tc_in) {
-    StopSignals signals; // from the start (before MPI's threads exist): a signal during set-up stops after it
+namespace {
+
+int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<Communicator> &comm) {
     TrainConfig tc = tc_in;
-    tc.validate();
-    // Data parallel: every rank trains; rank 0 alone prints, writes metrics, checkpoints and the model.
-    std::shared_ptr<Communicator> comm = communicator_from_environment();
     const bool root = comm->is_root();
     if (!root && !std::freopen("/dev/null", "w", stdout)) fail("rank {}: cannot silence stdout", comm->rank());
     auto data = DataSet::open(tc.data);
@@ -119,6 +118,16 @@ int run_training(const TrainConfig &tc_in) {
     if (comm->size() > 1)
         fmt::print("  data parallel: {} ranks ({}), {} sequences per rank per forward/backward\n", comm->size(),
                    comm->name(), tc.micro());
+    if (comm->size() > 1) { // ZeRO-1: what each rank allocated for its share of the optimizer state
+        std::vector<int64_t> bytes(size_t(comm->size()), 0);
+        bytes[size_t(comm->rank())] = int64_t(trainer.optimizer().state_bytes());
+        comm->allreduce_sum(bytes.data(), bytes.size());
+        std::string list;
+        for (int64_t b : bytes) list += fmt::format("{}{:.2f}", list.empty() ? "" : " / ", double(b) / (1 << 20));
+        fmt::print("  optimizer state per rank (ZeRO-1): {} MiB\n", list);
+    } else {
+        fmt::print("  optimizer state {:.2f} MiB\n", double(trainer.optimizer().state_bytes()) / (1 << 20));
+    }
     fmt::print("  memory {:.1f} MiB{}, {} threads, SGEMM peak measured now {:.1f} GFLOP/s\n",
                double(trainer.memory_bytes()) / (1 << 20),
                writer ? fmt::format(" + {:.1f} MiB checkpoint snapshot", double(writer->snapshot_bytes()) / (1 << 20))
@@ -146,7 +155,7 @@ int run_training(const TrainConfig &tc_in) {
     std::ofstream metrics(metrics_path, resuming ? std::ios::app : std::ios::trunc);
     if (!metrics) fail("cannot write '{}'", metrics_path);
 
-    SupervisorLink link;
+    SupervisorLink link(root); // data parallel: rank 0 speaks for the job
     link.send(fmt::format("ready {}", start));
     if (const int sig = signals.received()) {
         fmt::print("stopped by {} before the first step\n", strsignal(sig));
@@ -169,7 +178,10 @@ int run_training(const TrainConfig &tc_in) {
             if (auto r = writer->finish()) report(*r);
     };
     auto save = [&](bool wait) {
-        if (!root) return; // the state is replicated: rank 0's checkpoint is everyone's
+        if (!root) { // rank 0 writes; the others send it their shards of the optimizer state
+            checkpoint_save(trainer, tc.out);
+            return;
+        }
         if (writer) {
             writer->start(trainer);
             if (wait) finish_saves();
@@ -258,14 +270,23 @@ int run_training(const TrainConfig &tc_in) {
         if (tc.ckpt_every > 0 && (s % tc.ckpt_every == 0 || s == tc.steps)) save(/*wait=*/s == tc.steps);
         int64_t stop = signals.received();
         if (comm->size() > 1) { // all ranks stop after the same step (a rank left behind would wait forever)
-            int64_t any = stop != 0;
-            comm->allreduce_sum(&any, 1);
-            if (any && !stop) stop = SIGTERM;
+            // ... and by the same signal when the ranks that got one agree (mpirun forwards SIGUSR1 to every rank,
+            // not all before this step), so that every rank exits with the same status.
+            int64_t seen[2] = {stop != 0, stop};
+            comm->allreduce_sum(seen, 2);
+            if (seen[0] && !stop) stop = seen[1] % seen[0] == 0 ? seen[1] / seen[0] : SIGTERM;
         }
         if (const int sig = int(stop)) {
             metrics.flush();
             checkpoint_this_step(s);
             fmt::print("stopped by {} after step {}; continue with --resume\n", strsignal(sig), s);
+            std::fflush(stdout);
+            if (comm->size() > 1) {
+                // Together: a rank exiting non-zero makes mpirun kill the others (rank 0 might still be writing),
+                // and the SIGTERM it sends a rank that is exiting anyway must not turn into a second stop signal.
+                comm->barrier();
+                signals.ignore_further();
+            }
             return 128 + sig;
         }
         if (tc.stop_after > 0 && taken == tc.stop_after && s != tc.steps) {
@@ -277,6 +298,14 @@ int run_training(const TrainConfig &tc_in) {
     }
     metrics.flush();
     double final_val = validate(tc.steps);
+    { // peak resident memory of every rank (ZeRO-1 shrinks each rank's optimizer share)
+        std::vector<int64_t> peak_rss(size_t(comm->size()), 0);
+        peak_rss[size_t(comm->rank())] = int64_t(process_peak_rss_bytes());
+        comm->allreduce_sum(peak_rss.data(), peak_rss.size());
+        std::string list;
+        for (int64_t b : peak_rss) list += fmt::format("{}{:.1f}", list.empty() ? "" : " / ", double(b) / (1 << 20));
+        fmt::print("peak resident memory per rank: {} MiB\n", list);
+    }
     if (!root) return 0;
 
     const std::string model_dir = (fs::path(tc.out) / "model").string();
@@ -307,6 +336,26 @@ int run_training(const TrainConfig &tc_in) {
         fmt::print("\n");
     }
     return 0;
+}
+
+} // namespace
+
+int run_training(const TrainConfig &tc_in) {
+    StopSignals signals; // from the start (before MPI's threads exist): a signal during set-up stops after it
+    tc_in.validate();
+    // Data parallel: every rank trains; rank 0 alone prints, writes metrics, checkpoints and the model.
+    std::shared_ptr<Communicator> comm = communicator_from_environment();
+    if (comm->size() == 1) return train(tc_in, signals, comm);
+    comm->set_watchdog(tc_in.comm_timeout);
+    try {
+        return train(tc_in, signals, comm);
+    } catch (const std::exception &e) {
+        // Alone, this rank's exit would leave the others blocked in their next collective (and this one in
+        // MPI_Finalize): end the whole job.
+        std::fprintf(stderr, "zaya: error: rank %d: %s\n", comm->rank(), e.what());
+        comm->abort(1);
+    }
+    return 1; // not reached: abort ends the process
 }
 
 } // namespace zaya

@@ -1,4 +1,5 @@
-// Graceful stop: while a StopSignals is alive, SIGINT, SIGTERM and SIGHUP only set a flag that the training loop
+// Graceful stop: while a StopSignals is alive, SIGINT, SIGTERM, SIGHUP and SIGUSR1 (the one mpirun forwards to
+// its ranks) only set a flag that the training loop
 // checks after each step (it then writes a checkpoint and exits). A second signal ends the process at once
 // (exit status 128 + signal), so a stuck run can still be interrupted.
 //
@@ -21,11 +22,14 @@ class StopSignals {
     StopSignals &operator=(const StopSignals &) = delete;
 
     int received() const { return received_.load(); } // the first signal received, 0 if none
+    // From now on signals are swallowed: the process is exiting after its stop (a data-parallel launcher signals
+    // the ranks still exiting when the first one is gone; that must not become the immediate second-signal exit).
+    void ignore_further() { ignore_ = true; }
 
   private:
     sigset_t set_{}, previous_{};
     std::atomic<int> received_{0};
-    std::atomic<bool> stop_{false};
+    std::atomic<bool> stop_{false}, ignore_{false};
     std::thread waiter_;
 };
 

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,9 +109,24 @@ int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c) {
     log("supervising: {} (heartbeat timeout {} s, at most {} restarts in a row without a new checkpoint)", join(argv),
         c.heartbeat_timeout, c.max_restarts);
     for (int attempt = 0;; ++attempt) {
-        const std::vector<std::string> args = attempt == 0 ? argv : restart_argv(argv, best >= 0);
+        std::vector<std::string> args = attempt == 0 ? argv : restart_argv(argv, best >= 0);
+        const bool launched = !c.launcher.empty();
         int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) fail("supervisor: pipe: {}", std::strerror(errno));
+        if (!launched && ::pipe2(fds, O_CLOEXEC) != 0) fail("supervisor: pipe: {}", std::strerror(errno));
+        const std::string fifo = (fs::path(c.run_dir) / "supervisor.fifo").string();
+        if (launched) { // a fresh FIFO per attempt; opened read-write so that it never reports end of file
+            ::unlink(fifo.c_str());
+            if (::mkfifo(fifo.c_str(), 0600) != 0)
+                fail("supervisor: cannot create '{}': {}", fifo, std::strerror(errno));
+            fds[0] = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+            fds[1] = -1;
+            if (fds[0] < 0) fail("supervisor: cannot open '{}': {}", fifo, std::strerror(errno));
+            char self[4096];
+            const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+            if (n <= 0) fail("supervisor: cannot find its own executable: {}", std::strerror(errno));
+            args[0] = std::string(self, size_t(n)); // the launcher runs this same zaya on every rank
+            args.insert(args.begin(), c.launcher.begin(), c.launcher.end());
+        }
         const pid_t parent = ::getpid();
         const pid_t pid = ::fork();
         if (pid < 0) fail("supervisor: fork: {}", std::strerror(errno));
@@ -118,20 +134,25 @@ int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c) {
             ::setpgid(0, 0);
             ::prctl(PR_SET_PDEATHSIG, SIGTERM);
             if (::getppid() != parent) ::_exit(1);
-            ::close(fds[0]);
-            ::fcntl(fds[1], F_SETFD, 0);
-            ::setenv("ZAYA_SUPERVISOR_FD", std::to_string(fds[1]).c_str(), 1);
+            if (launched) {
+                ::setenv("ZAYA_SUPERVISOR_FIFO", fifo.c_str(), 1);
+            } else {
+                ::close(fds[0]);
+                ::fcntl(fds[1], F_SETFD, 0);
+                ::setenv("ZAYA_SUPERVISOR_FD", std::to_string(fds[1]).c_str(), 1);
+            }
             if (attempt > 0) // an injected fault (trainer.h) happens once per supervised run, not once per restart
                 for (const char *v : {"ZAYA_FAULT_NAN_GRAD", "ZAYA_FAULT_SPIKE_GRAD", "ZAYA_FAULT_HANG"}) ::unsetenv(v);
             std::vector<char *> cargv;
             for (const auto &a : args) cargv.push_back(const_cast<char *>(a.c_str()));
             cargv.push_back(nullptr);
-            ::execv("/proc/self/exe", cargv.data());
+            if (launched) ::execvp(cargv[0], cargv.data());
+            else ::execv("/proc/self/exe", cargv.data());
             std::fprintf(stderr, "supervisor: cannot run the trainer: %s\n", std::strerror(errno));
             ::_exit(127);
         }
         ::setpgid(pid, pid);
-        ::close(fds[1]);
+        if (!launched) ::close(fds[1]);
         std::ofstream((fs::path(c.run_dir) / "trainer.pid").string(), std::ios::trunc) << pid << "\n";
         log("trainer started (pid {}, attempt {}): {}", pid, attempt + 1, join(args));
 
@@ -139,7 +160,7 @@ int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c) {
         int forwarded = 0, status = 0;
         int64_t last_step = -1;
         std::string pending;
-        auto last_beat = Clock::now();
+        auto last_beat = Clock::now(), killed_at = last_beat;
         for (;;) {
             pollfd p{fds[0], POLLIN, 0};
             if (::poll(&p, 1, 200) > 0) {
@@ -161,7 +182,8 @@ int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c) {
             if (g_stop && !forwarded) {
                 forwarded = g_stop;
                 log("received {}: asking the trainer to checkpoint and stop", strsignal(forwarded));
-                ::kill(pid, forwarded);
+                // mpirun kills its job on SIGTERM but forwards SIGUSR1 to every rank, a graceful stop there too.
+                ::kill(pid, launched ? SIGUSR1 : forwarded);
             }
             const pid_t w = ::waitpid(pid, &status, WNOHANG);
             if (w == pid) break;
@@ -171,11 +193,18 @@ int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c) {
             if (!hung && quiet > limit) {
                 log("no heartbeat from the trainer for {:.0f} s ({}): killing it", quiet,
                     ready ? fmt::format("last step {}", last_step) : std::string("still setting up"));
-                ::kill(-pid, SIGKILL);
+                // A launcher's ranks are in process groups of their own: it must tear them down itself.
+                ::kill(launched ? pid : -pid, launched ? SIGTERM : SIGKILL);
                 hung = true;
+                killed_at = Clock::now();
+            }
+            if (hung && launched && std::chrono::duration<double>(Clock::now() - killed_at).count() > 10) {
+                ::kill(-pid, SIGKILL);
+                killed_at = Clock::now();
             }
         }
         ::close(fds[0]);
+        if (launched) ::unlink(fifo.c_str());
 
         if (forwarded) {
             log("trainer {} after the stop request", describe(status));
@@ -212,7 +241,14 @@ int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c) {
     }
 }
 
-SupervisorLink::SupervisorLink() {
+SupervisorLink::SupervisorLink(bool enabled) {
+    if (!enabled) return;
+    if (const char *path = std::getenv("ZAYA_SUPERVISOR_FIFO")) {
+        // Non-blocking: with no supervisor reading (a stale FIFO) the open fails and the run goes on unsupervised.
+        fd_ = ::open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd_ >= 0) std::signal(SIGPIPE, SIG_IGN);
+        return;
+    }
     const char *v = std::getenv("ZAYA_SUPERVISOR_FD");
     if (!v) return;
     fd_ = std::atoi(v);

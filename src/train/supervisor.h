@@ -13,6 +13,13 @@
 //
 // Every event is logged, with its reason, to stderr and RUN_DIR/supervisor.log; RUN_DIR/trainer.pid holds the
 // current child's pid.
+//
+// Data parallel (`--launcher "mpirun -np 4 ..."`): the child is the launcher running zaya on every rank, and the
+// whole job is restarted. A failing rank already ends the job (dist/comm.h: abort, watchdog); the supervisor sees
+// the launcher exit non-zero. Heartbeats come from rank 0 through a FIFO, RUN_DIR/supervisor.fifo, named in
+// ZAYA_SUPERVISOR_FIFO (launchers close inherited pipes but pass the environment to local ranks; rank 0 must run
+// on the supervisor's host). A hung job gets SIGTERM (the launcher tears its ranks down), SIGKILL 10 s later; a
+// stop request is passed on as SIGUSR1, which mpirun forwards to every rank (train/signals.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,16 +32,18 @@ struct SupervisorConfig {
     int64_t max_restarts = 10;
     double heartbeat_timeout = 600; // seconds
     double restart_delay = 1;       // seconds, doubled per consecutive restart
+    std::vector<std::string> launcher; // e.g. {"mpirun", "-np", "4"}; empty: run the trainer directly
 };
 
 // `argv` is the trainer's command line (argv[0] first) without the supervisor's own flags. Returns zaya's exit
 // status: the child's when it finished or was stopped, 1 when the supervisor gave up.
 int supervise(const std::vector<std::string> &argv, const SupervisorConfig &c);
 
-// The child's end of the heartbeat pipe (ZAYA_SUPERVISOR_FD); does nothing when not supervised.
+// The child's end of the heartbeat pipe (ZAYA_SUPERVISOR_FD) or FIFO (ZAYA_SUPERVISOR_FIFO); does nothing when
+// not supervised or not `enabled` (data parallel: rank 0 alone reports).
 class SupervisorLink {
   public:
-    SupervisorLink();
+    explicit SupervisorLink(bool enabled = true);
     void send(const std::string &line) const; // one line; a gone supervisor is ignored
     bool active() const { return fd_ >= 0; }
 

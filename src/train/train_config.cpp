@@ -23,6 +23,7 @@ void TrainConfig::validate() const {
     if (!(spike_z >= 0)) fail("train: spike_z must be ≥ 0 (0 = off), got {}", spike_z);
     if (spike_window < 2) fail("train: spike_window must be at least 2, got {}", spike_window);
     if (spike_rollback < 0) fail("train: spike_rollback must be ≥ 0 (0 = never), got {}", spike_rollback);
+    if (!(comm_timeout >= 0)) fail("train: comm_timeout must be ≥ 0 seconds (0 = off), got {}", comm_timeout);
     schedule_kind_from_string(schedule); // names the bad value
 }
 
@@ -81,6 +82,7 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
         else if (k == "spike_z") number(c.spike_z);
         else if (k == "spike_window") integer(c.spike_window);
         else if (k == "spike_rollback") integer(c.spike_rollback);
+        else if (k == "comm_timeout") number(c.comm_timeout);
         else fail("{}: unknown field '{}'", source, k);
     }
 }
@@ -99,7 +101,7 @@ nlohmann::json train_config_to_json(const TrainConfig &c) {
             {"save_init", c.save_init}, {"dump_batches", c.dump_batches},
             {"ckpt_every", c.ckpt_every}, {"keep", c.keep}, {"resume", c.resume}, {"resume_from", c.resume_from},
             {"stop_after", c.stop_after}, {"ckpt_async", c.ckpt_async}, {"spike_z", c.spike_z},
-            {"spike_window", c.spike_window}, {"spike_rollback", c.spike_rollback}};
+            {"spike_window", c.spike_window}, {"spike_rollback", c.spike_rollback}, {"comm_timeout", c.comm_timeout}};
 }
 
 } // namespace zaya

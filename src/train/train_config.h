@@ -49,6 +49,10 @@ struct TrainConfig {
     double spike_z = 8.0;
     int64_t spike_window = 100;
     int64_t spike_rollback = 3;
+    // Data parallel: a collective that has not completed after this many seconds aborts every rank (a rank died
+    // or hangs; dist/comm.h). Long enough for the longest legitimate wait — rank 0 finishing a large checkpoint
+    // write while the others wait in the next collective — and the same as the supervisor's heartbeat timeout.
+    double comm_timeout = 600;
 
     void validate() const;
     int64_t micro() const { return micro_batch > 0 ? micro_batch : batch; }

@@ -5,13 +5,17 @@
 #include "model/forward.h"
 #include "optim/clip.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
 #include <thread>
+
+#include <fmt/format.h>
 
 namespace zaya {
 
@@ -50,7 +54,7 @@ std::set<int64_t> env_iterations(const char *name) {
 
 Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data,
                  std::shared_ptr<Communicator> comm)
-    : tc_(tc), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config()),
+    : tc_(tc), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_),
       balance_(model_.layout, model_.config, balancing_config(tc)),
       acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true)),
       scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro())),
@@ -62,16 +66,54 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
         fail("train: batch ({}) must be a multiple of micro_batch ({}) × ranks ({})", tc.batch, tc.micro(),
              comm_->size());
     if (data_) loader_.emplace(data_, tc.seq, tc.seed, comm_->rank(), comm_->size());
-    if (comm_->size() > 1) opt_.set_communicator(comm_);
+    if (const char *r = std::getenv("ZAYA_FAULT_RANK"); r && std::atoi(r) != comm_->rank()) {
+        fault_nan_.clear(); // the injected faults are for another rank
+        fault_spike_.clear();
+        fault_hang_.clear();
+    }
     if (data_ && int64_t(data_->manifest().vocab_size) > model_.config.vocab_size)
         fail("data in '{}' has vocab_size {} but the model's is {}", data_->dir(), data_->manifest().vocab_size,
              model_.config.vocab_size);
+    if (comm_->size() > 1) plan_gradient_buckets();
     flops_per_step_ = 3.0 * forward_flops(model_.config, std::vector<int64_t>(size_t(tc.batch), tc.seq));
+}
+
+void Trainer::plan_gradient_buckets() {
+    const ParamLayout &layout = model_.layout;
+    const int64_t L = model_.config.num_hidden_layers;
+    layer_buckets_.assign(size_t(L), {layout.total, 0});
+    for (const ParamView &v : layout.views) {
+        int64_t l = -1;
+        if (std::sscanf(v.name.c_str(), "model.layers.%ld.", &l) != 1 || l < 0 || l >= L) continue;
+        auto &[b, e] = layer_buckets_[size_t(l)];
+        b = std::min(b, v.offset);
+        e = std::max(e, v.offset + v.numel);
+    }
+    // Each layer's bucket must hold its own parameters only: otherwise it would be summed while another layer (or
+    // the embedding, final norm, head) still writes into it.
+    for (const ParamView &v : layout.views)
+        for (int64_t l = 0; l < L; ++l) {
+            const auto [b, e] = layer_buckets_[size_t(l)];
+            if (v.offset < e && v.offset + v.numel > b && v.name.rfind(fmt::format("model.layers.{}.", l), 0) != 0)
+                fail("train: '{}' lies among layer {}'s parameters; gradient buckets need each layer contiguous",
+                     v.name, l);
+        }
+    // Everything else, summed after the backward pass: what lies outside the layers' ranges (alignment gaps
+    // included: zero everywhere, and covering them keeps the whole buffer summed).
+    std::vector<std::pair<size_t, size_t>> sorted = layer_buckets_;
+    std::sort(sorted.begin(), sorted.end());
+    other_buckets_.clear();
+    size_t at = 0;
+    for (const auto &[b, e] : sorted) {
+        if (b > at) other_buckets_.push_back({at, b});
+        at = e;
+    }
+    if (at < layout.total) other_buckets_.push_back({at, layout.total});
 }
 
 size_t Trainer::memory_bytes() const {
     return (model_.params.size + grads_.size) * sizeof(real) + acts_.bytes() + scratch_.buf.size * sizeof(real) +
-           (opt_.groups().muon_state_size + 2 * opt_.groups().adamw_state_size) * sizeof(real);
+           opt_.state_bytes();
 }
 
 StepResult Trainer::step(std::vector<int32_t> *batch_log) {
@@ -101,12 +143,26 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
             const int32_t *choice = acts_.layer(l).choice;
             for (int64_t n = 0; n < batch.num_tokens(); ++n) ++counts_[size_t(l * K + choice[n])];
         }
-        model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(),
-                       real(1.0 / double(accum * ranks)));
+        // Last micro-batch, data parallel: each layer's gradients are final once its backward is done (layers come
+        // last to first), and are summed over the ranks while the layers below it are differentiated.
+        const bool overlap = ranks > 1 && a == accum - 1;
+        int64_t next = c.num_hidden_layers - 1; // the next layer to start: the same order on every rank
+        auto start_through = [&](int64_t l) {
+            for (; next >= l; --next) {
+                const auto [b, e] = layer_buckets_[size_t(next)];
+                comm_->start_allreduce_sum(grads_.data() + b, e - b);
+            }
+            comm_->progress();
+        };
+        const real scale = real(1.0 / double(accum * ranks));
+        if (overlap) model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(), scale, start_through);
+        else model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(), scale);
+        if (overlap) start_through(0); // those not reported (a micro-batch without targets reports none)
     }
     if (ranks > 1) { // the global batch's mean gradient, loss and routing counts on every rank
         const auto c0 = std::chrono::steady_clock::now();
-        comm_->allreduce_sum(grads_.data(), grads_.size);
+        for (const auto &[b, e] : other_buckets_) comm_->start_allreduce_sum(grads_.data() + b, e - b);
+        comm_->wait_all();
         comm_->allreduce_sum(counts_.data(), counts_.size());
         double sums[2] = {r.loss, double(r.tokens)};
         comm_->allreduce_sum(sums, 2);

@@ -9,7 +9,9 @@
 //
 // Fault injection for the fault-tolerance tests: ZAYA_FAULT_NAN_GRAD=3,7 makes the gradient of iterations 3 and 7
 // NaN, ZAYA_FAULT_SPIKE_GRAD=... multiplies it by 1e4, ZAYA_FAULT_HANG=... hangs (for the supervisor's heartbeat);
-// each fires once per process.
+// each fires once per process. Data parallel: ZAYA_FAULT_RANK=R keeps them to rank R (default: every rank) — meant
+// for hangs; a NaN or spike on one rank alone would make the ranks' step guards disagree, which real (all-reduced)
+// gradients cannot.
 #pragma once
 #include "data/dataset.h"
 #include "dist/comm.h"
@@ -25,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace zaya {
@@ -47,7 +50,8 @@ class Trainer {
     // `data` may be null for benchmarks, which then feed step_on() themselves (no evaluate()). With a
     // communicator of N ranks (data parallel, dist/comm.h), each rank takes its slice of every global batch
     // (`micro_batch` sequences per rank per forward/backward), gradients, routing counts and losses are summed
-    // over ranks before the guard and the (replicated) optimizer see them: every rank keeps the same state.
+    // over ranks before the guard and the optimizer see them. The optimizer state is sharded (ZeRO-1,
+    // optim/zero_shard.h); parameters, the balancing controller and the guard stay replicated.
     Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data,
             std::shared_ptr<Communicator> comm = nullptr);
 
@@ -80,6 +84,8 @@ class Trainer {
     void set_before_update(std::function<void()> f) { before_update_ = std::move(f); }
 
   private:
+    void plan_gradient_buckets();
+
     TrainConfig tc_;
     std::shared_ptr<Communicator> comm_;
     Model model_;
@@ -91,6 +97,9 @@ class Trainer {
     GradScratch scratch_;
     RealBuffer grads_;
     std::vector<int64_t> counts_; // [L, E+1] routing choices of the current step
+    // Data parallel: the gradient buckets summed over ranks while the last micro-batch's backward pass runs — one
+    // per layer (its parameters are contiguous in the layout), then what lies before and after the layers.
+    std::vector<std::pair<size_t, size_t>> layer_buckets_, other_buckets_; // [begin, end) in the gradient buffer
     double flops_per_step_ = 0;
     int64_t iteration_ = 0;
     StepGuard guard_;

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Data parallel over MPI (the data-parallel issue, first part): 2 ranks × micro-batch 2 train the same model as
-# 1 rank × micro-batch 4 on the same global batches (per-step and validation losses within 1e-5 relative), and a
-# checkpoint written by 2 ranks resumes on 1 and vice versa with the straight run's losses. Skipped (exit 0, with a
-# note) when mpirun is not installed.
+# Data parallel over MPI: 2 ranks × micro-batch 2 train the same model as 1 rank × micro-batch 4 on the same
+# global batches (per-step and validation losses within 1e-5 relative); a checkpoint written by 2 ranks resumes on
+# 1, on 4 and on 2 (bit-exactly, with the asynchronous and the synchronous writer), one of 1 rank on 2; each rank
+# holds about 1/N of the optimizer state (ZeRO-1); a rank killed with SIGKILL or hanging ends every rank quickly
+# with a message, and `zaya train --supervise --launcher mpirun...` restarts the job. Skipped (exit 0, with a note)
+# when mpirun is not installed.
 #
 # Usage: test_dist.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -63,6 +65,102 @@ mpi 2 "$ZAYA" train "${args[@]}" --micro-batch 2 --out "$tmp/r12" --resume >"$tm
 d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/r12/metrics.jsonl")
 [[ $rc -eq 0 ]] && within "$d" 1e-5 && pass "1 → 2 ranks continues with the straight run's losses ($d)" ||
     fail "1 → 2 ranks" "exit $rc, difference $d" "$(tail -3 "$tmp/r12.out")"
+
+# 2 → 4 ranks (micro-batch 1: the same global batch of 8).
+mpi 2 "$ZAYA" train "${args[@]}" --micro-batch 2 --out "$tmp/r24" --stop-after 10 >/dev/null 2>&1
+rc=0
+mpi 4 "$ZAYA" train "${args[@]}" --micro-batch 1 --out "$tmp/r24" --resume >"$tmp/r24.out" 2>&1 || rc=$?
+d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/r24/metrics.jsonl")
+[[ $rc -eq 0 ]] && within "$d" 1e-5 && pass "2 → 4 ranks continues with the straight run's losses ($d)" ||
+    fail "2 → 4 ranks" "exit $rc, difference $d" "$(tail -3 "$tmp/r24.out")"
+
+# Same process count: resuming from the sharded checkpoint is bit-exact, whichever writer wrote it.
+for async in true false; do
+    mpi 2 "$ZAYA" train "${args[@]}" --micro-batch 2 --ckpt-async $async --out "$tmp/r22$async" --stop-after 10 \
+        >/dev/null 2>&1
+    mpi 2 "$ZAYA" train "${args[@]}" --micro-batch 2 --ckpt-async $async --out "$tmp/r22$async" --resume \
+        >"$tmp/r22.out" 2>&1 || true
+    cmp -s "$tmp/two/model/model.safetensors" "$tmp/r22$async/model/model.safetensors" &&
+        pass "2 → 2 ranks (--ckpt-async $async): bit-identical to the straight run" ||
+        fail "2 → 2 ranks (--ckpt-async $async)" "$(tail -3 "$tmp/r22.out")"
+done
+
+long=(--data "$tmp/data" --model tiny --batch 8 --seq 32 --sample-tokens 0 --eval-every 0 --steps 100000)
+# ZeRO-1: the optimizer state each rank allocates, as the trainer reports it, is about 1/N of one process's.
+declare -A state
+for n in 1 2 4; do
+    mpi $n "$ZAYA" train "${long[@]/100000/1}" --micro-batch $((8 / n)) --out "$tmp/mem$n" >"$tmp/mem$n.out" 2>&1 || true
+    state[$n]=$(grep -oP "optimizer state( per rank \(ZeRO-1\):)? \K[0-9. /]+(?= MiB)" "$tmp/mem$n.out" || true)
+done
+python3 - "${state[1]}" "${state[2]}" "${state[4]}" <<'PY' && pass "optimizer state per rank ≈ 1/N: ${state[1]} | ${state[2]} | ${state[4]} MiB" ||
+import sys
+one = float(sys.argv[1])
+for n, text in ((2, sys.argv[2]), (4, sys.argv[3])):
+    ranks = [float(x) for x in text.split("/")]
+    assert len(ranks) == n, (n, text)
+    assert abs(sum(ranks) - one) <= 0.02 * one, (n, ranks, one)   # sharded, not replicated
+    assert max(ranks) <= 1.1 * one / n, (n, ranks, one)            # and balanced
+PY
+    fail "optimizer state per rank ≈ 1/N" "1: '${state[1]}', 2: '${state[2]}', 4: '${state[4]}'"
+
+# Faults. mpirun ends the job when a rank is killed; a hung rank leaves the others in a collective until the
+# watchdog (--comm-timeout) aborts the job.
+mpi 2 "$ZAYA" train "${long[@]}" --micro-batch 2 --out "$tmp/kill" >"$tmp/kill.out" 2>&1 &
+job=$!
+for _ in $(seq 100); do grep -q "step     3/" "$tmp/kill.out" 2>/dev/null && break; sleep 0.1; done
+victim=$(pgrep -f -- "--out $tmp/kill" | while read -r p; do [[ $(ps -o comm= -p "$p") == zaya ]] && echo "$p"; done | tail -1)
+t0=$(date +%s.%N)
+kill -9 "$victim"
+rc=0
+timeout 60 tail --pid=$job -f /dev/null || true
+wait $job || rc=$?
+dt=$(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')")
+left=$(pgrep -f -- "--out $tmp/kill" || true)
+[[ $rc -ne 0 && -z $left ]] && within "$dt" 30 && grep -q "exited on signal 9" "$tmp/kill.out" &&
+    pass "kill -9 of one rank: every rank gone in $dt s, exit $rc, the launcher names the rank" ||
+    fail "kill -9 of one rank" "exit $rc after $dt s, left: '$left'" "$(tail -5 "$tmp/kill.out")"
+
+t0=$(date +%s.%N)
+rc=0
+ZAYA_FAULT_HANG=3 ZAYA_FAULT_RANK=1 timeout 120 mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS -x ZAYA_FAULT_HANG \
+    -x ZAYA_FAULT_RANK "$ZAYA" train "${long[@]}" --micro-batch 2 --out "$tmp/hang" --comm-timeout 3 >"$tmp/hang.out" 2>&1 || rc=$?
+dt=$(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')")
+left=$(pgrep -f -- "--out $tmp/hang" || true)
+[[ $rc -ne 0 && $rc -ne 124 && -z $left ]] && within "$dt" 30 &&
+    grep -Eq "rank 0: MPI .* has not completed after 3 s \(--comm-timeout\)" "$tmp/hang.out" &&
+    pass "a hung rank (--comm-timeout 3): every rank gone in $dt s, exit $rc, rank 0 names the collective" ||
+    fail "a hung rank" "exit $rc after $dt s, left: '$left'" "$(grep -v ORTE_ERROR "$tmp/hang.out" | tail -5)"
+
+# The supervisor restarts the whole job (--launcher): a rank hangs at step 12 (once per supervised run); the job
+# ends by the watchdog, or by the supervisor's heartbeat timeout with the watchdog off, and resumes from step 10 on
+# the same 2 ranks: the final model is bit-identical to the straight run's.
+for how in "--comm-timeout 3" "--comm-timeout 0 --heartbeat-timeout 3"; do
+    rc=0
+    ZAYA_FAULT_HANG=12 ZAYA_FAULT_RANK=1 timeout 120 "$ZAYA" train --supervise \
+        --launcher "mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS" --restart-delay 0.2 $how "${args[@]}" \
+        --micro-batch 2 --out "$tmp/sup" >"$tmp/sup.out" 2>&1 || rc=$?
+    [[ $rc -eq 0 ]] && grep -q "restarting from checkpoint step 10" "$tmp/sup.out" &&
+        cmp -s "$tmp/two/model/model.safetensors" "$tmp/sup/model/model.safetensors" &&
+        pass "supervised 2-rank job ($how): a hung rank, restarted from step 10, bit-identical result" ||
+        fail "supervised 2-rank job ($how)" "exit $rc" "$(grep supervisor "$tmp/sup.out" | tail -4)"
+    rm -rf "$tmp/sup"
+done
+
+# A stop request to the supervisor reaches every rank (as SIGUSR1, which mpirun forwards): a checkpoint of the
+# step, then every rank exits; the checkpoint resumes (here on 1 rank).
+"$ZAYA" train --supervise --launcher "mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS" "${long[@]}" --micro-batch 2 \
+    --ckpt-every 100000 --out "$tmp/stop" >"$tmp/stop.out" 2>&1 &
+job=$!
+for _ in $(seq 100); do grep -q "step     3/" "$tmp/stop.out" 2>/dev/null && break; sleep 0.1; done
+kill -TERM $job
+rc=0
+wait $job || rc=$?
+step=$(grep -oP "stopped by User defined signal 1 after step \K[0-9]+" "$tmp/stop.out" || true)
+[[ $rc -eq 138 && -n $step && -d $tmp/stop/checkpoints/$(printf step_%08d "${step:-0}") ]] &&
+    pass "SIGTERM to a supervised 2-rank job: every rank stops after a checkpoint of step $step (exit $rc)" ||
+    fail "SIGTERM to a supervised 2-rank job" "exit $rc, step '$step'" "$(grep -v '^.step' "$tmp/stop.out" | tail -5)"
+expect_ok "it resumes on 1 rank" train "${long[@]}" --micro-batch 8 --ckpt-every 100000 --out "$tmp/stop" --resume \
+    --stop-after 2
 
 rc=0
 mpi 2 "$ZAYA" train "${args[@]}" --micro-batch 8 --out "$tmp/bad" >"$tmp/bad.out" 2>&1 || rc=$?
