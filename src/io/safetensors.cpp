@@ -399,8 +399,8 @@ SafetensorsLayout safetensors_layout(const std::string &path, const std::vector<
             if (__builtin_mul_overflow(numel, uint64_t(d), &numel))
                 fail("{}: tensor '{}': shape {} has too many elements", path, t.name, shape_to_str(t.shape));
         }
-        if (numel > 0 && (t.data == nullptr) == (t.raw == nullptr))
-            fail("{}: tensor '{}' needs exactly one of fp32 data and raw bytes", path, t.name);
+        if (numel > 0 && !t.data && !t.raw) fail("{}: tensor '{}' has no data", path, t.name);
+        if (t.data && t.raw) fail("{}: tensor '{}' has both fp32 data and raw bytes", path, t.name);
         const uint64_t nbytes = numel * dtype_size(t.dtype);
         hdr[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
         out.numel.push_back(numel);
