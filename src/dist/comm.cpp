@@ -10,19 +10,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #ifdef ZAYA_WITH_MPI
 #include <mpi.h>
 #endif
+#ifdef ZAYA_WITH_NCCL
+#include "dist/comm_nccl.h"
+#endif
 
 namespace zaya {
-
-void SingleProcess::no_peer(int rank) {
-    fail("communicator: rank {} does not exist in a single-process run", rank);
-}
-
-void SingleProcess::abort(int code) { std::exit(code); }
 
 bool launched_by_mpi() {
     for (const char *v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
@@ -239,14 +237,30 @@ class Mpi final : public Communicator {
 } // namespace
 #endif
 
+namespace {
+std::shared_ptr<Communicator> process_communicator() {
+    if (!launched_by_mpi()) return std::make_shared<SingleProcess>();
+#ifdef ZAYA_WITH_MPI
+    return std::make_shared<Mpi>();
+#else
+    fail("started by an MPI launcher, but this zaya was built without MPI (install libopenmpi-dev and rebuild)");
+#endif
+}
+} // namespace
+
 std::shared_ptr<Communicator> communicator_from_environment() {
     static std::shared_ptr<Communicator> comm = []() -> std::shared_ptr<Communicator> {
-        if (!launched_by_mpi()) return std::make_shared<SingleProcess>();
-#ifdef ZAYA_WITH_MPI
-        return std::make_shared<Mpi>();
+        const char *which = std::getenv("ZAYA_COMM");
+        const std::string choice = which ? which : "";
+        if (choice.empty() || choice == "auto") return process_communicator();
+        if (choice == "nccl") {
+#ifdef ZAYA_WITH_NCCL
+            return make_nccl_communicator(process_communicator()); // MPI (or nothing) carries NCCL's id
 #else
-        fail("started by an MPI launcher, but this zaya was built without MPI (install libopenmpi-dev and rebuild)");
+            fail("ZAYA_COMM=nccl, but this zaya was built without the CUDA backend and NCCL");
 #endif
+        }
+        fail("ZAYA_COMM must be 'auto' (MPI when launched by mpirun, else one process) or 'nccl', got '{}'", choice);
     }();
     return comm;
 }

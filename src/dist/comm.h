@@ -3,7 +3,8 @@
 //
 // Which one a process gets: communicator_from_environment() returns the MPI communicator when the process was
 // started by an MPI launcher (mpirun / srun set OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK) and zaya was built
-// with MPI; otherwise the single-process one.
+// with MPI; otherwise the single-process one. ZAYA_COMM=nccl picks NCCL between GPUs instead (dist/comm_nccl.h;
+// built with the CUDA backend), bootstrapped by that one.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -157,5 +157,16 @@ expect_error "train: micro-batch must divide batch" "^zaya: error: .*micro_batch
     --out "$tmp/run2" --model tiny --steps 2 --batch 4 --micro-batch 3 --seq 16
 expect_error "train: missing data dir" "^zaya: error: .*no-such-data" train --data "$tmp/no-such-data" \
     --out "$tmp/run3" --model tiny --steps 2
+ZAYA_COMM=bogus expect_error "train: unknown ZAYA_COMM" "^zaya: error: ZAYA_COMM must be .*'bogus'" train \
+    --data "$tmp/data" --out "$tmp/run4" --model tiny --steps 2 --batch 2 --seq 16
+# Without a GPU (or without NCCL in the build) NCCL is refused with the reason; with one, a 1-rank run trains.
+ZAYA_COMM=nccl run train --data "$tmp/data" --out "$tmp/run5" --model tiny --steps 2 --batch 2 --seq 16
+if [[ $rc -eq 0 ]]; then
+    pass "train with ZAYA_COMM=nccl (a GPU is present)"
+else
+    error_problems "^zaya: error: ZAYA_COMM=nccl: (no usable CUDA device|no CUDA device|.*built without)"
+    [[ ${#problems[@]} -eq 0 ]] && pass "train: ZAYA_COMM=nccl without a GPU says why" ||
+        fail "train: ZAYA_COMM=nccl without a GPU says why" "${problems[@]}" "stderr: $err"
+fi
 
 finish
