@@ -1,4 +1,4 @@
-// bf16-weight linear layers: both paths (streaming dot for few rows, widened panels + GEMM for many) equal an fp32
+// bf16-weight linear layers: both paths (streaming dot passes, widened panels + GEMM) equal an fp32
 // reference computed with the widened weights, for sizes that exercise every remainder loop.
 #include "core/dtype.h"
 #include "core/rng.h"
@@ -23,12 +23,14 @@ TEST(LinearBf16, MatchesFp32ReferenceOnBothPaths) {
                 Wf[k] = bf16_to_f32(W[k]);
             }
             for (auto &v : b) v = float(rng.normal());
-            for (int64_t N : {1, 2, 3, 5, 8, 9, 40}) {
+            for (int64_t N : {1, 2, 3, 5, 8, 9, 17, 40, 41}) {
                 std::vector<float> x(size_t(N * I));
                 for (auto &v : x) v = float(rng.normal());
                 const int64_t ldy = O + 3; // a strided output: the rest of each row must stay untouched
                 std::vector<float> y(size_t(N * ldy), -7.0f);
-                cpu::linear_bf16(y.data(), ldy, x.data(), W.data(), b.data(), N, I, O);
+                // Both paths on every size (dot passes of 8 rows; panels + GEMM), alternating by N.
+                const int64_t dot_max = N % 2 ? 1000 : 0;
+                cpu::linear_bf16_with(y.data(), ldy, x.data(), W.data(), b.data(), N, I, O, dot_max);
                 for (int64_t n = 0; n < N; ++n) {
                     for (int64_t o = 0; o < O; ++o) {
                         double ref = b[size_t(o)];

@@ -80,19 +80,22 @@ void dot_block(float *y, int64_t ldy, const float *x, const uint16_t *W, const f
     }
 }
 
-// Few rows: every weight row is read once and used for all of them (one pass over W for up to 8 rows).
+// Few rows: each pass of up to 8 rows reads every weight row once and uses it for all of them.
 void linear_bf16_dot(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
                      int64_t O) {
-    switch (N) {
-    case 1: return dot_block<1>(y, ldy, x, W, b, I, O);
-    case 2: return dot_block<2>(y, ldy, x, W, b, I, O);
-    case 3: return dot_block<3>(y, ldy, x, W, b, I, O);
-    case 4: return dot_block<4>(y, ldy, x, W, b, I, O);
-    case 5: return dot_block<5>(y, ldy, x, W, b, I, O);
-    case 6: return dot_block<6>(y, ldy, x, W, b, I, O);
-    case 7: return dot_block<7>(y, ldy, x, W, b, I, O);
-    case 8: return dot_block<8>(y, ldy, x, W, b, I, O);
-    default: ZAYA_ASSERT(N >= 1 && N <= kBf16DotMaxRows);
+    for (int64_t n = 0; n < N; n += 8) {
+        float *yp = y + n * ldy;
+        const float *xp = x + n * I;
+        switch (std::min<int64_t>(8, N - n)) {
+        case 1: dot_block<1>(yp, ldy, xp, W, b, I, O); break;
+        case 2: dot_block<2>(yp, ldy, xp, W, b, I, O); break;
+        case 3: dot_block<3>(yp, ldy, xp, W, b, I, O); break;
+        case 4: dot_block<4>(yp, ldy, xp, W, b, I, O); break;
+        case 5: dot_block<5>(yp, ldy, xp, W, b, I, O); break;
+        case 6: dot_block<6>(yp, ldy, xp, W, b, I, O); break;
+        case 7: dot_block<7>(yp, ldy, xp, W, b, I, O); break;
+        default: dot_block<8>(yp, ldy, xp, W, b, I, O); break;
+        }
     }
 }
 
@@ -119,12 +122,17 @@ void linear_bf16_panels(float *y, int64_t ldy, const float *x, const uint16_t *W
 
 } // namespace
 
-void linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                 int64_t O) {
+void linear_bf16_with(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
+                      int64_t O, int64_t dot_max_rows) {
     ZAYA_PROFILE("linear_bf16");
     if (N <= 0 || O <= 0) return;
-    if (N <= kBf16DotMaxRows) linear_bf16_dot(y, ldy, x, W, b, N, I, O);
+    if (N <= dot_max_rows) linear_bf16_dot(y, ldy, x, W, b, N, I, O);
     else linear_bf16_panels(y, ldy, x, W, b, N, I, O);
+}
+
+void linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
+                 int64_t O) {
+    linear_bf16_with(y, ldy, x, W, b, N, I, O, kBf16DotMaxRows);
 }
 
 void gather_rows_bf16(float *dst, const uint16_t *table, const int32_t *ids, int64_t N, int64_t D) {

@@ -11,8 +11,14 @@ namespace zaya::cpu {
 void linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
                  int64_t O);
 
-// Rows at or below this count use the streaming dot kernel; above it, widened panels and the GEMM.
-inline constexpr int64_t kBf16DotMaxRows = 8;
+// Rows at or below this count use the streaming dot kernel (in passes of up to 8 rows: each pass reads the weights
+// once, and with 8 rows it runs near the FMA peak); above it, widened panels and the GEMM, whose cache blocking wins
+// once the weights would be streamed many times (measured: bench/README.md).
+inline constexpr int64_t kBf16DotMaxRows = 64;
+
+// linear_bf16 with the path forced: dot passes when N ≤ dot_max_rows, else panels (tests and benchmarks).
+void linear_bf16_with(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
+                      int64_t O, int64_t dot_max_rows);
 
 // dst[n, :] = widen(table[ids[n], :]) for a bf16 table of row length D.
 void gather_rows_bf16(float *dst, const uint16_t *table, const int32_t *ids, int64_t N, int64_t D);
