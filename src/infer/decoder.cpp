@@ -184,7 +184,7 @@ void Decoder::layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int
     const int64_t rot = c.rotary_dim(l);
     rope_forward(q_.data(), rope_cos_[type].data(), rope_sin_[type].data(), N, nq, hd, rot);
     rope_forward(k_.data(), rope_cos_[type].data(), rope_sin_[type].data(), N, nkv, hd, rot);
-    attention(l, seqs, N);
+    attention(l, seqs);
     mat_linear(tmp_.data(), D, att_.data(), M.o_proj, w.o_bias, N);
     residual_scale_forward(x_.data(), tmp_.data(), x_.data(), w.attn_res[0], w.attn_res[1], w.attn_res[2],
                            w.attn_res[3], N, D);
@@ -194,8 +194,7 @@ void Decoder::layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int
                            N, D);
 }
 
-void Decoder::attention(int64_t l, std::span<SequenceCache *const> seqs, int64_t N) {
-    (void)N;
+void Decoder::attention(int64_t l, std::span<SequenceCache *const> seqs) {
     const ZayaConfig &c = m_.config;
     const int64_t Dq = c.q_dim(), Dk = c.kv_dim();
     const bool sliding = c.layer_types[size_t(l)] == LayerType::HybridSliding;

@@ -34,7 +34,7 @@ class Decoder {
 
   private:
     void layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int64_t N);
-    void attention(int64_t l, std::span<SequenceCache *const> seqs, int64_t N);
+    void attention(int64_t l, std::span<SequenceCache *const> seqs); // appends to the caches, then attends
     void router_and_experts(int64_t l, int64_t N);
 
     const InferModel &m_;

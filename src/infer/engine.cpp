@@ -203,7 +203,7 @@ bool Engine::step() {
 }
 
 void Engine::run_until_idle() {
-    while (step() || active() > 0) {
+    while (step()) { // false once nothing is running or queued (step() admits the queue first)
     }
 }
 

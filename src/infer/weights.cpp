@@ -6,7 +6,6 @@
 #include "io/model_io.h"
 #include "model/init.h"
 #include "ops/cpu/gemm.h"
-#include "ops/cpu/linear.h"
 #include "ops/cpu/linear_bf16.h"
 
 #include <cmath>
@@ -31,10 +30,6 @@ void mat_linear(float *y, int64_t ldy, const float *x, const Mat &W, const float
         return;
     }
     ZAYA_ASSERT(W.dtype == DType::F32);
-    if (ldy == W.rows) {
-        cpu::linear_forward(y, x, static_cast<const float *>(W.data), b, N, W.cols, W.rows);
-        return;
-    }
     cpu::gemm(false, true, N, W.rows, W.cols, 1.0f, x, W.cols, static_cast<const float *>(W.data), W.cols, 0.0f, y,
               ldy);
     if (b)
