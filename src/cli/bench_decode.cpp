@@ -3,25 +3,19 @@
 // per layer, the LM head, one embedding row). Also prefill tokens/s.
 #include "cli/bench.h"
 #include "cli/infer_args.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/membw.h"
 #include "infer/decoder.h"
 #include "train/memory.h"
 
 #include <algorithm>
-#include <chrono>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <omp.h>
 #include <vector>
 
 namespace zaya::cli {
-
-namespace {
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-} // namespace
 
 void bench_decode(const BenchArgs &a) {
     // A generic reading first (a 1 GiB buffer), for reference.
@@ -32,9 +26,9 @@ void bench_decode(const BenchArgs &a) {
     ma.dtype = a.dtype;
     ma.layers = a.layers;
     auto im = load_infer_model(ma);
-    double t_touch = now_s();
+    double t_touch = monotonic_seconds();
     const size_t touched = im->touch_all(); // mapped checkpoints: page everything in before timing anything
-    t_touch = now_s() - t_touch;
+    t_touch = monotonic_seconds() - t_touch;
     const ZayaConfig &c = im->config;
     const int64_t V = c.vocab_size;
     if (a.prompt_tokens + a.new_tokens + 1 > c.max_position_embeddings)
@@ -61,15 +55,15 @@ void bench_decode(const BenchArgs &a) {
     const std::vector<MemRegion> regions = im->per_token_regions();
     std::vector<double> bw_samples = read_bandwidth_samples(regions);
     SequenceCache seq = dec.new_sequence();
-    double t0 = now_s();
+    double t0 = monotonic_seconds();
     dec.prefill(seq, prompt, logits.data());
-    const double prefill_s = now_s() - t0;
+    const double prefill_s = monotonic_seconds() - t0;
     std::vector<double> times;
     for (int64_t i = 0; i < a.new_tokens; ++i) {
         int32_t t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-        t0 = now_s();
+        t0 = monotonic_seconds();
         dec.prefill(seq, std::span<const int32_t>(&t, 1), logits.data());
-        times.push_back(now_s() - t0);
+        times.push_back(monotonic_seconds() - t0);
     }
     std::sort(times.begin(), times.end());
     const double per_token = times[times.size() / 2];

@@ -3,6 +3,7 @@
 #include "cli/bench.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "model/flops.h"
 #include "model/forward.h"
@@ -14,7 +15,6 @@
 #include <fstream>
 #include <functional>
 #include <string>
-#include <chrono>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <omp.h>
@@ -23,10 +23,6 @@
 namespace zaya::cli {
 
 namespace {
-
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 void bench_train(const BenchArgs &a) {
     const size_t base_rss = process_rss_bytes();
@@ -98,9 +94,9 @@ void bench_forward(const BenchArgs &a) {
     model_forward(m, batch, acts); // warm-up
     std::vector<double> times;
     for (int64_t i = 0; i < a.iters; ++i) {
-        double t0 = now_s();
+        double t0 = monotonic_seconds();
         model_forward(m, batch, acts);
-        times.push_back(now_s() - t0);
+        times.push_back(monotonic_seconds() - t0);
     }
     std::sort(times.begin(), times.end());
     const double t = times[times.size() / 2]; // median

@@ -1,5 +1,6 @@
 #include "infer/engine.h"
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/profile.h"
 
@@ -7,12 +8,6 @@
 #include <chrono>
 
 namespace zaya {
-
-namespace {
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-} // namespace
 
 struct Engine::Request {
     uint64_t id = 0;
@@ -72,7 +67,7 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, 
     r->on_token = std::move(on_token);
     r->on_done = std::move(on_done);
     r->out.prompt_tokens = int64_t(r->prompt.size());
-    r->t_submit = now_s();
+    r->t_submit = monotonic_seconds();
     std::lock_guard lock(mu_);
     r->id = next_id_++;
     const uint64_t id = r->id;
@@ -89,31 +84,40 @@ void Engine::cancel(uint64_t id) {
 
 int64_t Engine::active() const {
     std::lock_guard lock(mu_);
-    return int64_t(queued_.size() + running_.size());
+    return int64_t(queued_.size()) + running_count_.load(); // running_ itself belongs to the engine thread
 }
 
 void Engine::admit() {
-    std::lock_guard lock(mu_);
-    for (uint64_t id : cancelled_) {
+    // Under the lock only the hand-over; callbacks run after it, so one may call back into the engine.
+    std::vector<uint64_t> cancelled;
+    std::vector<std::unique_ptr<Request>> dropped, admitted;
+    {
+        std::lock_guard lock(mu_);
+        cancelled.swap(cancelled_);
+        for (uint64_t id : cancelled)
+            for (auto it = queued_.begin(); it != queued_.end(); ++it)
+                if ((*it)->id == id) {
+                    dropped.push_back(std::move(*it));
+                    queued_.erase(it);
+                    break;
+                }
+        while (!queued_.empty() && int64_t(running_.size() + admitted.size()) < opts_.max_batch) {
+            admitted.push_back(std::move(queued_.front()));
+            queued_.pop_front();
+        }
+    }
+    for (auto &r : dropped) finish(*r, "cancelled");
+    for (uint64_t id : cancelled)
         for (auto &r : running_)
             if (r->id == id && !r->done) finish(*r, "cancelled");
-        for (auto it = queued_.begin(); it != queued_.end(); ++it)
-            if ((*it)->id == id) {
-                finish(**it, "cancelled");
-                queued_.erase(it);
-                break;
-            }
-    }
-    cancelled_.clear();
-    while (!queued_.empty() && int64_t(running_.size()) < opts_.max_batch) {
-        auto r = std::move(queued_.front());
-        queued_.pop_front();
+    for (auto &r : admitted) {
         r->cache = decoder_->new_sequence();
         r->sampler.emplace(r->opts, model_->config.vocab_size);
         for (int32_t t : r->prompt) r->sampler->observe(t);
         if (tok_) r->text.emplace(*tok_, r->opts.stop_strings);
         running_.push_back(std::move(r));
     }
+    running_count_ = int64_t(running_.size());
 }
 
 void Engine::finish(Request &r, const std::string &reason) {
@@ -130,7 +134,7 @@ void Engine::finish(Request &r, const std::string &reason) {
         r.out.text = r.text->released();
     }
     r.out.finish_reason = reason;
-    const double t = now_s();
+    const double t = monotonic_seconds();
     if (r.t_first > 0) {
         r.out.prefill_seconds = r.t_first - r.t_submit;
         r.out.decode_seconds = t - r.t_first;
@@ -141,6 +145,7 @@ void Engine::finish(Request &r, const std::string &reason) {
 bool Engine::step() {
     admit();
     std::erase_if(running_, [](const auto &r) { return r->done; });
+    running_count_ = int64_t(running_.size());
     if (running_.empty()) return false;
     ZAYA_PROFILE("engine_step");
     const ZayaConfig &c = model_->config;
@@ -177,7 +182,7 @@ bool Engine::step() {
     for (size_t i = 0; i < fed.size(); ++i) {
         Request &r = *fed[i];
         if (r.fed < int64_t(r.prompt.size())) continue; // prompt not finished: no token yet
-        if (r.t_first == 0) r.t_first = now_s();
+        if (r.t_first == 0) r.t_first = monotonic_seconds();
         const int32_t t = r.sampler->sample(logits_.data() + i * size_t(V));
         const auto &stops = r.opts.stop_tokens;
         if (std::find(stops.begin(), stops.end(), t) != stops.end()) {

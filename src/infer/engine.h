@@ -83,6 +83,7 @@ class Engine {
     std::condition_variable wake_;
     std::atomic<bool> shutdown_{false};
     std::atomic<int64_t> max_batch_seen_{0};
+    std::atomic<int64_t> running_count_{0}; // running_.size() for other threads (active())
     uint64_t next_id_ = 1;
 };
 

@@ -266,44 +266,39 @@ std::unique_ptr<InferModel> InferModel::load(const std::string &dir) {
     return im;
 }
 
-size_t InferModel::matrix_bytes() const {
-    size_t total = embed.bytes() + (config.tie_word_embeddings ? 0 : lm_head.bytes());
+std::vector<Mat> InferModel::all_matrices() const {
+    std::vector<Mat> all = {embed};
+    if (!config.tie_word_embeddings) all.push_back(lm_head);
     for (const LayerMats &M : layers) {
-        for (const Mat *m : {&M.q_proj, &M.k_proj, &M.v_cur, &M.v_del, &M.o_proj, &M.router_down, &M.router_fc1,
-                             &M.router_fc2, &M.router_out})
-            total += m->bytes();
-        for (size_t e = 0; e < M.gate_up.size(); ++e) total += M.gate_up[e].bytes() + M.down[e].bytes();
+        for (const Mat *m : M.dense()) all.push_back(*m);
+        all.insert(all.end(), M.gate_up.begin(), M.gate_up.end());
+        all.insert(all.end(), M.down.begin(), M.down.end());
     }
+    return all;
+}
+
+size_t InferModel::matrix_bytes() const {
+    size_t total = 0;
+    for (const Mat &m : all_matrices()) total += m.bytes();
     return total;
 }
 
 size_t InferModel::touch_all() const {
-    std::vector<Mat> all = {embed};
-    if (!config.tie_word_embeddings) all.push_back(lm_head);
-    for (const LayerMats &M : layers) {
-        for (const Mat *m : {&M.q_proj, &M.k_proj, &M.v_cur, &M.v_del, &M.o_proj, &M.router_down, &M.router_fc1,
-                             &M.router_fc2, &M.router_out})
-            all.push_back(*m);
-        all.insert(all.end(), M.gate_up.begin(), M.gate_up.end());
-        all.insert(all.end(), M.down.begin(), M.down.end());
-    }
+    const std::vector<Mat> all = all_matrices();
     size_t total = 0;
-    unsigned sink = 0;
-#pragma omp parallel for schedule(dynamic) reduction(+ : total, sink)
+#pragma omp parallel for schedule(dynamic) reduction(+ : total)
     for (size_t k = 0; k < all.size(); ++k) {
         const auto *p = static_cast<const volatile uint8_t *>(all[k].data);
-        for (size_t off = 0; off < all[k].bytes(); off += 4096) sink += p[off];
+        for (size_t off = 0; off < all[k].bytes(); off += 4096) (void)p[off]; // a volatile read is never elided
         total += all[k].bytes();
     }
-    return total + (sink & 0);
+    return total;
 }
 
 std::vector<MemRegion> InferModel::per_token_regions() const {
     std::vector<MemRegion> out = {{lm_head.data, lm_head.bytes()}};
     for (const LayerMats &M : layers) {
-        for (const Mat *m : {&M.q_proj, &M.k_proj, &M.v_cur, &M.v_del, &M.o_proj, &M.router_down, &M.router_fc1,
-                             &M.router_fc2, &M.router_out})
-            out.push_back({m->data, m->bytes()});
+        for (const Mat *m : M.dense()) out.push_back({m->data, m->bytes()});
         if (!M.gate_up.empty()) {
             out.push_back({M.gate_up[0].data, M.gate_up[0].bytes()});
             out.push_back({M.down[0].data, M.down[0].bytes()});

@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "model/params.h"
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,11 @@ struct LayerMats {
     Mat q_proj, k_proj, v_cur, v_del, o_proj;
     Mat router_down, router_fc1, router_fc2, router_out;
     std::vector<Mat> gate_up, down; // per expert: [2I, D] and [D, I]
+
+    // Every matrix of the layer that is not an expert's (each token reads all of them).
+    std::array<const Mat *, 9> dense() const {
+        return {&q_proj, &k_proj, &v_cur, &v_del, &o_proj, &router_down, &router_fc1, &router_fc2, &router_out};
+    }
 };
 
 class InferModel {
@@ -75,6 +81,7 @@ class InferModel {
 
   private:
     void bind_small();
+    std::vector<Mat> all_matrices() const; // each once (the tied LM head is the embedding)
     ParamLayout small_layout_;
     RealBuffer small_buf_;
     std::optional<Model> model_;           // from_model(F32): the matrices live here

@@ -23,25 +23,15 @@ namespace zaya {
 namespace {
 
 // One rank of N as the optimizer sees it; the broadcasts are done by the test, which holds every rank's buffers.
-class FakeRank final : public Communicator {
+// (Every collective is the single process's no-op; only the rank and the size differ.)
+class FakeRank final : public SingleProcess {
   public:
     FakeRank(int rank, int size) : rank_(rank), size_(size) {}
     int rank() const override { return rank_; }
     int size() const override { return size_; }
     std::string name() const override { return "fake"; }
-    void allreduce_sum(float *, size_t) override {}
-    void allreduce_sum(double *, size_t) override {}
-    void allreduce_sum(int64_t *, size_t) override {}
-    void start_allreduce_sum(float *, size_t) override {}
-    void progress() override {}
-    void wait_all() override {}
-    void broadcast(float *, size_t, int) override {}
-    void broadcast_blocks(float *, const std::vector<Block> &, int) override {}
     void send(const float *, size_t, int) override {}
     void recv(float *, size_t, int) override {}
-    void barrier() override {}
-    void set_watchdog(double) override {}
-    [[noreturn]] void abort(int code) override { std::exit(code); }
 
   private:
     int rank_, size_;
