@@ -5,13 +5,14 @@ Usage:
     python3 bench/bench_train_pytorch.py [--model small] [--batch 8] [--seq 256] [--steps 10] [--threads 2]
                                          [--warmup 2] [--ns bf16|fp32] [--zaya build/zaya] [--no-zaya]
 
-(a) runs `zaya bench train --model M --batch B --seq T --json` with OMP_NUM_THREADS=threads and reads its
+(a) runs `zaya bench train --model M --batch B --seq T --ns-precision NS --json` with OMP_NUM_THREADS=threads and reads its
     tokens_per_s / mfu (and gflops / median_step_s, to express PyTorch's speed in the same model-FLOP units);
 (b) times a full PyTorch training step of the same preset shape, fp32, on random tokens, with
     torch.set_num_threads(threads): forward + mean next-token cross entropy + backward + clip_grad_norm_(1.0) +
     torch.optim.Muon (every 2-D matrix except the tied embedding; each expert matrix a separate Parameter, as zaya
     does it, see tools/gen_optim_goldens.py) + AdamW (the rest) + the AdamW-driven balancing-bias controller.
-    Muon's Newton-Schulz is torch's stock bf16 iteration (--ns bf16, default) or zaya's fp32 one (--ns fp32).
+    Muon's Newton-Schulz is torch's stock bf16 iteration (--ns bf16, default) or patched to fp32 (--ns fp32);
+    zaya runs the same precision (its --ns-precision).
 
 To be fair to PyTorch, every correct configuration of attn_implementation in {eager, sdpa} x
 experts_implementation in {eager, grouped_mm} is first timed round-robin (--select-rounds steps each, after one
@@ -144,7 +145,7 @@ class Trainer:
 
 def run_zaya(args) -> dict | None:
     cmd = [args.zaya, "bench", "train", "--model", args.model, "--batch", str(args.batch), "--seq", str(args.seq),
-           "--json"]
+           "--ns-precision", args.ns, "--json"]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     print(f"(a) zaya: {' '.join(cmd)}  [OMP_NUM_THREADS={args.threads}]  load {loadavg()}", flush=True)
     try:

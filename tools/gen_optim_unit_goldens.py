@@ -11,6 +11,9 @@ Writes ``optim.safetensors`` (all F32) and ``meta.json`` (hyper-parameters, scal
   torch 2.15 runs Newton-Schulz in bf16 (``grad.to(torch.bfloat16)``); it is patched here to run in fp32, the
   precision zaya uses, with torch's code otherwise unchanged.
 * ``ns.{case}``: the fp32 Newton-Schulz output (5 steps) for one matrix.
+* ``ns_bf16.{case}``: torch's stock (bf16) Newton-Schulz output for the same and larger matrices, and
+  ``muon_bf16.{case}.param``: torch.optim.Muon unpatched (bf16 Newton-Schulz) after 5 steps — zaya's default
+  ``ns_precision: bf16``.
 * ``adamw.{case}.param|exp_avg|exp_avg_sq``: torch.optim.AdamW (single-tensor path, foreach=False) after 5 steps.
 * ``clip.{case}.grads``: gradients (all tensors concatenated) after torch.nn.utils.clip_grad_norm_; the returned
   total norm is in meta.json.
@@ -33,6 +36,7 @@ import torch.optim._muon as muon_mod
 from safetensors.numpy import save_file
 
 MASK = (1 << 64) - 1
+STOCK_NS = muon_mod._zeropower_via_newtonschulz  # torch's bf16 iteration, before run_muon patches it
 
 
 def splitmix64(x: int) -> int:
@@ -78,6 +82,8 @@ MUON_CASES = {
     "8x16_plain": ([8, 16], 500, False),
 }
 NS_CASES = {"17x32": ([17, 32], 600), "40x24": ([40, 24], 700)}
+NS_BF16_CASES = {**NS_CASES, "64x192": ([64, 192], 710), "256x96": ([256, 96], 720)}
+MUON_BF16_CASES = {"17x32": ([17, 32], 300), "64x24": ([64, 24], 730)}
 # name -> (shape, stream base, weight decay)
 ADAMW_CASES = {"vec37": ([37], 800, 0.0), "8x16": ([8, 16], 900, 0.1)}
 CLIP_SHAPES = [[8, 16], [37], [5]]
@@ -88,6 +94,22 @@ BAL_COUNTS = [  # [step][layer][E+1]
     [[35, 15, 10, 10, 0], [20, 30, 25, 20, 5]],
     [[30, 20, 15, 15, 0], [10, 40, 30, 20, 0]],
 ]
+
+
+def run_muon_bf16(out, meta):
+    muon_mod._zeropower_via_newtonschulz = STOCK_NS
+    for name, (shape, stream) in NS_BF16_CASES.items():
+        g = hashed(stream, shape, GRAD_SCALE)
+        out[f"ns_bf16.{name}"] = STOCK_NS(g, (3.4445, -4.7750, 2.0315), 5, 1e-7).float().numpy().copy()
+        meta["ns_bf16_cases"][name] = {"shape": shape, "stream": stream}
+    for name, (shape, stream) in MUON_BF16_CASES.items():
+        p = torch.nn.Parameter(hashed(stream, shape, PARAM_SCALE))
+        opt = torch.optim.Muon([p], nesterov=True, **MUON)
+        for t in range(1, STEPS + 1):
+            p.grad = hashed(stream + t, shape, GRAD_SCALE)
+            opt.step()
+        out[f"muon_bf16.{name}.param"] = p.detach().numpy().copy()
+        meta["muon_bf16_cases"][name] = {"shape": shape, "stream": stream}
 
 
 def run_muon(out, meta):
@@ -164,9 +186,12 @@ def main():
         "clip_shapes": CLIP_SHAPES,
         "muon_cases": {},
         "ns_cases": {},
+        "ns_bf16_cases": {},
+        "muon_bf16_cases": {},
         "adamw_cases": {},
         "clip_cases": {},
     }
+    run_muon_bf16(out, meta)
     run_muon(out, meta)
     run_adamw(out, meta)
     run_clip(out, meta)

@@ -15,8 +15,8 @@ and the validation split of the data directory named in train_config.json.
 
 Trains the same model from the same initial weights on exactly the same token rows with zaya's training recipe
 (tools/gen_optim_goldens.py's functions and constants are imported and reused):
-  * Muon (torch.optim.Muon; Newton-Schulz patched to fp32 as zaya does it; match_rms_adamw lr adjustment; each expert
-    matrix a separate Parameter) for every 2-D matrix except the (tied) embedding, with weight decay
+  * Muon (torch.optim.Muon; Newton-Schulz as the run's ns_precision says: torch's stock bf16 code, or patched to
+    fp32; match_rms_adamw lr adjustment; each expert matrix a separate Parameter) for every 2-D matrix except the (tied) embedding, with weight decay
     train_config.weight_decay; AdamW (betas 0.9/0.95, eps 1e-8) for the rest, weight decay only on the embedding;
   * the lr schedule of src/optim/schedule.h (linear warmup, then cosine | wsd | constant down to min_lr_ratio*lr);
   * gradient accumulation over micro-batches (the step loss is the mean of the micro-batch losses; each micro-batch's
@@ -35,7 +35,7 @@ and ends with
 exiting 1 if |Z| exceeds --tolerance (percent, default 2).
 
 Expected agreement: the first steps' losses agree to ~1e-7 relative (fp32 summation-order differences only;
---attn sdpa agrees as closely as eager); later
+--attn sdpa agrees as closely as eager; with bf16 Newton-Schulz from step 2 on to the bf16 level); later
 ones drift apart slowly because tiny differences eventually flip a near-tied router argmax, after which the two runs
 are different (but statistically equivalent) trainings.
 """
@@ -243,11 +243,15 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    torch_muon._zeropower_via_newtonschulz = og._zeropower_via_newtonschulz_fp32  # zaya's NS is fp32
-
     run = args.run
     with open(os.path.join(run, "train_config.json")) as fh:
         tc = json.load(fh)
+    # Newton-Schulz as the run did it: torch's stock bf16 iteration (zaya's default) or patched to fp32.
+    ns_precision = tc.get("ns_precision", "fp32")  # runs from before the option existed used fp32
+    if ns_precision == "fp32":
+        torch_muon._zeropower_via_newtonschulz = og._zeropower_via_newtonschulz_fp32
+    elif ns_precision != "bf16":
+        raise SystemExit(f"train_config.json: unknown ns_precision '{ns_precision}'")
     steps, batch, seq = int(tc["steps"]), int(tc["batch"]), int(tc["seq"])
     micro = int(tc.get("micro_batch") or 0) or batch
     if batch % micro:

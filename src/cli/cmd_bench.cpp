@@ -33,6 +33,7 @@ void bench_train(const BenchArgs &a) {
     tc.seq = a.seq_len;
     tc.steps = a.iters + 1;
     tc.warmup = 1;
+    tc.ns_precision = a.ns_precision;
     if (tc.micro() > tc.batch || tc.batch % tc.micro() != 0)
         fail("--micro-batch ({}) must divide --batch ({})", tc.micro(), tc.batch);
     const ZayaConfig c = m.config;
@@ -47,17 +48,18 @@ void bench_train(const BenchArgs &a) {
     const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), a.gemm_n, 3);
     const double tok_s = double(tc.batch * tc.seq) / t, gflops = trainer.flops_per_step() / t / 1e9;
     const double mfu = gflops / peak;
-    const size_t planned = train_memory(c, tc.micro(), tc.seq).total() + base_rss;
+    const size_t planned = train_memory(c, tc.micro(), tc.seq, 1, ns_precision_from_string(tc.ns_precision)).total() + base_rss;
     if (a.json) {
         nlohmann::json j = {{"model", a.model},       {"batch", tc.batch},       {"micro_batch", tc.micro()},
                             {"seq", tc.seq},          {"threads", omp_get_max_threads()}, {"median_step_s", t},
                             {"tokens_per_s", tok_s},  {"gflops", gflops},        {"sgemm_peak_gflops", peak},
-                            {"mfu", mfu},             {"planned_memory_bytes", planned}, {"peak_rss_bytes", rss}};
+                            {"mfu", mfu},             {"planned_memory_bytes", planned}, {"peak_rss_bytes", rss},
+                            {"ns_precision", tc.ns_precision}};
         fmt::print("{}\n", j.dump());
         return;
     }
-    fmt::print("train step  model {}  batch {} (micro {}) × {} tokens  {} threads  {} steps after 1 warm-up\n",
-               a.model, tc.batch, tc.micro(), tc.seq, omp_get_max_threads(), a.iters);
+    fmt::print("train step  model {}  batch {} (micro {}) × {} tokens  {} threads  Muon NS {}  {} steps after 1 warm-up\n",
+               a.model, tc.batch, tc.micro(), tc.seq, omp_get_max_threads(), tc.ns_precision, a.iters);
     fmt::print("  median {:.3f} s/step   {:.0f} tokens/s   {:.1f} GFLOP/s model FLOPs (fwd+bwd)\n", t, tok_s, gflops);
     fmt::print("  MFU {:.1f}% of the SGEMM peak measured now ({}, {}^3: {:.1f} GFLOP/s)\n", 100 * mfu,
                cpu::gemm_lib_name(cpu::gemm_default_lib()), a.gemm_n, peak);
@@ -156,6 +158,8 @@ void register_bench(CLI::App &app) {
         ->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--new-tokens", a->new_tokens, "decode: tokens decoded one by one (median time reported)")
         ->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--ns-precision", a->ns_precision, "train: Muon Newton-Schulz precision (bf16|fp32)")
+        ->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object instead of text");
     cmd->callback([a] {
         if (a->what == "gemm") bench_gemm(*a);

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fmt/format.h>
+#include <omp.h>
 
 namespace zaya::cli {
 
@@ -82,7 +83,8 @@ void run_info(const InfoArgs &a) {
             list += fmt::format("{}{:.1f}", list.empty() ? "" : " / ", double(b) / double(1 << 20));
         fmt::print("    per rank     {} MiB\n", list);
     }
-    fmt::print("  Muon scratch   {}\n", mib(tm.muon_workspace));
+    fmt::print("  Muon scratch   {}  (bf16 Newton–Schulz, one workspace per thread: {})\n", mib(tm.muon_workspace),
+               omp_get_max_threads());
     fmt::print("  activations    {}  (every layer kept for the backward pass)\n", mib(tm.activations));
     fmt::print("  backward       {}\n", mib(tm.scratch));
     fmt::print("  conv im2col    {}\n", mib(tm.conv_im2col));

@@ -27,6 +27,8 @@ void register_train(CLI::App &app) {
     cmd->add_option("--lr", tc->lr, "Peak learning rate (Muon RMS-matched to AdamW)")->capture_default_str();
     cmd->add_option("--weight-decay", tc->weight_decay, "Decoupled weight decay of matrices and embeddings")->capture_default_str();
     cmd->add_option("--grad-clip", tc->grad_clip, "Max global gradient norm (0 = off)")->capture_default_str();
+    cmd->add_option("--ns-precision", tc->ns_precision, "Muon Newton-Schulz precision: bf16 (as torch) | fp32")
+        ->capture_default_str();
     cmd->add_option("--schedule", tc->schedule, "cosine | wsd | constant")->capture_default_str();
     cmd->add_option("--warmup", tc->warmup, "Warmup steps (−1: 5% of --steps, at most 100)")->capture_default_str();
     cmd->add_option("--min-lr-ratio", tc->min_lr_ratio, "Final lr as a fraction of the peak")->capture_default_str();

@@ -1,6 +1,8 @@
 #include "optim/muon.h"
 
+#include "core/dtype.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "ops/cpu/gemm.h"
 #include "optim/sum_squares.h"
 
@@ -27,15 +29,40 @@ double muon_adjusted_lr(double lr, MuonLrAdjust adjust, int64_t rows, int64_t co
     return lr;
 }
 
-Muon::Muon(const MuonHyper &hyper, size_t max_numel, int64_t max_min_dim)
+NsPrecision ns_precision_from_string(const std::string &s) {
+    if (s == "bf16") return NsPrecision::BF16;
+    if (s == "fp32") return NsPrecision::F32;
+    fail("muon: Newton-Schulz precision must be 'bf16' or 'fp32', got '{}'", s);
+}
+
+const char *ns_precision_name(NsPrecision p) { return p == NsPrecision::BF16 ? "bf16" : "fp32"; }
+
+Muon::Muon(const MuonHyper &hyper, size_t max_numel, int64_t max_min_dim, int workspaces)
     : hyper_(hyper), max_numel_(max_numel), max_min_dim_(max_min_dim) {
     if (hyper.ns_steps < 0 || hyper.ns_steps >= 100) fail("muon: ns_steps must be in [0, 100), got {}", hyper.ns_steps);
     if (hyper.momentum < 0) fail("muon: momentum must be >= 0, got {}", hyper.momentum);
+    if (workspaces < 1) fail("muon: workspaces must be >= 1, got {}", workspaces);
     const size_t k2 = size_t(max_min_dim) * size_t(max_min_dim);
-    x_ = RealBuffer::zeros(max_numel);
-    y_ = RealBuffer::zeros(max_numel);
-    gram_ = RealBuffer::zeros(k2);
-    poly_ = RealBuffer::zeros(k2);
+    const bool bf16 = hyper.ns_precision == NsPrecision::BF16;
+    ws_.resize(size_t(workspaces));
+    for (Workspace &w : ws_) {
+        w.x = RealBuffer::zeros(max_numel);
+        w.y = RealBuffer::zeros(max_numel);
+        w.gram = RealBuffer::zeros(k2);
+        w.poly = RealBuffer::zeros(bf16 ? 0 : k2);
+        if (bf16) w.xb.resize(max_numel), w.ab.resize(k2), w.pb.resize(k2);
+    }
+}
+
+size_t Muon::workspace_bytes(NsPrecision p, size_t max_numel, int64_t max_min_dim) {
+    const size_t k2 = size_t(max_min_dim) * size_t(max_min_dim);
+    if (p == NsPrecision::BF16) return (2 * max_numel + k2) * sizeof(real) + (max_numel + 2 * k2) * sizeof(uint16_t);
+    return (2 * max_numel + 2 * k2) * sizeof(real);
+}
+
+Muon::Workspace &Muon::workspace(int ws) {
+    if (ws < 0 || ws >= int(ws_.size())) fail("muon: workspace {} out of range (have {})", ws, ws_.size());
+    return ws_[size_t(ws)];
 }
 
 void Muon::check_fits(int64_t rows, int64_t cols) const {
@@ -44,10 +71,11 @@ void Muon::check_fits(int64_t rows, int64_t cols) const {
              max_min_dim_);
 }
 
-void Muon::newton_schulz(int64_t rows, int64_t cols) {
+void Muon::newton_schulz(Workspace &w, int64_t rows, int64_t cols) {
+    if (hyper_.ns_precision == NsPrecision::BF16) return newton_schulz_bf16(w, rows, cols);
     const size_t n = size_t(rows) * size_t(cols);
-    real *x = x_.data(), *y = y_.data();
-    real *A = gram_.data(), *P = poly_.data();
+    real *x = w.x.data(), *y = w.y.data();
+    real *A = w.gram.data(), *P = w.poly.data();
 
     // X /= max(‖X‖_F, eps): torch's `div_(norm().clamp(min=eps))` — a division, as torch does.
     const real norm = std::max(real(std::sqrt(sum_squares(x, n))), real(hyper_.eps));
@@ -72,23 +100,61 @@ void Muon::newton_schulz(int64_t rows, int64_t cols) {
         else cpu::gemm(false, false, rows, cols, rows, real(1), P, rows, x, cols, a, y, cols);
         std::swap(x, y);
     }
-    // An odd number of steps leaves the result in y_; keep the contract "result in x_".
-    if (x != x_.data()) std::copy(x, x + n, x_.data());
+    // An odd number of steps leaves the result in w.y; keep the contract "result in w.x".
+    if (x != w.x.data()) std::copy(x, x + n, w.x.data());
 }
 
-void Muon::orthogonalise(const real *in, real *out, int64_t rows, int64_t cols) {
-    check_fits(rows, cols);
+// torch's bf16 iteration, rounding where torch's bf16 tensors do:
+//   X = bf16(U);  X = bf16(X / max(bf16(‖X‖), bf16(ε)))
+//   k times: A = bf16(X·Xᵀ);  P = bf16(c·A·A + b·A);  X = bf16(P·X + a·X)
+// Products accumulate in fp32 (oneDNN); the combine-and-round passes are fused with reading the fp32 product.
+void Muon::newton_schulz_bf16(Workspace &w, int64_t rows, int64_t cols) {
     const size_t n = size_t(rows) * size_t(cols);
-    std::copy(in, in + n, x_.data());
-    newton_schulz(rows, cols);
-    std::copy(x_.data(), x_.data() + n, out);
+    float *x = w.x.data(), *y = w.y.data(), *G = w.gram.data();
+    uint16_t *xb = w.xb.data(), *Ab = w.ab.data(), *Pb = w.pb.data();
+    const bool par = n > kParallelMin;
+#pragma omp parallel for simd if (par)
+    for (size_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+    const float norm = std::max(bf16_to_f32(f32_to_bf16(float(std::sqrt(sum_squares(x, n))))),
+                                bf16_to_f32(f32_to_bf16(float(hyper_.eps))));
+#pragma omp parallel for simd if (par)
+    for (size_t i = 0; i < n; ++i) xb[i] = f32_to_bf16(x[i] / norm);
+
+    const float a = float(hyper_.ns_coefficients[0]), b = float(hyper_.ns_coefficients[1]);
+    const float c = float(hyper_.ns_coefficients[2]);
+    const bool tall = rows > cols;
+    const int64_t k = tall ? cols : rows;
+    const size_t kk = size_t(k) * size_t(k);
+    for (int s = 0; s < hyper_.ns_steps; ++s) {
+        if (tall) cpu::gemm_bf16(true, false, k, k, rows, 1.0f, xb, cols, xb, cols, 0.0f, G, k);
+        else cpu::gemm_bf16(false, true, k, k, cols, 1.0f, xb, cols, xb, cols, 0.0f, G, k);
+        for (size_t i = 0; i < kk; ++i) Ab[i] = f32_to_bf16(G[i]);
+        cpu::gemm_bf16(false, false, k, k, k, 1.0f, Ab, k, Ab, k, 0.0f, G, k);
+        for (size_t i = 0; i < kk; ++i) Pb[i] = f32_to_bf16(c * G[i] + b * bf16_to_f32(Ab[i]));
+        if (tall) cpu::gemm_bf16(false, true, rows, cols, cols, 1.0f, xb, cols, Pb, cols, 0.0f, y, cols);
+        else cpu::gemm_bf16(false, false, rows, cols, rows, 1.0f, Pb, rows, xb, cols, 0.0f, y, cols);
+#pragma omp parallel for simd if (par)
+        for (size_t i = 0; i < n; ++i) xb[i] = f32_to_bf16(y[i] + a * bf16_to_f32(xb[i]));
+    }
+#pragma omp parallel for simd if (par)
+    for (size_t i = 0; i < n; ++i) x[i] = bf16_to_f32(xb[i]);
+}
+
+void Muon::orthogonalise(const real *in, real *out, int64_t rows, int64_t cols, int ws) {
+    check_fits(rows, cols);
+    Workspace &w = workspace(ws);
+    const size_t n = size_t(rows) * size_t(cols);
+    std::copy(in, in + n, w.x.data());
+    newton_schulz(w, rows, cols);
+    std::copy(w.x.data(), w.x.data() + n, out);
 }
 
 void Muon::step(real *param, const real *grad, real *momentum, int64_t rows, int64_t cols, double lr,
-                double weight_decay) {
+                double weight_decay, int ws) {
     check_fits(rows, cols);
+    Workspace &w = workspace(ws);
     const size_t n = size_t(rows) * size_t(cols);
-    real *u = x_.data();
+    real *u = w.x.data();
     // torch's CPU lerp: start + w·(end − start) for |w| < 0.5, else end + (w − 1)·(end − start), both as FMAs.
     const real w_buf = real(1.0 - hyper_.momentum), mu = real(hyper_.momentum);
     const bool buf_small = std::fabs(w_buf) < real(0.5), nest_small = std::fabs(mu) < real(0.5);
@@ -101,7 +167,7 @@ void Muon::step(real *param, const real *grad, real *momentum, int64_t rows, int
         // update = grad.lerp(buf, momentum)
         u[i] = !nesterov ? m : nest_small ? std::fma(mu, m - g, g) : std::fma(mu - real(1), m - g, m);
     }
-    newton_schulz(rows, cols);
+    newton_schulz(w, rows, cols);
     const real decay = real(1.0 - lr * weight_decay);
     const real alpha = real(-muon_adjusted_lr(lr, hyper_.lr_adjust, rows, cols));
 #pragma omp parallel for simd if (n > kParallelMin)

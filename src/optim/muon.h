@@ -12,8 +12,10 @@
 //   W ← W·(1 − lr·λ)                          decoupled weight decay with the *unadjusted* lr
 //   W ← W − lr·s(m, n)·X                      s = 0.2·√max(m, n) for "match_rms_adamw" (Moonlight RMS matching)
 //
-// Precision: torch runs Newton–Schulz in bf16 (`grad.to(torch.bfloat16)`, including the norm); here it runs in
-// `real` (fp32), matching a reference whose NS is patched to fp32. The update is then applied in fp32 as torch does.
+// Precision (`ns_precision`): BF16 (default) is torch's own iteration: X, the norm, A and P are bf16 tensors, each
+// product accumulates in fp32 (oneDNN bf16 matmul, ~1.9× the fp32 rate) and is rounded to bf16 where torch's bf16
+// result tensor is. F32 runs it all in fp32, matching a reference whose NS is patched to fp32 (the optimizer goldens).
+// The update is applied in fp32 either way, as torch does.
 // For m > n we iterate X ← a·X + X·Pᵀ with A = Xᵀ·X instead of transposing: it is torch's transposed iteration
 // term for term, without two transposes per step.
 #pragma once
@@ -22,11 +24,17 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace zaya {
 
 // torch.optim.Muon's `adjust_lr_fn` options (None means "original" there; our default is Moonlight's).
 enum class MuonLrAdjust : uint8_t { Original, MatchRmsAdamW, SpectralUnclamped };
+
+enum class NsPrecision : uint8_t { BF16, F32 };
+NsPrecision ns_precision_from_string(const std::string &s); // "bf16" | "fp32"; fails naming the value
+const char *ns_precision_name(NsPrecision p);
 
 struct MuonHyper {
     double momentum = 0.95;
@@ -35,34 +43,46 @@ struct MuonHyper {
     int ns_steps = 5;
     double eps = 1e-7;
     MuonLrAdjust lr_adjust = MuonLrAdjust::MatchRmsAdamW;
+    NsPrecision ns_precision = NsPrecision::BF16;
 };
 
 // lr·s(rows, cols): original √max(1, rows/cols); match_rms_adamw 0.2·√max(rows, cols); spectral_unclamped √(rows/cols).
 double muon_adjusted_lr(double lr, MuonLrAdjust adjust, int64_t rows, int64_t cols);
 
-// Muon's update rule with its scratch space, sized once for the largest matrix; steps allocate nothing.
+// Muon's update rule with its scratch space: `workspaces` sets, each sized once for the largest matrix, so that
+// that many threads can each orthogonalise a matrix at once (Optimizer does); steps allocate nothing.
 class Muon {
   public:
-    Muon(const MuonHyper &hyper, size_t max_numel, int64_t max_min_dim);
+    Muon(const MuonHyper &hyper, size_t max_numel, int64_t max_min_dim, int workspaces = 1);
 
-    // One Muon step on one matrix; `momentum` is its rows×cols momentum buffer.
+    // One Muon step on one matrix with workspace `ws`; `momentum` is its rows×cols momentum buffer. Called from
+    // inside a parallel region, its GEMMs and loops run on the calling thread only.
     void step(real *param, const real *grad, real *momentum, int64_t rows, int64_t cols, double lr,
-              double weight_decay);
+              double weight_decay, int ws = 0);
 
     // Newton–Schulz orthogonalisation of `in` (rows×cols) into `out` (may alias `in`).
-    void orthogonalise(const real *in, real *out, int64_t rows, int64_t cols);
+    void orthogonalise(const real *in, real *out, int64_t rows, int64_t cols, int ws = 0);
 
     const MuonHyper &hyper() const { return hyper_; }
+    int workspaces() const { return int(ws_.size()); }
+    // Bytes of one workspace (the constructor allocates `workspaces` of them).
+    static size_t workspace_bytes(NsPrecision p, size_t max_numel, int64_t max_min_dim);
 
   private:
-    // Normalises and iterates x_ in place (result in x_).
-    void newton_schulz(int64_t rows, int64_t cols);
+    struct Workspace {
+        RealBuffer x, y, gram, poly;    // fp32 iterate, product, A, P
+        std::vector<uint16_t> xb, ab, pb; // bf16 iterate, A, P (BF16 precision only)
+    };
+    // Normalises and iterates w.x in place (result in w.x).
+    void newton_schulz(Workspace &w, int64_t rows, int64_t cols);
+    void newton_schulz_bf16(Workspace &w, int64_t rows, int64_t cols);
+    Workspace &workspace(int ws);
     void check_fits(int64_t rows, int64_t cols) const;
 
     MuonHyper hyper_;
     size_t max_numel_;
     int64_t max_min_dim_;
-    RealBuffer x_, y_, gram_, poly_;
+    std::vector<Workspace> ws_;
 };
 
 } // namespace zaya

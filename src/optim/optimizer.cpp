@@ -3,6 +3,7 @@
 #include "dist/comm.h"
 
 #include <algorithm>
+#include <omp.h>
 #include <chrono>
 
 #include "core/profile.h"
@@ -29,7 +30,7 @@ void OptimConfig::validate() const {
 }
 
 MuonHyper OptimConfig::muon_hyper() const {
-    return {muon_momentum, nesterov, ns_coefficients, ns_steps, muon_eps, muon_lr_adjust};
+    return {muon_momentum, nesterov, ns_coefficients, ns_steps, muon_eps, muon_lr_adjust, ns_precision};
 }
 
 AdamWHyper OptimConfig::adamw_hyper() const { return {beta1, beta2, eps}; }
@@ -43,11 +44,18 @@ Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimC
     : layout_(layout), groups_(std::move(groups)), comm_(comm && comm->size() > 1 ? std::move(comm) : nullptr),
       rank_(comm_ ? comm_->rank() : 0), plan_(ShardPlan::make(groups_, comm_ ? comm_->size() : 1)),
       local_(plan_.local(groups_, rank_)), config_((oc.validate(), oc)), schedule_(oc.lr_schedule()),
-      muon_(oc.muon_hyper(), local_.max_muon_numel(), local_.max_muon_min_dim()), adamw_(oc.adamw_hyper()),
+      muon_(oc.muon_hyper(), local_.max_muon_numel(), local_.max_muon_min_dim(), omp_get_max_threads()),
+      adamw_(oc.adamw_hyper()),
       momentum_(RealBuffer::zeros(local_.muon_state_size)), exp_avg_(RealBuffer::zeros(local_.adamw_state_size)),
       exp_avg_sq_(RealBuffer::zeros(local_.adamw_state_size)) {
     if (comm_)
         for (int r = 0; r < plan_.ranks; ++r) blocks_.push_back(plan_.param_blocks(groups_, r));
+    // Largest matrices first, so that the threads finish together (ties keep layout order: a fixed order).
+    muon_order_.resize(local_.muon.size());
+    for (size_t i = 0; i < muon_order_.size(); ++i) muon_order_[i] = i;
+    std::stable_sort(muon_order_.begin(), muon_order_.end(), [&](size_t a, size_t b) {
+        return local_.muon[a].rows * local_.muon[a].cols > local_.muon[b].rows * local_.muon[b].cols;
+    });
 }
 
 StepStats Optimizer::step(real *params, real *grads, double lr) {
@@ -70,10 +78,16 @@ void Optimizer::clip_and_update(real *params, real *grads, double lr, double gra
 
 void Optimizer::update(real *params, const real *grads, double lr) {
     ++step_;
-    // Matrices one after another: each GEMM is already multithreaded, and one workspace serves them all.
-    for (const MuonMatrix &m : local_.muon)
+    ZAYA_PROFILE("optimizer_update");
+    // Whole matrices per thread, each with its own workspace and single-threaded GEMMs: the matrices are small
+    // (hundreds of rows), where one GEMM split over threads runs well below the per-thread rate. A matrix's result
+    // does not depend on which thread computed it, so the step is deterministic.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(muon_.workspaces())
+    for (size_t i = 0; i < muon_order_.size(); ++i) {
+        const MuonMatrix &m = local_.muon[muon_order_[i]];
         muon_.step(params + m.offset, grads + m.offset, momentum_.data() + m.state_offset, m.rows, m.cols, lr,
-                   config_.weight_decay);
+                   config_.weight_decay, omp_get_thread_num());
+    }
     for (const AdamWRange &r : local_.adamw)
         adamw_update(params + r.offset, grads + r.offset, exp_avg_.data() + r.state_offset,
                      exp_avg_sq_.data() + r.state_offset, r.numel, lr, r.decay ? config_.weight_decay : 0.0,

@@ -34,6 +34,7 @@ struct OptimConfig {
     std::array<double, 3> ns_coefficients{3.4445, -4.7750, 2.0315};
     double muon_eps = 1e-7;
     MuonLrAdjust muon_lr_adjust = MuonLrAdjust::MatchRmsAdamW;
+    NsPrecision ns_precision = NsPrecision::BF16; // torch's default; F32 for the fp32 goldens
     double grad_clip = 1.0; // max global L2 norm; <= 0 disables clipping
     ScheduleConfig schedule;
 
@@ -96,6 +97,7 @@ class Optimizer {
     OptimConfig config_;
     LrSchedule schedule_;
     Muon muon_;
+    std::vector<size_t> muon_order_; // local_.muon indices, largest first
     AdamWHyper adamw_;
     RealBuffer momentum_, exp_avg_, exp_avg_sq_;
     double comm_seconds_ = 0;

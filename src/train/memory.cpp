@@ -3,10 +3,12 @@
 #include "model/activations.h"
 #include "model/backward.h"
 #include "optim/balancing.h"
+#include "optim/muon.h"
 #include "optim/param_groups.h"
 #include "optim/zero_shard.h"
 
 #include <algorithm>
+#include <omp.h>
 
 #include <fstream>
 #include <string>
@@ -27,7 +29,8 @@ size_t proc_status_kib(const char *key) {
 size_t process_rss_bytes() { return proc_status_kib("VmRSS:"); }
 size_t process_peak_rss_bytes() { return proc_status_kib("VmHWM:"); }
 
-TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks) {
+TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks, NsPrecision ns, int threads) {
+    if (threads <= 0) threads = omp_get_max_threads();
     ParamLayout layout = ParamLayout::build(c);
     ParamGroups groups = ParamGroups::classify(layout, c);
     const ShardPlan plan = ShardPlan::make(groups, ranks);
@@ -42,9 +45,9 @@ TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, 
                              sizeof(real);
         m.optimizer_per_rank.push_back(state);
         m.optimizer = std::max(m.optimizer, state);
-        // Newton–Schulz scratch: the rank's largest matrix twice, its Gram matrix and the polynomial of it.
-        const size_t g = size_t(local.max_muon_min_dim());
-        m.muon_workspace = std::max(m.muon_workspace, (2 * local.max_muon_numel() + 2 * g * g) * sizeof(real));
+        // Newton–Schulz scratch, one per thread (each thread orthogonalises whole matrices).
+        m.muon_workspace = std::max(m.muon_workspace, size_t(threads) * Muon::workspace_bytes(ns, local.max_muon_numel(),
+                                                                                           local.max_muon_min_dim()));
     }
     m.activations = Activations::bytes_needed(c, micro_batch * seq, micro_batch, true);
     m.scratch = GradScratch::bytes_needed(c, micro_batch * seq, micro_batch);

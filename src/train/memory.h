@@ -3,6 +3,7 @@
 // program, the libraries' thread pools and the mmapped data pages that are touched).
 #pragma once
 #include "model/config.h"
+#include "optim/muon.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +20,9 @@ struct TrainMemory {
     size_t total() const { return params + grads + optimizer + activations + scratch + muon_workspace + conv_im2col; }
 };
 
-TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks = 1);
+// `threads`: the OpenMP threads of the run (one Newton–Schulz workspace each); 0 = omp_get_max_threads().
+TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks = 1,
+                         NsPrecision ns = NsPrecision::BF16, int threads = 0);
 
 // Resident memory of this process now (VmRSS): the program and its libraries before a run allocates anything.
 size_t process_rss_bytes();

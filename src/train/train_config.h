@@ -22,6 +22,7 @@ struct TrainConfig {
     double lr = 1e-2;          // peak learning rate, shared by Muon (RMS-matched) and AdamW
     double weight_decay = 0.1;
     double grad_clip = 1.0;
+    std::string ns_precision = "bf16"; // Muon's Newton–Schulz: bf16 (torch's) | fp32
     std::string schedule = "cosine"; // cosine | wsd | constant
     int64_t warmup = -1;       // warmup steps; −1: 5% of the steps, at most 100
     double min_lr_ratio = 0.1;

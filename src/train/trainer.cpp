@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "model/flops.h"
 #include "model/forward.h"
 #include "optim/clip.h"
@@ -177,7 +178,10 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
         for (size_t i = 0; i < grads_.size; ++i) grads_.data()[i] *= real(1e4);
 
     r.lr = opt_.scheduled_lr();
-    r.grad_norm = std::sqrt(grad_sum_squares(model_.layout, grads_.data()));
+    {
+        ZAYA_PROFILE("grad_norm");
+        r.grad_norm = std::sqrt(grad_sum_squares(model_.layout, grads_.data()));
+    }
     r.verdict = guard_.check(r.loss, r.grad_norm);
     guard_.record(r.verdict, r.loss, r.grad_norm);
     r.skipped = r.verdict != StepVerdict::Ok;

@@ -157,6 +157,8 @@ expect_error "train: micro-batch must divide batch" "^zaya: error: .*micro_batch
     --out "$tmp/run2" --model tiny --steps 2 --batch 4 --micro-batch 3 --seq 16
 expect_error "train: missing data dir" "^zaya: error: .*no-such-data" train --data "$tmp/no-such-data" \
     --out "$tmp/run3" --model tiny --steps 2
+expect_error "train: unknown Newton-Schulz precision" "^zaya: error: .*precision .*'fp8'" train --data "$tmp/data" \
+    --out "$tmp/run6" --model tiny --steps 2 --batch 2 --seq 16 --ns-precision fp8
 ZAYA_COMM=bogus expect_error "train: unknown ZAYA_COMM" "^zaya: error: ZAYA_COMM must be .*'bogus'" train \
     --data "$tmp/data" --out "$tmp/run4" --model tiny --steps 2 --batch 2 --seq 16
 # Without a GPU (or without NCCL in the build) NCCL is refused with the reason; with one, a 1-rank run trains.

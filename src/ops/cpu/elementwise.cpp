@@ -77,19 +77,36 @@ void residual_scale_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_
                              bool accumulate_dres) {
     ZAYA_PROFILE("residual_scale_backward");
     for_column_chunks(D, [&](int64_t i0, int64_t i1) {
+        // The four parameter gradients of this chunk accumulate in local arrays (row order, as before), so the
+        // inner loop has no possible aliasing with dx/dres and vectorises.
+        const int64_t w = i1 - i0;
+        real a_hb[kColumnChunk], a_hs[kColumnChunk], a_rb[kColumnChunk], a_rs[kColumnChunk];
+        for (int64_t i = 0; i < w; ++i)
+            a_hb[i] = d_hs_bias[i0 + i], a_hs[i] = d_hs_scale[i0 + i], a_rb[i] = d_res_bias[i0 + i],
+            a_rs[i] = d_res_scale[i0 + i];
+        const real *hs = hs_scale + i0, *hb = hs_bias + i0, *rs = res_scale + i0, *rb = res_bias + i0;
         for (int64_t n = 0; n < N; ++n) {
-            const real *g = dout + n * D, *xr = x + n * D, *rr = res + n * D;
-            real *dxr = dx + n * D, *drr = dres + n * D;
-            for (int64_t i = i0; i < i1; ++i) {
-                d_hs_bias[i] += g[i] * hs_scale[i];
-                d_hs_scale[i] += g[i] * (xr[i] + hs_bias[i]);
-                d_res_bias[i] += g[i] * res_scale[i];
-                d_res_scale[i] += g[i] * (rr[i] + res_bias[i]);
-                const real gx = g[i] * hs_scale[i], gr = g[i] * res_scale[i];
-                dxr[i] = gx;
-                drr[i] = accumulate_dres ? drr[i] + gr : gr;
+            const real *g = dout + n * D + i0, *xr = x + n * D + i0, *rr = res + n * D + i0;
+            real *dxr = dx + n * D + i0, *drr = dres + n * D + i0;
+#pragma omp simd
+            for (int64_t i = 0; i < w; ++i) {
+                a_hb[i] += g[i] * hs[i];
+                a_hs[i] += g[i] * (xr[i] + hb[i]);
+                a_rb[i] += g[i] * rs[i];
+                a_rs[i] += g[i] * (rr[i] + rb[i]);
+                dxr[i] = g[i] * hs[i];
+            }
+            if (accumulate_dres) {
+#pragma omp simd
+                for (int64_t i = 0; i < w; ++i) drr[i] += g[i] * rs[i];
+            } else {
+#pragma omp simd
+                for (int64_t i = 0; i < w; ++i) drr[i] = g[i] * rs[i];
             }
         }
+        for (int64_t i = 0; i < w; ++i)
+            d_hs_bias[i0 + i] = a_hb[i], d_hs_scale[i0 + i] = a_hs[i], d_res_bias[i0 + i] = a_rb[i],
+            d_res_scale[i0 + i] = a_rs[i];
     });
 }
 

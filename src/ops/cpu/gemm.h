@@ -14,6 +14,12 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 void gemm_with(GemmLib lib, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+// bf16 GEMM with fp32 accumulation and output (oneDNN matmul; ~1.9× the fp32 rate here, machine.md): A and B hold
+// raw bf16 bits, layouts as in gemm(). Primitives are cached per thread and shape, so repeated shapes cost one
+// lookup. Inside an OpenMP parallel region it runs on the calling thread only.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+               int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 // fp64 GEMM (OpenBLAS dgemm), used by the double-precision build of the ops for finite-difference tests.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
           const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
