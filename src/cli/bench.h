@@ -11,7 +11,7 @@ struct BenchArgs {
     std::string what, model = "small", dir = ".";
     int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048, micro_batch = 0;
     bool json = false;
-    std::string ns_precision = "bf16"; // train
+    std::string ns_precision = "bf16", precision = "fp32"; // train
     // decode
     std::string dtype = "bf16";
     int64_t layers = 0, prompt_tokens = 128, new_tokens = 32;

@@ -34,6 +34,8 @@ void bench_train(const BenchArgs &a) {
     tc.steps = a.iters + 1;
     tc.warmup = 1;
     tc.ns_precision = a.ns_precision;
+    tc.precision = a.precision;
+    tc.validate_precisions();
     if (tc.micro() > tc.batch || tc.batch % tc.micro() != 0)
         fail("--micro-batch ({}) must divide --batch ({})", tc.micro(), tc.batch);
     const ZayaConfig c = m.config;
@@ -54,12 +56,13 @@ void bench_train(const BenchArgs &a) {
                             {"seq", tc.seq},          {"threads", omp_get_max_threads()}, {"median_step_s", t},
                             {"tokens_per_s", tok_s},  {"gflops", gflops},        {"sgemm_peak_gflops", peak},
                             {"mfu", mfu},             {"planned_memory_bytes", planned}, {"peak_rss_bytes", rss},
-                            {"ns_precision", tc.ns_precision}};
+                            {"ns_precision", tc.ns_precision}, {"precision", tc.precision}};
         fmt::print("{}\n", j.dump());
         return;
     }
-    fmt::print("train step  model {}  batch {} (micro {}) × {} tokens  {} threads  Muon NS {}  {} steps after 1 warm-up\n",
-               a.model, tc.batch, tc.micro(), tc.seq, omp_get_max_threads(), tc.ns_precision, a.iters);
+    fmt::print("train step  model {}  batch {} (micro {}) × {} tokens  {} threads  matmuls {}  Muon NS {}  {} steps "
+               "after 1 warm-up\n",
+               a.model, tc.batch, tc.micro(), tc.seq, omp_get_max_threads(), tc.precision, tc.ns_precision, a.iters);
     fmt::print("  median {:.3f} s/step   {:.0f} tokens/s   {:.1f} GFLOP/s model FLOPs (fwd+bwd)\n", t, tok_s, gflops);
     fmt::print("  MFU {:.1f}% of the SGEMM peak measured now ({}, {}^3: {:.1f} GFLOP/s)\n", 100 * mfu,
                cpu::gemm_lib_name(cpu::gemm_default_lib()), a.gemm_n, peak);
@@ -159,6 +162,8 @@ void register_bench(CLI::App &app) {
     cmd->add_option("--new-tokens", a->new_tokens, "decode: tokens decoded one by one (median time reported)")
         ->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--ns-precision", a->ns_precision, "train: Muon Newton-Schulz precision (bf16|fp32)")
+        ->capture_default_str();
+    cmd->add_option("--precision", a->precision, "train: matmul operands of forward/backward (fp32|bf16)")
         ->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object instead of text");
     cmd->callback([a] {

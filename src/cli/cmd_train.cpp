@@ -29,6 +29,9 @@ void register_train(CLI::App &app) {
     cmd->add_option("--grad-clip", tc->grad_clip, "Max global gradient norm (0 = off)")->capture_default_str();
     cmd->add_option("--ns-precision", tc->ns_precision, "Muon Newton-Schulz precision: bf16 (as torch) | fp32")
         ->capture_default_str();
+    cmd->add_option("--precision", tc->precision,
+                    "Matmul operands of forward/backward: fp32 | bf16 (fp32 accumulation, fp32 master weights)")
+        ->capture_default_str();
     cmd->add_option("--schedule", tc->schedule, "cosine | wsd | constant")->capture_default_str();
     cmd->add_option("--warmup", tc->warmup, "Warmup steps (−1: 5% of --steps, at most 100)")->capture_default_str();
     cmd->add_option("--min-lr-ratio", tc->min_lr_ratio, "Final lr as a fraction of the peak")->capture_default_str();

@@ -1,6 +1,7 @@
 #include "core/dtype.h"
 
 #include <cmath>
+#include <immintrin.h>
 
 namespace zaya {
 
@@ -75,6 +76,17 @@ void convert_to_f32(DType t, const void *src, float *dst, size_t n) {
         return;
     }
     }
+}
+
+void f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) {
+    size_t i = 0;
+#ifdef __AVX512BF16__
+    for (; i + 16 <= n; i += 16) {
+        const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + i), reinterpret_cast<const __m256i &>(h));
+    }
+#endif
+    for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
 void convert_from_f32(DType t, const float *src, void *dst, size_t n) {

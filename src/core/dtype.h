@@ -31,6 +31,10 @@ inline uint16_t f32_to_bf16(float f) {
     return uint16_t(bits >> 16);
 }
 
+// n values at once, for GEMM operands: AVX512_BF16's conversion where the build has it — round to nearest even
+// as f32_to_bf16, except that it flushes denormals (|x| < 2^-126) to zero; files use f32_to_bf16's exact bits.
+void f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);
+
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 

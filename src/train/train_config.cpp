@@ -1,6 +1,7 @@
 #include "train/train_config.h"
 
 #include "core/error.h"
+#include "ops/cpu/gemm.h"
 
 #include <nlohmann/json.hpp>
 
@@ -25,7 +26,12 @@ void TrainConfig::validate() const {
     if (spike_rollback < 0) fail("train: spike_rollback must be ≥ 0 (0 = never), got {}", spike_rollback);
     if (!(comm_timeout >= 0)) fail("train: comm_timeout must be ≥ 0 seconds (0 = off), got {}", comm_timeout);
     schedule_kind_from_string(schedule); // names the bad value
+    validate_precisions();
+}
+
+void TrainConfig::validate_precisions() const {
     ns_precision_from_string(ns_precision);
+    cpu::matmul_precision_from_string(precision);
 }
 
 OptimConfig TrainConfig::optim_config() const {
@@ -65,6 +71,7 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
         else if (k == "weight_decay") number(c.weight_decay);
         else if (k == "grad_clip") number(c.grad_clip);
         else if (k == "ns_precision") string(c.ns_precision);
+        else if (k == "precision") string(c.precision);
         else if (k == "schedule") string(c.schedule);
         else if (k == "warmup") integer(c.warmup);
         else if (k == "min_lr_ratio") number(c.min_lr_ratio);
@@ -96,7 +103,7 @@ nlohmann::json train_config_to_json(const TrainConfig &c) {
             {"batch", c.batch},     {"micro_batch", c.micro()},
             {"seq", c.seq},         {"seed", c.seed},
             {"lr", c.lr},           {"weight_decay", c.weight_decay},
-            {"grad_clip", c.grad_clip}, {"ns_precision", c.ns_precision}, {"schedule", c.schedule},
+            {"grad_clip", c.grad_clip}, {"ns_precision", c.ns_precision}, {"precision", c.precision}, {"schedule", c.schedule},
             {"warmup", c.warmup_steps()},   {"min_lr_ratio", c.min_lr_ratio},
             {"balance", c.balance}, {"balance_lr", c.balance_lr},
             {"eval_every", c.eval_every}, {"eval_batches", c.eval_batches},

@@ -23,6 +23,9 @@ struct TrainConfig {
     double weight_decay = 0.1;
     double grad_clip = 1.0;
     std::string ns_precision = "bf16"; // Muon's Newton–Schulz: bf16 (torch's) | fp32
+    // Matmul operands of forward and backward: fp32, or bf16 with fp32 accumulation like torch.autocast(bfloat16)
+    // (master weights, activations, gradients and optimizer stay fp32; ops/cpu/gemm.h MatmulPrecision).
+    std::string precision = "fp32";
     std::string schedule = "cosine"; // cosine | wsd | constant
     int64_t warmup = -1;       // warmup steps; −1: 5% of the steps, at most 100
     double min_lr_ratio = 0.1;
@@ -56,6 +59,7 @@ struct TrainConfig {
     double comm_timeout = 600;
 
     void validate() const;
+    void validate_precisions() const; // ns_precision and precision name known values
     int64_t micro() const { return micro_batch > 0 ? micro_batch : batch; }
     int64_t warmup_steps() const { return warmup >= 0 ? warmup : std::min<int64_t>(100, steps / 20); }
     OptimConfig optim_config() const;

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/profile.h"
+#include "ops/cpu/gemm.h"
 #include "model/flops.h"
 #include "model/forward.h"
 #include "optim/clip.h"
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -55,7 +57,7 @@ std::set<int64_t> env_iterations(const char *name) {
 
 Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data,
                  std::shared_ptr<Communicator> comm)
-    : tc_(tc), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_),
+    : tc_(tc), matmul_precision_(cpu::matmul_precision_from_string(tc.precision)), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_),
       balance_(model_.layout, model_.config, balancing_config(tc)),
       acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true)),
       scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro())),
@@ -132,6 +134,7 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
     std::memset(grads_.data(), 0, grads_.size * sizeof(real));
     std::fill(counts_.begin(), counts_.end(), 0);
     StepResult r;
+    std::optional<cpu::MatmulPrecisionScope> precision(std::in_place, matmul_precision_); // forward + backward only
     for (int64_t a = 0; a < accum; ++a) {
         TokenBatch tb = next_micro_batch(micro);
         if (batch_log) batch_log->insert(batch_log->end(), tb.tokens.begin(), tb.tokens.end());
@@ -171,6 +174,7 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
         r.tokens = int64_t(sums[1]);
         r.comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     }
+    precision.reset(); // the optimizer's GEMMs keep their own precision
     const int64_t it = iteration_ + 1;
     if (fault_nan_.erase(it)) grads_.data()[0] = std::numeric_limits<real>::quiet_NaN();
     if (fault_hang_.erase(it)) std::this_thread::sleep_for(std::chrono::hours(24 * 365));
@@ -208,6 +212,7 @@ double Trainer::evaluate() {
     double sums[2] = {0, 0}; // loss × tokens, tokens
     int64_t batches = 0;
     const int64_t max_batches = tc_.eval_batches * (tc_.batch / (tc_.micro() * ranks));
+    const cpu::MatmulPrecisionScope precision(matmul_precision_);
     while ((max_batches == 0 || batches < max_batches) && val.next(tb)) {
         ++batches;
         if (tb.sequences == 0) continue; // this rank's share of a short last batch

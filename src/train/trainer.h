@@ -18,6 +18,7 @@
 #include "data/loader.h"
 #include "model/activations.h"
 #include "model/backward.h"
+#include "ops/cpu/gemm.h"
 #include "optim/balancing.h"
 #include "optim/optimizer.h"
 #include "train/step_guard.h"
@@ -87,6 +88,7 @@ class Trainer {
     void plan_gradient_buckets();
 
     TrainConfig tc_;
+    cpu::MatmulPrecision matmul_precision_; // of forward and backward (tc_.precision)
     std::shared_ptr<Communicator> comm_;
     Model model_;
     std::shared_ptr<const DataSet> data_;

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "data/prepare.h"
 #include "model/init.h"
+#include "ops/cpu/gemm.h"
 #include "test_helpers.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_writer.h"
@@ -80,6 +81,27 @@ TEST(Checkpoint, ResumeIsBitExact) {
     const auto a = snapshot(straight), b = snapshot(resumed);
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(real)), 0);
+}
+
+// (Uses this file's training fixture.) bf16 matmul operands (--precision bf16) change the losses by the bf16 level
+// only, leave the optimizer's GEMMs alone (the process precision is back to fp32 after each step), and are
+// deterministic like everything else.
+TEST(Trainer, Bf16MatmulsTrackFp32AndAreDeterministic) {
+    Fixture f;
+    std::vector<double> l32, l16a, l16b;
+    Trainer t32 = f.make_trainer();
+    for (int s = 0; s < 6; ++s) l32.push_back(t32.step().loss);
+    f.tc.precision = "bf16";
+    Trainer a = f.make_trainer(), b = f.make_trainer();
+    for (int s = 0; s < 6; ++s) {
+        l16a.push_back(a.step().loss);
+        EXPECT_EQ(cpu::matmul_precision(), cpu::MatmulPrecision::F32);
+        l16b.push_back(b.step().loss);
+    }
+    EXPECT_EQ(l16a, l16b);
+    EXPECT_NE(l16a, l32);
+    for (size_t s = 0; s < l32.size(); ++s) EXPECT_NEAR(l16a[s], l32[s], 1e-2 * l32[s]) << "step " << s + 1;
+    EXPECT_NEAR(a.evaluate(), t32.evaluate(), 1e-2 * t32.evaluate());
 }
 
 TEST(Checkpoint, DamagedCheckpointsAreRefused) {

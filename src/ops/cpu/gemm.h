@@ -3,12 +3,32 @@
 // comparison in `zaya bench gemm` and selectable with ZAYA_GEMM=openblas.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace zaya::cpu {
 
 enum class GemmLib : uint8_t { OneDNN, OpenBLAS };
 
+// Operand precision of gemm(float): like torch.autocast(bfloat16) for the model's matmuls, BF16 rounds A and B to
+// bf16 and accumulates in fp32 (gemm_bf16); C, and everything outside GEMMs, stays fp32. Process-wide (the GEMMs of
+// OpenMP worker threads follow it); Trainer sets it around forward and backward only, never around the optimizer.
+enum class MatmulPrecision : uint8_t { F32, BF16 };
+MatmulPrecision matmul_precision();
+MatmulPrecision matmul_precision_from_string(const std::string &s); // "fp32" | "bf16"; fails naming the value
+const char *matmul_precision_name(MatmulPrecision p);
+class MatmulPrecisionScope { // sets the precision for its lifetime, then restores the previous one
+  public:
+    explicit MatmulPrecisionScope(MatmulPrecision p);
+    ~MatmulPrecisionScope();
+    MatmulPrecisionScope(const MatmulPrecisionScope &) = delete;
+    MatmulPrecisionScope &operator=(const MatmulPrecisionScope &) = delete;
+
+  private:
+    MatmulPrecision saved_;
+};
+
 // A is M×K (or K×M if trans_a), B is K×N (or N×K if trans_b), C is M×N; leading dimensions in elements.
+// Follows matmul_precision(); gemm_with always runs fp32.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
           const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void gemm_with(GemmLib lib, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
