@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test suite: Release build + unit, parity and CLI tests; ASan+UBSan build of the unit tests; bounded fuzzing
-# of the safetensors and OpenAI request parsers. Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
+# The test suite: Release build + unit, parity and CLI tests; ASan+UBSan build of the unit tests; the CUDA kernels'
+# tests emulated on the CPU under ASan+UBSan; bounded fuzzing of the safetensors and OpenAI request parsers. Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -14,6 +14,9 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZAYA_SANITIZE=ON -D
 cmake --build build-asan --target zaya_tests zaya
 # OpenMP's runtime keeps thread pools alive at exit; that is not a leak of ours.
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 build-asan/zaya_tests --gtest_brief=1
+
+echo "== CUDA kernels emulated on the CPU (ASan+UBSan)"
+bash scripts/cuda_emulate.sh address --gtest_brief=1
 
 fuzz_seconds=${ZAYA_FUZZ_SECONDS:-60}
 if [ "$fuzz_seconds" -gt 0 ]; then

@@ -1,67 +1,20 @@
 // Every CUDA op against its CPU twin (ops/cpu) on fresh random inputs. Outputs are poisoned (NaN bytes) before each
 // run so an unwritten element fails; every CUDA call is checked. Without a GPU every test skips and says why.
 #include "core/dtype.h"
-#include "core/rng.h"
+#include "cuda_test_util.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/norm.h"
 #include "ops/cuda/ops.h"
-#include "ops/cuda/runtime.h"
 #include "optim/adamw.h"
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <vector>
 
 namespace zaya {
 namespace {
 
-class CudaOps : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        std::string why;
-        if (!cuda::device_available(&why)) GTEST_SKIP() << "CUDA tests skipped: " << why;
-    }
-};
-
-std::vector<float> random_vec(size_t n, uint64_t seed, double scale = 1.0, double mean = 0.0) {
-    Rng rng(seed, n);
-    std::vector<float> v(n);
-    for (auto &x : v) x = float(mean + scale * rng.normal());
-    return v;
-}
-
-// A device copy of host data, and a poisoned device output of n floats.
-template <class T> cuda::DeviceArray<T> upload(const std::vector<T> &h) {
-    cuda::DeviceArray<T> d(h.size());
-    cuda::copy_to_device(d.data(), h.data(), h.size() * sizeof(T));
-    return d;
-}
-cuda::DeviceArray<float> poisoned(size_t n) {
-    cuda::DeviceArray<float> d(n);
-    cuda::fill_bytes(d.data(), 0xFF, n * sizeof(float));
-    return d;
-}
-std::vector<float> download(const cuda::DeviceArray<float> &d) {
-    cuda::synchronize();
-    std::vector<float> h(d.size());
-    cuda::copy_to_host(h.data(), d.data(), h.size() * sizeof(float));
-    return h;
-}
-
-// Max relative error against the reference, relative to max |ref| (NaN counts as infinite).
-double rel_err(const std::vector<float> &got, const std::vector<float> &ref) {
-    double m = 1e-30, e = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-        m = std::max(m, double(std::fabs(ref[i])));
-        const double d = std::fabs(double(got[i]) - double(ref[i]));
-        e = std::isfinite(got[i]) ? std::max(e, d) : INFINITY;
-    }
-    return e / m;
-}
-
-constexpr double kFp32Tol = 1e-5; // fp32 ops: only summation order differs
-constexpr double kBf16Tol = 1e-2; // bf16 inputs to both sides; accumulation order differs over K
+using namespace test;
 
 TEST_F(CudaOps, RmsNormForwardBackward) {
     const int64_t N = 37, D = 300;

@@ -1,6 +1,7 @@
 // Elementwise ops of the ZAYA1 block on the GPU: residual scaling, embedding, SwiGLU, GELU, bf16 conversion.
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/ops.h"
+#include "ops/cuda/swiglu.cuh"
 
 #include <cuda_bf16.h>
 
@@ -31,18 +32,14 @@ __global__ void swiglu_forward_kernel(float *a, const float *h, int64_t n, int64
     const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (k >= n) return;
     const int64_t row = k / I, i = k % I;
-    const float g = h[row * 2 * I + i], u = h[row * 2 * I + I + i];
-    a[k] = g / (1.0f + expf(-g)) * u;
+    a[k] = swiglu_value(h[row * 2 * I + i], h[row * 2 * I + I + i]);
 }
 
 __global__ void swiglu_backward_kernel(float *dh, const float *da, const float *h, int64_t n, int64_t I) {
     const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (k >= n) return;
     const int64_t row = k / I, i = k % I;
-    const float g = h[row * 2 * I + i], u = h[row * 2 * I + I + i], d = da[k];
-    const float sig = 1.0f / (1.0f + expf(-g));
-    dh[row * 2 * I + I + i] = d * g * sig;
-    dh[row * 2 * I + i] = d * u * sig * (1.0f + g * (1.0f - sig));
+    swiglu_grads(h[row * 2 * I + i], h[row * 2 * I + I + i], da[k], dh[row * 2 * I + i], dh[row * 2 * I + I + i]);
 }
 
 __global__ void gelu_kernel(float *y, const float *x, int64_t n) {

@@ -1,9 +1,13 @@
-// bf16 GEMM with fp32 accumulation through cuBLASLt, in the row-major "x · Wᵀ" layout of every Linear.
+// Row-major GEMMs through cuBLASLt with fp32 accumulation: bf16 or fp32 operands, fp32 C. The algorithm comes from
+// an explicit heuristic query that states the operands' real alignment (cuBLASLt otherwise assumes 256-byte
+// aligned pointers, which row offsets into a matrix need not be).
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/ops.h"
 
 #include <cublasLt.h>
+
+#include <cstdint>
 
 namespace zaya::cuda {
 
@@ -25,29 +29,85 @@ cublasLtHandle_t handle() {
     return h;
 }
 
+// Workspace for split-K and similar algorithms: 32 MiB, NVIDIA's recommendation for Hopper. Allocated once, kept.
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+void *workspace() {
+    static void *w = device_alloc(kWorkspaceBytes);
+    return w;
+}
+
+// The largest power of two (≤ 256, cuBLASLt's default assumption) that divides the address.
+uint32_t alignment_of(const void *p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    uint32_t align = 256;
+    while (align > 1 && a % align != 0) align /= 2;
+    return align;
+}
+
+// C[M,N] = alpha·op(A)·op(B) + beta·C, all row-major, A/B of element type `ab`.
+void lt_gemm(cudaDataType_t ab, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+             const void *A, int64_t lda, const void *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (M == 0 || N == 0) return;
+    ZAYA_ASSERT(K > 0 && M > 0 && N > 0);
+    // cuBLAS is column-major, and a row-major X[r,c] (leading dimension ld) is the column-major c×r matrix Xᵀ. So
+    // row-major C = op(A)·op(B) is column-major Cᵀ[N×M] = op(B)ᵀ·op(A)ᵀ: cuBLAS's first operand is B, its second A.
+    //   B as stored is column-major N×K when !trans_b (row-major [K,N]) — already op(B)ᵀ, so OP_N — and K×N when
+    //   trans_b (row-major [N,K]), which OP_T turns into N×K. Likewise A: K×M when !trans_a (OP_N), M×K when
+    //   trans_a (OP_T). The layouts below give each operand's stored column-major rows × cols and its ld.
+    const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulDesc_t op = nullptr;
+    ZAYA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    ZAYA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b)));
+    ZAYA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a)));
+    cublasLtMatrixLayout_t lb = nullptr, la = nullptr, lc = nullptr;
+    ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, ab, uint64_t(trans_b ? K : N), uint64_t(trans_b ? N : K), ldb));
+    ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, ab, uint64_t(trans_a ? M : K), uint64_t(trans_a ? K : M), lda));
+    ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, uint64_t(N), uint64_t(M), ldc));
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    ZAYA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = kWorkspaceBytes;
+    ZAYA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                           sizeof(ws)));
+    const uint32_t align_first = alignment_of(B), align_second = alignment_of(A), align_c = alignment_of(C);
+    ZAYA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                           &align_first, sizeof(align_first)));
+    ZAYA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                           &align_second, sizeof(align_second)));
+    ZAYA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                           &align_c, sizeof(align_c)));
+    ZAYA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                           &align_c, sizeof(align_c)));
+    cublasLtMatmulHeuristicResult_t best{};
+    int found = 0;
+    ZAYA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle(), op, lb, la, lc, lc, pref, 1, &best, &found));
+    if (found == 0)
+        fail("cuBLASLt has no algorithm for a {}x{}x{} GEMM (trans {} {}, alignments {} {} {})", M, N, K, trans_a,
+             trans_b, align_second, align_first, align_c);
+    ZAYA_CUBLAS_CHECK(cublasLtMatmul(handle(), op, &alpha, B, lb, A, la, &beta, C, lc, C, lc, &best.algo, workspace(),
+                                     best.workspaceSize, nullptr));
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+}
+
 } // namespace
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+              const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    lt_gemm(CUDA_R_32F, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+               int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    lt_gemm(CUDA_R_16BF, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 
 void gemm_bf16_nt(float *C, int64_t ldc, const uint16_t *A, const uint16_t *B, int64_t M, int64_t N, int64_t K,
                   float beta) {
-    if (M == 0 || N == 0) return;
-    // Row-major C[M,N] = A·Bᵀ is column-major Cᵀ[N,M] = B·Aᵀ: cuBLAS's first operand is B (stored [N,K] row-major =
-    // column-major K×N, transposed), its second is A (column-major K×M, as stored).
-    cublasLtMatmulDesc_t op = nullptr;
-    ZAYA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
-    ZAYA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
-    ZAYA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof(nt)));
-    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-    ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, uint64_t(K), uint64_t(N), K));
-    ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, uint64_t(K), uint64_t(M), K));
-    ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, uint64_t(N), uint64_t(M), ldc));
-    const float alpha = 1.0f;
-    ZAYA_CUBLAS_CHECK(cublasLtMatmul(handle(), op, &alpha, B, la, A, lb, &beta, C, lc, C, lc, nullptr, nullptr, 0,
-                                     nullptr));
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(op);
+    gemm_bf16(false, true, M, N, K, 1.0f, A, K, B, K, beta, C, ldc);
 }
 
 } // namespace zaya::cuda

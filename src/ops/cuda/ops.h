@@ -31,8 +31,14 @@ void adamw_update(float *param, const float *grad, float *exp_avg, float *exp_av
 // bf16 (raw uint16 bits) from fp32, round to nearest even (as torch and core/dtype.h).
 void to_bf16(uint16_t *dst, const float *src, int64_t n);
 
-// C[M,N] (row stride ldc) = A[M,K] · B[N,K]ᵀ + beta·C with bf16 A, B and fp32 accumulation and C (cuBLASLt):
-// the layout of every Linear (weights [out, in]).
+// Row-major GEMMs with fp32 accumulation and fp32 C (cuBLASLt), the convention of cpu::gemm:
+// C[M,N] (row stride ldc) = alpha·op(A)·op(B) + beta·C, with A [M,K] (or [K,M] if trans_a, row stride lda) and B
+// [K,N] (or [N,K] if trans_b). beta = 0 never reads C. gemm_f32 is true fp32 (no TF32); gemm_bf16 takes bf16 A, B.
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+              const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+               int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
+// C[M,N] (row stride ldc) = A[M,K] · B[N,K]ᵀ + beta·C in bf16: the layout of every Linear (weights [out, in]).
 void gemm_bf16_nt(float *C, int64_t ldc, const uint16_t *A, const uint16_t *B, int64_t M, int64_t N, int64_t K,
                   float beta);
 

@@ -52,6 +52,10 @@ void copy_to_host(void *dst, const void *src, size_t bytes) {
     ZAYA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
+void copy_on_device(void *dst, const void *src, size_t bytes) {
+    ZAYA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
+
 void fill_bytes(void *dst, int byte, size_t bytes) { ZAYA_CUDA_CHECK(cudaMemset(dst, byte, bytes)); }
 
 void synchronize() { ZAYA_CUDA_CHECK(cudaDeviceSynchronize()); }

@@ -16,6 +16,7 @@ void *device_alloc(size_t bytes); // throws on failure, naming the size
 void device_free(void *p);
 void copy_to_device(void *dst, const void *src, size_t bytes);
 void copy_to_host(void *dst, const void *src, size_t bytes);
+void copy_on_device(void *dst, const void *src, size_t bytes); // device to device, in stream order
 void fill_bytes(void *dst, int byte, size_t bytes); // e.g. 0xFF poisons fp32 outputs with NaNs
 void synchronize(); // waits for the default stream; surfaces asynchronous kernel errors
 

@@ -1,0 +1,147 @@
+// The CCA convolution (cca.h): its grouped stage runs as one GEMM per head group, hence its own file — the rest of
+// cca.h needs no GEMM (and links into the CUDA tests' CPU reference).
+#include "core/profile.h"
+#include "ops/cpu/cca.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/reduce.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace zaya::cpu {
+
+namespace {
+
+// W_γ[o][τ·hd + i] = wg[(γ·hd + o)·hd·k1 + i·k1 + τ]: each group's weight as one [hd, k1·hd] matrix.
+void pack_grouped_weight(std::vector<real> &packed, const real *wg, const ConvShape &s) {
+    const int64_t C = s.C, k1 = s.k1, hd = C / s.groups;
+    packed.resize(size_t(C * k1 * hd));
+    for (int64_t c = 0; c < C; ++c)
+        for (int64_t tau = 0; tau < k1; ++tau)
+            for (int64_t i = 0; i < hd; ++i) packed[size_t((c * k1 + tau) * hd + i)] = wg[(c * hd + i) * k1 + tau];
+}
+
+// cols[γ][n][τ·hd + i] = p[row of (n's sequence, position t+τ)][γ·hd + i]   (groups × N × k1·hd)
+void im2col_grouped(std::vector<real> &cols, const real *p, const int64_t *seq_start, int64_t B, const ConvShape &s) {
+    const int64_t C = s.C, k1 = s.k1, hd = C / s.groups, N = seq_start[B], kw = k1 * hd;
+    cols.resize(size_t(s.groups * N * kw));
+    for (int64_t b = 0; b < B; ++b) {
+        const real *ps = p + (seq_start[b] + b * (k1 - 1)) * C;
+#pragma omp parallel for schedule(static)
+        for (int64_t n = seq_start[b]; n < seq_start[b + 1]; ++n) {
+            const int64_t t = n - seq_start[b];
+            for (int64_t g = 0; g < s.groups; ++g)
+                for (int64_t tau = 0; tau < k1; ++tau)
+                    std::copy_n(ps + (t + tau) * C + g * hd, hd, cols.data() + (g * N + n) * kw + tau * hd);
+        }
+    }
+}
+
+} // namespace
+
+void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
+                      const real *wd, const real *bd, const real *wg, const real *bg) {
+    ZAYA_PROFILE("cca_conv");
+    const int64_t C = s.C, k0 = s.k0, k1 = s.k1, hd = C / s.groups;
+    // Depthwise conv: p_j = bd + Σ_i wd[i]·z̃_{j−(k0−1)+i}, for j = −(k1−1) … T−1; z̃ is zero before t = 0.
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t t0 = seq_start[b], T = seq_start[b + 1] - t0;
+        const real *zs = z + t0 * C;
+        real *ps = p + (t0 + b * (k1 - 1)) * C;
+#pragma omp parallel for schedule(static)
+        for (int64_t j = -(k1 - 1); j < T; ++j) {
+            real *pr = ps + (j + k1 - 1) * C;
+            for (int64_t c = 0; c < C; ++c) pr[c] = bd[c];
+            for (int64_t i = 0; i < k0; ++i) {
+                int64_t t = j - (k0 - 1) + i;
+                if (t < 0) continue;
+                const real *zr = zs + t * C;
+                for (int64_t c = 0; c < C; ++c) pr[c] += wd[c * k0 + i] * zr[c];
+            }
+        }
+    }
+    // Grouped conv as one GEMM per head group γ over all tokens: o[n, γ] = bg + X_γ[n] · W_γᵀ with the im2col
+    // row X_γ[n] = (p_{t}, …, p_{t+k1−1})[γ] (p rows of n's sequence, padding included) and W_γ[o][τ·hd + i].
+    // thread_local scratch grows once; only this (calling) thread touches the vectors themselves.
+    thread_local std::vector<real> packed, cols;
+    pack_grouped_weight(packed, wg, s);
+    im2col_grouped(cols, p, seq_start, B, s);
+    const int64_t N = seq_start[B], kw = k1 * hd;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) std::copy(bg, bg + C, o + n * C);
+    for (int64_t g = 0; g < s.groups; ++g)
+        gemm(false, true, N, hd, kw, 1.0f, cols.data() + g * N * kw, kw, packed.data() + g * hd * kw, kw, 1.0f,
+             o + g * hd, C);
+}
+
+void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
+                       const real *z, const real *p, const int64_t *seq_start, int64_t B, const ConvShape &s,
+                       const real *wd, const real *wg) {
+    ZAYA_PROFILE("cca_conv_backward");
+    const int64_t C = s.C, k0 = s.k0, k1 = s.k1, hd = C / s.groups;
+    // Grouped conv, as in the forward: o[n, γ] = X_γ[n]·W_γᵀ  ⇒  dW_γ += doᵀ·X_γ,  dX_γ = do·W_γ, scattered back
+    // onto the p rows it was gathered from.
+    const int64_t N = seq_start[B], kw = k1 * hd;
+    thread_local std::vector<real> packed, dpacked, cols, dcols;
+    pack_grouped_weight(packed, wg, s);
+    im2col_grouped(cols, p, seq_start, B, s);
+    dpacked.assign(size_t(C * kw), real(0));
+    dcols.resize(size_t(s.groups * N * kw));
+    column_dot_add(dbg, dout, C, nullptr, 0, N, C);
+    for (int64_t g = 0; g < s.groups; ++g) {
+        gemm(true, false, hd, kw, N, 1.0f, dout + g * hd, C, cols.data() + g * N * kw, kw, 0.0f,
+             dpacked.data() + g * hd * kw, kw);
+        gemm(false, false, N, kw, hd, 1.0f, dout + g * hd, C, packed.data() + g * hd * kw, kw, 0.0f,
+             dcols.data() + g * N * kw, kw);
+    }
+    for (int64_t c = 0; c < C; ++c)
+        for (int64_t tau = 0; tau < k1; ++tau)
+            for (int64_t i = 0; i < hd; ++i) dwg[(c * hd + i) * k1 + tau] += dpacked[size_t((c * k1 + tau) * hd + i)];
+    const real *dcols_all = dcols.data(); // thread_local: OpenMP workers must not name it themselves
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t t0 = seq_start[b], T = seq_start[b + 1] - t0;
+        if (T == 0) continue;
+        const real *zs = z + t0 * C;
+        real *dps = dp + (t0 + b * (k1 - 1)) * C;
+        real *dzs = dz + t0 * C;
+        const int64_t rows = T + k1 - 1;
+        // p row j of this sequence was gathered by positions t = j − τ (τ < k1, 0 ≤ t < T): one writer per row.
+#pragma omp parallel for schedule(static)
+        for (int64_t j = 0; j < rows; ++j) {
+            real *dr = dps + j * C;
+            std::fill(dr, dr + C, real(0));
+            for (int64_t tau = 0; tau < k1; ++tau) {
+                const int64_t t = j - tau;
+                if (t < 0 || t >= T) continue;
+                for (int64_t g = 0; g < s.groups; ++g) {
+                    const real *src = dcols_all + (g * N + t0 + t) * kw + tau * hd;
+#pragma omp simd
+                    for (int64_t i = 0; i < hd; ++i) dr[g * hd + i] += src[i];
+                }
+            }
+        }
+        // Depthwise conv: p_j = bd + Σ_i wd[i]·z̃_{j−(k0−1)+i}; every p row (padding rows too) carries the bias.
+        column_dot_add(dbd, dps, C, nullptr, 0, rows, C);
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < C; ++c) {
+            for (int64_t i = 0; i < k0; ++i) {
+                real acc = 0;
+                for (int64_t j = -(k1 - 1); j < T; ++j) {
+                    const int64_t t = j - (k0 - 1) + i;
+                    if (t >= 0) acc += dps[(j + k1 - 1) * C + c] * zs[t * C + c];
+                }
+                dwd[c * k0 + i] += acc;
+            }
+            for (int64_t t = 0; t < T; ++t) {
+                real acc = 0;
+                for (int64_t i = 0; i < k0; ++i) {
+                    const int64_t j = t + (k0 - 1) - i;
+                    if (j < T) acc += wd[c * k0 + i] * dps[(j + k1 - 1) * C + c];
+                }
+                dzs[t * C + c] += acc;
+            }
+        }
+    }
+}
+
+} // namespace zaya::cpu

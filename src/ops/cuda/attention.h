@@ -1,0 +1,31 @@
+// Causal grouped-query attention on the GPU: the semantics of ops/cpu/attention.h (varlen batch, query head h reads
+// kv head h/(nq/nkv), sliding window in the HF convention, lse saved for backward), fp32 throughout. Flash-style:
+// scores exist only as 16×16 tiles in shared memory, never as a [T,T] matrix.
+#pragma once
+#include "ops/cpu/attention.h"
+
+#include <cstdint>
+
+namespace zaya::cuda {
+
+using cpu::AttnShape;
+
+// A varlen batch as kernels see it: sequence b owns rows [seq_start[b], seq_start[b+1]) of the N rows. seq_start
+// (B+1 entries) lives on the device; N and the longest length live on the host (the loader knows both) and size
+// the grids — a longer sequence is still handled whole, just with fewer blocks than it could use.
+struct VarlenBatch {
+    const int64_t *seq_start; // device
+    int64_t B, N, max_len;
+};
+
+// out[N,nq,hd], lse[N,nq] (may be null) from q[N,nq,hd], k, v[N,nkv,hd]           (cpu::attention_forward)
+void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                       const VarlenBatch &batch, const AttnShape &s);
+
+// dq[N,nq,hd], dk, dv[N,nkv,hd] written (=) from dout, out[N,nq,hd] and the saved lse[N,nq]. Deterministic: dq by
+// query tiles, dk/dv by key tiles, each element summed by one thread in a fixed order.  (cpu::attention_backward)
+void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                        const float *q, const float *k, const float *v, const VarlenBatch &batch,
+                        const AttnShape &s);
+
+} // namespace zaya::cuda

@@ -1,0 +1,31 @@
+// Compressed Convolutional Attention pieces on the GPU (ops/cpu/cca.h): the q-k mean residual paths, L2 QK-norm
+// with the key temperature, and partial neox RoPE — forward and backward, same layouts as the CPU ops. (The
+// convolution is not here yet; rope tables are computed on the host by cpu::rope_tables and uploaded.)
+#pragma once
+#include <cstdint>
+
+namespace zaya::cuda {
+
+// q[N,nq,hd] = o_q + (q_pre + k_pre[h/g])/2, k[N,nkv,hd] = o_k + group mean of (q_pre + k_pre)/2, from the conv
+// output o and its input z = q_pre‖k_pre, both [N, (nq+nkv)·hd].                    (cpu::cca_qk_mean_forward)
+void cca_qk_mean_forward(float *q, float *k, const float *o, const float *z, int64_t N, int64_t nq, int64_t nkv,
+                         int64_t hd);
+// dconv[N,C] = dq‖dk (=), dz[N,C] = the mean path's share (=).                      (cpu::cca_qk_mean_backward)
+void cca_qk_mean_backward(float *dconv, float *dz, const float *dq, const float *dk, int64_t N, int64_t nq,
+                          int64_t nkv, int64_t hd);
+
+// In place: q ← √hd·q/max(‖q‖,ε), k ← √hd·k/max(‖k‖,ε)·temp[j]; qn[N,nq], kn[N,nkv] get the clamped norms.
+//                                                                                     (cpu::cca_qk_norm_forward)
+void cca_qk_norm_forward(float *q, float *k, float *qn, float *kn, const float *temp, int64_t N, int64_t nq,
+                         int64_t nkv, int64_t hd);
+// In place on dq[N,nq,hd], dk[N,nkv,hd] (gradients w.r.t. the normalised outputs become gradients w.r.t. q_pre,
+// k_pre); dtemp[nkv] += (summed over tokens in order, in double: deterministic).     (cpu::cca_qk_norm_backward)
+void cca_qk_norm_backward(float *dq, float *dk, float *dtemp, const float *q_pre, const float *k_pre, const float *qn,
+                          const float *kn, const float *temp, int64_t N, int64_t nq, int64_t nkv, int64_t hd);
+
+// In place neox (rotate-half) RoPE on the first `rot` dims of every head of x[N,H,hd], with cos/sin tables
+// [N, rot/2]; the backward rotates back (the transpose).                        (cpu::rope_forward/backward)
+void rope_forward(float *x, const float *cos_t, const float *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot);
+void rope_backward(float *dx, const float *cos_t, const float *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot);
+
+} // namespace zaya::cuda

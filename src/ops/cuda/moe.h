@@ -1,0 +1,38 @@
+// The ZAYA1 MoE pieces on the GPU (ops/cpu/moe.h): top-1 router selection, the grouping of tokens by expert, and
+// the routed SwiGLU experts over the grouped tokens. Everything stays on the device — group offsets included —
+// so no step waits for the host; the experts run as grouped GEMMs that read each group's rows from `offsets`.
+#pragma once
+#include "ops/cpu/moe.h"
+
+#include <cstdint>
+
+namespace zaya::cuda {
+
+using cpu::MoeShape;
+
+// probs[N,K] = softmax(logits[N,K]); choice[N] = argmax(probs + bias[K]), lowest index on ties; p_sel[N] = the
+// chosen (unbiased) probability.                                                 (cpu::router_select_forward)
+void router_select_forward(float *probs, int32_t *choice, float *p_sel, const float *logits, const float *bias,
+                           int64_t N, int64_t K);
+// dlogits[N,K] (=) from dp_sel[N].                                               (cpu::router_select_backward)
+void router_select_backward(float *dlogits, const float *dp_sel, const float *probs, const int32_t *choice, int64_t N,
+                            int64_t K);
+
+// order[N], offsets[E+2]: tokens grouped by choice[N] ∈ [0, E] (E = skip slot), ascending within each group — a
+// stable counting sort.                                                             (cpu::moe_group_tokens)
+void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, int64_t N, int64_t E);
+
+// out[N,D]; saved in grouped order: xg[N,D], h[N,2I], a[N,I], y[N,D] (h and a only for rows < offsets[E]).
+// gate_up[E,2I,D], down[E,D,I]; order and offsets from moe_group_tokens.         (cpu::moe_experts_forward)
+void moe_experts_forward(float *out, float *xg, float *h, float *a, float *y, const float *x, const int32_t *order,
+                         const int64_t *offsets, const float *p_sel, const float *gate_up, const float *down,
+                         int64_t N, const MoeShape &s);
+
+// dx[N,D] (=), dp_sel[N] (=), dgate_up, ddown (+=); scratch dy[N,D], da[N,I], dh[N,2I], dxg[N,D].
+//                                                                                  (cpu::moe_experts_backward)
+void moe_experts_backward(float *dx, float *dp_sel, float *dgate_up, float *ddown, float *dy, float *da, float *dh,
+                          float *dxg, const float *dout, const int32_t *order, const int64_t *offsets,
+                          const float *p_sel, const float *xg, const float *h, const float *a, const float *y,
+                          const float *gate_up, const float *down, int64_t N, const MoeShape &s);
+
+} // namespace zaya::cuda

@@ -1,0 +1,29 @@
+# zaya_cuda_emu_tests: src/ops/cuda/*.cu rewritten to C++ (to_cpp.py) and built against the CPU stand-ins in
+# include/ and emu.cpp, with the tests of tests/cuda (NCCL's excepted), under ZAYA_CUDA_EMU_SANITIZER.
+# Included from the top-level CMakeLists.txt when ZAYA_CUDA_EMU is ON; scripts/cuda_emulate.sh drives it.
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+find_package(Threads REQUIRED)
+set(ZAYA_EMU_DIR ${CMAKE_SOURCE_DIR}/tests/cuda_emu)
+file(GLOB ZAYA_EMU_CU CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/ops/cuda/*.cu)
+set(ZAYA_EMU_GENERATED)
+foreach(cu ${ZAYA_EMU_CU})
+  get_filename_component(name ${cu} NAME_WE)
+  set(out ${CMAKE_BINARY_DIR}/cuda_emu/${name}.cpp)
+  add_custom_command(OUTPUT ${out} COMMAND Python3::Interpreter ${ZAYA_EMU_DIR}/to_cpp.py ${cu} ${out}
+                     DEPENDS ${cu} ${ZAYA_EMU_DIR}/to_cpp.py COMMENT "to_cpp ${name}.cu")
+  list(APPEND ZAYA_EMU_GENERATED ${out})
+endforeach()
+file(GLOB ZAYA_EMU_TESTS CONFIGURE_DEPENDS tests/cuda/*.cpp)
+list(FILTER ZAYA_EMU_TESTS EXCLUDE REGEX "test_nccl\\.cpp$")
+add_executable(zaya_cuda_emu_tests ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_TESTS} ${ZAYA_EMU_DIR}/emu.cpp)
+# The stand-in headers come first, so <cuda_runtime.h>, <cuda_bf16.h> and <cublasLt.h> resolve to them.
+target_include_directories(zaya_cuda_emu_tests BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
+target_include_directories(zaya_cuda_emu_tests PRIVATE src tests/cuda)
+if(ZAYA_CUDA_EMU_SANITIZER STREQUAL "thread")
+  set(ZAYA_EMU_SAN -fsanitize=thread)
+else()
+  set(ZAYA_EMU_SAN -fsanitize=address,undefined -fno-sanitize-recover=undefined)
+endif()
+target_compile_options(zaya_cuda_emu_tests PRIVATE ${ZAYA_EMU_SAN} -fno-omit-frame-pointer -g -O1)
+target_link_options(zaya_cuda_emu_tests PRIVATE ${ZAYA_EMU_SAN})
+target_link_libraries(zaya_cuda_emu_tests PRIVATE zaya_cpu_ref GTest::gtest GTest::gtest_main fmt::fmt Threads::Threads)

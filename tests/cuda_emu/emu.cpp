@@ -1,0 +1,329 @@
+// The CPU emulation behind include/*.h (tests/cuda_emu): device memory is host memory, a kernel launch runs each
+// block in turn with one std::thread per CUDA thread, and cuBLASLt is a naive column-major GEMM.
+#include "cublasLt.h"
+#include "cuda_bf16.h"
+#include "cuda_runtime.h"
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+namespace {
+
+cudaError_t last_error = cudaSuccess;
+cudaError_t record(cudaError_t e) {
+    if (e != cudaSuccess) last_error = e;
+    return e;
+}
+
+// What CUDA allows on sm_90: 48 KiB of dynamic shared memory by default, up to 227 KiB when a kernel opts in.
+constexpr int kDefaultShared = 48 << 10, kMaxShared = 227 << 10;
+std::mutex attr_mutex;
+std::map<const void *, int> max_dynamic_shared;
+
+// The state of the block that is running: its barriers and its `extern __shared__` buffer.
+struct BlockState {
+    std::unique_ptr<std::barrier<>> block;
+    std::vector<std::unique_ptr<std::barrier<>>> warps;
+    std::vector<float> shuffle; // one slot per thread for __shfl_xor_sync
+    std::byte *shared = nullptr;
+    size_t shared_bytes = 0;
+};
+BlockState *current = nullptr;
+thread_local unsigned linear_tid = 0;
+
+} // namespace
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *device) {
+    *device = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int) {
+    std::memset(prop, 0, sizeof(*prop));
+    std::snprintf(prop->name, sizeof(prop->name), "CPU emulation");
+    prop->totalGlobalMem = size_t(1) << 34;
+    prop->major = 9;
+    return cudaSuccess;
+}
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    *p = std::malloc(bytes);
+    if (!*p) return record(cudaErrorMemoryAllocation);
+    std::memset(*p, 0xA5, bytes); // cudaMalloc'd memory is garbage, never zero: make it so here too
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p) {
+    std::free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind) {
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
+    std::memset(dst, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaGetLastError() {
+    const cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    }
+    return "unknown error";
+}
+
+namespace emu {
+
+cudaError_t set_max_dynamic_shared(const void *kernel, int bytes) {
+    if (bytes < 0 || bytes > kMaxShared) return record(cudaErrorInvalidValue);
+    std::lock_guard lock(attr_mutex);
+    max_dynamic_shared[kernel] = bytes;
+    return cudaSuccess;
+}
+
+void *dynamic_shared() { return current->shared; }
+
+void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body) {
+    const uint64_t threads = uint64_t(block.x) * block.y * block.z;
+    const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+    int allowed = kDefaultShared;
+    {
+        std::lock_guard lock(attr_mutex);
+        if (auto it = max_dynamic_shared.find(kernel); it != max_dynamic_shared.end())
+            allowed = std::max(allowed, it->second);
+    }
+    if (threads == 0 || threads > 1024 || block.z > 64 || blocks == 0 || grid.x > 0x7fffffffu || grid.y > 65535 ||
+        grid.z > 65535) {
+        std::fprintf(stderr, "emu: bad launch configuration grid (%u,%u,%u) block (%u,%u,%u)\n", grid.x, grid.y,
+                     grid.z, block.x, block.y, block.z);
+        record(cudaErrorInvalidConfiguration);
+        return;
+    }
+    if (shared_bytes > size_t(allowed)) {
+        std::fprintf(stderr, "emu: %zu bytes of dynamic shared memory, %d allowed\n", shared_bytes, allowed);
+        record(cudaErrorInvalidValue);
+        return;
+    }
+    // Exactly sized (ASan sees any overrun); malloc aligns to 16 bytes, as CUDA's shared memory is.
+    std::unique_ptr<std::byte, decltype(&std::free)> shared(
+        static_cast<std::byte *>(std::malloc(shared_bytes + !shared_bytes)), &std::free);
+    BlockState state;
+    state.shared = shared.get();
+    state.shared_bytes = shared_bytes;
+    state.shuffle.assign(threads, 0.0f);
+    uint64_t b = 0;
+    auto prepare = [&] { // fresh barriers and poisoned shared memory for block b
+        state.block = std::make_unique<std::barrier<>>(std::ptrdiff_t(threads));
+        state.warps.clear();
+        for (uint64_t w = 0; w < (threads + 31) / 32; ++w)
+            state.warps.push_back(
+                std::make_unique<std::barrier<>>(std::ptrdiff_t(std::min<uint64_t>(32, threads - 32 * w))));
+        std::memset(state.shared, 0xFF, shared_bytes);
+    };
+    prepare();
+    current = &state;
+    auto next_block = [&]() noexcept {
+        if (++b < blocks) prepare();
+    };
+    std::barrier between_blocks(std::ptrdiff_t(threads), next_block);
+    std::vector<std::thread> workers;
+    workers.reserve(threads);
+    for (uint64_t t = 0; t < threads; ++t)
+        workers.emplace_back([&, t] {
+            linear_tid = unsigned(t);
+            blockDim = block;
+            gridDim = grid;
+            threadIdx = dim3(unsigned(t % block.x), unsigned(t / block.x % block.y), unsigned(t / block.x / block.y));
+            while (b < blocks) {
+                blockIdx = dim3(unsigned(b % grid.x), unsigned(b / grid.x % grid.y), unsigned(b / grid.x / grid.y));
+                body();
+                // An exited thread no longer holds up its block's barriers (as on the GPU).
+                state.warps[t / 32]->arrive_and_drop();
+                state.block->arrive_and_drop();
+                between_blocks.arrive_and_wait();
+            }
+        });
+    for (auto &w : workers) w.join();
+    current = nullptr;
+}
+
+} // namespace emu
+
+void __syncthreads() { current->block->arrive_and_wait(); }
+
+float __shfl_xor_sync(unsigned, float v, int lane_mask) {
+    auto &warp = *current->warps[linear_tid / 32];
+    current->shuffle[linear_tid] = v;
+    warp.arrive_and_wait();
+    const float other = current->shuffle[linear_tid ^ unsigned(lane_mask)];
+    warp.arrive_and_wait(); // every lane has read before any lane writes its slot again
+    return other;
+}
+
+int atomicAdd(int *p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
+
+// ---- cuBLASLt ----
+
+struct EmuLtHandle {};
+struct EmuLtDesc {
+    cublasOperation_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N;
+};
+struct EmuLtLayout {
+    cudaDataType_t type;
+    uint64_t rows, cols;
+    int64_t ld;
+};
+struct EmuLtPref {
+    uint32_t align[4] = {256, 256, 256, 256}; // A, B, C, D: cuBLASLt's defaults
+};
+
+const char *cublasLtGetStatusString(cublasStatus_t s) {
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    }
+    return "unknown cuBLAS status";
+}
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
+    static EmuLtHandle the_handle;
+    *h = &the_handle;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute, cudaDataType_t scale) {
+    if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+    *d = new EmuLtDesc;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t bytes) {
+    if (bytes != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+    int32_t v;
+    std::memcpy(&v, buf, 4);
+    if (v != CUBLAS_OP_N && v != CUBLAS_OP_T) return CUBLAS_STATUS_INVALID_VALUE;
+    (attr == CUBLASLT_MATMUL_DESC_TRANSA ? d->trans_a : d->trans_b) = cublasOperation_t(v);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+    delete d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t type, uint64_t rows, uint64_t cols,
+                                          int64_t ld) {
+    *l = new EmuLtLayout{type, rows, cols, ld};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
+    delete l;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+    *p = new EmuLtPref;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+                                                    size_t bytes) {
+    if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
+        return bytes == 8 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+    if (bytes != 4) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&p->align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES], buf, 4);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+    delete p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace {
+
+// op(A) is m×k, op(B) k×n, C and D m×n (column-major, as stored: rows × cols with ld ≥ rows).
+bool shapes_agree(const EmuLtDesc &d, const EmuLtLayout &a, const EmuLtLayout &b, const EmuLtLayout &c,
+                  const EmuLtLayout &dl) {
+    const uint64_t m = c.rows, n = c.cols;
+    const uint64_t a_m = d.trans_a == CUBLAS_OP_N ? a.rows : a.cols, k = d.trans_a == CUBLAS_OP_N ? a.cols : a.rows;
+    const uint64_t b_k = d.trans_b == CUBLAS_OP_N ? b.rows : b.cols, b_n = d.trans_b == CUBLAS_OP_N ? b.cols : b.rows;
+    const bool ok = a_m == m && b_k == k && b_n == n && dl.rows == m && dl.cols == n && a.type == b.type &&
+                    c.type == CUDA_R_32F && dl.type == CUDA_R_32F && a.ld >= int64_t(a.rows) &&
+                    b.ld >= int64_t(b.rows) && c.ld >= int64_t(c.rows) && dl.ld >= int64_t(dl.rows);
+    if (!ok)
+        std::fprintf(stderr,
+                     "emu cuBLASLt: shapes disagree: op %d %d, A %lux%lu ld %ld, B %lux%lu ld %ld, C %lux%lu ld %ld\n",
+                     d.trans_a, d.trans_b, a.rows, a.cols, a.ld, b.rows, b.cols, b.ld, c.rows, c.cols, c.ld);
+    return ok;
+}
+
+double element(const void *p, cudaDataType_t type, uint64_t i) {
+    if (type == CUDA_R_32F) return double(static_cast<const float *>(p)[i]);
+    return double(__bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]));
+}
+
+bool aligned(const void *p, uint64_t align) { return reinterpret_cast<uintptr_t>(p) % align == 0; }
+
+} // namespace
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                                              cublasLtMatrixLayout_t dl, cublasLtMatmulPreference_t p, int requested,
+                                              cublasLtMatmulHeuristicResult_t results[], int *found) {
+    if (requested <= 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!shapes_agree(*d, *a, *b, *c, *dl)) return CUBLAS_STATUS_INVALID_VALUE;
+    results[0] = {};
+    for (int i = 0; i < 4; ++i) results[0].algo.data[i] = p->align[i]; // the algorithm needs this alignment
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    *found = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t a, const void *B, cublasLtMatrixLayout_t b, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t c, void *D, cublasLtMatrixLayout_t dl,
+                              const cublasLtMatmulAlgo_t *algo, void *, size_t, cudaStream_t) {
+    if (!shapes_agree(*d, *a, *b, *c, *dl)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (algo && (!aligned(A, algo->data[0]) || !aligned(B, algo->data[1]) || !aligned(C, algo->data[2]) ||
+                 !aligned(D, algo->data[3]))) {
+        std::fprintf(stderr, "emu cuBLASLt: an operand is less aligned than the heuristic query promised\n");
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    const double al = *static_cast<const float *>(alpha), be = *static_cast<const float *>(beta);
+    const uint64_t m = c->rows, n = c->cols, k = d->trans_a == CUBLAS_OP_N ? a->cols : a->rows;
+    std::vector<float> out(m * n);
+    for (uint64_t j = 0; j < n; ++j)
+        for (uint64_t i = 0; i < m; ++i) {
+            double acc = 0;
+            for (uint64_t p = 0; p < k; ++p) {
+                const uint64_t ai = d->trans_a == CUBLAS_OP_N ? i + p * a->ld : p + i * a->ld;
+                const uint64_t bi = d->trans_b == CUBLAS_OP_N ? p + j * b->ld : j + p * b->ld;
+                acc += element(A, a->type, ai) * element(B, b->type, bi);
+            }
+            // beta = 0: C is not read (BLAS convention), so NaN there does not leak into D.
+            const double cij = be == 0 ? 0.0 : be * double(static_cast<const float *>(C)[i + j * c->ld]);
+            out[i + j * m] = float(al * acc + cij);
+        }
+    for (uint64_t j = 0; j < n; ++j)
+        for (uint64_t i = 0; i < m; ++i) static_cast<float *>(D)[i + j * dl->ld] = out[i + j * m];
+    return CUBLAS_STATUS_SUCCESS;
+}

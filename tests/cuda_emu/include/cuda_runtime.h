@@ -1,0 +1,83 @@
+// CPU stand-in for the CUDA runtime and device built-ins, for tests/cuda_emu only (see README.md there): kernels
+// run as real threads — one std::thread per CUDA thread, one block at a time — so __syncthreads is a barrier,
+// shared memory is shared, and ASan/TSan see every out-of-bounds access and every missing barrier.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+// One block runs at a time, so a function-static array is exactly that block's shared memory.
+#define __shared__ static
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+extern thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+enum cudaError_t {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorNoDevice = 100,
+};
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+using cudaStream_t = struct CUstream_st *;
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    int major, minor;
+};
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemset(void *dst, int value, size_t bytes);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaGetLastError();
+const char *cudaGetErrorString(cudaError_t e);
+
+namespace emu {
+cudaError_t set_max_dynamic_shared(const void *kernel, int bytes);
+// Runs body() as every thread of every block of the grid (checks the launch configuration as CUDA does first).
+void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body);
+void *dynamic_shared(); // this block's `extern __shared__` buffer, poisoned (NaN bytes) before each block
+
+// kernel<<<grid, block, shared>>>(args) is rewritten to emu::launch(kernel, grid, block, shared)(args).
+template <class Kernel> struct Launch {
+    Kernel *kernel;
+    dim3 grid, block;
+    size_t shared;
+    template <class... Args> void operator()(const Args &...args) const {
+        run_grid(reinterpret_cast<const void *>(kernel), grid, block, shared, [&] { kernel(args...); });
+    }
+};
+template <class Kernel>
+Launch<Kernel> launch(Kernel *kernel, dim3 grid, dim3 block, size_t shared = 0, cudaStream_t = nullptr) {
+    return {kernel, grid, block, shared};
+}
+} // namespace emu
+
+template <class Kernel> cudaError_t cudaFuncSetAttribute(Kernel *kernel, cudaFuncAttribute attr, int value) {
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
+    return emu::set_max_dynamic_shared(reinterpret_cast<const void *>(kernel), value);
+}
+
+// Device built-ins.
+void __syncthreads();
+float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+int atomicAdd(int *p, int v);
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+template <class T> T min(T a, T b) { return b < a ? b : a; }
+template <class T> T max(T a, T b) { return a < b ? b : a; }
