@@ -306,7 +306,7 @@ def main(argv=None) -> int:
         peak = best_z["gflops"] * 1e9 / best_z["mfu"]
         print(f"  at zaya's model-FLOP count ({flops_step / 1e9:.1f} GFLOP/step fwd+bwd; optimizer not counted): "
               f"zaya {best_z['gflops']:.1f} GFLOP/s, PyTorch {flops_step / med / 1e9:.1f} GFLOP/s "
-              f"(mfu {100 * flops_step / med / peak:.1f}% of the SGEMM peak zaya measured, {peak / 1e9:.1f} GFLOP/s)")
+              f"(mfu {100 * flops_step / med / peak:.1f}% of the {args.precision} matmul peak zaya measured, {peak / 1e9:.1f} GFLOP/s)")
     return 0
 
 

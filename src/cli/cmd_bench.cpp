@@ -47,14 +47,15 @@ void bench_train(const BenchArgs &a) {
     std::sort(times.begin(), times.end());
     const double t = times[times.size() / 2];
     const size_t rss = process_peak_rss_bytes(); // before the SGEMM measurement's own buffers
-    const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), a.gemm_n, 3);
+    const cpu::MatmulPrecision prec = cpu::matmul_precision_from_string(tc.precision);
+    const double peak = cpu::matmul_peak_gflops(prec, a.gemm_n, 3);
     const double tok_s = double(tc.batch * tc.seq) / t, gflops = trainer.flops_per_step() / t / 1e9;
     const double mfu = gflops / peak;
     const size_t planned = train_memory(c, tc.micro(), tc.seq, 1, ns_precision_from_string(tc.ns_precision)).total() + base_rss;
     if (a.json) {
         nlohmann::json j = {{"model", a.model},       {"batch", tc.batch},       {"micro_batch", tc.micro()},
                             {"seq", tc.seq},          {"threads", omp_get_max_threads()}, {"median_step_s", t},
-                            {"tokens_per_s", tok_s},  {"gflops", gflops},        {"sgemm_peak_gflops", peak},
+                            {"tokens_per_s", tok_s},  {"gflops", gflops},        {"matmul_peak_gflops", peak},
                             {"mfu", mfu},             {"planned_memory_bytes", planned}, {"peak_rss_bytes", rss},
                             {"ns_precision", tc.ns_precision}, {"precision", tc.precision}};
         fmt::print("{}\n", j.dump());
@@ -64,8 +65,10 @@ void bench_train(const BenchArgs &a) {
                "after 1 warm-up\n",
                a.model, tc.batch, tc.micro(), tc.seq, omp_get_max_threads(), tc.precision, tc.ns_precision, a.iters);
     fmt::print("  median {:.3f} s/step   {:.0f} tokens/s   {:.1f} GFLOP/s model FLOPs (fwd+bwd)\n", t, tok_s, gflops);
-    fmt::print("  MFU {:.1f}% of the SGEMM peak measured now ({}, {}^3: {:.1f} GFLOP/s)\n", 100 * mfu,
-               cpu::gemm_lib_name(cpu::gemm_default_lib()), a.gemm_n, peak);
+    fmt::print("  MFU {:.1f}% of the {} peak measured now ({}, {}^3: {:.1f} GFLOP/s)\n", 100 * mfu,
+               prec == cpu::MatmulPrecision::BF16 ? "bf16 matmul" : "SGEMM",
+               prec == cpu::MatmulPrecision::BF16 ? "oneDNN" : cpu::gemm_lib_name(cpu::gemm_default_lib()),
+               a.gemm_n, peak);
     fmt::print("  memory: planned {:.1f} MiB (zaya info --train), peak RSS {:.1f} MiB ({:+.1f}%)\n",
                double(planned) / (1 << 20), double(rss) / (1 << 20), 100.0 * (double(rss) / double(planned) - 1));
 }

@@ -102,7 +102,7 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         if (!batches_out) fail("cannot write '{}'", (fs::path(tc.out) / "batches.bin").string());
     }
     std::vector<int32_t> batch_log;
-    const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), 2048, 3) * 1e9;
+    const double peak = cpu::matmul_peak_gflops(cpu::matmul_precision_from_string(tc.precision), 2048, 3) * 1e9;
     ParamCounts pc = param_counts(mc);
     Trainer trainer(tc, std::move(model), data, comm);
     std::unique_ptr<CheckpointWriter> writer;

@@ -175,6 +175,20 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
     stream.wait();
 }
 
+double matmul_peak_gflops(MatmulPrecision p, int64_t n, int reps) {
+    if (p == MatmulPrecision::F32) return gemm_peak_gflops(gemm_default_lib(), n, reps);
+    std::vector<uint16_t> A(size_t(n * n), f32_to_bf16(0.5f)), B(size_t(n * n), f32_to_bf16(0.25f));
+    std::vector<float> C(size_t(n * n));
+    double best = 0;
+    for (int r = 0; r <= reps; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        gemm_bf16(false, true, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
+        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r > 0) best = std::max(best, 2.0 * double(n) * double(n) * double(n) / dt / 1e9);
+    }
+    return best;
+}
+
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
           const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
     if (M == 0 || N == 0) return;

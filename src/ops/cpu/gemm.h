@@ -48,6 +48,10 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
 // throughput and MFU figures are reported against, measured in the same run.
 double gemm_peak_gflops(GemmLib lib, int64_t n, int reps);
 
+// The same for the GEMMs a precision runs: SGEMM of the default library, or the bf16 matmul (bf16 operands) —
+// what MFU is reported against.
+double matmul_peak_gflops(MatmulPrecision p, int64_t n, int reps);
+
 GemmLib gemm_default_lib(); // from ZAYA_GEMM (onednn|openblas), default oneDNN
 const char *gemm_lib_name(GemmLib lib);
 
