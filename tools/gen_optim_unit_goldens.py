@@ -96,6 +96,16 @@ BAL_COUNTS = [  # [step][layer][E+1]
 ]
 
 
+def muon_steps(shape, stream, nesterov):
+    """torch.optim.Muon (with whichever Newton-Schulz is installed) for STEPS steps on one hashed matrix."""
+    p = torch.nn.Parameter(hashed(stream, shape, PARAM_SCALE))
+    opt = torch.optim.Muon([p], nesterov=nesterov, **MUON)
+    for t in range(1, STEPS + 1):
+        p.grad = hashed(stream + t, shape, GRAD_SCALE)
+        opt.step()
+    return p.detach().numpy().copy(), opt.state[p]["momentum_buffer"].numpy().copy()
+
+
 def run_muon_bf16(out, meta):
     muon_mod._zeropower_via_newtonschulz = STOCK_NS
     for name, (shape, stream) in NS_BF16_CASES.items():
@@ -103,25 +113,14 @@ def run_muon_bf16(out, meta):
         out[f"ns_bf16.{name}"] = STOCK_NS(g, (3.4445, -4.7750, 2.0315), 5, 1e-7).float().numpy().copy()
         meta["ns_bf16_cases"][name] = {"shape": shape, "stream": stream}
     for name, (shape, stream) in MUON_BF16_CASES.items():
-        p = torch.nn.Parameter(hashed(stream, shape, PARAM_SCALE))
-        opt = torch.optim.Muon([p], nesterov=True, **MUON)
-        for t in range(1, STEPS + 1):
-            p.grad = hashed(stream + t, shape, GRAD_SCALE)
-            opt.step()
-        out[f"muon_bf16.{name}.param"] = p.detach().numpy().copy()
+        out[f"muon_bf16.{name}.param"] = muon_steps(shape, stream, True)[0]
         meta["muon_bf16_cases"][name] = {"shape": shape, "stream": stream}
 
 
 def run_muon(out, meta):
     muon_mod._zeropower_via_newtonschulz = ns_fp32  # _single_tensor_muon looks the name up at call time
     for name, (shape, stream, nesterov) in MUON_CASES.items():
-        p = torch.nn.Parameter(hashed(stream, shape, PARAM_SCALE))
-        opt = torch.optim.Muon([p], nesterov=nesterov, **MUON)
-        for t in range(1, STEPS + 1):
-            p.grad = hashed(stream + t, shape, GRAD_SCALE)
-            opt.step()
-        out[f"muon.{name}.param"] = p.detach().numpy().copy()
-        out[f"muon.{name}.momentum"] = opt.state[p]["momentum_buffer"].numpy().copy()
+        out[f"muon.{name}.param"], out[f"muon.{name}.momentum"] = muon_steps(shape, stream, nesterov)
         meta["muon_cases"][name] = {"shape": shape, "stream": stream, "nesterov": nesterov}
     for name, (shape, stream) in NS_CASES.items():
         g = hashed(stream, shape, GRAD_SCALE)
