@@ -138,11 +138,11 @@ TEST(FiniteDifferences, SkipSlotPassthrough) {
 namespace zaya {
 namespace {
 
-// Attention alone on sequences longer than a tile (64) with windows that cross tile boundaries: the loss
-// L = Σ out·G for a fixed random G, checked entry by entry against central differences.
+// Attention alone on sequences longer than a block (64 queries, 256 keys) with windows that cross block boundaries:
+// the loss L = Σ out·G for a fixed random G, checked entry by entry against central differences.
 void check_attention(int64_t window) {
     const int64_t nq = 4, nkv = 2, hd = 8;
-    const std::vector<int64_t> seq_start = {0, 150, 157, 290};
+    const std::vector<int64_t> seq_start = {0, 300, 307, 440};
     const int64_t B = 3, N = seq_start.back();
     Rng rng(21, uint64_t(window + 100));
     auto randv = [&](int64_t n) {
@@ -183,6 +183,7 @@ void check_attention(int64_t window) {
 TEST(FiniteDifferences, AttentionAcrossTilesCausal) { check_attention(0); }
 TEST(FiniteDifferences, AttentionAcrossTilesWindow40) { check_attention(40); }
 TEST(FiniteDifferences, AttentionAcrossTilesWindow70) { check_attention(70); }
+TEST(FiniteDifferences, AttentionAcrossTilesWindow270) { check_attention(270); }
 
 } // namespace
 } // namespace zaya

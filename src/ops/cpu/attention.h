@@ -1,5 +1,5 @@
-// Causal grouped-query softmax attention (spec A.3 step 7), computed tile by tile with an online softmax
-// (flash-attention style) so memory stays O(tile²) instead of O(T²).
+// Causal grouped-query softmax attention (spec A.3 step 7), computed in blocks of queries × keys with GEMMs and an
+// online softmax (flash-attention style), so memory stays O(block²) instead of O(T²).
 #pragma once
 #include "core/real.h"
 
@@ -24,8 +24,9 @@ void attention_cached(real *out, const real *q, const real *k, const real *v, in
                       const AttnShape &s);
 
 // Backward of attention_forward (flash-attention style: P is recomputed from q, k and the saved lse).
-// dq[N,nq,hd], dk, dv[N,nkv,hd] are written (=). Two passes so every output has one writer: dq by query tiles,
-// dk/dv by key tiles — deterministic for any thread count.
+// dq[N,nq,hd], dk, dv[N,nkv,hd] are written (=). One pass per (sequence, kv head), or — when those tasks are too
+// few or too uneven for the threads — dq by query blocks and dk/dv by key blocks; every output row has one writer
+// and the same sums in the same order either way, so results are bit-identical for any thread count.
 void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
                         const real *q, const real *k, const real *v, const int64_t *seq_start, int64_t B,
                         const AttnShape &s);
