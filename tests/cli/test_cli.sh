@@ -166,7 +166,7 @@ ZAYA_COMM=nccl run train --data "$tmp/data" --out "$tmp/run5" --model tiny --ste
 if [[ $rc -eq 0 ]]; then
     pass "train with ZAYA_COMM=nccl (a GPU is present)"
 else
-    error_problems "^zaya: error: ZAYA_COMM=nccl: (no usable CUDA device|no CUDA device|.*built without)"
+    error_problems "^zaya: error: ZAYA_COMM=nccl[:,] (no usable CUDA device|no CUDA device|.*built without)"
     [[ ${#problems[@]} -eq 0 ]] && pass "train: ZAYA_COMM=nccl without a GPU says why" ||
         fail "train: ZAYA_COMM=nccl without a GPU says why" "${problems[@]}" "stderr: $err"
 fi
