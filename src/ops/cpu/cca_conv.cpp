@@ -122,25 +122,37 @@ void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real
         }
         // Depthwise conv: p_j = bd + Σ_i wd[i]·z̃_{j−(k0−1)+i}; every p row (padding rows too) carries the bias.
         column_dot_add(dbd, dps, C, nullptr, 0, rows, C);
-#pragma omp parallel for schedule(static)
-        for (int64_t c = 0; c < C; ++c) {
+        // By column chunks, rows in order (each channel's sums keep their order), vectorised across channels.
+        for_column_chunks(C, [&](int64_t c0, int64_t c1) {
+            const int64_t w = c1 - c0;
+            real acc[kColumnChunk];
             for (int64_t i = 0; i < k0; ++i) {
-                real acc = 0;
-                for (int64_t j = -(k1 - 1); j < T; ++j) {
+                std::fill_n(acc, w, real(0));
+                for (int64_t j = std::max<int64_t>(-(k1 - 1), k0 - 1 - i); j < T; ++j) { // rows with t ≥ 0
                     const int64_t t = j - (k0 - 1) + i;
-                    if (t >= 0) acc += dps[(j + k1 - 1) * C + c] * zs[t * C + c];
+                    const real *dr = dps + (j + k1 - 1) * C + c0, *zr = zs + t * C + c0;
+#pragma omp simd
+                    for (int64_t c = 0; c < w; ++c) acc[c] += dr[c] * zr[c];
                 }
-                dwd[c * k0 + i] += acc;
+                for (int64_t c = 0; c < w; ++c) dwd[(c0 + c) * k0 + i] += acc[c];
             }
+            std::vector<real> wdt(size_t(k0 * w)); // wdt[i·w + c]: tap i of the chunk's weights, contiguous
+            for (int64_t i = 0; i < k0; ++i)
+                for (int64_t c = 0; c < w; ++c) wdt[size_t(i * w + c)] = wd[(c0 + c) * k0 + i];
             for (int64_t t = 0; t < T; ++t) {
-                real acc = 0;
+                std::fill_n(acc, w, real(0));
                 for (int64_t i = 0; i < k0; ++i) {
                     const int64_t j = t + (k0 - 1) - i;
-                    if (j < T) acc += wd[c * k0 + i] * dps[(j + k1 - 1) * C + c];
+                    if (j >= T) continue;
+                    const real *dr = dps + (j + k1 - 1) * C + c0, *wi = wdt.data() + i * w;
+#pragma omp simd
+                    for (int64_t c = 0; c < w; ++c) acc[c] += wi[c] * dr[c];
                 }
-                dzs[t * C + c] += acc;
+                real *dzr = dzs + t * C + c0;
+#pragma omp simd
+                for (int64_t c = 0; c < w; ++c) dzr[c] += acc[c];
             }
-        }
+        });
     }
 }
 
