@@ -305,7 +305,7 @@ def main(argv=None) -> int:
     zsteps, zvals = read_zaya_metrics(os.path.join(run, "metrics.jsonl"))
     print(
         f"train_reference: torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads, "
-        f"attn {args.attn}, experts eager, fp32 (Muon Newton-Schulz fp32)"
+        f"attn {args.attn}, experts eager, fp32 (Muon Newton-Schulz {ns_precision})"
     )
     print(
         f"  {run}: {n_steps} steps x {batch} seq x {seq} tokens (micro-batch {micro}), lr {sched['peak']} "

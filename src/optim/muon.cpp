@@ -17,6 +17,31 @@ namespace {
 // Elementwise loops are memory-bound; below this many elements a thread team costs more than it saves.
 constexpr size_t kParallelMin = size_t(1) << 15;
 
+// Above this Gram side the symmetric products below compute only the block upper triangle (3 of 4 blocks for
+// 256) and mirror it: 25 % fewer FLOPs in two of each step's three GEMMs, at blocks still large enough for
+// oneDNN to run near its peak.
+constexpr int64_t kSymBlock = 128;
+
+// G[k,k] = Xᵀ·X (tall: X is len×k) or X·Xᵀ (X is k×len), X bf16 with row stride ld; symmetric, so only blocks
+// (bi ≤ bj) are computed and the rest mirrored.
+void symmetric_gram_bf16(float *G, const uint16_t *X, int64_t k, int64_t len, int64_t ld, bool tall) {
+    if (k < 2 * kSymBlock) {
+        if (tall) cpu::gemm_bf16(true, false, k, k, len, 1.0f, X, ld, X, ld, 0.0f, G, k);
+        else cpu::gemm_bf16(false, true, k, k, len, 1.0f, X, ld, X, ld, 0.0f, G, k);
+        return;
+    }
+    for (int64_t i0 = 0; i0 < k; i0 += kSymBlock)
+        for (int64_t j0 = i0; j0 < k; j0 += kSymBlock) {
+            const int64_t mi = std::min(kSymBlock, k - i0), mj = std::min(kSymBlock, k - j0);
+            float *C = G + i0 * k + j0;
+            if (tall) cpu::gemm_bf16(true, false, mi, mj, len, 1.0f, X + i0, ld, X + j0, ld, 0.0f, C, k);
+            else cpu::gemm_bf16(false, true, mi, mj, len, 1.0f, X + i0 * ld, ld, X + j0 * ld, ld, 0.0f, C, k);
+            if (j0 != i0)
+                for (int64_t i = 0; i < mi; ++i)
+                    for (int64_t j = 0; j < mj; ++j) G[(j0 + j) * k + i0 + i] = C[i * k + j];
+        }
+}
+
 } // namespace
 
 double muon_adjusted_lr(double lr, MuonLrAdjust adjust, int64_t rows, int64_t cols) {
@@ -126,10 +151,9 @@ void Muon::newton_schulz_bf16(Workspace &w, int64_t rows, int64_t cols) {
     const int64_t k = tall ? cols : rows;
     const size_t kk = size_t(k) * size_t(k);
     for (int s = 0; s < hyper_.ns_steps; ++s) {
-        if (tall) cpu::gemm_bf16(true, false, k, k, rows, 1.0f, xb, cols, xb, cols, 0.0f, G, k);
-        else cpu::gemm_bf16(false, true, k, k, cols, 1.0f, xb, cols, xb, cols, 0.0f, G, k);
+        symmetric_gram_bf16(G, xb, k, tall ? rows : cols, cols, tall);
         for (size_t i = 0; i < kk; ++i) Ab[i] = f32_to_bf16(G[i]);
-        cpu::gemm_bf16(false, false, k, k, k, 1.0f, Ab, k, Ab, k, 0.0f, G, k);
+        symmetric_gram_bf16(G, Ab, k, k, k, false); // A·A = A·Aᵀ: A is symmetric
         for (size_t i = 0; i < kk; ++i) Pb[i] = f32_to_bf16(c * G[i] + b * bf16_to_f32(Ab[i]));
         if (tall) cpu::gemm_bf16(false, true, rows, cols, cols, 1.0f, xb, cols, Pb, cols, 0.0f, y, cols);
         else cpu::gemm_bf16(false, false, rows, cols, rows, 1.0f, Pb, rows, xb, cols, 0.0f, y, cols);

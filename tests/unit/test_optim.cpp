@@ -186,6 +186,23 @@ TEST(Muon, NewtonSchulzBf16MatchesTorchStock) {
     }
 }
 
+// Gram sides of 256 and more take the blocked symmetric products (muon.cpp), ragged last block included: the bf16
+// iteration must still track the fp32 one at the bf16 level (a wrong mirror or block offset is an O(1) error).
+TEST(Muon, NewtonSchulzBf16BlockedTracksFp32) {
+    const std::pair<int64_t, int64_t> shapes[] = {{256, 320}, {300, 260}, {384, 400}};
+    uint64_t stream = 7000;
+    for (auto [rows, cols] : shapes) {
+        SCOPED_TRACE(testing::Message() << rows << "x" << cols);
+        const size_t n = size_t(rows * cols);
+        std::vector<real> g = hashed(stream++, n, 1.0), x(n), y(n);
+        Muon(hyper_with(NsPrecision::BF16), n, std::min(rows, cols)).orthogonalise(g.data(), x.data(), rows, cols);
+        Muon(hyper_with(NsPrecision::F32), n, std::min(rows, cols)).orthogonalise(g.data(), y.data(), rows, cols);
+        double se = 0, sr = 0;
+        for (size_t i = 0; i < n; ++i) se += double(x[i] - y[i]) * double(x[i] - y[i]), sr += double(y[i]) * y[i];
+        EXPECT_LE(std::sqrt(se / sr), 2e-2);
+    }
+}
+
 // torch.optim.Muon unpatched (bf16 Newton–Schulz), 5 steps: the accumulated update matches at the bf16 level.
 TEST(Muon, Bf16MatchesTorchMuon) {
     const auto &m = meta().at("muon");
