@@ -1,0 +1,164 @@
+// zaya_cuda_bench: the GPU's own ceilings and the speed of the CUDA kernels at ZAYA1-8B shapes, for
+// scripts/gpu_check.sh. Prints one JSON object per line ({"bench": name, ...figures}); without a usable GPU it
+// prints {"bench": "skipped", "why": ...} and exits 0.
+//
+//   matrix rate   cuBLASLt bf16 GEMM, fp32 accumulation, 8192³ (and the fp32 GEMM, no TF32): what MFU is measured
+//                 against besides the 989 TFLOP/s datasheet peak
+//   HBM           device-to-device copy of 4 GiB: read + write bytes per second, the decode bound's bandwidth
+//   kernels       attention forward/backward (T = 4096, 16 query heads, 2 kv heads, head 128), Newton–Schulz on a
+//                 2048 × 8192 matrix, the chunked LM head + cross-entropy (4096 rows, D 2048, V 262272)
+// Timings are the best of `reps` runs after a warm-up, each ended by a device synchronise.
+#include "ops/cuda/attention.h"
+#include "ops/cuda/lm_head.h"
+#include "ops/cuda/muon.h"
+#include "ops/cuda/ops.h"
+#include "ops/cuda/runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace zaya;
+
+double best_seconds(const std::function<void()> &f, int reps) {
+    f(); // warm-up: cuBLASLt heuristics, first-touch
+    cuda::synchronize();
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        cuda::synchronize();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+}
+
+// Device buffers filled with small values (0xFF bytes would be NaNs and could take slow paths).
+template <class T> cuda::DeviceArray<T> filled(size_t n, int byte) {
+    cuda::DeviceArray<T> a(n);
+    cuda::fill_bytes(a.data(), byte, n * sizeof(T));
+    return a;
+}
+
+void print(const std::string &json) { std::printf("%s\n", json.c_str()), std::fflush(stdout); }
+
+void bench_gemm() {
+    const int64_t n = 8192;
+    auto a16 = filled<uint16_t>(size_t(n * n), 0x3C), b16 = filled<uint16_t>(size_t(n * n), 0x3C);
+    auto c = filled<float>(size_t(n * n), 0);
+    const double flop = 2.0 * double(n) * double(n) * double(n);
+    const double t16 = best_seconds(
+        [&] { cuda::gemm_bf16(false, true, n, n, n, 1.0f, a16.data(), n, b16.data(), n, 0.0f, c.data(), n); }, 5);
+    print("{\"bench\": \"gemm_bf16\", \"n\": 8192, \"seconds\": " + std::to_string(t16) +
+          ", \"tflops\": " + std::to_string(flop / t16 / 1e12) + "}");
+    auto a32 = filled<float>(size_t(n * n), 0x3C), b32 = filled<float>(size_t(n * n), 0x3C);
+    const double t32 = best_seconds(
+        [&] { cuda::gemm_f32(false, true, n, n, n, 1.0f, a32.data(), n, b32.data(), n, 0.0f, c.data(), n); }, 3);
+    print("{\"bench\": \"gemm_f32\", \"n\": 8192, \"seconds\": " + std::to_string(t32) +
+          ", \"tflops\": " + std::to_string(flop / t32 / 1e12) + "}");
+}
+
+void bench_hbm() {
+    const size_t bytes = size_t(4) << 30;
+    auto src = filled<uint8_t>(bytes, 1), dst = filled<uint8_t>(bytes, 0);
+    const double t = best_seconds([&] { cuda::copy_on_device(dst.data(), src.data(), bytes); }, 5);
+    print("{\"bench\": \"hbm_copy\", \"bytes\": " + std::to_string(bytes) + ", \"seconds\": " + std::to_string(t) +
+          ", \"gbps_read_plus_write\": " + std::to_string(2.0 * double(bytes) / t / 1e9) + "}");
+}
+
+void bench_attention() {
+    const int64_t T = 4096, nq = 16, nkv = 2, hd = 128;
+    const cuda::AttnShape s{nq, nkv, hd, float(1.0 / std::sqrt(double(hd))), 0};
+    const std::vector<int64_t> starts{0, T};
+    cuda::DeviceArray<int64_t> seq(2);
+    cuda::copy_to_device(seq.data(), starts.data(), sizeof(int64_t) * 2);
+    const cuda::VarlenBatch batch{seq.data(), 1, T, T};
+    auto q = filled<float>(size_t(T * nq * hd), 0x3C), k = filled<float>(size_t(T * nkv * hd), 0x3C);
+    auto v = filled<float>(size_t(T * nkv * hd), 0x3C), out = filled<float>(size_t(T * nq * hd), 0);
+    auto lse = filled<float>(size_t(T * nq), 0), dout = filled<float>(size_t(T * nq * hd), 0x3C);
+    auto dq = filled<float>(size_t(T * nq * hd), 0), dk = filled<float>(size_t(T * nkv * hd), 0);
+    auto dv = filled<float>(size_t(T * nkv * hd), 0);
+    // Causal: half of the T² score matrix; forward 2 GEMM-like products, backward 5.
+    const double pair_flop = 2.0 * double(T) * double(T) / 2 * double(hd) * double(nq);
+    const double tf = best_seconds(
+        [&] { cuda::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), batch, s); }, 3);
+    const double tb = best_seconds(
+        [&] {
+            cuda::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(),
+                                     k.data(), v.data(), batch, s);
+        },
+        3);
+    print("{\"bench\": \"attention\", \"T\": 4096, \"nq\": 16, \"nkv\": 2, \"hd\": 128, \"forward_ms\": " +
+          std::to_string(tf * 1e3) + ", \"forward_tflops\": " + std::to_string(2 * pair_flop / tf / 1e12) +
+          ", \"backward_ms\": " + std::to_string(tb * 1e3) +
+          ", \"backward_tflops\": " + std::to_string(5 * pair_flop / tb / 1e12) + "}");
+}
+
+void bench_newton_schulz() {
+    const int64_t rows = 2048, cols = 8192;
+    auto x = filled<float>(size_t(rows * cols), 0x3C);
+    cuda::NewtonSchulzBf16 ns(size_t(rows * cols), rows);
+    const double t = best_seconds([&] { ns.run(x.data(), rows, cols, {3.4445f, -4.7750f, 2.0315f, 5, 1e-7f}); }, 3);
+    const double m = double(rows), n = double(cols);
+    const double flop = 5 * (4 * m * m * n + 2 * m * m * m);
+    print("{\"bench\": \"newton_schulz_bf16\", \"rows\": 2048, \"cols\": 8192, \"ms\": " + std::to_string(t * 1e3) +
+          ", \"tflops\": " + std::to_string(flop / t / 1e12) + "}");
+}
+
+void bench_lm_head() {
+    const int64_t N = 4096, D = 2048, V = 262272;
+    auto x = filled<float>(size_t(N * D), 0x3C), W = filled<float>(size_t(V * D), 0x3C);
+    auto dx = filled<float>(size_t(N * D), 0), dW = filled<float>(size_t(V * D), 0);
+    std::vector<int32_t> t(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; ++i) t[size_t(i)] = int32_t((i * 7919) % V);
+    cuda::DeviceArray<int32_t> targets(static_cast<size_t>(N));
+    cuda::copy_to_device(targets.data(), t.data(), sizeof(int32_t) * size_t(N));
+    const int64_t chunk = cuda::lm_head_chunk_rows(V);
+    const double sec = best_seconds(
+        [&] {
+            cuda::lm_head_cross_entropy(dx.data(), dW.data(), x.data(), W.data(), targets.data(), N, D, V, 1.0f,
+                                        chunk);
+        },
+        2);
+    const double flop = 3 * 2.0 * double(N) * double(D) * double(V);
+    print("{\"bench\": \"lm_head_cross_entropy\", \"N\": 4096, \"D\": 2048, \"V\": 262272, \"chunk_rows\": " +
+          std::to_string(chunk) + ", \"ms\": " + std::to_string(sec * 1e3) +
+          ", \"tflops\": " + std::to_string(flop / sec / 1e12) + "}");
+}
+
+} // namespace
+
+int main() {
+    std::string why;
+    if (!cuda::device_available(&why)) {
+        std::replace(why.begin(), why.end(), '"', '\'');
+        print("{\"bench\": \"skipped\", \"why\": \"" + why + "\"}");
+        return 0;
+    }
+    print("{\"bench\": \"device\", \"name\": \"" + cuda::device_description() + "\"}");
+    // Each benchmark on its own: a failure (an unsupported cuBLASLt layout, say) is reported and the rest run.
+    const std::pair<const char *, void (*)()> all[] = {{"gemm", bench_gemm},
+                                                       {"hbm", bench_hbm},
+                                                       {"attention", bench_attention},
+                                                       {"newton_schulz", bench_newton_schulz},
+                                                       {"lm_head", bench_lm_head}};
+    int failed = 0;
+    for (const auto &[name, f] : all) {
+        try {
+            f();
+        } catch (const std::exception &e) {
+            ++failed;
+            std::string msg = e.what();
+            std::replace(msg.begin(), msg.end(), '"', '\'');
+            std::replace(msg.begin(), msg.end(), '\n', ' ');
+            print("{\"bench\": \"" + std::string(name) + "\", \"error\": \"" + msg + "\"}");
+        }
+    }
+    return failed ? 1 : 0;
+}
