@@ -51,7 +51,10 @@ void bench_train(const BenchArgs &a) {
     const double peak = cpu::matmul_peak_gflops(prec, a.gemm_n, 3);
     const double tok_s = double(tc.batch * tc.seq) / t, gflops = trainer.flops_per_step() / t / 1e9;
     const double mfu = gflops / peak;
-    const size_t planned = train_memory(c, tc.micro(), tc.seq, 1, ns_precision_from_string(tc.ns_precision)).total() + base_rss;
+    const size_t planned = train_memory(c, tc.micro(), tc.seq, 1, ns_precision_from_string(tc.ns_precision), 0,
+                                        prec == cpu::MatmulPrecision::BF16)
+                               .total() +
+                           base_rss;
     if (a.json) {
         nlohmann::json j = {{"model", a.model},       {"batch", tc.batch},       {"micro_batch", tc.micro()},
                             {"seq", tc.seq},          {"threads", omp_get_max_threads()}, {"median_step_s", t},

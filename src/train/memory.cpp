@@ -29,7 +29,8 @@ size_t proc_status_kib(const char *key) {
 size_t process_rss_bytes() { return proc_status_kib("VmRSS:"); }
 size_t process_peak_rss_bytes() { return proc_status_kib("VmHWM:"); }
 
-TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks, NsPrecision ns, int threads) {
+TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks, NsPrecision ns, int threads,
+                         bool bf16_matmuls) {
     if (threads <= 0) threads = omp_get_max_threads();
     ParamLayout layout = ParamLayout::build(c);
     ParamGroups groups = ParamGroups::classify(layout, c);
@@ -52,6 +53,9 @@ TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, 
     m.activations = Activations::bytes_needed(c, micro_batch * seq, micro_batch, true);
     m.scratch = GradScratch::bytes_needed(c, micro_batch * seq, micro_batch);
     m.conv_im2col = 3 * size_t(micro_batch * seq * c.cca_time1 * c.conv_channels()) * sizeof(real);
+    // cpu::gemm packs both operands of a bf16 GEMM into per-thread buffers that keep the largest size seen: the LM
+    // head's backward, logits' gradient [tokens, V] and the embedding [V, D].
+    if (bf16_matmuls) m.bf16_operands = size_t(micro_batch * seq + c.hidden_size) * size_t(c.vocab_size) * 2;
     return m;
 }
 

@@ -16,13 +16,17 @@ namespace zaya {
 struct TrainMemory {
     size_t params = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0, muon_workspace = 0;
     size_t conv_im2col = 0; // the grouped conv's gathered rows: forward, and backward (rows and their gradient)
+    size_t bf16_operands = 0; // --precision bf16: the largest GEMM's operands rounded to bf16 (the LM head's)
     std::vector<size_t> optimizer_per_rank;
-    size_t total() const { return params + grads + optimizer + activations + scratch + muon_workspace + conv_im2col; }
+    size_t total() const {
+        return params + grads + optimizer + activations + scratch + muon_workspace + conv_im2col + bf16_operands;
+    }
 };
 
 // `threads`: the OpenMP threads of the run (one Newton–Schulz workspace each); 0 = omp_get_max_threads().
+// `bf16_matmuls`: --precision bf16.
 TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks = 1,
-                         NsPrecision ns = NsPrecision::BF16, int threads = 0);
+                         NsPrecision ns = NsPrecision::BF16, int threads = 0, bool bf16_matmuls = false);
 
 // Resident memory of this process now (VmRSS): the program and its libraries before a run allocates anything.
 size_t process_rss_bytes();
