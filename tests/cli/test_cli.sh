@@ -157,6 +157,12 @@ expect_error "train: micro-batch must divide batch" "^zaya: error: .*micro_batch
     --out "$tmp/run2" --model tiny --steps 2 --batch 4 --micro-batch 3 --seq 16
 expect_error "train: missing data dir" "^zaya: error: .*no-such-data" train --data "$tmp/no-such-data" \
     --out "$tmp/run3" --model tiny --steps 2
+expect_ok "train with bf16 matmuls and fp32 Newton-Schulz" train --data "$tmp/data" --out "$tmp/run_bf16" --model tiny \
+    --steps 2 --batch 2 --seq 16 --sample-tokens 0 --precision bf16 --ns-precision fp32
+grep -q '"precision": "bf16"' "$tmp/run_bf16/train_config.json" && grep -q '"ns_precision": "fp32"' "$tmp/run_bf16/train_config.json" &&
+    pass "train_config.json records both precisions" || fail "train_config.json records both precisions"
+expect_error "train: unknown matmul precision" "^zaya: error: .*precision .*'fp16'" train --data "$tmp/data" \
+    --out "$tmp/run7" --model tiny --steps 2 --batch 2 --seq 16 --precision fp16
 expect_error "train: unknown Newton-Schulz precision" "^zaya: error: .*precision .*'fp8'" train --data "$tmp/data" \
     --out "$tmp/run6" --model tiny --steps 2 --batch 2 --seq 16 --ns-precision fp8
 ZAYA_COMM=bogus expect_error "train: unknown ZAYA_COMM" "^zaya: error: ZAYA_COMM must be .*'bogus'" train \
