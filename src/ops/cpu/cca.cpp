@@ -56,11 +56,16 @@ void cca_qk_norm_forward(real *q, real *k, real *qn, real *kn, const real *temp,
     }
 }
 
+std::vector<float> rope_inv_freq(int64_t rot, double theta) {
+    std::vector<float> inv_freq(static_cast<size_t>(rot / 2));
+    for (int64_t i = 0; i < rot / 2; ++i) // 1 / θ^(2i/rot) in fp32, as transformers' default rope init computes it
+        inv_freq[size_t(i)] = 1.0f / std::pow(float(theta), float(2 * i) / float(rot));
+    return inv_freq;
+}
+
 void rope_tables(real *cos_t, real *sin_t, const int32_t *pos, int64_t N, int64_t rot, double theta) {
     const int64_t half = rot / 2;
-    std::vector<real> inv_freq(static_cast<size_t>(half));
-    for (int64_t i = 0; i < half; ++i) // 1 / θ^(2i/rot) in fp32, as transformers' default rope init computes it
-        inv_freq[size_t(i)] = 1.0f / std::pow(real(theta), real(2 * i) / real(rot));
+    const std::vector<float> inv_freq = rope_inv_freq(rot, theta);
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n)
         for (int64_t i = 0; i < half; ++i) {

@@ -5,6 +5,7 @@
 #include "core/real.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace zaya::cpu {
 
@@ -33,7 +34,10 @@ void cca_qk_mean_forward(real *q, real *k, const real *o, const real *z, int64_t
 void cca_qk_norm_forward(real *q, real *k, real *qn, real *kn, const real *temp, int64_t N, int64_t nq,
                          int64_t nkv, int64_t hd);
 
-// cos/sin tables [N, rot/2] for positions pos[N] with inv_freq_i = θ^(−2i/rot) computed as transformers does (fp32).
+// inv_freq[rot/2]: θ^(−2i/rot) computed as transformers does (fp32): the one source of these bits, for the CUDA
+// tables too.
+std::vector<float> rope_inv_freq(int64_t rot, double theta);
+// cos/sin tables [N, rot/2] for positions pos[N]: cos/sin(pos·inv_freq_i), the angle in fp32, cos and sin in double.
 void rope_tables(real *cos_t, real *sin_t, const int32_t *pos, int64_t N, int64_t rot, double theta);
 
 // In place neox (rotate-half) RoPE on the first `rot` dims of each head of x[N,H,hd].
