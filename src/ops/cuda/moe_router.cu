@@ -44,15 +44,21 @@ __global__ void router_select_backward_kernel(float *dlogits, const float *dp_se
 // Tokens are sorted in chunks of kChunk, one block (of kChunk threads) per chunk.
 constexpr int kChunk = 256;
 
+// The block's chunk of choices into shared memory (ch[kChunk]); returns the chunk's length. Ends with a barrier.
+__device__ int load_chunk(int32_t *ch, const int32_t *choice, int64_t N) {
+    const int64_t n0 = int64_t(blockIdx.x) * kChunk;
+    const int len = int(min(int64_t(kChunk), N - n0));
+    if (int(threadIdx.x) < len) ch[threadIdx.x] = choice[n0 + threadIdx.x];
+    __syncthreads();
+    return len;
+}
+
 // counts[chunk·(E+1) + e] = tokens of the chunk routed to e.
 __global__ void __launch_bounds__(kChunk)
     count_by_expert_kernel(int64_t *counts, const int32_t *choice, int64_t N, int64_t E) {
     __shared__ int32_t ch[kChunk];
     const int tid = int(threadIdx.x);
-    const int64_t n0 = int64_t(blockIdx.x) * kChunk;
-    const int len = int(min(int64_t(kChunk), N - n0));
-    if (tid < len) ch[tid] = choice[n0 + tid];
-    __syncthreads();
+    const int len = load_chunk(ch, choice, N);
     for (int64_t e = tid; e <= E; e += kChunk) {
         int64_t c = 0;
         for (int i = 0; i < len; ++i) c += ch[i] == e;
@@ -89,9 +95,7 @@ __global__ void __launch_bounds__(kChunk)
     __shared__ int32_t ch[kChunk];
     const int tid = int(threadIdx.x);
     const int64_t n0 = int64_t(blockIdx.x) * kChunk;
-    const int len = int(min(int64_t(kChunk), N - n0));
-    if (tid < len) ch[tid] = choice[n0 + tid];
-    __syncthreads();
+    const int len = load_chunk(ch, choice, N);
     if (tid < len) {
         const int32_t e = ch[tid];
         int64_t rank = 0;
