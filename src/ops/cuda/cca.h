@@ -1,10 +1,28 @@
 // Compressed Convolutional Attention pieces on the GPU (ops/cpu/cca.h): the q-k mean residual paths, L2 QK-norm
-// with the key temperature, and partial neox RoPE — forward and backward, same layouts as the CPU ops. (The
-// convolution is not here yet; rope tables are computed on the host by cpu::rope_tables and uploaded.)
+// with the key temperature, partial neox RoPE, and the causal two-stage q‖k convolution — forward and backward, same
+// layouts as the CPU ops. (Rope tables are computed on the host by cpu::rope_tables and uploaded.)
 #pragma once
+#include "ops/cpu/cca.h"
+#include "ops/cuda/attention.h" // VarlenBatch
+
 #include <cstdint>
 
 namespace zaya::cuda {
+
+using cpu::ConvShape;
+
+// o[N,C] = grouped_conv(depthwise_conv(pad(z))) over the varlen batch (seq_start on the device; N and max_len size
+// the grids); p[cpu::cca_conv_p_rows(N, B, s), C] receives the depthwise output, padding rows included (kept for
+// backward). wd[C,1,k0], bd[C], wg[C,hd,k1], bg[C] in PyTorch Conv1d layout. One thread per output element, fp32.
+//                                                                                         (cpu::cca_conv_forward)
+void cca_conv_forward(float *o, float *p, const float *z, const VarlenBatch &batch, const ConvShape &s,
+                      const float *wd, const float *bd, const float *wg, const float *bg);
+// dz[N,C] += (the q-k mean path also feeds it); dp (cca_conv_p_rows × C) is scratch, written whole; dwd, dbd,
+// dwg, dbg +=. Deterministic: every element has one writer summing in a fixed order (tokens in order, in chunks
+// of 256), no atomics.                                                                 (cpu::cca_conv_backward)
+void cca_conv_backward(float *dz, float *dp, float *dwd, float *dbd, float *dwg, float *dbg, const float *dout,
+                       const float *z, const float *p, const VarlenBatch &batch, const ConvShape &s, const float *wd,
+                       const float *wg);
 
 // q[N,nq,hd] = o_q + (q_pre + k_pre[h/g])/2, k[N,nkv,hd] = o_k + group mean of (q_pre + k_pre)/2, from the conv
 // output o and its input z = q_pre‖k_pre, both [N, (nq+nkv)·hd].                    (cpu::cca_qk_mean_forward)
