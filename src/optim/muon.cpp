@@ -2,7 +2,6 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/profile.h"
 #include "ops/cpu/gemm.h"
 #include "optim/sum_squares.h"
 
