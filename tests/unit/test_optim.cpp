@@ -143,15 +143,26 @@ TEST(Muon, MatchesTorchMuon) {
     }
 }
 
+// Newton–Schulz at precision p of a golden case's hashed input (the case's "shape" and "stream").
+std::vector<real> ns_of_case(const nlohmann::json &c, NsPrecision p) {
+    const int64_t rows = c.at("shape")[0].get<int64_t>(), cols = c.at("shape")[1].get<int64_t>();
+    const size_t n = size_t(rows * cols);
+    std::vector<real> x = hashed(c.at("stream").get<uint64_t>(), n, meta().at("grad_scale").get<double>());
+    Muon(hyper_with(p), n, std::min(rows, cols)).orthogonalise(x.data(), x.data(), rows, cols);
+    return x;
+}
+
+// ‖a − b‖ / ‖b‖ over all elements.
+double rms_rel(const std::vector<real> &a, const std::vector<float> &b) {
+    double se = 0, sr = 0;
+    for (size_t i = 0; i < b.size(); ++i) se += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), sr += double(b[i]) * b[i];
+    return std::sqrt(se / sr);
+}
+
 TEST(Muon, NewtonSchulzMatchesTorchFp32) {
     for (const auto &[name, c] : meta().at("ns_cases").items()) {
         SCOPED_TRACE(name);
-        const int64_t rows = c.at("shape")[0].get<int64_t>(), cols = c.at("shape")[1].get<int64_t>();
-        const size_t n = size_t(rows * cols);
-        Muon muon(hyper_with(NsPrecision::F32), n, std::min(rows, cols));
-        std::vector<real> g = hashed(c.at("stream").get<uint64_t>(), n, meta().at("grad_scale").get<double>());
-        std::vector<real> x(n);
-        muon.orthogonalise(g.data(), x.data(), rows, cols);
+        const std::vector<real> x = ns_of_case(c, NsPrecision::F32);
         expect_close(x.data(), test::read_tensor(golden_file(), "ns." + name), 1e-5, "ns");
     }
 }
@@ -164,21 +175,12 @@ TEST(Muon, NewtonSchulzMatchesTorchFp32) {
 TEST(Muon, NewtonSchulzBf16MatchesTorchStock) {
     for (const auto &[name, c] : meta().at("ns_bf16_cases").items()) {
         SCOPED_TRACE(name);
-        const int64_t rows = c.at("shape")[0].get<int64_t>(), cols = c.at("shape")[1].get<int64_t>();
-        const size_t n = size_t(rows * cols);
-        Muon muon(hyper_with(NsPrecision::BF16), n, std::min(rows, cols));
-        std::vector<real> g = hashed(c.at("stream").get<uint64_t>(), n, meta().at("grad_scale").get<double>());
-        std::vector<real> x(n);
-        muon.orthogonalise(g.data(), x.data(), rows, cols);
+        const std::vector<real> x = ns_of_case(c, NsPrecision::BF16), y = ns_of_case(c, NsPrecision::F32);
+        const size_t n = x.size();
         const std::vector<float> ref = test::read_tensor(golden_file(), "ns_bf16." + name);
         expect_close(x.data(), ref, 3e-2, "ns bf16");
-        double se = 0, sr = 0;
-        for (size_t i = 0; i < n; ++i) se += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]), sr += double(ref[i]) * ref[i];
-        EXPECT_LE(std::sqrt(se / sr), 1e-2) << "RMS difference relative to the RMS of torch's result";
+        EXPECT_LE(rms_rel(x, ref), 1e-2) << "RMS difference relative to the RMS of torch's result";
         // And it differs from the fp32 iteration by the bf16 level, not less: the rounding really happens.
-        Muon f32(hyper_with(NsPrecision::F32), n, std::min(rows, cols));
-        std::vector<real> y(n);
-        f32.orthogonalise(g.data(), y.data(), rows, cols);
         double d = 0, scale = 0;
         for (size_t i = 0; i < n; ++i) d = std::max(d, double(std::fabs(x[i] - y[i]))), scale = std::max(scale, double(std::fabs(ref[i])));
         EXPECT_GT(d, 1e-4 * scale);
@@ -197,9 +199,7 @@ TEST(Muon, NewtonSchulzBf16BlockedTracksFp32) {
         std::vector<real> g = hashed(stream++, n, 1.0), x(n), y(n);
         Muon(hyper_with(NsPrecision::BF16), n, std::min(rows, cols)).orthogonalise(g.data(), x.data(), rows, cols);
         Muon(hyper_with(NsPrecision::F32), n, std::min(rows, cols)).orthogonalise(g.data(), y.data(), rows, cols);
-        double se = 0, sr = 0;
-        for (size_t i = 0; i < n; ++i) se += double(x[i] - y[i]) * double(x[i] - y[i]), sr += double(y[i]) * y[i];
-        EXPECT_LE(std::sqrt(se / sr), 2e-2);
+        EXPECT_LE(rms_rel(x, std::vector<float>(y.begin(), y.end())), 2e-2);
     }
 }
 

@@ -49,16 +49,27 @@ void gemm_with(GemmLib lib, bool trans_a, bool trans_b, int64_t M, int64_t N, in
     }
 }
 
-double gemm_peak_gflops(GemmLib lib, int64_t n, int reps) {
-    std::vector<float> A(size_t(n * n), 0.5f), B(size_t(n * n), 0.25f), C(size_t(n * n));
+namespace {
+
+// Best-of-`reps` GFLOP/s of `run`, one n×n×n GEMM, after one warm-up call.
+template <class Run> double best_square_gflops(int64_t n, int reps, Run run) {
     double best = 0;
     for (int r = 0; r <= reps; ++r) {
         auto t0 = std::chrono::steady_clock::now();
-        gemm_with(lib, false, true, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
+        run();
         double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (r > 0) best = std::max(best, 2.0 * double(n) * double(n) * double(n) / dt / 1e9);
     }
     return best;
+}
+
+} // namespace
+
+double gemm_peak_gflops(GemmLib lib, int64_t n, int reps) {
+    std::vector<float> A(size_t(n * n), 0.5f), B(size_t(n * n), 0.25f), C(size_t(n * n));
+    return best_square_gflops(n, reps, [&] {
+        gemm_with(lib, false, true, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
+    });
 }
 
 namespace {
@@ -179,14 +190,9 @@ double matmul_peak_gflops(MatmulPrecision p, int64_t n, int reps) {
     if (p == MatmulPrecision::F32) return gemm_peak_gflops(gemm_default_lib(), n, reps);
     std::vector<uint16_t> A(size_t(n * n), f32_to_bf16(0.5f)), B(size_t(n * n), f32_to_bf16(0.25f));
     std::vector<float> C(size_t(n * n));
-    double best = 0;
-    for (int r = 0; r <= reps; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
+    return best_square_gflops(n, reps, [&] {
         gemm_bf16(false, true, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
-        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (r > 0) best = std::max(best, 2.0 * double(n) * double(n) * double(n) / dt / 1e9);
-    }
-    return best;
+    });
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,

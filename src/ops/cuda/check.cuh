@@ -4,12 +4,14 @@
 
 #include <cuda_runtime.h>
 
-#define ZAYA_CUDA_CHECK(expr)                                                                                  \
+// `expr` returns a status of one of CUDA's libraries; anything but `ok` throws, with `message(status)`.
+#define ZAYA_STATUS_CHECK(expr, ok, message)                                                                   \
     do {                                                                                                       \
-        const cudaError_t zaya_err_ = (expr);                                                                  \
-        if (zaya_err_ != cudaSuccess)                                                                          \
-            ::zaya::cuda::fail_cuda(int(zaya_err_), cudaGetErrorString(zaya_err_), #expr, __FILE__, __LINE__); \
+        const auto zaya_st_ = (expr);                                                                          \
+        if (zaya_st_ != (ok)) ::zaya::cuda::fail_cuda(int(zaya_st_), message(zaya_st_), #expr, __FILE__, __LINE__); \
     } while (0)
+
+#define ZAYA_CUDA_CHECK(expr) ZAYA_STATUS_CHECK(expr, cudaSuccess, cudaGetErrorString)
 
 // After a <<<...>>> launch: launch-configuration errors now, execution errors at the next synchronisation.
 #define ZAYA_CUDA_LAUNCHED() ZAYA_CUDA_CHECK(cudaGetLastError())

@@ -13,12 +13,7 @@ namespace zaya::cuda {
 
 namespace {
 
-#define ZAYA_CUBLAS_CHECK(expr)                                                                                \
-    do {                                                                                                       \
-        const cublasStatus_t zaya_st_ = (expr);                                                                \
-        if (zaya_st_ != CUBLAS_STATUS_SUCCESS)                                                                 \
-            ::zaya::cuda::fail_cuda(int(zaya_st_), cublasLtGetStatusString(zaya_st_), #expr, __FILE__, __LINE__); \
-    } while (0)
+#define ZAYA_CUBLAS_CHECK(expr) ZAYA_STATUS_CHECK(expr, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString)
 
 cublasLtHandle_t handle() {
     static cublasLtHandle_t h = [] {
