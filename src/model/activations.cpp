@@ -1,5 +1,6 @@
 #include "model/activations.h"
 
+#include "ops/backend.h"
 #include "ops/cpu/cca.h"
 
 namespace zaya {
@@ -16,7 +17,7 @@ struct Carver {
     }
 };
 
-void carve(const ZayaConfig &c, int64_t N, int64_t B, Activations &a, Carver &f) {
+void carve(const ZayaConfig &c, int64_t N, int64_t B, bool store_logits, Activations &a, Carver &f) {
     const int64_t D = c.hidden_size, C = c.conv_channels(), Dq = c.q_dim(), Dk = c.kv_dim();
     const int64_t R = c.router_hidden_size, K = c.router_classes(), I = c.moe_intermediate_size;
     const int64_t nq = c.num_attention_heads, nkv = c.num_key_value_heads;
@@ -25,7 +26,7 @@ void carve(const ZayaConfig &c, int64_t N, int64_t B, Activations &a, Carver &f)
     a.embed = f.take(N * D);
     a.final_norm = f.take(N * D);
     a.final_rstd = f.take(N);
-    a.logits = f.take(N * c.vocab_size);
+    a.logits = store_logits ? f.take(N * c.vocab_size) : nullptr;
     a.losses = f.take(N);
     for (int t = 0; t < 2; ++t) {
         a.rope_cos[t] = f.take(N * rot_half);
@@ -68,35 +69,67 @@ void carve(const ZayaConfig &c, int64_t N, int64_t B, Activations &a, Carver &f)
         L.res2 = f.take(N * D);
     }
 }
+// The integer arrays, carved in bytes out of the same kind of buffer (every array 64-byte aligned).
+struct IntCarver {
+    char *base = nullptr;
+    size_t used = 0;
+    template <class T> T *take(int64_t n) {
+        size_t at = (used + 63) / 64 * 64;
+        used = at + size_t(n) * sizeof(T);
+        return base ? reinterpret_cast<T *>(base + at) : nullptr;
+    }
+};
+
+void carve_ints(const ZayaConfig &c, int64_t N, int64_t B, Activations &a, IntCarver &f) {
+    a.tokens = f.take<int32_t>(N);
+    a.positions = f.take<int32_t>(N);
+    a.targets = f.take<int32_t>(N);
+    a.seq_start = f.take<int64_t>(B + 1);
+    for (LayerActs &L : a.layers) {
+        L.choice = f.take<int32_t>(N);
+        L.order = f.take<int32_t>(N);
+        L.offsets = f.take<int64_t>(c.num_experts + 2);
+    }
+}
+
+size_t reals_for(size_t bytes) { return (bytes + sizeof(real) - 1) / sizeof(real); }
 } // namespace
 
-size_t Activations::bytes_needed(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers) {
+size_t Activations::bytes_needed(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers,
+                                 bool store_logits) {
     Activations a;
     a.layers.resize(keep_all_layers ? size_t(c.num_hidden_layers) : 1);
     Carver measure;
-    carve(c, max_tokens, max_seqs, a, measure);
-    return measure.used * sizeof(real) + a.layers.size() * size_t(2 * max_tokens * 4 + (c.num_experts + 2) * 8);
+    carve(c, max_tokens, max_seqs, store_logits, a, measure);
+    IntCarver measure_ints;
+    carve_ints(c, max_tokens, max_seqs, a, measure_ints);
+    return (measure.used + reals_for(measure_ints.used)) * sizeof(real);
 }
 
 Activations Activations::plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers) {
+    return plan(c, max_tokens, max_seqs, keep_all_layers, cpu_backend());
+}
+
+Activations Activations::plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers,
+                              Backend &backend) {
     Activations a;
     a.max_tokens = max_tokens;
     a.max_seqs = max_seqs;
     a.keep_all_layers = keep_all_layers;
+    a.backend = &backend;
     a.layers.resize(keep_all_layers ? size_t(c.num_hidden_layers) : 1);
+    // Training on a backend that computes the loss chunk by chunk never needs the [N,V] logits.
+    const bool store_logits = !keep_all_layers || backend.lm_head_needs_logits();
     Carver measure;
-    carve(c, max_tokens, max_seqs, a, measure);
-    a.fbuf = RealBuffer::zeros(measure.used);
+    carve(c, max_tokens, max_seqs, store_logits, a, measure);
+    a.fbuf = backend.alloc(measure.used);
     Carver carver{a.fbuf.data(), 0};
-    carve(c, max_tokens, max_seqs, a, carver);
-    const size_t n_layers = a.layers.size();
-    a.ibuf.assign(n_layers * size_t(2 * max_tokens), 0);
-    a.obuf.assign(n_layers * size_t(c.num_experts + 2), 0);
-    for (size_t l = 0; l < n_layers; ++l) {
-        a.layers[l].choice = a.ibuf.data() + l * size_t(2 * max_tokens);
-        a.layers[l].order = a.layers[l].choice + max_tokens;
-        a.layers[l].offsets = a.obuf.data() + l * size_t(c.num_experts + 2);
-    }
+    carve(c, max_tokens, max_seqs, store_logits, a, carver);
+    IntCarver measure_ints;
+    carve_ints(c, max_tokens, max_seqs, a, measure_ints);
+    a.ibuf = backend.alloc(reals_for(measure_ints.used));
+    IntCarver int_carver{a.ibuf.as<char>(), 0};
+    carve_ints(c, max_tokens, max_seqs, a, int_carver);
     return a;
 }
 

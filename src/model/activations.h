@@ -45,25 +45,32 @@ struct LayerActs {
     int64_t *offsets;// [E+2]
 };
 
+class Backend;
+
 struct Activations {
     int64_t max_tokens = 0, max_seqs = 0;
     bool keep_all_layers = false; // training keeps every layer; inference reuses one set
-    RealBuffer fbuf;
-    std::vector<int32_t> ibuf;
-    std::vector<int64_t> obuf;
+    Backend *backend = nullptr;   // whose memory every pointer below is in
+    RealBuffer fbuf;              // the real arrays
+    RealBuffer ibuf;              // the integer arrays (int32 / int64 views of one allocation)
     real *embed;      // [N,D]
     real *final_norm; // [N,D]
     real *final_rstd; // [N]
-    real *logits;     // [N,V]
+    real *logits;     // [N,V]; null when the backend computes the loss without storing them (training on CUDA)
     real *losses;     // [N]
     real *rope_cos[2], *rope_sin[2]; // [N, rot/2] per layer type
-    std::vector<LayerActs> layers;    // L entries (keep_all_layers) or 1
+    int32_t *tokens, *positions, *targets; // [N] the batch in the backend's memory (targets −1 = ignored)
+    int64_t *seq_start;                    // [B+1]
+    std::vector<LayerActs> layers;         // L entries (keep_all_layers) or 1
 
+    static Activations plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers,
+                            Backend &backend);
     static Activations plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers);
-    // Bytes plan() would allocate, without allocating (for `zaya info`).
-    static size_t bytes_needed(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers);
+    // Bytes plan() would allocate, without allocating (for `zaya info`); store_logits as the backend would.
+    static size_t bytes_needed(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers,
+                               bool store_logits = true);
     LayerActs &layer(int64_t l) { return layers[keep_all_layers ? size_t(l) : 0]; }
-    size_t bytes() const { return fbuf.size * sizeof(real) + ibuf.size() * 4 + obuf.size() * 8; }
+    size_t bytes() const { return (fbuf.size + ibuf.size) * sizeof(real); }
 };
 
 } // namespace zaya

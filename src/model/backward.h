@@ -5,6 +5,7 @@
 #include "model/batch.h"
 #include "model/forward.h"
 #include "model/params.h"
+#include "ops/backend.h"
 
 #include <functional>
 
@@ -28,11 +29,15 @@ struct GradScratch {
     real *dp_sel;            // [N]
     real *dy, *da, *dh, *dxg;// [N,D], [N,I], [N,2I], [N,D]
 
-    static GradScratch plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs);
+    static GradScratch plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, Backend &backend);
+    static GradScratch plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs) {
+        return plan(c, max_tokens, max_seqs, cpu_backend());
+    }
     static size_t bytes_needed(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs);
 };
 
-// Requires model_forward(m, batch, acts, targets) to have just run with acts.keep_all_layers. Overwrites
+// Requires model_forward(m, batch, acts, targets) to have just run with acts.keep_all_layers; runs on acts'
+// backend, with m's parameters, `grads` and `s` in its memory (`targets` stays on the host). Overwrites
 // acts.logits with the logits' gradient. Adds (+=) into `grads` (a buffer laid out by m.layout), so gradient
 // accumulation over micro-batches is a matter of not zeroing between calls. `loss_scale` multiplies the loss
 // being differentiated (1/micro-batches for accumulation). `layer_done(l)`, if given, is called as soon as layer

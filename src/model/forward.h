@@ -1,4 +1,5 @@
-// The ZAYA1 forward pass (spec A.1–A.6), written once against the CPU ops.
+// The ZAYA1 forward pass (spec A.1–A.6), written once against the backend table (ops/backend.h): it runs on the
+// backend the activations were planned on, with the model's parameters in that backend's memory.
 #pragma once
 #include "model/activations.h"
 #include "model/batch.h"
@@ -11,9 +12,10 @@ struct ForwardResult {
     int64_t loss_tokens = 0;  // how many positions it averages over
 };
 
-// Runs the model over `batch`; acts must have been planned for at least its tokens and sequences.
-// acts.logits[N,V] holds fp32 logits afterwards. If `targets` is non-null ([N], −1 = ignore), the mean
-// cross-entropy is computed into the result and acts.losses.
+// Runs the model over `batch` (host vectors, copied into acts) on acts' backend; acts must have been planned for at
+// least its tokens and sequences. acts.logits[N,V] holds fp32 logits afterwards where planned (always on the CPU).
+// If `targets` is non-null ([N] on the host, −1 = ignore), the mean cross-entropy is computed into the result and
+// acts.losses.
 ForwardResult model_forward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets = nullptr);
 
 } // namespace zaya

@@ -4,6 +4,7 @@
 #pragma once
 #include "model/config.h"
 
+#include "core/buffer.h"
 #include "core/real.h"
 
 #include <cstdint>
@@ -54,14 +55,6 @@ struct ModelWeights {
     std::vector<LayerWeights> layers;
 
     static ModelWeights bind(const ZayaConfig &c, const ParamLayout &layout, real *base);
-};
-
-// 64-byte aligned real buffer (AVX-512 rows, no false sharing between views).
-struct RealBuffer {
-    std::unique_ptr<real, void (*)(void *)> ptr{nullptr, nullptr};
-    size_t size = 0;
-    static RealBuffer zeros(size_t n);
-    real *data() const { return ptr.get(); }
 };
 
 // A model's parameters: config, layout, storage and bound pointers.

@@ -15,7 +15,8 @@ foreach(cu ${ZAYA_EMU_CU})
 endforeach()
 file(GLOB ZAYA_EMU_TESTS CONFIGURE_DEPENDS tests/cuda/*.cpp)
 list(FILTER ZAYA_EMU_TESTS EXCLUDE REGEX "test_nccl\\.cpp$")
-add_executable(zaya_cuda_emu_tests ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_TESTS} ${ZAYA_EMU_DIR}/emu.cpp)
+add_executable(zaya_cuda_emu_tests ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_TESTS} ${ZAYA_EMU_DIR}/emu.cpp
+               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp)
 # The stand-in headers come first, so <cuda_runtime.h>, <cuda_bf16.h> and <cublasLt.h> resolve to them.
 target_include_directories(zaya_cuda_emu_tests BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
 target_include_directories(zaya_cuda_emu_tests PRIVATE src tests/cuda)

@@ -1,0 +1,140 @@
+// The backend table: every op the model's forward and backward passes run, with the semantics (shapes, layouts,
+// = or +=) of the CPU ops in ops/cpu, on memory the backend owns. The model code (model/forward.cpp,
+// model/backward.cpp) is written once against it; `cpu_backend()` runs the ops/cpu functions on host memory,
+// `cuda_backend()` the ops/cuda kernels on device memory (ops/cuda/backend.cpp). Pointers are always in the
+// backend's memory; `upload` / `download` cross to and from the host.
+#pragma once
+#include "core/buffer.h"
+#include "ops/cpu/attention.h"
+#include "ops/cpu/cca.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/moe.h"
+
+#include <cstdint>
+#include <string>
+
+namespace zaya {
+
+// A varlen batch as the ops see it: sequence b owns rows [seq_start[b], seq_start[b+1]) of the N rows; seq_start
+// (B+1 entries) is in the backend's memory, the sizes on the host (a GPU sizes its grids with them).
+struct SeqBatch {
+    const int64_t *seq_start;
+    int64_t B, N, max_len;
+};
+
+class Backend {
+  public:
+    virtual ~Backend() = default;
+    virtual const char *name() const = 0; // "cpu" | "cuda"
+    virtual bool host_memory() const = 0; // pointers are host pointers (upload/download are plain copies)
+
+    // Memory. alloc: n reals, zero-filled, 64-byte aligned, freed with the buffer.
+    virtual RealBuffer alloc(size_t n) const = 0;
+    virtual void upload(void *dst, const void *src, size_t bytes) const = 0;
+    virtual void download(void *dst, const void *src, size_t bytes) const = 0;
+    virtual void zero(void *dst, size_t bytes) const = 0;
+    virtual void copy(void *dst, const void *src, size_t bytes) const = 0; // within the backend's memory
+    virtual void synchronize() const {}
+    // The operand precision of the model's matmuls on this backend (cpu: the process-wide cpu::matmul_precision).
+    virtual void set_matmul_precision(cpu::MatmulPrecision p) = 0;
+
+    // Linear layers: y[:, 0:O] (row stride ldy) = x[N,I]·W[O,I]ᵀ + b (b may be null);
+    // dx[N,I] = (or +=) dy·W, dW[O,I] += dyᵀ·x, db[O] += Σ_n dy, dy with row stride ldy (dx, db may be null).
+    virtual void linear_forward(real *y, int64_t ldy, const real *x, const real *W, const real *b, int64_t N,
+                                int64_t I, int64_t O) = 0;
+    virtual void linear_backward(real *dx, real *dW, real *db, const real *dy, int64_t ldy, const real *x,
+                                 const real *W, int64_t N, int64_t I, int64_t O, bool accumulate_dx) = 0;
+
+    // Norms and elementwise (ops/cpu/norm.h, elementwise.h, reduce.h).
+    virtual void rmsnorm_forward(real *y, real *rstd, const real *x, const real *w, int64_t N, int64_t D,
+                                 real eps) = 0;
+    virtual void rmsnorm_backward(real *dx, real *dw, const real *dy, const real *x, const real *w, const real *rstd,
+                                  int64_t N, int64_t D, bool accumulate_dx) = 0;
+    virtual void embedding_forward(real *out, const int32_t *tokens, const real *table, const real *bias,
+                                   const real *scale, int64_t N, int64_t D) = 0;
+    virtual void embedding_backward(real *dtable, real *dbias, real *dscale, const real *dout, const int32_t *tokens,
+                                    const real *table, const real *bias, const real *scale, int64_t N, int64_t D,
+                                    int32_t skip_token) = 0;
+    virtual void residual_scale_forward(real *out, const real *x, const real *res, const real *hs_scale,
+                                        const real *hs_bias, const real *res_scale, const real *res_bias, int64_t N,
+                                        int64_t D) = 0;
+    virtual void residual_scale_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias, real *d_res_scale,
+                                         real *d_res_bias, const real *dout, const real *x, const real *res,
+                                         const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                         const real *res_bias, int64_t N, int64_t D, bool accumulate_dres) = 0;
+    virtual void gelu_forward(real *y, const real *x, int64_t n) = 0;
+    virtual void gelu_backward(real *dx, const real *dy, const real *x, int64_t n) = 0;
+    virtual void column_dot_add(real *out, const real *a, int64_t lda, const real *b, int64_t ldb, int64_t N,
+                                int64_t D) = 0;
+
+    // CCA (ops/cpu/cca.h, ops/cpu/block.h). rope_tables takes positions in the backend's memory.
+    virtual void rope_tables(real *cos_t, real *sin_t, const int32_t *pos, int64_t N, int64_t rot, double theta) = 0;
+    virtual void rope_forward(real *x, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd,
+                              int64_t rot) = 0;
+    virtual void rope_backward(real *dx, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd,
+                               int64_t rot) = 0;
+    virtual void cca_conv_forward(real *o, real *p, const real *z, const SeqBatch &b, const cpu::ConvShape &s,
+                                  const real *wd, const real *bd, const real *wg, const real *bg) = 0;
+    virtual void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
+                                   const real *z, const real *p, const SeqBatch &b, const cpu::ConvShape &s,
+                                   const real *wd, const real *wg) = 0;
+    virtual void cca_qk_mean_forward(real *q, real *k, const real *o, const real *z, int64_t N, int64_t nq,
+                                     int64_t nkv, int64_t hd) = 0;
+    virtual void cca_qk_mean_backward(real *dconv, real *dz, const real *dq, const real *dk, int64_t N, int64_t nq,
+                                      int64_t nkv, int64_t hd) = 0;
+    virtual void cca_qk_norm_forward(real *q, real *k, real *qn, real *kn, const real *temp, int64_t N, int64_t nq,
+                                     int64_t nkv, int64_t hd) = 0;
+    virtual void cca_qk_norm_backward(real *dq, real *dk, real *dtemp, const real *q_pre, const real *k_pre,
+                                      const real *qn, const real *kn, const real *temp, int64_t N, int64_t nq,
+                                      int64_t nkv, int64_t hd) = 0;
+    virtual void delayed_values_forward(real *v, int64_t ldv, const real *v_del, const real *bias, const SeqBatch &b,
+                                        int64_t Dv) = 0;
+    virtual void delayed_values_backward(real *d_vdel, real *dbias, const real *dv, int64_t ldv, const SeqBatch &b,
+                                         int64_t Dv) = 0;
+    virtual void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v,
+                                   const SeqBatch &b, const cpu::AttnShape &s) = 0;
+    virtual void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
+                                    const real *q, const real *k, const real *v, const SeqBatch &b,
+                                    const cpu::AttnShape &s) = 0;
+
+    // Router and experts (ops/cpu/moe.h, ops/cpu/block.h).
+    virtual void eda_forward(real *rho, const real *h, const real *scale, const real *rho_prev, int64_t N,
+                             int64_t R) = 0;
+    virtual void eda_carry_backward(real *d_carry, const real *scale, const real *d_rho, int64_t N, int64_t R) = 0;
+    virtual void router_select_forward(real *probs, int32_t *choice, real *p_sel, const real *logits,
+                                       const real *bias, int64_t N, int64_t K) = 0;
+    virtual void router_select_backward(real *dlogits, const real *dp_sel, const real *probs, const int32_t *choice,
+                                        int64_t N, int64_t K) = 0;
+    virtual void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, int64_t N, int64_t E) = 0;
+    virtual void moe_experts_forward(real *out, real *xg, real *h, real *a, real *y, const real *x,
+                                     const int32_t *order, const int64_t *offsets, const real *p_sel,
+                                     const real *gate_up, const real *down, int64_t N, const cpu::MoeShape &s) = 0;
+    virtual void moe_experts_backward(real *dx, real *dp_sel, real *dgate_up, real *ddown, real *dy, real *da,
+                                      real *dh, real *dxg, const real *dout, const int32_t *order,
+                                      const int64_t *offsets, const real *p_sel, const real *xg, const real *h,
+                                      const real *a, const real *y, const real *gate_up, const real *down, int64_t N,
+                                      const cpu::MoeShape &s) = 0;
+
+    // LM head + cross-entropy. Forward: losses[N] (targets may be null: no loss) and the mean over rows with a
+    // target; logits[N,V] = x·Wᵀ + b are stored when `logits` is non-null (the CPU backend always needs them; the
+    // CUDA backend then computes the loss chunk by chunk and never holds [N,V]). Backward: dx[N,D] (=), dW, db +=
+    // for loss_scale × the mean over the `count` rows with a target; `logits` is what forward stored (the CPU
+    // backend overwrites it with its gradient) or null (recomputed chunk by chunk).
+    virtual double lm_head_forward(real *logits, real *losses, const real *x, const real *W, const real *b,
+                                   const int32_t *targets, int64_t N, int64_t D, int64_t V) = 0;
+    virtual void lm_head_backward(real *dx, real *dW, real *db, real *logits, const real *x, const real *W,
+                                  const real *b, const int32_t *targets, int64_t N, int64_t D, int64_t V,
+                                  real loss_scale, int64_t count) = 0;
+    // Whether lm_head_forward needs stored logits to run a later lm_head_backward.
+    virtual bool lm_head_needs_logits() const = 0;
+};
+
+Backend &cpu_backend();
+// The CUDA backend (one device: the current one); fails, saying why, when zaya was built without CUDA or no
+// device is usable.
+Backend &cuda_backend();
+// "cpu" | "cuda"; fails naming the value otherwise.
+Backend &backend_named(const std::string &device);
+bool cuda_backend_built();
+
+} // namespace zaya

@@ -1,0 +1,262 @@
+// The CUDA backend: the backend table (ops/backend.h) over the ops/cuda kernels, on device memory. Host C++ (no
+// CUDA headers); built into zaya_cuda. Matmuls run in fp32 (true fp32, no TF32) or, with MatmulPrecision::BF16,
+// on bf16 copies of both operands with fp32 accumulation (autocast's treatment); everything else is fp32.
+#include "ops/backend.h"
+
+#include "core/error.h"
+#include "ops/cuda/attention.h"
+#include "ops/cuda/block.h"
+#include "ops/cuda/cca.h"
+#include "ops/cuda/lm_head.h"
+#include "ops/cuda/moe.h"
+#include "ops/cuda/ops.h"
+#include "ops/cuda/runtime.h"
+
+#include <map>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace zaya {
+
+static_assert(std::is_same_v<real, float>, "the CUDA backend is fp32 (not part of the ZAYA_DOUBLE build)");
+
+namespace {
+
+using cuda::VarlenBatch;
+
+VarlenBatch varlen(const SeqBatch &b) { return VarlenBatch{b.seq_start, b.B, b.N, b.max_len}; }
+
+// A device buffer that grows to the largest size asked for (first steps only), for bf16 operand copies.
+struct GrowingBuffer {
+    cuda::DeviceArray<uint16_t> data;
+    uint16_t *at_least(size_t n) {
+        if (data.size() < n) data = cuda::DeviceArray<uint16_t>(n);
+        return data.data();
+    }
+};
+
+class CudaBackend final : public Backend {
+  public:
+    const char *name() const override { return "cuda"; }
+    bool host_memory() const override { return false; }
+    RealBuffer alloc(size_t n) const override {
+        const size_t bytes = (n * sizeof(real) + 63) / 64 * 64;
+        RealBuffer b;
+        b.ptr = {static_cast<real *>(bytes ? cuda::device_alloc(bytes) : nullptr), cuda::device_free};
+        b.size = n;
+        if (bytes) cuda::fill_bytes(b.data(), 0, bytes);
+        return b;
+    }
+    void upload(void *dst, const void *src, size_t bytes) const override {
+        if (bytes) cuda::copy_to_device(dst, src, bytes);
+    }
+    void download(void *dst, const void *src, size_t bytes) const override {
+        if (bytes) cuda::copy_to_host(dst, src, bytes);
+    }
+    void zero(void *dst, size_t bytes) const override {
+        if (bytes) cuda::fill_bytes(dst, 0, bytes);
+    }
+    void copy(void *dst, const void *src, size_t bytes) const override {
+        if (bytes && dst != src) cuda::copy_on_device(dst, src, bytes);
+    }
+    void synchronize() const override { cuda::synchronize(); }
+    void set_matmul_precision(cpu::MatmulPrecision p) override { precision_ = p; }
+
+    // C = op(A)·op(B) (+ beta·C) in the backend's precision; A's rows have stride lda (likewise B).
+    void matmul(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                int64_t ldb, float beta, float *C, int64_t ldc) {
+        if (precision_ == cpu::MatmulPrecision::F32)
+            return cuda::gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+        // The extent each operand spans in memory: rows × stride, the last row only as wide as it is.
+        const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+        const int64_t a_n = (a_rows - 1) * lda + a_cols, b_n = (b_rows - 1) * ldb + b_cols;
+        uint16_t *a16 = a16_.at_least(size_t(a_n)), *b16 = b16_.at_least(size_t(b_n));
+        cuda::to_bf16(a16, A, a_n);
+        cuda::to_bf16(b16, B, b_n);
+        cuda::gemm_bf16(ta, tb, M, N, K, 1.0f, a16, lda, b16, ldb, beta, C, ldc);
+    }
+
+    void linear_forward(real *y, int64_t ldy, const real *x, const real *W, const real *b, int64_t N, int64_t I,
+                        int64_t O) override {
+        if (N == 0) return;
+        matmul(false, true, N, O, I, x, I, W, I, 0.0f, y, ldy);
+        if (b) cuda::add_bias_rows(y, ldy, b, N, O);
+    }
+    void linear_backward(real *dx, real *dW, real *db, const real *dy, int64_t ldy, const real *x, const real *W,
+                         int64_t N, int64_t I, int64_t O, bool accumulate_dx) override {
+        if (N == 0) return;
+        if (dx) matmul(false, false, N, I, O, dy, ldy, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I);
+        matmul(true, false, O, I, N, dy, ldy, x, I, 1.0f, dW, I);
+        if (db) cuda::column_dot_add(db, dy, ldy, nullptr, 0, N, O);
+    }
+    void rmsnorm_forward(real *y, real *rstd, const real *x, const real *w, int64_t N, int64_t D, real eps) override {
+        cuda::rmsnorm_forward(y, rstd, x, w, N, D, eps);
+    }
+    void rmsnorm_backward(real *dx, real *dw, const real *dy, const real *x, const real *w, const real *rstd,
+                          int64_t N, int64_t D, bool accumulate_dx) override {
+        cuda::rmsnorm_backward(dx, dw, dy, x, w, rstd, N, D, accumulate_dx);
+    }
+    void embedding_forward(real *out, const int32_t *tokens, const real *table, const real *bias, const real *scale,
+                           int64_t N, int64_t D) override {
+        cuda::embedding_forward(out, tokens, table, bias, scale, N, D);
+    }
+    void embedding_backward(real *dtable, real *dbias, real *dscale, const real *dout, const int32_t *tokens,
+                            const real *table, const real *bias, const real *scale, int64_t N, int64_t D,
+                            int32_t skip_token) override {
+        cuda::embedding_backward(dtable, dbias, dscale, dout, tokens, table, bias, scale, N, D, skip_token);
+    }
+    void residual_scale_forward(real *out, const real *x, const real *res, const real *hs_scale, const real *hs_bias,
+                                const real *res_scale, const real *res_bias, int64_t N, int64_t D) override {
+        cuda::residual_scale_forward(out, x, res, hs_scale, hs_bias, res_scale, res_bias, N, D);
+    }
+    void residual_scale_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias, real *d_res_scale,
+                                 real *d_res_bias, const real *dout, const real *x, const real *res,
+                                 const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                 const real *res_bias, int64_t N, int64_t D, bool accumulate_dres) override {
+        cuda::residual_scale_backward(dx, dres, d_hs_scale, d_hs_bias, d_res_scale, d_res_bias, dout, x, res,
+                                      hs_scale, hs_bias, res_scale, res_bias, N, D, accumulate_dres);
+    }
+    void gelu_forward(real *y, const real *x, int64_t n) override { cuda::gelu_forward(y, x, n); }
+    void gelu_backward(real *dx, const real *dy, const real *x, int64_t n) override {
+        cuda::gelu_backward(dx, dy, x, n);
+    }
+    void column_dot_add(real *out, const real *a, int64_t lda, const real *b, int64_t ldb, int64_t N,
+                        int64_t D) override {
+        cuda::column_dot_add(out, a, lda, b, ldb, N, D);
+    }
+
+    void rope_tables(real *cos_t, real *sin_t, const int32_t *pos, int64_t N, int64_t rot, double theta) override {
+        if (rot < 2) return;
+        auto key = std::make_pair(rot, theta);
+        auto it = inv_freq_.find(key);
+        if (it == inv_freq_.end()) { // once per (rot, θ): the fp32 bits transformers uses, from the CPU code
+            const std::vector<float> f = cpu::rope_inv_freq(rot, theta);
+            cuda::DeviceArray<float> d(f.size());
+            cuda::copy_to_device(d.data(), f.data(), f.size() * sizeof(float));
+            it = inv_freq_.emplace(key, std::move(d)).first;
+        }
+        cuda::rope_tables(cos_t, sin_t, pos, it->second.data(), N, rot / 2);
+    }
+    void rope_forward(real *x, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd,
+                      int64_t rot) override {
+        cuda::rope_forward(x, cos_t, sin_t, N, H, hd, rot);
+    }
+    void rope_backward(real *dx, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd,
+                       int64_t rot) override {
+        cuda::rope_backward(dx, cos_t, sin_t, N, H, hd, rot);
+    }
+    void cca_conv_forward(real *o, real *p, const real *z, const SeqBatch &b, const cpu::ConvShape &s, const real *wd,
+                          const real *bd, const real *wg, const real *bg) override {
+        cuda::cca_conv_forward(o, p, z, varlen(b), s, wd, bd, wg, bg);
+    }
+    void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
+                           const real *z, const real *p, const SeqBatch &b, const cpu::ConvShape &s, const real *wd,
+                           const real *wg) override {
+        cuda::cca_conv_backward(dz, dp, dwd, dbd, dwg, dbg, dout, z, p, varlen(b), s, wd, wg);
+    }
+    void cca_qk_mean_forward(real *q, real *k, const real *o, const real *z, int64_t N, int64_t nq, int64_t nkv,
+                             int64_t hd) override {
+        cuda::cca_qk_mean_forward(q, k, o, z, N, nq, nkv, hd);
+    }
+    void cca_qk_mean_backward(real *dconv, real *dz, const real *dq, const real *dk, int64_t N, int64_t nq,
+                              int64_t nkv, int64_t hd) override {
+        cuda::cca_qk_mean_backward(dconv, dz, dq, dk, N, nq, nkv, hd);
+    }
+    void cca_qk_norm_forward(real *q, real *k, real *qn, real *kn, const real *temp, int64_t N, int64_t nq,
+                             int64_t nkv, int64_t hd) override {
+        cuda::cca_qk_norm_forward(q, k, qn, kn, temp, N, nq, nkv, hd);
+    }
+    void cca_qk_norm_backward(real *dq, real *dk, real *dtemp, const real *q_pre, const real *k_pre, const real *qn,
+                              const real *kn, const real *temp, int64_t N, int64_t nq, int64_t nkv,
+                              int64_t hd) override {
+        cuda::cca_qk_norm_backward(dq, dk, dtemp, q_pre, k_pre, qn, kn, temp, N, nq, nkv, hd);
+    }
+    void delayed_values_forward(real *v, int64_t ldv, const real *v_del, const real *bias, const SeqBatch &b,
+                                int64_t Dv) override {
+        cuda::delayed_values_forward(v, ldv, v_del, bias, b.seq_start, b.B, b.N, Dv);
+    }
+    void delayed_values_backward(real *d_vdel, real *dbias, const real *dv, int64_t ldv, const SeqBatch &b,
+                                 int64_t Dv) override {
+        cuda::delayed_values_backward(d_vdel, dbias, dv, ldv, b.seq_start, b.B, b.N, Dv);
+    }
+    void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const SeqBatch &b,
+                           const cpu::AttnShape &s) override {
+        cuda::attention_forward(out, lse, q, k, v, varlen(b), s);
+    }
+    void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
+                            const real *q, const real *k, const real *v, const SeqBatch &b,
+                            const cpu::AttnShape &s) override {
+        cuda::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, varlen(b), s);
+    }
+
+    void eda_forward(real *rho, const real *h, const real *scale, const real *rho_prev, int64_t N,
+                     int64_t R) override {
+        cuda::eda_forward(rho, h, scale, rho_prev, N, R);
+    }
+    void eda_carry_backward(real *d_carry, const real *scale, const real *d_rho, int64_t N, int64_t R) override {
+        cuda::eda_carry_backward(d_carry, scale, d_rho, N, R);
+    }
+    void router_select_forward(real *probs, int32_t *choice, real *p_sel, const real *logits, const real *bias,
+                               int64_t N, int64_t K) override {
+        cuda::router_select_forward(probs, choice, p_sel, logits, bias, N, K);
+    }
+    void router_select_backward(real *dlogits, const real *dp_sel, const real *probs, const int32_t *choice,
+                                int64_t N, int64_t K) override {
+        cuda::router_select_backward(dlogits, dp_sel, probs, choice, N, K);
+    }
+    void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, int64_t N, int64_t E) override {
+        cuda::moe_group_tokens(order, offsets, choice, N, E);
+    }
+    void moe_experts_forward(real *out, real *xg, real *h, real *a, real *y, const real *x, const int32_t *order,
+                             const int64_t *offsets, const real *p_sel, const real *gate_up, const real *down,
+                             int64_t N, const cpu::MoeShape &s) override {
+        cuda::moe_experts_forward(out, xg, h, a, y, x, order, offsets, p_sel, gate_up, down, N, s);
+    }
+    void moe_experts_backward(real *dx, real *dp_sel, real *dgate_up, real *ddown, real *dy, real *da, real *dh,
+                              real *dxg, const real *dout, const int32_t *order, const int64_t *offsets,
+                              const real *p_sel, const real *xg, const real *h, const real *a, const real *y,
+                              const real *gate_up, const real *down, int64_t N, const cpu::MoeShape &s) override {
+        cuda::moe_experts_backward(dx, dp_sel, dgate_up, ddown, dy, da, dh, dxg, dout, order, offsets, p_sel, xg, h,
+                                   a, y, gate_up, down, N, s);
+    }
+
+    // The LM head in fp32 always (its logits feed the loss directly); chunks of at most 256 MiB of logits.
+    double lm_head_forward(real *logits, real *losses, const real *x, const real *W, const real *b,
+                           const int32_t *targets, int64_t N, int64_t D, int64_t V) override {
+        if (logits) {
+            cuda::gemm_f32(false, true, N, V, D, 1.0f, x, D, W, D, 0.0f, logits, V);
+            if (b) cuda::add_bias_rows(logits, V, b, N, V);
+        }
+        if (!targets) return 0.0;
+        return cuda::lm_head_loss(losses, x, W, b, targets, N, D, V, cuda::lm_head_chunk_rows(V));
+    }
+    void lm_head_backward(real *dx, real *dW, real *db, real *, const real *x, const real *W, const real *b,
+                          const int32_t *targets, int64_t N, int64_t D, int64_t V, real loss_scale,
+                          int64_t) override {
+        cuda::lm_head_cross_entropy(dx, dW, db, x, W, b, targets, N, D, V, loss_scale, cuda::lm_head_chunk_rows(V));
+    }
+    bool lm_head_needs_logits() const override { return false; }
+
+  private:
+    cpu::MatmulPrecision precision_ = cpu::MatmulPrecision::F32;
+    GrowingBuffer a16_, b16_;
+    std::map<std::pair<int64_t, double>, cuda::DeviceArray<float>> inv_freq_;
+};
+
+} // namespace
+
+bool cuda_backend_built() { return true; }
+
+Backend &cuda_backend() {
+    static const bool usable = [] {
+        std::string why;
+        if (!cuda::device_available(&why)) fail("--device cuda: no usable CUDA device ({})", why);
+        return true;
+    }();
+    static CudaBackend b;
+    (void)usable;
+    return b;
+}
+
+} // namespace zaya
