@@ -12,6 +12,7 @@ struct BenchArgs {
     int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048, micro_batch = 0;
     bool json = false;
     std::string ns_precision = "bf16", precision = "fp32"; // train
+    std::string device = "cpu";                             // train, forward
     // decode
     std::string dtype = "bf16";
     int64_t layers = 0, prompt_tokens = 128, new_tokens = 32;

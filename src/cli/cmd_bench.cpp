@@ -5,6 +5,7 @@
 #include "cli/model_arg.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "model/flops.h"
 #include "model/forward.h"
 #include "ops/cpu/gemm.h"
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -23,6 +25,30 @@
 namespace zaya::cli {
 
 namespace {
+
+// On a GPU the optimizer still runs on the host, so the device's own figure is forward + backward: model FLOPs
+// over H200's dense bf16 peak (989 TFLOP/s; the device's measured matrix rate is zaya_cuda_bench's).
+void report_device_train(const BenchArgs &a, const TrainConfig &tc, const Trainer &trainer, double step_s,
+                         double fwd_bwd_s) {
+    constexpr double kH200DenseBf16 = 989e12;
+    const double flops = trainer.flops_per_step(), tok_s = double(tc.batch * tc.seq) / step_s;
+    const double fb_tflops = flops / fwd_bwd_s / 1e12, mfu = flops / fwd_bwd_s / kH200DenseBf16;
+    if (a.json) {
+        nlohmann::json j = {{"model", a.model},        {"device", "cuda"},       {"batch", tc.batch},
+                            {"micro_batch", tc.micro()}, {"seq", tc.seq},        {"median_step_s", step_s},
+                            {"median_fwd_bwd_s", fwd_bwd_s}, {"tokens_per_s", tok_s}, {"fwd_bwd_tflops", fb_tflops},
+                            {"mfu_fwd_bwd_989", mfu},  {"precision", tc.precision}};
+        fmt::print("{}\n", j.dump());
+        return;
+    }
+    fmt::print("train step  model {}  device cuda  batch {} (micro {}) × {} tokens  matmuls {}  {} steps after 1 "
+               "warm-up\n",
+               a.model, tc.batch, tc.micro(), tc.seq, tc.precision, a.iters);
+    fmt::print("  median {:.3f} s/step ({:.0f} tokens/s; the optimizer runs on the host), forward+backward {:.3f} s\n",
+               step_s, tok_s, fwd_bwd_s);
+    fmt::print("  forward+backward: {:.1f} TFLOP/s model FLOPs = MFU {:.1f}% of 989 TFLOP/s (H200 dense bf16)\n",
+               fb_tflops, 100 * mfu);
+}
 
 void bench_train(const BenchArgs &a) {
     const size_t base_rss = process_rss_bytes();
@@ -35,6 +61,7 @@ void bench_train(const BenchArgs &a) {
     tc.warmup = 1;
     tc.ns_precision = a.ns_precision;
     tc.precision = a.precision;
+    tc.device = a.device;
     tc.validate_precisions();
     if (tc.micro() > tc.batch || tc.batch % tc.micro() != 0)
         fail("--micro-batch ({}) must divide --batch ({})", tc.micro(), tc.batch);
@@ -42,10 +69,16 @@ void bench_train(const BenchArgs &a) {
     Trainer trainer(tc, std::move(m), nullptr);
     RandomTokens next(tc.seq, c.vocab_size);
     trainer.step_on(std::ref(next)); // warm-up: first-touch of every buffer, GEMM kernel generation
-    std::vector<double> times;
-    for (int64_t i = 0; i < a.iters; ++i) times.push_back(trainer.step_on(std::ref(next)).seconds);
+    std::vector<double> times, fwd_bwd;
+    for (int64_t i = 0; i < a.iters; ++i) {
+        const StepResult r = trainer.step_on(std::ref(next));
+        times.push_back(r.seconds);
+        fwd_bwd.push_back(r.fwd_bwd_seconds);
+    }
     std::sort(times.begin(), times.end());
+    std::sort(fwd_bwd.begin(), fwd_bwd.end());
     const double t = times[times.size() / 2];
+    if (a.device == "cuda") return report_device_train(a, tc, trainer, t, fwd_bwd[fwd_bwd.size() / 2]);
     const size_t rss = process_peak_rss_bytes(); // before the SGEMM measurement's own buffers
     const cpu::MatmulPrecision prec = cpu::matmul_precision_from_string(tc.precision);
     const double peak = cpu::matmul_peak_gflops(prec, a.gemm_n, 3);
@@ -101,18 +134,30 @@ void bench_forward(const BenchArgs &a) {
             s.push_back(int32_t((x >> 33) % uint64_t(m.config.vocab_size)));
         }
     Batch batch = Batch::from_sequences(seqs);
-    Activations acts = Activations::plan(m.config, batch.num_tokens(), batch.num_sequences(), false);
-    model_forward(m, batch, acts); // warm-up
+    Backend &be = backend_named(a.device);
+    std::optional<Model> on_device;
+    if (!be.host_memory()) on_device.emplace(model_on(m, be));
+    const Model &run = on_device ? *on_device : m;
+    Activations acts = Activations::plan(m.config, batch.num_tokens(), batch.num_sequences(), false, be);
+    model_forward(run, batch, acts); // warm-up
+    be.synchronize();
     std::vector<double> times;
     for (int64_t i = 0; i < a.iters; ++i) {
         double t0 = monotonic_seconds();
-        model_forward(m, batch, acts);
+        model_forward(run, batch, acts);
+        be.synchronize();
         times.push_back(monotonic_seconds() - t0);
     }
     std::sort(times.begin(), times.end());
     const double t = times[times.size() / 2]; // median
     const double flops = forward_flops(m.config, std::vector<int64_t>(size_t(a.batch), a.seq_len));
     const double tok_s = double(batch.num_tokens()) / t, gflops = flops / t / 1e9;
+    if (on_device) { // forward only, fp32 matmuls: model FLOPs per second is the figure
+        fmt::print("forward  model {}  device cuda  batch {} x {} tokens: median {:.4f} s  {:.0f} tokens/s  "
+                   "{:.1f} TFLOP/s\n",
+                   a.model, a.batch, a.seq_len, t, tok_s, gflops / 1e3);
+        return;
+    }
     const double peak = cpu::gemm_peak_gflops(cpu::gemm_default_lib(), a.gemm_n, 3);
     if (a.json) {
         nlohmann::json j = {{"model", a.model}, {"tokens", batch.num_tokens()}, {"seq_len", a.seq_len},
@@ -170,6 +215,9 @@ void register_bench(CLI::App &app) {
     cmd->add_option("--ns-precision", a->ns_precision, "train: Muon Newton-Schulz precision (bf16|fp32)")
         ->capture_default_str();
     cmd->add_option("--precision", a->precision, "train: matmul operands of forward/backward (fp32|bf16)")
+        ->capture_default_str();
+    cmd->add_option("--device", a->device, "train, forward: where forward/backward run (cpu|cuda)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object instead of text");
     cmd->callback([a] {

@@ -32,6 +32,8 @@ void register_train(CLI::App &app) {
     cmd->add_option("--precision", tc->precision,
                     "Matmul operands of forward/backward: fp32 | bf16 (fp32 accumulation, fp32 master weights)")
         ->capture_default_str();
+    cmd->add_option("--device", tc->device, "Where forward/backward run: cpu | cuda (optimizer on the host)")
+        ->capture_default_str();
     cmd->add_option("--schedule", tc->schedule, "cosine | wsd | constant")->capture_default_str();
     cmd->add_option("--warmup", tc->warmup, "Warmup steps (−1: 5% of --steps, at most 100)")->capture_default_str();
     cmd->add_option("--min-lr-ratio", tc->min_lr_ratio, "Final lr as a fraction of the peak")->capture_default_str();

@@ -1,6 +1,7 @@
 #include "model/params.h"
 
 #include "core/error.h"
+#include "ops/backend.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -149,6 +150,21 @@ Model Model::create(const ZayaConfig &c) {
     m.params = RealBuffer::zeros(m.layout.total);
     m.w = ModelWeights::bind(c, m.layout, m.params.data());
     return m;
+}
+
+Model model_on(const Model &host, Backend &backend) {
+    Model m;
+    m.config = host.config;
+    m.layout = host.layout;
+    m.params = backend.alloc(host.layout.total);
+    m.w = ModelWeights::bind(m.config, m.layout, m.params.data());
+    upload_params(m, host, backend);
+    return m;
+}
+
+void upload_params(Model &dst, const Model &host, Backend &backend) {
+    ZAYA_ASSERT(dst.layout.total == host.layout.total);
+    backend.upload(dst.params.data(), host.params.data(), host.layout.total * sizeof(real));
 }
 
 ParamCounts param_counts(const ZayaConfig &c) {

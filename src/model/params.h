@@ -68,6 +68,12 @@ struct Model {
     real *param(const std::string &name) const { return params.data() + layout.offset_of(name); }
 };
 
+class Backend;
+// A copy of `host` whose parameters live in `backend`'s memory: the same config, layout and views, pointers bound
+// to the backend's buffer. upload_params refreshes such a copy from its host model.
+Model model_on(const Model &host, Backend &backend);
+void upload_params(Model &dst, const Model &host, Backend &backend);
+
 // Parameter counts (spec A.8): total, embedding, and active per token (non-embedding, one expert per layer).
 struct ParamCounts {
     int64_t total = 0, embedding = 0, lm_head = 0, non_embedding = 0, active_non_embedding = 0, experts = 0;

@@ -32,6 +32,7 @@ void TrainConfig::validate() const {
 void TrainConfig::validate_precisions() const {
     ns_precision_from_string(ns_precision);
     cpu::matmul_precision_from_string(precision);
+    if (device != "cpu" && device != "cuda") fail("train: device must be 'cpu' or 'cuda', got '{}'", device);
 }
 
 OptimConfig TrainConfig::optim_config() const {
@@ -72,6 +73,7 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
         else if (k == "grad_clip") number(c.grad_clip);
         else if (k == "ns_precision") string(c.ns_precision);
         else if (k == "precision") string(c.precision);
+        else if (k == "device") string(c.device);
         else if (k == "schedule") string(c.schedule);
         else if (k == "warmup") integer(c.warmup);
         else if (k == "min_lr_ratio") number(c.min_lr_ratio);
@@ -103,7 +105,7 @@ nlohmann::json train_config_to_json(const TrainConfig &c) {
             {"batch", c.batch},     {"micro_batch", c.micro()},
             {"seq", c.seq},         {"seed", c.seed},
             {"lr", c.lr},           {"weight_decay", c.weight_decay},
-            {"grad_clip", c.grad_clip}, {"ns_precision", c.ns_precision}, {"precision", c.precision}, {"schedule", c.schedule},
+            {"grad_clip", c.grad_clip}, {"ns_precision", c.ns_precision}, {"precision", c.precision}, {"device", c.device}, {"schedule", c.schedule},
             {"warmup", c.warmup_steps()},   {"min_lr_ratio", c.min_lr_ratio},
             {"balance", c.balance}, {"balance_lr", c.balance_lr},
             {"eval_every", c.eval_every}, {"eval_batches", c.eval_batches},

@@ -26,6 +26,9 @@ struct TrainConfig {
     // Matmul operands of forward and backward: fp32, or bf16 with fp32 accumulation like torch.autocast(bfloat16)
     // (master weights, activations, gradients and optimizer stay fp32; ops/cpu/gemm.h MatmulPrecision).
     std::string precision = "fp32";
+    // Where forward and backward run: cpu | cuda (ops/backend.h). The optimizer, balancing controller and
+    // checkpoints work on the host copy of the parameters either way.
+    std::string device = "cpu";
     std::string schedule = "cosine"; // cosine | wsd | constant
     int64_t warmup = -1;       // warmup steps; −1: 5% of the steps, at most 100
     double min_lr_ratio = 0.1;
@@ -59,7 +62,7 @@ struct TrainConfig {
     double comm_timeout = 600;
 
     void validate() const;
-    void validate_precisions() const; // ns_precision and precision name known values
+    void validate_precisions() const; // ns_precision, precision and device name known values
     int64_t micro() const { return micro_batch > 0 ? micro_batch : batch; }
     int64_t warmup_steps() const { return warmup >= 0 ? warmup : std::min<int64_t>(100, steps / 20); }
     OptimConfig optim_config() const;

@@ -57,10 +57,11 @@ std::set<int64_t> env_iterations(const char *name) {
 
 Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data,
                  std::shared_ptr<Communicator> comm)
-    : tc_(tc), matmul_precision_(cpu::matmul_precision_from_string(tc.precision)), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_),
+    : tc_(tc), matmul_precision_(cpu::matmul_precision_from_string(tc.precision)),
+      backend_(backend_named(tc.device)), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_),
       balance_(model_.layout, model_.config, balancing_config(tc)),
-      acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true)),
-      scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro())),
+      acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true, backend_)),
+      scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro(), backend_)),
       grads_(RealBuffer::zeros(model_.layout.total)),
       counts_(size_t(model_.config.num_hidden_layers * model_.config.router_classes()), 0), guard_(guard_config(tc)),
       fault_nan_(env_iterations("ZAYA_FAULT_NAN_GRAD")), fault_spike_(env_iterations("ZAYA_FAULT_SPIKE_GRAD")),
@@ -78,6 +79,12 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
         fail("data in '{}' has vocab_size {} but the model's is {}", data_->dir(), data_->manifest().vocab_size,
              model_.config.vocab_size);
     if (comm_->size() > 1) plan_gradient_buckets();
+    if (!backend_.host_memory()) {
+        device_model_.emplace(model_on(model_, backend_));
+        device_grads_ = backend_.alloc(model_.layout.total);
+        host_choices_.resize(size_t(tc.micro() * tc.seq));
+        backend_.set_matmul_precision(matmul_precision_);
+    }
     flops_per_step_ = 3.0 * forward_flops(model_.config, std::vector<int64_t>(size_t(tc.batch), tc.seq));
 }
 
@@ -114,6 +121,20 @@ void Trainer::plan_gradient_buckets() {
     if (at < layout.total) other_buckets_.push_back({at, layout.total});
 }
 
+const Model &Trainer::run_model() {
+    if (!device_model_) return model_;
+    // The host copy is the one the optimizer, the balancing controller and checkpoint restores write: refresh the
+    // device copy before every use (a full upload; the optimizer moves to the device in a later step).
+    upload_params(*device_model_, model_, backend_);
+    return *device_model_;
+}
+
+const int32_t *Trainer::choices(int64_t l, int64_t N) {
+    if (backend_.host_memory()) return acts_.layer(l).choice;
+    backend_.download(host_choices_.data(), acts_.layer(l).choice, size_t(N) * sizeof(int32_t));
+    return host_choices_.data();
+}
+
 size_t Trainer::memory_bytes() const {
     return (model_.params.size + grads_.size) * sizeof(real) + acts_.bytes() + scratch_.buf.size * sizeof(real) +
            opt_.state_bytes();
@@ -132,24 +153,31 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
     const int64_t ranks = comm_->size(), micro = tc_.micro(), accum = tc_.batch / (micro * ranks);
     const int64_t K = c.router_classes();
     std::memset(grads_.data(), 0, grads_.size * sizeof(real));
+    real *grads = grads_.data(); // where backward accumulates: the host buffer, or the device's
+    if (device_model_) {
+        backend_.zero(device_grads_.data(), device_grads_.size * sizeof(real));
+        grads = device_grads_.data();
+    }
     std::fill(counts_.begin(), counts_.end(), 0);
     StepResult r;
+    const Model &m = run_model();
     std::optional<cpu::MatmulPrecisionScope> precision(std::in_place, matmul_precision_); // forward + backward only
     for (int64_t a = 0; a < accum; ++a) {
         TokenBatch tb = next_micro_batch(micro);
         if (batch_log) batch_log->insert(batch_log->end(), tb.tokens.begin(), tb.tokens.end());
         Batch batch = tb.inputs();
         std::vector<int32_t> targets = tb.targets();
-        ForwardResult f = model_forward(model_, batch, acts_, targets.data());
+        ForwardResult f = model_forward(m, batch, acts_, targets.data());
         r.loss += f.loss / double(accum);
         r.tokens += batch.num_tokens();
         for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-            const int32_t *choice = acts_.layer(l).choice;
+            const int32_t *choice = choices(l, batch.num_tokens());
             for (int64_t n = 0; n < batch.num_tokens(); ++n) ++counts_[size_t(l * K + choice[n])];
         }
         // Last micro-batch, data parallel: each layer's gradients are final once its backward is done (layers come
-        // last to first), and are summed over the ranks while the layers below it are differentiated.
-        const bool overlap = ranks > 1 && a == accum - 1;
+        // last to first), and are summed over the ranks while the layers below it are differentiated (host
+        // gradients only: a device's are summed after they are downloaded).
+        const bool overlap = ranks > 1 && a == accum - 1 && !device_model_;
         int64_t next = c.num_hidden_layers - 1; // the next layer to start: the same order on every rank
         auto start_through = [&](int64_t l) {
             for (; next >= l; --next) {
@@ -159,10 +187,15 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
             comm_->progress();
         };
         const real scale = real(1.0 / double(accum * ranks));
-        if (overlap) model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(), scale, start_through);
-        else model_backward(model_, batch, acts_, targets.data(), scratch_, grads_.data(), scale);
+        if (overlap) model_backward(m, batch, acts_, targets.data(), scratch_, grads, scale, start_through);
+        else model_backward(m, batch, acts_, targets.data(), scratch_, grads, scale);
         if (overlap) start_through(0); // those not reported (a micro-batch without targets reports none)
+        if (ranks > 1 && a == accum - 1 && device_model_) {
+            backend_.download(grads_.data(), grads, grads_.size * sizeof(real));
+            start_through(0);
+        }
     }
+    if (device_model_ && ranks == 1) backend_.download(grads_.data(), grads, grads_.size * sizeof(real));
     if (ranks > 1) { // the global batch's mean gradient, loss and routing counts on every rank
         const auto c0 = std::chrono::steady_clock::now();
         for (const auto &[b, e] : other_buckets_) comm_->start_allreduce_sum(grads_.data() + b, e - b);
@@ -175,6 +208,7 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
         r.comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     }
     precision.reset(); // the optimizer's GEMMs keep their own precision
+    r.fwd_bwd_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t it = iteration_ + 1;
     if (fault_nan_.erase(it)) grads_.data()[0] = std::numeric_limits<real>::quiet_NaN();
     if (fault_hang_.erase(it)) std::this_thread::sleep_for(std::chrono::hours(24 * 365));
@@ -213,12 +247,13 @@ double Trainer::evaluate() {
     int64_t batches = 0;
     const int64_t max_batches = tc_.eval_batches * (tc_.batch / (tc_.micro() * ranks));
     const cpu::MatmulPrecisionScope precision(matmul_precision_);
+    const Model &m = run_model();
     while ((max_batches == 0 || batches < max_batches) && val.next(tb)) {
         ++batches;
         if (tb.sequences == 0) continue; // this rank's share of a short last batch
         Batch batch = tb.inputs();
         std::vector<int32_t> targets = tb.targets();
-        ForwardResult f = model_forward(model_, batch, acts_, targets.data());
+        ForwardResult f = model_forward(m, batch, acts_, targets.data());
         sums[0] += f.loss * double(f.loss_tokens);
         sums[1] += double(f.loss_tokens);
     }

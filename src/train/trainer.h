@@ -39,6 +39,7 @@ struct StepResult {
     double grad_norm = 0;      // global L2 norm before clipping
     double lr = 0;
     double seconds = 0;        // wall time of the step
+    double fwd_bwd_seconds = 0; // of which forward and backward, gradients summed and on the host
     double comm_seconds = 0;   // of which in collectives (data parallel)
     int64_t tokens = 0;        // tokens processed (inputs)
     bool skipped = false;      // the guard refused the update (train/step_guard.h); `verdict` says why
@@ -64,7 +65,7 @@ class Trainer {
                        std::vector<int32_t> *batch_log = nullptr);
     double evaluate(); // mean loss over up to eval_batches validation batches (all if the split is smaller)
 
-    const Model &model() const { return model_; }
+    const Model &model() const { return model_; } // the host copy (the optimizer's and checkpoints')
     const TrainConfig &config() const { return tc_; }
     Communicator &comm() const { return *comm_; }
     int64_t step_count() const { return iteration_; }
@@ -86,11 +87,18 @@ class Trainer {
 
   private:
     void plan_gradient_buckets();
+    // The model forward and backward run on: model_ itself on the CPU, else its device copy refreshed from model_.
+    const Model &run_model();
+    const int32_t *choices(int64_t l, int64_t N); // layer l's routing choices of the last forward, on the host
 
     TrainConfig tc_;
     cpu::MatmulPrecision matmul_precision_; // of forward and backward (tc_.precision)
+    Backend &backend_;                      // of forward and backward (tc_.device)
     std::shared_ptr<Communicator> comm_;
     Model model_;
+    std::optional<Model> device_model_;  // on a device backend: model_'s parameters in its memory
+    RealBuffer device_grads_;            // on a device backend: the gradients backward accumulates into
+    std::vector<int32_t> host_choices_;  // on a device backend: one layer's choices, downloaded
     std::shared_ptr<const DataSet> data_;
     std::optional<TrainLoader> loader_;
     Optimizer opt_;
