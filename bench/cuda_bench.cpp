@@ -122,8 +122,8 @@ void bench_lm_head() {
     const int64_t chunk = cuda::lm_head_chunk_rows(V);
     const double sec = best_seconds(
         [&] {
-            cuda::lm_head_cross_entropy(dx.data(), dW.data(), x.data(), W.data(), targets.data(), N, D, V, 1.0f,
-                                        chunk);
+            cuda::lm_head_cross_entropy(dx.data(), dW.data(), nullptr, x.data(), W.data(), nullptr, targets.data(),
+                                        N, D, V, 1.0f, chunk);
         },
         2);
     const double flop = 3 * 2.0 * double(N) * double(D) * double(V);

@@ -73,6 +73,83 @@ TEST_F(CudaOps, ElementwiseOps) {
     EXPECT_LT(rel_err(download(g_d), g), kFp32Tol);
 }
 
+// Ids repeat (a dozen over 41 tokens, some never), the skip token occurs; dtable, dbias, dscale accumulate onto
+// random values. A rerun from the same values must be bit-identical (no atomics).
+TEST_F(CudaOps, EmbeddingBackwardSkipsAndIsDeterministic) {
+    const int64_t N = 41, D = 70, V = 12;
+    auto table = random_vec(size_t(V * D), 30), bias = random_vec(size_t(D), 31, 0.1);
+    auto scale = random_vec(size_t(D), 32, 0.2, 1.0), dout = random_vec(size_t(N * D), 33);
+    const auto dtable0 = random_vec(table.size(), 34), dbias0 = random_vec(size_t(D), 35),
+               dscale0 = random_vec(size_t(D), 36);
+    std::vector<int32_t> tokens(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) tokens[size_t(n)] = int32_t((n * n * 7 + 3) % (V - 1)); // id 11 never occurs
+    auto t_d = upload(tokens);
+    auto tab_d = upload(table), b_d = upload(bias), s_d = upload(scale), g_d = upload(dout);
+    for (int32_t skip : {5, -1}) {
+        SCOPED_TRACE(::testing::Message() << "skip_token=" << skip);
+        auto dtable = dtable0, dbias = dbias0, dscale = dscale0;
+        cpu::embedding_backward(dtable.data(), dbias.data(), dscale.data(), dout.data(), tokens.data(), table.data(),
+                                bias.data(), scale.data(), N, D, skip);
+        std::vector<float> first[3];
+        for (int run = 0; run < 2; ++run) {
+            auto dt_d = upload(dtable0), db_d = upload(dbias0), ds_d = upload(dscale0);
+            cuda::embedding_backward(dt_d.data(), db_d.data(), ds_d.data(), g_d.data(), t_d.data(), tab_d.data(),
+                                     b_d.data(), s_d.data(), N, D, skip);
+            const std::vector<float> got[3] = {download(dt_d), download(db_d), download(ds_d)};
+            EXPECT_LT(rel_err(got[0], dtable), kFp32Tol);
+            EXPECT_LT(rel_err(got[1], dbias), kFp32Tol);
+            EXPECT_LT(rel_err(got[2], dscale), kFp32Tol);
+            if (skip >= 0) { // the skip token's row is untouched, exactly
+                EXPECT_EQ(std::vector<float>(got[0].begin() + skip * D, got[0].begin() + (skip + 1) * D),
+                          std::vector<float>(dtable0.begin() + skip * D, dtable0.begin() + (skip + 1) * D));
+            }
+            if (run == 0) std::copy(got, got + 3, first);
+            for (int k = 0; k < 3; ++k) EXPECT_EQ(got[k], first[k]) << "output " << k << " differs on a rerun";
+        }
+    }
+}
+
+TEST_F(CudaOps, ResidualScaleBackward) {
+    const int64_t N = 23, D = 90;
+    auto x = random_vec(size_t(N * D), 40), res = random_vec(size_t(N * D), 41), dout = random_vec(size_t(N * D), 42);
+    auto s1 = random_vec(size_t(D), 43, 0.2, 1.0), b1 = random_vec(size_t(D), 44, 0.1);
+    auto s2 = random_vec(size_t(D), 45, 0.2, 1.0), b2 = random_vec(size_t(D), 46, 0.1);
+    const auto dres0 = random_vec(size_t(N * D), 47), dp0 = random_vec(size_t(4 * D), 48);
+    auto x_d = upload(x), r_d = upload(res), g_d = upload(dout);
+    auto s1_d = upload(s1), b1_d = upload(b1), s2_d = upload(s2), b2_d = upload(b2);
+    for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "accumulate_dres=" << accumulate);
+        std::vector<float> dx(x.size()), dres = dres0, dp = dp0; // dp: d_hs_scale, d_hs_bias, d_res_scale, d_res_bias
+        float *p = dp.data();
+        cpu::residual_scale_backward(dx.data(), dres.data(), p, p + D, p + 2 * D, p + 3 * D, dout.data(), x.data(),
+                                     res.data(), s1.data(), b1.data(), s2.data(), b2.data(), N, D, accumulate);
+        auto dx_d = poisoned(dx.size()), dp_d = upload(dp0);
+        auto dres_d = accumulate ? upload(dres0) : poisoned(dres0.size());
+        float *q = dp_d.data();
+        cuda::residual_scale_backward(dx_d.data(), dres_d.data(), q, q + D, q + 2 * D, q + 3 * D, g_d.data(),
+                                      x_d.data(), r_d.data(), s1_d.data(), b1_d.data(), s2_d.data(), b2_d.data(), N, D,
+                                      accumulate);
+        EXPECT_LT(rel_err(download(dx_d), dx), kFp32Tol);
+        EXPECT_LT(rel_err(download(dres_d), dres), kFp32Tol);
+        EXPECT_LT(rel_err(download(dp_d), dp), kFp32Tol);
+    }
+}
+
+// Wide inputs (the tails, where Φ is near 0 or 1), out of place and in place (dx aliasing dy).
+TEST_F(CudaOps, GeluBackward) {
+    auto x = random_vec(2001, 50, 3.0), dy = random_vec(x.size(), 51);
+    x.insert(x.end(), {-12.0f, -6.0f, -0.0f, 0.0f, 6.0f, 12.0f});
+    dy.resize(x.size(), 1.0f);
+    const int64_t n = int64_t(x.size());
+    std::vector<float> dx(x.size());
+    cpu::gelu_backward(dx.data(), dy.data(), x.data(), n);
+    auto x_d = upload(x), dy_d = upload(dy), dx_d = poisoned(x.size());
+    cuda::gelu_backward(dx_d.data(), dy_d.data(), x_d.data(), n);
+    EXPECT_LT(rel_err(download(dx_d), dx), kFp32Tol);
+    cuda::gelu_backward(dy_d.data(), dy_d.data(), x_d.data(), n);
+    EXPECT_LT(rel_err(download(dy_d), dx), kFp32Tol);
+}
+
 TEST_F(CudaOps, AdamWMatchesTheCpuStep) {
     const size_t n = 10007;
     auto p = random_vec(n, 13), g = random_vec(n, 14), m = random_vec(n, 15, 0.1), v = random_vec(n, 16, 0.1);

@@ -1,6 +1,8 @@
-// LM head + cross-entropy, chunk by chunk: logits = x_c·Wᵀ (GEMM), loss and gradient in place of the logits (one
-// block per row), then dx_c = G·W and dW += Gᵀ·x_c (GEMMs). The chunk's logits are all the scratch there is.
+// LM head + cross-entropy, chunk by chunk: logits = x_c·Wᵀ (+ bias) (GEMM), loss and gradient in place of the
+// logits (one block per row), then dx_c = G·W and dW += Gᵀ·x_c (GEMMs), dbias += column sums of G. The chunk's
+// logits are all the scratch there is. The forward-only loss stops after the per-row losses.
 #include "core/error.h"
+#include "ops/cuda/block.h"
 #include "ops/cuda/block_reduce.cuh"
 #include "ops/cuda/lm_head.h"
 #include "ops/cuda/ops.h"
@@ -14,15 +16,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Row `blockIdx.x` of logits[rows, V]: loss[row] = logsumexp − logit[target], and in place the gradient
+// Row `blockIdx.x` of logits[rows, V]: loss[row] = logsumexp − logit[target], and, if `grad`, in place the gradient
 // scale·(softmax − onehot(target)); rows without a target get loss 0 and gradient 0 (cpu::cross_entropy_*).
-__global__ void __launch_bounds__(kThreads)
-    cross_entropy_rows_kernel(float *logits, float *losses, const int32_t *targets, int64_t V, float scale) {
+__global__ void __launch_bounds__(kThreads) cross_entropy_rows_kernel(float *logits, float *losses,
+                                                                      const int32_t *targets, int64_t V, float scale,
+                                                                      bool grad) {
     const int tid = int(threadIdx.x);
     float *l = logits + int64_t(blockIdx.x) * V;
     const int32_t target = targets[blockIdx.x]; // the same for the whole block: the branch below is uniform
     if (target < 0) {
-        for (int64_t v = tid; v < V; v += kThreads) l[v] = 0.0f;
+        if (grad)
+            for (int64_t v = tid; v < V; v += kThreads) l[v] = 0.0f;
         if (tid == 0) losses[blockIdx.x] = 0.0f;
         return;
     }
@@ -34,45 +38,70 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t v = tid; v < V; v += kThreads) s += expf(l[v] - m);
     s = block_sum<kThreads>(s);
     if (tid == 0) losses[blockIdx.x] = logf(s) + m - target_logit;
+    if (!grad) return;
     const float f = scale / s;
     for (int64_t v = tid; v < V; v += kThreads) l[v] = f * expf(l[v] - m) - (v == target ? scale : 0.0f);
 }
 
-} // namespace
+// The backward half, when wanted: dx (=), dW and dbias (+=, dbias may be null) for loss_scale × the mean loss.
+struct HeadGrads {
+    float *dx, *dW, *dbias;
+    float loss_scale;
+};
 
-double lm_head_cross_entropy(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, int64_t N,
-                             int64_t D, int64_t V, float loss_scale, int64_t chunk_rows) {
-    if (chunk_rows <= 0) fail("lm_head_cross_entropy: chunk_rows must be positive, got {}", chunk_rows);
+// Both entry points: losses[N] (device), the mean returned; with `grads`, each chunk's backward too.
+double run_head(const char *op, float *losses, const HeadGrads *grads, const float *x, const float *W,
+                const float *bias, const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk_rows) {
+    if (chunk_rows <= 0) fail("{}: chunk_rows must be positive, got {}", op, chunk_rows);
     if (N == 0) return 0.0;
     std::vector<int32_t> host_targets(static_cast<size_t>(N));
     copy_to_host(host_targets.data(), targets, size_t(N) * sizeof(int32_t));
     int64_t count = 0;
     for (int32_t t : host_targets) {
-        if (t >= V) fail("lm_head_cross_entropy: target {} is outside the vocabulary ({})", t, V);
+        if (t >= V) fail("{}: target {} is outside the vocabulary ({})", op, t, V);
         count += t >= 0;
     }
-    if (count == 0) { // nothing to learn from: no gradient (dx is still written)
-        fill_bytes(dx, 0, size_t(N * D) * sizeof(float));
+    if (count == 0) { // nothing to learn from: no loss, no gradient (dx is still written)
+        fill_bytes(losses, 0, size_t(N) * sizeof(float));
+        if (grads) fill_bytes(grads->dx, 0, size_t(N * D) * sizeof(float));
         return 0.0;
     }
     const int64_t chunk = std::min(chunk_rows, N);
-    DeviceArray<float> logits(size_t(chunk * V)), losses(static_cast<size_t>(N));
-    const float scale = loss_scale / float(count);
+    DeviceArray<float> logits(size_t(chunk * V));
+    const float scale = grads ? grads->loss_scale / float(count) : 0.0f;
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         const int64_t rows = std::min(chunk, N - r0);
         const float *xc = x + r0 * D;
         gemm_f32(false, true, rows, V, D, 1.0f, xc, D, W, D, 0.0f, logits.data(), V); // logits = x_c·Wᵀ
-        cross_entropy_rows_kernel<<<unsigned(rows), kThreads>>>(logits.data(), losses.data() + r0, targets + r0, V,
-                                                                 scale);
+        if (bias) add_bias_rows(logits.data(), V, bias, rows, V);
+        cross_entropy_rows_kernel<<<unsigned(rows), kThreads>>>(logits.data(), losses + r0, targets + r0, V, scale,
+                                                                 grads != nullptr);
         ZAYA_CUDA_LAUNCHED();
-        gemm_f32(false, false, rows, D, V, 1.0f, logits.data(), V, W, D, 0.0f, dx + r0 * D, D); // dx_c = G·W
-        gemm_f32(true, false, V, D, rows, 1.0f, logits.data(), V, xc, D, 1.0f, dW, D);          // dW += Gᵀ·x_c
+        if (!grads) continue;
+        gemm_f32(false, false, rows, D, V, 1.0f, logits.data(), V, W, D, 0.0f, grads->dx + r0 * D, D); // dx_c = G·W
+        gemm_f32(true, false, V, D, rows, 1.0f, logits.data(), V, xc, D, 1.0f, grads->dW, D);          // dW += Gᵀ·x_c
+        if (grads->dbias) column_dot_add(grads->dbias, logits.data(), V, nullptr, 0, rows, V);
     }
     std::vector<float> host_losses(static_cast<size_t>(N));
-    copy_to_host(host_losses.data(), losses.data(), host_losses.size() * sizeof(float)); // waits for the GPU
+    copy_to_host(host_losses.data(), losses, host_losses.size() * sizeof(float)); // waits for the GPU
     double total = 0.0;
     for (float l : host_losses) total += double(l); // ignored rows hold 0
     return total / double(count);
+}
+
+} // namespace
+
+double lm_head_cross_entropy(float *dx, float *dW, float *dbias, const float *x, const float *W, const float *bias,
+                             const int32_t *targets, int64_t N, int64_t D, int64_t V, float loss_scale,
+                             int64_t chunk_rows) {
+    DeviceArray<float> losses(static_cast<size_t>(N));
+    const HeadGrads grads{dx, dW, dbias, loss_scale};
+    return run_head("lm_head_cross_entropy", losses.data(), &grads, x, W, bias, targets, N, D, V, chunk_rows);
+}
+
+double lm_head_loss(float *losses, const float *x, const float *W, const float *bias, const int32_t *targets,
+                    int64_t N, int64_t D, int64_t V, int64_t chunk_rows) {
+    return run_head("lm_head_loss", losses, nullptr, x, W, bias, targets, N, D, V, chunk_rows);
 }
 
 } // namespace zaya::cuda

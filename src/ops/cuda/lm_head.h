@@ -5,12 +5,19 @@
 
 namespace zaya::cuda {
 
-// With logits = x·Wᵀ (x[N,D] the final hidden states, W[V,D] the tied embedding) and targets[N] (< 0: ignored),
-// returns the mean cross-entropy over the rows with a target (0 if none), writes dx[N,D] (=) and adds to dW[V,D]
-// (+=) the gradients of loss_scale × that mean — cpu::cross_entropy_forward/backward around the two GEMMs of
-// the head. Logits pass chunk_rows rows at a time through a device scratch of chunk_rows·V floats; all GEMMs fp32.
-double lm_head_cross_entropy(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, int64_t N,
-                             int64_t D, int64_t V, float loss_scale, int64_t chunk_rows);
+// With logits = x·Wᵀ + bias (x[N,D] the final hidden states, W[V,D] the head's weight, bias[V] or null for none)
+// and targets[N] (< 0: ignored), returns the mean cross-entropy over the rows with a target (0 if none), writes
+// dx[N,D] (=) and adds to dW[V,D] and dbias[V] (+=; dbias may be null) the gradients of loss_scale × that mean —
+// cpu::cross_entropy_forward/backward around cpu::linear_forward/backward. Logits pass chunk_rows rows at a time
+// through a device scratch of chunk_rows·V floats; all GEMMs fp32; dbias sums rows in order (deterministic).
+double lm_head_cross_entropy(float *dx, float *dW, float *dbias, const float *x, const float *W, const float *bias,
+                             const int32_t *targets, int64_t N, int64_t D, int64_t V, float loss_scale,
+                             int64_t chunk_rows);
+
+// The forward alone (evaluation): losses[N] (device) = each row's cross-entropy (0 where target < 0), and returns
+// their mean over the rows with a target (0 if none), as lm_head_cross_entropy; same chunking, no gradient.
+double lm_head_loss(float *losses, const float *x, const float *W, const float *bias, const int32_t *targets,
+                    int64_t N, int64_t D, int64_t V, int64_t chunk_rows);
 
 // Rows per chunk that keep the logits scratch within `scratch_bytes` (at least one row).
 inline int64_t lm_head_chunk_rows(int64_t V, size_t scratch_bytes = size_t(256) << 20) {

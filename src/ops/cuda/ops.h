@@ -18,11 +18,25 @@ void residual_scale_forward(float *out, const float *x, const float *res, const 
 // out[N,D] = (table[tokens[n]] + bias) ⊙ scale                                (cpu::embedding_forward)
 void embedding_forward(float *out, const int32_t *tokens, const float *table, const float *bias, const float *scale,
                        int64_t N, int64_t D);
+// Backward of residual_scale_forward: dx[N,D] (=), dres[N,D] (= or +=), the four parameter grads [D] += — column
+// sums over rows in order: deterministic                                    (cpu::residual_scale_backward)
+void residual_scale_backward(float *dx, float *dres, float *d_hs_scale, float *d_hs_bias, float *d_res_scale,
+                             float *d_res_bias, const float *dout, const float *x, const float *res,
+                             const float *hs_scale, const float *hs_bias, const float *res_scale,
+                             const float *res_bias, int64_t N, int64_t D, bool accumulate_dres);
+// Backward of embedding_forward: dtable[V,D], dbias[D], dscale[D] +=; rows of skip_token (−1: none) get nothing.
+// Every element's terms are summed in token order, no atomics: deterministic. Reads the token ids back to the host
+// (a synchronisation) to group them by id.                                   (cpu::embedding_backward)
+void embedding_backward(float *dtable, float *dbias, float *dscale, const float *dout, const int32_t *tokens,
+                        const float *table, const float *bias, const float *scale, int64_t N, int64_t D,
+                        int32_t skip_token);
 // a[N,I] = silu(h[:, :I]) ⊙ h[:, I:]; its backward dh[N,2I] from da[N,I]     (cpu::swiglu_forward/backward)
 void swiglu_forward(float *a, const float *h, int64_t N, int64_t I);
 void swiglu_backward(float *dh, const float *da, const float *h, int64_t N, int64_t I);
 // y = x·Φ(x) (exact erf GELU)                                                (cpu::gelu_forward)
 void gelu_forward(float *y, const float *x, int64_t n);
+// dx = dy·(Φ(x) + x·φ(x)); dx may alias dy                                   (cpu::gelu_backward)
+void gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
 
 // One fused AdamW step on n elements, exactly the formula of optim/adamw.h (step ≥ 1).
 void adamw_update(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, int64_t n, double lr,
