@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The one script to run on the GPU machine (device tool), from the repository root, after scripts/gpu_bundle.sh
 # has filled build-gpu/ here and the device tool carried it:  bash scripts/gpu_check.sh
-# Runs every CUDA op against its CPU twin, then zaya_cuda_bench (the GPU's bf16/fp32 matrix rate and HBM copy
-# bandwidth, and the attention, Newton–Schulz and LM-head kernels at ZAYA1-8B shapes), and prints a compact table
-# last. (Still to come with the model on the GPU: the 20-step training parity run, training MFU and decode; the
-# table says so.)
+# Runs every CUDA op (and the whole model, forward and backward) against its CPU twin, then zaya_cuda_bench (the
+# GPU's bf16/fp32 matrix rate and HBM copy bandwidth, and the attention, Newton–Schulz and LM-head kernels at ZAYA1-8B
+# shapes), then `zaya train` for 20 steps on the CPU and on the GPU (fp32 and bf16 matmuls) from the same seed and
+# data, and `zaya bench train --device cuda` on the ~1B preset; prints a compact table last. (Decode on the GPU is
+# still to come; the table says so.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp}
@@ -26,10 +27,26 @@ if [[ -x build-gpu/zaya_cuda_bench ]]; then
     timeout 180 build-gpu/zaya_cuda_bench | tee "$out/cuda_bench.jsonl"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
 fi
+echo "== zaya on the GPU: 20-step training parity (CPU vs CUDA) and training speed (~1B preset)"
+if [[ -x build-gpu/zaya && -f build-gpu/zaya-libs.tar.xz ]]; then
+    python3 -c 'import tarfile, sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' build-gpu/zaya-libs.tar.xz /tmp
+    zaya=(env LD_LIBRARY_PATH="/tmp/zaya-libs:$LD_LIBRARY_PATH" build-gpu/zaya)
+    common=(--data build-gpu/data/pydocs --model small --steps 20 --batch 8 --seq 256 --warmup 5 --eval-every 0
+            --eval-batches 2 --sample-tokens 0)
+    for run in "cpu fp32" "cuda fp32" "cuda bf16"; do
+        set -- $run
+        rm -rf "$out/parity_$1_$2"
+        timeout 150 "${zaya[@]}" train "${common[@]}" --device "$1" --precision "$2" --out "$out/parity_$1_$2" 2>&1 | tail -3
+        [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+    done
+    timeout 240 "${zaya[@]}" bench train --device cuda --model 1b --batch 8 --seq 2048 --precision bf16 --iters 3 --json \
+        | tee "$out/train_bench.json"
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+fi
 echo
 echo "== zaya gpu_check ($(($(date +%s) - start)) s)"
-python3 - "$out/cuda_ops.json" "$out/cuda_bench.jsonl" <<'PY'
-import json, sys
+python3 - "$out/cuda_ops.json" "$out/cuda_bench.jsonl" "$out" <<'PY'
+import json, os, sys
 try:
     r = json.load(open(sys.argv[1]))
     print(f"{'check':45s} {'result':8s} time")
@@ -46,7 +63,28 @@ try:
         print(f"{'bench ' + name:45s} " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in b.items()))
 except Exception as e:
     print(f"benchmarks: no result ({e})")
-print(f"{'training parity (20 steps, GPU vs CPU)':45s} {'not yet':8s} -")
-print(f"{'training MFU (~1B preset), decode vs HBM bound':45s} {'not yet':8s} - (needs the model on the GPU)")
+out = sys.argv[3]
+def metrics(name):
+    path = os.path.join(out, name, "metrics.jsonl")
+    rows = [json.loads(l) for l in open(path)] if os.path.exists(path) else []
+    return [r["loss"] for r in rows if "loss" in r], [r["val_loss"] for r in rows if "val_loss" in r]
+ref, ref_val = metrics("parity_cpu_fp32")
+for name, tol in (("parity_cuda_fp32", 1e-3), ("parity_cuda_bf16", 3e-2)):
+    got, val = metrics(name)
+    label = f"train 20 steps {name[7:]} vs cpu fp32"
+    if len(got) != 20 or len(ref) != 20:
+        print(f"{label:45s} {'FAILED':8s} steps: cpu {len(ref)}, gpu {len(got)}")
+        continue
+    worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
+    res = "ok" if worst <= tol else "FAILED"
+    print(f"{label:45s} {res:8s} max rel loss diff {worst:.2e} (≤ {tol:g}); final loss {got[-1]:.4f} vs {ref[-1]:.4f};"
+          f" val {val[-1] if val else float('nan'):.4f} vs {ref_val[-1] if ref_val else float('nan'):.4f}")
+try:
+    b = json.load(open(os.path.join(out, "train_bench.json")))
+    print(f"{'train fwd+bwd 1b bf16 (8×2048 tokens)':45s} {'':8s} {b['median_fwd_bwd_s']:.3f} s, "
+          f"{b['tokens_per_s']:.0f} tok/s, {b['fwd_bwd_tflops']:.1f} TFLOP/s = MFU {100 * b['mfu_fwd_bwd_989']:.1f}% of 989")
+except Exception as e:
+    print(f"train speed: no result ({e})")
+print(f"{'decode vs HBM bound':45s} {'not yet':8s} - (inference runs on the CPU only)")
 PY
 exit "$rc"

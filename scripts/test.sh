@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite: Release build + unit, parity and CLI tests; ASan+UBSan build of the unit tests; the CUDA kernels'
-# tests emulated on the CPU under ASan+UBSan; bounded fuzzing of the safetensors and OpenAI request parsers. Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
+# tests emulated on the CPU under ASan+UBSan, and training with --device cuda on them; bounded fuzzing of the safetensors and OpenAI request parsers. Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -17,6 +17,9 @@ ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 build-asan/zaya_tes
 
 echo "== CUDA kernels emulated on the CPU (ASan+UBSan)"
 bash scripts/cuda_emulate.sh address --gtest_brief=1
+echo "== training on the emulated CUDA backend against the CPU (zaya_emu)"
+nice cmake --build build-emu-address --target zaya_emu -j"$jobs" >/dev/null
+bash tests/cli/test_device_emu.sh build-emu-address/zaya_emu .
 
 fuzz_seconds=${ZAYA_FUZZ_SECONDS:-60}
 if [ "$fuzz_seconds" -gt 0 ]; then

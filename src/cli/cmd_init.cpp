@@ -43,7 +43,7 @@ void run_init(const InitArgs &a) {
 void register_init(CLI::App &app) {
     auto *cmd = app.add_subcommand("init", "Create a randomly initialised model directory (config.json + safetensors)");
     auto a = std::make_shared<InitArgs>();
-    cmd->add_option("--model", a->model, "Preset (tiny, small, base, zaya1-8b) or a config.json")->capture_default_str();
+    cmd->add_option("--model", a->model, "Preset (tiny, small, base, 1b, zaya1-8b) or a config.json")->capture_default_str();
     cmd->add_option("--out", a->out, "Output model directory")->required();
     cmd->add_option("--dtype", a->dtype, "Stored weight dtype")->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
     cmd->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();

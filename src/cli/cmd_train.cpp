@@ -19,7 +19,7 @@ void register_train(CLI::App &app) {
     cmd->add_option("--config", *config_file, "JSON file with any of the options below (flag names, '_' for '-')");
     cmd->add_option("--data", tc->data, "Prepared data directory");
     cmd->add_option("--out", tc->out, "Run directory (metrics.jsonl, train_config.json, model/)");
-    cmd->add_option("--model", tc->model, "Preset (tiny, small, base, zaya1-8b) or config.json")->capture_default_str();
+    cmd->add_option("--model", tc->model, "Preset (tiny, small, base, 1b, zaya1-8b) or config.json")->capture_default_str();
     cmd->add_option("--steps", tc->steps, "Optimizer steps")->capture_default_str();
     cmd->add_option("--batch", tc->batch, "Sequences per optimizer step")->capture_default_str();
     cmd->add_option("--micro-batch", tc->micro_batch, "Sequences per forward/backward (0 = batch)")->capture_default_str();

@@ -92,6 +92,8 @@ ZayaConfig config_preset(const std::string &name) {
     } else if (name == "base") {
         c = make(32768, 768, 12, 8, 2, 96, 16, 768, 128, 8192);
         c.rope_hybrid.rope_theta = 10000;
+    } else if (name == "1b") { // ~1B total, ZAYA1-8B's head and router shapes: the GPU training benchmark
+        c = make(32768, 1024, 20, 8, 2, 128, 16, 1024, 256, 8192);
     } else if (name == "zaya1-8b") {
         c = make(262272, 2048, 40, 8, 2, 128, 16, 2048, 256, 131072);
     } else {
@@ -104,6 +106,6 @@ ZayaConfig config_preset(const std::string &name) {
     return c;
 }
 
-std::vector<std::string> config_preset_names() { return {"tiny", "small", "base", "zaya1-8b"}; }
+std::vector<std::string> config_preset_names() { return {"tiny", "small", "base", "1b", "zaya1-8b"}; }
 
 } // namespace zaya

@@ -9,6 +9,8 @@
 #include "ops/cpu/cca.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/moe.h"
+#include "optim/adamw.h"
+#include "optim/muon.h"
 
 #include <cstdint>
 #include <string>
@@ -127,6 +129,16 @@ class Backend {
                                   real loss_scale, int64_t count) = 0;
     // Whether lm_head_forward needs stored logits to run a later lm_head_backward.
     virtual bool lm_head_needs_logits() const = 0;
+
+    // Optimizer pieces (optim/): Σx² in double (deterministic), x *= c, one AdamW step (optim/adamw.h), and one
+    // Muon step on one rows × cols matrix (optim/muon.h; momentum its buffer). Muon is for device backends: on the
+    // CPU, Optimizer::update runs its own Muon, whole matrices per thread.
+    virtual double sum_squares(const real *x, size_t n) = 0;
+    virtual void scale(real *x, size_t n, real c) = 0;
+    virtual void adamw_update(real *param, const real *grad, real *exp_avg, real *exp_avg_sq, size_t n, double lr,
+                              double weight_decay, const AdamWHyper &hyper, int64_t step) = 0;
+    virtual void muon_step(real *param, const real *grad, real *momentum, int64_t rows, int64_t cols, double lr,
+                           double weight_decay, const MuonHyper &hyper) = 0;
 };
 
 Backend &cpu_backend();

@@ -7,10 +7,10 @@
 
 namespace zaya {
 
-double grad_sum_squares(const ParamLayout &layout, const real *grads) {
+double grad_sum_squares(const ParamLayout &layout, const real *grads, Backend &backend) {
     double s = 0.0;
     for (const ParamView &v : layout.views)
-        if (v.trainable) s += sum_squares(grads + v.offset, v.numel);
+        if (v.trainable) s += backend.sum_squares(grads + v.offset, v.numel);
     return s;
 }
 
@@ -19,16 +19,10 @@ double clip_coefficient(double total_norm, double max_norm) {
     return std::min(1.0, max_norm / (total_norm + 1e-6));
 }
 
-void scale_grads(const ParamLayout &layout, real *grads, double coef) {
+void scale_grads(const ParamLayout &layout, real *grads, double coef, Backend &backend) {
     if (coef == 1.0) return;
-    const real c = real(coef);
-    for (const ParamView &v : layout.views) {
-        if (!v.trainable) continue;
-        real *g = grads + v.offset;
-        const size_t n = v.numel;
-#pragma omp parallel for simd if (n > (size_t(1) << 15))
-        for (size_t i = 0; i < n; ++i) g[i] *= c;
-    }
+    for (const ParamView &v : layout.views)
+        if (v.trainable) backend.scale(grads + v.offset, v.numel, real(coef));
 }
 
 double clip_grad_norm(const ParamLayout &layout, real *grads, double max_norm) {

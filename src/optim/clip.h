@@ -11,17 +11,19 @@
 #pragma once
 #include "core/real.h"
 #include "model/params.h"
+#include "ops/backend.h"
 
 namespace zaya {
 
-// Σ g² over the trainable views (to all-reduce across data-parallel ranks before taking the root).
-double grad_sum_squares(const ParamLayout &layout, const real *grads);
+// Σ g² over the trainable views (to all-reduce across data-parallel ranks before taking the root); `grads` in the
+// backend's memory.
+double grad_sum_squares(const ParamLayout &layout, const real *grads, Backend &backend = cpu_backend());
 
 // min(1, max_norm / (total_norm + 1e-6)); 1 when total_norm is not finite.
 double clip_coefficient(double total_norm, double max_norm);
 
 // Multiplies the trainable views of `grads` by `coef` (no-op for coef == 1).
-void scale_grads(const ParamLayout &layout, real *grads, double coef);
+void scale_grads(const ParamLayout &layout, real *grads, double coef, Backend &backend = cpu_backend());
 
 // Computes the global norm, clips in place, returns the norm before clipping (as clip_grad_norm_ does).
 double clip_grad_norm(const ParamLayout &layout, real *grads, double max_norm);

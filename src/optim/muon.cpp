@@ -43,16 +43,6 @@ void symmetric_gram_bf16(float *G, const uint16_t *X, int64_t k, int64_t len, in
 
 } // namespace
 
-double muon_adjusted_lr(double lr, MuonLrAdjust adjust, int64_t rows, int64_t cols) {
-    const double A = double(rows), B = double(cols);
-    switch (adjust) {
-    case MuonLrAdjust::Original: return lr * std::sqrt(std::max(1.0, A / B));
-    case MuonLrAdjust::MatchRmsAdamW: return lr * 0.2 * std::sqrt(std::max(A, B));
-    case MuonLrAdjust::SpectralUnclamped: return lr * std::sqrt(A / B);
-    }
-    return lr;
-}
-
 NsPrecision ns_precision_from_string(const std::string &s) {
     if (s == "bf16") return NsPrecision::BF16;
     if (s == "fp32") return NsPrecision::F32;
@@ -65,7 +55,7 @@ Muon::Muon(const MuonHyper &hyper, size_t max_numel, int64_t max_min_dim, int wo
     : hyper_(hyper), max_numel_(max_numel), max_min_dim_(max_min_dim) {
     if (hyper.ns_steps < 0 || hyper.ns_steps >= 100) fail("muon: ns_steps must be in [0, 100), got {}", hyper.ns_steps);
     if (hyper.momentum < 0) fail("muon: momentum must be >= 0, got {}", hyper.momentum);
-    if (workspaces < 1) fail("muon: workspaces must be >= 1, got {}", workspaces);
+    if (workspaces < 0) fail("muon: workspaces must be >= 0, got {}", workspaces); // 0: hyper-parameters only
     const size_t k2 = size_t(max_min_dim) * size_t(max_min_dim);
     const bool bf16 = hyper.ns_precision == NsPrecision::BF16;
     ws_.resize(size_t(workspaces));

@@ -22,7 +22,9 @@
 #include "core/real.h"
 #include "model/params.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,7 +49,16 @@ struct MuonHyper {
 };
 
 // lr·s(rows, cols): original √max(1, rows/cols); match_rms_adamw 0.2·√max(rows, cols); spectral_unclamped √(rows/cols).
-double muon_adjusted_lr(double lr, MuonLrAdjust adjust, int64_t rows, int64_t cols);
+// (Inline: the CUDA backend's Muon uses it too, in binaries without this file's oneDNN code.)
+inline double muon_adjusted_lr(double lr, MuonLrAdjust adjust, int64_t rows, int64_t cols) {
+    const double A = double(rows), B = double(cols);
+    switch (adjust) {
+    case MuonLrAdjust::Original: return lr * std::sqrt(std::max(1.0, A / B));
+    case MuonLrAdjust::MatchRmsAdamW: return lr * 0.2 * std::sqrt(std::max(A, B));
+    case MuonLrAdjust::SpectralUnclamped: return lr * std::sqrt(A / B);
+    }
+    return lr;
+}
 
 // Muon's update rule with its scratch space: `workspaces` sets, each sized once for the largest matrix, so that
 // that many threads can each orthogonalise a matrix at once (Optimizer does); steps allocate nothing.

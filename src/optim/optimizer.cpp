@@ -36,18 +36,28 @@ MuonHyper OptimConfig::muon_hyper() const {
 AdamWHyper OptimConfig::adamw_hyper() const { return {beta1, beta2, eps}; }
 
 Optimizer::Optimizer(const ParamLayout &layout, const ZayaConfig &config, const OptimConfig &oc,
-                     std::shared_ptr<Communicator> comm)
-    : Optimizer(layout, ParamGroups::classify(layout, config), oc, std::move(comm)) {}
+                     std::shared_ptr<Communicator> comm, Backend &backend)
+    : Optimizer(layout, ParamGroups::classify(layout, config), oc, std::move(comm), backend) {}
 
 Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimConfig &oc,
-                     std::shared_ptr<Communicator> comm)
-    : layout_(layout), groups_(std::move(groups)), comm_(comm && comm->size() > 1 ? std::move(comm) : nullptr),
+                     std::shared_ptr<Communicator> comm, Backend &backend)
+    : backend_(&backend), layout_(layout), groups_(std::move(groups)), comm_(comm && comm->size() > 1 ? std::move(comm) : nullptr),
       rank_(comm_ ? comm_->rank() : 0), plan_(ShardPlan::make(groups_, comm_ ? comm_->size() : 1)),
       local_(plan_.local(groups_, rank_)), config_((oc.validate(), oc)), schedule_(oc.lr_schedule()),
-      muon_(oc.muon_hyper(), local_.max_muon_numel(), local_.max_muon_min_dim(), omp_get_max_threads()),
-      adamw_(oc.adamw_hyper()),
-      momentum_(RealBuffer::zeros(local_.muon_state_size)), exp_avg_(RealBuffer::zeros(local_.adamw_state_size)),
-      exp_avg_sq_(RealBuffer::zeros(local_.adamw_state_size)) {
+      // On a device the backend runs Muon: no CPU workspaces.
+      muon_(oc.muon_hyper(), local_.max_muon_numel(), local_.max_muon_min_dim(),
+            backend.host_memory() ? omp_get_max_threads() : 0),
+      adamw_(oc.adamw_hyper()), momentum_(backend.alloc(local_.muon_state_size)),
+      exp_avg_(backend.alloc(local_.adamw_state_size)), exp_avg_sq_(backend.alloc(local_.adamw_state_size)) {
+    if (!backend.host_memory()) {
+        if (comm_) fail("optimizer: data parallel with the optimizer on --device {} is not supported yet", backend.name());
+        if (oc.ns_precision != NsPrecision::BF16)
+            fail("optimizer: ns_precision fp32 runs on the CPU only; --device {} runs Newton-Schulz in bf16",
+                 backend.name());
+        host_momentum_ = RealBuffer::zeros(momentum_.size);
+        host_exp_avg_ = RealBuffer::zeros(exp_avg_.size);
+        host_exp_avg_sq_ = RealBuffer::zeros(exp_avg_sq_.size);
+    }
     if (comm_)
         for (int r = 0; r < plan_.ranks; ++r) blocks_.push_back(plan_.param_blocks(groups_, r));
     // Largest matrices first, so that the threads finish together (ties keep layout order: a fixed order).
@@ -58,10 +68,29 @@ Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimC
     });
 }
 
+const RealBuffer &Optimizer::host(const RealBuffer &state) const {
+    if (backend_->host_memory()) return state;
+    return &state == &momentum_ ? host_momentum_ : &state == &exp_avg_ ? host_exp_avg_ : host_exp_avg_sq_;
+}
+
+void Optimizer::state_to_host() {
+    if (backend_->host_memory()) return;
+    backend_->download(host_momentum_.data(), momentum_.data(), momentum_.size * sizeof(real));
+    backend_->download(host_exp_avg_.data(), exp_avg_.data(), exp_avg_.size * sizeof(real));
+    backend_->download(host_exp_avg_sq_.data(), exp_avg_sq_.data(), exp_avg_sq_.size * sizeof(real));
+}
+
+void Optimizer::state_to_device() {
+    if (backend_->host_memory()) return;
+    backend_->upload(momentum_.data(), host_momentum_.data(), momentum_.size * sizeof(real));
+    backend_->upload(exp_avg_.data(), host_exp_avg_.data(), exp_avg_.size * sizeof(real));
+    backend_->upload(exp_avg_sq_.data(), host_exp_avg_sq_.data(), exp_avg_sq_.size * sizeof(real));
+}
+
 StepStats Optimizer::step(real *params, real *grads, double lr) {
     ZAYA_PROFILE("optimizer_step");
     StepStats s;
-    s.grad_norm = std::sqrt(grad_sum_squares(layout_, grads));
+    s.grad_norm = std::sqrt(grad_sum_squares(layout_, grads, *backend_));
     if (!std::isfinite(s.grad_norm)) {
         s.skipped = true;
         return s;
@@ -72,13 +101,27 @@ StepStats Optimizer::step(real *params, real *grads, double lr) {
 }
 
 void Optimizer::clip_and_update(real *params, real *grads, double lr, double grad_norm) {
-    if (config_.grad_clip > 0.0) scale_grads(layout_, grads, clip_coefficient(grad_norm, config_.grad_clip));
+    if (config_.grad_clip > 0.0)
+        scale_grads(layout_, grads, clip_coefficient(grad_norm, config_.grad_clip), *backend_);
     update(params, grads, lr);
 }
 
 void Optimizer::update(real *params, const real *grads, double lr) {
     ++step_;
     ZAYA_PROFILE("optimizer_update");
+    if (!backend_->host_memory()) { // each matrix on the whole device, one after another (one process)
+        for (size_t i : muon_order_) {
+            const MuonMatrix &m = local_.muon[i];
+            backend_->muon_step(params + m.offset, grads + m.offset, momentum_.data() + m.state_offset, m.rows,
+                                m.cols, lr, config_.weight_decay, muon_.hyper());
+        }
+        for (const AdamWRange &r : local_.adamw)
+            backend_->adamw_update(params + r.offset, grads + r.offset, exp_avg_.data() + r.state_offset,
+                                   exp_avg_sq_.data() + r.state_offset, r.numel, lr,
+                                   r.decay ? config_.weight_decay : 0.0, adamw_, step_);
+        comm_seconds_ = 0;
+        return;
+    }
     // Whole matrices per thread, each with its own workspace and single-threaded GEMMs: the matrices are small
     // (hundreds of rows), where one GEMM split over threads runs well below the per-thread rate. A matrix's result
     // does not depend on which thread computed it, so the step is deterministic.

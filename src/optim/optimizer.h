@@ -16,6 +16,7 @@
 #include "optim/schedule.h"
 #include "optim/zero_shard.h"
 #include "dist/comm.h"
+#include "ops/backend.h"
 
 #include <memory>
 
@@ -55,11 +56,13 @@ class Optimizer {
     // With a communicator of N > 1 ranks (dist/comm.h) the state is sharded ZeRO-1 style (optim/zero_shard.h):
     // each rank keeps the state of its Muon matrices and of its piece of the AdamW ranges, updates those
     // parameters, and then every rank's updated parameters are broadcast to all, so parameters stay replicated.
+    // On a device backend (ops/backend.h) the state lives in its memory and params / grads passed in must too;
+    // Muon and AdamW then run there, one matrix after another (one process only, Newton–Schulz in bf16).
     Optimizer(const ParamLayout &layout, const ZayaConfig &config, const OptimConfig &oc,
-              std::shared_ptr<class Communicator> comm = nullptr);
+              std::shared_ptr<class Communicator> comm = nullptr, Backend &backend = cpu_backend());
     // `groups` may be any subset of the layout's (tests); clipping still uses the whole layout.
     Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimConfig &oc,
-              std::shared_ptr<class Communicator> comm = nullptr);
+              std::shared_ptr<class Communicator> comm = nullptr, Backend &backend = cpu_backend());
 
     // Clips the gradients in place (when grad_clip > 0), then update(). A non-finite gradient norm updates
     // nothing and leaves the step count unchanged (torch would write NaNs into the parameters).
@@ -81,12 +84,19 @@ class Optimizer {
     const ShardPlan &plan() const { return plan_; }              // which rank owns what
     const ParamGroups &local_groups() const { return local_; }   // this rank's share; indexes the buffers below
     int rank() const { return rank_; }
-    real *muon_momentum() const { return momentum_.data(); }
-    real *exp_avg() const { return exp_avg_.data(); }
-    real *exp_avg_sq() const { return exp_avg_sq_.data(); }
+    // The state, on the host (checkpoints read and restore it here). On a device backend these are host copies:
+    // state_to_host() fills them from the device, state_to_device() writes them back.
+    real *muon_momentum() const { return host(momentum_).data(); }
+    real *exp_avg() const { return host(exp_avg_).data(); }
+    real *exp_avg_sq() const { return host(exp_avg_sq_).data(); }
     size_t state_bytes() const { return (momentum_.size + exp_avg_.size + exp_avg_sq_.size) * sizeof(real); }
+    void state_to_host();
+    void state_to_device();
 
   private:
+    const RealBuffer &host(const RealBuffer &state) const;
+
+    Backend *backend_;
     ParamLayout layout_;
     ParamGroups groups_;
     std::shared_ptr<class Communicator> comm_;
@@ -99,7 +109,8 @@ class Optimizer {
     Muon muon_;
     std::vector<size_t> muon_order_; // local_.muon indices, largest first
     AdamWHyper adamw_;
-    RealBuffer momentum_, exp_avg_, exp_avg_sq_;
+    RealBuffer momentum_, exp_avg_, exp_avg_sq_;                // in the backend's memory
+    RealBuffer host_momentum_, host_exp_avg_, host_exp_avg_sq_; // device backends: host copies for checkpoints
     double comm_seconds_ = 0;
     int64_t step_ = 0;
 };

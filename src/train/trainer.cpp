@@ -58,11 +58,11 @@ std::set<int64_t> env_iterations(const char *name) {
 Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data,
                  std::shared_ptr<Communicator> comm)
     : tc_(tc), matmul_precision_(cpu::matmul_precision_from_string(tc.precision)),
-      backend_(backend_named(tc.device)), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_),
+      backend_(backend_named(tc.device)), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_, backend_),
       balance_(model_.layout, model_.config, balancing_config(tc)),
       acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true, backend_)),
       scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro(), backend_)),
-      grads_(RealBuffer::zeros(model_.layout.total)),
+      grads_(RealBuffer::zeros(backend_.host_memory() ? model_.layout.total : 0)),
       counts_(size_t(model_.config.num_hidden_layers * model_.config.router_classes()), 0), guard_(guard_config(tc)),
       fault_nan_(env_iterations("ZAYA_FAULT_NAN_GRAD")), fault_spike_(env_iterations("ZAYA_FAULT_SPIKE_GRAD")),
       fault_hang_(env_iterations("ZAYA_FAULT_HANG")) {
@@ -79,11 +79,13 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
         fail("data in '{}' has vocab_size {} but the model's is {}", data_->dir(), data_->manifest().vocab_size,
              model_.config.vocab_size);
     if (comm_->size() > 1) plan_gradient_buckets();
-    if (!backend_.host_memory()) {
+    if (!backend_.host_memory()) { // parameters, gradients and optimizer state live on the device
         device_model_.emplace(model_on(model_, backend_));
         device_grads_ = backend_.alloc(model_.layout.total);
         host_choices_.resize(size_t(tc.micro() * tc.seq));
         backend_.set_matmul_precision(matmul_precision_);
+        for (const ParamView &v : model_.layout.views)
+            if (!v.trainable) bias_views_.push_back(&v);
     }
     flops_per_step_ = 3.0 * forward_flops(model_.config, std::vector<int64_t>(size_t(tc.batch), tc.seq));
 }
@@ -123,10 +125,38 @@ void Trainer::plan_gradient_buckets() {
 
 const Model &Trainer::run_model() {
     if (!device_model_) return model_;
-    // The host copy is the one the optimizer, the balancing controller and checkpoint restores write: refresh the
-    // device copy before every use (a full upload; the optimizer moves to the device in a later step).
-    upload_params(*device_model_, model_, backend_);
+    if (device_stale_) { // the host copies were handed out (checkpoint restore, tests): they may hold news
+        upload_params(*device_model_, model_, backend_);
+        opt_.state_to_device();
+        device_stale_ = false;
+    }
     return *device_model_;
+}
+
+void Trainer::sync_host_params() const {
+    if (!params_host_stale_) return;
+    backend_.download(model_.params.data(), device_model_->params.data(), model_.layout.total * sizeof(real));
+    params_host_stale_ = false;
+}
+
+void Trainer::sync_host() {
+    sync_host_params();
+    if (opt_host_stale_) opt_.state_to_host();
+    opt_host_stale_ = false;
+    if (device_model_) device_stale_ = true; // whoever asked may write them
+}
+
+// The balancing controller runs on the host (a few numbers per layer). On a device only the biases travel: down
+// before the update, back up after it.
+void Trainer::update_balancing() {
+    if (!device_model_) return balance_.update(model_.params.data(), counts_.data());
+    for (const ParamView *v : bias_views_)
+        backend_.download(model_.params.data() + v->offset, device_model_->params.data() + v->offset,
+                          v->numel * sizeof(real));
+    balance_.update(model_.params.data(), counts_.data());
+    for (const ParamView *v : bias_views_)
+        backend_.upload(device_model_->params.data() + v->offset, model_.params.data() + v->offset,
+                        v->numel * sizeof(real));
 }
 
 const int32_t *Trainer::choices(int64_t l, int64_t N) {
@@ -136,7 +166,7 @@ const int32_t *Trainer::choices(int64_t l, int64_t N) {
 }
 
 size_t Trainer::memory_bytes() const {
-    return (model_.params.size + grads_.size) * sizeof(real) + acts_.bytes() + scratch_.buf.size * sizeof(real) +
+    return (model_.params.size + grads_.size + device_grads_.size) * sizeof(real) + acts_.bytes() + scratch_.buf.size * sizeof(real) +
            opt_.state_bytes();
 }
 
@@ -146,22 +176,17 @@ StepResult Trainer::step(std::vector<int32_t> *batch_log) {
     return step_on([this, ranks](int64_t n) { return loader_->next_batch(n * ranks); }, batch_log);
 }
 
-StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro_batch,
-                            std::vector<int32_t> *batch_log) {
-    auto t0 = std::chrono::steady_clock::now();
+real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_batch, std::vector<int32_t> *batch_log,
+                          StepResult &r) {
     const ZayaConfig &c = model_.config;
     const int64_t ranks = comm_->size(), micro = tc_.micro(), accum = tc_.batch / (micro * ranks);
     const int64_t K = c.router_classes();
-    std::memset(grads_.data(), 0, grads_.size * sizeof(real));
-    real *grads = grads_.data(); // where backward accumulates: the host buffer, or the device's
-    if (device_model_) {
-        backend_.zero(device_grads_.data(), device_grads_.size * sizeof(real));
-        grads = device_grads_.data();
-    }
+    RealBuffer &gbuf = device_model_ ? device_grads_ : grads_; // where backward accumulates
+    real *grads = gbuf.data();
+    backend_.zero(grads, gbuf.size * sizeof(real));
     std::fill(counts_.begin(), counts_.end(), 0);
-    StepResult r;
     const Model &m = run_model();
-    std::optional<cpu::MatmulPrecisionScope> precision(std::in_place, matmul_precision_); // forward + backward only
+    const cpu::MatmulPrecisionScope precision(matmul_precision_); // forward + backward only
     for (int64_t a = 0; a < accum; ++a) {
         TokenBatch tb = next_micro_batch(micro);
         if (batch_log) batch_log->insert(batch_log->end(), tb.tokens.begin(), tb.tokens.end());
@@ -176,7 +201,7 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
         }
         // Last micro-batch, data parallel: each layer's gradients are final once its backward is done (layers come
         // last to first), and are summed over the ranks while the layers below it are differentiated (host
-        // gradients only: a device's are summed after they are downloaded).
+        // gradients only: a device's are summed after they are downloaded, in step_on).
         const bool overlap = ranks > 1 && a == accum - 1 && !device_model_;
         int64_t next = c.num_hidden_layers - 1; // the next layer to start: the same order on every rank
         auto start_through = [&](int64_t l) {
@@ -190,12 +215,25 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
         if (overlap) model_backward(m, batch, acts_, targets.data(), scratch_, grads, scale, start_through);
         else model_backward(m, batch, acts_, targets.data(), scratch_, grads, scale);
         if (overlap) start_through(0); // those not reported (a micro-batch without targets reports none)
-        if (ranks > 1 && a == accum - 1 && device_model_) {
-            backend_.download(grads_.data(), grads, grads_.size * sizeof(real));
-            start_through(0);
-        }
     }
-    if (device_model_ && ranks == 1) backend_.download(grads_.data(), grads, grads_.size * sizeof(real));
+    return grads;
+}
+
+double Trainer::forward_backward_on(const std::function<TokenBatch(int64_t)> &next_micro_batch) {
+    if (comm_->size() > 1) fail("Trainer::forward_backward_on is for one process (benchmarks)");
+    StepResult r;
+    accumulate(next_micro_batch, nullptr, r);
+    backend_.synchronize();
+    return r.loss;
+}
+
+StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro_batch,
+                            std::vector<int32_t> *batch_log) {
+    auto t0 = std::chrono::steady_clock::now();
+    const ZayaConfig &c = model_.config;
+    const int64_t ranks = comm_->size();
+    StepResult r;
+    real *grads = accumulate(next_micro_batch, batch_log, r); // on a device: there, and so is the optimizer
     if (ranks > 1) { // the global batch's mean gradient, loss and routing counts on every rank
         const auto c0 = std::chrono::steady_clock::now();
         for (const auto &[b, e] : other_buckets_) comm_->start_allreduce_sum(grads_.data() + b, e - b);
@@ -207,31 +245,35 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
         r.tokens = int64_t(sums[1]);
         r.comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     }
-    precision.reset(); // the optimizer's GEMMs keep their own precision
     r.fwd_bwd_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t it = iteration_ + 1;
-    if (fault_nan_.erase(it)) grads_.data()[0] = std::numeric_limits<real>::quiet_NaN();
+    const size_t total = model_.layout.total;
+    if (fault_nan_.erase(it)) {
+        const real nan = std::numeric_limits<real>::quiet_NaN();
+        backend_.upload(grads, &nan, sizeof(real));
+    }
     if (fault_hang_.erase(it)) std::this_thread::sleep_for(std::chrono::hours(24 * 365));
-    if (fault_spike_.erase(it))
-        for (size_t i = 0; i < grads_.size; ++i) grads_.data()[i] *= real(1e4);
+    if (fault_spike_.erase(it)) backend_.scale(grads, total, real(1e4));
 
     r.lr = opt_.scheduled_lr();
     {
         ZAYA_PROFILE("grad_norm");
-        r.grad_norm = std::sqrt(grad_sum_squares(model_.layout, grads_.data()));
+        r.grad_norm = std::sqrt(grad_sum_squares(model_.layout, grads, backend_));
     }
     r.verdict = guard_.check(r.loss, r.grad_norm);
     guard_.record(r.verdict, r.loss, r.grad_norm);
     r.skipped = r.verdict != StepVerdict::Ok;
     if (!r.skipped) {
         if (before_update_) before_update_();
-        opt_.clip_and_update(model_.params.data(), grads_.data(), r.lr, r.grad_norm);
-        if (tc_.balance) balance_.update(model_.params.data(), counts_.data());
+        real *params = device_model_ ? device_model_->params.data() : model_.params.data();
+        opt_.clip_and_update(params, grads, r.lr, r.grad_norm);
+        if (tc_.balance) update_balancing();
+        if (device_model_) params_host_stale_ = opt_host_stale_ = true;
         r.comm_seconds += opt_.last_comm_seconds();
     }
     r.entropy.resize(size_t(c.num_hidden_layers));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-        r.entropy[size_t(l)] = normalised_routing_entropy(counts_.data() + l * K, c.num_experts);
+        r.entropy[size_t(l)] = normalised_routing_entropy(counts_.data() + l * c.router_classes(), c.num_experts);
     iteration_ = it;
     r.step = it;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -63,9 +63,16 @@ class Trainer {
     // The same on micro-batches from `next_micro_batch(sequences)` (this rank's sequences).
     StepResult step_on(const std::function<TokenBatch(int64_t)> &next_micro_batch,
                        std::vector<int32_t> *batch_log = nullptr);
+    // Forward and backward only, over one global batch (one process): the gradients stay where backward ran, the
+    // model is not updated. For benchmarks of the device's share of a step. Returns the mean loss.
+    double forward_backward_on(const std::function<TokenBatch(int64_t)> &next_micro_batch);
     double evaluate(); // mean loss over up to eval_batches validation batches (all if the split is smaller)
 
-    const Model &model() const { return model_; } // the host copy (the optimizer's and checkpoints')
+    // The host copy of the parameters (downloaded first when a device holds newer ones).
+    const Model &model() const {
+        sync_host_params();
+        return model_;
+    }
     const TrainConfig &config() const { return tc_; }
     Communicator &comm() const { return *comm_; }
     int64_t step_count() const { return iteration_; }
@@ -73,8 +80,16 @@ class Trainer {
     size_t memory_bytes() const;                              // params, grads, optimizer state, activations
 
     // The whole training state, for checkpoints (train/checkpoint.h).
-    Model &mutable_model() { return model_; }
-    Optimizer &optimizer() { return opt_; }
+    // The host copies, for checkpoints to read or restore: on a device, downloaded first and uploaded again before
+    // the device next uses them.
+    Model &mutable_model() {
+        sync_host();
+        return model_;
+    }
+    Optimizer &optimizer() {
+        sync_host();
+        return opt_;
+    }
     BalancingController &balancing() { return balance_; }
     bool has_loader() const { return loader_.has_value(); }
     LoaderState loader_state() const { return loader_->state(); }
@@ -89,16 +104,28 @@ class Trainer {
     void plan_gradient_buckets();
     // The model forward and backward run on: model_ itself on the CPU, else its device copy refreshed from model_.
     const Model &run_model();
+    void sync_host_params() const; // device → host parameters, if the device's are newer
+    void sync_host();              // the same for parameters and optimizer state; marks the device copies stale
+    void update_balancing();
     const int32_t *choices(int64_t l, int64_t N); // layer l's routing choices of the last forward, on the host
+    // Forward and backward over this rank's micro-batches of a step: loss, tokens and routing counts into r, the
+    // gradients accumulated where backward runs (returned: grads_ or the device's); data parallel on host
+    // gradients starts summing each layer's as soon as it is final.
+    real *accumulate(const std::function<TokenBatch(int64_t)> &next_micro_batch, std::vector<int32_t> *batch_log,
+                     StepResult &r);
 
     TrainConfig tc_;
     cpu::MatmulPrecision matmul_precision_; // of forward and backward (tc_.precision)
     Backend &backend_;                      // of forward and backward (tc_.device)
     std::shared_ptr<Communicator> comm_;
-    Model model_;
-    std::optional<Model> device_model_;  // on a device backend: model_'s parameters in its memory
+    mutable Model model_;                // the host copy (model() downloads into it when the device's is newer)
+    std::optional<Model> device_model_;  // on a device backend: the parameters the step updates
     RealBuffer device_grads_;            // on a device backend: the gradients backward accumulates into
+    std::vector<const ParamView *> bias_views_; // on a device backend: the balancing biases (host-updated)
     std::vector<int32_t> host_choices_;  // on a device backend: one layer's choices, downloaded
+    bool device_stale_ = false;              // the host copies may have changed since the device's were written
+    mutable bool params_host_stale_ = false; // the device's parameters are newer than the host copy
+    bool opt_host_stale_ = false;            // the device's optimizer state is newer than the host copy
     std::shared_ptr<const DataSet> data_;
     std::optional<TrainLoader> loader_;
     Optimizer opt_;

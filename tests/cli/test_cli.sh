@@ -116,6 +116,14 @@ expect_ok "zaya grads on tiny_f32" grads "$GOLDEN" --tokens "$(golden_tokens)" -
     fail "grads prints the golden loss and writes the file" "stdout: $out"
 expect_error "grads: single token has no loss" "^zaya: error: .*next-token" grads "$GOLDEN" --tokens 5 --out "$tmp/g1.st"
 
+# ---- --device ----
+expect_error "forward: an unknown device is named" "^zaya: error: .*'tpu'" forward tiny --tokens 1,2 --out "$tmp/fd.st" \
+    --device tpu
+if ! command -v nvidia-smi >/dev/null 2>&1; then # (on a GPU machine this would just run)
+    expect_error "forward --device cuda without a GPU says why" "^zaya: error: --device cuda" forward tiny \
+        --tokens 1,2 --out "$tmp/fd.st" --device cuda
+fi
+
 # ---- prepare + train on a small corpus ----
 mkdir -p "$tmp/corpus"
 for i in $(seq 1 40); do

@@ -28,3 +28,15 @@ endif()
 target_compile_options(zaya_cuda_emu_tests PRIVATE ${ZAYA_EMU_SAN} -fno-omit-frame-pointer -g -O1)
 target_link_options(zaya_cuda_emu_tests PRIVATE ${ZAYA_EMU_SAN})
 target_link_libraries(zaya_cuda_emu_tests PRIVATE zaya_cpu_ref GTest::gtest GTest::gtest_main fmt::fmt Threads::Threads)
+
+# zaya_emu: the zaya CLI with the emulated kernels behind `--device cuda` (no sanitizer), to run the Trainer's device
+# path — parameters uploaded, gradients and routing choices downloaded — end to end before any GPU time:
+#   build-emu-address/zaya_emu train --device cuda --model tiny ...   (scripts/cuda_emulate.sh builds it)
+# The kernels and ops/cuda/backend.cpp are linked as objects, so zaya_lib's ops/no_cuda.cpp is never pulled in.
+file(GLOB ZAYA_EMU_CLI CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/*.cpp)
+add_executable(zaya_emu ${ZAYA_EMU_CLI} ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_DIR}/emu.cpp
+               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp)
+target_include_directories(zaya_emu BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
+target_include_directories(zaya_emu PRIVATE src)
+target_compile_options(zaya_emu PRIVATE -O2)
+target_link_libraries(zaya_emu PRIVATE zaya_lib CLI11::CLI11 Threads::Threads)

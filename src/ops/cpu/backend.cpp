@@ -8,6 +8,7 @@
 #include "ops/cpu/loss.h"
 #include "ops/cpu/norm.h"
 #include "ops/cpu/reduce.h"
+#include "optim/sum_squares.h"
 
 #include <cstring>
 
@@ -177,6 +178,19 @@ class CpuBackend final : public Backend {
         cpu::linear_backward(dx, dW, db, logits, V, x, W, N, D, V, false);
     }
     bool lm_head_needs_logits() const override { return true; }
+
+    double sum_squares(const real *x, size_t n) override { return zaya::sum_squares(x, n); }
+    void scale(real *x, size_t n, real c) override {
+#pragma omp parallel for simd if (n > (size_t(1) << 15))
+        for (size_t i = 0; i < n; ++i) x[i] *= c;
+    }
+    void adamw_update(real *param, const real *grad, real *exp_avg, real *exp_avg_sq, size_t n, double lr,
+                      double weight_decay, const AdamWHyper &hyper, int64_t step) override {
+        zaya::adamw_update(param, grad, exp_avg, exp_avg_sq, n, lr, weight_decay, hyper, step);
+    }
+    void muon_step(real *, const real *, real *, int64_t, int64_t, double, double, const MuonHyper &) override {
+        fail("internal error: on the CPU, Muon runs in Optimizer::update (whole matrices per thread)");
+    }
 };
 
 } // namespace

@@ -9,10 +9,14 @@
 #include "ops/cuda/cca.h"
 #include "ops/cuda/lm_head.h"
 #include "ops/cuda/moe.h"
+#include "ops/cuda/muon.h"
+#include "ops/cuda/optim.h"
 #include "ops/cuda/ops.h"
 #include "ops/cuda/runtime.h"
 
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -238,10 +242,42 @@ class CudaBackend final : public Backend {
     }
     bool lm_head_needs_logits() const override { return false; }
 
+    double sum_squares(const real *x, size_t n) override { return cuda::sum_squares(x, int64_t(n)); }
+    void scale(real *x, size_t n, real c) override { cuda::scale(x, int64_t(n), c); }
+    void adamw_update(real *param, const real *grad, real *exp_avg, real *exp_avg_sq, size_t n, double lr,
+                      double weight_decay, const AdamWHyper &h, int64_t step) override {
+        cuda::adamw_update(param, grad, exp_avg, exp_avg_sq, int64_t(n), lr, weight_decay, h.beta1, h.beta2, h.eps,
+                           step);
+    }
+    // Muon as optim/muon.cpp: momentum and Nesterov (torch's lerp), Newton–Schulz on bf16 GEMMs (ns_precision
+    // fp32 is the CPU's only), decoupled decay and the adjusted step. The workspace grows to the largest matrix
+    // seen (the first step's).
+    void muon_step(real *param, const real *grad, real *momentum, int64_t rows, int64_t cols, double lr,
+                   double weight_decay, const MuonHyper &h) override {
+        const int64_t n = rows * cols, k = std::min(rows, cols);
+        if (!ns_ || size_t(n) > ns_numel_ || k > ns_min_dim_) {
+            ns_numel_ = std::max(ns_numel_, size_t(n));
+            ns_min_dim_ = std::max(ns_min_dim_, k);
+            ns_.reset();
+            ns_ = std::make_unique<cuda::NewtonSchulzBf16>(ns_numel_, ns_min_dim_);
+            muon_u_ = cuda::DeviceArray<float>(ns_numel_);
+        }
+        cuda::muon_momentum(momentum, muon_u_.data(), grad, n, float(h.momentum), h.nesterov);
+        const cuda::NewtonSchulzParams p{float(h.ns_coefficients[0]), float(h.ns_coefficients[1]),
+                                         float(h.ns_coefficients[2]), h.ns_steps, float(h.eps)};
+        ns_->run(muon_u_.data(), rows, cols, p);
+        cuda::muon_apply(param, muon_u_.data(), n, float(1.0 - lr * weight_decay),
+                         float(-muon_adjusted_lr(lr, h.lr_adjust, rows, cols)));
+    }
+
   private:
     cpu::MatmulPrecision precision_ = cpu::MatmulPrecision::F32;
     GrowingBuffer a16_, b16_;
     std::map<std::pair<int64_t, double>, cuda::DeviceArray<float>> inv_freq_;
+    std::unique_ptr<cuda::NewtonSchulzBf16> ns_;
+    cuda::DeviceArray<float> muon_u_; // the update u, orthogonalised in place
+    size_t ns_numel_ = 0;
+    int64_t ns_min_dim_ = 0;
 };
 
 } // namespace
@@ -251,7 +287,7 @@ bool cuda_backend_built() { return true; }
 Backend &cuda_backend() {
     static const bool usable = [] {
         std::string why;
-        if (!cuda::device_available(&why)) fail("--device cuda: no usable CUDA device ({})", why);
+        if (!cuda::device_available(&why)) fail("--device cuda: {}", why);
         return true;
     }();
     static CudaBackend b;

@@ -1,0 +1,23 @@
+// The optimizer's elementwise pieces on the GPU (optim/*.h): deterministic sums of squares for the gradient norm,
+// gradient scaling for clipping, and Muon's momentum and update around NewtonSchulzBf16 (muon.h); AdamW is
+// adamw_update in ops.h.
+#pragma once
+#include <cstdint>
+
+namespace zaya::cuda {
+
+// Σ x[i]² in double: fixed chunks (one block each, a fixed tree inside), the chunks' partial sums added on the host
+// in order — the same bits on every run (sum_squares in optim/sum_squares.h).
+double sum_squares(const float *x, int64_t n);
+
+// x[n] *= c
+void scale(float *x, int64_t n, float c);
+
+// Muon's momentum and Nesterov combination (optim/muon.cpp, torch's lerp as FMAs):
+//   momentum ← lerp(momentum, grad, 1−μ);  u ← nesterov ? lerp(grad, momentum, μ) : momentum
+void muon_momentum(float *momentum, float *u, const float *grad, int64_t n, float mu, bool nesterov);
+
+// Muon's update: param ← alpha·u + param·decay (decay = 1 − lr·λ, alpha = −lr·s(rows, cols)), one FMA.
+void muon_apply(float *param, const float *u, int64_t n, float decay, float alpha);
+
+} // namespace zaya::cuda
