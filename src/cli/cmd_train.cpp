@@ -32,7 +32,7 @@ void register_train(CLI::App &app) {
     cmd->add_option("--precision", tc->precision,
                     "Matmul operands of forward/backward: fp32 | bf16 (fp32 accumulation, fp32 master weights)")
         ->capture_default_str();
-    cmd->add_option("--device", tc->device, "Where forward/backward run: cpu | cuda (optimizer on the host)")
+    cmd->add_option("--device", tc->device, "Where training runs: cpu | cuda (parameters, gradients, optimizer state on the GPU)")
         ->capture_default_str();
     cmd->add_option("--schedule", tc->schedule, "cosine | wsd | constant")->capture_default_str();
     cmd->add_option("--warmup", tc->warmup, "Warmup steps (−1: 5% of --steps, at most 100)")->capture_default_str();

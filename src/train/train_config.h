@@ -26,8 +26,8 @@ struct TrainConfig {
     // Matmul operands of forward and backward: fp32, or bf16 with fp32 accumulation like torch.autocast(bfloat16)
     // (master weights, activations, gradients and optimizer stay fp32; ops/cpu/gemm.h MatmulPrecision).
     std::string precision = "fp32";
-    // Where forward and backward run: cpu | cuda (ops/backend.h). The optimizer, balancing controller and
-    // checkpoints work on the host copy of the parameters either way.
+    // Where training runs: cpu | cuda (ops/backend.h). On cuda the parameters, gradients and optimizer state live
+    // on the GPU; the balancing controller and checkpoints use host copies.
     std::string device = "cpu";
     std::string schedule = "cosine"; // cosine | wsd | constant
     int64_t warmup = -1;       // warmup steps; −1: 5% of the steps, at most 100
