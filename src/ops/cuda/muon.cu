@@ -1,79 +1,112 @@
-// Newton–Schulz on bf16 GEMMs: per step three bf16 roundings (X, A, P) feed three cuBLASLt GEMMs; the norm is a
-// deterministic one-block reduction in double, applied on the device (no host round trip).
+// Newton–Schulz in bf16, as torch and the CPU (muon.h): X stays bf16, each step runs three cuBLASLt bf16 GEMMs
+// with fp32 outputs, and after each a fused pass reads the fp32 product (and the bf16 operand it combines with)
+// and writes bf16. The norm is a deterministic one-block reduction in double, applied on the device (no host round
+// trip).
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/muon.h"
 #include "ops/cuda/ops.h"
 
+#include <cuda_bf16.h>
+
 #include <algorithm>
-#include <utility>
 
 namespace zaya::cuda {
 
 namespace {
 
 constexpr int kNormThreads = 1024;
+constexpr int kThreads = 256;
 
-// norm[0] = max(√Σx², eps): one block, each thread a strided partial sum in double, then a fixed tree.
+// Round to nearest even, a NaN stays a NaN (as core/dtype.h's f32_to_bf16 and ops.h's to_bf16).
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// norm[0] = max(bf16(√Σ bf16(x)²), bf16(eps)): one block, each thread a strided partial sum in double, then a fixed
+// tree. The max is std::max's (a NaN norm stays NaN), as the CPU.
 __global__ void __launch_bounds__(kNormThreads)
     frobenius_norm_kernel(float *norm, const float *x, int64_t n, float eps) {
     __shared__ double partial[kNormThreads];
     const int tid = int(threadIdx.x);
     double acc = 0.0;
-    for (int64_t i = tid; i < n; i += kNormThreads) acc += double(x[i]) * double(x[i]);
+    for (int64_t i = tid; i < n; i += kNormThreads) {
+        const double v = double(round_bf16(x[i]));
+        acc += v * v;
+    }
     partial[tid] = acc;
     __syncthreads();
     for (int half = kNormThreads / 2; half > 0; half /= 2) {
         if (tid < half) partial[tid] += partial[tid + half];
         __syncthreads();
     }
-    if (tid == 0) norm[0] = fmaxf(float(sqrt(partial[0])), eps);
+    if (tid == 0) {
+        const float nrm = round_bf16(float(sqrt(partial[0]))), lo = round_bf16(eps);
+        norm[0] = nrm < lo ? lo : nrm;
+    }
 }
 
-// x[i] /= norm[0] — a division, as torch's div_ (muon.cpp).
-__global__ void divide_by_kernel(float *x, const float *norm, int64_t n) {
+// X = bf16(bf16(x) / norm) — a division, as torch's div_ (muon.cpp).
+__global__ void normalise_kernel(__nv_bfloat16 *X, const float *x, const float *norm, int64_t n) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) x[i] /= norm[0];
+    if (i < n) X[i] = __float2bfloat16_rn(round_bf16(x[i]) / norm[0]);
 }
+
+// P = bf16(c·AA + b·A): AA the fp32 product A·A, A bf16.
+__global__ void poly_kernel(__nv_bfloat16 *P, const float *AA, const __nv_bfloat16 *A, float b, float c, int64_t n) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) P[i] = __float2bfloat16_rn(fmaf(c, AA[i], b * __bfloat162float(A[i])));
+}
+
+// X = bf16(PX + a·X) in place: PX the fp32 product P·X (or X·Pᵀ).
+__global__ void update_kernel(__nv_bfloat16 *X, const float *PX, float a, int64_t n) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) X[i] = __float2bfloat16_rn(fmaf(a, __bfloat162float(X[i]), PX[i]));
+}
+
+__global__ void to_f32_kernel(float *x, const __nv_bfloat16 *X, int64_t n) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = __bfloat162float(X[i]);
+}
+
+__nv_bfloat16 *bf(uint16_t *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }
 
 } // namespace
 
 NewtonSchulzBf16::NewtonSchulzBf16(size_t max_numel, int64_t max_min_dim)
     : max_numel_(max_numel), max_min_dim_(max_min_dim), y_(max_numel),
-      gram_(size_t(max_min_dim) * size_t(max_min_dim)), poly_(gram_.size()), norm_(1), x16_(max_numel),
-      gram16_(gram_.size()), poly16_(gram_.size()) {}
+      gram_(size_t(max_min_dim) * size_t(max_min_dim)), norm_(1), x16_(max_numel), gram16_(gram_.size()),
+      poly16_(gram_.size()) {}
 
 void NewtonSchulzBf16::run(float *x, int64_t rows, int64_t cols, const NewtonSchulzParams &p) {
     if (rows <= 0 || cols <= 0 || size_t(rows) * size_t(cols) > max_numel_ || std::min(rows, cols) > max_min_dim_)
         fail("newton_schulz: matrix {}x{} does not fit the workspace ({} elements, Gram side {})", rows, cols,
              max_numel_, max_min_dim_);
     const int64_t n = rows * cols;
+    uint16_t *X = x16_.data(), *A = gram16_.data(), *P = poly16_.data();
+    float *G = gram_.data(), *Y = y_.data();
     frobenius_norm_kernel<<<1, kNormThreads>>>(norm_.data(), x, n, p.eps);
     ZAYA_CUDA_LAUNCHED();
-    divide_by_kernel<<<blocks_for(n, 256), 256>>>(x, norm_.data(), n);
+    normalise_kernel<<<blocks_for(n, kThreads), kThreads>>>(bf(X), x, norm_.data(), n);
     ZAYA_CUDA_LAUNCHED();
 
     const bool tall = rows > cols;        // iterate on Xᵀ, multiplying from the right instead of transposing
     const int64_t k = tall ? cols : rows; // side of the Gram matrix
-    float *cur = x, *next = y_.data(), *A = gram_.data(), *P = poly_.data();
-    uint16_t *X16 = x16_.data(), *A16 = gram16_.data(), *P16 = poly16_.data();
     for (int s = 0; s < p.steps; ++s) {
-        to_bf16(X16, cur, n);
-        // A = X·Xᵀ (wide) or Xᵀ·X (tall), [k,k].
-        if (tall) gemm_bf16(true, false, k, k, rows, 1.0f, X16, cols, X16, cols, 0.0f, A, k);
-        else gemm_bf16(false, true, k, k, cols, 1.0f, X16, cols, X16, cols, 0.0f, A, k);
-        // P = b·A + c·A·A: P starts as the fp32 A, the GEMM adds c·A·A from bf16 A.
-        to_bf16(A16, A, k * k);
-        copy_on_device(P, A, size_t(k * k) * sizeof(float));
-        gemm_bf16(false, false, k, k, k, p.c, A16, k, A16, k, p.b, P, k);
-        // next = a·X + P·X (wide) or a·X + X·Pᵀ (tall): next starts as the fp32 X.
-        to_bf16(P16, P, k * k);
-        copy_on_device(next, cur, size_t(n) * sizeof(float));
-        if (tall) gemm_bf16(false, true, rows, cols, cols, 1.0f, X16, cols, P16, cols, p.a, next, cols);
-        else gemm_bf16(false, false, rows, cols, rows, 1.0f, P16, rows, X16, cols, p.a, next, cols);
-        std::swap(cur, next);
+        // A = bf16(X·Xᵀ) (wide) or bf16(Xᵀ·X) (tall), [k,k].
+        if (tall) gemm_bf16(true, false, k, k, rows, 1.0f, X, cols, X, cols, 0.0f, G, k);
+        else gemm_bf16(false, true, k, k, cols, 1.0f, X, cols, X, cols, 0.0f, G, k);
+        to_bf16(A, G, k * k);
+        // P = bf16(c·(A·A) + b·A).
+        gemm_bf16(false, false, k, k, k, 1.0f, A, k, A, k, 0.0f, G, k);
+        poly_kernel<<<blocks_for(k * k, kThreads), kThreads>>>(bf(P), G, bf(A), p.b, p.c, k * k);
+        ZAYA_CUDA_LAUNCHED();
+        // X = bf16(P·X + a·X) (wide) or bf16(X·Pᵀ + a·X) (tall).
+        if (tall) gemm_bf16(false, true, rows, cols, cols, 1.0f, X, cols, P, cols, 0.0f, Y, cols);
+        else gemm_bf16(false, false, rows, cols, rows, 1.0f, P, rows, X, cols, 0.0f, Y, cols);
+        update_kernel<<<blocks_for(n, kThreads), kThreads>>>(bf(X), Y, p.a, n);
+        ZAYA_CUDA_LAUNCHED();
     }
-    if (cur != x) copy_on_device(x, cur, size_t(n) * sizeof(float)); // an odd number of steps ends in y_
+    to_f32_kernel<<<blocks_for(n, kThreads), kThreads>>>(x, bf(X), n);
+    ZAYA_CUDA_LAUNCHED();
 }
 
 } // namespace zaya::cuda

@@ -1,6 +1,10 @@
-// Muon's Newton–Schulz orthogonalisation (optim/muon.h) on the GPU, on bf16 GEMMs: every GEMM operand is rounded
-// to bf16, products accumulate in fp32 (cuBLASLt), and the iterate X stays fp32 between steps (as do the b·A and
-// a·X terms). torch runs the whole iteration in bf16; this keeps strictly more precision than that.
+// Muon's Newton–Schulz orthogonalisation (optim/muon.h) on the GPU: torch's stock bf16 iteration, with exactly the
+// rounding points of the CPU's Muon::newton_schulz_bf16 (optim/muon.cpp). X lives in bf16 between steps; every
+// product takes bf16 operands and accumulates in fp32 (cuBLASLt), and the fused combine passes round to bf16 once:
+//   X = bf16(U);  norm = max(bf16(√ΣX², the sum in double), bf16(eps));  X = bf16(X / norm)
+//   `steps` times: A = bf16(X·Xᵀ);  P = bf16(c·(A·A) + b·A);  X = bf16(P·X + a·X)
+//   result float(X)
+// (c·(A·A) + b·A as fmaf(c, A·A, b·A) and P·X + a·X as fmaf(a, X, P·X), the contractions the CPU build makes.)
 #pragma once
 #include "ops/cuda/runtime.h"
 
@@ -11,7 +15,7 @@ namespace zaya::cuda {
 struct NewtonSchulzParams {
     float a, b, c; // the quintic's coefficients (MuonHyper::ns_coefficients)
     int steps;     // MuonHyper::ns_steps
-    float eps;     // X is divided by max(‖X‖_F, eps)
+    float eps;     // X is divided by max(‖X‖_F, eps) (both rounded to bf16)
 };
 
 // The workspace of the iteration, sized once for the largest matrix (as zaya::Muon); runs allocate nothing.
@@ -19,15 +23,15 @@ class NewtonSchulzBf16 {
   public:
     NewtonSchulzBf16(size_t max_numel, int64_t max_min_dim);
 
-    // x[rows, cols] (device, fp32) ← X/max(‖X‖_F, eps), then `steps` times A = X·Xᵀ; P = b·A + c·A·A;
-    // X ← a·X + P·X — for rows > cols the same on Xᵀ, computed as A = XᵀX, X ← a·X + X·Pᵀ (muon.cpp).
+    // x[rows, cols] (device, fp32) ← the bf16 iteration above, returned as fp32 (every value a bf16). For rows > cols
+    // the iteration runs on Xᵀ, computed as A = XᵀX, X ← X·Pᵀ + a·X (muon.cpp) with the same roundings.
     void run(float *x, int64_t rows, int64_t cols, const NewtonSchulzParams &p);
 
   private:
     size_t max_numel_;
     int64_t max_min_dim_;
-    DeviceArray<float> y_, gram_, poly_, norm_;
-    DeviceArray<uint16_t> x16_, gram16_, poly16_;
+    DeviceArray<float> y_, gram_, norm_;           // fp32 GEMM outputs: P·X [n]; X·Xᵀ, then A·A [k²]; the norm
+    DeviceArray<uint16_t> x16_, gram16_, poly16_; // the bf16 iterate X, A and P
 };
 
 } // namespace zaya::cuda
