@@ -14,6 +14,8 @@
 
 namespace zaya {
 
+class Backend;
+
 class Communicator {
   public:
     virtual ~Communicator() = default;
@@ -39,6 +41,11 @@ class Communicator {
         size_t offset = 0, count = 0; // in floats from `base`
     };
     virtual void broadcast_blocks(float *base, const std::vector<Block> &blocks, int root) = 0;
+    // The same two on buffers in a device backend's memory (a GPU trainer's gradients and parameters). NCCL works
+    // on them directly; the default stages them through host memory with the backend's copies (correct with any
+    // communicator, and what the emulated GPU's tests use).
+    virtual void allreduce_sum_device(float *data, size_t n, Backend &backend);
+    virtual void broadcast_blocks_device(float *base, const std::vector<Block> &blocks, int root, Backend &backend);
     // Point to point (checkpoint gathering): `n` floats to / from one other rank, matched in call order.
     virtual void send(const float *data, size_t n, int dest) = 0;
     virtual void recv(float *data, size_t n, int src) = 0;

@@ -55,6 +55,7 @@ class Nccl final : public NcclCommunicator {
     void allreduce_sum(float *data, size_t n) override { host_allreduce(data, n); }
     void allreduce_sum(double *data, size_t n) override { host_allreduce(data, n); }
     void allreduce_sum(int64_t *data, size_t n) override { host_allreduce(data, n); }
+    using NcclCommunicator::allreduce_sum_device; // the Communicator's (with a backend) forwards here
     void allreduce_sum_device(float *d, size_t n) override {
         check_nccl(ncclAllReduce(d, d, n, ncclFloat, ncclSum, comm_, stream_), "allreduce");
         wait("allreduce");
@@ -71,6 +72,14 @@ class Nccl final : public NcclCommunicator {
     }
     void broadcast_blocks(float *base, const std::vector<Block> &blocks, int root) override {
         for (const Block &b : blocks) broadcast(base + b.offset, b.count, root);
+    }
+    void broadcast_blocks_device(float *base, const std::vector<Block> &blocks, int root, Backend &) override {
+        check_nccl(ncclGroupStart(), "group start");
+        for (const Block &b : blocks)
+            check_nccl(ncclBroadcast(base + b.offset, base + b.offset, b.count, ncclFloat, root, comm_, stream_),
+                       "broadcast");
+        check_nccl(ncclGroupEnd(), "group end");
+        wait("broadcast");
     }
     void send(const float *data, size_t n, int dest) override {
         auto *d = static_cast<float *>(stage(data, n * sizeof(float), true));

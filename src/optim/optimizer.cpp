@@ -50,7 +50,6 @@ Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimC
       adamw_(oc.adamw_hyper()), momentum_(backend.alloc(local_.muon_state_size)),
       exp_avg_(backend.alloc(local_.adamw_state_size)), exp_avg_sq_(backend.alloc(local_.adamw_state_size)) {
     if (!backend.host_memory()) {
-        if (comm_) fail("optimizer: data parallel with the optimizer on --device {} is not supported yet", backend.name());
         if (oc.ns_precision != NsPrecision::BF16)
             fail("optimizer: ns_precision fp32 runs on the CPU only; --device {} runs Newton-Schulz in bf16",
                  backend.name());
@@ -109,7 +108,7 @@ void Optimizer::clip_and_update(real *params, real *grads, double lr, double gra
 void Optimizer::update(real *params, const real *grads, double lr) {
     ++step_;
     ZAYA_PROFILE("optimizer_update");
-    if (!backend_->host_memory()) { // each matrix on the whole device, one after another (one process)
+    if (!backend_->host_memory()) { // each matrix on the whole device, one after another
         for (size_t i : muon_order_) {
             const MuonMatrix &m = local_.muon[i];
             backend_->muon_step(params + m.offset, grads + m.offset, momentum_.data() + m.state_offset, m.rows,
@@ -120,6 +119,10 @@ void Optimizer::update(real *params, const real *grads, double lr) {
                                    exp_avg_sq_.data() + r.state_offset, r.numel, lr,
                                    r.decay ? config_.weight_decay : 0.0, adamw_, step_);
         comm_seconds_ = 0;
+        if (!comm_) return;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < plan_.ranks; ++r) comm_->broadcast_blocks_device(params, blocks_[size_t(r)], r, *backend_);
+        comm_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         return;
     }
     // Whole matrices per thread, each with its own workspace and single-threaded GEMMs: the matrices are small

@@ -57,7 +57,8 @@ class Optimizer {
     // each rank keeps the state of its Muon matrices and of its piece of the AdamW ranges, updates those
     // parameters, and then every rank's updated parameters are broadcast to all, so parameters stay replicated.
     // On a device backend (ops/backend.h) the state lives in its memory and params / grads passed in must too;
-    // Muon and AdamW then run there, one matrix after another (one process only, Newton–Schulz in bf16).
+    // Muon and AdamW then run there, one matrix after another (Newton–Schulz in bf16), and data parallel
+    // broadcasts the owners' parameters between the devices (Communicator::broadcast_blocks_device).
     Optimizer(const ParamLayout &layout, const ZayaConfig &config, const OptimConfig &oc,
               std::shared_ptr<class Communicator> comm = nullptr, Backend &backend = cpu_backend());
     // `groups` may be any subset of the layout's (tests); clipping still uses the whole layout.

@@ -236,8 +236,12 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
     real *grads = accumulate(next_micro_batch, batch_log, r); // on a device: there, and so is the optimizer
     if (ranks > 1) { // the global batch's mean gradient, loss and routing counts on every rank
         const auto c0 = std::chrono::steady_clock::now();
-        for (const auto &[b, e] : other_buckets_) comm_->start_allreduce_sum(grads_.data() + b, e - b);
-        comm_->wait_all();
+        if (device_model_) { // one sum of the whole buffer after the backward pass (NCCL: on the devices)
+            comm_->allreduce_sum_device(grads, total_grads(), backend_);
+        } else {
+            for (const auto &[b, e] : other_buckets_) comm_->start_allreduce_sum(grads_.data() + b, e - b);
+            comm_->wait_all();
+        }
         comm_->allreduce_sum(counts_.data(), counts_.size());
         double sums[2] = {r.loss, double(r.tokens)};
         comm_->allreduce_sum(sums, 2);
@@ -247,7 +251,7 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
     }
     r.fwd_bwd_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t it = iteration_ + 1;
-    const size_t total = model_.layout.total;
+    const size_t total = total_grads();
     if (fault_nan_.erase(it)) {
         const real nan = std::numeric_limits<real>::quiet_NaN();
         backend_.upload(grads, &nan, sizeof(real));

@@ -107,6 +107,7 @@ class Trainer {
     void sync_host_params() const; // device → host parameters, if the device's are newer
     void sync_host();              // the same for parameters and optimizer state; marks the device copies stale
     void update_balancing();
+    size_t total_grads() const { return model_.layout.total; }
     const int32_t *choices(int64_t l, int64_t N); // layer l's routing choices of the last forward, on the host
     // Forward and backward over this rank's micro-batches of a step: loss, tokens and routing counts into r, the
     // gradients accumulated where backward runs (returned: grads_ or the device's); data parallel on host

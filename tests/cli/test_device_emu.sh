@@ -51,6 +51,32 @@ steps_of() { grep '"loss"' "$1" | python3 -c 'import json,sys; [print(json.loads
     fail "resumed device run: step 3 bit-identical to the uninterrupted run" \
         "$(steps_of "$tmp/run_cuda/metrics.jsonl")" "$(steps_of "$tmp/resumed/metrics.jsonl")"
 
+# Data parallel on devices (2 ranks over MPI; the device collectives staged through the host, as any communicator
+# but NCCL does): gradients summed and the ZeRO-1 owners' parameters broadcast between the "GPUs".
+if command -v mpirun >/dev/null 2>&1; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    dp=(--data "$tmp/data" --model tiny --steps 2 --batch 4 --micro-batch 2 --seq 16 --warmup 1 --eval-every 0
+        --eval-batches 1 --sample-tokens 0)
+    for device in cpu cuda; do
+        rc=0
+        mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS "$ZAYA" train "${dp[@]}" --out "$tmp/dp_$device" \
+            --device "$device" >"$tmp/dp_$device.log" 2>&1 || rc=$?
+        [[ $rc -eq 0 ]] && pass "2 ranks --device $device" || fail "2 ranks --device $device" "$(tail -5 "$tmp/dp_$device.log")"
+    done
+    compare=$(python3 - "$tmp/dp_cpu/metrics.jsonl" "$tmp/dp_cuda/metrics.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+keys = [(k, i) for i, r in enumerate(a) for k in ("loss", "val_loss", "grad_norm") if k in r]
+print(f"{max(abs(b[i][k] - a[i][k]) / abs(a[i][k]) for k, i in keys) if len(a) == len(b) == 3 else float('inf'):.3g}")
+PY
+)
+    python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1e-3 else 1)" "$compare" &&
+        pass "2 ranks: cuda matches cpu (max rel diff $compare)" ||
+        fail "2 ranks: cuda matches cpu" "max rel diff $compare"
+else
+    echo "skip    data parallel on devices: mpirun not installed"
+fi
+
 expect_ok "grads --device cpu" grads tiny --tokens "5,17,3,99,4;8,8,2" --out "$tmp/g_cpu.st"
 cpu_loss=$out
 expect_ok "grads --device cuda" grads tiny --tokens "5,17,3,99,4;8,8,2" --out "$tmp/g_cuda.st" --device cuda

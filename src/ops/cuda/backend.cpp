@@ -70,7 +70,9 @@ class CudaBackend final : public Backend {
     // C = op(A)·op(B) (+ beta·C) in the backend's precision; A's rows have stride lda (likewise B).
     void matmul(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                 int64_t ldb, float beta, float *C, int64_t ldc) {
-        if (precision_ == cpu::MatmulPrecision::F32)
+        // bf16 rows must start 16-byte aligned for cuBLASLt's tensor-core kernels: a leading dimension that is not a
+        // multiple of 8 (the router's E+1 = 17 classes) runs in fp32 instead — a tiny matrix, no algorithm hunt.
+        if (precision_ == cpu::MatmulPrecision::F32 || lda % 8 != 0 || ldb % 8 != 0)
             return cuda::gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
         // The extent each operand spans in memory: rows × stride, the last row only as wide as it is.
         const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
