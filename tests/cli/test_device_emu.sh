@@ -9,13 +9,10 @@
 # Usage: test_device_emu.sh ZAYA_EMU_BINARY SOURCE_DIR
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/corpus.sh"
 export OMP_NUM_THREADS=1
 
-mkdir -p "$tmp/corpus"
-for i in $(seq 1 40); do
-    printf 'Document %d. The quick brown fox jumps over the lazy dog %d times.\nPython is a programming language.\n' \
-        "$i" "$i" >"$tmp/corpus/doc$i.txt"
-done
+make_corpus "$tmp/corpus" 40
 expect_ok "prepare a small corpus" prepare --input "$tmp/corpus" --out "$tmp/data" --vocab-size 400
 # 3 steps on each device (checkpoints at 2 and 3), then the device run again, stopped at its step-2 checkpoint and
 # resumed: the emulated kernels are slow, so one set of runs serves every check.
