@@ -67,20 +67,20 @@ double run_head(const char *op, float *losses, const HeadGrads *grads, const flo
         return 0.0;
     }
     const int64_t chunk = std::min(chunk_rows, N);
-    DeviceArray<float> logits(size_t(chunk * V));
+    float *logits = static_cast<float *>(device_scratch(Scratch::LmHeadLogits, size_t(chunk * V) * sizeof(float)));
     const float scale = grads ? grads->loss_scale / float(count) : 0.0f;
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         const int64_t rows = std::min(chunk, N - r0);
         const float *xc = x + r0 * D;
-        gemm_f32(false, true, rows, V, D, 1.0f, xc, D, W, D, 0.0f, logits.data(), V); // logits = x_c·Wᵀ
-        if (bias) add_bias_rows(logits.data(), V, bias, rows, V);
-        cross_entropy_rows_kernel<<<unsigned(rows), kThreads>>>(logits.data(), losses + r0, targets + r0, V, scale,
+        gemm_f32(false, true, rows, V, D, 1.0f, xc, D, W, D, 0.0f, logits, V); // logits = x_c·Wᵀ
+        if (bias) add_bias_rows(logits, V, bias, rows, V);
+        cross_entropy_rows_kernel<<<unsigned(rows), kThreads>>>(logits, losses + r0, targets + r0, V, scale,
                                                                  grads != nullptr);
         ZAYA_CUDA_LAUNCHED();
         if (!grads) continue;
-        gemm_f32(false, false, rows, D, V, 1.0f, logits.data(), V, W, D, 0.0f, grads->dx + r0 * D, D); // dx_c = G·W
-        gemm_f32(true, false, V, D, rows, 1.0f, logits.data(), V, xc, D, 1.0f, grads->dW, D);          // dW += Gᵀ·x_c
-        if (grads->dbias) column_dot_add(grads->dbias, logits.data(), V, nullptr, 0, rows, V);
+        gemm_f32(false, false, rows, D, V, 1.0f, logits, V, W, D, 0.0f, grads->dx + r0 * D, D); // dx_c = G·W
+        gemm_f32(true, false, V, D, rows, 1.0f, logits, V, xc, D, 1.0f, grads->dW, D);          // dW += Gᵀ·x_c
+        if (grads->dbias) column_dot_add(grads->dbias, logits, V, nullptr, 0, rows, V);
     }
     std::vector<float> host_losses(static_cast<size_t>(N));
     copy_to_host(host_losses.data(), losses, host_losses.size() * sizeof(float)); // waits for the GPU
@@ -94,9 +94,9 @@ double run_head(const char *op, float *losses, const HeadGrads *grads, const flo
 double lm_head_cross_entropy(float *dx, float *dW, float *dbias, const float *x, const float *W, const float *bias,
                              const int32_t *targets, int64_t N, int64_t D, int64_t V, float loss_scale,
                              int64_t chunk_rows) {
-    DeviceArray<float> losses(static_cast<size_t>(N));
+    auto *losses = static_cast<float *>(device_scratch(Scratch::LmHeadLosses, size_t(N) * sizeof(float)));
     const HeadGrads grads{dx, dW, dbias, loss_scale};
-    return run_head("lm_head_cross_entropy", losses.data(), &grads, x, W, bias, targets, N, D, V, chunk_rows);
+    return run_head("lm_head_cross_entropy", losses, &grads, x, W, bias, targets, N, D, V, chunk_rows);
 }
 
 double lm_head_loss(float *losses, const float *x, const float *W, const float *bias, const int32_t *targets,

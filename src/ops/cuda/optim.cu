@@ -60,11 +60,11 @@ double sum_squares(const float *x, int64_t n) {
     if (n <= 0) return 0.0;
     const int64_t chunk = std::max(kMinChunk, (n + kMaxChunks - 1) / kMaxChunks);
     const int64_t chunks = (n + chunk - 1) / chunk;
-    DeviceArray<double> partial(static_cast<size_t>(chunks));
-    sum_squares_kernel<<<unsigned(chunks), kThreads>>>(partial.data(), x, n, chunk);
+    auto *partial = static_cast<double *>(device_scratch(Scratch::SumSquares, size_t(chunks) * sizeof(double)));
+    sum_squares_kernel<<<unsigned(chunks), kThreads>>>(partial, x, n, chunk);
     ZAYA_CUDA_LAUNCHED();
     std::vector<double> host(static_cast<size_t>(chunks));
-    copy_to_host(host.data(), partial.data(), host.size() * sizeof(double)); // waits for the kernel
+    copy_to_host(host.data(), partial, host.size() * sizeof(double)); // waits for the kernel
     double s = 0.0;
     for (double p : host) s += p;
     return s;

@@ -60,4 +60,12 @@ void fill_bytes(void *dst, int byte, size_t bytes) { ZAYA_CUDA_CHECK(cudaMemset(
 
 void synchronize() { ZAYA_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+void *device_scratch(Scratch use, size_t bytes) {
+    static DeviceArray<char> buffers[size_t(Scratch::Count)];
+    DeviceArray<char> &b = buffers[size_t(use)];
+    if (b.size() < bytes) b = DeviceArray<char>(bytes); // (the old one is freed: nothing is in flight that uses it
+                                                        // across calls, and cudaFree waits for the device)
+    return b.data();
+}
+
 } // namespace zaya::cuda
