@@ -107,14 +107,12 @@ void model_backward(const Model &m, const Batch &batch, Activations &acts, const
                     real *grads, real loss_scale, const std::function<void(int64_t)> &layer_done) {
     const ZayaConfig &c = m.config;
     if (!acts.keep_all_layers) fail("model_backward needs activations planned with keep_all_layers");
-    const int64_t N = batch.num_tokens(), B = batch.num_sequences(), D = c.hidden_size, V = c.vocab_size;
+    const int64_t N = batch.num_tokens(), D = c.hidden_size, V = c.vocab_size;
     const int64_t L = c.num_hidden_layers;
     Backend &be = *acts.backend;
     ModelWeights gw = ModelWeights::bind(c, m.layout, grads);
     // The batch and targets are where model_forward put them (acts.tokens, acts.seq_start, acts.targets).
-    int64_t max_len = 0;
-    for (int64_t b = 0; b < B; ++b) max_len = std::max(max_len, batch.seq_start[size_t(b + 1)] - batch.seq_start[size_t(b)]);
-    const SeqBatch sb{acts.seq_start, B, N, max_len};
+    const SeqBatch sb = seq_batch(batch, acts);
 
     int64_t count = 0;
     for (int64_t n = 0; n < N; ++n) count += targets[n] >= 0;

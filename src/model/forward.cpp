@@ -18,9 +18,7 @@ SeqBatch upload_batch(const Batch &batch, Activations &acts, const int32_t *targ
     be.upload(acts.positions, batch.positions.data(), size_t(N) * sizeof(int32_t));
     be.upload(acts.seq_start, batch.seq_start.data(), size_t(B + 1) * sizeof(int64_t));
     if (targets) be.upload(acts.targets, targets, size_t(N) * sizeof(int32_t));
-    int64_t max_len = 0;
-    for (int64_t s = 0; s < B; ++s) max_len = std::max(max_len, batch.seq_start[size_t(s + 1)] - batch.seq_start[size_t(s)]);
-    return SeqBatch{acts.seq_start, B, N, max_len};
+    return seq_batch(batch, acts);
 }
 
 // CCA attention sub-block: x_norm1 → attn_out (spec A.3).
@@ -70,6 +68,13 @@ void router_forward(Backend &be, const ZayaConfig &c, const LayerWeights &w, int
 }
 
 } // namespace
+
+SeqBatch seq_batch(const Batch &batch, const Activations &acts) {
+    const int64_t B = batch.num_sequences();
+    int64_t max_len = 0;
+    for (int64_t s = 0; s < B; ++s) max_len = std::max(max_len, batch.seq_start[size_t(s + 1)] - batch.seq_start[size_t(s)]);
+    return SeqBatch{acts.seq_start, B, batch.num_tokens(), max_len};
+}
 
 ForwardResult model_forward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets) {
     const ZayaConfig &c = m.config;

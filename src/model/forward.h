@@ -4,6 +4,7 @@
 #include "model/activations.h"
 #include "model/batch.h"
 #include "model/params.h"
+#include "ops/backend.h"
 
 namespace zaya {
 
@@ -17,5 +18,8 @@ struct ForwardResult {
 // If `targets` is non-null ([N] on the host, −1 = ignore), the mean cross-entropy is computed into the result and
 // acts.losses.
 ForwardResult model_forward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets = nullptr);
+
+// The batch as the ops see it, once model_forward has copied it into acts (seq_start in the backend's memory).
+SeqBatch seq_batch(const Batch &batch, const Activations &acts);
 
 } // namespace zaya

@@ -43,6 +43,7 @@ void CheckpointWriter::start(Trainer &t) {
     cv_.wait(lk, [&] { return !busy_; });
     // The optimizer state other ranks hold (ZeRO-1) comes in now, on this thread (MPI is used from the main
     // thread only); they send it from their save() at the same step (checkpoint_send_shards).
+    t.refresh_host_copies(); // the live pointers are host copies: on a GPU they are downloaded now
     checkpoint_gather_images(t.comm(), images_);
     step_ = t.step_count();
     meta_ = checkpoint_meta(t); // the tensors' live pointers were taken in the constructor: same trainer

@@ -90,6 +90,9 @@ class Trainer {
         sync_host();
         return opt_;
     }
+    // Brings the host copies of parameters and optimizer state up to date (a no-op on the CPU), for a reader that
+    // kept pointers into them (the asynchronous checkpoint writer).
+    void refresh_host_copies() { sync_host(); }
     BalancingController &balancing() { return balance_; }
     bool has_loader() const { return loader_.has_value(); }
     LoaderState loader_state() const { return loader_->state(); }
