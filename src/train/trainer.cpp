@@ -201,7 +201,7 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
         }
         // Last micro-batch, data parallel: each layer's gradients are final once its backward is done (layers come
         // last to first), and are summed over the ranks while the layers below it are differentiated (host
-        // gradients only: a device's are summed after they are downloaded, in step_on).
+        // gradients only: a device's are summed in one collective after the backward pass, in step_on).
         const bool overlap = ranks > 1 && a == accum - 1 && !device_model_;
         int64_t next = c.num_hidden_layers - 1; // the next layer to start: the same order on every rank
         auto start_through = [&](int64_t l) {
