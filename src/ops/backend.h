@@ -13,7 +13,9 @@
 #include "optim/muon.h"
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <utility>
 
 namespace zaya {
 
@@ -134,6 +136,9 @@ class Backend {
     // Muon step on one rows × cols matrix (optim/muon.h; momentum its buffer). Muon is for device backends: on the
     // CPU, Optimizer::update runs its own Muon, whole matrices per thread.
     virtual double sum_squares(const real *x, size_t n) = 0;
+    // Σ over ranges (offset, n) of `base` of x²: each range's sum as sum_squares gives it, added in order (the same
+    // bits as calling sum_squares range by range); a device backend launches once and synchronises once.
+    virtual double sum_squares_ranges(const real *base, std::span<const std::pair<size_t, size_t>> ranges);
     virtual void scale(real *x, size_t n, real c) = 0;
     virtual void adamw_update(real *param, const real *grad, real *exp_avg, real *exp_avg_sq, size_t n, double lr,
                               double weight_decay, const AdamWHyper &hyper, int64_t step) = 0;

@@ -4,14 +4,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace zaya {
 
 double grad_sum_squares(const ParamLayout &layout, const real *grads, Backend &backend) {
-    double s = 0.0;
+    std::vector<std::pair<size_t, size_t>> ranges;
     for (const ParamView &v : layout.views)
-        if (v.trainable) s += backend.sum_squares(grads + v.offset, v.numel);
-    return s;
+        if (v.trainable) ranges.emplace_back(v.offset, v.numel);
+    return backend.sum_squares_ranges(grads, ranges); // one pass (one device synchronisation) for every view
 }
 
 double clip_coefficient(double total_norm, double max_norm) {

@@ -1,6 +1,7 @@
 // CUDA attention forward/backward against cpu::attention_* on varlen batches: ragged lengths (not multiples of the
 // 16-row tiles), a length-1 sequence, GQA groups 1 and 4, a sliding window, head sizes up to 128 (the kernels'
 // shared memory then passes 48 KiB), and a grid narrower than the longest sequence.
+#include "core/dtype.h"
 #include "cuda_test_util.h"
 #include "ops/cpu/attention.h"
 #include "ops/cuda/attention.h"
@@ -82,6 +83,50 @@ TEST_F(CudaAttention, SlidingWindow) { check_attention({{50, 1, 90}, 4, 1, 40, 1
 TEST_F(CudaAttention, BlocksStrideOverTiles) { check_attention({{90, 7, 33}, 4, 2, 32, 0, 20}, 350); }
 
 TEST_F(CudaAttention, HeadDim128WithWindow) { check_attention({{129, 1, 20}, 8, 2, 128, 33}, 400); }
+
+// The tensor-core forward (bf16 matmuls): against the CPU on the same inputs rounded to bf16, so what is left is the
+// bf16 rounding of the probabilities (relative 2⁻⁹ each, in sums of up to ~130 terms) and the accumulation orders.
+constexpr double kAttnBf16Tol = 1e-2;
+
+std::vector<float> bf16_rounded(std::vector<float> x) {
+    for (float &f : x) f = bf16_to_f32(f32_to_bf16(f));
+    return x;
+}
+
+void check_attention_bf16(const AttnCase &c, uint64_t seed) {
+    SCOPED_TRACE(::testing::Message() << "bf16 nq=" << c.nq << " nkv=" << c.nkv << " hd=" << c.hd
+                                      << " window=" << c.window);
+    const int64_t B = int64_t(c.lengths.size());
+    std::vector<int64_t> seq_start(size_t(B + 1), 0);
+    for (int64_t b = 0; b < B; ++b) seq_start[size_t(b + 1)] = seq_start[size_t(b)] + c.lengths[size_t(b)];
+    const int64_t N = seq_start[size_t(B)];
+    const int64_t max_len = c.grid_len > 0 ? c.grid_len : *std::max_element(c.lengths.begin(), c.lengths.end());
+    const cpu::AttnShape s{c.nq, c.nkv, c.hd, 1.0f / std::sqrt(float(c.hd)), c.window};
+    const size_t nqe = size_t(N * c.nq * c.hd), nke = size_t(N * c.nkv * c.hd);
+    auto q = random_vec(nqe, seed), k = random_vec(nke, seed + 1), v = random_vec(nke, seed + 2);
+    std::vector<float> out(nqe), lse(size_t(N * c.nq));
+    const auto qr = bf16_rounded(q), kr = bf16_rounded(k), vr = bf16_rounded(v);
+    cpu::attention_forward(out.data(), lse.data(), qr.data(), kr.data(), vr.data(), seq_start.data(), B, s);
+
+    auto starts_d = upload(seq_start);
+    const cuda::VarlenBatch batch{starts_d.data(), B, N, max_len};
+    auto q_d = upload(q), k_d = upload(k), v_d = upload(v);
+    auto out_d = poisoned(nqe), lse_d = poisoned(lse.size());
+    cuda::attention_forward_bf16(out_d.data(), lse_d.data(), q_d.data(), k_d.data(), v_d.data(), batch, s);
+    const auto got = download(out_d);
+    EXPECT_LT(rel_err(got, out), kAttnBf16Tol);
+    EXPECT_LT(rel_err(download(lse_d), lse), 1e-4); // scores from exact products of bf16 values, fp32 softmax
+    cuda::fill_bytes(out_d.data(), 0xFF, nqe * sizeof(float));
+    cuda::attention_forward_bf16(out_d.data(), nullptr, q_d.data(), k_d.data(), v_d.data(), batch, s);
+    EXPECT_EQ(download(out_d), got); // deterministic, and lse is optional
+}
+
+// Tiles of 64: a sequence of 130 spans three query and key tiles; length 1; GQA; window; a narrow grid; hd 128.
+TEST_F(CudaAttention, TensorCoresCausalAcrossTiles) { check_attention_bf16({{1, 130, 37}, 2, 2, 32, 0}, 500); }
+
+TEST_F(CudaAttention, TensorCoresGroupOfFourWithWindow) { check_attention_bf16({{90, 3}, 4, 1, 16, 17}, 600); }
+
+TEST_F(CudaAttention, TensorCoresStrideAndHeadDim128) { check_attention_bf16({{70, 1}, 2, 1, 128, 0, 20}, 700); }
 
 } // namespace
 } // namespace zaya

@@ -157,9 +157,15 @@ std::vector<float> grouped(const std::vector<float> &m, const std::vector<int32_
     return g;
 }
 
-void check_experts(bool passthrough) {
-    SCOPED_TRACE(passthrough ? "skip passthrough" : "skip outputs zero");
-    const int64_t N = 100, D = 40, I = 24, E = 5;
+// bf16: the tensor-core path, against the fp32 reference: both operands of every product rounded to bf16 (relative
+// error 2⁻⁹ each), sums over tens of products — a wrong tile, layout or mask gives errors of order one.
+constexpr double kMoeBf16Tol = 2e-2;
+
+void check_experts(bool passthrough, bool bf16 = false, int64_t N = 100, int64_t D = 40, int64_t I = 24) {
+    SCOPED_TRACE(testing::Message() << (passthrough ? "skip passthrough" : "skip outputs zero") << (bf16 ? ", bf16" : "")
+                                    << ", N " << N << ", D " << D << ", I " << I);
+    const int64_t E = 5;
+    const double tol = bf16 ? kMoeBf16Tol : kMoeTol;
     const cpu::MoeShape s{D, I, E, passthrough};
     // Expert 2 gets no token, expert 4 exactly one, the skip slot every sixth; groups of ragged sizes.
     std::vector<int32_t> choice(static_cast<size_t>(N));
@@ -180,14 +186,14 @@ void check_experts(bool passthrough) {
     auto out_d = poisoned(size_t(N * D)), xg_d = poisoned(size_t(N * D)), h_d = poisoned(size_t(N * 2 * I));
     auto a_d = poisoned(size_t(N * I)), y_d = poisoned(size_t(N * D));
     cuda::moe_experts_forward(out_d.data(), xg_d.data(), h_d.data(), a_d.data(), y_d.data(), x_d.data(),
-                              order_d.data(), offsets_d.data(), p_d.data(), gu_d.data(), dn_d.data(), N, s);
+                              order_d.data(), offsets_d.data(), p_d.data(), gu_d.data(), dn_d.data(), N, s, bf16);
     const int64_t expert_rows = offsets[size_t(E)]; // h and a exist only for these
-    EXPECT_LT(rel_err(download(out_d), ref.out), kMoeTol);
-    EXPECT_LT(rel_err(download(xg_d), grouped(x, order, N, D)), kMoeTol);
+    EXPECT_LT(rel_err(download(out_d), ref.out), tol);
+    EXPECT_LT(rel_err(download(xg_d), grouped(x, order, N, D)), tol);
     EXPECT_LT(rel_err(head(download(h_d), size_t(expert_rows * 2 * I)), grouped(ref.h, order, expert_rows, 2 * I)),
-              kMoeTol);
-    EXPECT_LT(rel_err(head(download(a_d), size_t(expert_rows * I)), grouped(ref.a, order, expert_rows, I)), kMoeTol);
-    EXPECT_LT(rel_err(download(y_d), grouped(ref.y, order, N, D)), kMoeTol);
+              tol);
+    EXPECT_LT(rel_err(head(download(a_d), size_t(expert_rows * I)), grouped(ref.a, order, expert_rows, I)), tol);
+    EXPECT_LT(rel_err(download(y_d), grouped(ref.y, order, N, D)), tol);
 
     auto dx_d = poisoned(size_t(N * D)), dp_d = poisoned(size_t(N));
     auto dgu_d = upload(dgu0), ddn_d = upload(ddown0);
@@ -195,16 +201,52 @@ void check_experts(bool passthrough) {
     auto dxg_d = poisoned(size_t(N * D));
     cuda::moe_experts_backward(dx_d.data(), dp_d.data(), dgu_d.data(), ddn_d.data(), dy_d.data(), da_d.data(),
                                dh_d.data(), dxg_d.data(), dout_d.data(), order_d.data(), offsets_d.data(), p_d.data(),
-                               xg_d.data(), h_d.data(), a_d.data(), y_d.data(), gu_d.data(), dn_d.data(), N, s);
-    EXPECT_LT(rel_err(download(dx_d), ref.dx), kMoeTol);
-    EXPECT_LT(rel_err(download(dp_d), ref.dp_sel), kMoeTol);
-    EXPECT_LT(rel_err(download(dgu_d), ref.dgate_up), kMoeTol);
-    EXPECT_LT(rel_err(download(ddn_d), ref.ddown), kMoeTol);
+                               xg_d.data(), h_d.data(), a_d.data(), y_d.data(), gu_d.data(), dn_d.data(), N, s,
+                               bf16);
+    EXPECT_LT(rel_err(download(dx_d), ref.dx), tol);
+    EXPECT_LT(rel_err(download(dp_d), ref.dp_sel), tol);
+    EXPECT_LT(rel_err(download(dgu_d), ref.dgate_up), tol);
+    EXPECT_LT(rel_err(download(ddn_d), ref.ddown), tol);
 }
 
 TEST_F(CudaMoe, ExpertsSkipOutputsZero) { check_experts(false); }
 
 TEST_F(CudaMoe, ExpertsSkipPassthrough) { check_experts(true); }
+
+// Tensor cores: groups spanning several 64-row tiles and ragged ends, widths across several 64-column tiles and k
+// steps of 32 with a remainder.
+TEST_F(CudaMoe, ExpertsBf16TensorCores) {
+    check_experts(false, true);
+    check_experts(true, true, 300, 72, 40);
+}
+
+// The tensor-core path really rounds to bf16 (it is not the fp32 kernel by mistake) and is deterministic.
+TEST_F(CudaMoe, ExpertsBf16DiffersFromFp32AndRepeats) {
+    const int64_t N = 70, D = 48, I = 32, E = 2;
+    const cpu::MoeShape s{D, I, E, false};
+    std::vector<int32_t> choice(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) choice[size_t(n)] = int32_t(n % 3);
+    std::vector<int32_t> order(static_cast<size_t>(N));
+    std::vector<int64_t> offsets(size_t(E + 2));
+    cpu::moe_group_tokens(order.data(), offsets.data(), choice.data(), N, E);
+    auto x = random_vec(size_t(N * D), 1400), p_sel = random_vec(size_t(N), 1401, 0.2, 0.5);
+    auto gate_up = random_vec(size_t(E * 2 * I * D), 1402, 0.2), down = random_vec(size_t(E * D * I), 1403, 0.2);
+    auto x_d = upload(x), p_d = upload(p_sel), gu_d = upload(gate_up), dn_d = upload(down);
+    auto order_d = upload(order);
+    auto offsets_d = upload(offsets);
+    auto run = [&](bool bf16) {
+        auto out_d = poisoned(size_t(N * D)), xg_d = poisoned(size_t(N * D)), h_d = poisoned(size_t(N * 2 * I));
+        auto a_d = poisoned(size_t(N * I)), y_d = poisoned(size_t(N * D));
+        cuda::moe_experts_forward(out_d.data(), xg_d.data(), h_d.data(), a_d.data(), y_d.data(), x_d.data(),
+                                  order_d.data(), offsets_d.data(), p_d.data(), gu_d.data(), dn_d.data(), N, s, bf16);
+        return download(out_d);
+    };
+    const auto f32 = run(false), b1 = run(true), b2 = run(true);
+    EXPECT_EQ(b1, b2);
+    const double diff = rel_err(b1, f32);
+    EXPECT_GT(diff, 1e-5);
+    EXPECT_LT(diff, kMoeBf16Tol);
+}
 
 } // namespace
 } // namespace zaya

@@ -2,12 +2,14 @@
 // gradient norm (sizes across the chunking, deterministic), gradient scaling, and Muon's momentum / Nesterov / update
 // steps against the formulas of optim/muon.cpp (torch's lerp as FMAs).
 #include "cuda_test_util.h"
+#include "ops/backend.h"
 #include "ops/cuda/optim.h"
 #include "optim/sum_squares.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace zaya {
@@ -24,6 +26,28 @@ TEST_F(CudaOps, SumSquaresMatchesCpuAndIsDeterministic) {
         EXPECT_EQ(cuda::sum_squares(d.data(), n), got) << "rerun, n = " << n;
     }
     EXPECT_EQ(cuda::sum_squares(nullptr, 0), 0.0);
+}
+
+// The gradient norm's one-pass form: ranges of every size (empty, below and above a chunk, gaps between them) give
+// exactly the bits of sum_squares range by range, on the GPU and through the backends' table.
+TEST_F(CudaOps, SumSquaresRangesEqualsRangeByRange) {
+    const std::vector<std::pair<size_t, size_t>> ranges = {
+        {0, 5}, {8, 0}, {8, 1000}, {1100, (size_t(1) << 15) + 7}, {40000, 70000}, {110000, 3}};
+    auto x = random_vec(110003, 9, 1.5);
+    auto d = upload(x);
+    std::vector<int64_t> offsets, lengths;
+    double one_by_one = 0.0;
+    for (const auto &[o, n] : ranges) {
+        offsets.push_back(int64_t(o)), lengths.push_back(int64_t(n));
+        one_by_one += cuda::sum_squares(d.data() + o, int64_t(n));
+    }
+    EXPECT_EQ(cuda::sum_squares_ranges(d.data(), offsets.data(), lengths.data(), int64_t(ranges.size())), one_by_one);
+    EXPECT_EQ(cuda_backend().sum_squares_ranges(d.data(), ranges), one_by_one);
+    double cpu = 0.0;
+    for (const auto &[o, n] : ranges) cpu += sum_squares(x.data() + o, n);
+    EXPECT_NEAR(one_by_one, cpu, 1e-12 * cpu);
+    EXPECT_EQ(cpu_backend().sum_squares_ranges(x.data(), ranges), cpu);
+    EXPECT_EQ(cuda::sum_squares_ranges(d.data(), nullptr, nullptr, 0), 0.0);
 }
 
 TEST_F(CudaOps, ScaleMultipliesEveryElement) {

@@ -182,6 +182,11 @@ float __shfl_xor_sync(unsigned, float v, int lane_mask) {
     return other;
 }
 
+namespace emu {
+void warp_sync() { current->warps[linear_tid / 32]->arrive_and_wait(); }
+unsigned lane_id() { return linear_tid % 32; }
+} // namespace emu
+
 int atomicAdd(int *p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
 
 // ---- cuBLASLt ----

@@ -22,6 +22,11 @@ struct VarlenBatch {
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                        const VarlenBatch &batch, const AttnShape &s);
 
+// The same on bf16 tensor cores (attention_tc.cu): q, k, v and the probabilities rounded to bf16, fp32 accumulation
+// and softmax; 64×64 tiles. hd must be a multiple of 16.
+void attention_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
+                            const VarlenBatch &batch, const AttnShape &s);
+
 // dq[N,nq,hd], dk, dv[N,nkv,hd] written (=) from dout, out[N,nq,hd] and the saved lse[N,nq]. Deterministic: dq by
 // query tiles, dk/dv by key tiles, each element summed by one thread in a fixed order.  (cpu::attention_backward)
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,

@@ -20,6 +20,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace zaya {
 
@@ -66,6 +67,7 @@ class CudaBackend final : public Backend {
     }
     void synchronize() const override { cuda::synchronize(); }
     void set_matmul_precision(cpu::MatmulPrecision p) override { precision_ = p; }
+    bool bf16() const { return precision_ == cpu::MatmulPrecision::BF16; }
 
     // C = op(A)·op(B) (+ beta·C) in the backend's precision; A's rows have stride lda (likewise B).
     void matmul(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
@@ -188,6 +190,8 @@ class CudaBackend final : public Backend {
     }
     void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const SeqBatch &b,
                            const cpu::AttnShape &s) override {
+        // Tensor cores under bf16 matmuls (head sizes in steps of 16, as every preset has); else true fp32.
+        if (bf16() && s.hd % 16 == 0) return cuda::attention_forward_bf16(out, lse, q, k, v, varlen(b), s);
         cuda::attention_forward(out, lse, q, k, v, varlen(b), s);
     }
     void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
@@ -217,14 +221,14 @@ class CudaBackend final : public Backend {
     void moe_experts_forward(real *out, real *xg, real *h, real *a, real *y, const real *x, const int32_t *order,
                              const int64_t *offsets, const real *p_sel, const real *gate_up, const real *down,
                              int64_t N, const cpu::MoeShape &s) override {
-        cuda::moe_experts_forward(out, xg, h, a, y, x, order, offsets, p_sel, gate_up, down, N, s);
+        cuda::moe_experts_forward(out, xg, h, a, y, x, order, offsets, p_sel, gate_up, down, N, s, bf16());
     }
     void moe_experts_backward(real *dx, real *dp_sel, real *dgate_up, real *ddown, real *dy, real *da, real *dh,
                               real *dxg, const real *dout, const int32_t *order, const int64_t *offsets,
                               const real *p_sel, const real *xg, const real *h, const real *a, const real *y,
                               const real *gate_up, const real *down, int64_t N, const cpu::MoeShape &s) override {
         cuda::moe_experts_backward(dx, dp_sel, dgate_up, ddown, dy, da, dh, dxg, dout, order, offsets, p_sel, xg, h,
-                                   a, y, gate_up, down, N, s);
+                                   a, y, gate_up, down, N, s, bf16());
     }
 
     // The LM head in fp32 always (its logits feed the loss directly); chunks of at most 256 MiB of logits.
@@ -245,6 +249,11 @@ class CudaBackend final : public Backend {
     bool lm_head_needs_logits() const override { return false; }
 
     double sum_squares(const real *x, size_t n) override { return cuda::sum_squares(x, int64_t(n)); }
+    double sum_squares_ranges(const real *base, std::span<const std::pair<size_t, size_t>> ranges) override {
+        std::vector<int64_t> offsets, lengths;
+        for (const auto &[offset, n] : ranges) offsets.push_back(int64_t(offset)), lengths.push_back(int64_t(n));
+        return cuda::sum_squares_ranges(base, offsets.data(), lengths.data(), int64_t(ranges.size()));
+    }
     void scale(real *x, size_t n, real c) override { cuda::scale(x, int64_t(n), c); }
     void adamw_update(real *param, const real *grad, real *exp_avg, real *exp_avg_sq, size_t n, double lr,
                       double weight_decay, const AdamWHyper &h, int64_t step) override {

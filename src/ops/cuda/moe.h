@@ -23,16 +23,18 @@ void router_select_backward(float *dlogits, const float *dp_sel, const float *pr
 void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, int64_t N, int64_t E);
 
 // out[N,D]; saved in grouped order: xg[N,D], h[N,2I], a[N,I], y[N,D] (h and a only for rows < offsets[E]).
-// gate_up[E,2I,D], down[E,D,I]; order and offsets from moe_group_tokens.         (cpu::moe_experts_forward)
+// gate_up[E,2I,D], down[E,D,I]; order and offsets from moe_group_tokens. bf16: the expert matmuls (forward and
+// backward) on tensor cores with both operands rounded to bf16, fp32 accumulation; else true fp32.
+//                                                                                  (cpu::moe_experts_forward)
 void moe_experts_forward(float *out, float *xg, float *h, float *a, float *y, const float *x, const int32_t *order,
                          const int64_t *offsets, const float *p_sel, const float *gate_up, const float *down,
-                         int64_t N, const MoeShape &s);
+                         int64_t N, const MoeShape &s, bool bf16 = false);
 
 // dx[N,D] (=), dp_sel[N] (=), dgate_up, ddown (+=); scratch dy[N,D], da[N,I], dh[N,2I], dxg[N,D].
 //                                                                                  (cpu::moe_experts_backward)
 void moe_experts_backward(float *dx, float *dp_sel, float *dgate_up, float *ddown, float *dy, float *da, float *dh,
                           float *dxg, const float *dout, const int32_t *order, const int64_t *offsets,
                           const float *p_sel, const float *xg, const float *h, const float *a, const float *y,
-                          const float *gate_up, const float *down, int64_t N, const MoeShape &s);
+                          const float *gate_up, const float *down, int64_t N, const MoeShape &s, bool bf16 = false);
 
 } // namespace zaya::cuda

@@ -13,12 +13,16 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxChunks = 1024;
 constexpr int64_t kMinChunk = int64_t(1) << 15;
 
-// Block b sums x[b·chunk, min((b+1)·chunk, n)) in double: thread t strides by kThreads, then a fixed tree.
-__global__ void __launch_bounds__(kThreads) sum_squares_kernel(double *partial, const float *x, int64_t n,
-                                                               int64_t chunk) {
+// One chunk of one range: elements [begin, end) of the base array.
+struct Chunk {
+    int64_t begin, end;
+};
+
+// Block b sums chunk b in double: thread t strides by kThreads, then a fixed tree.
+__global__ void __launch_bounds__(kThreads) sum_squares_kernel(double *partial, const float *x, const Chunk *chunks) {
     __shared__ double buf[kThreads];
     const int tid = int(threadIdx.x);
-    const int64_t a = int64_t(blockIdx.x) * chunk, b = a + chunk < n ? a + chunk : n;
+    const int64_t a = chunks[blockIdx.x].begin, b = chunks[blockIdx.x].end;
     double s = 0.0;
     for (int64_t i = a + tid; i < b; i += kThreads) s += double(x[i]) * double(x[i]);
     buf[tid] = s;
@@ -57,17 +61,38 @@ __global__ void muon_apply_kernel(float *param, const float *u, int64_t n, float
 } // namespace
 
 double sum_squares(const float *x, int64_t n) {
-    if (n <= 0) return 0.0;
-    const int64_t chunk = std::max(kMinChunk, (n + kMaxChunks - 1) / kMaxChunks);
-    const int64_t chunks = (n + chunk - 1) / chunk;
-    auto *partial = static_cast<double *>(device_scratch(Scratch::SumSquares, size_t(chunks) * sizeof(double)));
-    sum_squares_kernel<<<unsigned(chunks), kThreads>>>(partial, x, n, chunk);
+    const int64_t offset = 0;
+    return sum_squares_ranges(x, &offset, &n, 1);
+}
+
+double sum_squares_ranges(const float *base, const int64_t *offsets, const int64_t *lengths, int64_t count) {
+    // The chunks of every range (the chunking of optim/sum_squares.cpp per range), then one block per chunk; the
+    // descriptors and the partials share one scratch buffer: [chunks] descriptors, then [chunks] doubles.
+    std::vector<Chunk> chunks;
+    std::vector<int64_t> first(static_cast<size_t>(count + 1), 0);
+    for (int64_t r = 0; r < count; ++r) {
+        const int64_t n = lengths[r];
+        const int64_t chunk = std::max(kMinChunk, (n + kMaxChunks - 1) / kMaxChunks);
+        for (int64_t a = 0; a < n; a += chunk) chunks.push_back({offsets[r] + a, offsets[r] + std::min(n, a + chunk)});
+        first[size_t(r + 1)] = int64_t(chunks.size());
+    }
+    if (chunks.empty()) return 0.0;
+    const size_t nc = chunks.size();
+    char *scratch = static_cast<char *>(device_scratch(Scratch::SumSquares, nc * (sizeof(Chunk) + sizeof(double))));
+    auto *desc = reinterpret_cast<Chunk *>(scratch);
+    auto *partial = reinterpret_cast<double *>(scratch + nc * sizeof(Chunk));
+    copy_to_device(desc, chunks.data(), nc * sizeof(Chunk));
+    sum_squares_kernel<<<unsigned(nc), kThreads>>>(partial, base, desc);
     ZAYA_CUDA_LAUNCHED();
-    std::vector<double> host(static_cast<size_t>(chunks));
-    copy_to_host(host.data(), partial, host.size() * sizeof(double)); // waits for the kernel
-    double s = 0.0;
-    for (double p : host) s += p;
-    return s;
+    std::vector<double> host(nc);
+    copy_to_host(host.data(), partial, nc * sizeof(double)); // waits for the kernel
+    double total = 0.0;
+    for (int64_t r = 0; r < count; ++r) {
+        double s = 0.0; // the range's own sum first, as sum_squares returns it, then added to the total
+        for (int64_t c = first[size_t(r)]; c < first[size_t(r + 1)]; ++c) s += host[size_t(c)];
+        total += s;
+    }
+    return total;
 }
 
 void scale(float *x, int64_t n, float c) {

@@ -9,6 +9,11 @@ namespace zaya::cuda {
 // Σ x[i]² in double: fixed chunks (one block each, a fixed tree inside), the chunks' partial sums added on the host
 // in order — the same bits on every run (sum_squares in optim/sum_squares.h).
 double sum_squares(const float *x, int64_t n);
+// Σ over the ranges [offsets[r], offsets[r] + lengths[r]) of base (host arrays, `count` ranges) of x²: each range
+// chunked and summed exactly as sum_squares does, the ranges' sums added in order — the same bits as calling
+// sum_squares range by range, but one launch and one download for all of them (the gradient norm of ~700
+// parameter views costs one synchronisation, not 700).
+double sum_squares_ranges(const float *base, const int64_t *offsets, const int64_t *lengths, int64_t count);
 
 // x[n] *= c
 void scale(float *x, int64_t n, float c);

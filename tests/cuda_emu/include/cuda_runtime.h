@@ -14,6 +14,7 @@
 #define __launch_bounds__(...)
 // One block runs at a time, so a function-static array is exactly that block's shared memory.
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
     unsigned x, y, z;
