@@ -84,8 +84,8 @@ TEST_F(CudaAttention, BlocksStrideOverTiles) { check_attention({{90, 7, 33}, 4, 
 
 TEST_F(CudaAttention, HeadDim128WithWindow) { check_attention({{129, 1, 20}, 8, 2, 128, 33}, 400); }
 
-// The tensor-core forward (bf16 matmuls): against the CPU on the same inputs rounded to bf16, so what is left is the
-// bf16 rounding of the probabilities (relative 2⁻⁹ each, in sums of up to ~130 terms) and the accumulation orders.
+// The tensor-core forward and backward (bf16 matmuls): against the CPU on the same inputs rounded to bf16, so what is
+// left is the bf16 rounding of P and dS (relative 2⁻⁹ each, in sums of up to ~130 terms) and the accumulation orders.
 constexpr double kAttnBf16Tol = 1e-2;
 
 std::vector<float> bf16_rounded(std::vector<float> x) {
@@ -119,14 +119,37 @@ void check_attention_bf16(const AttnCase &c, uint64_t seed) {
     cuda::fill_bytes(out_d.data(), 0xFF, nqe * sizeof(float));
     cuda::attention_forward_bf16(out_d.data(), nullptr, q_d.data(), k_d.data(), v_d.data(), batch, s);
     EXPECT_EQ(download(out_d), got); // deterministic, and lse is optional
+
+    // Backward: the CPU on the bf16-rounded inputs and dout; the GPU also rounds P and dS for their products.
+    auto dout = random_vec(nqe, seed + 3);
+    const auto dout_r = bf16_rounded(dout);
+    std::vector<float> dq(nqe), dk(nke), dv(nke);
+    cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout_r.data(), out.data(), lse.data(), qr.data(),
+                            kr.data(), vr.data(), seq_start.data(), B, s);
+    auto dout_d = upload(dout);
+    auto dq_d = poisoned(nqe), dk_d = poisoned(nke), dv_d = poisoned(nke);
+    cuda::attention_backward_bf16(dq_d.data(), dk_d.data(), dv_d.data(), dout_d.data(), out_d.data(), lse_d.data(),
+                                  q_d.data(), k_d.data(), v_d.data(), batch, s);
+    const auto dq_got = download(dq_d), dk_got = download(dk_d), dv_got = download(dv_d);
+    EXPECT_LT(rel_err(dq_got, dq), kAttnBf16Tol);
+    EXPECT_LT(rel_err(dk_got, dk), kAttnBf16Tol);
+    EXPECT_LT(rel_err(dv_got, dv), kAttnBf16Tol);
+    cuda::fill_bytes(dq_d.data(), 0xFF, nqe * sizeof(float));
+    cuda::fill_bytes(dk_d.data(), 0xFF, nke * sizeof(float));
+    cuda::fill_bytes(dv_d.data(), 0xFF, nke * sizeof(float));
+    cuda::attention_backward_bf16(dq_d.data(), dk_d.data(), dv_d.data(), dout_d.data(), out_d.data(), lse_d.data(),
+                                  q_d.data(), k_d.data(), v_d.data(), batch, s);
+    EXPECT_EQ(download(dq_d), dq_got);
+    EXPECT_EQ(download(dk_d), dk_got);
+    EXPECT_EQ(download(dv_d), dv_got);
 }
 
 // Tiles of 64: a sequence of 130 spans three query and key tiles; length 1; GQA; window; a narrow grid; hd 128.
-TEST_F(CudaAttention, TensorCoresCausalAcrossTiles) { check_attention_bf16({{1, 130, 37}, 2, 2, 32, 0}, 500); }
+TEST_F(CudaAttention, TensorCoresCausalAcrossTiles) { check_attention_bf16({{1, 130, 37}, 1, 1, 32, 0}, 500); }
 
 TEST_F(CudaAttention, TensorCoresGroupOfFourWithWindow) { check_attention_bf16({{90, 3}, 4, 1, 16, 17}, 600); }
 
-TEST_F(CudaAttention, TensorCoresStrideAndHeadDim128) { check_attention_bf16({{70, 1}, 2, 1, 128, 0, 20}, 700); }
+TEST_F(CudaAttention, TensorCoresStrideAndHeadDim128) { check_attention_bf16({{70, 1}, 1, 1, 128, 0, 20}, 700); }
 
 } // namespace
 } // namespace zaya

@@ -33,4 +33,10 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         const float *q, const float *k, const float *v, const VarlenBatch &batch,
                         const AttnShape &s);
 
+// The same on bf16 tensor cores (attention_tc_backward.cu), the counterpart of attention_forward_bf16: operands of
+// every product rounded to bf16, fp32 accumulation and softmax backward; hd a multiple of 16.
+void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                             const float *q, const float *k, const float *v, const VarlenBatch &batch,
+                             const AttnShape &s);
+
 } // namespace zaya::cuda

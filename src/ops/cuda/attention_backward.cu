@@ -2,6 +2,7 @@
 // gradient element has one writer (no atomics, deterministic): dq by (query tile, head), dk/dv by (key tile, kv
 // head) summing over the group's query heads — the split of cpu::attention_backward.
 #include "ops/cuda/attention_tiles.cuh"
+#include "ops/cuda/runtime.h"
 
 namespace zaya::cuda {
 
@@ -199,22 +200,21 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
     attn::check_shape(s);
     if (batch.N == 0 || batch.B == 0) return;
     const int nq = int(s.nq), nkv = int(s.nkv), hd = int(s.hd);
-    DeviceArray<float> rd(size_t(batch.N * nq));
-    row_dots_kernel<<<blocks_for(batch.N * nq, 256), 256>>>(rd.data(), dout, out, batch.N * nq, hd);
+    auto *rd = static_cast<float *>(device_scratch(Scratch::AttentionRowDots, size_t(batch.N * nq) * sizeof(float)));
+    row_dots_kernel<<<blocks_for(batch.N * nq, 256), 256>>>(rd, dout, out, batch.N * nq, hd);
     ZAYA_CUDA_LAUNCHED();
 
     const size_t dq_bytes = dq_shared_floats(hd) * sizeof(float);
     attn::allow_shared_bytes(attention_dq_kernel, dq_bytes);
     attention_dq_kernel<<<attn::tile_grid(batch, nq, kTileQ), kThreads, dq_bytes>>>(
-        dq, dout, lse, rd.data(), q, k, v, batch.seq_start, nq, nkv, hd, float(s.scale), s.window);
+        dq, dout, lse, rd, q, k, v, batch.seq_start, nq, nkv, hd, float(s.scale), s.window);
     ZAYA_CUDA_LAUNCHED();
 
     const size_t dkdv_bytes = dkdv_shared_floats(hd) * sizeof(float);
     attn::allow_shared_bytes(attention_dkdv_kernel, dkdv_bytes);
     attention_dkdv_kernel<<<attn::tile_grid(batch, nkv, kTileK), kThreads, dkdv_bytes>>>(
-        dk, dv, dout, lse, rd.data(), q, k, v, batch.seq_start, nq, nkv, hd, float(s.scale), s.window);
+        dk, dv, dout, lse, rd, q, k, v, batch.seq_start, nq, nkv, hd, float(s.scale), s.window);
     ZAYA_CUDA_LAUNCHED();
-    synchronize(); // `rd` is freed on return
 }
 
 } // namespace zaya::cuda

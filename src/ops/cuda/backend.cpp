@@ -197,6 +197,8 @@ class CudaBackend final : public Backend {
     void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
                             const real *q, const real *k, const real *v, const SeqBatch &b,
                             const cpu::AttnShape &s) override {
+        if (bf16() && s.hd % 16 == 0)
+            return cuda::attention_backward_bf16(dq, dk, dv, dout, out, lse, q, k, v, varlen(b), s);
         cuda::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, varlen(b), s);
     }
 
