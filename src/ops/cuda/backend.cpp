@@ -233,20 +233,22 @@ class CudaBackend final : public Backend {
                                    a, y, gate_up, down, N, s, bf16());
     }
 
-    // The LM head in fp32 always (its logits feed the loss directly); chunks of at most 256 MiB of logits.
+    // The LM head's GEMMs in the backend's precision, as every other matmul (the CPU's do the same); the softmax
+    // cross-entropy in fp32. Chunks of at most 256 MiB of logits.
     double lm_head_forward(real *logits, real *losses, const real *x, const real *W, const real *b,
                            const int32_t *targets, int64_t N, int64_t D, int64_t V) override {
         if (logits) {
-            cuda::gemm_f32(false, true, N, V, D, 1.0f, x, D, W, D, 0.0f, logits, V);
+            matmul(false, true, N, V, D, x, D, W, D, 0.0f, logits, V);
             if (b) cuda::add_bias_rows(logits, V, b, N, V);
         }
         if (!targets) return 0.0;
-        return cuda::lm_head_loss(losses, x, W, b, targets, N, D, V, cuda::lm_head_chunk_rows(V));
+        return cuda::lm_head_loss(losses, x, W, b, targets, N, D, V, cuda::lm_head_chunk_rows(V), bf16());
     }
     void lm_head_backward(real *dx, real *dW, real *db, real *, const real *x, const real *W, const real *b,
                           const int32_t *targets, int64_t N, int64_t D, int64_t V, real loss_scale,
                           int64_t) override {
-        cuda::lm_head_cross_entropy(dx, dW, db, x, W, b, targets, N, D, V, loss_scale, cuda::lm_head_chunk_rows(V));
+        cuda::lm_head_cross_entropy(dx, dW, db, x, W, b, targets, N, D, V, loss_scale, cuda::lm_head_chunk_rows(V),
+                                    bf16());
     }
     bool lm_head_needs_logits() const override { return false; }
 

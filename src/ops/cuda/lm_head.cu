@@ -1,5 +1,6 @@
 // LM head + cross-entropy, chunk by chunk: logits = x_c·Wᵀ (+ bias) (GEMM), loss and gradient in place of the
-// logits (one block per row), then dx_c = G·W and dW += Gᵀ·x_c (GEMMs), dbias += column sums of G. The chunk's
+// logits (one block per row), then dx_c = G·W and dW += Gᵀ·x_c (GEMMs), dbias += column sums of G. The GEMMs are
+// fp32 or take bf16 copies of their operands (the weight converted once per call). The chunk's
 // logits are all the scratch there is. The forward-only loss stops after the per-row losses.
 #include "core/error.h"
 #include "ops/cuda/block.h"
@@ -8,6 +9,7 @@
 #include "ops/cuda/ops.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace zaya::cuda {
@@ -49,9 +51,24 @@ struct HeadGrads {
     float loss_scale;
 };
 
+// bf16 operand copies for the tensor-core GEMMs, carved from one grow-once scratch (256-byte aligned pieces):
+// W [V,D] once per call, a chunk's x rows [chunk,D] and logit gradient [chunk,V].
+struct Bf16Operands {
+    uint16_t *W, *x, *G;
+    Bf16Operands(int64_t chunk, int64_t D, int64_t V) {
+        auto up = [](size_t n) { return (n * sizeof(uint16_t) + 255) / 256 * 256; };
+        const size_t w = up(size_t(V * D)), xb = up(size_t(chunk * D)), g = up(size_t(chunk * V));
+        auto *base = static_cast<unsigned char *>(device_scratch(Scratch::LmHeadBf16, w + xb + g));
+        W = reinterpret_cast<uint16_t *>(base);
+        x = reinterpret_cast<uint16_t *>(base + w);
+        G = reinterpret_cast<uint16_t *>(base + w + xb);
+    }
+};
+
 // Both entry points: losses[N] (device), the mean returned; with `grads`, each chunk's backward too.
 double run_head(const char *op, float *losses, const HeadGrads *grads, const float *x, const float *W,
-                const float *bias, const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk_rows) {
+                const float *bias, const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk_rows,
+                bool bf16) {
     if (chunk_rows <= 0) fail("{}: chunk_rows must be positive, got {}", op, chunk_rows);
     if (N == 0) return 0.0;
     std::vector<int32_t> host_targets(static_cast<size_t>(N));
@@ -69,17 +86,34 @@ double run_head(const char *op, float *losses, const HeadGrads *grads, const flo
     const int64_t chunk = std::min(chunk_rows, N);
     float *logits = static_cast<float *>(device_scratch(Scratch::LmHeadLogits, size_t(chunk * V) * sizeof(float)));
     const float scale = grads ? grads->loss_scale / float(count) : 0.0f;
+    bf16 = bf16 && D % 8 == 0 && V % 8 == 0; // rows of bf16 operands must start 16-byte aligned
+    std::optional<Bf16Operands> h;
+    if (bf16) {
+        h.emplace(chunk, D, V);
+        to_bf16(h->W, W, V * D);
+    }
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         const int64_t rows = std::min(chunk, N - r0);
         const float *xc = x + r0 * D;
-        gemm_f32(false, true, rows, V, D, 1.0f, xc, D, W, D, 0.0f, logits, V); // logits = x_c·Wᵀ
+        if (bf16) {
+            to_bf16(h->x, xc, rows * D);
+            gemm_bf16(false, true, rows, V, D, 1.0f, h->x, D, h->W, D, 0.0f, logits, V);
+        } else {
+            gemm_f32(false, true, rows, V, D, 1.0f, xc, D, W, D, 0.0f, logits, V); // logits = x_c·Wᵀ
+        }
         if (bias) add_bias_rows(logits, V, bias, rows, V);
         cross_entropy_rows_kernel<<<unsigned(rows), kThreads>>>(logits, losses + r0, targets + r0, V, scale,
                                                                  grads != nullptr);
         ZAYA_CUDA_LAUNCHED();
         if (!grads) continue;
-        gemm_f32(false, false, rows, D, V, 1.0f, logits, V, W, D, 0.0f, grads->dx + r0 * D, D); // dx_c = G·W
-        gemm_f32(true, false, V, D, rows, 1.0f, logits, V, xc, D, 1.0f, grads->dW, D);          // dW += Gᵀ·x_c
+        if (bf16) {
+            to_bf16(h->G, logits, rows * V);
+            gemm_bf16(false, false, rows, D, V, 1.0f, h->G, V, h->W, D, 0.0f, grads->dx + r0 * D, D);
+            gemm_bf16(true, false, V, D, rows, 1.0f, h->G, V, h->x, D, 1.0f, grads->dW, D);
+        } else {
+            gemm_f32(false, false, rows, D, V, 1.0f, logits, V, W, D, 0.0f, grads->dx + r0 * D, D); // dx_c = G·W
+            gemm_f32(true, false, V, D, rows, 1.0f, logits, V, xc, D, 1.0f, grads->dW, D);          // dW += Gᵀ·x_c
+        }
         if (grads->dbias) column_dot_add(grads->dbias, logits, V, nullptr, 0, rows, V);
     }
     std::vector<float> host_losses(static_cast<size_t>(N));
@@ -93,15 +127,15 @@ double run_head(const char *op, float *losses, const HeadGrads *grads, const flo
 
 double lm_head_cross_entropy(float *dx, float *dW, float *dbias, const float *x, const float *W, const float *bias,
                              const int32_t *targets, int64_t N, int64_t D, int64_t V, float loss_scale,
-                             int64_t chunk_rows) {
+                             int64_t chunk_rows, bool bf16) {
     auto *losses = static_cast<float *>(device_scratch(Scratch::LmHeadLosses, size_t(N) * sizeof(float)));
     const HeadGrads grads{dx, dW, dbias, loss_scale};
-    return run_head("lm_head_cross_entropy", losses, &grads, x, W, bias, targets, N, D, V, chunk_rows);
+    return run_head("lm_head_cross_entropy", losses, &grads, x, W, bias, targets, N, D, V, chunk_rows, bf16);
 }
 
 double lm_head_loss(float *losses, const float *x, const float *W, const float *bias, const int32_t *targets,
-                    int64_t N, int64_t D, int64_t V, int64_t chunk_rows) {
-    return run_head("lm_head_loss", losses, nullptr, x, W, bias, targets, N, D, V, chunk_rows);
+                    int64_t N, int64_t D, int64_t V, int64_t chunk_rows, bool bf16) {
+    return run_head("lm_head_loss", losses, nullptr, x, W, bias, targets, N, D, V, chunk_rows, bf16);
 }
 
 } // namespace zaya::cuda

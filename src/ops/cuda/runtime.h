@@ -23,7 +23,7 @@ void synchronize(); // waits for the default stream; surfaces asynchronous kerne
 // Temporary device space of the ops that need some (chunked LM head, sums of squares): one buffer per use, grown to
 // the largest request and then reused, so a training step allocates nothing after its first. The ops run from one
 // host thread (the default stream), as these buffers assume.
-enum class Scratch { LmHeadLogits, LmHeadLosses, SumSquares, AttentionRowDots, Count };
+enum class Scratch { LmHeadLogits, LmHeadLosses, LmHeadBf16, SumSquares, AttentionRowDots, Count };
 void *device_scratch(Scratch use, size_t bytes);
 
 // Owned device memory of n elements of T.
