@@ -133,8 +133,9 @@ class Backend {
     virtual bool lm_head_needs_logits() const = 0;
 
     // Optimizer pieces (optim/): Σx² in double (deterministic), x *= c, one AdamW step (optim/adamw.h), and one
-    // Muon step on one rows × cols matrix (optim/muon.h; momentum its buffer). Muon is for device backends: on the
-    // CPU, Optimizer::update runs its own Muon, whole matrices per thread.
+    // Muon step on `count` rows × cols matrices stored back to back (optim/muon.h; momentum their buffer; each matrix
+    // its own Newton–Schulz, the batch in one pass — a layer's experts). Muon is for device backends: on the CPU,
+    // Optimizer::update runs its own Muon, whole matrices per thread.
     virtual double sum_squares(const real *x, size_t n) = 0;
     // Σ over ranges (offset, n) of `base` of x²: each range's sum as sum_squares gives it, added in order (the same
     // bits as calling sum_squares range by range); a device backend launches once and synchronises once.
@@ -142,8 +143,8 @@ class Backend {
     virtual void scale(real *x, size_t n, real c) = 0;
     virtual void adamw_update(real *param, const real *grad, real *exp_avg, real *exp_avg_sq, size_t n, double lr,
                               double weight_decay, const AdamWHyper &hyper, int64_t step) = 0;
-    virtual void muon_step(real *param, const real *grad, real *momentum, int64_t rows, int64_t cols, double lr,
-                           double weight_decay, const MuonHyper &hyper) = 0;
+    virtual void muon_step(real *param, const real *grad, real *momentum, int64_t count, int64_t rows, int64_t cols,
+                           double lr, double weight_decay, const MuonHyper &hyper) = 0;
 };
 
 Backend &cpu_backend();

@@ -65,6 +65,19 @@ Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimC
     std::stable_sort(muon_order_.begin(), muon_order_.end(), [&](size_t a, size_t b) {
         return local_.muon[a].rows * local_.muon[a].cols > local_.muon[b].rows * local_.muon[b].cols;
     });
+    for (size_t i = 0; i < local_.muon.size(); ++i) {
+        const MuonMatrix &m = local_.muon[i];
+        if (!device_muon_runs_.empty()) {
+            auto &[first, count] = device_muon_runs_.back();
+            const MuonMatrix &last = local_.muon[first + size_t(count) - 1];
+            if (m.name == last.name && m.rows == last.rows && m.cols == last.cols &&
+                m.offset == last.offset + last.numel() && m.state_offset == last.state_offset + last.numel()) {
+                ++count;
+                continue;
+            }
+        }
+        device_muon_runs_.emplace_back(i, 1);
+    }
 }
 
 const RealBuffer &Optimizer::host(const RealBuffer &state) const {
@@ -108,10 +121,10 @@ void Optimizer::clip_and_update(real *params, real *grads, double lr, double gra
 void Optimizer::update(real *params, const real *grads, double lr) {
     ++step_;
     ZAYA_PROFILE("optimizer_update");
-    if (!backend_->host_memory()) { // each matrix on the whole device, one after another
-        for (size_t i : muon_order_) {
-            const MuonMatrix &m = local_.muon[i];
-            backend_->muon_step(params + m.offset, grads + m.offset, momentum_.data() + m.state_offset, m.rows,
+    if (!backend_->host_memory()) { // on the whole device, one run of same-shaped matrices after another
+        for (const auto &[first, count] : device_muon_runs_) {
+            const MuonMatrix &m = local_.muon[first];
+            backend_->muon_step(params + m.offset, grads + m.offset, momentum_.data() + m.state_offset, count, m.rows,
                                 m.cols, lr, config_.weight_decay, muon_.hyper());
         }
         for (const AdamWRange &r : local_.adamw)

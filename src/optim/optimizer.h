@@ -109,6 +109,9 @@ class Optimizer {
     LrSchedule schedule_;
     Muon muon_;
     std::vector<size_t> muon_order_; // local_.muon indices, largest first
+    // On a device: runs of local_.muon matrices of one view and shape stored back to back (in parameters and
+    // momentum), each updated by one batched backend call — a layer's experts together. (first index, count)
+    std::vector<std::pair<size_t, int64_t>> device_muon_runs_;
     AdamWHyper adamw_;
     RealBuffer momentum_, exp_avg_, exp_avg_sq_;                // in the backend's memory
     RealBuffer host_momentum_, host_exp_avg_, host_exp_avg_sq_; // device backends: host copies for checkpoints

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace zaya {
@@ -180,6 +181,38 @@ TEST_F(CudaMuon, NewtonSchulzSquare) { check_newton_schulz(40, 40, 900); }
 TEST_F(CudaMuon, NewtonSchulzTall) { check_newton_schulz(96, 32, 1000); }
 
 TEST_F(CudaMuon, NewtonSchulzOddSides) { check_newton_schulz(21, 37, 1100); }
+
+// A batch (a layer's experts): each matrix of the strided-batched run against the same matrix run alone — equal up to
+// the GEMMs' accumulation order (the batched call may pick another algorithm), at the tolerances above — with its
+// own norm (the matrices are scaled differently), wide and tall; and a rerun is bit-identical.
+TEST_F(CudaMuon, NewtonSchulzBatchedMatchesOneByOne) {
+    const MuonHyper h;
+    const auto [a, b, c] = h.ns_coefficients;
+    const cuda::NewtonSchulzParams q{float(a), float(b), float(c), h.ns_steps, float(h.eps)};
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{24, 40}, {48, 16}}) {
+        SCOPED_TRACE(::testing::Message() << rows << "x" << cols);
+        const int64_t count = 3, n = rows * cols;
+        auto g = random_vec(size_t(count * n), 1300 + uint64_t(rows));
+        for (int64_t i = 0; i < n; ++i) g[size_t(n + i)] *= 7.0f, g[size_t(2 * n + i)] *= 0.01f;
+        cuda::NewtonSchulzBf16 ns(size_t(n), std::min(rows, cols), count);
+        auto x_d = upload(g);
+        ns.run(x_d.data(), rows, cols, q, count);
+        const auto got = download(x_d);
+        for (int64_t m = 0; m < count; ++m) {
+            const std::vector<float> one_in(g.begin() + m * n, g.begin() + (m + 1) * n);
+            auto one_d = upload(one_in);
+            ns.run(one_d.data(), rows, cols, q);
+            const auto one = download(one_d);
+            const std::vector<float> mine(got.begin() + m * n, got.begin() + (m + 1) * n);
+            EXPECT_LT(frobenius_rel_err(mine, one), kRoundedTol) << "matrix " << m;
+            EXPECT_LE(max_err_bf16_ulps(mine, one), kRoundedUlps) << "matrix " << m;
+            EXPECT_LT(frobenius_rel_err(mine, newton_schulz_bf16_reference(one_in, rows, cols, q)), kRoundedTol);
+        }
+        auto again_d = upload(g);
+        ns.run(again_d.data(), rows, cols, q, count);
+        EXPECT_EQ(download(again_d), got) << "rerun differs";
+    }
+}
 
 // Zero steps: only the normalisation, X = bf16(bf16(U) / max(bf16(‖bf16(U)‖), bf16(eps))) — exactly (one double
 // reduction, rounded twice). A 0·U input takes the eps floor.

@@ -199,6 +199,8 @@ struct EmuLtLayout {
     cudaDataType_t type;
     uint64_t rows, cols;
     int64_t ld;
+    int32_t batch = 1;
+    int64_t stride = 0; // elements between a batch's matrices
 };
 struct EmuLtPref {
     uint32_t align[4] = {256, 256, 256, 256}; // A, B, C, D: cuBLASLt's defaults
@@ -241,6 +243,18 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataTyp
     *l = new EmuLtLayout{type, rows, cols, ld};
     return CUBLAS_STATUS_SUCCESS;
 }
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr,
+                                                const void *buf, size_t bytes) {
+    if (attr == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT && bytes == sizeof(int32_t)) {
+        std::memcpy(&l->batch, buf, bytes);
+        return l->batch >= 1 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (attr == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET && bytes == sizeof(int64_t)) {
+        std::memcpy(&l->stride, buf, bytes);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    return CUBLAS_STATUS_INVALID_VALUE;
+}
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
     delete l;
     return CUBLAS_STATUS_SUCCESS;
@@ -273,7 +287,8 @@ bool shapes_agree(const EmuLtDesc &d, const EmuLtLayout &a, const EmuLtLayout &b
     const uint64_t b_k = d.trans_b == CUBLAS_OP_N ? b.rows : b.cols, b_n = d.trans_b == CUBLAS_OP_N ? b.cols : b.rows;
     const bool ok = a_m == m && b_k == k && b_n == n && dl.rows == m && dl.cols == n && a.type == b.type &&
                     c.type == CUDA_R_32F && dl.type == CUDA_R_32F && a.ld >= int64_t(a.rows) &&
-                    b.ld >= int64_t(b.rows) && c.ld >= int64_t(c.rows) && dl.ld >= int64_t(dl.rows);
+                    b.ld >= int64_t(b.rows) && c.ld >= int64_t(c.rows) && dl.ld >= int64_t(dl.rows) &&
+                    a.batch == c.batch && b.batch == c.batch && dl.batch == c.batch;
     if (!ok)
         std::fprintf(stderr,
                      "emu cuBLASLt: shapes disagree: op %d %d, A %lux%lu ld %ld, B %lux%lu ld %ld, C %lux%lu ld %ld\n",
@@ -315,20 +330,27 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const vo
     }
     const double al = *static_cast<const float *>(alpha), be = *static_cast<const float *>(beta);
     const uint64_t m = c->rows, n = c->cols, k = d->trans_a == CUBLAS_OP_N ? a->cols : a->rows;
+    const size_t a_size = a->type == CUDA_R_32F ? 4 : 2;
     std::vector<float> out(m * n);
-    for (uint64_t j = 0; j < n; ++j)
-        for (uint64_t i = 0; i < m; ++i) {
-            double acc = 0;
-            for (uint64_t p = 0; p < k; ++p) {
-                const uint64_t ai = d->trans_a == CUBLAS_OP_N ? i + p * a->ld : p + i * a->ld;
-                const uint64_t bi = d->trans_b == CUBLAS_OP_N ? p + j * b->ld : j + p * b->ld;
-                acc += element(A, a->type, ai) * element(B, b->type, bi);
+    for (int32_t t = 0; t < c->batch; ++t) { // a strided batch: matrix t at t·stride elements of each operand
+        const void *At = static_cast<const char *>(A) + size_t(t * a->stride) * a_size;
+        const void *Bt = static_cast<const char *>(B) + size_t(t * b->stride) * a_size;
+        const float *Ct = static_cast<const float *>(C) + t * c->stride;
+        float *Dt = static_cast<float *>(D) + t * dl->stride;
+        for (uint64_t j = 0; j < n; ++j)
+            for (uint64_t i = 0; i < m; ++i) {
+                double acc = 0;
+                for (uint64_t p = 0; p < k; ++p) {
+                    const uint64_t ai = d->trans_a == CUBLAS_OP_N ? i + p * a->ld : p + i * a->ld;
+                    const uint64_t bi = d->trans_b == CUBLAS_OP_N ? p + j * b->ld : j + p * b->ld;
+                    acc += element(At, a->type, ai) * element(Bt, b->type, bi);
+                }
+                // beta = 0: C is not read (BLAS convention), so NaN there does not leak into D.
+                const double cij = be == 0 ? 0.0 : be * double(Ct[i + j * c->ld]);
+                out[i + j * m] = float(al * acc + cij);
             }
-            // beta = 0: C is not read (BLAS convention), so NaN there does not leak into D.
-            const double cij = be == 0 ? 0.0 : be * double(static_cast<const float *>(C)[i + j * c->ld]);
-            out[i + j * m] = float(al * acc + cij);
-        }
-    for (uint64_t j = 0; j < n; ++j)
-        for (uint64_t i = 0; i < m; ++i) static_cast<float *>(D)[i + j * dl->ld] = out[i + j * m];
+        for (uint64_t j = 0; j < n; ++j)
+            for (uint64_t i = 0; i < m; ++i) Dt[i + j * dl->ld] = out[i + j * m];
+    }
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -188,7 +188,8 @@ class CpuBackend final : public Backend {
                       double weight_decay, const AdamWHyper &hyper, int64_t step) override {
         zaya::adamw_update(param, grad, exp_avg, exp_avg_sq, n, lr, weight_decay, hyper, step);
     }
-    void muon_step(real *, const real *, real *, int64_t, int64_t, double, double, const MuonHyper &) override {
+    void muon_step(real *, const real *, real *, int64_t, int64_t, int64_t, double, double,
+                   const MuonHyper &) override {
         fail("internal error: on the CPU, Muon runs in Optimizer::update (whole matrices per thread)");
     }
 };

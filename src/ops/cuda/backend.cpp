@@ -267,21 +267,22 @@ class CudaBackend final : public Backend {
     // Muon as optim/muon.cpp: momentum and Nesterov (torch's lerp), Newton–Schulz on bf16 GEMMs (ns_precision
     // fp32 is the CPU's only), decoupled decay and the adjusted step. The workspace grows to the largest matrix
     // seen (the first step's).
-    void muon_step(real *param, const real *grad, real *momentum, int64_t rows, int64_t cols, double lr,
-                   double weight_decay, const MuonHyper &h) override {
+    void muon_step(real *param, const real *grad, real *momentum, int64_t count, int64_t rows, int64_t cols,
+                   double lr, double weight_decay, const MuonHyper &h) override {
         const int64_t n = rows * cols, k = std::min(rows, cols);
-        if (!ns_ || size_t(n) > ns_numel_ || k > ns_min_dim_) {
+        if (!ns_ || size_t(n) > ns_numel_ || k > ns_min_dim_ || count > ns_count_) {
             ns_numel_ = std::max(ns_numel_, size_t(n));
             ns_min_dim_ = std::max(ns_min_dim_, k);
+            ns_count_ = std::max(ns_count_, count);
             ns_.reset();
-            ns_ = std::make_unique<cuda::NewtonSchulzBf16>(ns_numel_, ns_min_dim_);
-            muon_u_ = cuda::DeviceArray<float>(ns_numel_);
+            ns_ = std::make_unique<cuda::NewtonSchulzBf16>(ns_numel_, ns_min_dim_, ns_count_);
+            muon_u_ = cuda::DeviceArray<float>(ns_numel_ * size_t(ns_count_));
         }
-        cuda::muon_momentum(momentum, muon_u_.data(), grad, n, float(h.momentum), h.nesterov);
+        cuda::muon_momentum(momentum, muon_u_.data(), grad, count * n, float(h.momentum), h.nesterov);
         const cuda::NewtonSchulzParams p{float(h.ns_coefficients[0]), float(h.ns_coefficients[1]),
                                          float(h.ns_coefficients[2]), h.ns_steps, float(h.eps)};
-        ns_->run(muon_u_.data(), rows, cols, p);
-        cuda::muon_apply(param, muon_u_.data(), n, float(1.0 - lr * weight_decay),
+        ns_->run(muon_u_.data(), rows, cols, p, count);
+        cuda::muon_apply(param, muon_u_.data(), count * n, float(1.0 - lr * weight_decay),
                          float(-muon_adjusted_lr(lr, h.lr_adjust, rows, cols)));
     }
 
@@ -292,7 +293,7 @@ class CudaBackend final : public Backend {
     std::unique_ptr<cuda::NewtonSchulzBf16> ns_;
     cuda::DeviceArray<float> muon_u_; // the update u, orthogonalised in place
     size_t ns_numel_ = 0;
-    int64_t ns_min_dim_ = 0;
+    int64_t ns_min_dim_ = 0, ns_count_ = 0;
 };
 
 } // namespace

@@ -39,9 +39,24 @@ uint32_t alignment_of(const void *p) {
     return align;
 }
 
-// C[M,N] = alpha·op(A)·op(B) + beta·C, all row-major, A/B of element type `ab`.
+// A batch of `count` products at element strides (0 when count is 1).
+struct Batch {
+    int64_t count = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+// Sets a strided batch on a layout (nothing for a single product).
+void set_batch(cublasLtMatrixLayout_t l, int64_t count, int64_t stride) {
+    if (count == 1) return;
+    const int32_t n = int32_t(count);
+    ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof(n)));
+    ZAYA_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+}
+
+// C[M,N] = alpha·op(A)·op(B) + beta·C, all row-major, A/B of element type `ab`; for each of batch.count products.
 void lt_gemm(cudaDataType_t ab, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-             const void *A, int64_t lda, const void *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+             const void *A, int64_t lda, const void *B, int64_t ldb, float beta, float *C, int64_t ldc,
+             const Batch &batch = {}) {
     if (M == 0 || N == 0) return;
     ZAYA_ASSERT(K > 0 && M > 0 && N > 0);
     // cuBLAS is column-major, and a row-major X[r,c] (leading dimension ld) is the column-major c×r matrix Xᵀ. So
@@ -58,6 +73,10 @@ void lt_gemm(cudaDataType_t ab, bool trans_a, bool trans_b, int64_t M, int64_t N
     ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, ab, uint64_t(trans_b ? K : N), uint64_t(trans_b ? N : K), ldb));
     ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, ab, uint64_t(trans_a ? M : K), uint64_t(trans_a ? K : M), lda));
     ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, uint64_t(N), uint64_t(M), ldc));
+    if (batch.count < 1 || batch.count > INT32_MAX) fail("gemm: batch of {} products", batch.count);
+    set_batch(lb, batch.count, batch.stride_b);
+    set_batch(la, batch.count, batch.stride_a);
+    set_batch(lc, batch.count, batch.stride_c);
 
     cublasLtMatmulPreference_t pref = nullptr;
     ZAYA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -98,6 +117,13 @@ void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
                int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     lt_gemm(CUDA_R_16BF, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                       int64_t stride_a, const uint16_t *B, int64_t ldb, int64_t stride_b, float *C, int64_t ldc,
+                       int64_t stride_c, int64_t count) {
+    lt_gemm(CUDA_R_16BF, trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc,
+            Batch{count, stride_a, stride_b, stride_c});
 }
 
 void gemm_bf16_nt(float *C, int64_t ldc, const uint16_t *A, const uint16_t *B, int64_t M, int64_t N, int64_t K,

@@ -21,12 +21,15 @@ constexpr int kThreads = 256;
 // Round to nearest even, a NaN stays a NaN (as core/dtype.h's f32_to_bf16 and ops.h's to_bf16).
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-// norm[0] = max(bf16(√Σ bf16(x)²), bf16(eps)): one block, each thread a strided partial sum in double, then a fixed
-// tree. The max is std::max's (a NaN norm stays NaN), as the CPU.
+// norm[b] = max(bf16(√Σ bf16(x_b)²), bf16(eps)) for matrix b = blockIdx.x (x_b = x + b·n): one block per matrix,
+// each thread a strided partial sum in double, then a fixed tree. The max is std::max's (a NaN norm stays NaN), as
+// the CPU.
 __global__ void __launch_bounds__(kNormThreads)
     frobenius_norm_kernel(float *norm, const float *x, int64_t n, float eps) {
     __shared__ double partial[kNormThreads];
     const int tid = int(threadIdx.x);
+    x += int64_t(blockIdx.x) * n;
+    norm += blockIdx.x;
     double acc = 0.0;
     for (int64_t i = tid; i < n; i += kNormThreads) {
         const double v = double(round_bf16(x[i]));
@@ -44,10 +47,10 @@ __global__ void __launch_bounds__(kNormThreads)
     }
 }
 
-// X = bf16(bf16(x) / norm) — a division, as torch's div_ (muon.cpp).
-__global__ void normalise_kernel(__nv_bfloat16 *X, const float *x, const float *norm, int64_t n) {
+// X = bf16(bf16(x) / norm of its matrix) — a division, as torch's div_ (muon.cpp); matrices of n elements.
+__global__ void normalise_kernel(__nv_bfloat16 *X, const float *x, const float *norm, int64_t n, int64_t total) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) X[i] = __float2bfloat16_rn(round_bf16(x[i]) / norm[0]);
+    if (i < total) X[i] = __float2bfloat16_rn(round_bf16(x[i]) / norm[i / n]);
 }
 
 // P = bf16(c·AA + b·A): AA the fp32 product A·A, A bf16.
@@ -71,41 +74,43 @@ __nv_bfloat16 *bf(uint16_t *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }
 
 } // namespace
 
-NewtonSchulzBf16::NewtonSchulzBf16(size_t max_numel, int64_t max_min_dim)
-    : max_numel_(max_numel), max_min_dim_(max_min_dim), y_(max_numel),
-      gram_(size_t(max_min_dim) * size_t(max_min_dim)), norm_(1), x16_(max_numel), gram16_(gram_.size()),
-      poly16_(gram_.size()) {}
+NewtonSchulzBf16::NewtonSchulzBf16(size_t max_numel, int64_t max_min_dim, int64_t max_count)
+    : max_numel_(max_numel), max_min_dim_(max_min_dim), max_count_(max_count), y_(max_numel * size_t(max_count)),
+      gram_(size_t(max_min_dim) * size_t(max_min_dim) * size_t(max_count)), norm_(size_t(max_count)),
+      x16_(y_.size()), gram16_(gram_.size()), poly16_(gram_.size()) {}
 
-void NewtonSchulzBf16::run(float *x, int64_t rows, int64_t cols, const NewtonSchulzParams &p) {
-    if (rows <= 0 || cols <= 0 || size_t(rows) * size_t(cols) > max_numel_ || std::min(rows, cols) > max_min_dim_)
-        fail("newton_schulz: matrix {}x{} does not fit the workspace ({} elements, Gram side {})", rows, cols,
-             max_numel_, max_min_dim_);
+void NewtonSchulzBf16::run(float *x, int64_t rows, int64_t cols, const NewtonSchulzParams &p, int64_t count) {
+    if (rows <= 0 || cols <= 0 || size_t(rows) * size_t(cols) > max_numel_ || std::min(rows, cols) > max_min_dim_ ||
+        count < 1 || count > max_count_)
+        fail("newton_schulz: {} matrices {}x{} do not fit the workspace ({} of {} elements, Gram side {})", count,
+             rows, cols, max_count_, max_numel_, max_min_dim_);
     const int64_t n = rows * cols;
     uint16_t *X = x16_.data(), *A = gram16_.data(), *P = poly16_.data();
     float *G = gram_.data(), *Y = y_.data();
-    frobenius_norm_kernel<<<1, kNormThreads>>>(norm_.data(), x, n, p.eps);
+    frobenius_norm_kernel<<<unsigned(count), kNormThreads>>>(norm_.data(), x, n, p.eps);
     ZAYA_CUDA_LAUNCHED();
-    normalise_kernel<<<blocks_for(n, kThreads), kThreads>>>(bf(X), x, norm_.data(), n);
+    normalise_kernel<<<blocks_for(count * n, kThreads), kThreads>>>(bf(X), x, norm_.data(), n, count * n);
     ZAYA_CUDA_LAUNCHED();
 
     const bool tall = rows > cols;        // iterate on Xᵀ, multiplying from the right instead of transposing
     const int64_t k = tall ? cols : rows; // side of the Gram matrix
+    const int64_t kk = k * k;
     for (int s = 0; s < p.steps; ++s) {
         // A = bf16(X·Xᵀ) (wide) or bf16(Xᵀ·X) (tall), [k,k].
-        if (tall) gemm_bf16(true, false, k, k, rows, 1.0f, X, cols, X, cols, 0.0f, G, k);
-        else gemm_bf16(false, true, k, k, cols, 1.0f, X, cols, X, cols, 0.0f, G, k);
-        to_bf16(A, G, k * k);
+        if (tall) gemm_bf16_batched(true, false, k, k, rows, X, cols, n, X, cols, n, G, k, kk, count);
+        else gemm_bf16_batched(false, true, k, k, cols, X, cols, n, X, cols, n, G, k, kk, count);
+        to_bf16(A, G, count * kk);
         // P = bf16(c·(A·A) + b·A).
-        gemm_bf16(false, false, k, k, k, 1.0f, A, k, A, k, 0.0f, G, k);
-        poly_kernel<<<blocks_for(k * k, kThreads), kThreads>>>(bf(P), G, bf(A), p.b, p.c, k * k);
+        gemm_bf16_batched(false, false, k, k, k, A, k, kk, A, k, kk, G, k, kk, count);
+        poly_kernel<<<blocks_for(count * kk, kThreads), kThreads>>>(bf(P), G, bf(A), p.b, p.c, count * kk);
         ZAYA_CUDA_LAUNCHED();
         // X = bf16(P·X + a·X) (wide) or bf16(X·Pᵀ + a·X) (tall).
-        if (tall) gemm_bf16(false, true, rows, cols, cols, 1.0f, X, cols, P, cols, 0.0f, Y, cols);
-        else gemm_bf16(false, false, rows, cols, rows, 1.0f, P, rows, X, cols, 0.0f, Y, cols);
-        update_kernel<<<blocks_for(n, kThreads), kThreads>>>(bf(X), Y, p.a, n);
+        if (tall) gemm_bf16_batched(false, true, rows, cols, cols, X, cols, n, P, cols, kk, Y, cols, n, count);
+        else gemm_bf16_batched(false, false, rows, cols, rows, P, rows, kk, X, cols, n, Y, cols, n, count);
+        update_kernel<<<blocks_for(count * n, kThreads), kThreads>>>(bf(X), Y, p.a, count * n);
         ZAYA_CUDA_LAUNCHED();
     }
-    to_f32_kernel<<<blocks_for(n, kThreads), kThreads>>>(x, bf(X), n);
+    to_f32_kernel<<<blocks_for(count * n, kThreads), kThreads>>>(x, bf(X), count * n);
     ZAYA_CUDA_LAUNCHED();
 }
 

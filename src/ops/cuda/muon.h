@@ -18,19 +18,22 @@ struct NewtonSchulzParams {
     float eps;     // X is divided by max(‖X‖_F, eps) (both rounded to bf16)
 };
 
-// The workspace of the iteration, sized once for the largest matrix (as zaya::Muon); runs allocate nothing.
+// The workspace of the iteration, sized once for the largest batch of the largest matrices (as zaya::Muon); runs
+// allocate nothing.
 class NewtonSchulzBf16 {
   public:
-    NewtonSchulzBf16(size_t max_numel, int64_t max_min_dim);
+    NewtonSchulzBf16(size_t max_numel, int64_t max_min_dim, int64_t max_count = 1);
 
-    // x[rows, cols] (device, fp32) ← the bf16 iteration above, returned as fp32 (every value a bf16). For rows > cols
-    // the iteration runs on Xᵀ, computed as A = XᵀX, X ← X·Pᵀ + a·X (muon.cpp) with the same roundings.
-    void run(float *x, int64_t rows, int64_t cols, const NewtonSchulzParams &p);
+    // x[count, rows, cols] (device, fp32) ← the bf16 iteration above, matrix by matrix, returned as fp32 (every value
+    // a bf16). For rows > cols the iteration runs on Xᵀ, computed as A = XᵀX, X ← X·Pᵀ + a·X (muon.cpp) with the same
+    // roundings. The `count` matrices run together: each GEMM is one strided-batched call, each elementwise pass one
+    // launch (a layer's experts cost what one matrix costs in launches).
+    void run(float *x, int64_t rows, int64_t cols, const NewtonSchulzParams &p, int64_t count = 1);
 
   private:
     size_t max_numel_;
-    int64_t max_min_dim_;
-    DeviceArray<float> y_, gram_, norm_;           // fp32 GEMM outputs: P·X [n]; X·Xᵀ, then A·A [k²]; the norm
+    int64_t max_min_dim_, max_count_;
+    DeviceArray<float> y_, gram_, norm_;           // fp32 GEMM outputs: P·X [n]; X·Xᵀ, then A·A [k²]; the norms
     DeviceArray<uint16_t> x16_, gram16_, poly16_; // the bf16 iterate X, A and P
 };
 
