@@ -34,6 +34,24 @@ DevMat upload_mat(const Mat &m) {
     return d;
 }
 
+// Matrices of the same input width and dtype stacked by rows into one: projections that read the same x become one
+// kernel (q‖k, whose outputs are adjacent in the conv input; the current‖delayed values).
+DevMat upload_rows(const std::vector<Mat> &ms) {
+    DevMat d;
+    size_t bytes = 0;
+    for (const Mat &m : ms) {
+        if (m.dtype != ms[0].dtype || m.cols != ms[0].cols) fail("stacked projections differ in dtype or width");
+        bytes += m.bytes(), d.rows += m.rows;
+    }
+    d.buf = DeviceArray<uint8_t>(bytes), d.dtype = ms[0].dtype, d.cols = ms[0].cols;
+    size_t at = 0;
+    for (const Mat &m : ms) {
+        cuda::copy_to_device(d.buf.data() + at, m.data, m.bytes());
+        at += m.bytes();
+    }
+    return d;
+}
+
 DevMat upload_stacked(const std::vector<Mat> &ms) {
     const Mat &m0 = ms.at(0);
     DevMat d{DeviceArray<uint8_t>(m0.bytes() * ms.size()), m0.dtype, m0.rows * int64_t(ms.size()), m0.cols};
@@ -45,12 +63,13 @@ DevMat upload_stacked(const std::vector<Mat> &ms) {
     return d;
 }
 
-// y[N, W.rows] (row stride ldy) = x · Wᵀ + b.
-void linear(float *y, int64_t ldy, const float *x, const DevMat &W, const float *b, int64_t N) {
+// y[N, W.rows] (row stride ldy) = act(x · Wᵀ + b).
+void linear(float *y, int64_t ldy, const float *x, const DevMat &W, const float *b, int64_t N,
+            cuda::Epilogue act = cuda::Epilogue::None) {
     if (W.dtype == DType::BF16)
-        cuda::linear_rows_bf16(y, ldy, x, reinterpret_cast<const uint16_t *>(W.buf.data()), b, N, W.cols, W.rows);
+        cuda::linear_rows_bf16(y, ldy, x, reinterpret_cast<const uint16_t *>(W.buf.data()), b, N, W.cols, W.rows, act);
     else
-        cuda::linear_rows_f32(y, ldy, x, reinterpret_cast<const float *>(W.buf.data()), b, N, W.cols, W.rows);
+        cuda::linear_rows_f32(y, ldy, x, reinterpret_cast<const float *>(W.buf.data()), b, N, W.cols, W.rows, act);
 }
 
 // The routed form over stacked experts: O = rows per expert.
@@ -63,10 +82,10 @@ void expert_linear(float *y, int64_t ldy, const float *x, const DevMat &W, const
 }
 
 struct DevLayer {
-    DevMat q_proj, k_proj, v_cur, v_del, o_proj, router_down, router_fc1, router_fc2, router_out, gate_up, down;
-    const float *input_norm, *q_bias, *k_bias, *v_cur_bias, *v_del_bias, *conv_dw, *conv_dw_bias, *conv_g, *conv_g_bias,
-        *temp, *o_bias, *attn_res[4], *post_norm, *router_down_bias, *router_state_scale, *router_norm,
-        *router_fc1_bias, *router_fc2_bias, *balancing_biases, *mlp_res[4];
+    DevMat qk, vv, o_proj, router_down, router_fc1, router_fc2, router_out, gate_up, down; // qk = q‖k, vv = cur‖del
+    const float *input_norm, *qk_bias, *vv_bias, *conv_dw, *conv_dw_bias, *conv_g, *conv_g_bias, *temp, *o_bias,
+        *attn_res[4], *post_norm, *router_down_bias, *router_state_scale, *router_norm, *router_fc1_bias,
+        *router_fc2_bias, *balancing_biases, *mlp_res[4];
     DeviceArray<float> kc, vc;  // [max_len, Dk]
     DeviceArray<float> conv;    // [P, C]: the conv state
     DeviceArray<float> vstate;  // [Dv]: the delayed-value state
@@ -86,7 +105,7 @@ struct CudaDecoder::Impl {
     int64_t length = 0, seq_n = -1;
     size_t weight_bytes = 0;
 
-    DeviceArray<float> x, xn, rstd, zx, convx, pbuf, q, k, v, vd, qn, kn, att, tmp, rho[2], h1, rn, rrstd, a1, h2;
+    DeviceArray<float> x, xn, rstd, zx, convx, pbuf, q, k, v, qn, kn, att, tmp, rho[2], h1, rn, rrstd, a1, h2;
     DeviceArray<float> rlogits, probs, psel, hh, aa, moe, logits, part_o, part_ml, cos_t[2], sin_t[2], inv_freq[2];
     DeviceArray<int32_t> tokens, pos, choice, len;
     DeviceArray<int64_t> seq_start;
@@ -102,6 +121,18 @@ struct CudaDecoder::Impl {
     DevMat mat(const Mat &m) {
         weight_bytes += m.bytes();
         return upload_mat(m);
+    }
+    DevMat mats(const std::vector<Mat> &ms) {
+        for (const Mat &m : ms) weight_bytes += m.bytes();
+        return upload_rows(ms);
+    }
+    // Two bias vectors back to back (null if both are; a missing one is zeros).
+    const float *up2(const float *a, int64_t na, const float *b, int64_t nb) {
+        if (!a && !b) return nullptr;
+        std::vector<float> h(size_t(na + nb), 0.0f);
+        if (a) std::copy(a, a + na, h.begin());
+        if (b) std::copy(b, b + nb, h.begin() + na);
+        return up(h.data(), na + nb);
     }
 
     cuda::Graph step_graph; // a decode step (n = 1): device_pass + head, captured after one eager step
@@ -135,13 +166,13 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
         const LayerWeights &lw = s.layers[size_t(l)];
         const LayerMats &M = w.layers[size_t(l)];
         DevLayer &d = layers[size_t(l)];
-        d.q_proj = mat(M.q_proj), d.k_proj = mat(M.k_proj), d.v_cur = mat(M.v_cur), d.v_del = mat(M.v_del);
+        d.qk = mats({M.q_proj, M.k_proj}), d.vv = mats({M.v_cur, M.v_del});
         d.o_proj = mat(M.o_proj), d.router_down = mat(M.router_down), d.router_fc1 = mat(M.router_fc1);
         d.router_fc2 = mat(M.router_fc2), d.router_out = mat(M.router_out);
         d.gate_up = upload_stacked(M.gate_up), d.down = upload_stacked(M.down);
         weight_bytes += d.gate_up.buf.size() + d.down.buf.size();
-        d.input_norm = up(lw.input_norm, D), d.q_bias = up(lw.q_bias, Dq), d.k_bias = up(lw.k_bias, Dk);
-        d.v_cur_bias = up(lw.v_cur_bias, Dv), d.v_del_bias = up(lw.v_del_bias, Dv);
+        d.input_norm = up(lw.input_norm, D), d.qk_bias = up2(lw.q_bias, Dq, lw.k_bias, Dk);
+        d.vv_bias = up2(lw.v_cur_bias, Dv, lw.v_del_bias, Dv);
         d.conv_dw = up(lw.conv_dw, C * c.cca_time0), d.conv_dw_bias = up(lw.conv_dw_bias, C);
         d.conv_g = up(lw.conv_g, C * hd * c.cca_time1), d.conv_g_bias = up(lw.conv_g_bias, C);
         d.temp = up(lw.temp, nkv), d.o_bias = up(lw.o_bias, D), d.post_norm = up(lw.post_norm, D);
@@ -159,7 +190,7 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
     x = f(N * D), xn = f(N * D), tmp = f(N * D), moe = f(N * D), rstd = f(N), rrstd = f(N), psel = f(N);
     zx = f(ext * C), convx = f(ext * C);
     pbuf = f(cpu::cca_conv_p_rows(ext, 1, cuda::ConvShape{C, 1, c.cca_time0, c.cca_time1}) * C);
-    q = f(N * Dq), att = f(N * Dq), k = f(N * Dk), v = f(N * Dk), vd = f(N * Dv), qn = f(N * nq), kn = f(N * nkv);
+    q = f(N * Dq), att = f(N * Dq), k = f(N * Dk), v = f(N * Dk), qn = f(N * nq), kn = f(N * nkv);
     for (auto *b : {&rho[0], &rho[1], &h1, &rn, &a1, &h2}) *b = f(N * R);
     rlogits = f(N * K), probs = f(N * K), hh = f(N * 2 * I), aa = f(N * I), logits = f(V);
     const int64_t chunks = cuda::attention_decode_chunks(o.max_len, o.attn_chunk);
@@ -185,8 +216,7 @@ void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
     // the state, so they equal the full-sequence conv; then the last P rows of zx become the state.
     float *z = zx.data() + P * C;
     cuda::copy_floats(zx.data(), d.conv.data(), P * C);
-    linear(z, C, xn.data(), d.q_proj, d.q_bias, n);
-    linear(z + Dq, C, xn.data(), d.k_proj, d.k_bias, n);
+    linear(z, C, xn.data(), d.qk, d.qk_bias, n);
     const cuda::VarlenBatch one{seq_start.data(), 1, P + n, P + n};
     cuda::cca_conv_forward(convx.data(), pbuf.data(), zx.data(), one,
                            cuda::ConvShape{C, nq + nkv, c.cca_time0, c.cca_time1}, d.conv_dw, d.conv_dw_bias, d.conv_g,
@@ -194,10 +224,10 @@ void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
     cuda::copy_floats(d.conv.data(), zx.data() + n * C, P * C);
     cuda::cca_qk_mean_forward(q.data(), k.data(), convx.data() + P * C, z, n, nq, nkv, hd);
     // Values: the current half from this token, the delayed half from the previous token's projection.
-    linear(v.data(), Dk, xn.data(), d.v_cur, d.v_cur_bias, n);
-    linear(vd.data(), Dv, xn.data(), d.v_del, d.v_del_bias, n);
-    cuda::delayed_values_step(v.data() + Dv, Dk, vd.data(), d.vstate.data(), n, Dv);
-    cuda::copy_floats(d.vstate.data(), vd.data() + (n - 1) * Dv, Dv);
+    // (Both projections land in v, the delayed one in its second half, which then shifts down a row through the
+    // state.)
+    linear(v.data(), Dk, xn.data(), d.vv, d.vv_bias, n);
+    cuda::delayed_values_shift(v.data() + Dv, Dk, d.vstate.data(), n, Dv);
     cuda::cca_qk_norm_forward(q.data(), k.data(), qn.data(), kn.data(), d.temp, n, nq, nkv, hd);
     const bool sliding = c.layer_types[size_t(l)] == LayerType::HybridSliding;
     const int t = sliding ? 1 : 0;
@@ -206,8 +236,7 @@ void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
         cuda::rope_forward(q.data(), cos_t[t].data(), sin_t[t].data(), n, nq, hd, rot);
         cuda::rope_forward(k.data(), cos_t[t].data(), sin_t[t].data(), n, nkv, hd, rot);
     }
-    cuda::append_rows(d.kc.data(), k.data(), len.data(), n, Dk);
-    cuda::append_rows(d.vc.data(), v.data(), len.data(), n, Dk);
+    cuda::append_kv(d.kc.data(), d.vc.data(), k.data(), v.data(), len.data(), n, Dk);
     const cuda::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), sliding ? *c.sliding_window : 0};
     cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q.data(), d.kc.data(), d.vc.data(), len.data(), n,
                            o.max_len, as, o.attn_chunk);
@@ -223,11 +252,9 @@ void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
     cuda::eda_forward(rho_now, h1.data(), l > 0 ? d.router_state_scale : nullptr, l > 0 ? rho[cur ^ 1].data() : nullptr,
                       n, R);
     cuda::rmsnorm_forward(rn.data(), rrstd.data(), rho_now, d.router_norm, n, R, eps);
-    linear(h1.data(), R, rn.data(), d.router_fc1, d.router_fc1_bias, n);
-    cuda::gelu_forward(a1.data(), h1.data(), n * R);
-    linear(h2.data(), R, a1.data(), d.router_fc2, d.router_fc2_bias, n);
-    cuda::gelu_forward(a1.data(), h2.data(), n * R);
-    linear(rlogits.data(), K, a1.data(), d.router_out, nullptr, n);
+    linear(a1.data(), R, rn.data(), d.router_fc1, d.router_fc1_bias, n, cuda::Epilogue::Gelu);
+    linear(h2.data(), R, a1.data(), d.router_fc2, d.router_fc2_bias, n, cuda::Epilogue::Gelu);
+    linear(rlogits.data(), K, h2.data(), d.router_out, nullptr, n);
     cuda::router_select_forward(probs.data(), choice.data(), psel.data(), rlogits.data(), d.balancing_biases, n, K);
     // Experts (A.5), the choice read on the device: the skip slot gives zeros (then silu(0)·0 = 0) and, under
     // passthrough, the expert input itself at the end; every row is scaled by its chosen probability.

@@ -155,30 +155,50 @@ TEST_F(CudaOps, DecodeAttentionMatchesCpu) {
 
 TEST_F(CudaOps, DecodeCacheHelpers) {
     const int64_t W = 5, n = 2;
-    auto cache = poisoned(size_t(6 * W));
-    const std::vector<float> rows = random_vec(size_t(n * W), 11);
-    auto drows = upload(rows);
+    auto kc = poisoned(size_t(6 * W)), vc = poisoned(size_t(6 * W));
+    const std::vector<float> k = random_vec(size_t(n * W), 11), v = random_vec(size_t(n * W), 14);
+    auto dk = upload(k), dv = upload(v);
     auto len = upload(std::vector<int32_t>{3});
-    cuda::append_rows(cache.data(), drows.data(), len.data(), n, W);
+    cuda::append_kv(kc.data(), vc.data(), dk.data(), dv.data(), len.data(), n, W);
     cuda::DeviceArray<int32_t> pos(static_cast<size_t>(n));
     cuda::decode_positions(pos.data(), len.data(), n);
     cuda::advance_length(len.data(), n);
-    const std::vector<float> got = download(cache);
-    for (int64_t i = 0; i < n * W; ++i) EXPECT_EQ(got[size_t(3 * W + i)], rows[size_t(i)]);
+    const std::vector<float> gk = download(kc), gv = download(vc);
+    for (int64_t i = 0; i < n * W; ++i) {
+        EXPECT_EQ(gk[size_t(3 * W + i)], k[size_t(i)]);
+        EXPECT_EQ(gv[size_t(3 * W + i)], v[size_t(i)]);
+    }
+    for (int64_t i = 0; i < 3 * W; ++i) EXPECT_TRUE(std::isnan(gk[size_t(i)]) && std::isnan(gv[size_t(i)]));
     EXPECT_EQ(download(pos), (std::vector<int32_t>{3, 4}));
     EXPECT_EQ(download(len), (std::vector<int32_t>{5}));
-    // The delayed values: row 0 from the state, row i from vd[i−1]; the other half of v untouched.
-    const int64_t Dv = 3;
-    auto vv = poisoned(size_t(n * 2 * Dv));
-    const std::vector<float> vd = random_vec(size_t(n * Dv), 12), state = random_vec(size_t(Dv), 13);
-    auto dvd = upload(vd), dstate = upload(state);
-    cuda::delayed_values_step(vv.data() + Dv, 2 * Dv, dvd.data(), dstate.data(), n, Dv);
-    const std::vector<float> v = download(vv);
-    for (int64_t d = 0; d < Dv; ++d) {
-        EXPECT_TRUE(std::isnan(v[size_t(d)]));
-        EXPECT_EQ(v[size_t(Dv + d)], state[size_t(d)]);
-        EXPECT_EQ(v[size_t(3 * Dv + d)], vd[size_t(d)]);
-    }
+    // The delayed values: row 0 takes the state, row i row i−1's own, the state row n−1's; the first half of
+    // each row untouched.
+    const int64_t Dv = 3, rows = 3;
+    const std::vector<float> vv = random_vec(size_t(rows * 2 * Dv), 12), state = random_vec(size_t(Dv), 13);
+    auto dvv = upload(vv), dstate = upload(state);
+    cuda::delayed_values_shift(dvv.data() + Dv, 2 * Dv, dstate.data(), rows, Dv);
+    const std::vector<float> got = download(dvv), new_state = download(dstate);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t d = 0; d < Dv; ++d) {
+            EXPECT_EQ(got[size_t(r * 2 * Dv + d)], vv[size_t(r * 2 * Dv + d)]);
+            EXPECT_EQ(got[size_t(r * 2 * Dv + Dv + d)],
+                      r == 0 ? state[size_t(d)] : vv[size_t((r - 1) * 2 * Dv + Dv + d)]);
+        }
+    for (int64_t d = 0; d < Dv; ++d) EXPECT_EQ(new_state[size_t(d)], vv[size_t((rows - 1) * 2 * Dv + Dv + d)]);
+}
+
+// The fused GELU epilogue (the router MLP's): the exact erf GELU of the biased output.
+TEST_F(CudaOps, DecodeLinearGeluEpilogue) {
+    const int64_t N = 2, I = 32, O = 9;
+    const std::vector<float> x = random_vec(size_t(N * I), 15), W = random_vec(size_t(O * I), 16, 0.3),
+                             b = random_vec(size_t(O), 17);
+    std::vector<float> ref(size_t(N * O));
+    ref_linear(ref, O, x, W.data(), b.data(), N, I, O);
+    for (float &r : ref) r = float(0.5 * r * (1.0 + std::erf(double(r) / std::sqrt(2.0))));
+    auto dx = upload(x), dW = upload(W), db = upload(b);
+    auto dy = poisoned(size_t(N * O));
+    cuda::linear_rows_f32(dy.data(), O, dx.data(), dW.data(), db.data(), N, I, O, cuda::Epilogue::Gelu);
+    EXPECT_LT(rel_err(download(dy), ref), kFp32Tol);
 }
 
 // ---- the decoder ----

@@ -54,7 +54,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <class T>
 __global__ void __launch_bounds__(256)
     linear_rows_kernel(float *y, int64_t ldy, const float *x, const T *W, const float *b, int nrows, int64_t I,
-                       int64_t O, ExpertRows ex, bool vec) {
+                       int64_t O, ExpertRows ex, bool vec, Epilogue act) {
     extern __shared__ float xs[]; // [nrows, I]
     const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
     const int64_t o = int64_t(blockIdx.x) * kLinearWarps + warp;
@@ -108,7 +108,9 @@ __global__ void __launch_bounds__(256)
     for (int r = 0; r < kDecodeRowsPerPass; ++r) {
         if (r >= nrows) break;
         const float s = warp_sum(acc[r]);
-        if (lane == 0) y[(row0 + r) * ldy + o] = scale * (s + bias);
+        float out = s + bias;
+        if (act == Epilogue::Gelu) out = 0.5f * out * (1.0f + erff(out * 0.70710678118654752f)); // as gelu_forward
+        if (lane == 0) y[(row0 + r) * ldy + o] = scale * out;
     }
 }
 
@@ -124,7 +126,8 @@ int64_t rows_per_pass(int64_t I) {
 }
 
 template <class T>
-void linear_rows(float *y, int64_t ldy, const float *x, const T *W, const float *b, int64_t N, int64_t I, int64_t O) {
+void linear_rows(float *y, int64_t ldy, const float *x, const T *W, const float *b, int64_t N, int64_t I, int64_t O,
+                 Epilogue act) {
     if (N == 0 || O == 0) return;
     const int64_t per = rows_per_pass(I);
     const bool vec = can_vectorise(W, I);
@@ -132,7 +135,7 @@ void linear_rows(float *y, int64_t ldy, const float *x, const T *W, const float 
         const int n = int(std::min(per, N - r0));
         linear_rows_kernel<T>
             <<<dim3(blocks_for(O, kLinearWarps), 1), kLinearWarps * kWarp, size_t(n * I) * sizeof(float),
-               launch_stream()>>>(y + r0 * ldy, ldy, x + r0 * I, W, b, n, I, O, ExpertRows{}, vec);
+               launch_stream()>>>(y + r0 * ldy, ldy, x + r0 * I, W, b, n, I, O, ExpertRows{}, vec, act);
         ZAYA_CUDA_LAUNCHED();
     }
 }
@@ -145,7 +148,7 @@ void expert_linear(float *y, int64_t ldy, const float *x, const T *W, const Expe
     rows_per_pass(I); // checks the width
     linear_rows_kernel<T>
         <<<dim3(blocks_for(O, kLinearWarps), unsigned(N)), kLinearWarps * kWarp, size_t(I) * sizeof(float),
-           launch_stream()>>>(y, ldy, x, W, nullptr, 1, I, O, r, can_vectorise(W, I));
+           launch_stream()>>>(y, ldy, x, W, nullptr, 1, I, O, r, can_vectorise(W, I), Epilogue::None);
     ZAYA_CUDA_LAUNCHED();
 }
 
@@ -166,9 +169,13 @@ __global__ void decode_positions_kernel(int32_t *pos, const int32_t *length, int
 
 __global__ void advance_length_kernel(int32_t *length, int64_t n) { *length += int32_t(n); }
 
-__global__ void append_rows_kernel(float *cache, const float *rows, const int32_t *length, int64_t n, int64_t width) {
+__global__ void append_kv_kernel(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n,
+                                 int64_t width) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n * width) cache[int64_t(*length) * width + i] = rows[i];
+    if (i >= n * width) return;
+    const int64_t at = int64_t(*length) * width + i;
+    kc[at] = k[i];
+    vc[at] = v[i];
 }
 
 __global__ void copy_floats_kernel(float *dst, const float *src, int64_t count) {
@@ -176,12 +183,16 @@ __global__ void copy_floats_kernel(float *dst, const float *src, int64_t count) 
     if (i < count) dst[i] = src[i];
 }
 
-__global__ void delayed_values_step_kernel(float *v, int64_t ldv, const float *vd, const float *state, int64_t n,
-                                           int64_t Dv) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= n * Dv) return;
-    const int64_t r = i / Dv, d = i % Dv;
-    v[r * ldv + d] = r == 0 ? state[d] : vd[(r - 1) * Dv + d];
+__global__ void delayed_values_shift_kernel(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv) {
+    const int64_t d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (d >= Dv) return;
+    float carry = state[d];
+    for (int64_t r = 0; r < n; ++r) {
+        const float own = v[r * ldv + d];
+        v[r * ldv + d] = carry;
+        carry = own;
+    }
+    state[d] = carry;
 }
 
 constexpr int kAttnThreads = 128;
@@ -276,12 +287,12 @@ __global__ void read_kernel(const uint4 *p, int64_t n, unsigned *sink) {
 } // namespace
 
 void linear_rows_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                      int64_t O) {
-    linear_rows(y, ldy, x, W, b, N, I, O);
+                      int64_t O, Epilogue act) {
+    linear_rows(y, ldy, x, W, b, N, I, O, act);
 }
 void linear_rows_f32(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
-                     int64_t O) {
-    linear_rows(y, ldy, x, W, b, N, I, O);
+                     int64_t O, Epilogue act) {
+    linear_rows(y, ldy, x, W, b, N, I, O, act);
 }
 void expert_linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const ExpertRows &r, int64_t N,
                         int64_t I, int64_t O) {
@@ -315,9 +326,9 @@ void advance_length(int32_t *length, int64_t n) {
     advance_length_kernel<<<1, 1, 0, launch_stream()>>>(length, n);
     ZAYA_CUDA_LAUNCHED();
 }
-void append_rows(float *cache, const float *rows, const int32_t *length, int64_t n, int64_t width) {
+void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width) {
     if (n * width == 0) return;
-    append_rows_kernel<<<blocks_for(n * width, 256), 256, 0, launch_stream()>>>(cache, rows, length, n, width);
+    append_kv_kernel<<<blocks_for(n * width, 256), 256, 0, launch_stream()>>>(kc, vc, k, v, length, n, width);
     ZAYA_CUDA_LAUNCHED();
 }
 void copy_floats(float *dst, const float *src, int64_t count) {
@@ -325,9 +336,9 @@ void copy_floats(float *dst, const float *src, int64_t count) {
     copy_floats_kernel<<<blocks_for(count, 256), 256, 0, launch_stream()>>>(dst, src, count);
     ZAYA_CUDA_LAUNCHED();
 }
-void delayed_values_step(float *v, int64_t ldv, const float *vd, const float *state, int64_t n, int64_t Dv) {
+void delayed_values_shift(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv) {
     if (n * Dv == 0) return;
-    delayed_values_step_kernel<<<blocks_for(n * Dv, 256), 256, 0, launch_stream()>>>(v, ldv, vd, state, n, Dv);
+    delayed_values_shift_kernel<<<blocks_for(Dv, 128), 128, 0, launch_stream()>>>(v, ldv, state, n, Dv);
     ZAYA_CUDA_LAUNCHED();
 }
 

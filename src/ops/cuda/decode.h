@@ -14,12 +14,17 @@ using cpu::AttnShape;
 // Rows of x handled per pass of a linear: each pass reads W once, so more rows per pass amortise the weights.
 inline constexpr int64_t kDecodeRowsPerPass = 8;
 
-// y[N, O] (row stride ldy) = x[N, I] · W[O, I]ᵀ + b[O] (b may be null), in passes of ≤ kDecodeRowsPerPass rows;
-// W bf16 (raw uint16 bits, widened exactly) or fp32. A warp per output, 16-byte loads of W, x in shared memory.
+// What a linear applies to its outputs before writing them: nothing, or the exact (erf) GELU — the router MLP's
+// activation, fused so that it costs no kernel of its own.
+enum class Epilogue { None, Gelu };
+
+// y[N, O] (row stride ldy) = act(x[N, I] · W[O, I]ᵀ + b[O]) (b may be null), in passes of ≤ kDecodeRowsPerPass
+// rows; W bf16 (raw uint16 bits, widened exactly) or fp32. A warp per output, 16-byte loads of W, x in shared
+// memory. y must not overlap x (other blocks still read x while one writes y).
 void linear_rows_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                      int64_t O);
+                      int64_t O, Epilogue act = Epilogue::None);
 void linear_rows_f32(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
-                     int64_t O);
+                     int64_t O, Epilogue act = Epilogue::None);
 
 // The routed form: row n uses expert choice[n] (device int32, ∈ [0, E]) of stacked weights W[E, O, I]; the skip
 // slot (choice == E) gives skip_x[n, :] (row stride ld_skip; null: zeros). Every row is then scaled by p_sel[n]
@@ -46,13 +51,14 @@ void embed_rows_f32(float *out, const int32_t *tokens, const float *table, const
 void decode_positions(int32_t *pos, const int32_t *length, int64_t n);
 // *length += n (after the step's last layer).
 void advance_length(int32_t *length, int64_t n);
-// cache[*length + i, :] = rows[i, :] for i < n, rows [n, width]; cache [max_len, width].
-void append_rows(float *cache, const float *rows, const int32_t *length, int64_t n, int64_t width);
+// kc[*length + i, :] = k[i, :] and vc[*length + i, :] = v[i, :] for i < n: k, v [n, width]; kc, vc [max_len, width].
+void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width);
 // dst[i] = src[i], i < count, in stream order (a kernel, so it can be captured in a graph with the rest).
 void copy_floats(float *dst, const float *src, int64_t count);
-// The delayed value half of n new rows (spec A.3 step 4): v[i, :] (row stride ldv) = state for i = 0, vd[i−1]
-// otherwise, vd [n, Dv]. The caller then moves vd[n−1] into the state (copy_floats).
-void delayed_values_step(float *v, int64_t ldv, const float *vd, const float *state, int64_t n, int64_t Dv);
+// The delayed value half of n new rows (spec A.3 step 4), in place: v[i, 0:Dv] (row stride ldv) holds row i's own
+// delayed projection; each row takes the previous row's, row 0 the state's, and row n−1's becomes the state.
+// One thread per column walks the rows in order, so no element is read after it is overwritten.
+void delayed_values_shift(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv);
 
 // Cached attention of n new queries at positions *length … *length+n−1 (their keys already appended), over the
 // cache k, v [max_len, nkv·hd]: causal, GQA, sliding window as cpu::attention_cached. out[n, nq, hd].
