@@ -12,7 +12,7 @@ struct BenchArgs {
     int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048, micro_batch = 0;
     bool json = false;
     std::string ns_precision = "bf16", precision = "fp32"; // train
-    std::string device = "cpu";                             // train, forward
+    std::string device = "cpu";                             // train, forward, decode
     // decode
     std::string dtype = "bf16";
     int64_t layers = 0, prompt_tokens = 128, new_tokens = 32;
@@ -32,5 +32,6 @@ class RandomTokens {
 
 void bench_checkpoint(const BenchArgs &a);
 void bench_decode(const BenchArgs &a);
+void bench_decode_cuda(const BenchArgs &a); // --device cuda
 
 } // namespace zaya::cli

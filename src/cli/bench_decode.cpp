@@ -18,6 +18,7 @@
 namespace zaya::cli {
 
 void bench_decode(const BenchArgs &a) {
+    if (a.device == "cuda") return bench_decode_cuda(a);
     // A generic reading first (a 1 GiB buffer), for reference.
     std::vector<double> generic = read_bandwidth_samples();
     std::sort(generic.begin(), generic.end());

@@ -225,7 +225,7 @@ void register_bench(CLI::App &app) {
         ->capture_default_str();
     cmd->add_option("--precision", a->precision, "train: matmul operands of forward/backward (fp32|bf16)")
         ->capture_default_str();
-    cmd->add_option("--device", a->device, "train, forward: where forward/backward run (cpu|cuda)")
+    cmd->add_option("--device", a->device, "train, forward, decode: where the model runs (cpu|cuda)")
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object instead of text");

@@ -122,6 +122,8 @@ expect_error "forward: an unknown device is named" "^zaya: error: .*'tpu'" forwa
 if ! command -v nvidia-smi >/dev/null 2>&1; then # (on a GPU machine this would just run)
     expect_error "forward --device cuda without a GPU says why" "^zaya: error: --device cuda" forward tiny \
         --tokens 1,2 --out "$tmp/fd.st" --device cuda
+    expect_error "bench decode --device cuda without a GPU says why" "^zaya: error: --device cuda" bench decode \
+        --model tiny --prompt-tokens 4 --new-tokens 2 --device cuda
 fi
 
 # ---- prepare + train on a small corpus ----

@@ -16,7 +16,7 @@ endforeach()
 file(GLOB ZAYA_EMU_TESTS CONFIGURE_DEPENDS tests/cuda/*.cpp)
 list(FILTER ZAYA_EMU_TESTS EXCLUDE REGEX "test_nccl\\.cpp$")
 add_executable(zaya_cuda_emu_tests ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_TESTS} ${ZAYA_EMU_DIR}/emu.cpp
-               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp)
+               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp)
 # The stand-in headers come first, so <cuda_runtime.h>, <cuda_bf16.h> and <cublasLt.h> resolve to them.
 target_include_directories(zaya_cuda_emu_tests BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
 target_include_directories(zaya_cuda_emu_tests PRIVATE src tests/cuda)
@@ -32,10 +32,11 @@ target_link_libraries(zaya_cuda_emu_tests PRIVATE zaya_cpu_ref GTest::gtest GTes
 # zaya_emu: the zaya CLI with the emulated kernels behind `--device cuda` (no sanitizer), to run the Trainer's device
 # path — parameters uploaded, gradients and routing choices downloaded — end to end before any GPU time:
 #   build-emu-address/zaya_emu train --device cuda --model tiny ...   (scripts/cuda_emulate.sh builds it)
-# The kernels and ops/cuda/backend.cpp are linked as objects, so zaya_lib's ops/no_cuda.cpp is never pulled in.
+# The kernels, ops/cuda/backend.cpp and infer/cuda_decoder.cpp are linked as objects, so zaya_lib's ops/no_cuda.cpp
+# and infer/no_cuda_decoder.cpp are never pulled in.
 file(GLOB ZAYA_EMU_CLI CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/*.cpp)
 add_executable(zaya_emu ${ZAYA_EMU_CLI} ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_DIR}/emu.cpp
-               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp)
+               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp)
 target_include_directories(zaya_emu BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
 target_include_directories(zaya_emu PRIVATE src)
 target_compile_options(zaya_emu PRIVATE -O2)

@@ -42,7 +42,21 @@ struct BlockState {
 BlockState *current = nullptr;
 thread_local unsigned linear_tid = 0;
 
+// Graph capture (one at a time): the stream being captured and what it recorded so far.
+cudaStream_t capturing = nullptr;
+std::vector<std::function<void()>> captured;
+
 } // namespace
+
+struct CUstream_st {
+    int unused;
+};
+struct CUgraph_st {
+    std::vector<std::function<void()>> work;
+};
+struct CUgraphExec_st {
+    std::vector<std::function<void()>> work;
+};
 
 cudaError_t cudaGetDeviceCount(int *count) {
     *count = 1;
@@ -69,12 +83,55 @@ cudaError_t cudaFree(void *p) {
     std::free(p);
     return cudaSuccess;
 }
+// Synchronous copies and memsets are not allowed while a capture is open (CUDA's global and thread-local modes).
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind) {
+    if (capturing) return record(cudaErrorStreamCaptureUnsupported);
     std::memmove(dst, src, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
+    if (capturing) return record(cudaErrorStreamCaptureUnsupported);
     std::memset(dst, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    *s = new CUstream_st{};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+    if (!s || capturing) return record(cudaErrorStreamCaptureUnsupported); // the legacy stream cannot be captured
+    capturing = s;
+    captured.clear();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
+    *g = nullptr;
+    if (s != capturing) return record(cudaErrorInvalidValue);
+    capturing = nullptr;
+    *g = new CUgraph_st{std::move(captured)};
+    captured.clear();
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long) {
+    *e = new CUgraphExec_st{g->work};
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
+    if (capturing) return record(cudaErrorStreamCaptureUnsupported);
+    for (auto &w : e->work) w();
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) {
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    delete g;
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
@@ -90,6 +147,8 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream wait on a capture";
     }
     return "unknown error";
 }
@@ -104,6 +163,17 @@ cudaError_t set_max_dynamic_shared(const void *kernel, int bytes) {
 }
 
 void *dynamic_shared() { return current->shared; }
+
+bool capture_launch(cudaStream_t s, std::function<void()> replay) {
+    if (!capturing) return false;
+    if (s != capturing) { // a launch on the legacy stream (or another) from inside a capture
+        std::fprintf(stderr, "emu: a kernel launched outside the stream being captured\n");
+        record(cudaErrorStreamCaptureImplicit);
+        return true; // not run: the capture has failed
+    }
+    captured.push_back(std::move(replay));
+    return true;
+}
 
 void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body) {
     const uint64_t threads = uint64_t(block.x) * block.y * block.z;

@@ -92,49 +92,53 @@ __global__ void rope_tables_kernel(float *cos_t, float *sin_t, const int32_t *po
 
 void add_bias_rows(float *y, int64_t ldy, const float *b, int64_t N, int64_t O) {
     if (N * O == 0 || !b) return;
-    add_bias_rows_kernel<<<blocks_for(N * O, kThreads), kThreads>>>(y, ldy, b, N, O);
+    add_bias_rows_kernel<<<blocks_for(N * O, kThreads), kThreads, 0, launch_stream()>>>(y, ldy, b, N, O);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void column_dot_add(float *out, const float *a, int64_t lda, const float *b, int64_t ldb, int64_t N, int64_t D) {
     if (D == 0) return;
-    column_dot_add_kernel<<<blocks_for(D, kThreads), kThreads>>>(out, a, lda, b, ldb, N, D);
+    column_dot_add_kernel<<<blocks_for(D, kThreads), kThreads, 0, launch_stream()>>>(out, a, lda, b, ldb, N, D);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void delayed_values_forward(float *v, int64_t ldv, const float *v_del, const float *bias, const int64_t *seq_start,
                             int64_t B, int64_t N, int64_t Dv) {
     if (N * Dv == 0) return;
-    delayed_values_forward_kernel<<<blocks_for(N * Dv, kThreads), kThreads>>>(v, ldv, v_del, bias, seq_start, B, N,
-                                                                               Dv);
+    delayed_values_forward_kernel<<<blocks_for(N * Dv, kThreads), kThreads, 0, launch_stream()>>>(v, ldv, v_del, bias,
+                                                                                                  seq_start, B, N, Dv);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void delayed_values_backward(float *d_vdel, float *dbias, const float *dv, int64_t ldv, const int64_t *seq_start,
                              int64_t B, int64_t N, int64_t Dv) {
     if (N * Dv == 0) return;
-    delayed_values_backward_kernel<<<blocks_for(N * Dv, kThreads), kThreads>>>(d_vdel, dv, ldv, seq_start, B, N, Dv);
+    delayed_values_backward_kernel<<<blocks_for(N * Dv, kThreads), kThreads, 0, launch_stream()>>>(d_vdel, dv, ldv,
+                                                                                                   seq_start, B, N, Dv);
     ZAYA_CUDA_LAUNCHED();
     if (!dbias) return;
-    delayed_bias_backward_kernel<<<blocks_for(Dv, kThreads), kThreads>>>(dbias, dv, ldv, seq_start, B, Dv);
+    delayed_bias_backward_kernel<<<blocks_for(Dv, kThreads), kThreads, 0, launch_stream()>>>(dbias, dv, ldv, seq_start,
+                                                                                             B, Dv);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void eda_forward(float *rho, const float *h, const float *scale, const float *rho_prev, int64_t N, int64_t R) {
     if (N * R == 0) return;
-    eda_forward_kernel<<<blocks_for(N * R, kThreads), kThreads>>>(rho, h, scale, rho_prev, N, R);
+    eda_forward_kernel<<<blocks_for(N * R, kThreads), kThreads, 0, launch_stream()>>>(rho, h, scale, rho_prev, N, R);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void eda_carry_backward(float *d_carry, const float *scale, const float *d_rho, int64_t N, int64_t R) {
     if (N * R == 0) return;
-    eda_carry_backward_kernel<<<blocks_for(N * R, kThreads), kThreads>>>(d_carry, scale, d_rho, N, R);
+    eda_carry_backward_kernel<<<blocks_for(N * R, kThreads), kThreads, 0, launch_stream()>>>(d_carry, scale, d_rho, N,
+                                                                                             R);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void rope_tables(float *cos_t, float *sin_t, const int32_t *pos, const float *inv_freq, int64_t N, int64_t half) {
     if (N * half == 0) return;
-    rope_tables_kernel<<<blocks_for(N * half, kThreads), kThreads>>>(cos_t, sin_t, pos, inv_freq, N, half);
+    rope_tables_kernel<<<blocks_for(N * half, kThreads), kThreads, 0, launch_stream()>>>(cos_t, sin_t, pos, inv_freq, N,
+                                                                                         half);
     ZAYA_CUDA_LAUNCHED();
 }
 

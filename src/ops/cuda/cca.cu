@@ -129,7 +129,7 @@ void rope_rotate(float *x, const float *cos_t, const float *sin_t, int64_t N, in
                  float sign) {
     const int64_t n = N * H * (rot / 2);
     if (n == 0) return;
-    rope_rotate_kernel<<<blocks_for(n, kThreads), kThreads>>>(x, cos_t, sin_t, N, H, hd, rot, sign);
+    rope_rotate_kernel<<<blocks_for(n, kThreads), kThreads, 0, launch_stream()>>>(x, cos_t, sin_t, N, H, hd, rot, sign);
     ZAYA_CUDA_LAUNCHED();
 }
 
@@ -139,7 +139,7 @@ void cca_qk_mean_forward(float *q, float *k, const float *o, const float *z, int
                          int64_t hd) {
     const int64_t n = N * nkv * hd;
     if (n == 0) return;
-    qk_mean_forward_kernel<<<blocks_for(n, kThreads), kThreads>>>(q, k, o, z, N, nq, nkv, hd);
+    qk_mean_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, launch_stream()>>>(q, k, o, z, N, nq, nkv, hd);
     ZAYA_CUDA_LAUNCHED();
 }
 
@@ -147,7 +147,8 @@ void cca_qk_mean_backward(float *dconv, float *dz, const float *dq, const float 
                           int64_t nkv, int64_t hd) {
     const int64_t n = N * nkv * hd;
     if (n == 0) return;
-    qk_mean_backward_kernel<<<blocks_for(n, kThreads), kThreads>>>(dconv, dz, dq, dk, N, nq, nkv, hd);
+    qk_mean_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, launch_stream()>>>(dconv, dz, dq, dk, N, nq, nkv,
+                                                                                       hd);
     ZAYA_CUDA_LAUNCHED();
 }
 
@@ -155,8 +156,8 @@ void cca_qk_norm_forward(float *q, float *k, float *qn, float *kn, const float *
                          int64_t nkv, int64_t hd) {
     const int64_t rows = N * (nq + nkv);
     if (rows == 0) return;
-    qk_norm_forward_kernel<<<blocks_for(rows, kThreads), kThreads>>>(q, k, qn, kn, temp, N, nq, nkv, hd,
-                                                                     sqrtf(float(hd)));
+    qk_norm_forward_kernel<<<blocks_for(rows, kThreads), kThreads, 0, launch_stream()>>>(q, k, qn, kn, temp, N, nq, nkv,
+                                                                                         hd, sqrtf(float(hd)));
     ZAYA_CUDA_LAUNCHED();
 }
 
@@ -165,10 +166,11 @@ void cca_qk_norm_backward(float *dq, float *dk, float *dtemp, const float *q_pre
     const int64_t rows = N * (nq + nkv);
     if (rows == 0) return;
     DeviceArray<double> dtemp_rows(size_t(N * nkv));
-    qk_norm_backward_kernel<<<blocks_for(rows, kThreads), kThreads>>>(dq, dk, dtemp_rows.data(), q_pre, k_pre, qn, kn,
-                                                                      temp, N, nq, nkv, hd, sqrtf(float(hd)));
+    qk_norm_backward_kernel<<<blocks_for(rows, kThreads), kThreads, 0, launch_stream()>>>(
+        dq, dk, dtemp_rows.data(), q_pre, k_pre, qn, kn, temp, N, nq, nkv, hd, sqrtf(float(hd)));
     ZAYA_CUDA_LAUNCHED();
-    sum_temp_grads_kernel<<<blocks_for(nkv, kThreads), kThreads>>>(dtemp, dtemp_rows.data(), N, nkv);
+    sum_temp_grads_kernel<<<blocks_for(nkv, kThreads), kThreads, 0, launch_stream()>>>(dtemp, dtemp_rows.data(), N,
+                                                                                       nkv);
     ZAYA_CUDA_LAUNCHED();
     synchronize(); // `dtemp_rows` is freed on return
 }

@@ -167,12 +167,12 @@ void cca_conv_forward(float *o, float *p, const float *z, const VarlenBatch &bat
     check_shape(s);
     if (batch.B == 0) return;
     const int64_t hd = s.C / s.groups;
-    depthwise_forward_kernel<<<seq_grid(batch, batch.max_len + s.k1 - 1, s.C), kThreads>>>(
+    depthwise_forward_kernel<<<seq_grid(batch, batch.max_len + s.k1 - 1, s.C), kThreads, 0, launch_stream()>>>(
         p, z, batch.seq_start, s.C, s.k0, s.k1, wd, bd);
     ZAYA_CUDA_LAUNCHED();
     if (batch.N == 0) return;
-    grouped_forward_kernel<<<seq_grid(batch, batch.max_len, s.C), kThreads>>>(o, p, batch.seq_start, s.C, hd, s.k1,
-                                                                              wg, bg);
+    grouped_forward_kernel<<<seq_grid(batch, batch.max_len, s.C), kThreads, 0, launch_stream()>>>(
+        o, p, batch.seq_start, s.C, hd, s.k1, wg, bg);
     ZAYA_CUDA_LAUNCHED();
 }
 
@@ -183,22 +183,22 @@ void cca_conv_backward(float *dz, float *dp, float *dwd, float *dbd, float *dwg,
     if (batch.B == 0) return;
     const int64_t C = s.C, hd = C / s.groups, P = batch.N + batch.B * (s.k1 - 1);
     // dp first (everything of the depthwise stage reads it), then each gradient by its own kernel: stream order.
-    grouped_backward_dp_kernel<<<seq_grid(batch, batch.max_len + s.k1 - 1, C), kThreads>>>(dp, dout, batch.seq_start,
-                                                                                           C, hd, s.k1, wg);
+    grouped_backward_dp_kernel<<<seq_grid(batch, batch.max_len + s.k1 - 1, C), kThreads, 0, launch_stream()>>>(
+        dp, dout, batch.seq_start, C, hd, s.k1, wg);
     ZAYA_CUDA_LAUNCHED();
-    column_sum_kernel<<<blocks_for(C, kThreads), kThreads>>>(dbd, dp, P, C);
+    column_sum_kernel<<<blocks_for(C, kThreads), kThreads, 0, launch_stream()>>>(dbd, dp, P, C);
     ZAYA_CUDA_LAUNCHED();
     if (batch.N == 0) return;
-    depthwise_backward_dz_kernel<<<seq_grid(batch, batch.max_len, C), kThreads>>>(dz, dp, batch.seq_start, C, s.k0,
-                                                                                 s.k1, wd);
+    depthwise_backward_dz_kernel<<<seq_grid(batch, batch.max_len, C), kThreads, 0, launch_stream()>>>(
+        dz, dp, batch.seq_start, C, s.k0, s.k1, wd);
     ZAYA_CUDA_LAUNCHED();
-    depthwise_backward_dw_kernel<<<blocks_for(C * s.k0, kThreads), kThreads>>>(dwd, dp, z, batch.seq_start, batch.B,
-                                                                               C, s.k0, s.k1);
+    depthwise_backward_dw_kernel<<<blocks_for(C * s.k0, kThreads), kThreads, 0, launch_stream()>>>(
+        dwd, dp, z, batch.seq_start, batch.B, C, s.k0, s.k1);
     ZAYA_CUDA_LAUNCHED();
-    grouped_backward_dw_kernel<<<blocks_for(s.k1 * C * hd, kThreads), kThreads>>>(dwg, dout, p, batch.seq_start,
-                                                                                  batch.B, C, hd, s.k1);
+    grouped_backward_dw_kernel<<<blocks_for(s.k1 * C * hd, kThreads), kThreads, 0, launch_stream()>>>(
+        dwg, dout, p, batch.seq_start, batch.B, C, hd, s.k1);
     ZAYA_CUDA_LAUNCHED();
-    column_sum_kernel<<<blocks_for(C, kThreads), kThreads>>>(dbg, dout, batch.N, C);
+    column_sum_kernel<<<blocks_for(C, kThreads), kThreads, 0, launch_stream()>>>(dbg, dout, batch.N, C);
     ZAYA_CUDA_LAUNCHED();
 }
 

@@ -18,4 +18,5 @@
 
 namespace zaya::cuda {
 inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+inline cudaStream_t launch_stream() { return static_cast<cudaStream_t>(launch_stream_handle()); }
 } // namespace zaya::cuda

@@ -58,39 +58,41 @@ __global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, int64_t n) 
 void residual_scale_forward(float *out, const float *x, const float *res, const float *hs_scale, const float *hs_bias,
                             const float *res_scale, const float *res_bias, int64_t N, int64_t D) {
     if (N * D == 0) return;
-    residual_scale_kernel<<<blocks_for(N * D, kThreads), kThreads>>>(out, x, res, hs_scale, hs_bias, res_scale,
-                                                                     res_bias, N * D, D);
+    residual_scale_kernel<<<blocks_for(N * D, kThreads), kThreads, 0, launch_stream()>>>(out, x, res, hs_scale, hs_bias,
+                                                                                         res_scale, res_bias, N * D, D);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void embedding_forward(float *out, const int32_t *tokens, const float *table, const float *bias, const float *scale,
                        int64_t N, int64_t D) {
     if (N * D == 0) return;
-    embedding_kernel<<<blocks_for(N * D, kThreads), kThreads>>>(out, tokens, table, bias, scale, N * D, D);
+    embedding_kernel<<<blocks_for(N * D, kThreads), kThreads, 0, launch_stream()>>>(out, tokens, table, bias, scale,
+                                                                                    N * D, D);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void swiglu_forward(float *a, const float *h, int64_t N, int64_t I) {
     if (N * I == 0) return;
-    swiglu_forward_kernel<<<blocks_for(N * I, kThreads), kThreads>>>(a, h, N * I, I);
+    swiglu_forward_kernel<<<blocks_for(N * I, kThreads), kThreads, 0, launch_stream()>>>(a, h, N * I, I);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void swiglu_backward(float *dh, const float *da, const float *h, int64_t N, int64_t I) {
     if (N * I == 0) return;
-    swiglu_backward_kernel<<<blocks_for(N * I, kThreads), kThreads>>>(dh, da, h, N * I, I);
+    swiglu_backward_kernel<<<blocks_for(N * I, kThreads), kThreads, 0, launch_stream()>>>(dh, da, h, N * I, I);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void gelu_forward(float *y, const float *x, int64_t n) {
     if (n == 0) return;
-    gelu_kernel<<<blocks_for(n, kThreads), kThreads>>>(y, x, n);
+    gelu_kernel<<<blocks_for(n, kThreads), kThreads, 0, launch_stream()>>>(y, x, n);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void to_bf16(uint16_t *dst, const float *src, int64_t n) {
     if (n == 0) return;
-    to_bf16_kernel<<<blocks_for(n, kThreads), kThreads>>>(reinterpret_cast<__nv_bfloat16 *>(dst), src, n);
+    to_bf16_kernel<<<blocks_for(n, kThreads), kThreads, 0, launch_stream()>>>(reinterpret_cast<__nv_bfloat16 *>(dst),
+                                                                              src, n);
     ZAYA_CUDA_LAUNCHED();
 }
 

@@ -109,14 +109,16 @@ __global__ void __launch_bounds__(kChunk)
 void router_select_forward(float *probs, int32_t *choice, float *p_sel, const float *logits, const float *bias,
                            int64_t N, int64_t K) {
     if (N == 0) return;
-    router_select_forward_kernel<<<blocks_for(N, 128), 128>>>(probs, choice, p_sel, logits, bias, N, K);
+    router_select_forward_kernel<<<blocks_for(N, 128), 128, 0, launch_stream()>>>(probs, choice, p_sel, logits, bias, N,
+                                                                                  K);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void router_select_backward(float *dlogits, const float *dp_sel, const float *probs, const int32_t *choice, int64_t N,
                             int64_t K) {
     if (N == 0) return;
-    router_select_backward_kernel<<<blocks_for(N * K, 256), 256>>>(dlogits, dp_sel, probs, choice, N, K);
+    router_select_backward_kernel<<<blocks_for(N * K, 256), 256, 0, launch_stream()>>>(dlogits, dp_sel, probs, choice,
+                                                                                       N, K);
     ZAYA_CUDA_LAUNCHED();
 }
 
@@ -128,11 +130,11 @@ void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, i
         return;
     }
     DeviceArray<int64_t> counts(size_t(chunks * (E + 1))), base(counts.size());
-    count_by_expert_kernel<<<unsigned(chunks), kChunk>>>(counts.data(), choice, N, E);
+    count_by_expert_kernel<<<unsigned(chunks), kChunk, 0, launch_stream()>>>(counts.data(), choice, N, E);
     ZAYA_CUDA_LAUNCHED();
-    scan_counts_kernel<<<1, kChunk>>>(base.data(), offsets, counts.data(), chunks, E);
+    scan_counts_kernel<<<1, kChunk, 0, launch_stream()>>>(base.data(), offsets, counts.data(), chunks, E);
     ZAYA_CUDA_LAUNCHED();
-    scatter_by_expert_kernel<<<unsigned(chunks), kChunk>>>(order, base.data(), choice, N, E);
+    scatter_by_expert_kernel<<<unsigned(chunks), kChunk, 0, launch_stream()>>>(order, base.data(), choice, N, E);
     ZAYA_CUDA_LAUNCHED();
     synchronize(); // the scratch is freed on return
 }

@@ -70,21 +70,21 @@ __global__ void sum_rows_into_kernel(float *dst, const float *partial, int64_t r
 
 void rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t N, int64_t D, float eps) {
     if (N == 0) return;
-    rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(y, rstd, x, w, D, eps);
+    rmsnorm_forward_kernel<<<unsigned(N), kThreads, 0, launch_stream()>>>(y, rstd, x, w, D, eps);
     ZAYA_CUDA_LAUNCHED();
 }
 
 void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
                       int64_t N, int64_t D, bool accumulate_dx) {
     if (N == 0) return;
-    rmsnorm_backward_dx_kernel<<<unsigned(N), kThreads>>>(dx, dy, x, w, rstd, D, accumulate_dx);
+    rmsnorm_backward_dx_kernel<<<unsigned(N), kThreads, 0, launch_stream()>>>(dx, dy, x, w, rstd, D, accumulate_dx);
     ZAYA_CUDA_LAUNCHED();
     const int64_t chunks = (N + kRowsPerChunk - 1) / kRowsPerChunk;
     DeviceArray<float> partial(size_t(chunks * D));
-    rmsnorm_dw_partial_kernel<<<dim3(blocks_for(D, kThreads), unsigned(chunks)), kThreads>>>(partial.data(), dy, x,
-                                                                                             rstd, N, D);
+    rmsnorm_dw_partial_kernel<<<dim3(blocks_for(D, kThreads), unsigned(chunks)), kThreads, 0, launch_stream()>>>(
+        partial.data(), dy, x, rstd, N, D);
     ZAYA_CUDA_LAUNCHED();
-    sum_rows_into_kernel<<<blocks_for(D, kThreads), kThreads>>>(dw, partial.data(), chunks, D);
+    sum_rows_into_kernel<<<blocks_for(D, kThreads), kThreads, 0, launch_stream()>>>(dw, partial.data(), chunks, D);
     ZAYA_CUDA_LAUNCHED();
     synchronize(); // `partial` is freed on return
 }

@@ -1,6 +1,7 @@
 // CUDA implementations of the CPU ops (ops/cpu/*.h), same names, shapes and semantics; pointers are device
 // pointers, activations fp32, matrices bf16 where noted. Each one is checked against its CPU twin by
-// tests/cuda/test_cuda_ops.cpp. Launches go to the default stream; errors surface at synchronize().
+// tests/cuda/test_cuda_ops.cpp. Launches go to the default stream (or to
+// launch_stream(), runtime.h, where a graph capture sets one); errors surface at synchronize().
 #pragma once
 #include <cstdint>
 

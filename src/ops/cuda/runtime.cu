@@ -68,4 +68,50 @@ void *device_scratch(Scratch use, size_t bytes) {
     return b.data();
 }
 
+namespace {
+thread_local void *current_launch_stream = nullptr;
+} // namespace
+
+void *launch_stream_handle() { return current_launch_stream; }
+LaunchStreamScope::LaunchStreamScope(void *stream) : prev_(current_launch_stream) { current_launch_stream = stream; }
+LaunchStreamScope::~LaunchStreamScope() { current_launch_stream = prev_; }
+
+Graph::~Graph() { // never throws: the handles are released, errors ignored
+    if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+    if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+    if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+void Graph::begin_capture() {
+    if (exec_ || graph_) fail("Graph::capture: this graph was captured already");
+    if (!stream_) {
+        cudaStream_t s = nullptr;
+        ZAYA_CUDA_CHECK(cudaStreamCreate(&s));
+        stream_ = s;
+    }
+    // Thread-local mode: an unsafe call (a synchronous copy) from this thread fails the capture, others are free.
+    ZAYA_CUDA_CHECK(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream_), cudaStreamCaptureModeThreadLocal));
+}
+
+void Graph::end_capture() {
+    cudaGraph_t g = nullptr;
+    ZAYA_CUDA_CHECK(cudaStreamEndCapture(static_cast<cudaStream_t>(stream_), &g));
+    graph_ = g;
+    cudaGraphExec_t e = nullptr;
+    ZAYA_CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+    exec_ = e;
+}
+
+void Graph::abandon_capture() noexcept {
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(static_cast<cudaStream_t>(stream_), &g);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError(); // clear what the failed capture left
+}
+
+void Graph::launch() {
+    if (!exec_) fail("Graph::launch: nothing captured");
+    ZAYA_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), static_cast<cudaStream_t>(stream_)));
+}
+
 } // namespace zaya::cuda

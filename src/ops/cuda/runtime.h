@@ -26,6 +26,53 @@ void synchronize(); // waits for the default stream; surfaces asynchronous kerne
 enum class Scratch { LmHeadLogits, LmHeadLosses, LmHeadBf16, SumSquares, AttentionRowDots, Count };
 void *device_scratch(Scratch use, size_t bytes);
 
+// The stream kernels launch on: the legacy default stream (null), unless a LaunchStreamScope sets another — as a
+// CUDA graph capture needs (graph capture cannot record the legacy stream). Per host thread. Kernels of the ops the
+// decode step uses (norm, elementwise, cca, cca_conv, block, moe_router, decode) launch on it; the others still
+// launch on the default stream.
+void *launch_stream_handle(); // a cudaStream_t
+class LaunchStreamScope {
+  public:
+    explicit LaunchStreamScope(void *stream);
+    ~LaunchStreamScope();
+    LaunchStreamScope(const LaunchStreamScope &) = delete;
+    LaunchStreamScope &operator=(const LaunchStreamScope &) = delete;
+
+  private:
+    void *prev_;
+};
+
+// A CUDA graph: the kernels that `work` launches, captured once on a stream of the graph's own (a blocking stream,
+// so it stays ordered with the synchronous copies on the legacy stream before and after a launch), then replayed
+// by launch() with one call instead of one launch per kernel. `work` may launch kernels only: a synchronous copy,
+// memset or allocation in it fails the capture.
+class Graph {
+  public:
+    Graph() = default;
+    ~Graph();
+    Graph(const Graph &) = delete;
+    Graph &operator=(const Graph &) = delete;
+    template <class F> void capture(F &&work) {
+        begin_capture();
+        try {
+            LaunchStreamScope scope(stream_);
+            work();
+        } catch (...) {
+            abandon_capture();
+            throw;
+        }
+        end_capture();
+    }
+    bool ready() const { return exec_ != nullptr; }
+    void launch(); // asynchronous, like a kernel launch
+
+  private:
+    void begin_capture();
+    void end_capture();
+    void abandon_capture() noexcept;
+    void *stream_ = nullptr, *graph_ = nullptr, *exec_ = nullptr;
+};
+
 // Owned device memory of n elements of T.
 template <class T> class DeviceArray {
   public:

@@ -28,10 +28,19 @@ enum cudaError_t {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorNoDevice = 100,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureImplicit = 906,
 };
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 using cudaStream_t = struct CUstream_st *;
+using cudaGraph_t = struct CUgraph_st *;
+using cudaGraphExec_t = struct CUgraphExec_st *;
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2
+};
 struct cudaDeviceProp {
     char name[256];
     size_t totalGlobalMem;
@@ -48,25 +57,44 @@ cudaError_t cudaMemset(void *dst, int value, size_t bytes);
 cudaError_t cudaDeviceSynchronize();
 cudaError_t cudaGetLastError();
 const char *cudaGetErrorString(cudaError_t e);
+// Streams run nothing of their own (every launch runs at once, in order); a capture records the launches made on
+// its stream, with their arguments by value, and a graph launch replays them in order (see README.md).
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
 
 namespace emu {
 cudaError_t set_max_dynamic_shared(const void *kernel, int bytes);
 // Runs body() as every thread of every block of the grid (checks the launch configuration as CUDA does first).
 void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body);
 void *dynamic_shared(); // this block's `extern __shared__` buffer, poisoned (NaN bytes) before each block
+// Graph capture: true if a launch on `s` is to be recorded rather than run (it records it); a launch on another
+// stream while a capture is open is an error, as the real capture treats the legacy stream.
+bool capture_launch(cudaStream_t s, std::function<void()> replay);
 
 // kernel<<<grid, block, shared>>>(args) is rewritten to emu::launch(kernel, grid, block, shared)(args).
 template <class Kernel> struct Launch {
     Kernel *kernel;
     dim3 grid, block;
     size_t shared;
+    cudaStream_t stream;
     template <class... Args> void operator()(const Args &...args) const {
-        run_grid(reinterpret_cast<const void *>(kernel), grid, block, shared, [&] { kernel(args...); });
+        Kernel *k = kernel;
+        const dim3 g = grid, b = block;
+        const size_t sh = shared;
+        auto run = [=] { run_grid(reinterpret_cast<const void *>(k), g, b, sh, [&] { k(args...); }); };
+        if (!capture_launch(stream, run)) run();
     }
 };
 template <class Kernel>
-Launch<Kernel> launch(Kernel *kernel, dim3 grid, dim3 block, size_t shared = 0, cudaStream_t = nullptr) {
-    return {kernel, grid, block, shared};
+Launch<Kernel> launch(Kernel *kernel, dim3 grid, dim3 block, size_t shared = 0, cudaStream_t stream = nullptr) {
+    return {kernel, grid, block, shared, stream};
 }
 } // namespace emu
 
@@ -82,3 +110,16 @@ int atomicAdd(int *p, int v);
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 template <class T> T min(T a, T b) { return b < a ? b : a; }
 template <class T> T max(T a, T b) { return a < b ? b : a; }
+
+// 16-byte vector types (the decode kernels' weight loads) and the bit cast that widens bf16.
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+inline float __uint_as_float(unsigned u) {
+    float f;
+    __builtin_memcpy(&f, &u, sizeof f);
+    return f;
+}

@@ -1,0 +1,92 @@
+// zaya bench decode --device cuda — batch-1 cached decoding on the GPU (infer/cuda_decoder.h) next to its
+// memory-bandwidth bound, both measured in one run: bound = the device's read bandwidth (a kernel streaming a
+// 1 GiB buffer, far past the L2) ÷ bytes of weights one token reads (InferModel::bytes_per_token). Also prefill
+// tokens/s. Without a usable GPU (or a build without CUDA) it fails, saying why.
+#include "cli/bench.h"
+#include "cli/infer_args.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "infer/cuda_decoder.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace zaya::cli {
+
+void bench_decode_cuda(const BenchArgs &a) {
+    InferModelArgs ma;
+    ma.model = a.model;
+    ma.dtype = a.dtype;
+    ma.layers = a.layers;
+    auto im = load_infer_model(ma);
+    const ZayaConfig &c = im->config;
+    const int64_t V = c.vocab_size;
+    if (a.prompt_tokens + a.new_tokens + 1 > c.max_position_embeddings)
+        fail("--prompt-tokens + --new-tokens exceed the context length {}", c.max_position_embeddings);
+    CudaDecoder::Options o;
+    o.max_len = a.prompt_tokens + a.new_tokens + 1;
+    CudaDecoder dec(*im, o);
+    std::vector<float> logits(static_cast<size_t>(V));
+    std::vector<int32_t> prompt(size_t(a.prompt_tokens));
+    uint64_t x = 42;
+    for (auto &t : prompt) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        t = int32_t((x >> 33) % uint64_t(V));
+    }
+    auto greedy = [&] { return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()); };
+    { // warm-up: module loading, first launches
+        dec.prefill(std::span<const int32_t>(prompt.data(), std::min<size_t>(prompt.size(), 8)), logits.data());
+        for (int i = 0; i < 2; ++i) dec.step(greedy(), logits.data());
+        dec.reset();
+    }
+    std::vector<double> bw_samples;
+    for (int i = 0; i < 5; ++i) bw_samples.push_back(CudaDecoder::measure_read_bandwidth(size_t(1) << 30, 1));
+    double t0 = monotonic_seconds();
+    dec.prefill(prompt, logits.data());
+    const double prefill_s = monotonic_seconds() - t0;
+    std::vector<double> times;
+    for (int64_t i = 0; i < a.new_tokens; ++i) {
+        const int32_t t = greedy();
+        t0 = monotonic_seconds();
+        dec.step(t, logits.data());
+        times.push_back(monotonic_seconds() - t0);
+    }
+    std::sort(times.begin(), times.end());
+    std::sort(bw_samples.begin(), bw_samples.end());
+    const double per_token = times[times.size() / 2], bw = bw_samples[bw_samples.size() / 2];
+    const double decode_tps = 1.0 / per_token, prefill_tps = double(a.prompt_tokens) / prefill_s;
+    const double bytes = double(im->bytes_per_token()), bound = bw / bytes;
+    if (a.json) {
+        nlohmann::json j = {{"model", a.model},
+                            {"device", CudaDecoder::device_description()},
+                            {"layers", c.num_hidden_layers},
+                            {"dtype", std::string(dtype_name(im->weight_dtype))},
+                            {"prompt_tokens", a.prompt_tokens},
+                            {"new_tokens", a.new_tokens},
+                            {"decode_tokens_per_s", decode_tps},
+                            {"bound_tokens_per_s", bound},
+                            {"fraction_of_bound", decode_tps / bound},
+                            {"prefill_tokens_per_s", prefill_tps},
+                            {"read_bandwidth_bytes_per_s", bw},
+                            {"read_bandwidth_best_bytes_per_s", bw_samples.back()},
+                            {"decode_best_tokens_per_s", 1.0 / times.front()},
+                            {"weight_bytes_per_token", bytes},
+                            {"device_weight_bytes", dec.weight_bytes()}};
+        fmt::print("{}\n", j.dump());
+        return;
+    }
+    fmt::print("decode  model {} ({} layers, {} weights {:.2f} GB on the device)  {}  prompt {} + {} new tokens\n",
+               a.model, c.num_hidden_layers, dtype_name(im->weight_dtype), double(dec.weight_bytes()) / 1e9,
+               CudaDecoder::device_description(), a.prompt_tokens, a.new_tokens);
+    fmt::print("  decode  {:.2f} tokens/s (median {:.3f} ms/token; best {:.3f} ms)\n", decode_tps, 1e3 * per_token,
+               1e3 * times.front());
+    fmt::print("  bound   {:.2f} tokens/s = {:.1f} MB of weights per token ÷ {:.1f} GB/s device read bandwidth "
+               "(median of {} readings of 1 GiB; best {:.1f})\n",
+               bound, bytes / 1e6, bw / 1e9, bw_samples.size(), bw_samples.back() / 1e9);
+    fmt::print("  decode runs at {:.0f}% of the bound\n", 100.0 * decode_tps / bound);
+    fmt::print("  prefill {:.1f} tokens/s ({} tokens in {:.3f} s)\n", prefill_tps, a.prompt_tokens, prefill_s);
+}
+
+} // namespace zaya::cli

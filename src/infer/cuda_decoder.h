@@ -1,0 +1,58 @@
+// Cached decoding of one sequence (batch 1) on the GPU: what infer/decoder.h computes, with the weights uploaded
+// once in their dtype (bf16 stays bf16) and the KV cache, conv state and value state preallocated on the device up
+// to a maximum length. A decode step allocates nothing and waits for the device only to download the logits; the
+// cache length lives in device memory, so the step's kernels read it there (ops/cuda/decode.h).
+// Built into the CUDA library (zaya_cuda); without CUDA, infer/no_cuda_decoder.cpp fails with a clear message.
+#pragma once
+#include "infer/weights.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace zaya {
+
+// Host views of what a decoder reads: InferModel's, or a test's own (tests/cuda/test_cuda_decode.cpp).
+struct DecodeWeights {
+    const ZayaConfig &config;
+    const ModelWeights &small; // fp32 vectors; matrix pointers unused
+    const Mat &embed, &lm_head;
+    const std::vector<LayerMats> &layers;
+};
+
+class CudaDecoder {
+  public:
+    struct Options {
+        int64_t max_len = 4096;   // tokens the device cache holds
+        int64_t max_chunk = 8;    // rows per forward pass (prefill runs in passes of this many)
+        int64_t attn_chunk = 128; // keys per attention block (flash-decoding split)
+        bool graph = true;        // replay decode steps as a CUDA graph (captured after one eager step)
+    };
+    CudaDecoder(const InferModel &m, const Options &o);
+    CudaDecoder(const DecodeWeights &w, const Options &o);
+    ~CudaDecoder();
+    CudaDecoder(const CudaDecoder &) = delete;
+    CudaDecoder &operator=(const CudaDecoder &) = delete;
+
+    void reset(); // an empty sequence
+    // Appends the tokens (in passes of max_chunk) and writes the last one's logits to logits[V].
+    void prefill(std::span<const int32_t> tokens, float *logits);
+    // Appends one token; logits[V] of it. Between the upload of the token and the download of the logits, nothing
+    // waits for the device.
+    void step(int32_t token, float *logits);
+
+    int64_t length() const;
+    size_t weight_bytes() const; // device bytes of the uploaded weights
+
+    // The device's read bandwidth in bytes/s: the best of `reps` timed reads of a `bytes` buffer.
+    static double measure_read_bandwidth(size_t bytes, int reps);
+    static std::string device_description();
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace zaya

@@ -1,0 +1,28 @@
+// CudaDecoder of a build without the CUDA backend (CMakeLists.txt links this file only then; otherwise
+// infer/cuda_decoder.cpp defines it): every way in fails, saying why.
+#include "core/error.h"
+#include "infer/cuda_decoder.h"
+
+namespace zaya {
+
+namespace {
+[[noreturn]] void no_cuda() {
+    fail("--device cuda: this zaya was built without the CUDA backend (configure with nvcc installed, or "
+         "-DZAYA_CUDA=ON)");
+}
+} // namespace
+
+struct CudaDecoder::Impl {};
+
+CudaDecoder::CudaDecoder(const InferModel &, const Options &) { no_cuda(); }
+CudaDecoder::CudaDecoder(const DecodeWeights &, const Options &) { no_cuda(); }
+CudaDecoder::~CudaDecoder() = default;
+void CudaDecoder::reset() { no_cuda(); }
+void CudaDecoder::prefill(std::span<const int32_t>, float *) { no_cuda(); }
+void CudaDecoder::step(int32_t, float *) { no_cuda(); }
+int64_t CudaDecoder::length() const { no_cuda(); }
+size_t CudaDecoder::weight_bytes() const { no_cuda(); }
+double CudaDecoder::measure_read_bandwidth(size_t, int) { no_cuda(); }
+std::string CudaDecoder::device_description() { no_cuda(); }
+
+} // namespace zaya

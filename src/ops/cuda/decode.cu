@@ -1,0 +1,373 @@
+// Decode kernels (decode.h). The linears are what a batch-1 step spends its time on: they must stream W at the
+// memory's bandwidth, so each warp owns one output, its lanes read consecutive 16-byte pieces of that row (fully
+// coalesced), and the few x rows are staged once per block in shared memory, so W is the only global traffic.
+#include "core/error.h"
+#include "ops/cuda/check.cuh"
+#include "ops/cuda/decode.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+namespace zaya::cuda {
+
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kLinearWarps = 8;             // outputs per block
+constexpr int64_t kSharedLimit = 48 * 1024; // dynamic shared memory without opting in
+
+__device__ __forceinline__ float widen(uint16_t b) { return __uint_as_float(unsigned(b) << 16); }
+
+// One 16-byte piece of a weight row, as floats: 8 bf16 or 4 fp32 values.
+template <class T> struct Piece;
+template <> struct Piece<uint16_t> {
+    static constexpr int n = 8;
+    __device__ static void load(float *w, const uint16_t *p) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(p);
+        const unsigned words[4] = {u.x, u.y, u.z, u.w};
+        for (int k = 0; k < 4; ++k) {
+            w[2 * k] = __uint_as_float(words[k] << 16);
+            w[2 * k + 1] = __uint_as_float(words[k] & 0xFFFF0000u);
+        }
+    }
+    __device__ static float one(const uint16_t *p) { return widen(*p); }
+};
+template <> struct Piece<float> {
+    static constexpr int n = 4;
+    __device__ static void load(float *w, const float *p) {
+        const float4 f = *reinterpret_cast<const float4 *>(p);
+        w[0] = f.x, w[1] = f.y, w[2] = f.z, w[3] = f.w;
+    }
+    __device__ static float one(const float *p) { return *p; }
+};
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int off = kWarp / 2; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// grid (ceil(O/8), rows), block 256. Plain: blockIdx.y = 0 and the block takes rows [0, nrows) of x with one W.
+// Routed (ex.choice): blockIdx.y = the row, W = that row's expert. vec: 16-byte loads (I a multiple of the piece,
+// W 16-byte aligned).
+template <class T>
+__global__ void __launch_bounds__(256)
+    linear_rows_kernel(float *y, int64_t ldy, const float *x, const T *W, const float *b, int nrows, int64_t I,
+                       int64_t O, ExpertRows ex, bool vec, Epilogue act) {
+    extern __shared__ float xs[]; // [nrows, I]
+    const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
+    const int64_t o = int64_t(blockIdx.x) * kLinearWarps + warp;
+    const int64_t row0 = blockIdx.y;
+    float scale = 1.0f;
+    if (ex.choice) {
+        const int32_t e = ex.choice[row0];
+        if (ex.p_sel) scale = ex.p_sel[row0];
+        if (e >= ex.E || e < 0) { // the skip slot: no matrix at all (the whole block takes this branch)
+            if (o < O) {
+                const float v = ex.skip_x ? ex.skip_x[row0 * ex.ld_skip + o] : 0.0f;
+                if (lane == 0) y[row0 * ldy + o] = scale * v;
+            }
+            return;
+        }
+        W += int64_t(e) * O * I;
+    }
+    const float *xr = x + row0 * I;
+    for (int64_t i = threadIdx.x; i < nrows * I; i += blockDim.x) xs[i] = xr[i];
+    __syncthreads();
+    if (o >= O) return;
+    const T *w = W + o * I;
+    float acc[kDecodeRowsPerPass];
+    for (int r = 0; r < kDecodeRowsPerPass; ++r) acc[r] = 0.0f;
+    if (vec) {
+        constexpr int P = Piece<T>::n;
+#pragma unroll 2
+        for (int64_t i = int64_t(lane) * P; i < I; i += kWarp * P) {
+            float wv[P];
+            Piece<T>::load(wv, w + i);
+#pragma unroll
+            for (int r = 0; r < kDecodeRowsPerPass; ++r) { // static indices keep acc in registers
+                if (r >= nrows) break;
+                const float *xp = xs + r * I + i;
+                float s = 0.0f;
+#pragma unroll
+                for (int k = 0; k < P; ++k) s += wv[k] * xp[k];
+                acc[r] += s;
+            }
+        }
+    } else {
+        for (int64_t i = lane; i < I; i += kWarp) {
+            const float wv = Piece<T>::one(w + i);
+#pragma unroll
+            for (int r = 0; r < kDecodeRowsPerPass; ++r)
+                if (r < nrows) acc[r] += wv * xs[r * I + i];
+        }
+    }
+    const float bias = b ? b[o] : 0.0f;
+#pragma unroll
+    for (int r = 0; r < kDecodeRowsPerPass; ++r) {
+        if (r >= nrows) break;
+        const float s = warp_sum(acc[r]);
+        float out = s + bias;
+        if (act == Epilogue::Gelu) out = 0.5f * out * (1.0f + erff(out * 0.70710678118654752f)); // as gelu_forward
+        if (lane == 0) y[(row0 + r) * ldy + o] = scale * out;
+    }
+}
+
+template <class T> bool can_vectorise(const T *W, int64_t I) {
+    return I % Piece<T>::n == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
+}
+
+// Rows per pass: as many as fit the shared memory (x staged whole) up to kDecodeRowsPerPass.
+int64_t rows_per_pass(int64_t I) {
+    const int64_t rows = std::min<int64_t>(kDecodeRowsPerPass, kSharedLimit / (I * int64_t(sizeof(float))));
+    if (rows < 1) fail("decode linear: input width {} does not fit shared memory (at most {})", I, kSharedLimit / 4);
+    return rows;
+}
+
+template <class T>
+void linear_rows(float *y, int64_t ldy, const float *x, const T *W, const float *b, int64_t N, int64_t I, int64_t O,
+                 Epilogue act) {
+    if (N == 0 || O == 0) return;
+    const int64_t per = rows_per_pass(I);
+    const bool vec = can_vectorise(W, I);
+    for (int64_t r0 = 0; r0 < N; r0 += per) {
+        const int n = int(std::min(per, N - r0));
+        linear_rows_kernel<T>
+            <<<dim3(blocks_for(O, kLinearWarps), 1), kLinearWarps * kWarp, size_t(n * I) * sizeof(float),
+               launch_stream()>>>(y + r0 * ldy, ldy, x + r0 * I, W, b, n, I, O, ExpertRows{}, vec, act);
+        ZAYA_CUDA_LAUNCHED();
+    }
+}
+
+template <class T>
+void expert_linear(float *y, int64_t ldy, const float *x, const T *W, const ExpertRows &r, int64_t N, int64_t I,
+                   int64_t O) {
+    if (N == 0 || O == 0) return;
+    ZAYA_ASSERT(r.choice != nullptr);
+    rows_per_pass(I); // checks the width
+    linear_rows_kernel<T>
+        <<<dim3(blocks_for(O, kLinearWarps), unsigned(N)), kLinearWarps * kWarp, size_t(I) * sizeof(float),
+           launch_stream()>>>(y, ldy, x, W, nullptr, 1, I, O, r, can_vectorise(W, I), Epilogue::None);
+    ZAYA_CUDA_LAUNCHED();
+}
+
+// One thread per element of out[N, D].
+template <class T>
+__global__ void embed_rows_kernel(float *out, const int32_t *tokens, const T *table, const float *bias,
+                                  const float *scale, int64_t N, int64_t D) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= N * D) return;
+    const int64_t n = i / D, d = i % D;
+    out[i] = (Piece<T>::one(table + int64_t(tokens[n]) * D + d) + bias[d]) * scale[d];
+}
+
+__global__ void decode_positions_kernel(int32_t *pos, const int32_t *length, int64_t n) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) pos[i] = *length + int32_t(i);
+}
+
+__global__ void advance_length_kernel(int32_t *length, int64_t n) { *length += int32_t(n); }
+
+__global__ void append_kv_kernel(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n,
+                                 int64_t width) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n * width) return;
+    const int64_t at = int64_t(*length) * width + i;
+    kc[at] = k[i];
+    vc[at] = v[i];
+}
+
+__global__ void copy_floats_kernel(float *dst, const float *src, int64_t count) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < count) dst[i] = src[i];
+}
+
+__global__ void delayed_values_shift_kernel(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv) {
+    const int64_t d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (d >= Dv) return;
+    float carry = state[d];
+    for (int64_t r = 0; r < n; ++r) {
+        const float own = v[r * ldv + d];
+        v[r * ldv + d] = carry;
+        carry = own;
+    }
+    state[d] = carry;
+}
+
+constexpr int kAttnThreads = 128;
+constexpr int kAttnMaxHeadDim = 256;
+
+// The keys query i (position p) sees: [lo, p].
+__device__ __forceinline__ int64_t window_start(int64_t p, int64_t window) {
+    return window > 0 ? max(int64_t(0), p - window + 1) : int64_t(0);
+}
+
+// grid (chunks, nq, n), block 128: the partial softmax of query (i, h) over keys [c·chunk, (c+1)·chunk) ∩ [lo, p].
+// part_o gets Σ exp(s − m)·v (unnormalised), part_ml (m, l = Σ exp(s − m)); l = 0 marks a chunk with no key.
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_partial_kernel(float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+                             const int32_t *length, int64_t n, AttnShape s, int64_t chunk) {
+    __shared__ float qs[kAttnMaxHeadDim];
+    __shared__ float ps[kAttnMaxChunk];
+    const int64_t c = blockIdx.x, h = blockIdx.y, i = blockIdx.z, nq = s.nq, hd = s.hd;
+    const int64_t j = h / (nq / s.nkv), ldk = s.nkv * hd;
+    const int64_t p = int64_t(*length) + i, lo = window_start(p, s.window);
+    const int64_t t0 = max(lo, c * chunk), t1 = min(p + 1, (c + 1) * chunk); // keys [t0, t1)
+    const int64_t slot = (c * n + i) * nq + h;
+    if (t0 >= t1) { // nothing of this query in the chunk
+        if (threadIdx.x == 0) part_ml[2 * slot] = -INFINITY, part_ml[2 * slot + 1] = 0.0f;
+        return;
+    }
+    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[(i * nq + h) * hd + d];
+    __syncthreads();
+    const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
+    for (int64_t t = t0 + warp; t < t1; t += kAttnThreads / kWarp) { // a warp per key, lanes over dims
+        const float *kr = k + t * ldk + j * hd;
+        float dot = 0.0f;
+        for (int64_t d = lane; d < hd; d += kWarp) dot += qs[d] * kr[d];
+        dot = warp_sum(dot);
+        if (lane == 0) ps[t - t0] = dot * s.scale;
+    }
+    __syncthreads();
+    float m = -INFINITY;
+    for (int64_t t = 0; t < t1 - t0; ++t) m = max(m, ps[t]); // every thread: a broadcast read
+    __syncthreads();
+    for (int64_t t = threadIdx.x; t < t1 - t0; t += blockDim.x) ps[t] = expf(ps[t] - m);
+    __syncthreads();
+    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int64_t t = t0; t < t1; ++t) acc += ps[t - t0] * v[t * ldk + j * hd + d];
+        part_o[slot * hd + d] = acc;
+    }
+    if (threadIdx.x == 0) {
+        float l = 0.0f;
+        for (int64_t t = 0; t < t1 - t0; ++t) l += ps[t];
+        part_ml[2 * slot] = m, part_ml[2 * slot + 1] = l;
+    }
+}
+
+// grid (nq, n), block 128: out[i, h, :] from the chunks that hold keys of query i.
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_combine_kernel(float *out, const float *part_o, const float *part_ml, const int32_t *length, int64_t n,
+                             AttnShape s, int64_t chunk) {
+    const int64_t h = blockIdx.x, i = blockIdx.y, nq = s.nq, hd = s.hd;
+    const int64_t p = int64_t(*length) + i, c0 = window_start(p, s.window) / chunk, c1 = p / chunk;
+    float M = -INFINITY;
+    for (int64_t c = c0; c <= c1; ++c) {
+        const int64_t slot = (c * n + i) * nq + h;
+        if (part_ml[2 * slot + 1] > 0.0f) M = max(M, part_ml[2 * slot]);
+    }
+    float L = 0.0f;
+    for (int64_t c = c0; c <= c1; ++c) {
+        const int64_t slot = (c * n + i) * nq + h;
+        if (part_ml[2 * slot + 1] > 0.0f) L += part_ml[2 * slot + 1] * expf(part_ml[2 * slot] - M);
+    }
+    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int64_t c = c0; c <= c1; ++c) {
+            const int64_t slot = (c * n + i) * nq + h;
+            if (part_ml[2 * slot + 1] > 0.0f) acc += part_o[slot * hd + d] * expf(part_ml[2 * slot] - M);
+        }
+        out[(i * nq + h) * hd + d] = acc / L;
+    }
+}
+
+// A grid-stride read of 16-byte words; the xor is written only if it hits a value no buffer gives in practice,
+// so the loads cannot be dropped and nothing is written.
+__global__ void read_kernel(const uint4 *p, int64_t n, unsigned *sink) {
+    unsigned acc = 0;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const uint4 u = p[i];
+        acc ^= u.x ^ u.y ^ u.z ^ u.w;
+    }
+    if (acc == 0x9E3779B9u) *sink = acc;
+}
+
+} // namespace
+
+void linear_rows_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
+                      int64_t O, Epilogue act) {
+    linear_rows(y, ldy, x, W, b, N, I, O, act);
+}
+void linear_rows_f32(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
+                     int64_t O, Epilogue act) {
+    linear_rows(y, ldy, x, W, b, N, I, O, act);
+}
+void expert_linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const ExpertRows &r, int64_t N,
+                        int64_t I, int64_t O) {
+    expert_linear(y, ldy, x, W, r, N, I, O);
+}
+void expert_linear_f32(float *y, int64_t ldy, const float *x, const float *W, const ExpertRows &r, int64_t N, int64_t I,
+                       int64_t O) {
+    expert_linear(y, ldy, x, W, r, N, I, O);
+}
+
+void embed_rows_bf16(float *out, const int32_t *tokens, const uint16_t *table, const float *bias, const float *scale,
+                     int64_t N, int64_t D) {
+    if (N * D == 0) return;
+    embed_rows_kernel<uint16_t>
+        <<<blocks_for(N * D, 256), 256, 0, launch_stream()>>>(out, tokens, table, bias, scale, N, D);
+    ZAYA_CUDA_LAUNCHED();
+}
+void embed_rows_f32(float *out, const int32_t *tokens, const float *table, const float *bias, const float *scale,
+                    int64_t N, int64_t D) {
+    if (N * D == 0) return;
+    embed_rows_kernel<float>
+        <<<blocks_for(N * D, 256), 256, 0, launch_stream()>>>(out, tokens, table, bias, scale, N, D);
+    ZAYA_CUDA_LAUNCHED();
+}
+
+void decode_positions(int32_t *pos, const int32_t *length, int64_t n) {
+    decode_positions_kernel<<<blocks_for(n, 128), 128, 0, launch_stream()>>>(pos, length, n);
+    ZAYA_CUDA_LAUNCHED();
+}
+void advance_length(int32_t *length, int64_t n) {
+    advance_length_kernel<<<1, 1, 0, launch_stream()>>>(length, n);
+    ZAYA_CUDA_LAUNCHED();
+}
+void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width) {
+    if (n * width == 0) return;
+    append_kv_kernel<<<blocks_for(n * width, 256), 256, 0, launch_stream()>>>(kc, vc, k, v, length, n, width);
+    ZAYA_CUDA_LAUNCHED();
+}
+void copy_floats(float *dst, const float *src, int64_t count) {
+    if (count == 0) return;
+    copy_floats_kernel<<<blocks_for(count, 256), 256, 0, launch_stream()>>>(dst, src, count);
+    ZAYA_CUDA_LAUNCHED();
+}
+void delayed_values_shift(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv) {
+    if (n * Dv == 0) return;
+    delayed_values_shift_kernel<<<blocks_for(Dv, 128), 128, 0, launch_stream()>>>(v, ldv, state, n, Dv);
+    ZAYA_CUDA_LAUNCHED();
+}
+
+int64_t attention_decode_chunks(int64_t max_len, int64_t chunk) { return (max_len + chunk - 1) / chunk; }
+
+void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+                      const int32_t *length, int64_t n, int64_t max_len, const AttnShape &s, int64_t chunk) {
+    if (chunk < 1 || chunk > kAttnMaxChunk) fail("attention_decode: chunk {} outside [1, {}]", chunk, kAttnMaxChunk);
+    if (s.hd > kAttnMaxHeadDim) fail("attention_decode: head_dim {} above {}", s.hd, kAttnMaxHeadDim);
+    if (n == 0) return;
+    const int64_t chunks = attention_decode_chunks(max_len, chunk);
+    attention_partial_kernel<<<dim3(unsigned(chunks), unsigned(s.nq), unsigned(n)), kAttnThreads, 0, launch_stream()>>>(
+        part_o, part_ml, q, k, v, length, n, s, chunk);
+    ZAYA_CUDA_LAUNCHED();
+    attention_combine_kernel<<<dim3(unsigned(s.nq), unsigned(n)), kAttnThreads, 0, launch_stream()>>>(
+        out, part_o, part_ml, length, n, s, chunk);
+    ZAYA_CUDA_LAUNCHED();
+}
+
+double time_device_read(const void *p, int64_t bytes) {
+    if (bytes % 16 != 0 || reinterpret_cast<uintptr_t>(p) % 16 != 0)
+        fail("time_device_read: {} bytes at {} are not in 16-byte words", bytes, p);
+    DeviceArray<unsigned> sink(1);
+    ZAYA_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto t0 = std::chrono::steady_clock::now();
+    read_kernel<<<1024, 256, 0, launch_stream()>>>(static_cast<const uint4 *>(p), bytes / 16, sink.data());
+    ZAYA_CUDA_LAUNCHED();
+    ZAYA_CUDA_CHECK(cudaDeviceSynchronize());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+} // namespace zaya::cuda

@@ -1,0 +1,77 @@
+// Kernels of cached decoding on the GPU (infer/cuda_decoder.h): few rows per call, so the linear layers are
+// matrix-vector products bound by reading the weights once (GEMV-like, bf16 or fp32 weights, fp32 accumulation),
+// and everything that changes from step to step (the cache length, hence positions) is read from device memory,
+// so a decode step issues no host synchronisation and can be replayed as a CUDA graph. Device pointers throughout.
+#pragma once
+#include "ops/cpu/attention.h" // AttnShape
+
+#include <cstdint>
+
+namespace zaya::cuda {
+
+using cpu::AttnShape;
+
+// Rows of x handled per pass of a linear: each pass reads W once, so more rows per pass amortise the weights.
+inline constexpr int64_t kDecodeRowsPerPass = 8;
+
+// What a linear applies to its outputs before writing them: nothing, or the exact (erf) GELU — the router MLP's
+// activation, fused so that it costs no kernel of its own.
+enum class Epilogue { None, Gelu };
+
+// y[N, O] (row stride ldy) = act(x[N, I] · W[O, I]ᵀ + b[O]) (b may be null), in passes of ≤ kDecodeRowsPerPass
+// rows; W bf16 (raw uint16 bits, widened exactly) or fp32. A warp per output, 16-byte loads of W, x in shared
+// memory. y must not overlap x (other blocks still read x while one writes y).
+void linear_rows_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
+                      int64_t O, Epilogue act = Epilogue::None);
+void linear_rows_f32(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
+                     int64_t O, Epilogue act = Epilogue::None);
+
+// The routed form: row n uses expert choice[n] (device int32, ∈ [0, E]) of stacked weights W[E, O, I]; the skip
+// slot (choice == E) gives skip_x[n, :] (row stride ld_skip; null: zeros). Every row is then scaled by p_sel[n]
+// when p_sel is given (the MoE combine, moe_out = p_sel · y).
+struct ExpertRows {
+    const int32_t *choice = nullptr;
+    const float *p_sel = nullptr;
+    const float *skip_x = nullptr;
+    int64_t ld_skip = 0;
+    int64_t E = 0;
+};
+void expert_linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const ExpertRows &r, int64_t N,
+                        int64_t I, int64_t O);
+void expert_linear_f32(float *y, int64_t ldy, const float *x, const float *W, const ExpertRows &r, int64_t N, int64_t I,
+                       int64_t O);
+
+// out[N,D] = (table[tokens[n]] + bias) ⊙ scale with a bf16 or fp32 table        (cpu embedding with the input scale)
+void embed_rows_bf16(float *out, const int32_t *tokens, const uint16_t *table, const float *bias, const float *scale,
+                     int64_t N, int64_t D);
+void embed_rows_f32(float *out, const int32_t *tokens, const float *table, const float *bias, const float *scale,
+                    int64_t N, int64_t D);
+
+// pos[i] = *length + i for i < n: positions of the new tokens.
+void decode_positions(int32_t *pos, const int32_t *length, int64_t n);
+// *length += n (after the step's last layer).
+void advance_length(int32_t *length, int64_t n);
+// kc[*length + i, :] = k[i, :] and vc[*length + i, :] = v[i, :] for i < n: k, v [n, width]; kc, vc [max_len, width].
+void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width);
+// dst[i] = src[i], i < count, in stream order (a kernel, so it can be captured in a graph with the rest).
+void copy_floats(float *dst, const float *src, int64_t count);
+// The delayed value half of n new rows (spec A.3 step 4), in place: v[i, 0:Dv] (row stride ldv) holds row i's own
+// delayed projection; each row takes the previous row's, row 0 the state's, and row n−1's becomes the state.
+// One thread per column walks the rows in order, so no element is read after it is overwritten.
+void delayed_values_shift(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv);
+
+// Cached attention of n new queries at positions *length … *length+n−1 (their keys already appended), over the
+// cache k, v [max_len, nkv·hd]: causal, GQA, sliding window as cpu::attention_cached. out[n, nq, hd].
+// Split over the key axis (flash-decoding): each block takes `chunk` keys of one (query, head) and leaves a
+// partial softmax — part_o [chunks, n, nq, hd], part_ml [chunks, n, nq, 2] with chunks = ceil(max_len / chunk) —
+// and a second kernel combines them; so one head at long context still fills the GPU. chunk ≤ kAttnMaxChunk.
+inline constexpr int64_t kAttnMaxChunk = 128;
+int64_t attention_decode_chunks(int64_t max_len, int64_t chunk);
+void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+                      const int32_t *length, int64_t n, int64_t max_len, const AttnShape &s, int64_t chunk);
+
+// Reads `bytes` (a multiple of 16) of p once and returns the seconds it took (synchronises): the read bandwidth
+// the decode bound divides by.
+double time_device_read(const void *p, int64_t bytes);
+
+} // namespace zaya::cuda

@@ -1,0 +1,340 @@
+// Cached decoding on the GPU (ops/cuda/decode.h, infer/cuda_decoder.h): each decode kernel against a naive CPU
+// reference, then the CudaDecoder's logits for a prompt and several decode steps against the CPU model's
+// full-sequence logits (model_forward), for fp32 and bf16 weights.
+#include "cuda_test_util.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "infer/cuda_decoder.h"
+#include "model/forward.h"
+#include "model/init.h"
+#include "ops/backend.h"
+#include "ops/cpu/attention.h"
+#include "ops/cuda/decode.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <vector>
+
+namespace zaya {
+namespace {
+
+using namespace test;
+
+std::vector<uint16_t> to_bf16_bits(const std::vector<float> &v) {
+    std::vector<uint16_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = f32_to_bf16(v[i]);
+    return b;
+}
+std::vector<float> widened(const std::vector<uint16_t> &b) {
+    std::vector<float> v(b.size());
+    for (size_t i = 0; i < b.size(); ++i) v[i] = bf16_to_f32(b[i]);
+    return v;
+}
+
+// y[n, o] (row stride ldy) = Σ_i x[n, i]·W[o, i] + b[o], in double.
+void ref_linear(std::vector<float> &y, int64_t ldy, const std::vector<float> &x, const float *W, const float *b,
+                int64_t N, int64_t I, int64_t O) {
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t o = 0; o < O; ++o) {
+            double s = b ? b[o] : 0.0;
+            for (int64_t i = 0; i < I; ++i) s += double(x[size_t(n * I + i)]) * W[o * I + i];
+            y[size_t(n * ldy + o)] = float(s);
+        }
+}
+
+// Widths a multiple of the 16-byte piece and not; row counts within one pass and over several; with a bias and
+// without; a row stride wider than the output (the untouched columns keep their poison).
+TEST_F(CudaOps, DecodeLinearRowsMatchReference) {
+    for (bool bf16 : {false, true})
+        for (int64_t I : {64, 37})
+            for (int64_t N : {1, 3, 11}) {
+                const int64_t O = 21, ldy = 24;
+                std::vector<float> x = random_vec(size_t(N * I), 1), W = random_vec(size_t(O * I), 2);
+                const std::vector<float> b = random_vec(size_t(O), 3);
+                const std::vector<uint16_t> Wb = to_bf16_bits(W);
+                if (bf16) W = widened(Wb);
+                for (bool bias : {false, true}) {
+                    std::vector<float> ref(size_t(N * ldy), std::numeric_limits<float>::quiet_NaN());
+                    ref_linear(ref, ldy, x, W.data(), bias ? b.data() : nullptr, N, I, O);
+                    auto dx = upload(x), db = upload(b);
+                    auto dy = poisoned(size_t(N * ldy));
+                    if (bf16) {
+                        auto dW = upload(Wb);
+                        cuda::linear_rows_bf16(dy.data(), ldy, dx.data(), dW.data(), bias ? db.data() : nullptr, N, I,
+                                               O);
+                        const std::vector<float> got = download(dy);
+                        for (int64_t n = 0; n < N; ++n)
+                            for (int64_t o = 0; o < ldy; ++o) {
+                                const float g = got[size_t(n * ldy + o)], r = ref[size_t(n * ldy + o)];
+                                if (o >= O)
+                                    EXPECT_TRUE(std::isnan(g)) << "column " << o << " was written";
+                                else
+                                    EXPECT_NEAR(g, r, 1e-4 * (1 + std::fabs(r)))
+                                        << fmt::format("bf16 I={} N={} n={} o={}", I, N, n, o);
+                            }
+                    } else {
+                        auto dW = upload(W);
+                        cuda::linear_rows_f32(dy.data(), ldy, dx.data(), dW.data(), bias ? db.data() : nullptr, N, I,
+                                              O);
+                        const std::vector<float> got = download(dy);
+                        for (int64_t n = 0; n < N; ++n)
+                            for (int64_t o = 0; o < O; ++o)
+                                EXPECT_NEAR(got[size_t(n * ldy + o)], ref[size_t(n * ldy + o)],
+                                            1e-4 * (1 + std::fabs(ref[size_t(n * ldy + o)])))
+                                    << fmt::format("f32 I={} N={} n={} o={}", I, N, n, o);
+                    }
+                }
+            }
+}
+
+// Rows routed to different experts, the skip slot among them, with and without the combine's scale and the
+// passthrough.
+TEST_F(CudaOps, DecodeExpertLinearMatchesReference) {
+    const int64_t E = 3, I = 24, O = 10, N = 5;
+    const std::vector<int32_t> choice = {2, 3, 0, 2, 1}; // 3 = the skip slot
+    const std::vector<float> x = random_vec(size_t(N * I), 4),
+                             W = widened(to_bf16_bits(random_vec(size_t(E * O * I), 5)));
+    const std::vector<float> p = random_vec(size_t(N), 6, 0.2, 0.5), skip = random_vec(size_t(N * O), 7);
+    for (bool bf16 : {false, true})
+        for (bool combine : {false, true}) {
+            std::vector<float> ref(size_t(N * O));
+            for (int64_t n = 0; n < N; ++n) {
+                const int32_t e = choice[size_t(n)];
+                std::vector<float> row(x.begin() + n * I, x.begin() + (n + 1) * I), y(static_cast<size_t>(O));
+                if (e < E) ref_linear(y, O, row, W.data() + e * O * I, nullptr, 1, I, O);
+                for (int64_t o = 0; o < O; ++o) {
+                    const float v = e < E ? y[size_t(o)] : (combine ? skip[size_t(n * O + o)] : 0.0f);
+                    ref[size_t(n * O + o)] = (combine ? p[size_t(n)] : 1.0f) * v;
+                }
+            }
+            auto dx = upload(x), dp = upload(p), dskip = upload(skip);
+            auto dchoice = upload(choice);
+            auto dy = poisoned(size_t(N * O));
+            cuda::ExpertRows r{dchoice.data(), combine ? dp.data() : nullptr, combine ? dskip.data() : nullptr, O, E};
+            if (bf16) {
+                auto dW = upload(to_bf16_bits(W));
+                cuda::expert_linear_bf16(dy.data(), O, dx.data(), dW.data(), r, N, I, O);
+            } else {
+                auto dW = upload(W);
+                cuda::expert_linear_f32(dy.data(), O, dx.data(), dW.data(), r, N, I, O);
+            }
+            EXPECT_LT(rel_err(download(dy), ref), kFp32Tol) << "bf16 " << bf16 << " combine " << combine;
+        }
+}
+
+// New queries at positions p0 … p0+n−1 over a cache whose rows past p0+n hold NaN (never read), in one key chunk
+// and split into several; full causal and a sliding window.
+TEST_F(CudaOps, DecodeAttentionMatchesCpu) {
+    const int64_t nq = 4, nkv = 2, hd = 16, max_len = 23, Dk = nkv * hd, Dq = nq * hd;
+    for (int64_t p0 : {0, 13})
+        for (int64_t n : {1, 3})
+            for (int64_t window : {0, 5})
+                for (int64_t chunk : {4, 128}) {
+                    const cpu::AttnShape s{nq, nkv, hd, 0.25f, window};
+                    const std::vector<float> q = random_vec(size_t(n * Dq), 8);
+                    std::vector<float> k = random_vec(size_t(max_len * Dk), 9),
+                                       v = random_vec(size_t(max_len * Dk), 10);
+                    std::vector<float> ref(size_t(n * Dq));
+                    cpu::attention_cached(ref.data(), q.data(), k.data(), v.data(), n, p0, s);
+                    for (size_t i = size_t((p0 + n) * Dk); i < k.size(); ++i)
+                        k[i] = v[i] = std::numeric_limits<float>::quiet_NaN();
+                    const std::vector<int32_t> len = {int32_t(p0)};
+                    auto dq = upload(q), dk = upload(k), dv = upload(v);
+                    auto dlen = upload(len);
+                    const int64_t chunks = cuda::attention_decode_chunks(max_len, chunk);
+                    auto out = poisoned(size_t(n * Dq)), po = poisoned(size_t(chunks * n * Dq)),
+                         pml = poisoned(size_t(chunks * n * nq * 2));
+                    cuda::attention_decode(out.data(), po.data(), pml.data(), dq.data(), dk.data(), dv.data(),
+                                           dlen.data(), n, max_len, s, chunk);
+                    EXPECT_LT(rel_err(download(out), ref), kFp32Tol)
+                        << fmt::format("p0={} n={} window={} chunk={}", p0, n, window, chunk);
+                }
+}
+
+TEST_F(CudaOps, DecodeCacheHelpers) {
+    const int64_t W = 5, n = 2;
+    auto kc = poisoned(size_t(6 * W)), vc = poisoned(size_t(6 * W));
+    const std::vector<float> k = random_vec(size_t(n * W), 11), v = random_vec(size_t(n * W), 14);
+    auto dk = upload(k), dv = upload(v);
+    auto len = upload(std::vector<int32_t>{3});
+    cuda::append_kv(kc.data(), vc.data(), dk.data(), dv.data(), len.data(), n, W);
+    cuda::DeviceArray<int32_t> pos(static_cast<size_t>(n));
+    cuda::decode_positions(pos.data(), len.data(), n);
+    cuda::advance_length(len.data(), n);
+    const std::vector<float> gk = download(kc), gv = download(vc);
+    for (int64_t i = 0; i < n * W; ++i) {
+        EXPECT_EQ(gk[size_t(3 * W + i)], k[size_t(i)]);
+        EXPECT_EQ(gv[size_t(3 * W + i)], v[size_t(i)]);
+    }
+    for (int64_t i = 0; i < 3 * W; ++i) EXPECT_TRUE(std::isnan(gk[size_t(i)]) && std::isnan(gv[size_t(i)]));
+    EXPECT_EQ(download(pos), (std::vector<int32_t>{3, 4}));
+    EXPECT_EQ(download(len), (std::vector<int32_t>{5}));
+    // The delayed values: row 0 takes the state, row i row i−1's own, the state row n−1's; the first half of
+    // each row untouched.
+    const int64_t Dv = 3, rows = 3;
+    const std::vector<float> vv = random_vec(size_t(rows * 2 * Dv), 12), state = random_vec(size_t(Dv), 13);
+    auto dvv = upload(vv), dstate = upload(state);
+    cuda::delayed_values_shift(dvv.data() + Dv, 2 * Dv, dstate.data(), rows, Dv);
+    const std::vector<float> got = download(dvv), new_state = download(dstate);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t d = 0; d < Dv; ++d) {
+            EXPECT_EQ(got[size_t(r * 2 * Dv + d)], vv[size_t(r * 2 * Dv + d)]);
+            EXPECT_EQ(got[size_t(r * 2 * Dv + Dv + d)],
+                      r == 0 ? state[size_t(d)] : vv[size_t((r - 1) * 2 * Dv + Dv + d)]);
+        }
+    for (int64_t d = 0; d < Dv; ++d) EXPECT_EQ(new_state[size_t(d)], vv[size_t((rows - 1) * 2 * Dv + Dv + d)]);
+}
+
+// The fused GELU epilogue (the router MLP's): the exact erf GELU of the biased output.
+TEST_F(CudaOps, DecodeLinearGeluEpilogue) {
+    const int64_t N = 2, I = 32, O = 9;
+    const std::vector<float> x = random_vec(size_t(N * I), 15), W = random_vec(size_t(O * I), 16, 0.3),
+                             b = random_vec(size_t(O), 17);
+    std::vector<float> ref(size_t(N * O));
+    ref_linear(ref, O, x, W.data(), b.data(), N, I, O);
+    for (float &r : ref) r = float(0.5 * r * (1.0 + std::erf(double(r) / std::sqrt(2.0))));
+    auto dx = upload(x), dW = upload(W), db = upload(b);
+    auto dy = poisoned(size_t(N * O));
+    cuda::linear_rows_f32(dy.data(), O, dx.data(), dW.data(), db.data(), N, I, O, cuda::Epilogue::Gelu);
+    EXPECT_LT(rel_err(download(dy), ref), kFp32Tol);
+}
+
+// ---- the decoder ----
+
+// The tiny preset with a sliding-window layer, every optional bias, an untied head and the skip passthrough.
+ZayaConfig decode_config(bool all_options) {
+    ZayaConfig c = config_preset("tiny");
+    c.layer_types[1] = LayerType::HybridSliding;
+    c.sliding_window = 4;
+    if (all_options) {
+        c.attention_bias = true;
+        c.tie_word_embeddings = false;
+        c.lm_head_bias = true;
+        c.skip_passthrough = true;
+    }
+    c.validate();
+    return c;
+}
+
+// DecodeWeights over a Model's parameters: fp32 in place, or bf16 copies — in which case the model's matrices are
+// rounded to bf16 in place too, so that the CPU reference computes with the very weights the GPU reads.
+struct HostWeights {
+    Mat embed, lm_head;
+    std::vector<LayerMats> layers;
+    std::vector<std::vector<uint16_t>> owned;
+
+    HostWeights(Model &m, DType dtype) {
+        const ZayaConfig &c = m.config;
+        const int64_t D = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
+        auto get = [&](const std::string &name) {
+            const ParamView *v = m.layout.find(name);
+            const int64_t rows = v->shape[0], cols = int64_t(v->numel) / rows;
+            float *p = m.param(name);
+            if (dtype == DType::F32) return Mat{p, DType::F32, rows, cols};
+            owned.emplace_back(v->numel);
+            for (size_t i = 0; i < v->numel; ++i)
+                owned.back()[i] = f32_to_bf16(p[i]), p[i] = bf16_to_f32(owned.back()[i]);
+            return Mat{owned.back().data(), DType::BF16, rows, cols};
+        };
+        owned.reserve(1000);
+        embed = get("model.embed_tokens.weight");
+        lm_head = c.tie_word_embeddings ? embed : get("lm_head.weight");
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+            const std::string p = fmt::format("model.layers.{}.", l), qkv = p + "self_attn.qkv_proj.",
+                              g = p + "mlp.gate.";
+            LayerMats M;
+            M.q_proj = get(qkv + "q_proj.weight"), M.k_proj = get(qkv + "k_proj.weight");
+            M.v_cur = get(qkv + "v_proj_current.weight"), M.v_del = get(qkv + "v_proj_delayed.weight");
+            M.o_proj = get(p + "self_attn.o_proj.weight"), M.router_down = get(g + "down_proj.weight");
+            M.router_fc1 = get(g + "router_mlp.fc1.weight"), M.router_fc2 = get(g + "router_mlp.fc2.weight");
+            M.router_out = get(g + "router_mlp.out_proj.weight");
+            const Mat gu = get(p + "mlp.experts.gate_up_proj"), dn = get(p + "mlp.experts.down_proj");
+            const size_t es = dtype_size(dtype);
+            for (int64_t e = 0; e < E; ++e) { // [E, rows, cols]: E consecutive matrices
+                M.gate_up.push_back(
+                    Mat{static_cast<const uint8_t *>(gu.data) + size_t(e * 2 * I * D) * es, dtype, 2 * I, D});
+                M.down.push_back(Mat{static_cast<const uint8_t *>(dn.data) + size_t(e * D * I) * es, dtype, D, I});
+            }
+            layers.push_back(std::move(M));
+        }
+    }
+};
+
+// Full-sequence logits [T, V] of the CPU model.
+std::vector<float> cpu_logits(const Model &m, const std::vector<int32_t> &tokens) {
+    const Batch batch = Batch::from_sequences({tokens});
+    Activations acts = Activations::plan(m.config, batch.num_tokens(), 1, false, cpu_backend());
+    model_forward(m, batch, acts);
+    return std::vector<float>(acts.logits, acts.logits + batch.num_tokens() * m.config.vocab_size);
+}
+
+std::vector<int32_t> test_tokens(int64_t n, int64_t V) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    uint64_t x = 3;
+    for (auto &v : t) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        v = int32_t((x >> 33) % uint64_t(V));
+    }
+    return t;
+}
+
+// A prompt of 7 tokens in passes of 3 rows, then 5 single steps, past the sliding window, with keys split in
+// chunks of 4: each step's logits against the full-sequence logits of the same position; with rounds = 2 again
+// after reset(). (Slow in the emulator: a minute or two per round.)
+void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol, int rounds) {
+    Model m = Model::create(decode_config(all_options));
+    model_init_random(m, 21);
+    HostWeights hw(m, dtype);
+    const ZayaConfig &c = m.config;
+    const int64_t V = c.vocab_size, prompt = 7, steps = 5;
+    const std::vector<int32_t> tokens = test_tokens(prompt + steps, V);
+    const std::vector<float> ref = cpu_logits(m, tokens);
+    CudaDecoder dec(DecodeWeights{c, m.w, hw.embed, hw.lm_head, hw.layers},
+                    CudaDecoder::Options{.max_len = 16, .max_chunk = 3, .attn_chunk = 4});
+    std::vector<float> got(static_cast<size_t>(V));
+    for (int round = 0; round < rounds; ++round) { // the second after reset(): a fresh sequence on reused buffers
+        dec.prefill(std::span(tokens).first(size_t(prompt)), got.data());
+        EXPECT_LT(rel_err(got, std::vector<float>(ref.begin() + (prompt - 1) * V, ref.begin() + prompt * V)), tol);
+        for (int64_t t = prompt; t < prompt + steps; ++t) {
+            dec.step(tokens[size_t(t)], got.data());
+            EXPECT_LT(rel_err(got, std::vector<float>(ref.begin() + t * V, ref.begin() + (t + 1) * V)), tol)
+                << "step at position " << t;
+        }
+        EXPECT_EQ(dec.length(), prompt + steps);
+        dec.reset();
+    }
+    std::vector<int32_t> too_long(17, 1);
+    EXPECT_THROW(dec.prefill(too_long, got.data()), Error);
+}
+
+TEST_F(CudaOps, DecoderMatchesCpuF32) { expect_decoder_matches_cpu(false, DType::F32, 1e-4, 1); }
+TEST_F(CudaOps, DecoderEveryOptionMatchesCpuF32) { expect_decoder_matches_cpu(true, DType::F32, 1e-4, 2); }
+// bf16 weights on both sides (the reference's rounded the same): only summation order and x staying fp32 differ.
+TEST_F(CudaOps, DecoderMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-3, 1); }
+
+// Decode steps replayed from a CUDA graph (in the emulator: recorded launches replayed in order) against eager
+// steps: the same kernels in the same order, deterministic, so the logits are bit for bit the same.
+TEST_F(CudaOps, DecoderGraphStepsEqualEager) {
+    Model m = Model::create(decode_config(true));
+    model_init_random(m, 22);
+    HostWeights hw(m, DType::BF16);
+    const DecodeWeights w{m.config, m.w, hw.embed, hw.lm_head, hw.layers};
+    CudaDecoder graph(w, CudaDecoder::Options{.max_len = 12, .max_chunk = 4, .attn_chunk = 4, .graph = true});
+    CudaDecoder eager(w, CudaDecoder::Options{.max_len = 12, .max_chunk = 4, .attn_chunk = 4, .graph = false});
+    const std::vector<int32_t> tokens = test_tokens(10, m.config.vocab_size);
+    const size_t V = size_t(m.config.vocab_size);
+    std::vector<float> a(V), b(V);
+    graph.prefill(std::span(tokens).first(5), a.data());
+    eager.prefill(std::span(tokens).first(5), b.data());
+    EXPECT_EQ(a, b);
+    for (size_t t = 5; t < tokens.size(); ++t) {
+        graph.step(tokens[t], a.data());
+        eager.step(tokens[t], b.data());
+        EXPECT_EQ(a, b) << "step at position " << t;
+    }
+}
+
+} // namespace
+} // namespace zaya
