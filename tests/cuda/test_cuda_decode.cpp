@@ -280,7 +280,7 @@ std::vector<int32_t> test_tokens(int64_t n, int64_t V) {
     return t;
 }
 
-// A prompt of 7 tokens in passes of 3 rows, then 5 single steps, past the sliding window, with keys split in
+// A prompt of 5 tokens in passes of 3 rows, then 3 single steps, past the sliding window (4), with keys split in
 // chunks of 4: each step's logits against the full-sequence logits of the same position; with rounds = 2 again
 // after reset(). (Slow in the emulator: a minute or two per round.)
 void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol, int rounds) {
@@ -288,7 +288,7 @@ void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol, int r
     model_init_random(m, 21);
     HostWeights hw(m, dtype);
     const ZayaConfig &c = m.config;
-    const int64_t V = c.vocab_size, prompt = 7, steps = 5;
+    const int64_t V = c.vocab_size, prompt = 5, steps = 3;
     const std::vector<int32_t> tokens = test_tokens(prompt + steps, V);
     const std::vector<float> ref = cpu_logits(m, tokens);
     CudaDecoder dec(DecodeWeights{c, m.w, hw.embed, hw.lm_head, hw.layers},
@@ -323,7 +323,7 @@ TEST_F(CudaOps, DecoderGraphStepsEqualEager) {
     const DecodeWeights w{m.config, m.w, hw.embed, hw.lm_head, hw.layers};
     CudaDecoder graph(w, CudaDecoder::Options{.max_len = 12, .max_chunk = 4, .attn_chunk = 4, .graph = true});
     CudaDecoder eager(w, CudaDecoder::Options{.max_len = 12, .max_chunk = 4, .attn_chunk = 4, .graph = false});
-    const std::vector<int32_t> tokens = test_tokens(10, m.config.vocab_size);
+    const std::vector<int32_t> tokens = test_tokens(8, m.config.vocab_size);
     const size_t V = size_t(m.config.vocab_size);
     std::vector<float> a(V), b(V);
     graph.prefill(std::span(tokens).first(5), a.data());
