@@ -102,27 +102,38 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
     }
     be.embedding_forward(acts.embed, acts.tokens, m.w.embed, m.w.input_bias, m.w.input_scale, N, D);
 
+    // Each residual scaling runs fused with the RMSNorm that reads its output: post_norm after attention, and after
+    // the MoE the next layer's input_norm (the final norm after the last layer).
+    const int64_t L = c.num_hidden_layers;
+    const real eps = real(c.rms_norm_eps);
+    if (L == 0)
+        be.rmsnorm_forward(acts.final_norm, acts.final_rstd, acts.embed, m.w.final_norm, N, D, eps);
+    else
+        be.rmsnorm_forward(acts.layer(0).x_norm1, acts.layer(0).rstd1, acts.embed, m.w.layers[0].input_norm, N, D,
+                           eps);
     const real *residual = acts.embed;
     const real *rho_prev = nullptr;
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    for (int64_t l = 0; l < L; ++l) {
         const LayerWeights &w = m.w.layers[size_t(l)];
         LayerActs &A = acts.layer(l);
-        be.rmsnorm_forward(A.x_norm1, A.rstd1, residual, w.input_norm, N, D, real(c.rms_norm_eps));
         cca_attention_forward(be, c, l, w, sb, A, acts);
-        be.residual_scale_forward(A.res1, A.attn_out, residual, w.attn_res[0], w.attn_res[1], w.attn_res[2],
-                                  w.attn_res[3], N, D);
-        be.rmsnorm_forward(A.x_norm2, A.rstd2, A.res1, w.post_norm, N, D, real(c.rms_norm_eps));
+        be.residual_rmsnorm_forward(A.res1, A.x_norm2, A.rstd2, A.attn_out, residual, w.attn_res[0], w.attn_res[1],
+                                    w.attn_res[2], w.attn_res[3], w.post_norm, N, D, eps);
         router_forward(be, c, w, N, rho_prev, A);
         be.moe_group_tokens(A.order, A.offsets, A.choice, N, c.num_experts);
         cpu::MoeShape ms{D, c.moe_intermediate_size, c.num_experts, c.skip_passthrough};
         be.moe_experts_forward(A.moe_out, A.xg, A.h, A.a, A.y, A.x_norm2, A.order, A.offsets, A.p_sel,
                                w.experts_gate_up, w.experts_down, N, ms);
-        be.residual_scale_forward(A.res2, A.moe_out, A.res1, w.mlp_res[0], w.mlp_res[1], w.mlp_res[2], w.mlp_res[3],
-                                  N, D);
+        // (With one reused activation set, the next layer's x_norm1 is this layer's: no longer read here.)
+        const bool last = l + 1 == L;
+        real *normed = last ? acts.final_norm : acts.layer(l + 1).x_norm1;
+        real *rstd = last ? acts.final_rstd : acts.layer(l + 1).rstd1;
+        const real *norm_w = last ? m.w.final_norm : m.w.layers[size_t(l + 1)].input_norm;
+        be.residual_rmsnorm_forward(A.res2, normed, rstd, A.moe_out, A.res1, w.mlp_res[0], w.mlp_res[1], w.mlp_res[2],
+                                    w.mlp_res[3], norm_w, N, D, eps);
         residual = A.res2;
         rho_prev = A.rho;
     }
-    be.rmsnorm_forward(acts.final_norm, acts.final_rstd, residual, m.w.final_norm, N, D, real(c.rms_norm_eps));
 
     ForwardResult r;
     r.loss = be.lm_head_forward(acts.logits, acts.losses, acts.final_norm, m.w.lm_head, m.w.lm_head_bias,

@@ -139,6 +139,24 @@ class Backend {
                               double weight_decay, const AdamWHyper &hyper, int64_t step) = 0;
     virtual void muon_step(real *param, const real *grad, real *momentum, int64_t rows, int64_t cols, double lr,
                            double weight_decay, const MuonHyper &hyper) = 0;
+
+    // Fused ops: one op for a chain of the ops above, the same results (the CPU runs the chain itself, so its numbers
+    // are bit-identical; a GPU fuses the passes over memory).
+    //
+    // residual_scale_forward then rmsnorm_forward of its output: out[N,D] = (x + hs_bias) ⊙ hs_scale +
+    // (res + res_bias) ⊙ res_scale (=); y[N,D] = w ⊙ out·rstd (=), rstd[N] = 1/√(mean(out²) + eps) (=).
+    virtual void residual_rmsnorm_forward(real *out, real *y, real *rstd, const real *x, const real *res,
+                                          const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                          const real *res_bias, const real *w, int64_t N, int64_t D, real eps) = 0;
+    // rmsnorm_backward of dy[N,D] through the norm of `out` (w, rstd) into g[N,D] (= or += by accumulate_g), dw[D]
+    // +=; then residual_scale_backward with dout = g: dx[N,D] (=), dres[N,D] (= or += by accumulate_dres), the four
+    // parameter grads [D] +=. g is clobbered (its contents afterwards are unspecified); no output aliases an input.
+    virtual void rmsnorm_residual_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias,
+                                           real *d_res_scale, real *d_res_bias, real *dw, real *g, const real *dy,
+                                           const real *out, const real *w, const real *rstd, const real *x,
+                                           const real *res, const real *hs_scale, const real *hs_bias,
+                                           const real *res_scale, const real *res_bias, int64_t N, int64_t D,
+                                           bool accumulate_g, bool accumulate_dres) = 0;
 };
 
 Backend &cpu_backend();

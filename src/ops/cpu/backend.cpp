@@ -191,6 +191,24 @@ class CpuBackend final : public Backend {
     void muon_step(real *, const real *, real *, int64_t, int64_t, double, double, const MuonHyper &) override {
         fail("internal error: on the CPU, Muon runs in Optimizer::update (whole matrices per thread)");
     }
+
+    // Fused ops: the chains themselves, so the numbers are those of the unfused ops.
+    void residual_rmsnorm_forward(real *out, real *y, real *rstd, const real *x, const real *res,
+                                  const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                  const real *res_bias, const real *w, int64_t N, int64_t D, real eps) override {
+        cpu::residual_scale_forward(out, x, res, hs_scale, hs_bias, res_scale, res_bias, N, D);
+        cpu::rmsnorm_forward(y, rstd, out, w, N, D, eps);
+    }
+    void rmsnorm_residual_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias, real *d_res_scale,
+                                   real *d_res_bias, real *dw, real *g, const real *dy, const real *out,
+                                   const real *w, const real *rstd, const real *x, const real *res,
+                                   const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                   const real *res_bias, int64_t N, int64_t D, bool accumulate_g,
+                                   bool accumulate_dres) override {
+        cpu::rmsnorm_backward(g, dw, dy, out, w, rstd, N, D, accumulate_g);
+        cpu::residual_scale_backward(dx, dres, d_hs_scale, d_hs_bias, d_res_scale, d_res_bias, g, x, res, hs_scale,
+                                     hs_bias, res_scale, res_bias, N, D, accumulate_dres);
+    }
 };
 
 } // namespace

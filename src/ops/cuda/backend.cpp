@@ -272,6 +272,23 @@ class CudaBackend final : public Backend {
                          float(-muon_adjusted_lr(lr, h.lr_adjust, rows, cols)));
     }
 
+    // Fused ops (ops/cuda/residual_norm.cu).
+    void residual_rmsnorm_forward(real *out, real *y, real *rstd, const real *x, const real *res,
+                                  const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                  const real *res_bias, const real *w, int64_t N, int64_t D, real eps) override {
+        cuda::residual_rmsnorm_forward(out, y, rstd, x, res, hs_scale, hs_bias, res_scale, res_bias, w, N, D, eps);
+    }
+    void rmsnorm_residual_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias, real *d_res_scale,
+                                   real *d_res_bias, real *dw, real *g, const real *dy, const real *out,
+                                   const real *w, const real *rstd, const real *x, const real *res,
+                                   const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                   const real *res_bias, int64_t N, int64_t D, bool accumulate_g,
+                                   bool accumulate_dres) override {
+        cuda::rmsnorm_residual_backward(dx, dres, d_hs_scale, d_hs_bias, d_res_scale, d_res_bias, dw, g, dy, out, w,
+                                        rstd, x, res, hs_scale, hs_bias, res_scale, res_bias, N, D, accumulate_g,
+                                        accumulate_dres);
+    }
+
   private:
     cpu::MatmulPrecision precision_ = cpu::MatmulPrecision::F32;
     GrowingBuffer a16_, b16_;

@@ -20,10 +20,16 @@ void copy_on_device(void *dst, const void *src, size_t bytes); // device to devi
 void fill_bytes(void *dst, int byte, size_t bytes); // e.g. 0xFF poisons fp32 outputs with NaNs
 void synchronize(); // waits for the default stream; surfaces asynchronous kernel errors
 
-// Temporary device space of the ops that need some (chunked LM head, sums of squares): one buffer per use, grown to
-// the largest request and then reused, so a training step allocates nothing after its first. The ops run from one
-// host thread (the default stream), as these buffers assume.
-enum class Scratch { LmHeadLogits, LmHeadLosses, SumSquares, Count };
+// Temporary device space of the ops that need some (chunked LM head, sums of squares, fused norm backward): one
+// buffer per use, grown to the largest request and then reused, so a training step allocates nothing after its
+// first. The ops run from one host thread (the default stream), as these buffers assume.
+enum class Scratch {
+    LmHeadLogits,
+    LmHeadLosses,
+    SumSquares,
+    NormResidualPartials, // rmsnorm_residual_backward's per-block parameter-gradient sums
+    Count
+};
 void *device_scratch(Scratch use, size_t bytes);
 
 // Owned device memory of n elements of T.

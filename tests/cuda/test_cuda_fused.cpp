@@ -1,0 +1,96 @@
+// The fused CUDA ops (ops/cuda/residual_norm.cu) against the CPU chains of unfused ops they replace, on fresh random
+// inputs with poisoned outputs. Row widths cover several block sizes and the unfused fallback for rows too wide for
+// registers; row counts cover partial blocks of rows (backward).
+#include "cuda_test_util.h"
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/norm.h"
+#include "ops/cuda/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace zaya {
+namespace {
+
+using namespace test;
+
+// The residual scaling's inputs and parameters, and the norm's weight, on both sides.
+struct ResidualNormCase {
+    int64_t N, D;
+    std::vector<float> x, res, hs, hb, rs, rb, w;
+    ResidualNormCase(int64_t n, int64_t d, uint64_t seed)
+        : N(n), D(d), x(random_vec(size_t(n * d), seed)), res(random_vec(size_t(n * d), seed + 1)),
+          hs(random_vec(size_t(d), seed + 2, 0.2, 1.0)), hb(random_vec(size_t(d), seed + 3, 0.1)),
+          rs(random_vec(size_t(d), seed + 4, 0.2, 1.0)), rb(random_vec(size_t(d), seed + 5, 0.1)),
+          w(random_vec(size_t(d), seed + 6, 0.2, 1.0)) {}
+};
+
+class CudaFused : public CudaOps, public ::testing::WithParamInterface<std::pair<int64_t, int64_t>> {};
+
+TEST_P(CudaFused, ResidualRmsNormForwardBackward) {
+    const auto [N, D] = GetParam();
+    const ResidualNormCase c(N, D, 100 + uint64_t(D));
+    const float eps = 1e-5f;
+    const size_t nd = size_t(N * D);
+    // CPU chain: residual scaling, then the norm of its output.
+    std::vector<float> out(nd), y(nd), rstd(static_cast<size_t>(N));
+    cpu::residual_scale_forward(out.data(), c.x.data(), c.res.data(), c.hs.data(), c.hb.data(), c.rs.data(),
+                                c.rb.data(), N, D);
+    cpu::rmsnorm_forward(y.data(), rstd.data(), out.data(), c.w.data(), N, D, eps);
+
+    auto x_d = upload(c.x), res_d = upload(c.res), hs_d = upload(c.hs), hb_d = upload(c.hb), rs_d = upload(c.rs),
+         rb_d = upload(c.rb), w_d = upload(c.w);
+    auto out_d = poisoned(nd), y_d = poisoned(nd), rstd_d = poisoned(static_cast<size_t>(N));
+    cuda::residual_rmsnorm_forward(out_d.data(), y_d.data(), rstd_d.data(), x_d.data(), res_d.data(), hs_d.data(),
+                                   hb_d.data(), rs_d.data(), rb_d.data(), w_d.data(), N, D, eps);
+    EXPECT_LT(rel_err(download(out_d), out), kFp32Tol);
+    EXPECT_LT(rel_err(download(y_d), y), kFp32Tol);
+    EXPECT_LT(rel_err(download(rstd_d), rstd), kFp32Tol);
+
+    // Backward from the CPU's forward values (so both sides differentiate the same point).
+    const auto dy = random_vec(nd, 200), g0 = random_vec(nd, 201), dres0 = random_vec(nd, 202);
+    const auto dp0 = random_vec(size_t(5 * D), 203); // dw, d_hs_scale, d_hs_bias, d_res_scale, d_res_bias
+    auto out_h = upload(out), rstd_h = upload(rstd), dy_d = upload(dy);
+    for (bool accumulate_g : {false, true})
+        for (bool accumulate_dres : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << "accumulate_g=" << accumulate_g << " accumulate_dres=" << accumulate_dres);
+            auto g = g0, dres = dres0, dp = dp0;
+            std::vector<float> dx(nd);
+            float *p = dp.data();
+            cpu::rmsnorm_backward(g.data(), p, dy.data(), out.data(), c.w.data(), rstd.data(), N, D, accumulate_g);
+            cpu::residual_scale_backward(dx.data(), dres.data(), p + D, p + 2 * D, p + 3 * D, p + 4 * D, g.data(),
+                                         c.x.data(), c.res.data(), c.hs.data(), c.hb.data(), c.rs.data(), c.rb.data(),
+                                         N, D, accumulate_dres);
+            std::vector<float> first[3];
+            for (int run = 0; run < 2; ++run) {
+                auto g_d = upload(g0), dres_d = accumulate_dres ? upload(dres0) : poisoned(nd), dp_d = upload(dp0);
+                auto dx_d = poisoned(nd);
+                float *q = dp_d.data();
+                cuda::rmsnorm_residual_backward(dx_d.data(), dres_d.data(), q + D, q + 2 * D, q + 3 * D, q + 4 * D, q,
+                                                g_d.data(), dy_d.data(), out_h.data(), w_d.data(), rstd_h.data(),
+                                                x_d.data(), res_d.data(), hs_d.data(), hb_d.data(), rs_d.data(),
+                                                rb_d.data(), N, D, accumulate_g, accumulate_dres);
+                const std::vector<float> got[3] = {download(dx_d), download(dres_d), download(dp_d)};
+                EXPECT_LT(rel_err(got[0], dx), kFp32Tol);
+                EXPECT_LT(rel_err(got[1], dres), kFp32Tol);
+                for (int k = 0; k < 5; ++k) {
+                    const auto part = [&](const std::vector<float> &v) {
+                        return std::vector<float>(v.begin() + k * D, v.begin() + (k + 1) * D);
+                    };
+                    EXPECT_LT(rel_err(part(got[2]), part(dp)), kFp32Tol) << "parameter gradient " << k;
+                }
+                if (run == 0) std::copy(got, got + 3, first);
+                for (int k = 0; k < 3; ++k) EXPECT_EQ(got[k], first[k]) << "output " << k << " differs on a rerun";
+            }
+        }
+}
+
+// (N, D): one row, one partial block of rows, several blocks; 32 to 1024 threads; D = 4099 takes the fallback.
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaFused,
+                         ::testing::Values(std::pair<int64_t, int64_t>{1, 90}, std::pair<int64_t, int64_t>{37, 300},
+                                           std::pair<int64_t, int64_t>{70, 130}, std::pair<int64_t, int64_t>{3, 2048},
+                                           std::pair<int64_t, int64_t>{2, 4096}, std::pair<int64_t, int64_t>{2, 4099}));
+
+} // namespace
+} // namespace zaya
