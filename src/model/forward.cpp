@@ -31,20 +31,17 @@ void cca_attention_forward(Backend &be, const ZayaConfig &c, int64_t l, const La
     // 1. q‖k projections, packed as the conv input z [N, C].
     be.linear_forward(A.z, C, A.x_norm1, w.q_proj, w.q_bias, N, D, Dq);
     be.linear_forward(A.z + Dq, C, A.x_norm1, w.k_proj, w.k_bias, N, D, Dk);
-    // 2. causal depthwise + grouped conv over time; 3. q-k mean residual paths.
-    cpu::ConvShape cs{C, nq + nkv, c.cca_time0, c.cca_time1};
-    be.cca_conv_forward(A.conv, A.p, A.z, sb, cs, w.conv_dw, w.conv_dw_bias, w.conv_g, w.conv_g_bias);
-    be.cca_qk_mean_forward(A.q, A.k, A.conv, A.z, N, nq, nkv, hd);
-    // 4. values: KV head 0 from the current token, KV head 1 from the previous one (spec A.3 step 4).
+    // 4. values: KV head 0 from the current token, KV head 1 from the previous one (spec A.3 step 4). Independent
+    // of steps 2-6, which run as one fused op after them.
     be.linear_forward(A.v, Dk, A.x_norm1, w.v_cur, w.v_cur_bias, N, D, Dv);
     be.linear_forward(A.v_del, Dv, A.x_norm1, w.v_del, w.v_del_bias, N, D, Dv);
     be.delayed_values_forward(A.v + Dv, Dk, A.v_del, w.v_del_bias, sb, Dv);
-    // 5. L2 QK-norm to √hd with the linear key temperature; 6. partial neox RoPE.
-    be.cca_qk_norm_forward(A.q, A.k, A.qn, A.kn, w.temp, N, nq, nkv, hd);
+    // 2. causal depthwise + grouped conv over time; 3. q-k mean residual paths; 5. L2 QK-norm to √hd with the
+    // linear key temperature; 6. partial neox RoPE.
+    cpu::ConvShape cs{C, nq + nkv, c.cca_time0, c.cca_time1};
     const int type = c.layer_types[size_t(l)] == LayerType::HybridSliding ? 1 : 0;
-    const int64_t rot = c.rotary_dim(l);
-    be.rope_forward(A.q, acts.rope_cos[type], acts.rope_sin[type], N, nq, hd, rot);
-    be.rope_forward(A.k, acts.rope_cos[type], acts.rope_sin[type], N, nkv, hd, rot);
+    be.cca_conv_qk_forward(A.conv, A.p, A.q, A.k, A.qn, A.kn, A.z, sb, cs, w.conv_dw, w.conv_dw_bias, w.conv_g,
+                           w.conv_g_bias, w.temp, acts.rope_cos[type], acts.rope_sin[type], nq, nkv, c.rotary_dim(l));
     // 7. causal GQA attention; 8. output projection.
     cpu::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(real(hd)), type == 1 ? *c.sliding_window : 0};
     be.attention_forward(A.att, A.lse, A.q, A.k, A.v, sb, as);

@@ -157,6 +157,13 @@ class Backend {
                                            const real *res, const real *hs_scale, const real *hs_bias,
                                            const real *res_scale, const real *res_bias, int64_t N, int64_t D,
                                            bool accumulate_g, bool accumulate_dres) = 0;
+    // cca_conv_forward (o, p), cca_qk_mean_forward, cca_qk_norm_forward (q, k, qn, kn), then rope_forward on q[N,nq,hd]
+    // and k[N,nkv,hd] with tables [N, rot/2]: every output written (=), as the chain writes it. The conv groups are
+    // the heads (s.groups = nq + nkv, hd = s.C / s.groups).
+    virtual void cca_conv_qk_forward(real *o, real *p, real *q, real *k, real *qn, real *kn, const real *z,
+                                     const SeqBatch &b, const cpu::ConvShape &s, const real *wd, const real *bd,
+                                     const real *wg, const real *bg, const real *temp, const real *cos_t,
+                                     const real *sin_t, int64_t nq, int64_t nkv, int64_t rot) = 0;
 };
 
 Backend &cpu_backend();

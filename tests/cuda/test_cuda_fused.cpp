@@ -1,9 +1,12 @@
-// The fused CUDA ops (ops/cuda/residual_norm.cu) against the CPU chains of unfused ops they replace, on fresh random
-// inputs with poisoned outputs. Row widths cover several block sizes and the unfused fallback for rows too wide for
-// registers; row counts cover partial blocks of rows (backward).
+// The fused CUDA ops (ops/cuda/residual_norm.cu, cca_fused.cu) against the CPU chains of unfused ops they replace,
+// on fresh random inputs with poisoned outputs. Norm rows: widths for several block sizes and the unfused fallback
+// for rows too wide for registers, counts with partial blocks of rows (backward). CCA: varlen batches with empty
+// sequences and ones longer than a token tile.
 #include "cuda_test_util.h"
+#include "ops/cpu/cca.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/norm.h"
+#include "ops/cuda/cca.h"
 #include "ops/cuda/ops.h"
 
 #include <gtest/gtest.h>
@@ -54,7 +57,8 @@ TEST_P(CudaFused, ResidualRmsNormForwardBackward) {
     auto out_h = upload(out), rstd_h = upload(rstd), dy_d = upload(dy);
     for (bool accumulate_g : {false, true})
         for (bool accumulate_dres : {false, true}) {
-            SCOPED_TRACE(::testing::Message() << "accumulate_g=" << accumulate_g << " accumulate_dres=" << accumulate_dres);
+            SCOPED_TRACE(::testing::Message() << "accumulate_g=" << accumulate_g
+                                              << " accumulate_dres=" << accumulate_dres);
             auto g = g0, dres = dres0, dp = dp0;
             std::vector<float> dx(nd);
             float *p = dp.data();
@@ -91,6 +95,71 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaFused,
                          ::testing::Values(std::pair<int64_t, int64_t>{1, 90}, std::pair<int64_t, int64_t>{37, 300},
                                            std::pair<int64_t, int64_t>{70, 130}, std::pair<int64_t, int64_t>{3, 2048},
                                            std::pair<int64_t, int64_t>{2, 4096}, std::pair<int64_t, int64_t>{2, 4099}));
+
+struct CcaChainCase {
+    std::vector<int64_t> lens; // the varlen batch: an empty sequence, one longer than a tile of tokens
+    int64_t nq, nkv, hd, k0, k1, rot;
+};
+
+void PrintTo(const CcaChainCase &c, std::ostream *os) {
+    *os << "lens=" << ::testing::PrintToString(c.lens) << " nq=" << c.nq << " nkv=" << c.nkv << " hd=" << c.hd
+        << " k0=" << c.k0 << " k1=" << c.k1 << " rot=" << c.rot;
+}
+
+class CudaFusedCca : public CudaOps, public ::testing::WithParamInterface<CcaChainCase> {};
+
+// cca_conv_qk_forward against cpu::cca_conv_forward → cca_qk_mean_forward → cca_qk_norm_forward → rope_forward.
+TEST_P(CudaFusedCca, ConvQkChainForward) {
+    const CcaChainCase cc = GetParam();
+    const int64_t groups = cc.nq + cc.nkv, C = groups * cc.hd, B = int64_t(cc.lens.size());
+    const cpu::ConvShape s{C, groups, cc.k0, cc.k1};
+    std::vector<int64_t> ss(size_t(B + 1), 0);
+    std::vector<int32_t> pos;
+    int64_t max_len = 0;
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t T = cc.lens[size_t(b)];
+        ss[size_t(b + 1)] = ss[size_t(b)] + T;
+        max_len = std::max(max_len, T);
+        for (int64_t t = 0; t < T; ++t) pos.push_back(int32_t(t));
+    }
+    const int64_t N = ss[size_t(B)], P = cpu::cca_conv_p_rows(N, B, s), half = cc.rot / 2;
+    const auto z = random_vec(size_t(N * C), 300), wd = random_vec(size_t(C * s.k0), 301, 0.5);
+    const auto bd = random_vec(size_t(C), 302, 0.5), wg = random_vec(size_t(C * cc.hd * s.k1), 303, 0.3);
+    const auto bg = random_vec(size_t(C), 304, 0.5), temp = random_vec(size_t(cc.nkv), 305, 0.2, 1.0);
+    std::vector<float> cos_t(size_t(std::max<int64_t>(1, N * half))), sin_t(cos_t.size());
+    if (half > 0) cpu::rope_tables(cos_t.data(), sin_t.data(), pos.data(), N, cc.rot, 10000.0);
+
+    std::vector<float> o(size_t(N * C)), p(size_t(P * C)), q(size_t(N * cc.nq * cc.hd)), k(size_t(N * cc.nkv * cc.hd));
+    std::vector<float> qn(size_t(N * cc.nq)), kn(size_t(N * cc.nkv));
+    cpu::cca_conv_forward(o.data(), p.data(), z.data(), ss.data(), B, s, wd.data(), bd.data(), wg.data(), bg.data());
+    cpu::cca_qk_mean_forward(q.data(), k.data(), o.data(), z.data(), N, cc.nq, cc.nkv, cc.hd);
+    cpu::cca_qk_norm_forward(q.data(), k.data(), qn.data(), kn.data(), temp.data(), N, cc.nq, cc.nkv, cc.hd);
+    cpu::rope_forward(q.data(), cos_t.data(), sin_t.data(), N, cc.nq, cc.hd, cc.rot);
+    cpu::rope_forward(k.data(), cos_t.data(), sin_t.data(), N, cc.nkv, cc.hd, cc.rot);
+
+    auto ss_d = upload(ss);
+    const cuda::VarlenBatch batch{ss_d.data(), B, N, max_len};
+    auto z_d = upload(z), wd_d = upload(wd), bd_d = upload(bd), wg_d = upload(wg), bg_d = upload(bg);
+    auto temp_d = upload(temp), cos_d = upload(cos_t), sin_d = upload(sin_t);
+    auto o_d = poisoned(o.size()), p_d = poisoned(p.size()), q_d = poisoned(q.size()), k_d = poisoned(k.size());
+    auto qn_d = poisoned(qn.size()), kn_d = poisoned(kn.size());
+    cuda::cca_conv_qk_forward(o_d.data(), p_d.data(), q_d.data(), k_d.data(), qn_d.data(), kn_d.data(), z_d.data(),
+                              batch, s, wd_d.data(), bd_d.data(), wg_d.data(), bg_d.data(), temp_d.data(),
+                              cos_d.data(), sin_d.data(), cc.nq, cc.nkv, cc.rot);
+    EXPECT_LT(rel_err(download(o_d), o), kFp32Tol) << "conv output";
+    EXPECT_LT(rel_err(download(p_d), p), kFp32Tol) << "depthwise output";
+    EXPECT_LT(rel_err(download(q_d), q), kFp32Tol) << "q";
+    EXPECT_LT(rel_err(download(k_d), k), kFp32Tol) << "k";
+    EXPECT_LT(rel_err(download(qn_d), qn), kFp32Tol) << "qn";
+    EXPECT_LT(rel_err(download(kn_d), kn), kFp32Tol) << "kn";
+}
+
+// GQA groups of 2 and 1; k0, k1 ∈ {2, 3}; partial, full and no RoPE; hd past one 128-thread pass (160).
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaFusedCca,
+                         ::testing::Values(CcaChainCase{{5, 1, 0, 19}, 4, 2, 16, 2, 2, 8},
+                                           CcaChainCase{{3, 17}, 2, 2, 8, 3, 3, 8},
+                                           CcaChainCase{{0, 6}, 2, 1, 12, 2, 3, 0},
+                                           CcaChainCase{{33}, 2, 1, 160, 2, 2, 64}));
 
 } // namespace
 } // namespace zaya

@@ -209,6 +209,17 @@ class CpuBackend final : public Backend {
         cpu::residual_scale_backward(dx, dres, d_hs_scale, d_hs_bias, d_res_scale, d_res_bias, g, x, res, hs_scale,
                                      hs_bias, res_scale, res_bias, N, D, accumulate_dres);
     }
+    void cca_conv_qk_forward(real *o, real *p, real *q, real *k, real *qn, real *kn, const real *z, const SeqBatch &b,
+                             const cpu::ConvShape &s, const real *wd, const real *bd, const real *wg, const real *bg,
+                             const real *temp, const real *cos_t, const real *sin_t, int64_t nq, int64_t nkv,
+                             int64_t rot) override {
+        const int64_t hd = s.C / s.groups;
+        cpu::cca_conv_forward(o, p, z, b.seq_start, b.B, s, wd, bd, wg, bg);
+        cpu::cca_qk_mean_forward(q, k, o, z, b.N, nq, nkv, hd);
+        cpu::cca_qk_norm_forward(q, k, qn, kn, temp, b.N, nq, nkv, hd);
+        cpu::rope_forward(q, cos_t, sin_t, b.N, nq, hd, rot);
+        cpu::rope_forward(k, cos_t, sin_t, b.N, nkv, hd, rot);
+    }
 };
 
 } // namespace

@@ -272,7 +272,7 @@ class CudaBackend final : public Backend {
                          float(-muon_adjusted_lr(lr, h.lr_adjust, rows, cols)));
     }
 
-    // Fused ops (ops/cuda/residual_norm.cu).
+    // Fused ops (ops/cuda/residual_norm.cu, cca_fused.cu).
     void residual_rmsnorm_forward(real *out, real *y, real *rstd, const real *x, const real *res,
                                   const real *hs_scale, const real *hs_bias, const real *res_scale,
                                   const real *res_bias, const real *w, int64_t N, int64_t D, real eps) override {
@@ -287,6 +287,13 @@ class CudaBackend final : public Backend {
         cuda::rmsnorm_residual_backward(dx, dres, d_hs_scale, d_hs_bias, d_res_scale, d_res_bias, dw, g, dy, out, w,
                                         rstd, x, res, hs_scale, hs_bias, res_scale, res_bias, N, D, accumulate_g,
                                         accumulate_dres);
+    }
+    void cca_conv_qk_forward(real *o, real *p, real *q, real *k, real *qn, real *kn, const real *z, const SeqBatch &b,
+                             const cpu::ConvShape &s, const real *wd, const real *bd, const real *wg, const real *bg,
+                             const real *temp, const real *cos_t, const real *sin_t, int64_t nq, int64_t nkv,
+                             int64_t rot) override {
+        cuda::cca_conv_qk_forward(o, p, q, k, qn, kn, z, varlen(b), s, wd, bd, wg, bg, temp, cos_t, sin_t, nq, nkv,
+                                  rot);
     }
 
   private:
