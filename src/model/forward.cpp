@@ -55,13 +55,10 @@ void router_forward(Backend &be, const ZayaConfig &c, const LayerWeights &w, int
     // Down-projection into scratch first: with one reused activation set, rho_prev aliases A.rho.
     be.linear_forward(A.h1, R, A.x_norm2, w.router_down, w.router_down_bias, N, D, R);
     be.eda_forward(A.rho, A.h1, w.router_state_scale, rho_prev, N, R);
-    be.rmsnorm_forward(A.r_norm, A.r_rstd, A.rho, w.router_norm, N, R, real(c.rms_norm_eps));
-    be.linear_forward(A.h1, R, A.r_norm, w.router_fc1, w.router_fc1_bias, N, R, R);
-    be.gelu_forward(A.a1, A.h1, N * R);
-    be.linear_forward(A.h2, R, A.a1, w.router_fc2, w.router_fc2_bias, N, R, R);
-    be.gelu_forward(A.a2, A.h2, N * R);
-    be.linear_forward(A.r_logits, K, A.a2, w.router_out, nullptr, N, R, K);
-    be.router_select_forward(A.probs, A.choice, A.p_sel, A.r_logits, w.balancing_biases, N, K);
+    // RMSNorm → fc1 → GELU → fc2 → GELU → out → softmax and selection, as one op.
+    be.router_mlp_forward(A.r_norm, A.r_rstd, A.h1, A.a1, A.h2, A.a2, A.r_logits, A.probs, A.choice, A.p_sel, A.rho,
+                          w.router_norm, w.router_fc1, w.router_fc1_bias, w.router_fc2, w.router_fc2_bias, w.router_out,
+                          w.balancing_biases, N, R, K, real(c.rms_norm_eps));
 }
 
 } // namespace

@@ -1,16 +1,21 @@
-// The fused CUDA ops (ops/cuda/residual_norm.cu, cca_fused.cu) against the CPU chains of unfused ops they replace,
+// The fused CUDA ops (ops/cuda/residual_norm.cu, cca_fused.cu, router_fused.cu) against the CPU chains of unfused ops they replace,
 // on fresh random inputs with poisoned outputs. Norm rows: widths for several block sizes and the unfused fallback
 // for rows too wide for registers, counts with partial blocks of rows (backward). CCA: varlen batches with empty
 // sequences and ones longer than a token tile.
 #include "cuda_test_util.h"
 #include "ops/cpu/cca.h"
 #include "ops/cpu/elementwise.h"
+#include "ops/cpu/linear.h"
+#include "ops/cpu/moe.h"
 #include "ops/cpu/norm.h"
 #include "ops/cuda/cca.h"
+#include "ops/cuda/moe.h"
 #include "ops/cuda/ops.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
 #include <vector>
 
 namespace zaya {
@@ -160,6 +165,55 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaFusedCca,
                                            CcaChainCase{{3, 17}, 2, 2, 8, 3, 3, 8},
                                            CcaChainCase{{0, 6}, 2, 1, 12, 2, 3, 0},
                                            CcaChainCase{{33}, 2, 1, 160, 2, 2, 64}));
+
+class CudaFusedRouter : public CudaOps, public ::testing::WithParamInterface<std::array<int64_t, 3>> {};
+
+// router_mlp_forward against cpu::rmsnorm_forward → linear → gelu → linear → gelu → linear → router_select_forward.
+TEST_P(CudaFusedRouter, MlpForward) {
+    const auto [N, R, K] = GetParam();
+    const size_t NR = size_t(N * R), NK = size_t(N * K);
+    const auto rho = random_vec(NR, 400), norm_w = random_vec(size_t(R), 401, 0.2, 1.0);
+    const double ws = 1.0 / std::sqrt(double(R));
+    const auto fc1 = random_vec(size_t(R * R), 402, ws), fc1_b = random_vec(size_t(R), 403, 0.1);
+    const auto fc2 = random_vec(size_t(R * R), 404, ws), fc2_b = random_vec(size_t(R), 405, 0.1);
+    const auto out = random_vec(size_t(K * R), 406, ws), bias = random_vec(size_t(K), 407, 0.05);
+    std::vector<float> r_norm(NR), rstd(static_cast<size_t>(N)), h1(NR), a1(NR), h2(NR), a2(NR), logits(NK), probs(NK);
+    std::vector<float> p_sel(static_cast<size_t>(N));
+    std::vector<int32_t> choice(static_cast<size_t>(N));
+    cpu::rmsnorm_forward(r_norm.data(), rstd.data(), rho.data(), norm_w.data(), N, R, 1e-5f);
+    cpu::linear_forward(h1.data(), r_norm.data(), fc1.data(), fc1_b.data(), N, R, R);
+    cpu::gelu_forward(a1.data(), h1.data(), int64_t(NR));
+    cpu::linear_forward(h2.data(), a1.data(), fc2.data(), fc2_b.data(), N, R, R);
+    cpu::gelu_forward(a2.data(), h2.data(), int64_t(NR));
+    cpu::linear_forward(logits.data(), a2.data(), out.data(), nullptr, N, R, K);
+    cpu::router_select_forward(probs.data(), choice.data(), p_sel.data(), logits.data(), bias.data(), N, K);
+
+    auto rho_d = upload(rho), nw_d = upload(norm_w), fc1_d = upload(fc1), fc1b_d = upload(fc1_b);
+    auto fc2_d = upload(fc2), fc2b_d = upload(fc2_b), out_d = upload(out), bias_d = upload(bias);
+    auto rn_d = poisoned(NR), rstd_d = poisoned(size_t(N)), h1_d = poisoned(NR), a1_d = poisoned(NR);
+    auto h2_d = poisoned(NR), a2_d = poisoned(NR), lg_d = poisoned(NK), pr_d = poisoned(NK), ps_d = poisoned(size_t(N));
+    auto ch_d = upload(std::vector<int32_t>(size_t(N), -1));
+    ASSERT_TRUE(cuda::router_mlp_fusable(R, K));
+    cuda::router_mlp_forward(rn_d.data(), rstd_d.data(), h1_d.data(), a1_d.data(), h2_d.data(), a2_d.data(),
+                             lg_d.data(), pr_d.data(), ch_d.data(), ps_d.data(), rho_d.data(), nw_d.data(),
+                             fc1_d.data(), fc1b_d.data(), fc2_d.data(), fc2b_d.data(), out_d.data(), bias_d.data(), N,
+                             R, K, 1e-5f);
+    EXPECT_LT(rel_err(download(rn_d), r_norm), kFp32Tol) << "r_norm";
+    EXPECT_LT(rel_err(download(rstd_d), rstd), kFp32Tol) << "r_rstd";
+    EXPECT_LT(rel_err(download(h1_d), h1), kFp32Tol) << "h1";
+    EXPECT_LT(rel_err(download(a1_d), a1), kFp32Tol) << "a1";
+    EXPECT_LT(rel_err(download(h2_d), h2), kFp32Tol) << "h2";
+    EXPECT_LT(rel_err(download(a2_d), a2), kFp32Tol) << "a2";
+    EXPECT_LT(rel_err(download(lg_d), logits), kFp32Tol) << "logits";
+    EXPECT_LT(rel_err(download(pr_d), probs), kFp32Tol) << "probs";
+    EXPECT_LT(rel_err(download(ps_d), p_sel), kFp32Tol) << "p_sel";
+    EXPECT_EQ(download(ch_d), choice);
+}
+
+// (N, R, K): a partial tile of tokens; R below, at and past one 256-thread pass; the model's K = 17.
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaFusedRouter,
+                         ::testing::Values(std::array<int64_t, 3>{37, 40, 5}, std::array<int64_t, 3>{20, 256, 17},
+                                           std::array<int64_t, 3>{9, 300, 3}));
 
 } // namespace
 } // namespace zaya
