@@ -1,7 +1,7 @@
-// The fused CUDA ops (ops/cuda/residual_norm.cu, cca_fused.cu, router_fused.cu) against the CPU chains of unfused ops they replace,
-// on fresh random inputs with poisoned outputs. Norm rows: widths for several block sizes and the unfused fallback
-// for rows too wide for registers, counts with partial blocks of rows (backward). CCA: varlen batches with empty
-// sequences and ones longer than a token tile.
+// The fused CUDA ops (ops/cuda/residual_norm.cu, cca_fused.cu, router_fused.cu) against the CPU chains of unfused
+// ops they replace, on fresh random inputs with poisoned outputs. Norm rows: widths for several block sizes and the
+// unfused fallback for rows too wide for registers, counts with partial blocks of rows (backward). CCA: varlen
+// batches with empty sequences and ones longer than a token tile. Router: partial token tiles, several widths.
 #include "cuda_test_util.h"
 #include "ops/cpu/cca.h"
 #include "ops/cpu/elementwise.h"
@@ -177,8 +177,8 @@ TEST_P(CudaFusedRouter, MlpForward) {
     const auto fc1 = random_vec(size_t(R * R), 402, ws), fc1_b = random_vec(size_t(R), 403, 0.1);
     const auto fc2 = random_vec(size_t(R * R), 404, ws), fc2_b = random_vec(size_t(R), 405, 0.1);
     const auto out = random_vec(size_t(K * R), 406, ws), bias = random_vec(size_t(K), 407, 0.05);
-    std::vector<float> r_norm(NR), rstd(static_cast<size_t>(N)), h1(NR), a1(NR), h2(NR), a2(NR), logits(NK), probs(NK);
-    std::vector<float> p_sel(static_cast<size_t>(N));
+    std::vector<float> r_norm(NR), h1(NR), a1(NR), h2(NR), a2(NR), logits(NK), probs(NK);
+    std::vector<float> rstd(static_cast<size_t>(N)), p_sel(static_cast<size_t>(N));
     std::vector<int32_t> choice(static_cast<size_t>(N));
     cpu::rmsnorm_forward(r_norm.data(), rstd.data(), rho.data(), norm_w.data(), N, R, 1e-5f);
     cpu::linear_forward(h1.data(), r_norm.data(), fc1.data(), fc1_b.data(), N, R, R);

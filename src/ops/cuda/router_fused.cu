@@ -1,5 +1,5 @@
-// The router's MLP in one kernel (ops/cuda/moe.h router_mlp_forward): RMSNorm → fc1 → GELU → fc2 → GELU → out →
-// softmax and selection. A block owns a tile of kTok tokens; their activations stay in shared memory between the
+// The router's MLP in one kernel (ops/cuda/moe.h router_mlp_forward): RMSNorm → fc1 → GELU → fc2 → GELU → out
+// → softmax and selection. A block owns a tile of kTok tokens; their activations stay in shared memory between the
 // layers and the weights stream through it in chunks, each read once per tile. Every intermediate the backward
 // reads is still written out.
 #include "ops/cuda/check.cuh"
