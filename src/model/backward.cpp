@@ -59,14 +59,10 @@ void cca_attention_backward(Backend &be, const ZayaConfig &c, int64_t l, const L
     be.linear_backward(s.d_att, g.o_proj, g.o_bias, s.d_tmp, D, A.att, w.o_proj, N, Dq, D, false);
     cpu::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(real(hd)), type == 1 ? *c.sliding_window : 0};
     be.attention_backward(s.dq, s.dk, s.dv, s.d_att, A.att, A.lse, A.q, A.k, A.v, sb, as);
-    // 6. RoPE; 5. QK-norm (needs the pre-norm q/k: recompute them from the saved conv output and z).
-    const int64_t rot = c.rotary_dim(l);
-    be.rope_backward(s.dq, acts.rope_cos[type], acts.rope_sin[type], N, nq, hd, rot);
-    be.rope_backward(s.dk, acts.rope_cos[type], acts.rope_sin[type], N, nkv, hd, rot);
-    be.cca_qk_mean_forward(s.q_pre, s.k_pre, A.conv, A.z, N, nq, nkv, hd);
-    be.cca_qk_norm_backward(s.dq, s.dk, g.temp, s.q_pre, s.k_pre, A.qn, A.kn, w.temp, N, nq, nkv, hd);
-    // 3. q-k mean paths; 2. convs. dz collects both.
-    be.cca_qk_mean_backward(s.dconv, s.dz, s.dq, s.dk, N, nq, nkv, hd);
+    // 6. RoPE; 5. QK-norm (needs the pre-norm q/k: recomputed from the saved conv output and z); 3. q-k mean paths,
+    // as one op. 2. convs; dz collects both.
+    be.cca_qk_backward(s.dconv, s.dz, g.temp, s.dq, s.dk, s.q_pre, s.k_pre, A.conv, A.z, A.qn, A.kn, w.temp,
+                       acts.rope_cos[type], acts.rope_sin[type], N, nq, nkv, hd, c.rotary_dim(l));
     cpu::ConvShape cs{C, nq + nkv, c.cca_time0, c.cca_time1};
     be.cca_conv_backward(s.dz, s.dp, g.conv_dw, g.conv_dw_bias, g.conv_g, g.conv_g_bias, s.dconv, A.z, A.p, sb, cs,
                          w.conv_dw, w.conv_g);

@@ -164,6 +164,13 @@ class Backend {
                                      const SeqBatch &b, const cpu::ConvShape &s, const real *wd, const real *bd,
                                      const real *wg, const real *bg, const real *temp, const real *cos_t,
                                      const real *sin_t, int64_t nq, int64_t nkv, int64_t rot) = 0;
+    // rope_backward on dq[N,nq,hd] and dk[N,nkv,hd], cca_qk_mean_forward(q_pre, k_pre; conv, z) to recompute the
+    // pre-norm vectors, cca_qk_norm_backward (dtemp[nkv] +=), cca_qk_mean_backward: dconv[N,C], dz[N,C] (=). dq, dk,
+    // q_pre, k_pre are clobbered (scratch).
+    virtual void cca_qk_backward(real *dconv, real *dz, real *dtemp, real *dq, real *dk, real *q_pre, real *k_pre,
+                                 const real *conv, const real *z, const real *qn, const real *kn, const real *temp,
+                                 const real *cos_t, const real *sin_t, int64_t N, int64_t nq, int64_t nkv,
+                                 int64_t hd, int64_t rot) = 0;
     // The router MLP after the EDA state: rmsnorm_forward(r_norm, r_rstd; rho[N,R], norm_w); h1[N,R] = r_norm·fc1ᵀ +
     // fc1_b, a1 = gelu(h1), h2 = a1·fc2ᵀ + fc2_b, a2 = gelu(h2), logits[N,K] = a2·outᵀ; router_select_forward(probs,
     // choice, p_sel; logits, bias). Every output written (=), as the chain writes it.

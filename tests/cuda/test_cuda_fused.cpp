@@ -159,6 +159,54 @@ TEST_P(CudaFusedCca, ConvQkChainForward) {
     EXPECT_LT(rel_err(download(kn_d), kn), kFp32Tol) << "kn";
 }
 
+// cca_qk_backward against cpu::rope_backward (q, k) → cca_qk_mean_forward → cca_qk_norm_backward →
+// cca_qk_mean_backward, from the CPU forward's conv output and norms; dtemp accumulates, and a rerun is identical.
+TEST_P(CudaFusedCca, QkChainBackward) {
+    const CcaChainCase cc = GetParam();
+    const int64_t nq = cc.nq, nkv = cc.nkv, hd = cc.hd, C = (nq + nkv) * hd, half = cc.rot / 2;
+    int64_t N = 0;
+    for (int64_t T : cc.lens) N += T;
+    std::vector<int32_t> pos;
+    for (int64_t T : cc.lens)
+        for (int64_t t = 0; t < T; ++t) pos.push_back(int32_t(t));
+    // A forward point: conv output and z random, norms from the CPU's mean and norm.
+    const auto conv = random_vec(size_t(N * C), 500), z = random_vec(size_t(N * C), 501);
+    const auto temp = random_vec(size_t(nkv), 502, 0.2, 1.0), dtemp0 = random_vec(size_t(nkv), 503);
+    const auto dq0 = random_vec(size_t(N * nq * hd), 504), dk0 = random_vec(size_t(N * nkv * hd), 505);
+    std::vector<float> q(dq0.size()), k(dk0.size()), qn(size_t(N * nq)), kn(size_t(N * nkv));
+    cpu::cca_qk_mean_forward(q.data(), k.data(), conv.data(), z.data(), N, nq, nkv, hd);
+    cpu::cca_qk_norm_forward(q.data(), k.data(), qn.data(), kn.data(), temp.data(), N, nq, nkv, hd);
+    std::vector<float> cos_t(size_t(std::max<int64_t>(1, N * half))), sin_t(cos_t.size());
+    if (half > 0) cpu::rope_tables(cos_t.data(), sin_t.data(), pos.data(), N, cc.rot, 10000.0);
+
+    auto dq = dq0, dk = dk0, dtemp = dtemp0;
+    std::vector<float> q_pre(dq0.size()), k_pre(dk0.size()), dconv(size_t(N * C)), dz(size_t(N * C));
+    cpu::rope_backward(dq.data(), cos_t.data(), sin_t.data(), N, nq, hd, cc.rot);
+    cpu::rope_backward(dk.data(), cos_t.data(), sin_t.data(), N, nkv, hd, cc.rot);
+    cpu::cca_qk_mean_forward(q_pre.data(), k_pre.data(), conv.data(), z.data(), N, nq, nkv, hd);
+    cpu::cca_qk_norm_backward(dq.data(), dk.data(), dtemp.data(), q_pre.data(), k_pre.data(), qn.data(), kn.data(),
+                              temp.data(), N, nq, nkv, hd);
+    cpu::cca_qk_mean_backward(dconv.data(), dz.data(), dq.data(), dk.data(), N, nq, nkv, hd);
+
+    auto conv_d = upload(conv), z_d = upload(z), qn_d = upload(qn), kn_d = upload(kn), temp_d = upload(temp);
+    auto cos_d = upload(cos_t), sin_d = upload(sin_t);
+    std::vector<float> first[3];
+    for (int run = 0; run < 2; ++run) {
+        auto dq_d = upload(dq0), dk_d = upload(dk0), dtemp_d = upload(dtemp0);
+        auto qp_d = poisoned(q_pre.size()), kp_d = poisoned(k_pre.size());
+        auto dconv_d = poisoned(dconv.size()), dz_d = poisoned(dz.size());
+        cuda::cca_qk_backward(dconv_d.data(), dz_d.data(), dtemp_d.data(), dq_d.data(), dk_d.data(), qp_d.data(),
+                              kp_d.data(), conv_d.data(), z_d.data(), qn_d.data(), kn_d.data(), temp_d.data(),
+                              cos_d.data(), sin_d.data(), N, nq, nkv, hd, cc.rot);
+        const std::vector<float> got[3] = {download(dconv_d), download(dz_d), download(dtemp_d)};
+        EXPECT_LT(rel_err(got[0], dconv), kFp32Tol) << "dconv";
+        EXPECT_LT(rel_err(got[1], dz), kFp32Tol) << "dz";
+        EXPECT_LT(rel_err(got[2], dtemp), kFp32Tol) << "dtemp";
+        if (run == 0) std::copy(got, got + 3, first);
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i], first[i]) << "output " << i << " differs on a rerun";
+    }
+}
+
 // GQA groups of 2 and 1; k0, k1 ∈ {2, 3}; partial, full and no RoPE; hd past one 128-thread pass (160).
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaFusedCca,
                          ::testing::Values(CcaChainCase{{5, 1, 0, 19}, 4, 2, 16, 2, 2, 8},

@@ -220,6 +220,16 @@ class CpuBackend final : public Backend {
         cpu::rope_forward(q, cos_t, sin_t, b.N, nq, hd, rot);
         cpu::rope_forward(k, cos_t, sin_t, b.N, nkv, hd, rot);
     }
+    void cca_qk_backward(real *dconv, real *dz, real *dtemp, real *dq, real *dk, real *q_pre, real *k_pre,
+                         const real *conv, const real *z, const real *qn, const real *kn, const real *temp,
+                         const real *cos_t, const real *sin_t, int64_t N, int64_t nq, int64_t nkv, int64_t hd,
+                         int64_t rot) override {
+        cpu::rope_backward(dq, cos_t, sin_t, N, nq, hd, rot);
+        cpu::rope_backward(dk, cos_t, sin_t, N, nkv, hd, rot);
+        cpu::cca_qk_mean_forward(q_pre, k_pre, conv, z, N, nq, nkv, hd);
+        cpu::cca_qk_norm_backward(dq, dk, dtemp, q_pre, k_pre, qn, kn, temp, N, nq, nkv, hd);
+        cpu::cca_qk_mean_backward(dconv, dz, dq, dk, N, nq, nkv, hd);
+    }
     void router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1, real *h2, real *a2, real *logits,
                             real *probs, int32_t *choice, real *p_sel, const real *rho, const real *norm_w,
                             const real *fc1, const real *fc1_b, const real *fc2, const real *fc2_b, const real *out,

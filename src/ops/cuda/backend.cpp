@@ -295,6 +295,13 @@ class CudaBackend final : public Backend {
         cuda::cca_conv_qk_forward(o, p, q, k, qn, kn, z, varlen(b), s, wd, bd, wg, bg, temp, cos_t, sin_t, nq, nkv,
                                   rot);
     }
+    void cca_qk_backward(real *dconv, real *dz, real *dtemp, real *dq, real *dk, real *q_pre, real *k_pre,
+                         const real *conv, const real *z, const real *qn, const real *kn, const real *temp,
+                         const real *cos_t, const real *sin_t, int64_t N, int64_t nq, int64_t nkv, int64_t hd,
+                         int64_t rot) override {
+        cuda::cca_qk_backward(dconv, dz, dtemp, dq, dk, q_pre, k_pre, conv, z, qn, kn, temp, cos_t, sin_t, N, nq, nkv,
+                              hd, rot);
+    }
     void router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1, real *h2, real *a2, real *logits,
                             real *probs, int32_t *choice, real *p_sel, const real *rho, const real *norm_w,
                             const real *fc1, const real *fc1_b, const real *fc2, const real *fc2_b, const real *out,

@@ -1,5 +1,5 @@
 // CCA's forward chain in one kernel (ops/cuda/cca.h cca_conv_qk_forward): depthwise conv → grouped conv → q-k mean
-// → QK-norm → RoPE. A block owns a tile of kTile tokens of one sequence and one KV group (its g query heads and its
+// → QK-norm → RoPE; and the backward of its last three steps in one (cca_qk_backward). A block owns a tile of kTile tokens of one sequence and one KV group (its g query heads and its
 // key head: everything the mean and the norms couple), so nothing but the saved activations goes through memory.
 // The grouped conv is a small GEMM per head: the block stages the depthwise rows of the tile and chunks of the
 // head's weights in shared memory, so each weight is read once per tile, not once per token.
@@ -138,6 +138,90 @@ __global__ void __launch_bounds__(kThreads) cca_chain_kernel(ChainArgs a) {
     }
 }
 
+// Backward of the mean → norm → RoPE part, one block per (token n, KV group j), one warp per head of the group
+// (g query heads, then the key head). Each warp rotates its head's gradient back, recomputes the pre-norm vector
+// from the saved conv output and z, and differentiates the norm; the block then splits the group's gradients into
+// the conv output's and the mean path's shares.
+__global__ void cca_qk_backward_kernel(float *dconv, float *dz, double *dtemp_rows, const float *dq, const float *dk,
+                                       const float *o, const float *z, const float *qn, const float *kn,
+                                       const float *temp, const float *cos_t, const float *sin_t, int64_t nq,
+                                       int64_t nkv, int64_t hd, int64_t half, float scale) {
+    extern __shared__ float smem[]; // [g + 1, hd]: each head's gradient w.r.t. its pre-norm vector
+    __shared__ double dt_lanes[32];
+    const int64_t n = blockIdx.x, j = blockIdx.y, g = nq / nkv, C = (nq + nkv) * hd, Dq = nq * hd;
+    const int lane = int(threadIdx.x) % 32;
+    const int64_t hh = threadIdx.x / 32;
+    const bool is_q = hh < g;
+    const int64_t head = is_q ? n * nq + j * g + hh : n * nkv + j; // row of dq[N·nq] or dk[N·nkv]
+    const float *d_out = (is_q ? dq : dk) + head * hd;
+    const float *zq = z + n * C, *zk = zq + Dq, *oq = o + n * C, *ok = oq + Dq;
+    float *d = smem + hh * hd;
+    // RoPE backward (rotation by −θ): gradient w.r.t. the normalised vector.
+    for (int64_t i = lane; i < half; i += 32) {
+        const float c = cos_t[n * half + i], sn = -sin_t[n * half + i];
+        const float a = d_out[i], b = d_out[i + half];
+        d[i] = a * c - b * sn;
+        d[i + half] = b * c + a * sn;
+    }
+    for (int64_t i = 2 * half + lane; i < hd; i += 32) d[i] = d_out[i];
+    // The pre-norm entries this lane owns (recomputed as the forward computed them) and the norm's dot products.
+    const auto pre = [&](int64_t i) {
+        if (is_q) {
+            const int64_t h = j * g + hh;
+            return oq[h * hd + i] + (zq[h * hd + i] + zk[j * hd + i]) * 0.5f;
+        }
+        float m = 0.0f;
+        for (int64_t h = j * g; h < (j + 1) * g; ++h) m += (zq[h * hd + i] + zk[j * hd + i]) * 0.5f;
+        return ok[j * hd + i] + m / float(g);
+    };
+    const float nrm = (is_q ? qn : kn)[head];
+    float udy = 0.0f;
+    double dt = 0.0;
+    __syncthreads(); // d[] complete: lanes read entries other lanes rotated
+    for (int64_t i = lane; i < hd; i += 32) {
+        const float x = pre(i);
+        udy += x / nrm * d[i];
+        if (!is_q) dt += double(d[i]) * double(scale * x / nrm);
+    }
+    for (int off = 16; off > 0; off >>= 1) udy += __shfl_xor_sync(0xffffffffu, udy, off);
+    if (!is_q) dt_lanes[lane] = dt; // the key warp's lanes; summed in lane order below
+    const float f = (is_q ? 1.0f : temp[j]) * scale / nrm;
+    const bool clamped = nrm <= FLT_EPSILON;
+    __syncthreads();
+    for (int64_t i = lane; i < hd; i += 32) d[i] = f * (clamped ? d[i] : d[i] - pre(i) / nrm * udy);
+    if (!is_q && lane == 0) {
+        double total = 0.0;
+        for (int l = 0; l < 32; ++l) total += dt_lanes[l];
+        dtemp_rows[n * nkv + j] = total;
+    }
+    __syncthreads();
+    // q[h] = o_q[h] + (z_q[h] + z_k[j])/2, k[j] = o_k[j] + mean_h of the same: dconv = dq‖dk, dz the mean path's.
+    float *dc = dconv + n * C, *dzq = dz + n * C, *dzk = dzq + Dq;
+    const float *dkp = smem + g * hd;
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
+        const float dkj = dkp[i] / float(2 * g);
+        float acc = 0.0f;
+        for (int64_t h = 0; h < g; ++h) {
+            const float dqh = smem[h * hd + i];
+            dc[(j * g + h) * hd + i] = dqh;
+            const float m = 0.5f * dqh + dkj;
+            dzq[(j * g + h) * hd + i] = m;
+            acc += m;
+        }
+        dc[Dq + j * hd + i] = dkp[i];
+        dzk[j * hd + i] = acc;
+    }
+}
+
+// dtemp[j] += Σ_n dtemp_rows[n·nkv + j], tokens in order.
+__global__ void add_temp_grads_kernel(float *dtemp, const double *dtemp_rows, int64_t N, int64_t nkv) {
+    const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (j >= nkv) return;
+    double acc = 0.0;
+    for (int64_t n = 0; n < N; ++n) acc += dtemp_rows[n * nkv + j];
+    dtemp[j] += float(acc);
+}
+
 bool fusable(int64_t hd, int64_t k1) { return shared_floats(hd, k1) * sizeof(float) <= 48 * 1024; }
 
 } // namespace
@@ -165,6 +249,31 @@ void cca_conv_qk_forward(float *o, float *p, float *q, float *k, float *qn, floa
     const unsigned tiles = unsigned(std::max<int64_t>(1, (batch.max_len + kTile - 1) / kTile));
     cca_chain_kernel<<<dim3(tiles, unsigned(nkv), unsigned(batch.B)), kThreads,
                        shared_floats(hd, s.k1) * sizeof(float)>>>(a);
+    ZAYA_CUDA_LAUNCHED();
+}
+
+void cca_qk_backward(float *dconv, float *dz, float *dtemp, float *dq, float *dk, float *q_pre, float *k_pre,
+                     const float *conv, const float *z, const float *qn, const float *kn, const float *temp,
+                     const float *cos_t, const float *sin_t, int64_t N, int64_t nq, int64_t nkv, int64_t hd,
+                     int64_t rot) {
+    if (nkv <= 0 || nq % nkv != 0) fail("cca_qk_backward: {} query heads for {} key heads", nq, nkv);
+    const int64_t threads = 32 * (nq / nkv + 1);
+    if (threads > 1024 || size_t((nq / nkv + 1) * hd) * sizeof(float) > 48 * 1024) { // the unfused chain
+        rope_backward(dq, cos_t, sin_t, N, nq, hd, rot);
+        rope_backward(dk, cos_t, sin_t, N, nkv, hd, rot);
+        cca_qk_mean_forward(q_pre, k_pre, conv, z, N, nq, nkv, hd);
+        cca_qk_norm_backward(dq, dk, dtemp, q_pre, k_pre, qn, kn, temp, N, nq, nkv, hd);
+        return cca_qk_mean_backward(dconv, dz, dq, dk, N, nq, nkv, hd);
+    }
+    if (N == 0) return;
+    if (nkv > 65535) fail("cca_qk_backward: {} KV heads exceed the grid", nkv);
+    auto *dtemp_rows = static_cast<double *>(device_scratch(Scratch::CcaTempRows, size_t(N * nkv) * sizeof(double)));
+    cca_qk_backward_kernel<<<dim3(unsigned(N), unsigned(nkv)), unsigned(threads),
+                             size_t((nq / nkv + 1) * hd) * sizeof(float)>>>(dconv, dz, dtemp_rows, dq, dk, conv, z, qn,
+                                                                            kn, temp, cos_t, sin_t, nq, nkv, hd,
+                                                                            rot / 2, sqrtf(float(hd)));
+    ZAYA_CUDA_LAUNCHED();
+    add_temp_grads_kernel<<<blocks_for(nkv, 256), 256>>>(dtemp, dtemp_rows, N, nkv);
     ZAYA_CUDA_LAUNCHED();
 }
 

@@ -28,6 +28,7 @@ enum class Scratch {
     LmHeadLosses,
     SumSquares,
     NormResidualPartials, // rmsnorm_residual_backward's per-block parameter-gradient sums
+    CcaTempRows,          // cca_qk_backward's per-token key-temperature gradients
     Count
 };
 void *device_scratch(Scratch use, size_t bytes);
