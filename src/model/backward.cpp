@@ -59,14 +59,10 @@ void cca_attention_backward(Backend &be, const ZayaConfig &c, int64_t l, const L
     be.linear_backward(s.d_att, g.o_proj, g.o_bias, s.d_tmp, D, A.att, w.o_proj, N, Dq, D, false);
     cpu::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(real(hd)), type == 1 ? *c.sliding_window : 0};
     be.attention_backward(s.dq, s.dk, s.dv, s.d_att, A.att, A.lse, A.q, A.k, A.v, sb, as);
-    // 6. RoPE; 5. QK-norm (needs the pre-norm q/k: recompute them from the saved conv output and z).
-    const int64_t rot = c.rotary_dim(l);
-    be.rope_backward(s.dq, acts.rope_cos[type], acts.rope_sin[type], N, nq, hd, rot);
-    be.rope_backward(s.dk, acts.rope_cos[type], acts.rope_sin[type], N, nkv, hd, rot);
-    be.cca_qk_mean_forward(s.q_pre, s.k_pre, A.conv, A.z, N, nq, nkv, hd);
-    be.cca_qk_norm_backward(s.dq, s.dk, g.temp, s.q_pre, s.k_pre, A.qn, A.kn, w.temp, N, nq, nkv, hd);
-    // 3. q-k mean paths; 2. convs. dz collects both.
-    be.cca_qk_mean_backward(s.dconv, s.dz, s.dq, s.dk, N, nq, nkv, hd);
+    // 6. RoPE; 5. QK-norm (needs the pre-norm q/k: recomputed from the saved conv output and z); 3. q-k mean paths,
+    // as one op. 2. convs; dz collects both.
+    be.cca_qk_backward(s.dconv, s.dz, g.temp, s.dq, s.dk, s.q_pre, s.k_pre, A.conv, A.z, A.qn, A.kn, w.temp,
+                       acts.rope_cos[type], acts.rope_sin[type], N, nq, nkv, hd, c.rotary_dim(l));
     cpu::ConvShape cs{C, nq + nkv, c.cca_time0, c.cca_time1};
     be.cca_conv_backward(s.dz, s.dp, g.conv_dw, g.conv_dw_bias, g.conv_g, g.conv_g_bias, s.dconv, A.z, A.p, sb, cs,
                          w.conv_dw, w.conv_g);
@@ -120,8 +116,10 @@ void model_backward(const Model &m, const Batch &batch, Activations &acts, const
     // Loss → logits → LM head → final norm.
     be.lm_head_backward(s.d_x, gw.lm_head, gw.lm_head_bias, acts.logits, acts.final_norm, m.w.lm_head,
                         m.w.lm_head_bias, acts.targets, N, D, V, loss_scale, count);
-    const real *last = acts.layer(L - 1).res2;
-    be.rmsnorm_backward(s.d_res[0], gw.final_norm, s.d_x, last, m.w.final_norm, acts.final_rstd, N, D, false);
+    // Each norm's backward runs fused with the residual scaling whose output it read (see model_forward): the final
+    // norm and each layer's input_norm with the MoE residual below them, post_norm with the attention residual.
+    if (L == 0)
+        be.rmsnorm_backward(s.d_res[0], gw.final_norm, s.d_x, acts.embed, m.w.final_norm, acts.final_rstd, N, D, false);
     be.zero(s.d_carry, size_t(N * c.router_hidden_size) * sizeof(real));
 
     for (int64_t l = L - 1; l >= 0; --l) {
@@ -132,24 +130,32 @@ void model_backward(const Model &m, const Batch &batch, Activations &acts, const
         const real *rho_prev = l == 0 ? nullptr : acts.layer(l - 1).rho;
         real *d_out = s.d_res[0], *d_in = s.d_res[1];
 
-        // MoE sub-block: res2 = ResScale(moe_out, res1).
-        be.residual_scale_backward(s.d_tmp, s.d_res1, g.mlp_res[0], g.mlp_res[1], g.mlp_res[2], g.mlp_res[3], d_out,
-                                   A.moe_out, A.res1, w.mlp_res[0], w.mlp_res[1], w.mlp_res[2], w.mlp_res[3], N, D,
-                                   false);
+        // MoE sub-block: res2 = ResScale(moe_out, res1), normed by the final norm (last layer: d_out not yet
+        // written) or by layer l+1's input_norm (d_out holds the gradient of layer l+1's attention residual path;
+        // s.d_x still holds d x_norm1 of layer l+1).
+        const bool last = l == L - 1;
+        real *dw_norm = last ? gw.final_norm : gw.layers[size_t(l + 1)].input_norm;
+        const real *w_norm = last ? m.w.final_norm : m.w.layers[size_t(l + 1)].input_norm;
+        const real *rstd = last ? acts.final_rstd : acts.layer(l + 1).rstd1;
+        be.rmsnorm_residual_backward(s.d_tmp, s.d_res1, g.mlp_res[0], g.mlp_res[1], g.mlp_res[2], g.mlp_res[3],
+                                     dw_norm, d_out, s.d_x, A.res2, w_norm, rstd, A.moe_out, A.res1, w.mlp_res[0],
+                                     w.mlp_res[1], w.mlp_res[2], w.mlp_res[3], N, D, /*accumulate_g=*/!last, false);
+        if (!last && layer_done) layer_done(l + 1); // its input_norm was the last of its gradients
         cpu::MoeShape ms{D, c.moe_intermediate_size, c.num_experts, c.skip_passthrough};
         be.moe_experts_backward(s.d_x, s.dp_sel, g.experts_gate_up, g.experts_down, s.dy, s.da, s.dh, s.dxg, s.d_tmp,
                                 A.order, A.offsets, A.p_sel, A.xg, A.h, A.a, A.y, w.experts_gate_up, w.experts_down,
                                 N, ms);
         router_backward(be, c, w, g, N, A, rho_prev, s);
-        be.rmsnorm_backward(s.d_res1, g.post_norm, s.d_x, A.res1, w.post_norm, A.rstd2, N, D, true);
-        // Attention sub-block: res1 = ResScale(attn_out, residual).
-        be.residual_scale_backward(s.d_tmp, d_in, g.attn_res[0], g.attn_res[1], g.attn_res[2], g.attn_res[3],
-                                   s.d_res1, A.attn_out, residual, w.attn_res[0], w.attn_res[1], w.attn_res[2],
-                                   w.attn_res[3], N, D, false);
+        // Attention sub-block: res1 = ResScale(attn_out, residual), normed by post_norm.
+        be.rmsnorm_residual_backward(s.d_tmp, d_in, g.attn_res[0], g.attn_res[1], g.attn_res[2], g.attn_res[3],
+                                     g.post_norm, s.d_res1, s.d_x, A.res1, w.post_norm, A.rstd2, A.attn_out, residual,
+                                     w.attn_res[0], w.attn_res[1], w.attn_res[2], w.attn_res[3], N, D,
+                                     /*accumulate_g=*/true, false);
         cca_attention_backward(be, c, l, w, g, sb, A, acts, s);
-        be.rmsnorm_backward(d_in, g.input_norm, s.d_x, residual, w.input_norm, A.rstd1, N, D, true);
+        // Layer 0's input norm reads the embedding; the others' run fused in the next iteration.
+        if (l == 0) be.rmsnorm_backward(d_in, g.input_norm, s.d_x, residual, w.input_norm, A.rstd1, N, D, true);
         std::swap(s.d_res[0], s.d_res[1]);
-        if (layer_done) layer_done(l);
+        if (l == 0 && layer_done) layer_done(0);
     }
     // Embedding with input bias/scale; the padding row gets nothing from the lookup (nn.Embedding(padding_idx)).
     be.embedding_backward(gw.embed, gw.input_bias, gw.input_scale, s.d_res[0], acts.tokens, m.w.embed,

@@ -31,20 +31,17 @@ void cca_attention_forward(Backend &be, const ZayaConfig &c, int64_t l, const La
     // 1. q‖k projections, packed as the conv input z [N, C].
     be.linear_forward(A.z, C, A.x_norm1, w.q_proj, w.q_bias, N, D, Dq);
     be.linear_forward(A.z + Dq, C, A.x_norm1, w.k_proj, w.k_bias, N, D, Dk);
-    // 2. causal depthwise + grouped conv over time; 3. q-k mean residual paths.
-    cpu::ConvShape cs{C, nq + nkv, c.cca_time0, c.cca_time1};
-    be.cca_conv_forward(A.conv, A.p, A.z, sb, cs, w.conv_dw, w.conv_dw_bias, w.conv_g, w.conv_g_bias);
-    be.cca_qk_mean_forward(A.q, A.k, A.conv, A.z, N, nq, nkv, hd);
-    // 4. values: KV head 0 from the current token, KV head 1 from the previous one (spec A.3 step 4).
+    // 4. values: KV head 0 from the current token, KV head 1 from the previous one (spec A.3 step 4). Independent
+    // of steps 2-6, which run as one fused op after them.
     be.linear_forward(A.v, Dk, A.x_norm1, w.v_cur, w.v_cur_bias, N, D, Dv);
     be.linear_forward(A.v_del, Dv, A.x_norm1, w.v_del, w.v_del_bias, N, D, Dv);
     be.delayed_values_forward(A.v + Dv, Dk, A.v_del, w.v_del_bias, sb, Dv);
-    // 5. L2 QK-norm to √hd with the linear key temperature; 6. partial neox RoPE.
-    be.cca_qk_norm_forward(A.q, A.k, A.qn, A.kn, w.temp, N, nq, nkv, hd);
+    // 2. causal depthwise + grouped conv over time; 3. q-k mean residual paths; 5. L2 QK-norm to √hd with the
+    // linear key temperature; 6. partial neox RoPE.
+    cpu::ConvShape cs{C, nq + nkv, c.cca_time0, c.cca_time1};
     const int type = c.layer_types[size_t(l)] == LayerType::HybridSliding ? 1 : 0;
-    const int64_t rot = c.rotary_dim(l);
-    be.rope_forward(A.q, acts.rope_cos[type], acts.rope_sin[type], N, nq, hd, rot);
-    be.rope_forward(A.k, acts.rope_cos[type], acts.rope_sin[type], N, nkv, hd, rot);
+    be.cca_conv_qk_forward(A.conv, A.p, A.q, A.k, A.qn, A.kn, A.z, sb, cs, w.conv_dw, w.conv_dw_bias, w.conv_g,
+                           w.conv_g_bias, w.temp, acts.rope_cos[type], acts.rope_sin[type], nq, nkv, c.rotary_dim(l));
     // 7. causal GQA attention; 8. output projection.
     cpu::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(real(hd)), type == 1 ? *c.sliding_window : 0};
     be.attention_forward(A.att, A.lse, A.q, A.k, A.v, sb, as);
@@ -58,13 +55,10 @@ void router_forward(Backend &be, const ZayaConfig &c, const LayerWeights &w, int
     // Down-projection into scratch first: with one reused activation set, rho_prev aliases A.rho.
     be.linear_forward(A.h1, R, A.x_norm2, w.router_down, w.router_down_bias, N, D, R);
     be.eda_forward(A.rho, A.h1, w.router_state_scale, rho_prev, N, R);
-    be.rmsnorm_forward(A.r_norm, A.r_rstd, A.rho, w.router_norm, N, R, real(c.rms_norm_eps));
-    be.linear_forward(A.h1, R, A.r_norm, w.router_fc1, w.router_fc1_bias, N, R, R);
-    be.gelu_forward(A.a1, A.h1, N * R);
-    be.linear_forward(A.h2, R, A.a1, w.router_fc2, w.router_fc2_bias, N, R, R);
-    be.gelu_forward(A.a2, A.h2, N * R);
-    be.linear_forward(A.r_logits, K, A.a2, w.router_out, nullptr, N, R, K);
-    be.router_select_forward(A.probs, A.choice, A.p_sel, A.r_logits, w.balancing_biases, N, K);
+    // RMSNorm → fc1 → GELU → fc2 → GELU → out → softmax and selection, as one op.
+    be.router_mlp_forward(A.r_norm, A.r_rstd, A.h1, A.a1, A.h2, A.a2, A.r_logits, A.probs, A.choice, A.p_sel, A.rho,
+                          w.router_norm, w.router_fc1, w.router_fc1_bias, w.router_fc2, w.router_fc2_bias, w.router_out,
+                          w.balancing_biases, N, R, K, real(c.rms_norm_eps));
 }
 
 } // namespace
@@ -102,27 +96,38 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
     }
     be.embedding_forward(acts.embed, acts.tokens, m.w.embed, m.w.input_bias, m.w.input_scale, N, D);
 
+    // Each residual scaling runs fused with the RMSNorm that reads its output: post_norm after attention, and after
+    // the MoE the next layer's input_norm (the final norm after the last layer).
+    const int64_t L = c.num_hidden_layers;
+    const real eps = real(c.rms_norm_eps);
+    if (L == 0)
+        be.rmsnorm_forward(acts.final_norm, acts.final_rstd, acts.embed, m.w.final_norm, N, D, eps);
+    else
+        be.rmsnorm_forward(acts.layer(0).x_norm1, acts.layer(0).rstd1, acts.embed, m.w.layers[0].input_norm, N, D,
+                           eps);
     const real *residual = acts.embed;
     const real *rho_prev = nullptr;
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    for (int64_t l = 0; l < L; ++l) {
         const LayerWeights &w = m.w.layers[size_t(l)];
         LayerActs &A = acts.layer(l);
-        be.rmsnorm_forward(A.x_norm1, A.rstd1, residual, w.input_norm, N, D, real(c.rms_norm_eps));
         cca_attention_forward(be, c, l, w, sb, A, acts);
-        be.residual_scale_forward(A.res1, A.attn_out, residual, w.attn_res[0], w.attn_res[1], w.attn_res[2],
-                                  w.attn_res[3], N, D);
-        be.rmsnorm_forward(A.x_norm2, A.rstd2, A.res1, w.post_norm, N, D, real(c.rms_norm_eps));
+        be.residual_rmsnorm_forward(A.res1, A.x_norm2, A.rstd2, A.attn_out, residual, w.attn_res[0], w.attn_res[1],
+                                    w.attn_res[2], w.attn_res[3], w.post_norm, N, D, eps);
         router_forward(be, c, w, N, rho_prev, A);
         be.moe_group_tokens(A.order, A.offsets, A.choice, N, c.num_experts);
         cpu::MoeShape ms{D, c.moe_intermediate_size, c.num_experts, c.skip_passthrough};
         be.moe_experts_forward(A.moe_out, A.xg, A.h, A.a, A.y, A.x_norm2, A.order, A.offsets, A.p_sel,
                                w.experts_gate_up, w.experts_down, N, ms);
-        be.residual_scale_forward(A.res2, A.moe_out, A.res1, w.mlp_res[0], w.mlp_res[1], w.mlp_res[2], w.mlp_res[3],
-                                  N, D);
+        // (With one reused activation set, the next layer's x_norm1 is this layer's: no longer read here.)
+        const bool last = l + 1 == L;
+        real *normed = last ? acts.final_norm : acts.layer(l + 1).x_norm1;
+        real *rstd = last ? acts.final_rstd : acts.layer(l + 1).rstd1;
+        const real *norm_w = last ? m.w.final_norm : m.w.layers[size_t(l + 1)].input_norm;
+        be.residual_rmsnorm_forward(A.res2, normed, rstd, A.moe_out, A.res1, w.mlp_res[0], w.mlp_res[1], w.mlp_res[2],
+                                    w.mlp_res[3], norm_w, N, D, eps);
         residual = A.res2;
         rho_prev = A.rho;
     }
-    be.rmsnorm_forward(acts.final_norm, acts.final_rstd, residual, m.w.final_norm, N, D, real(c.rms_norm_eps));
 
     ForwardResult r;
     r.loss = be.lm_head_forward(acts.logits, acts.losses, acts.final_norm, m.w.lm_head, m.w.lm_head_bias,

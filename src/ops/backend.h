@@ -145,6 +145,45 @@ class Backend {
                               double weight_decay, const AdamWHyper &hyper, int64_t step) = 0;
     virtual void muon_step(real *param, const real *grad, real *momentum, int64_t count, int64_t rows, int64_t cols,
                            double lr, double weight_decay, const MuonHyper &hyper) = 0;
+
+    // Fused ops: one op for a chain of the ops above, the same results (the CPU runs the chain itself, so its numbers
+    // are bit-identical; a GPU fuses the passes over memory).
+    //
+    // residual_scale_forward then rmsnorm_forward of its output: out[N,D] = (x + hs_bias) ⊙ hs_scale +
+    // (res + res_bias) ⊙ res_scale (=); y[N,D] = w ⊙ out·rstd (=), rstd[N] = 1/√(mean(out²) + eps) (=).
+    virtual void residual_rmsnorm_forward(real *out, real *y, real *rstd, const real *x, const real *res,
+                                          const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                          const real *res_bias, const real *w, int64_t N, int64_t D, real eps) = 0;
+    // rmsnorm_backward of dy[N,D] through the norm of `out` (w, rstd) into g[N,D] (= or += by accumulate_g), dw[D]
+    // +=; then residual_scale_backward with dout = g: dx[N,D] (=), dres[N,D] (= or += by accumulate_dres), the four
+    // parameter grads [D] +=. g is clobbered (its contents afterwards are unspecified); no output aliases an input.
+    virtual void rmsnorm_residual_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias,
+                                           real *d_res_scale, real *d_res_bias, real *dw, real *g, const real *dy,
+                                           const real *out, const real *w, const real *rstd, const real *x,
+                                           const real *res, const real *hs_scale, const real *hs_bias,
+                                           const real *res_scale, const real *res_bias, int64_t N, int64_t D,
+                                           bool accumulate_g, bool accumulate_dres) = 0;
+    // cca_conv_forward (o, p), cca_qk_mean_forward, cca_qk_norm_forward (q, k, qn, kn), then rope_forward on q[N,nq,hd]
+    // and k[N,nkv,hd] with tables [N, rot/2]: every output written (=), as the chain writes it. The conv groups are
+    // the heads (s.groups = nq + nkv, hd = s.C / s.groups).
+    virtual void cca_conv_qk_forward(real *o, real *p, real *q, real *k, real *qn, real *kn, const real *z,
+                                     const SeqBatch &b, const cpu::ConvShape &s, const real *wd, const real *bd,
+                                     const real *wg, const real *bg, const real *temp, const real *cos_t,
+                                     const real *sin_t, int64_t nq, int64_t nkv, int64_t rot) = 0;
+    // rope_backward on dq[N,nq,hd] and dk[N,nkv,hd], cca_qk_mean_forward(q_pre, k_pre; conv, z) to recompute the
+    // pre-norm vectors, cca_qk_norm_backward (dtemp[nkv] +=), cca_qk_mean_backward: dconv[N,C], dz[N,C] (=). dq, dk,
+    // q_pre, k_pre are clobbered (scratch).
+    virtual void cca_qk_backward(real *dconv, real *dz, real *dtemp, real *dq, real *dk, real *q_pre, real *k_pre,
+                                 const real *conv, const real *z, const real *qn, const real *kn, const real *temp,
+                                 const real *cos_t, const real *sin_t, int64_t N, int64_t nq, int64_t nkv,
+                                 int64_t hd, int64_t rot) = 0;
+    // The router MLP after the EDA state: rmsnorm_forward(r_norm, r_rstd; rho[N,R], norm_w); h1[N,R] = r_norm·fc1ᵀ +
+    // fc1_b, a1 = gelu(h1), h2 = a1·fc2ᵀ + fc2_b, a2 = gelu(h2), logits[N,K] = a2·outᵀ; router_select_forward(probs,
+    // choice, p_sel; logits, bias). Every output written (=), as the chain writes it.
+    virtual void router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1, real *h2, real *a2, real *logits,
+                                    real *probs, int32_t *choice, real *p_sel, const real *rho, const real *norm_w,
+                                    const real *fc1, const real *fc1_b, const real *fc2, const real *fc2_b,
+                                    const real *out, const real *bias, int64_t N, int64_t R, int64_t K, real eps) = 0;
 };
 
 Backend &cpu_backend();

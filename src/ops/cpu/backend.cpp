@@ -192,6 +192,57 @@ class CpuBackend final : public Backend {
                    const MuonHyper &) override {
         fail("internal error: on the CPU, Muon runs in Optimizer::update (whole matrices per thread)");
     }
+
+    // Fused ops: the chains themselves, so the numbers are those of the unfused ops.
+    void residual_rmsnorm_forward(real *out, real *y, real *rstd, const real *x, const real *res,
+                                  const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                  const real *res_bias, const real *w, int64_t N, int64_t D, real eps) override {
+        cpu::residual_scale_forward(out, x, res, hs_scale, hs_bias, res_scale, res_bias, N, D);
+        cpu::rmsnorm_forward(y, rstd, out, w, N, D, eps);
+    }
+    void rmsnorm_residual_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias, real *d_res_scale,
+                                   real *d_res_bias, real *dw, real *g, const real *dy, const real *out,
+                                   const real *w, const real *rstd, const real *x, const real *res,
+                                   const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                   const real *res_bias, int64_t N, int64_t D, bool accumulate_g,
+                                   bool accumulate_dres) override {
+        cpu::rmsnorm_backward(g, dw, dy, out, w, rstd, N, D, accumulate_g);
+        cpu::residual_scale_backward(dx, dres, d_hs_scale, d_hs_bias, d_res_scale, d_res_bias, g, x, res, hs_scale,
+                                     hs_bias, res_scale, res_bias, N, D, accumulate_dres);
+    }
+    void cca_conv_qk_forward(real *o, real *p, real *q, real *k, real *qn, real *kn, const real *z, const SeqBatch &b,
+                             const cpu::ConvShape &s, const real *wd, const real *bd, const real *wg, const real *bg,
+                             const real *temp, const real *cos_t, const real *sin_t, int64_t nq, int64_t nkv,
+                             int64_t rot) override {
+        const int64_t hd = s.C / s.groups;
+        cpu::cca_conv_forward(o, p, z, b.seq_start, b.B, s, wd, bd, wg, bg);
+        cpu::cca_qk_mean_forward(q, k, o, z, b.N, nq, nkv, hd);
+        cpu::cca_qk_norm_forward(q, k, qn, kn, temp, b.N, nq, nkv, hd);
+        cpu::rope_forward(q, cos_t, sin_t, b.N, nq, hd, rot);
+        cpu::rope_forward(k, cos_t, sin_t, b.N, nkv, hd, rot);
+    }
+    void cca_qk_backward(real *dconv, real *dz, real *dtemp, real *dq, real *dk, real *q_pre, real *k_pre,
+                         const real *conv, const real *z, const real *qn, const real *kn, const real *temp,
+                         const real *cos_t, const real *sin_t, int64_t N, int64_t nq, int64_t nkv, int64_t hd,
+                         int64_t rot) override {
+        cpu::rope_backward(dq, cos_t, sin_t, N, nq, hd, rot);
+        cpu::rope_backward(dk, cos_t, sin_t, N, nkv, hd, rot);
+        cpu::cca_qk_mean_forward(q_pre, k_pre, conv, z, N, nq, nkv, hd);
+        cpu::cca_qk_norm_backward(dq, dk, dtemp, q_pre, k_pre, qn, kn, temp, N, nq, nkv, hd);
+        cpu::cca_qk_mean_backward(dconv, dz, dq, dk, N, nq, nkv, hd);
+    }
+    void router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1, real *h2, real *a2, real *logits,
+                            real *probs, int32_t *choice, real *p_sel, const real *rho, const real *norm_w,
+                            const real *fc1, const real *fc1_b, const real *fc2, const real *fc2_b, const real *out,
+                            const real *bias, int64_t N, int64_t R, int64_t K, real eps) override {
+        rmsnorm_forward(r_norm, r_rstd, rho, norm_w, N, R, eps);
+        linear_forward(h1, R, r_norm, fc1, fc1_b, N, R, R);
+        gelu_forward(a1, h1, N * R);
+        linear_forward(h2, R, a1, fc2, fc2_b, N, R, R);
+        gelu_forward(a2, h2, N * R);
+        linear_forward(logits, K, a2, out, nullptr, N, R, K);
+        router_select_forward(probs, choice, p_sel, logits, bias, N, K);
+    }
 };
 
 } // namespace

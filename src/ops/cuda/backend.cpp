@@ -286,6 +286,53 @@ class CudaBackend final : public Backend {
                          float(-muon_adjusted_lr(lr, h.lr_adjust, rows, cols)));
     }
 
+    // Fused ops (ops/cuda/residual_norm.cu, cca_fused.cu, router_fused.cu).
+    void residual_rmsnorm_forward(real *out, real *y, real *rstd, const real *x, const real *res,
+                                  const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                  const real *res_bias, const real *w, int64_t N, int64_t D, real eps) override {
+        cuda::residual_rmsnorm_forward(out, y, rstd, x, res, hs_scale, hs_bias, res_scale, res_bias, w, N, D, eps);
+    }
+    void rmsnorm_residual_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias, real *d_res_scale,
+                                   real *d_res_bias, real *dw, real *g, const real *dy, const real *out,
+                                   const real *w, const real *rstd, const real *x, const real *res,
+                                   const real *hs_scale, const real *hs_bias, const real *res_scale,
+                                   const real *res_bias, int64_t N, int64_t D, bool accumulate_g,
+                                   bool accumulate_dres) override {
+        cuda::rmsnorm_residual_backward(dx, dres, d_hs_scale, d_hs_bias, d_res_scale, d_res_bias, dw, g, dy, out, w,
+                                        rstd, x, res, hs_scale, hs_bias, res_scale, res_bias, N, D, accumulate_g,
+                                        accumulate_dres);
+    }
+    void cca_conv_qk_forward(real *o, real *p, real *q, real *k, real *qn, real *kn, const real *z, const SeqBatch &b,
+                             const cpu::ConvShape &s, const real *wd, const real *bd, const real *wg, const real *bg,
+                             const real *temp, const real *cos_t, const real *sin_t, int64_t nq, int64_t nkv,
+                             int64_t rot) override {
+        cuda::cca_conv_qk_forward(o, p, q, k, qn, kn, z, varlen(b), s, wd, bd, wg, bg, temp, cos_t, sin_t, nq, nkv,
+                                  rot);
+    }
+    void cca_qk_backward(real *dconv, real *dz, real *dtemp, real *dq, real *dk, real *q_pre, real *k_pre,
+                         const real *conv, const real *z, const real *qn, const real *kn, const real *temp,
+                         const real *cos_t, const real *sin_t, int64_t N, int64_t nq, int64_t nkv, int64_t hd,
+                         int64_t rot) override {
+        cuda::cca_qk_backward(dconv, dz, dtemp, dq, dk, q_pre, k_pre, conv, z, qn, kn, temp, cos_t, sin_t, N, nq, nkv,
+                              hd, rot);
+    }
+    void router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1, real *h2, real *a2, real *logits,
+                            real *probs, int32_t *choice, real *p_sel, const real *rho, const real *norm_w,
+                            const real *fc1, const real *fc1_b, const real *fc2, const real *fc2_b, const real *out,
+                            const real *bias, int64_t N, int64_t R, int64_t K, real eps) override {
+        // One fp32 kernel; bf16 matmuls (autocast's rounding of the operands) and outsize tiles run the chain.
+        if (precision_ == cpu::MatmulPrecision::F32 && cuda::router_mlp_fusable(R, K))
+            return cuda::router_mlp_forward(r_norm, r_rstd, h1, a1, h2, a2, logits, probs, choice, p_sel, rho, norm_w,
+                                            fc1, fc1_b, fc2, fc2_b, out, bias, N, R, K, eps);
+        rmsnorm_forward(r_norm, r_rstd, rho, norm_w, N, R, eps);
+        linear_forward(h1, R, r_norm, fc1, fc1_b, N, R, R);
+        gelu_forward(a1, h1, N * R);
+        linear_forward(h2, R, a1, fc2, fc2_b, N, R, R);
+        gelu_forward(a2, h2, N * R);
+        linear_forward(logits, K, a2, out, nullptr, N, R, K);
+        router_select_forward(probs, choice, p_sel, logits, bias, N, K);
+    }
+
   private:
     cpu::MatmulPrecision precision_ = cpu::MatmulPrecision::F32;
     GrowingBuffer a16_, b16_;

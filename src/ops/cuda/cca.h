@@ -41,6 +41,24 @@ void cca_qk_norm_forward(float *q, float *k, float *qn, float *kn, const float *
 void cca_qk_norm_backward(float *dq, float *dk, float *dtemp, const float *q_pre, const float *k_pre, const float *qn,
                           const float *kn, const float *temp, int64_t N, int64_t nq, int64_t nkv, int64_t hd);
 
+// The forward chain in one kernel (ops/cuda/cca_fused.cu): cca_conv_forward (o, p), cca_qk_mean_forward,
+// cca_qk_norm_forward (q, k, qn, kn) and rope_forward on q and k (tables [N, rot/2]); every output = (written).
+// Conv groups are the heads (s.groups = nq + nkv, hd = C/groups). Heads too wide for one block's shared memory run
+// the unfused chain.                                                            (Backend::cca_conv_qk_forward)
+void cca_conv_qk_forward(float *o, float *p, float *q, float *k, float *qn, float *kn, const float *z,
+                         const VarlenBatch &batch, const ConvShape &s, const float *wd, const float *bd,
+                         const float *wg, const float *bg, const float *temp, const float *cos_t, const float *sin_t,
+                         int64_t nq, int64_t nkv, int64_t rot);
+
+// Backward of cca_qk_mean_forward → cca_qk_norm_forward → rope_forward (q, k) in one kernel: from dq, dk (w.r.t.
+// the rotated outputs) to dconv[N,C] (=) and dz[N,C] (= the mean path's share), dtemp[nkv] += (tokens in order, in
+// double); conv and z are the forward's. dq, dk, q_pre, k_pre are clobbered (the unfused chain's scratch, used where
+// a KV group exceeds one block).                                                   (Backend::cca_qk_backward)
+void cca_qk_backward(float *dconv, float *dz, float *dtemp, float *dq, float *dk, float *q_pre, float *k_pre,
+                     const float *conv, const float *z, const float *qn, const float *kn, const float *temp,
+                     const float *cos_t, const float *sin_t, int64_t N, int64_t nq, int64_t nkv, int64_t hd,
+                     int64_t rot);
+
 // In place neox (rotate-half) RoPE on the first `rot` dims of every head of x[N,H,hd], with cos/sin tables
 // [N, rot/2]; the backward rotates back (the transpose).                        (cpu::rope_forward/backward)
 void rope_forward(float *x, const float *cos_t, const float *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot);

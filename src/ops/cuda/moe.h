@@ -14,6 +14,15 @@ using cpu::MoeShape;
 // chosen (unbiased) probability.                                                 (cpu::router_select_forward)
 void router_select_forward(float *probs, int32_t *choice, float *p_sel, const float *logits, const float *bias,
                            int64_t N, int64_t K);
+// The router MLP after the EDA state in one kernel (ops/cuda/router_fused.cu), all fp32: rmsnorm_forward(r_norm,
+// r_rstd; rho[N,R], norm_w), h1 = r_norm·fc1ᵀ + fc1_b, a1 = gelu(h1), h2 = a1·fc2ᵀ + fc2_b, a2 = gelu(h2),
+// logits[N,K] = a2·outᵀ, then router_select_forward(probs, choice, p_sel; bias): every output = (biases may be
+// null). Only where router_mlp_fusable(R, K) (one tile's activations fit shared memory).
+bool router_mlp_fusable(int64_t R, int64_t K);
+void router_mlp_forward(float *r_norm, float *r_rstd, float *h1, float *a1, float *h2, float *a2, float *logits,
+                        float *probs, int32_t *choice, float *p_sel, const float *rho, const float *norm_w,
+                        const float *fc1, const float *fc1_b, const float *fc2, const float *fc2_b, const float *out,
+                        const float *bias, int64_t N, int64_t R, int64_t K, float eps);
 // dlogits[N,K] (=) from dp_sel[N].                                               (cpu::router_select_backward)
 void router_select_backward(float *dlogits, const float *dp_sel, const float *probs, const int32_t *choice, int64_t N,
                             int64_t K);

@@ -16,6 +16,19 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
 // out[N,D] = (x + hs_bias) ⊙ hs_scale + (res + res_bias) ⊙ res_scale         (cpu::residual_scale_forward)
 void residual_scale_forward(float *out, const float *x, const float *res, const float *hs_scale, const float *hs_bias,
                             const float *res_scale, const float *res_bias, int64_t N, int64_t D);
+// Fused residual_scale_forward → rmsnorm_forward of its output (ops/cuda/residual_norm.cu): out[N,D] (=) the
+// residual scaling, y[N,D] = w ⊙ out·rstd, rstd[N] (=). One pass per row.        (Backend::residual_rmsnorm_forward)
+void residual_rmsnorm_forward(float *out, float *y, float *rstd, const float *x, const float *res,
+                              const float *hs_scale, const float *hs_bias, const float *res_scale,
+                              const float *res_bias, const float *w, int64_t N, int64_t D, float eps);
+// Fused rmsnorm_backward (dy through the norm of `out`, into g: = or +=) → residual_scale_backward of g: dx (=),
+// dres (= or +=), dw and the four residual parameter grads [D] += (column sums over rows in a fixed order); g is
+// clobbered. No output may alias an input.                                        (Backend::rmsnorm_residual_backward)
+void rmsnorm_residual_backward(float *dx, float *dres, float *d_hs_scale, float *d_hs_bias, float *d_res_scale,
+                               float *d_res_bias, float *dw, float *g, const float *dy, const float *out,
+                               const float *w, const float *rstd, const float *x, const float *res,
+                               const float *hs_scale, const float *hs_bias, const float *res_scale,
+                               const float *res_bias, int64_t N, int64_t D, bool accumulate_g, bool accumulate_dres);
 // out[N,D] = (table[tokens[n]] + bias) ⊙ scale                                (cpu::embedding_forward)
 void embedding_forward(float *out, const int32_t *tokens, const float *table, const float *bias, const float *scale,
                        int64_t N, int64_t D);

@@ -20,10 +20,19 @@ void copy_on_device(void *dst, const void *src, size_t bytes); // device to devi
 void fill_bytes(void *dst, int byte, size_t bytes); // e.g. 0xFF poisons fp32 outputs with NaNs
 void synchronize(); // waits for the default stream; surfaces asynchronous kernel errors
 
-// Temporary device space of the ops that need some (chunked LM head, sums of squares): one buffer per use, grown to
-// the largest request and then reused, so a training step allocates nothing after its first. The ops run from one
-// host thread (the default stream), as these buffers assume.
-enum class Scratch { LmHeadLogits, LmHeadLosses, LmHeadBf16, SumSquares, AttentionRowDots, Count };
+// Temporary device space of the ops that need some (chunked LM head, sums of squares, fused norm backward,
+// attention backward): one buffer per use, grown to the largest request and then reused, so a training step allocates
+// nothing after its first. The ops run from one host thread (the default stream), as these buffers assume.
+enum class Scratch {
+    LmHeadLogits,
+    LmHeadLosses,
+    LmHeadBf16, // the bf16 copies of the LM head's GEMM operands
+    SumSquares,
+    AttentionRowDots,     // the attention backward's softmax row dots D
+    NormResidualPartials, // rmsnorm_residual_backward's per-block parameter-gradient sums
+    CcaTempRows,          // cca_qk_backward's per-token key-temperature gradients
+    Count
+};
 void *device_scratch(Scratch use, size_t bytes);
 
 // The stream kernels launch on: the legacy default stream (null), unless a LaunchStreamScope sets another — as a
