@@ -3,6 +3,7 @@
 # compiled as C++ and executed thread by thread, under AddressSanitizer+UBSan (default) or ThreadSanitizer.
 #   scripts/cuda_emulate.sh [address|thread] [gtest args...]
 #   e.g. scripts/cuda_emulate.sh thread --gtest_filter='CudaAttention.*'
+#   ZAYA_EMU_SHARDS=2 scripts/cuda_emulate.sh   (the tests split over 2 processes running at once)
 # Builds into build-emu-<sanitizer>/ (the CUDA backend itself is not built there). Slow: small shapes only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,4 +14,25 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZAYA_CUDA=OFF -DZAYA_
     -DZAYA_CUDA_EMU_SANITIZER="$san" >/dev/null
 nice -n 15 cmake --build "$dir" --target zaya_cuda_emu_tests -j"${JOBS:-2}"
 # One OpenMP thread: the CPU reference ops run alongside, and libgomp's own threads are invisible to TSan.
-OMP_NUM_THREADS=1 "$dir"/zaya_cuda_emu_tests "$@"
+shards=${ZAYA_EMU_SHARDS:-1}
+if [[ $shards -le 1 ]]; then
+    OMP_NUM_THREADS=1 "$dir"/zaya_cuda_emu_tests "$@"
+    exit
+fi
+# ZAYA_EMU_SHARDS=N: N processes, each running every N-th test (gtest sharding) — the emulator keeps about one core
+# busy, so on N cores this divides the wall time. Each shard's output is printed when all are done.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+pids=()
+for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i OMP_NUM_THREADS=1 "$dir"/zaya_cuda_emu_tests "$@" \
+        >"$logs/$i" 2>&1 &
+    pids+=($!)
+done
+rc=0
+for ((i = 0; i < shards; ++i)); do
+    wait "${pids[$i]}" || rc=1
+    echo "-- shard $((i + 1))/$shards"
+    cat "$logs/$i"
+done
+exit $rc

@@ -16,7 +16,7 @@ cmake --build build-asan --target zaya_tests zaya
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 build-asan/zaya_tests --gtest_brief=1
 
 echo "== CUDA kernels emulated on the CPU (ASan+UBSan)"
-bash scripts/cuda_emulate.sh address --gtest_brief=1
+ZAYA_EMU_SHARDS=$jobs bash scripts/cuda_emulate.sh address --gtest_brief=1
 echo "== training on the emulated CUDA backend against the CPU (zaya_emu)"
 nice cmake --build build-emu-address --target zaya_emu -j"$jobs" >/dev/null
 bash tests/cli/test_device_emu.sh build-emu-address/zaya_emu .
