@@ -29,17 +29,33 @@ struct AttnCase {
     int64_t grid_len = 0; // max_len told to the kernels if > 0: shorter than a sequence, blocks stride over tiles
 };
 
+// A case's batch layout, shape and random inputs (q, k, v, dout).
+struct AttnInputs {
+    std::vector<int64_t> seq_start;
+    int64_t B, N, max_len;
+    cpu::AttnShape s;
+    size_t nqe, nke; // elements of q (and out, dout) and of k (and v)
+    std::vector<float> q, k, v, dout;
+};
+
+AttnInputs attention_inputs(const AttnCase &c, uint64_t seed) {
+    AttnInputs in;
+    in.B = int64_t(c.lengths.size());
+    in.seq_start.assign(size_t(in.B + 1), 0);
+    for (int64_t b = 0; b < in.B; ++b) in.seq_start[size_t(b + 1)] = in.seq_start[size_t(b)] + c.lengths[size_t(b)];
+    in.N = in.seq_start[size_t(in.B)];
+    in.max_len = c.grid_len > 0 ? c.grid_len : *std::max_element(c.lengths.begin(), c.lengths.end());
+    in.s = cpu::AttnShape{c.nq, c.nkv, c.hd, 1.0f / std::sqrt(float(c.hd)), c.window};
+    in.nqe = size_t(in.N * c.nq * c.hd), in.nke = size_t(in.N * c.nkv * c.hd);
+    in.q = random_vec(in.nqe, seed), in.k = random_vec(in.nke, seed + 1), in.v = random_vec(in.nke, seed + 2);
+    in.dout = random_vec(in.nqe, seed + 3);
+    return in;
+}
+
 void check_attention(const AttnCase &c, uint64_t seed) {
     SCOPED_TRACE(::testing::Message() << "nq=" << c.nq << " nkv=" << c.nkv << " hd=" << c.hd << " window=" << c.window);
-    const int64_t B = int64_t(c.lengths.size());
-    std::vector<int64_t> seq_start(size_t(B + 1), 0);
-    for (int64_t b = 0; b < B; ++b) seq_start[size_t(b + 1)] = seq_start[size_t(b)] + c.lengths[size_t(b)];
-    const int64_t N = seq_start[size_t(B)];
-    const int64_t max_len = c.grid_len > 0 ? c.grid_len : *std::max_element(c.lengths.begin(), c.lengths.end());
-    const cpu::AttnShape s{c.nq, c.nkv, c.hd, 1.0f / std::sqrt(float(c.hd)), c.window};
-    const size_t nqe = size_t(N * c.nq * c.hd), nke = size_t(N * c.nkv * c.hd);
-    auto q = random_vec(nqe, seed), k = random_vec(nke, seed + 1), v = random_vec(nke, seed + 2);
-    auto dout = random_vec(nqe, seed + 3);
+    const AttnInputs in = attention_inputs(c, seed);
+    const auto &[seq_start, B, N, max_len, s, nqe, nke, q, k, v, dout] = in;
 
     std::vector<float> out(nqe), lse(size_t(N * c.nq)), dq(nqe), dk(nke), dv(nke);
     cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), seq_start.data(), B, s);
@@ -96,14 +112,8 @@ std::vector<float> bf16_rounded(std::vector<float> x) {
 void check_attention_bf16(const AttnCase &c, uint64_t seed) {
     SCOPED_TRACE(::testing::Message() << "bf16 nq=" << c.nq << " nkv=" << c.nkv << " hd=" << c.hd
                                       << " window=" << c.window);
-    const int64_t B = int64_t(c.lengths.size());
-    std::vector<int64_t> seq_start(size_t(B + 1), 0);
-    for (int64_t b = 0; b < B; ++b) seq_start[size_t(b + 1)] = seq_start[size_t(b)] + c.lengths[size_t(b)];
-    const int64_t N = seq_start[size_t(B)];
-    const int64_t max_len = c.grid_len > 0 ? c.grid_len : *std::max_element(c.lengths.begin(), c.lengths.end());
-    const cpu::AttnShape s{c.nq, c.nkv, c.hd, 1.0f / std::sqrt(float(c.hd)), c.window};
-    const size_t nqe = size_t(N * c.nq * c.hd), nke = size_t(N * c.nkv * c.hd);
-    auto q = random_vec(nqe, seed), k = random_vec(nke, seed + 1), v = random_vec(nke, seed + 2);
+    const AttnInputs in = attention_inputs(c, seed);
+    const auto &[seq_start, B, N, max_len, s, nqe, nke, q, k, v, dout] = in;
     std::vector<float> out(nqe), lse(size_t(N * c.nq));
     const auto qr = bf16_rounded(q), kr = bf16_rounded(k), vr = bf16_rounded(v);
     cpu::attention_forward(out.data(), lse.data(), qr.data(), kr.data(), vr.data(), seq_start.data(), B, s);
@@ -121,7 +131,6 @@ void check_attention_bf16(const AttnCase &c, uint64_t seed) {
     EXPECT_EQ(download(out_d), got); // deterministic, and lse is optional
 
     // Backward: the CPU on the bf16-rounded inputs and dout; the GPU also rounds P and dS for their products.
-    auto dout = random_vec(nqe, seed + 3);
     const auto dout_r = bf16_rounded(dout);
     std::vector<float> dq(nqe), dk(nke), dv(nke);
     cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout_r.data(), out.data(), lse.data(), qr.data(),

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/moe.h"
+#include "ops/cuda/router_select.cuh"
 
 namespace zaya::cuda {
 
@@ -12,22 +13,7 @@ __global__ void router_select_forward_kernel(float *probs, int32_t *choice, floa
                                              const float *bias, int64_t N, int64_t K) {
     const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (n >= N) return;
-    const float *l = logits + n * K;
-    float *p = probs + n * K;
-    float m = l[0];
-    for (int64_t e = 1; e < K; ++e) m = fmaxf(m, l[e]);
-    float sum = 0.0f;
-    for (int64_t e = 0; e < K; ++e) sum += (p[e] = expf(l[e] - m));
-    const float inv = 1.0f / sum;
-    int32_t best = 0;
-    float best_v = -INFINITY;
-    for (int64_t e = 0; e < K; ++e) {
-        p[e] *= inv;
-        const float biased = p[e] + bias[e];
-        if (biased > best_v) best_v = biased, best = int32_t(e); // strict: the lowest index wins ties
-    }
-    choice[n] = best;
-    p_sel[n] = p[best];
+    router_select_token(probs + n * K, choice[n], p_sel[n], logits + n * K, bias, K);
 }
 
 // p_c = softmax(l)_c  ⇒  ∂p_c/∂l_e = p_c(δ_ce − p_e); one thread per (token, class).

@@ -4,6 +4,7 @@
 // reads is still written out.
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/moe.h"
+#include "ops/cuda/router_select.cuh"
 
 #include <cmath>
 
@@ -99,22 +100,7 @@ __global__ void __launch_bounds__(kThreads) router_mlp_kernel(RouterArgs a) {
     // Softmax and selection, one thread per token, in the arithmetic order of cpu::router_select_forward.
     if (tid < nt) {
         const int64_t n = n0 + tid;
-        const float *l = ls + tid * K;
-        float *p = a.probs + n * K;
-        float m = l[0];
-        for (int64_t e = 1; e < K; ++e) m = fmaxf(m, l[e]);
-        float sum = 0.0f;
-        for (int64_t e = 0; e < K; ++e) sum += (p[e] = expf(l[e] - m));
-        const float inv = 1.0f / sum;
-        int32_t best = 0;
-        float best_v = -INFINITY;
-        for (int64_t e = 0; e < K; ++e) {
-            p[e] *= inv;
-            const float biased = p[e] + a.bias[e];
-            if (biased > best_v) best_v = biased, best = int32_t(e); // strict: lowest index wins ties
-        }
-        a.choice[n] = best;
-        a.p_sel[n] = p[best];
+        router_select_token(a.probs + n * K, a.choice[n], a.p_sel[n], ls + tid * K, a.bias, K);
     }
 }
 
