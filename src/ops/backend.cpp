@@ -4,6 +4,19 @@
 
 namespace zaya {
 
+void Backend::router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1, real *h2, real *a2, real *logits,
+                                 real *probs, int32_t *choice, real *p_sel, const real *rho, const real *norm_w,
+                                 const real *fc1, const real *fc1_b, const real *fc2, const real *fc2_b,
+                                 const real *out, const real *bias, int64_t N, int64_t R, int64_t K, real eps) {
+    rmsnorm_forward(r_norm, r_rstd, rho, norm_w, N, R, eps);
+    linear_forward(h1, R, r_norm, fc1, fc1_b, N, R, R);
+    gelu_forward(a1, h1, N * R);
+    linear_forward(h2, R, a1, fc2, fc2_b, N, R, R);
+    gelu_forward(a2, h2, N * R);
+    linear_forward(logits, K, a2, out, nullptr, N, R, K);
+    router_select_forward(probs, choice, p_sel, logits, bias, N, K);
+}
+
 double Backend::sum_squares_ranges(const real *base, std::span<const std::pair<size_t, size_t>> ranges) {
     double total = 0.0;
     for (const auto &[offset, n] : ranges) total += sum_squares(base + offset, n);

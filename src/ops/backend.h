@@ -179,11 +179,12 @@ class Backend {
                                  int64_t hd, int64_t rot) = 0;
     // The router MLP after the EDA state: rmsnorm_forward(r_norm, r_rstd; rho[N,R], norm_w); h1[N,R] = r_norm·fc1ᵀ +
     // fc1_b, a1 = gelu(h1), h2 = a1·fc2ᵀ + fc2_b, a2 = gelu(h2), logits[N,K] = a2·outᵀ; router_select_forward(probs,
-    // choice, p_sel; logits, bias). Every output written (=), as the chain writes it.
+    // choice, p_sel; logits, bias). Every output written (=), as the chain writes it. The default runs that chain of
+    // this backend's ops (the CPU's implementation, and a device's fallback where its fused kernel does not apply).
     virtual void router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1, real *h2, real *a2, real *logits,
                                     real *probs, int32_t *choice, real *p_sel, const real *rho, const real *norm_w,
                                     const real *fc1, const real *fc1_b, const real *fc2, const real *fc2_b,
-                                    const real *out, const real *bias, int64_t N, int64_t R, int64_t K, real eps) = 0;
+                                    const real *out, const real *bias, int64_t N, int64_t R, int64_t K, real eps);
 };
 
 Backend &cpu_backend();

@@ -193,7 +193,8 @@ class CpuBackend final : public Backend {
         fail("internal error: on the CPU, Muon runs in Optimizer::update (whole matrices per thread)");
     }
 
-    // Fused ops: the chains themselves, so the numbers are those of the unfused ops.
+    // Fused ops: the chains themselves, so the numbers are those of the unfused ops (the router MLP: the table's
+    // default, Backend::router_mlp_forward).
     void residual_rmsnorm_forward(real *out, real *y, real *rstd, const real *x, const real *res,
                                   const real *hs_scale, const real *hs_bias, const real *res_scale,
                                   const real *res_bias, const real *w, int64_t N, int64_t D, real eps) override {
@@ -230,18 +231,6 @@ class CpuBackend final : public Backend {
         cpu::cca_qk_mean_forward(q_pre, k_pre, conv, z, N, nq, nkv, hd);
         cpu::cca_qk_norm_backward(dq, dk, dtemp, q_pre, k_pre, qn, kn, temp, N, nq, nkv, hd);
         cpu::cca_qk_mean_backward(dconv, dz, dq, dk, N, nq, nkv, hd);
-    }
-    void router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1, real *h2, real *a2, real *logits,
-                            real *probs, int32_t *choice, real *p_sel, const real *rho, const real *norm_w,
-                            const real *fc1, const real *fc1_b, const real *fc2, const real *fc2_b, const real *out,
-                            const real *bias, int64_t N, int64_t R, int64_t K, real eps) override {
-        rmsnorm_forward(r_norm, r_rstd, rho, norm_w, N, R, eps);
-        linear_forward(h1, R, r_norm, fc1, fc1_b, N, R, R);
-        gelu_forward(a1, h1, N * R);
-        linear_forward(h2, R, a1, fc2, fc2_b, N, R, R);
-        gelu_forward(a2, h2, N * R);
-        linear_forward(logits, K, a2, out, nullptr, N, R, K);
-        router_select_forward(probs, choice, p_sel, logits, bias, N, K);
     }
 };
 

@@ -324,13 +324,8 @@ class CudaBackend final : public Backend {
         if (precision_ == cpu::MatmulPrecision::F32 && cuda::router_mlp_fusable(R, K))
             return cuda::router_mlp_forward(r_norm, r_rstd, h1, a1, h2, a2, logits, probs, choice, p_sel, rho, norm_w,
                                             fc1, fc1_b, fc2, fc2_b, out, bias, N, R, K, eps);
-        rmsnorm_forward(r_norm, r_rstd, rho, norm_w, N, R, eps);
-        linear_forward(h1, R, r_norm, fc1, fc1_b, N, R, R);
-        gelu_forward(a1, h1, N * R);
-        linear_forward(h2, R, a1, fc2, fc2_b, N, R, R);
-        gelu_forward(a2, h2, N * R);
-        linear_forward(logits, K, a2, out, nullptr, N, R, K);
-        router_select_forward(probs, choice, p_sel, logits, bias, N, K);
+        Backend::router_mlp_forward(r_norm, r_rstd, h1, a1, h2, a2, logits, probs, choice, p_sel, rho, norm_w, fc1,
+                                    fc1_b, fc2, fc2_b, out, bias, N, R, K, eps);
     }
 
   private:
