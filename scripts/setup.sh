@@ -10,6 +10,9 @@ packages=(
     build-essential cmake ninja-build git pkg-config python3
     # GEMM: oneDNN (fastest here, bf16), OpenBLAS (comparison); OpenMP comes with g++ (libgomp)
     libdnnl-dev libopenblas-dev
+    # oneDNN's CMake config asks for OpenCL (Debian builds it with the OpenCL GPU runtime); only recommended by
+    # libdnnl-dev, so --no-install-recommends would leave find_package(dnnl) failing
+    ocl-icd-opencl-dev
     # JSON, formatting, CLI parsing, hashing, compression, HTTP, tokenizer
     nlohmann-json3-dev libfmt-dev libcli11-dev libxxhash-dev libzstd-dev libcpp-httplib-dev libsentencepiece-dev
     # data parallel across processes and hosts

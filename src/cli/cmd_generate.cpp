@@ -16,6 +16,7 @@ namespace {
 struct GenerateArgs {
     InferModelArgs model;
     SampleOptions sample;
+    EngineOptions engine{.max_batch = 1, .prefill_chunk = 256};
     std::string prompt, tokens, system;
     bool chat = false, print_ids = false, no_bos = false, quiet = false;
 };
@@ -44,7 +45,7 @@ void run_generate(GenerateArgs a) {
         if (lists.size() != 1) fail("--tokens takes one sequence (no ';')");
         prompt = lists[0];
     }
-    Engine engine(std::move(model), std::move(tok), EngineOptions{1, 256});
+    Engine engine(std::move(model), std::move(tok), a.engine);
     if (a.sample.stop_tokens.empty()) a.sample.stop_tokens = engine.default_stop_tokens();
     const bool stream_text = engine.tokenizer() != nullptr;
     Completion r = generate_one(engine, prompt, a.sample, [&](int32_t, const std::string &text) {
@@ -63,12 +64,13 @@ void run_generate(GenerateArgs a) {
         const double n = double(r.tokens.size());
         fmt::print(stderr,
                    "[{} prompt tokens, {} generated ({}); prefill {:.1f} tok/s, decode {:.2f} tok/s; "
-                   "weights {:.1f} MiB ({}); KV cache {:.1f} KiB/token; peak RSS {:.1f} MiB]\n",
+                   "weights {:.1f} MiB ({}); KV cache {:.1f} KiB/token; peak RSS {:.1f} MiB; {}]\n",
                    r.prompt_tokens, r.tokens.size(), r.finish_reason,
                    r.prefill_seconds > 0 ? double(r.prompt_tokens) / r.prefill_seconds : 0.0,
                    n > 1 && r.decode_seconds > 0 ? (n - 1) / r.decode_seconds : 0.0,
                    double(engine.model().matrix_bytes()) / (1 << 20), dtype_name(engine.model().weight_dtype),
-                   double(SequenceCache::bytes_per_token(c)) / 1024, double(process_peak_rss_bytes()) / (1 << 20));
+                   double(SequenceCache::bytes_per_token(c)) / 1024, double(process_peak_rss_bytes()) / (1 << 20),
+                   engine.device());
     }
 }
 
@@ -86,6 +88,7 @@ void register_generate(CLI::App &app) {
     cmd->add_flag("--print-ids", a->print_ids, "Print the generated ids, comma-separated, as the last line");
     cmd->add_flag("-q,--quiet", a->quiet, "No statistics line on stderr");
     add_sampling_options(cmd, a->sample);
+    add_engine_device_options(cmd, a->engine);
     cmd->callback([a] { run_generate(*a); });
 }
 

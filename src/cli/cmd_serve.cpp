@@ -38,10 +38,11 @@ void run_serve(ServeArgs a) {
     const int port = server.bind();
     std::thread engine_thread([&] { engine.serve_forever(); });
     std::thread http_thread([&] { server.run(); });
-    fmt::print("zaya serve: model '{}' ({} layers, {} weights {:.1f} MiB, tokenizer: {}), batch ≤ {}\n",
+    fmt::print("zaya serve: model '{}' ({} layers, {} weights {:.1f} MiB, tokenizer: {}), batch ≤ {}, context {}, "
+               "on {}\n",
                a.server.model_name, c.num_hidden_layers, dtype_name(engine.model().weight_dtype),
                double(engine.model().matrix_bytes()) / (1 << 20), engine.tokenizer() ? engine.tokenizer()->path() : "none",
-               a.engine.max_batch);
+               engine.max_batch(), engine.max_context(), engine.device());
     fmt::print("listening on http://{}:{} (POST /v1/completions, /v1/chat/completions; GET /v1/models, /health)\n",
                a.server.host, port);
     std::fflush(stdout);
@@ -66,6 +67,7 @@ void register_serve(CLI::App &app) {
     cmd->add_option("--model-name", a->model_name, "Model id reported by /v1/models (default: the directory name)");
     cmd->add_option("--max-batch", a->engine.max_batch, "Requests decoded together at most")->capture_default_str();
     cmd->add_option("--prefill-chunk", a->engine.prefill_chunk, "Prompt tokens fed per step")->capture_default_str();
+    add_engine_device_options(cmd, a->engine);
     cmd->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes")->capture_default_str();
     cmd->callback([a] { run_serve(*a); });
 }

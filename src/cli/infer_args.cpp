@@ -61,4 +61,14 @@ void add_sampling_options(CLI::App *cmd, SampleOptions &o) {
     cmd->add_option("--stop-token", o.stop_tokens, "Stop at this token id (repeatable; default: EOS, <end_of_turn>)");
 }
 
+void add_engine_device_options(CLI::App *cmd, EngineOptions &o) {
+    cmd->add_option("--device", o.device, "Where to decode: cpu, or cuda (the GPU; one sequence at a time)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+    cmd->add_option("--max-context", o.max_context,
+                    "Tokens a sequence may hold, prompt and generated (0: the model's context on cpu, at most 4096 "
+                    "on cuda, whose cache is allocated up front)")
+        ->capture_default_str();
+}
+
 } // namespace zaya::cli

@@ -2,6 +2,7 @@
 // or a preset with random weights), the tokenizer next to it, and the sampling flags.
 #pragma once
 #include "data/tokenizer.h"
+#include "infer/engine.h"
 #include "infer/sample.h"
 #include "infer/weights.h"
 
@@ -26,5 +27,7 @@ std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a);
 DType parse_weight_dtype(const std::string &name); // "bf16" | "f32"
 
 void add_sampling_options(CLI::App *cmd, SampleOptions &o);
+// --device and --max-context: where the engine decodes, and how long a sequence may grow.
+void add_engine_device_options(CLI::App *cmd, EngineOptions &o);
 
 } // namespace zaya::cli

@@ -107,7 +107,8 @@ struct CudaDecoder::Impl {
 
     DeviceArray<float> x, xn, rstd, zx, convx, pbuf, q, k, v, qn, kn, att, tmp, rho[2], h1, rn, rrstd, a1, h2;
     DeviceArray<float> rlogits, probs, psel, hh, aa, moe, logits, part_o, part_ml, cos_t[2], sin_t[2], inv_freq[2];
-    DeviceArray<int32_t> tokens, pos, choice, len;
+    DeviceArray<int32_t> tokens, pos, choice, len, best, best_part_i; // best: the argmax of logits
+    DeviceArray<float> best_part_v;
     DeviceArray<int64_t> seq_start;
     int64_t rot_half[2] = {0, 0};
 
@@ -143,9 +144,18 @@ struct CudaDecoder::Impl {
     void device_pass(int64_t n);
     void layer(int64_t l, int64_t n);
     void head(int64_t n);
-    void download(float *out) { // the step's one synchronisation
-        cuda::copy_to_host(out, logits.data(), size_t(V) * sizeof(float));
+    // The step's one synchronisation: the logits, or with none asked for only their argmax (4 bytes).
+    int32_t download(float *out) {
+        if (out) {
+            cuda::copy_to_host(out, logits.data(), size_t(V) * sizeof(float));
+            return -1;
+        }
+        int32_t t = 0;
+        cuda::copy_to_host(&t, best.data(), sizeof t);
+        return t;
     }
+    int32_t prefill(std::span<const int32_t> tokens, float *logits);
+    int32_t step(int32_t token, float *logits);
 };
 
 CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config), o(opt) {
@@ -197,6 +207,8 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
     part_o = f(chunks * N * nq * hd), part_ml = f(chunks * N * nq * 2);
     tokens = DeviceArray<int32_t>(size_t(N)), pos = DeviceArray<int32_t>(size_t(N));
     choice = DeviceArray<int32_t>(size_t(N)), len = DeviceArray<int32_t>(1), seq_start = DeviceArray<int64_t>(2);
+    best = DeviceArray<int32_t>(1), best_part_i = DeviceArray<int32_t>(size_t(cuda::kArgmaxPartials));
+    best_part_v = f(cuda::kArgmaxPartials);
     for (int t = 0; t < 2; ++t) {
         const RopeParams &rp = t == 0 ? c.rope_hybrid : c.rope_sliding;
         const int64_t rot = int64_t(double(hd) * rp.partial_rotary_factor);
@@ -299,10 +311,12 @@ void CudaDecoder::Impl::device_pass(int64_t n) {
     cuda::advance_length(len.data(), n);
 }
 
-// The final norm and the LM head on the last new row, into `logits` (kernels only).
+// The final norm and the LM head on the last new row, into `logits`, and their argmax into `best` (kernels only;
+// the argmax reads 4·V bytes, noise next to the head's V·D weights).
 void CudaDecoder::Impl::head(int64_t n) {
     cuda::rmsnorm_forward(xn.data(), rstd.data(), x.data() + (n - 1) * D, final_norm, 1, D, float(c.rms_norm_eps));
     linear(logits.data(), V, xn.data(), lm_head.buf.data() ? lm_head : embed, lm_head_bias, 1);
+    cuda::argmax(best.data(), best_part_v.data(), best_part_i.data(), logits.data(), V);
 }
 
 static DecodeWeights weights_of(const InferModel &m) {
@@ -330,43 +344,52 @@ void CudaDecoder::reset() {
     m.length = 0;
 }
 
-void CudaDecoder::prefill(std::span<const int32_t> tokens, float *logits) {
-    if (tokens.empty()) fail("prefill needs at least one token");
-    Impl &m = *impl_;
-    if (m.length + int64_t(tokens.size()) > m.o.max_len)
-        fail("cuda decoder: a prompt of {} tokens after {} cached exceeds the device cache's max length {}",
-             tokens.size(), m.length, m.o.max_len);
+int32_t CudaDecoder::Impl::prefill(std::span<const int32_t> toks, float *out) {
+    if (toks.empty()) fail("prefill needs at least one token");
+    if (length + int64_t(toks.size()) > o.max_len)
+        fail("cuda decoder: a prompt of {} toks after {} cached exceeds the device cache's max length {}",
+             toks.size(), length, o.max_len);
     int64_t n = 0;
-    for (size_t at = 0; at < tokens.size(); at += size_t(n)) {
-        n = std::min<int64_t>(int64_t(tokens.size() - at), m.o.max_chunk);
-        m.prepare(tokens.data() + at, n);
-        m.device_pass(n);
-        m.length += n;
+    for (size_t at = 0; at < toks.size(); at += size_t(n)) {
+        n = std::min<int64_t>(int64_t(toks.size() - at), o.max_chunk);
+        prepare(toks.data() + at, n);
+        device_pass(n);
+        length += n;
     }
-    m.head(n);
-    m.download(logits);
+    head(n);
+    return download(out);
 }
 
-void CudaDecoder::step(int32_t token, float *logits) {
-    Impl &m = *impl_;
-    m.prepare(&token, 1);
+int32_t CudaDecoder::Impl::step(int32_t token, float *out) {
+    prepare(&token, 1);
     // One eager step first (modules loaded, every kernel launched once), then the step as one graph launch: ~20
     // kernels per layer would otherwise cost more in launch overhead than a batch-1 step reads from memory.
-    if (m.o.graph && m.eager_steps > 0) {
-        if (!m.step_graph.ready())
-            m.step_graph.capture([&] {
-                m.device_pass(1);
-                m.head(1);
+    if (o.graph && eager_steps > 0) {
+        if (!step_graph.ready())
+            step_graph.capture([&] {
+                device_pass(1);
+                head(1);
             });
-        m.step_graph.launch();
+        step_graph.launch();
     } else {
-        m.device_pass(1);
-        m.head(1);
-        ++m.eager_steps;
+        device_pass(1);
+        head(1);
+        ++eager_steps;
     }
-    m.length += 1;
-    m.download(logits);
+    length += 1;
+    return download(out);
 }
+
+void CudaDecoder::prefill(std::span<const int32_t> tokens, float *logits) {
+    if (!logits) fail("CudaDecoder::prefill: no logits buffer (prefill_greedy gives the argmax alone)");
+    impl_->prefill(tokens, logits);
+}
+int32_t CudaDecoder::prefill_greedy(std::span<const int32_t> tokens) { return impl_->prefill(tokens, nullptr); }
+void CudaDecoder::step(int32_t token, float *logits) {
+    if (!logits) fail("CudaDecoder::step: no logits buffer (step_greedy gives the argmax alone)");
+    impl_->step(token, logits);
+}
+int32_t CudaDecoder::step_greedy(int32_t token) { return impl_->step(token, nullptr); }
 
 int64_t CudaDecoder::length() const { return impl_->length; }
 size_t CudaDecoder::weight_bytes() const { return impl_->weight_bytes; }

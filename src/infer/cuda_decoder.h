@@ -42,6 +42,10 @@ class CudaDecoder {
     // Appends one token; logits[V] of it. Between the upload of the token and the download of the logits, nothing
     // waits for the device.
     void step(int32_t token, float *logits);
+    // The same, returning only the greedy token (the argmax of the logits, lowest id on ties; computed on the
+    // device, so a step downloads 4 bytes instead of 4·V).
+    int32_t prefill_greedy(std::span<const int32_t> tokens);
+    int32_t step_greedy(int32_t token);
 
     int64_t length() const;
     size_t weight_bytes() const; // device bytes of the uploaded weights

@@ -32,8 +32,12 @@ Engine::Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> token
     if (tok_ && tok_->vocab_size() > model_->config.vocab_size)
         fail("tokenizer '{}' has {} tokens but the model's vocabulary is {}", tok_->path(), tok_->vocab_size(),
              model_->config.vocab_size);
-    decoder_ = std::make_unique<Decoder>(*model_, opts_.prefill_chunk + opts_.max_batch, opts_.max_batch);
+    decoder_ = make_engine_decoder(*model_, EngineDecoderOptions{opts_.device, opts_.prefill_chunk + opts_.max_batch,
+                                                                 opts_.max_batch, opts_.max_context});
+    opts_.max_batch = std::min(opts_.max_batch, decoder_->max_seqs());
+    max_context_ = decoder_->max_length();
     logits_.resize(size_t(opts_.max_batch * model_->config.vocab_size));
+    greedy_.resize(size_t(opts_.max_batch));
 }
 
 Engine::~Engine() = default;
@@ -59,8 +63,8 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, 
     for (size_t i = 0; i < prompt.size(); ++i)
         if (prompt[i] < 0 || prompt[i] >= c.vocab_size)
             fail("prompt token {} at position {} is outside the vocabulary [0, {})", prompt[i], i, c.vocab_size);
-    if (int64_t(prompt.size()) >= c.max_position_embeddings)
-        fail("the prompt has {} tokens; the context length is {}", prompt.size(), c.max_position_embeddings);
+    if (int64_t(prompt.size()) >= max_context_)
+        fail("the prompt has {} tokens; the context length is {}", prompt.size(), max_context_);
     auto r = std::make_unique<Request>();
     r->prompt = std::move(prompt);
     r->opts = opts;
@@ -169,8 +173,12 @@ bool Engine::step() {
         seqs.push_back(&r.cache);
         fed.push_back(&r);
     }
+    // When every sequence picks greedily, the decoder gives the argmax alone (on the GPU: 4 bytes per sequence
+    // downloaded instead of V floats).
+    const bool all_greedy =
+        std::all_of(fed.begin(), fed.end(), [](const Request *r) { return r->sampler->greedy(); });
     try {
-        decoder_->forward(seqs, chunks, logits_.data());
+        decoder_->forward(seqs, chunks, all_greedy ? nullptr : logits_.data(), greedy_.data());
     } catch (const std::exception &e) { // fail these requests, keep serving the next ones
         for (Request *r : fed) {
             r->out.error = e.what();
@@ -183,7 +191,7 @@ bool Engine::step() {
         Request &r = *fed[i];
         if (r.fed < int64_t(r.prompt.size())) continue; // prompt not finished: no token yet
         if (r.t_first == 0) r.t_first = monotonic_seconds();
-        const int32_t t = r.sampler->sample(logits_.data() + i * size_t(V));
+        const int32_t t = all_greedy ? greedy_[i] : r.sampler->sample(logits_.data() + i * size_t(V));
         const auto &stops = r.opts.stop_tokens;
         if (std::find(stops.begin(), stops.end(), t) != stops.end()) {
             finish(r, "stop");
@@ -201,7 +209,7 @@ bool Engine::step() {
             continue;
         }
         if (r.text && r.text->stopped()) finish(r, "stop");
-        else if (int64_t(r.out.tokens.size()) >= r.opts.max_new_tokens || r.cache.length + 1 >= c.max_position_embeddings)
+        else if (int64_t(r.out.tokens.size()) >= r.opts.max_new_tokens || r.cache.length + 1 >= max_context_)
             finish(r, "length");
     }
     return true;

@@ -6,7 +6,7 @@
 // on the calling thread, which is also where the callbacks run.
 #pragma once
 #include "data/tokenizer.h"
-#include "infer/decoder.h"
+#include "infer/engine_decoder.h"
 #include "infer/sample.h"
 #include "infer/text_stream.h"
 
@@ -24,8 +24,10 @@
 namespace zaya {
 
 struct EngineOptions {
-    int64_t max_batch = 16;     // sequences decoded together
+    int64_t max_batch = 16;      // sequences decoded together (1 on the GPU: its decoder holds one)
     int64_t prefill_chunk = 256; // prompt tokens fed per step
+    std::string device = "cpu";  // cpu | cuda
+    int64_t max_context = 0;     // tokens per sequence (prompt + generated); 0: EngineDecoderOptions' default
 };
 
 struct Completion {
@@ -49,6 +51,9 @@ class Engine {
 
     const InferModel &model() const { return *model_; }
     const Tokenizer *tokenizer() const { return tok_ ? &*tok_ : nullptr; }
+    int64_t max_batch() const { return opts_.max_batch; }     // as run: capped by what the decoder holds
+    int64_t max_context() const { return max_context_; }      // tokens per sequence
+    std::string device() const { return decoder_->device(); } // "cpu" or the GPU's description
     // Stop ids used when a request gives none: the config's EOS, the tokenizer's EOS and <end_of_turn>.
     std::vector<int32_t> default_stop_tokens() const;
 
@@ -74,8 +79,10 @@ class Engine {
     std::unique_ptr<InferModel> model_;
     std::optional<Tokenizer> tok_;
     EngineOptions opts_;
-    std::unique_ptr<Decoder> decoder_;
+    std::unique_ptr<EngineDecoder> decoder_;
+    int64_t max_context_ = 0;
     std::vector<float> logits_;
+    std::vector<int32_t> greedy_;
     std::vector<std::unique_ptr<Request>> running_;
     std::deque<std::unique_ptr<Request>> queued_;
     std::vector<uint64_t> cancelled_;

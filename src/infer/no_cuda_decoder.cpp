@@ -20,6 +20,8 @@ CudaDecoder::~CudaDecoder() = default;
 void CudaDecoder::reset() { no_cuda(); }
 void CudaDecoder::prefill(std::span<const int32_t>, float *) { no_cuda(); }
 void CudaDecoder::step(int32_t, float *) { no_cuda(); }
+int32_t CudaDecoder::prefill_greedy(std::span<const int32_t>) { no_cuda(); }
+int32_t CudaDecoder::step_greedy(int32_t) { no_cuda(); }
 int64_t CudaDecoder::length() const { no_cuda(); }
 size_t CudaDecoder::weight_bytes() const { no_cuda(); }
 double CudaDecoder::measure_read_bandwidth(size_t, int) { no_cuda(); }

@@ -32,6 +32,8 @@ class Sampler {
     void observe(int32_t token);
     // The next token for logits[V]; advances the random state (not for greedy).
     int32_t sample(const float *logits);
+    // Whether sample() is the plain argmax of the logits (temperature 0, no repetition penalty).
+    bool greedy() const { return o_.temperature <= 0 && o_.repetition_penalty == 1.0; }
 
   private:
     SampleOptions o_;

@@ -119,7 +119,7 @@ void Server::routes() {
             ApiRequest r;
             std::vector<int32_t> prompt;
             try {
-                r = parse_api_request(req.body, chat, c.max_position_embeddings);
+                r = parse_api_request(req.body, chat, engine_.max_context());
                 if ((chat || !r.prompt_text.empty()) && !tok)
                     throw ApiError(400, "this model has no tokenizer: send 'prompt' as token ids", chat ? "messages" : "prompt");
                 const int32_t bos = int32_t(c.bos_token_id);

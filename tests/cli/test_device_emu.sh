@@ -79,6 +79,19 @@ cpu_loss=$out
 expect_ok "grads --device cuda" grads tiny --tokens "5,17,3,99,4;8,8,2" --out "$tmp/g_cuda.st" --device cuda
 [[ $out == "$cpu_loss" ]] && pass "grads: the same loss on both devices ($out)" ||
     fail "grads: the same loss on both devices" "cpu: $cpu_loss" "cuda: $out"
+# Generation on the device (CudaDecoder behind the engine): the same ids as on the CPU, greedy (the argmax taken on
+# the device), sampled and penalised (the logits downloaded, the host's Sampler), and the same "length" stop at a
+# short --max-context.
+gen=(generate tiny --dtype f32 --tokens 5,17,3,99 -n 6 --print-ids)
+for mode in "--temperature 0" "--temperature 0.9 --top-k 0 --seed 7" "--temperature 0 --repetition-penalty 1.5 --max-context 8"; do
+    expect_ok "generate $mode --device cpu" "${gen[@]}" $mode -q
+    cpu_ids=$out
+    expect_ok "generate $mode --device cuda" "${gen[@]}" $mode --device cuda
+    [[ $out == "$cpu_ids" && -n $out ]] && pass "generate $mode: the same ids on both devices ($out)" ||
+        fail "generate $mode: the same ids on both devices" "cpu: $cpu_ids" "cuda: $out"
+done
+[[ $err == *"CPU emulation (sm_"* ]] && pass "generate's statistics name the GPU" ||
+    fail "generate's statistics name the GPU" "stderr: $err"
 expect_error "an unknown device is named" "^zaya: error: .*'tpu'" forward tiny --tokens 1,2 --out "$tmp/f.st" \
     --device tpu
 

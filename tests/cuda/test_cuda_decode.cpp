@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -201,6 +203,45 @@ TEST_F(CudaOps, DecodeLinearGeluEpilogue) {
     EXPECT_LT(rel_err(download(dy), ref), kFp32Tol);
 }
 
+// The device argmax against the host's first maximum: one element, a block's worth, several elements per thread,
+// ties inside one thread, across threads and across blocks (the lowest index wins), NaNs (never win), all -inf.
+TEST_F(CudaOps, DecodeArgmaxIsTheFirstMaximum) {
+    auto host_argmax = [](const std::vector<float> &x) {
+        int32_t best = 0;
+        for (size_t i = 0; i < x.size(); ++i)
+            if (x[i] > x[size_t(best)] || std::isnan(x[size_t(best)])) best = int32_t(i);
+        return best;
+    };
+    cuda::DeviceArray<int32_t> out(1), part_i(static_cast<size_t>(cuda::kArgmaxPartials));
+    cuda::DeviceArray<float> part_v(static_cast<size_t>(cuda::kArgmaxPartials));
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t n : {1, 300, 40000}) {
+        const std::vector<float> base = random_vec(size_t(n), 31 + uint64_t(n));
+        std::vector<std::vector<float>> cases = {base};
+        if (n > 1) {
+            std::vector<float> last = base;
+            last.back() = 10.0f; // the maximum at the end
+            cases.push_back(last);
+            std::vector<float> nans = base;
+            for (size_t i = 0; i < nans.size(); i += 7) nans[i] = nan;
+            cases.push_back(nans);
+            cases.push_back(std::vector<float>(size_t(n), -inf));
+        }
+        if (n > 2 * cuda::kArgmaxPartials * 256) { // ties: the same thread, neighbouring threads, different blocks
+            for (int64_t stride : {int64_t(cuda::kArgmaxPartials) * 256, int64_t(1), int64_t(256), int64_t(9001)}) {
+                std::vector<float> ties = base;
+                ties[size_t(n - 1)] = 5.0f, ties[size_t(n - 1 - stride)] = 5.0f;
+                cases.push_back(ties);
+            }
+        }
+        for (size_t k = 0; k < cases.size(); ++k) {
+            auto dx = upload(cases[k]);
+            cuda::argmax(out.data(), part_v.data(), part_i.data(), dx.data(), n);
+            EXPECT_EQ(download(out)[0], host_argmax(cases[k])) << fmt::format("n={} case {}", n, k);
+        }
+    }
+}
+
 // ---- the decoder ----
 
 // The tiny preset with a sliding-window layer, every optional bias, an untied head and the skip passthrough.
@@ -334,6 +375,20 @@ TEST_F(CudaOps, DecoderGraphStepsEqualEager) {
         eager.step(tokens[t], b.data());
         EXPECT_EQ(a, b) << "step at position " << t;
     }
+    // The greedy steps (the argmax on the device, 4 bytes downloaded) pick the eager logits' first maximum, and
+    // continue the same sequence.
+    graph.reset(), eager.reset();
+    const int32_t first = graph.prefill_greedy(std::span(tokens).first(5));
+    eager.prefill(std::span(tokens).first(5), b.data());
+    EXPECT_EQ(first, int32_t(std::max_element(b.begin(), b.end()) - b.begin()));
+    int32_t next = first;
+    for (int i = 0; i < 3; ++i) {
+        const int32_t got = graph.step_greedy(next);
+        eager.step(next, b.data());
+        EXPECT_EQ(got, int32_t(std::max_element(b.begin(), b.end()) - b.begin())) << "greedy step " << i;
+        next = got;
+    }
+    EXPECT_EQ(graph.length(), eager.length());
 }
 
 } // namespace

@@ -202,6 +202,42 @@ TEST(Engine, ConcurrentRequestsEqualEachAlone) {
     EXPECT_LT(steps, 20);
 }
 
+// Greedy requests alone take the decoder's argmax (no logits); next to a sampled request the batch's logits come
+// back and the Sampler picks: both must give the same tokens, and the sampled request its own.
+TEST(Engine, GreedyArgmaxPathEqualsSamplerPath) {
+    SampleOptions greedy, sampled;
+    greedy.temperature = 0, greedy.max_new_tokens = 10;
+    sampled.temperature = 0.9, sampled.max_new_tokens = 10;
+    const std::vector<int32_t> pg = {5, 17, 3}, ps = {9, 8};
+    Engine alone(tiny_model(), std::nullopt, EngineOptions{1, 4});
+    const std::vector<int32_t> g = generate_one(alone, pg, greedy).tokens, s = generate_one(alone, ps, sampled).tokens;
+    ASSERT_EQ(g.size(), 10u);
+    Engine e(tiny_model(), std::nullopt, EngineOptions{2, 4});
+    Completion cg, cs;
+    e.submit(pg, greedy, {}, [&](const Completion &c) { cg = c; });
+    e.submit(ps, sampled, {}, [&](const Completion &c) { cs = c; });
+    e.run_until_idle();
+    EXPECT_EQ(e.max_batch_seen(), 2);
+    EXPECT_EQ(cg.tokens, g);
+    EXPECT_EQ(cs.tokens, s);
+}
+
+// --max-context: a sequence stops ("length") when prompt + generated reach it; a prompt that long is refused.
+TEST(Engine, MaxContextBoundsEachSequence) {
+    Engine e(tiny_model(), std::nullopt, EngineOptions{.max_batch = 1, .prefill_chunk = 4, .max_context = 6});
+    EXPECT_EQ(e.max_context(), 6);
+    EXPECT_EQ(e.device(), "cpu");
+    SampleOptions o;
+    o.max_new_tokens = 100;
+    const Completion c = generate_one(e, {1, 2, 3}, o);
+    EXPECT_EQ(c.finish_reason, "length");
+    EXPECT_EQ(c.tokens.size(), 3u);
+    EXPECT_NE(test::error_of([&] { e.submit({1, 2, 3, 4, 5, 6}, o, {}, {}); }).find("context length is 6"),
+              std::string::npos);
+    EXPECT_NE(test::error_of([] { Engine(tiny_model(), std::nullopt, EngineOptions{.device = "tpu"}); }).find("tpu"),
+              std::string::npos);
+}
+
 TEST(Engine, StopTokenCancelAndBadRequests) {
     Engine e(tiny_model(), std::nullopt, EngineOptions{2, 8});
     SampleOptions o;

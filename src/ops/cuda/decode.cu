@@ -273,6 +273,48 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
 }
 
+constexpr int kArgmaxThreads = 256;
+
+// (v, i) beats (bv, bi): larger, or equal and earlier. NaN compares false, so it never beats anything.
+__device__ __forceinline__ bool beats(float v, int32_t i, float bv, int32_t bi) {
+    return v > bv || (v == bv && i < bi);
+}
+
+// Tree reduction of a block's 256 (value, index) pairs in shared memory; thread 0 ends with the winner.
+__device__ void block_argmax(float *sv, int32_t *si) {
+    for (int w = kArgmaxThreads / 2; w > 0; w /= 2) {
+        __syncthreads();
+        const int t = int(threadIdx.x);
+        if (t < w && beats(sv[t + w], si[t + w], sv[t], si[t])) sv[t] = sv[t + w], si[t] = si[t + w];
+    }
+}
+
+// grid kArgmaxPartials, block 256: block b's winner over x[i], i ≡ b·256 + t (mod gridDim·256).
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_partial_kernel(float *part_v, int32_t *part_i, const float *x, int64_t n) {
+    __shared__ float sv[kArgmaxThreads];
+    __shared__ int32_t si[kArgmaxThreads];
+    float bv = -INFINITY;
+    int32_t bi = INT32_MAX;
+    for (int64_t i = int64_t(blockIdx.x) * kArgmaxThreads + threadIdx.x; i < n; i += int64_t(gridDim.x) * kArgmaxThreads)
+        if (beats(x[i], int32_t(i), bv, bi)) bv = x[i], bi = int32_t(i);
+    sv[threadIdx.x] = bv, si[threadIdx.x] = bi;
+    block_argmax(sv, si);
+    if (threadIdx.x == 0) part_v[blockIdx.x] = sv[0], part_i[blockIdx.x] = si[0];
+}
+
+// grid 1, block 256: the winner of the partials.
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_combine_kernel(int32_t *out, const float *part_v, const int32_t *part_i) {
+    __shared__ float sv[kArgmaxThreads];
+    __shared__ int32_t si[kArgmaxThreads];
+    const int t = int(threadIdx.x);
+    sv[t] = t < kArgmaxPartials ? part_v[t] : -INFINITY;
+    si[t] = t < kArgmaxPartials ? part_i[t] : INT32_MAX;
+    block_argmax(sv, si);
+    if (t == 0) *out = si[0] == INT32_MAX ? 0 : si[0];
+}
+
 // A grid-stride read of 16-byte words; the xor is written only if it hits a value no buffer gives in practice,
 // so the loads cannot be dropped and nothing is written.
 __global__ void read_kernel(const uint4 *p, int64_t n, unsigned *sink) {
@@ -355,6 +397,15 @@ void attention_decode(float *out, float *part_o, float *part_ml, const float *q,
     ZAYA_CUDA_LAUNCHED();
     attention_combine_kernel<<<dim3(unsigned(s.nq), unsigned(n)), kAttnThreads, 0, launch_stream()>>>(
         out, part_o, part_ml, length, n, s, chunk);
+    ZAYA_CUDA_LAUNCHED();
+}
+
+void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n) {
+    if (n < 1 || n > INT32_MAX) fail("argmax: {} elements (1 … 2³¹−1)", n);
+    static_assert(kArgmaxPartials <= kArgmaxThreads, "the combine block holds every partial");
+    argmax_partial_kernel<<<kArgmaxPartials, kArgmaxThreads, 0, launch_stream()>>>(part_v, part_i, x, n);
+    ZAYA_CUDA_LAUNCHED();
+    argmax_combine_kernel<<<1, kArgmaxThreads, 0, launch_stream()>>>(out, part_v, part_i);
     ZAYA_CUDA_LAUNCHED();
 }
 

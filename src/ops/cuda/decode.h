@@ -70,6 +70,13 @@ int64_t attention_decode_chunks(int64_t max_len, int64_t chunk);
 void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
                       const int32_t *length, int64_t n, int64_t max_len, const AttnShape &s, int64_t chunk);
 
+// *out = the index of the largest of x[0, n) (lowest index on ties; NaN never wins; 0 if nothing does): the greedy
+// token, so a greedy decode step downloads 4 bytes instead of V logits. Two kernels, each element read once:
+// kArgmaxPartials blocks leave (value, index) pairs in part_v, part_i [kArgmaxPartials], one block combines them.
+// Deterministic: the pairs combine in a fixed order with the tie rule, whatever order blocks run in.
+inline constexpr int kArgmaxPartials = 64;
+void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n);
+
 // Reads `bytes` (a multiple of 16) of p once and returns the seconds it took (synchronises): the read bandwidth
 // the decode bound divides by.
 double time_device_read(const void *p, int64_t bytes);

@@ -1,0 +1,40 @@
+// What the Engine (engine.h) runs its steps on: the CPU Decoder (many sequences in one forward) or, with
+// device "cuda", the GPU's CudaDecoder (one sequence at a time: its device cache holds one, so the engine then
+// serves requests one after another).
+#pragma once
+#include "infer/kv_cache.h"
+#include "infer/weights.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace zaya {
+
+class EngineDecoder {
+  public:
+    virtual ~EngineDecoder() = default;
+    virtual int64_t max_seqs() const = 0;   // sequences alive at once
+    virtual int64_t max_length() const = 0; // tokens one sequence may hold, prompt and generated
+    virtual std::string device() const = 0; // "cpu", or the GPU's description
+    // A fresh sequence. The GPU's one device cache is reset: the engine asks only when no other sequence is alive.
+    virtual SequenceCache new_sequence() = 0;
+    // Appends chunks[i] to seqs[i]. Writes the logits of each chunk's last token to logits[i, V] or, when logits is
+    // null, only their argmax (the greedy token, lowest id on ties) to greedy[i]: on the GPU that spares
+    // downloading V floats per token.
+    virtual void forward(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
+                         float *logits, int32_t *greedy) = 0;
+};
+
+struct EngineDecoderOptions {
+    std::string device = "cpu"; // cpu | cuda
+    int64_t max_tokens = 272;   // cpu: new tokens per forward (a prompt chunk plus one per decoding sequence)
+    int64_t max_seqs = 16;      // cpu: sequences per forward
+    int64_t max_length = 0;     // tokens per sequence; 0: the model's context (cpu), min(context, 4096) (cuda)
+};
+
+// Fails naming the device if it is unknown or unavailable (no GPU, or a build without CUDA).
+std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const EngineDecoderOptions &o);
+
+} // namespace zaya
