@@ -66,8 +66,8 @@ void add_engine_device_options(CLI::App *cmd, EngineOptions &o) {
         ->capture_default_str()
         ->check(CLI::IsMember({"cpu", "cuda"}));
     cmd->add_option("--max-context", o.max_context,
-                    "Tokens a sequence may hold, prompt and generated (0: the model's context on cpu, at most 4096 "
-                    "on cuda, whose cache is allocated up front)")
+                    "Tokens a sequence may hold, prompt and generated (0: the model's context; on cuda at most "
+                    "32768, as the device cache is allocated up front)")
         ->capture_default_str();
 }
 

@@ -159,9 +159,9 @@ struct CudaDecoder::Impl {
 };
 
 CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config), o(opt) {
-    if (o.max_len < 1 || o.max_chunk < 1 || o.attn_chunk < 1 || o.attn_chunk > cuda::kAttnMaxChunk)
-        fail("cuda decoder: max_len ({}) and max_chunk ({}) must be ≥ 1, attn_chunk ({}) in [1, {}]", o.max_len,
-             o.max_chunk, o.attn_chunk, cuda::kAttnMaxChunk);
+    if (o.max_len < 1 || o.max_chunk < 1 || o.attn_splits < 1 || o.attn_splits > cuda::kAttnMaxSplits)
+        fail("cuda decoder: max_len ({}) and max_chunk ({}) must be ≥ 1, attn_splits ({}) in [1, {}]", o.max_len,
+             o.max_chunk, o.attn_splits, cuda::kAttnMaxSplits);
     D = c.hidden_size, C = c.conv_channels(), P = c.conv_padding(), Dq = c.q_dim(), Dk = c.kv_dim(), Dv = Dk / 2;
     nq = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim, R = c.router_hidden_size;
     K = c.router_classes(), E = c.num_experts, I = c.moe_intermediate_size, V = c.vocab_size;
@@ -203,8 +203,7 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
     q = f(N * Dq), att = f(N * Dq), k = f(N * Dk), v = f(N * Dk), qn = f(N * nq), kn = f(N * nkv);
     for (auto *b : {&rho[0], &rho[1], &h1, &rn, &a1, &h2}) *b = f(N * R);
     rlogits = f(N * K), probs = f(N * K), hh = f(N * 2 * I), aa = f(N * I), logits = f(V);
-    const int64_t chunks = cuda::attention_decode_chunks(o.max_len, o.attn_chunk);
-    part_o = f(chunks * N * nq * hd), part_ml = f(chunks * N * nq * 2);
+    part_o = f(o.attn_splits * N * nq * hd), part_ml = f(o.attn_splits * N * nq * 2);
     tokens = DeviceArray<int32_t>(size_t(N)), pos = DeviceArray<int32_t>(size_t(N));
     choice = DeviceArray<int32_t>(size_t(N)), len = DeviceArray<int32_t>(1), seq_start = DeviceArray<int64_t>(2);
     best = DeviceArray<int32_t>(1), best_part_i = DeviceArray<int32_t>(size_t(cuda::kArgmaxPartials));
@@ -251,7 +250,7 @@ void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
     cuda::append_kv(d.kc.data(), d.vc.data(), k.data(), v.data(), len.data(), n, Dk);
     const cuda::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), sliding ? *c.sliding_window : 0};
     cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q.data(), d.kc.data(), d.vc.data(), len.data(), n,
-                           o.max_len, as, o.attn_chunk);
+                           as, o.attn_splits);
     linear(tmp.data(), D, att.data(), d.o_proj, d.o_bias, n);
     cuda::residual_scale_forward(x.data(), tmp.data(), x.data(), d.attn_res[0], d.attn_res[1], d.attn_res[2],
                                  d.attn_res[3], n, D);

@@ -27,7 +27,8 @@ class CudaDecoder {
     struct Options {
         int64_t max_len = 4096;   // tokens the device cache holds
         int64_t max_chunk = 8;    // rows per forward pass (prefill runs in passes of this many)
-        int64_t attn_chunk = 128; // keys per attention block (flash-decoding split)
+        int64_t attn_splits = 32; // blocks per (query, head) in attention (flash-decoding; 32 × ZAYA1-8B's 8 heads
+                                  // = 256 blocks, about 2 per H200 SM)
         bool graph = true;        // replay decode steps as a CUDA graph (captured after one eager step)
     };
     CudaDecoder(const InferModel &m, const Options &o);

@@ -72,9 +72,9 @@ class CudaEngineDecoder final : public EngineDecoder {
     }
 
   private:
-    // The device cache's default length: the decode attention's grid spans it (ops/cuda/decode.h), so it is not
-    // the model's whole context (32k for ZAYA1) unless asked.
-    static constexpr int64_t kDefaultMaxLength = 4096;
+    // The device cache's default length, allocated up front (80 KiB per token for ZAYA1-8B: 2.5 GiB at 32k): the
+    // model's context, up to 32k tokens unless asked for more.
+    static constexpr int64_t kDefaultMaxLength = 32768;
     int64_t max_length_;
     CudaDecoder dec_;
     std::string description_;

@@ -31,7 +31,7 @@ struct EngineDecoderOptions {
     std::string device = "cpu"; // cpu | cuda
     int64_t max_tokens = 272;   // cpu: new tokens per forward (a prompt chunk plus one per decoding sequence)
     int64_t max_seqs = 16;      // cpu: sequences per forward
-    int64_t max_length = 0;     // tokens per sequence; 0: the model's context (cpu), min(context, 4096) (cuda)
+    int64_t max_length = 0;     // tokens per sequence; 0: the model's context (cpu), min(context, 32768) (cuda)
 };
 
 // Fails naming the device if it is unknown or unavailable (no GPU, or a build without CUDA).

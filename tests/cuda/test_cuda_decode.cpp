@@ -126,33 +126,37 @@ TEST_F(CudaOps, DecodeExpertLinearMatchesReference) {
         }
 }
 
-// New queries at positions p0 … p0+n−1 over a cache whose rows past p0+n hold NaN (never read), in one key chunk
-// and split into several; full causal and a sliding window.
+// New queries at positions p0 … p0+n−1 over a cache whose rows past p0+n hold NaN (never read): keys in one piece
+// and split several ways (more pieces than keys: empty ones), full causal and a sliding window, and pieces longer
+// than one tile of kAttnMaxChunk keys (the online softmax across tiles).
 TEST_F(CudaOps, DecodeAttentionMatchesCpu) {
-    const int64_t nq = 4, nkv = 2, hd = 16, max_len = 23, Dk = nkv * hd, Dq = nq * hd;
-    for (int64_t p0 : {0, 13})
+    const int64_t nq = 4, nkv = 2, hd = 16, max_len = 310, Dk = nkv * hd, Dq = nq * hd;
+    struct Case {
+        int64_t p0, n, window, splits;
+    };
+    std::vector<Case> cases = {{300, 2, 200, 40}, {13, 1, 0, 40}, {290, 3, 0, 2}};
+    for (int64_t p0 : {0, 13, 300})
         for (int64_t n : {1, 3})
             for (int64_t window : {0, 5})
-                for (int64_t chunk : {4, 128}) {
-                    const cpu::AttnShape s{nq, nkv, hd, 0.25f, window};
-                    const std::vector<float> q = random_vec(size_t(n * Dq), 8);
-                    std::vector<float> k = random_vec(size_t(max_len * Dk), 9),
-                                       v = random_vec(size_t(max_len * Dk), 10);
-                    std::vector<float> ref(size_t(n * Dq));
-                    cpu::attention_cached(ref.data(), q.data(), k.data(), v.data(), n, p0, s);
-                    for (size_t i = size_t((p0 + n) * Dk); i < k.size(); ++i)
-                        k[i] = v[i] = std::numeric_limits<float>::quiet_NaN();
-                    const std::vector<int32_t> len = {int32_t(p0)};
-                    auto dq = upload(q), dk = upload(k), dv = upload(v);
-                    auto dlen = upload(len);
-                    const int64_t chunks = cuda::attention_decode_chunks(max_len, chunk);
-                    auto out = poisoned(size_t(n * Dq)), po = poisoned(size_t(chunks * n * Dq)),
-                         pml = poisoned(size_t(chunks * n * nq * 2));
-                    cuda::attention_decode(out.data(), po.data(), pml.data(), dq.data(), dk.data(), dv.data(),
-                                           dlen.data(), n, max_len, s, chunk);
-                    EXPECT_LT(rel_err(download(out), ref), kFp32Tol)
-                        << fmt::format("p0={} n={} window={} chunk={}", p0, n, window, chunk);
-                }
+                for (int64_t splits : {1, 3})
+                    if (p0 + n <= max_len) cases.push_back({p0, n, window, splits});
+    for (const Case &cs : cases) {
+        const cpu::AttnShape s{nq, nkv, hd, 0.25f, cs.window};
+        const std::vector<float> q = random_vec(size_t(cs.n * Dq), 8);
+        std::vector<float> k = random_vec(size_t(max_len * Dk), 9), v = random_vec(size_t(max_len * Dk), 10);
+        std::vector<float> ref(size_t(cs.n * Dq));
+        cpu::attention_cached(ref.data(), q.data(), k.data(), v.data(), cs.n, cs.p0, s);
+        for (size_t i = size_t((cs.p0 + cs.n) * Dk); i < k.size(); ++i)
+            k[i] = v[i] = std::numeric_limits<float>::quiet_NaN();
+        auto dq = upload(q), dk = upload(k), dv = upload(v);
+        auto dlen = upload(std::vector<int32_t>{int32_t(cs.p0)});
+        auto out = poisoned(size_t(cs.n * Dq)), po = poisoned(size_t(cs.splits * cs.n * Dq)),
+             pml = poisoned(size_t(cs.splits * cs.n * nq * 2));
+        cuda::attention_decode(out.data(), po.data(), pml.data(), dq.data(), dk.data(), dv.data(), dlen.data(), cs.n,
+                               s, cs.splits);
+        EXPECT_LT(rel_err(download(out), ref), kFp32Tol)
+            << fmt::format("p0={} n={} window={} splits={}", cs.p0, cs.n, cs.window, cs.splits);
+    }
 }
 
 TEST_F(CudaOps, DecodeCacheHelpers) {
@@ -333,7 +337,7 @@ void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol, int r
     const std::vector<int32_t> tokens = test_tokens(prompt + steps, V);
     const std::vector<float> ref = cpu_logits(m, tokens);
     CudaDecoder dec(DecodeWeights{c, m.w, hw.embed, hw.lm_head, hw.layers},
-                    CudaDecoder::Options{.max_len = 16, .max_chunk = 3, .attn_chunk = 4});
+                    CudaDecoder::Options{.max_len = 16, .max_chunk = 3, .attn_splits = 3});
     std::vector<float> got(static_cast<size_t>(V));
     for (int round = 0; round < rounds; ++round) { // the second after reset(): a fresh sequence on reused buffers
         dec.prefill(std::span(tokens).first(size_t(prompt)), got.data());
@@ -362,8 +366,8 @@ TEST_F(CudaOps, DecoderGraphStepsEqualEager) {
     model_init_random(m, 22);
     HostWeights hw(m, DType::BF16);
     const DecodeWeights w{m.config, m.w, hw.embed, hw.lm_head, hw.layers};
-    CudaDecoder graph(w, CudaDecoder::Options{.max_len = 12, .max_chunk = 4, .attn_chunk = 4, .graph = true});
-    CudaDecoder eager(w, CudaDecoder::Options{.max_len = 12, .max_chunk = 4, .attn_chunk = 4, .graph = false});
+    CudaDecoder graph(w, CudaDecoder::Options{.max_len = 12, .max_chunk = 4, .attn_splits = 3, .graph = true});
+    CudaDecoder eager(w, CudaDecoder::Options{.max_len = 12, .max_chunk = 4, .attn_splits = 3, .graph = false});
     const std::vector<int32_t> tokens = test_tokens(8, m.config.vocab_size);
     const size_t V = size_t(m.config.vocab_size);
     std::vector<float> a(V), b(V);

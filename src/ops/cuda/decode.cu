@@ -203,69 +203,91 @@ __device__ __forceinline__ int64_t window_start(int64_t p, int64_t window) {
     return window > 0 ? max(int64_t(0), p - window + 1) : int64_t(0);
 }
 
-// grid (chunks, nq, n), block 128: the partial softmax of query (i, h) over keys [c·chunk, (c+1)·chunk) ∩ [lo, p].
-// part_o gets Σ exp(s − m)·v (unnormalised), part_ml (m, l = Σ exp(s − m)); l = 0 marks a chunk with no key.
+// Query (i, h) sees keys [lo, p]; split `splits` ways, piece c is [lo + c·per, min(p + 1, lo + (c+1)·per)) with
+// per = ceil((p + 1 − lo) / splits): the grid depends on the split count, not on the cache's capacity.
+struct KeyPiece {
+    int64_t t0, t1;
+};
+__device__ __forceinline__ KeyPiece key_piece(int64_t p, int64_t window, int64_t c, int64_t splits) {
+    const int64_t lo = window_start(p, window), per = (p + 1 - lo + splits - 1) / splits;
+    const int64_t t0 = lo + c * per;
+    return {t0, min(p + 1, t0 + per)};
+}
+
+// grid (splits, nq, n), block 128: the partial softmax of query (i, h) over its piece of keys, in tiles of
+// kAttnMaxChunk with an online softmax (running max m, sum l, and each thread's ≤ 2 output dims rescaled when m
+// grows). part_o gets Σ exp(s − m)·v (unnormalised), part_ml (m, l); l = 0 marks an empty piece.
 __global__ void __launch_bounds__(kAttnThreads)
     attention_partial_kernel(float *part_o, float *part_ml, const float *q, const float *k, const float *v,
-                             const int32_t *length, int64_t n, AttnShape s, int64_t chunk) {
+                             const int32_t *length, int64_t n, AttnShape s, int64_t splits) {
     __shared__ float qs[kAttnMaxHeadDim];
     __shared__ float ps[kAttnMaxChunk];
+    constexpr int kDims = kAttnMaxHeadDim / kAttnThreads; // output dims per thread
     const int64_t c = blockIdx.x, h = blockIdx.y, i = blockIdx.z, nq = s.nq, hd = s.hd;
     const int64_t j = h / (nq / s.nkv), ldk = s.nkv * hd;
-    const int64_t p = int64_t(*length) + i, lo = window_start(p, s.window);
-    const int64_t t0 = max(lo, c * chunk), t1 = min(p + 1, (c + 1) * chunk); // keys [t0, t1)
+    const int64_t p = int64_t(*length) + i;
+    const KeyPiece piece = key_piece(p, s.window, c, splits);
     const int64_t slot = (c * n + i) * nq + h;
-    if (t0 >= t1) { // nothing of this query in the chunk
+    if (piece.t0 >= piece.t1) { // no key of this query in the piece
         if (threadIdx.x == 0) part_ml[2 * slot] = -INFINITY, part_ml[2 * slot + 1] = 0.0f;
         return;
     }
     for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[(i * nq + h) * hd + d];
-    __syncthreads();
     const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
-    for (int64_t t = t0 + warp; t < t1; t += kAttnThreads / kWarp) { // a warp per key, lanes over dims
-        const float *kr = k + t * ldk + j * hd;
-        float dot = 0.0f;
-        for (int64_t d = lane; d < hd; d += kWarp) dot += qs[d] * kr[d];
-        dot = warp_sum(dot);
-        if (lane == 0) ps[t - t0] = dot * s.scale;
+    float m = -INFINITY, l = 0.0f, acc[kDims] = {};
+    for (int64_t a = piece.t0; a < piece.t1; a += kAttnMaxChunk) {
+        const int64_t b = min(piece.t1, a + kAttnMaxChunk); // this tile's keys [a, b)
+        __syncthreads(); // qs written; the previous tile's ps read by every thread
+        for (int64_t t = a + warp; t < b; t += kAttnThreads / kWarp) { // a warp per key, lanes over dims
+            const float *kr = k + t * ldk + j * hd;
+            float dot = 0.0f;
+            for (int64_t d = lane; d < hd; d += kWarp) dot += qs[d] * kr[d];
+            dot = warp_sum(dot);
+            if (lane == 0) ps[t - a] = dot * s.scale;
+        }
+        __syncthreads();
+        float mt = m;
+        for (int64_t t = 0; t < b - a; ++t) mt = max(mt, ps[t]); // every thread: a broadcast read
+        const float rescale = expf(m - mt); // 0 on the first tile (m = −inf)
+        __syncthreads();
+        for (int64_t t = threadIdx.x; t < b - a; t += blockDim.x) ps[t] = expf(ps[t] - mt);
+        __syncthreads();
+        float lt = 0.0f;
+        for (int64_t t = 0; t < b - a; ++t) lt += ps[t];
+        l = l * rescale + lt, m = mt;
+        for (int r = 0; r < kDims; ++r) {
+            const int64_t d = threadIdx.x + int64_t(r) * kAttnThreads;
+            if (d >= hd) break;
+            float sum = 0.0f;
+            for (int64_t t = a; t < b; ++t) sum += ps[t - a] * v[t * ldk + j * hd + d];
+            acc[r] = acc[r] * rescale + sum;
+        }
     }
-    __syncthreads();
-    float m = -INFINITY;
-    for (int64_t t = 0; t < t1 - t0; ++t) m = max(m, ps[t]); // every thread: a broadcast read
-    __syncthreads();
-    for (int64_t t = threadIdx.x; t < t1 - t0; t += blockDim.x) ps[t] = expf(ps[t] - m);
-    __syncthreads();
-    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int64_t t = t0; t < t1; ++t) acc += ps[t - t0] * v[t * ldk + j * hd + d];
-        part_o[slot * hd + d] = acc;
+    for (int r = 0; r < kDims; ++r) {
+        const int64_t d = threadIdx.x + int64_t(r) * kAttnThreads;
+        if (d < hd) part_o[slot * hd + d] = acc[r];
     }
-    if (threadIdx.x == 0) {
-        float l = 0.0f;
-        for (int64_t t = 0; t < t1 - t0; ++t) l += ps[t];
-        part_ml[2 * slot] = m, part_ml[2 * slot + 1] = l;
-    }
+    if (threadIdx.x == 0) part_ml[2 * slot] = m, part_ml[2 * slot + 1] = l;
 }
 
-// grid (nq, n), block 128: out[i, h, :] from the chunks that hold keys of query i.
+// grid (nq, n), block 128: out[i, h, :] from the `splits` pieces of query i.
 __global__ void __launch_bounds__(kAttnThreads)
-    attention_combine_kernel(float *out, const float *part_o, const float *part_ml, const int32_t *length, int64_t n,
-                             AttnShape s, int64_t chunk) {
+    attention_combine_kernel(float *out, const float *part_o, const float *part_ml, int64_t n, AttnShape s,
+                             int64_t splits) {
     const int64_t h = blockIdx.x, i = blockIdx.y, nq = s.nq, hd = s.hd;
-    const int64_t p = int64_t(*length) + i, c0 = window_start(p, s.window) / chunk, c1 = p / chunk;
     float M = -INFINITY;
-    for (int64_t c = c0; c <= c1; ++c) {
+    for (int64_t c = 0; c < splits; ++c) {
         const int64_t slot = (c * n + i) * nq + h;
         if (part_ml[2 * slot + 1] > 0.0f) M = max(M, part_ml[2 * slot]);
     }
     float L = 0.0f;
-    for (int64_t c = c0; c <= c1; ++c) {
+    for (int64_t c = 0; c < splits; ++c) {
         const int64_t slot = (c * n + i) * nq + h;
         if (part_ml[2 * slot + 1] > 0.0f) L += part_ml[2 * slot + 1] * expf(part_ml[2 * slot] - M);
     }
     for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
-        for (int64_t c = c0; c <= c1; ++c) {
+        for (int64_t c = 0; c < splits; ++c) {
             const int64_t slot = (c * n + i) * nq + h;
             if (part_ml[2 * slot + 1] > 0.0f) acc += part_o[slot * hd + d] * expf(part_ml[2 * slot] - M);
         }
@@ -384,19 +406,16 @@ void delayed_values_shift(float *v, int64_t ldv, float *state, int64_t n, int64_
     ZAYA_CUDA_LAUNCHED();
 }
 
-int64_t attention_decode_chunks(int64_t max_len, int64_t chunk) { return (max_len + chunk - 1) / chunk; }
-
 void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
-                      const int32_t *length, int64_t n, int64_t max_len, const AttnShape &s, int64_t chunk) {
-    if (chunk < 1 || chunk > kAttnMaxChunk) fail("attention_decode: chunk {} outside [1, {}]", chunk, kAttnMaxChunk);
+                      const int32_t *length, int64_t n, const AttnShape &s, int64_t splits) {
+    if (splits < 1 || splits > kAttnMaxSplits) fail("attention_decode: {} splits outside [1, {}]", splits, kAttnMaxSplits);
     if (s.hd > kAttnMaxHeadDim) fail("attention_decode: head_dim {} above {}", s.hd, kAttnMaxHeadDim);
     if (n == 0) return;
-    const int64_t chunks = attention_decode_chunks(max_len, chunk);
-    attention_partial_kernel<<<dim3(unsigned(chunks), unsigned(s.nq), unsigned(n)), kAttnThreads, 0, launch_stream()>>>(
-        part_o, part_ml, q, k, v, length, n, s, chunk);
+    attention_partial_kernel<<<dim3(unsigned(splits), unsigned(s.nq), unsigned(n)), kAttnThreads, 0, launch_stream()>>>(
+        part_o, part_ml, q, k, v, length, n, s, splits);
     ZAYA_CUDA_LAUNCHED();
     attention_combine_kernel<<<dim3(unsigned(s.nq), unsigned(n)), kAttnThreads, 0, launch_stream()>>>(
-        out, part_o, part_ml, length, n, s, chunk);
+        out, part_o, part_ml, n, s, splits);
     ZAYA_CUDA_LAUNCHED();
 }
 

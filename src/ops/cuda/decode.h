@@ -61,14 +61,16 @@ void copy_floats(float *dst, const float *src, int64_t count);
 void delayed_values_shift(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv);
 
 // Cached attention of n new queries at positions *length … *length+n−1 (their keys already appended), over the
-// cache k, v [max_len, nkv·hd]: causal, GQA, sliding window as cpu::attention_cached. out[n, nq, hd].
-// Split over the key axis (flash-decoding): each block takes `chunk` keys of one (query, head) and leaves a
-// partial softmax — part_o [chunks, n, nq, hd], part_ml [chunks, n, nq, 2] with chunks = ceil(max_len / chunk) —
-// and a second kernel combines them; so one head at long context still fills the GPU. chunk ≤ kAttnMaxChunk.
+// cache k, v [·, nkv·hd]: causal, GQA, sliding window as cpu::attention_cached. out[n, nq, hd].
+// Split over the key axis (flash-decoding): each query's visible keys are cut into `splits` pieces of equal size,
+// each block takes one piece of one (query, head) in tiles of kAttnMaxChunk keys with an online softmax and leaves
+// a partial result — part_o [splits, n, nq, hd], part_ml [splits, n, nq, 2] — that a second kernel combines. The
+// grid is splits × nq × n whatever the cache's capacity or the sequence's length, so a CUDA graph captured once
+// serves every step, and one head at long context still fills the GPU.
 inline constexpr int64_t kAttnMaxChunk = 128;
-int64_t attention_decode_chunks(int64_t max_len, int64_t chunk);
+inline constexpr int64_t kAttnMaxSplits = 1024;
 void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
-                      const int32_t *length, int64_t n, int64_t max_len, const AttnShape &s, int64_t chunk);
+                      const int32_t *length, int64_t n, const AttnShape &s, int64_t splits);
 
 // *out = the index of the largest of x[0, n) (lowest index on ties; NaN never wins; 0 if nothing does): the greedy
 // token, so a greedy decode step downloads 4 bytes instead of V logits. Two kernels, each element read once:
