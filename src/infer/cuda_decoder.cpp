@@ -1,6 +1,6 @@
 // CudaDecoder (cuda_decoder.h): Decoder::layer_forward's sequence of ops for one sequence, as device kernels.
-// The conv state and the new q‖k rows share one buffer zx = [state rows ; new rows], so the conv reads the state
-// in place; the projections write straight into it.
+// Each layer's conv state and the new q‖k rows share one buffer zx = [state rows ; new rows], so the conv reads the
+// state in place, the projections write straight into it, and one kernel moves the last rows up after the step.
 #include "infer/cuda_decoder.h"
 
 #include "core/error.h"
@@ -63,22 +63,21 @@ DevMat upload_stacked(const std::vector<Mat> &ms) {
     return d;
 }
 
+const uint16_t *bf16_of(const DevMat &W) { return reinterpret_cast<const uint16_t *>(W.buf.data()); }
+const float *f32_of(const DevMat &W) { return reinterpret_cast<const float *>(W.buf.data()); }
+
 // y[N, W.rows] (row stride ldy) = act(x · Wᵀ + b).
 void linear(float *y, int64_t ldy, const float *x, const DevMat &W, const float *b, int64_t N,
             cuda::Epilogue act = cuda::Epilogue::None) {
-    if (W.dtype == DType::BF16)
-        cuda::linear_rows_bf16(y, ldy, x, reinterpret_cast<const uint16_t *>(W.buf.data()), b, N, W.cols, W.rows, act);
-    else
-        cuda::linear_rows_f32(y, ldy, x, reinterpret_cast<const float *>(W.buf.data()), b, N, W.cols, W.rows, act);
+    if (W.dtype == DType::BF16) cuda::linear_rows_bf16(y, ldy, x, bf16_of(W), b, N, W.cols, W.rows, act);
+    else cuda::linear_rows_f32(y, ldy, x, f32_of(W), b, N, W.cols, W.rows, act);
 }
 
 // The routed form over stacked experts: O = rows per expert.
 void expert_linear(float *y, int64_t ldy, const float *x, const DevMat &W, const cuda::ExpertRows &r, int64_t N) {
     const int64_t O = W.rows / r.E;
-    if (W.dtype == DType::BF16)
-        cuda::expert_linear_bf16(y, ldy, x, reinterpret_cast<const uint16_t *>(W.buf.data()), r, N, W.cols, O);
-    else
-        cuda::expert_linear_f32(y, ldy, x, reinterpret_cast<const float *>(W.buf.data()), r, N, W.cols, O);
+    if (W.dtype == DType::BF16) cuda::expert_linear_bf16(y, ldy, x, bf16_of(W), r, N, W.cols, O);
+    else cuda::expert_linear_f32(y, ldy, x, f32_of(W), r, N, W.cols, O);
 }
 
 struct DevLayer {
@@ -87,7 +86,7 @@ struct DevLayer {
         *attn_res[4], *post_norm, *router_down_bias, *router_state_scale, *router_norm, *router_fc1_bias,
         *router_fc2_bias, *balancing_biases, *mlp_res[4];
     DeviceArray<float> kc, vc;  // [max_len, Dk]
-    DeviceArray<float> conv;    // [P, C]: the conv state
+    DeviceArray<float> zx;      // [P + max_chunk, C]: the conv state (first P rows), then the new rows' q‖k
     DeviceArray<float> vstate;  // [Dv]: the delayed-value state
     std::vector<float> vstate0; // its value for a fresh sequence (the delayed projection's bias, or zeros)
 };
@@ -105,8 +104,8 @@ struct CudaDecoder::Impl {
     int64_t length = 0, seq_n = -1;
     size_t weight_bytes = 0;
 
-    DeviceArray<float> x, xn, rstd, zx, convx, pbuf, q, k, v, qn, kn, att, tmp, rho[2], h1, rn, rrstd, a1, h2;
-    DeviceArray<float> rlogits, probs, psel, hh, aa, moe, logits, part_o, part_ml, cos_t[2], sin_t[2], inv_freq[2];
+    DeviceArray<float> x, xn, rstd, convx, pbuf, q, k, v, qn, kn, att, tmp, rho[2], h1;
+    DeviceArray<float> probs, psel, hh, aa, moe, logits, part_o, part_ml, cos_t[2], sin_t[2], inv_freq[2];
     DeviceArray<int32_t> tokens, pos, choice, len, best, best_part_i; // best: the argmax of logits
     DeviceArray<float> best_part_v;
     DeviceArray<int64_t> seq_start;
@@ -191,20 +190,21 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
         d.router_norm = up(lw.router_norm, R), d.router_fc1_bias = up(lw.router_fc1_bias, R);
         d.router_fc2_bias = up(lw.router_fc2_bias, R), d.balancing_biases = up(lw.balancing_biases, K);
         d.kc = DeviceArray<float>(size_t(o.max_len * Dk)), d.vc = DeviceArray<float>(size_t(o.max_len * Dk));
-        d.conv = DeviceArray<float>(size_t(P * C)), d.vstate = DeviceArray<float>(size_t(Dv));
+        d.zx = DeviceArray<float>(size_t((P + o.max_chunk) * C)), d.vstate = DeviceArray<float>(size_t(Dv));
         d.vstate0 =
             lw.v_del_bias ? std::vector<float>(lw.v_del_bias, lw.v_del_bias + Dv) : std::vector<float>(size_t(Dv));
     }
     const int64_t N = o.max_chunk, ext = P + N;
     auto f = [](int64_t n) { return DeviceArray<float>(size_t(std::max<int64_t>(n, 1))); };
-    x = f(N * D), xn = f(N * D), tmp = f(N * D), moe = f(N * D), rstd = f(N), rrstd = f(N), psel = f(N);
-    zx = f(ext * C), convx = f(ext * C);
+    x = f(N * D), xn = f(N * D), tmp = f(N * D), moe = f(N * D), rstd = f(N), psel = f(N);
+    convx = f(ext * C);
     pbuf = f(cpu::cca_conv_p_rows(ext, 1, cuda::ConvShape{C, 1, c.cca_time0, c.cca_time1}) * C);
-    q = f(N * Dq), att = f(N * Dq), k = f(N * Dk), v = f(N * Dk), qn = f(N * nq), kn = f(N * nkv);
-    for (auto *b : {&rho[0], &rho[1], &h1, &rn, &a1, &h2}) *b = f(N * R);
-    rlogits = f(N * K), probs = f(N * K), hh = f(N * 2 * I), aa = f(N * I), logits = f(V);
+    // q, k and their norms for the conv's rows [state ; new] (the fused chain computes them all).
+    q = f(ext * Dq), k = f(ext * Dk), qn = f(ext * nq), kn = f(ext * nkv), att = f(N * Dq), v = f(N * Dk);
+    for (auto *b : {&rho[0], &rho[1], &h1}) *b = f(N * R);
+    probs = f(N * K), hh = f(N * 2 * I), aa = f(N * I), logits = f(V);
     part_o = f(o.attn_splits * N * nq * hd), part_ml = f(o.attn_splits * N * nq * 2);
-    tokens = DeviceArray<int32_t>(size_t(N)), pos = DeviceArray<int32_t>(size_t(N));
+    tokens = DeviceArray<int32_t>(size_t(N)), pos = DeviceArray<int32_t>(size_t(ext));
     choice = DeviceArray<int32_t>(size_t(N)), len = DeviceArray<int32_t>(1), seq_start = DeviceArray<int64_t>(2);
     best = DeviceArray<int32_t>(1), best_part_i = DeviceArray<int32_t>(size_t(cuda::kArgmaxPartials));
     best_part_v = f(cuda::kArgmaxPartials);
@@ -212,7 +212,7 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
         const RopeParams &rp = t == 0 ? c.rope_hybrid : c.rope_sliding;
         const int64_t rot = int64_t(double(hd) * rp.partial_rotary_factor);
         rot_half[t] = rot / 2;
-        cos_t[t] = f(N * rot_half[t]), sin_t[t] = f(N * rot_half[t]);
+        cos_t[t] = f(ext * rot_half[t]), sin_t[t] = f(ext * rot_half[t]); // rows [state ; new], as q and k
         const std::vector<float> inv = cpu::rope_inv_freq(rot, rp.rope_theta);
         inv_freq[t] = f(int64_t(inv.size()));
         if (!inv.empty()) cuda::copy_to_device(inv_freq[t].data(), inv.data(), inv.size() * sizeof(float));
@@ -222,51 +222,56 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
 void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
     DevLayer &d = layers[size_t(l)];
     const float eps = float(c.rms_norm_eps);
-    cuda::rmsnorm_forward(xn.data(), rstd.data(), x.data(), d.input_norm, n, D, eps);
+    // xn = the input norm of x: computed here for the first layer; the previous layer's last kernel left it.
+    if (l == 0) cuda::rmsnorm_forward(xn.data(), rstd.data(), x.data(), d.input_norm, n, D, eps);
     // zx = [conv state ; q‖k of the new rows]: the conv's outputs for the new rows reach back P rows, all inside
-    // the state, so they equal the full-sequence conv; then the last P rows of zx become the state.
-    float *z = zx.data() + P * C;
-    cuda::copy_floats(zx.data(), d.conv.data(), P * C);
+    // the state, so they equal the full-sequence conv. The conv, the q-k mean, QK-norm and RoPE run as one kernel
+    // over all P + n rows (the state rows' results are not used; P, the conv's reach, is small); then the last P
+    // rows of zx move up to become the state.
+    float *z = d.zx.data() + P * C;
     linear(z, C, xn.data(), d.qk, d.qk_bias, n);
+    const bool sliding = c.layer_types[size_t(l)] == LayerType::HybridSliding;
+    const int t = sliding ? 1 : 0;
     const cuda::VarlenBatch one{seq_start.data(), 1, P + n, P + n};
-    cuda::cca_conv_forward(convx.data(), pbuf.data(), zx.data(), one,
-                           cuda::ConvShape{C, nq + nkv, c.cca_time0, c.cca_time1}, d.conv_dw, d.conv_dw_bias, d.conv_g,
-                           d.conv_g_bias);
-    cuda::copy_floats(d.conv.data(), zx.data() + n * C, P * C);
-    cuda::cca_qk_mean_forward(q.data(), k.data(), convx.data() + P * C, z, n, nq, nkv, hd);
+    cuda::cca_conv_qk_forward(convx.data(), pbuf.data(), q.data(), k.data(), qn.data(), kn.data(), d.zx.data(), one,
+                              cuda::ConvShape{C, nq + nkv, c.cca_time0, c.cca_time1}, d.conv_dw, d.conv_dw_bias,
+                              d.conv_g, d.conv_g_bias, d.temp, cos_t[t].data(), sin_t[t].data(), nq, nkv,
+                              c.rotary_dim(l));
+    cuda::shift_rows_up(d.zx.data(), P, n, C);
+    const float *q_new = q.data() + P * Dq, *k_new = k.data() + P * Dk;
     // Values: the current half from this token, the delayed half from the previous token's projection.
     // (Both projections land in v, the delayed one in its second half, which then shifts down a row through the
     // state.)
     linear(v.data(), Dk, xn.data(), d.vv, d.vv_bias, n);
     cuda::delayed_values_shift(v.data() + Dv, Dk, d.vstate.data(), n, Dv);
-    cuda::cca_qk_norm_forward(q.data(), k.data(), qn.data(), kn.data(), d.temp, n, nq, nkv, hd);
-    const bool sliding = c.layer_types[size_t(l)] == LayerType::HybridSliding;
-    const int t = sliding ? 1 : 0;
-    const int64_t rot = c.rotary_dim(l);
-    if (rot > 0) {
-        cuda::rope_forward(q.data(), cos_t[t].data(), sin_t[t].data(), n, nq, hd, rot);
-        cuda::rope_forward(k.data(), cos_t[t].data(), sin_t[t].data(), n, nkv, hd, rot);
-    }
-    cuda::append_kv(d.kc.data(), d.vc.data(), k.data(), v.data(), len.data(), n, Dk);
+    cuda::append_kv(d.kc.data(), d.vc.data(), k_new, v.data(), len.data(), n, Dk);
     const cuda::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), sliding ? *c.sliding_window : 0};
-    cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q.data(), d.kc.data(), d.vc.data(), len.data(), n,
-                           as, o.attn_splits);
+    cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q_new, d.kc.data(), d.vc.data(), len.data(), n, as,
+                           o.attn_splits);
     linear(tmp.data(), D, att.data(), d.o_proj, d.o_bias, n);
-    cuda::residual_scale_forward(x.data(), tmp.data(), x.data(), d.attn_res[0], d.attn_res[1], d.attn_res[2],
-                                 d.attn_res[3], n, D);
-    cuda::rmsnorm_forward(xn.data(), rstd.data(), x.data(), d.post_norm, n, D, eps);
+    // The residual scaling and the post-attention norm in one kernel (in place on x: each element is read, then
+    // written, by one thread).
+    cuda::residual_rmsnorm_forward(x.data(), xn.data(), rstd.data(), tmp.data(), x.data(), d.attn_res[0],
+                                   d.attn_res[1], d.attn_res[2], d.attn_res[3], d.post_norm, n, D, eps);
 
-    // Router (spec A.4): the EDA state mixes in the previous layer's (same token), then the MLP and top-1 choice.
+    // Router (spec A.4): the down projection, then in one kernel the EDA state (mixing in the previous layer's, same
+    // token), its norm, the MLP and the top-1 choice.
     linear(h1.data(), R, xn.data(), d.router_down, d.router_down_bias, n);
     const int cur = int(l % 2);
-    float *rho_now = rho[cur].data();
-    cuda::eda_forward(rho_now, h1.data(), l > 0 ? d.router_state_scale : nullptr, l > 0 ? rho[cur ^ 1].data() : nullptr,
-                      n, R);
-    cuda::rmsnorm_forward(rn.data(), rrstd.data(), rho_now, d.router_norm, n, R, eps);
-    linear(a1.data(), R, rn.data(), d.router_fc1, d.router_fc1_bias, n, cuda::Epilogue::Gelu);
-    linear(h2.data(), R, a1.data(), d.router_fc2, d.router_fc2_bias, n, cuda::Epilogue::Gelu);
-    linear(rlogits.data(), K, h2.data(), d.router_out, nullptr, n);
-    cuda::router_select_forward(probs.data(), choice.data(), psel.data(), rlogits.data(), d.balancing_biases, n, K);
+    const float *prev_scale = l > 0 ? d.router_state_scale : nullptr, *prev = l > 0 ? rho[cur ^ 1].data() : nullptr;
+    if (d.router_fc1.dtype == DType::BF16)
+        cuda::router_decode(cuda::RouterDecode<uint16_t>{rho[cur].data(), probs.data(), choice.data(), psel.data(),
+                                                         h1.data(), prev_scale, prev, d.router_norm,
+                                                         bf16_of(d.router_fc1), d.router_fc1_bias, bf16_of(d.router_fc2),
+                                                         d.router_fc2_bias, bf16_of(d.router_out), d.balancing_biases,
+                                                         R, K, eps},
+                            n);
+    else
+        cuda::router_decode(cuda::RouterDecode<float>{rho[cur].data(), probs.data(), choice.data(), psel.data(),
+                                                      h1.data(), prev_scale, prev, d.router_norm, f32_of(d.router_fc1),
+                                                      d.router_fc1_bias, f32_of(d.router_fc2), d.router_fc2_bias,
+                                                      f32_of(d.router_out), d.balancing_biases, R, K, eps},
+                            n);
     // Experts (A.5), the choice read on the device: the skip slot gives zeros (then silu(0)·0 = 0) and, under
     // passthrough, the expert input itself at the end; every row is scaled by its chosen probability.
     cuda::ExpertRows gate{choice.data(), nullptr, nullptr, 0, E};
@@ -274,8 +279,11 @@ void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
     cuda::swiglu_forward(aa.data(), hh.data(), n, I);
     cuda::ExpertRows down{choice.data(), psel.data(), c.skip_passthrough ? xn.data() : nullptr, D, E};
     expert_linear(moe.data(), D, aa.data(), d.down, down, n);
-    cuda::residual_scale_forward(x.data(), moe.data(), x.data(), d.mlp_res[0], d.mlp_res[1], d.mlp_res[2], d.mlp_res[3],
-                                 n, D);
+    // The residual scaling with the next norm: the next layer's input norm, or after the last layer the final norm
+    // (xn is then what the LM head reads). The down projection above has read xn (the skip passthrough) already.
+    const float *next_norm = l + 1 < c.num_hidden_layers ? layers[size_t(l + 1)].input_norm : final_norm;
+    cuda::residual_rmsnorm_forward(x.data(), xn.data(), rstd.data(), moe.data(), x.data(), d.mlp_res[0], d.mlp_res[1],
+                                   d.mlp_res[2], d.mlp_res[3], next_norm, n, D, eps);
 }
 
 void CudaDecoder::Impl::prepare(const int32_t *toks, int64_t n) {
@@ -296,10 +304,12 @@ void CudaDecoder::Impl::prepare(const int32_t *toks, int64_t n) {
 
 // Kernels only (no copy, no allocation, nothing read on the host): what a decode step's graph holds.
 void CudaDecoder::Impl::device_pass(int64_t n) {
-    cuda::decode_positions(pos.data(), len.data(), n);
+    // Positions of the conv's rows: the P state rows before the new ones (negative at the start: those rows'
+    // results are never used).
+    cuda::decode_positions(pos.data(), len.data(), P + n, -P);
     for (int t = 0; t < 2; ++t)
         if (rot_half[t] > 0)
-            cuda::rope_tables(cos_t[t].data(), sin_t[t].data(), pos.data(), inv_freq[t].data(), n, rot_half[t]);
+            cuda::rope_tables(cos_t[t].data(), sin_t[t].data(), pos.data(), inv_freq[t].data(), P + n, rot_half[t]);
     if (embed.dtype == DType::BF16)
         cuda::embed_rows_bf16(x.data(), tokens.data(), reinterpret_cast<const uint16_t *>(embed.buf.data()), input_bias,
                               input_scale, n, D);
@@ -310,11 +320,10 @@ void CudaDecoder::Impl::device_pass(int64_t n) {
     cuda::advance_length(len.data(), n);
 }
 
-// The final norm and the LM head on the last new row, into `logits`, and their argmax into `best` (kernels only;
-// the argmax reads 4·V bytes, noise next to the head's V·D weights).
+// The LM head on the last new row (xn: the last layer normed it with the final norm), into `logits`, and their
+// argmax into `best` (kernels only; the argmax reads 4·V bytes, noise next to the head's V·D weights).
 void CudaDecoder::Impl::head(int64_t n) {
-    cuda::rmsnorm_forward(xn.data(), rstd.data(), x.data() + (n - 1) * D, final_norm, 1, D, float(c.rms_norm_eps));
-    linear(logits.data(), V, xn.data(), lm_head.buf.data() ? lm_head : embed, lm_head_bias, 1);
+    linear(logits.data(), V, xn.data() + (n - 1) * D, lm_head.buf.data() ? lm_head : embed, lm_head_bias, 1);
     cuda::argmax(best.data(), best_part_v.data(), best_part_i.data(), logits.data(), V);
 }
 
@@ -336,7 +345,7 @@ CudaDecoder::~CudaDecoder() = default;
 void CudaDecoder::reset() {
     Impl &m = *impl_;
     for (DevLayer &d : m.layers) {
-        cuda::fill_bytes(d.conv.data(), 0, d.conv.size() * sizeof(float));
+        cuda::fill_bytes(d.zx.data(), 0, size_t(m.P * m.C) * sizeof(float)); // the conv state
         cuda::copy_to_device(d.vstate.data(), d.vstate0.data(), d.vstate0.size() * sizeof(float));
     }
     cuda::fill_bytes(m.len.data(), 0, sizeof(int32_t));

@@ -9,6 +9,10 @@
 #include "model/init.h"
 #include "ops/backend.h"
 #include "ops/cpu/attention.h"
+#include "ops/cpu/block.h"
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/moe.h"
+#include "ops/cpu/norm.h"
 #include "ops/cuda/decode.h"
 
 #include <fmt/format.h>
@@ -17,6 +21,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 namespace zaya {
@@ -191,6 +197,16 @@ TEST_F(CudaOps, DecodeCacheHelpers) {
                       r == 0 ? state[size_t(d)] : vv[size_t((r - 1) * 2 * Dv + Dv + d)]);
         }
     for (int64_t d = 0; d < Dv; ++d) EXPECT_EQ(new_state[size_t(d)], vv[size_t((rows - 1) * 2 * Dv + Dv + d)]);
+    // The conv state's move: the last `keep` of keep + shift rows to the front, in place (shift below and above
+    // keep: overlapping and not).
+    for (int64_t shift : {1, 3}) {
+        const int64_t keep = 2, cols = 5;
+        const std::vector<float> rows_in = random_vec(size_t((keep + shift) * cols), 18 + uint64_t(shift));
+        auto buf = upload(rows_in);
+        cuda::shift_rows_up(buf.data(), keep, shift, cols);
+        const std::vector<float> moved = download(buf);
+        for (int64_t i = 0; i < keep * cols; ++i) EXPECT_EQ(moved[size_t(i)], rows_in[size_t(shift * cols + i)]);
+    }
 }
 
 // The fused GELU epilogue (the router MLP's): the exact erf GELU of the biased output.
@@ -243,6 +259,57 @@ TEST_F(CudaOps, DecodeArgmaxIsTheFirstMaximum) {
             cuda::argmax(out.data(), part_v.data(), part_i.data(), dx.data(), n);
             EXPECT_EQ(download(out)[0], host_argmax(cases[k])) << fmt::format("n={} case {}", n, k);
         }
+    }
+}
+
+// The router in one kernel against the CPU ops in turn (eda_forward, rmsnorm_forward, linear + gelu_forward twice,
+// the output linear, router_select_forward): R = 40 leaves lanes idle, with and without the previous layer's EDA
+// state, fp32 and bf16 matrices (the reference on the same bf16 values).
+TEST_F(CudaOps, DecodeRouterMatchesCpuChain) {
+    const int64_t n = 3, R = 40, K = 5;
+    const float eps = 1e-6f;
+    const std::vector<float> h1 = random_vec(size_t(n * R), 40), prev = random_vec(size_t(n * R), 41),
+                             scale = random_vec(size_t(R), 42), norm_w = random_vec(size_t(R), 43, 0.2, 1.0),
+                             fc1_b = random_vec(size_t(R), 44, 0.1), fc2_b = random_vec(size_t(R), 45, 0.1),
+                             bias = random_vec(size_t(K), 46, 0.05);
+    const std::vector<uint16_t> fc1_16 = to_bf16_bits(random_vec(size_t(R * R), 47, 0.3)),
+                                fc2_16 = to_bf16_bits(random_vec(size_t(R * R), 48, 0.3)),
+                                out_16 = to_bf16_bits(random_vec(size_t(K * R), 49, 0.5));
+    const std::vector<float> fc1 = widened(fc1_16), fc2 = widened(fc2_16), out = widened(out_16);
+    for (bool with_prev : {false, true}) {
+        std::vector<float> rho(static_cast<size_t>(n * R)), rn(static_cast<size_t>(n * R)),
+            rstd(static_cast<size_t>(n)), a1(static_cast<size_t>(n * R)), a2(static_cast<size_t>(n * R)),
+            logits(static_cast<size_t>(n * K)), probs(static_cast<size_t>(n * K)), p_sel(static_cast<size_t>(n));
+        std::vector<int32_t> choice(static_cast<size_t>(n));
+        cpu::eda_forward(rho.data(), h1.data(), with_prev ? scale.data() : nullptr, with_prev ? prev.data() : nullptr,
+                         n, R);
+        cpu::rmsnorm_forward(rn.data(), rstd.data(), rho.data(), norm_w.data(), n, R, eps);
+        ref_linear(a1, R, rn, fc1.data(), fc1_b.data(), n, R, R);
+        cpu::gelu_forward(a1.data(), a1.data(), n * R);
+        ref_linear(a2, R, a1, fc2.data(), fc2_b.data(), n, R, R);
+        cpu::gelu_forward(a2.data(), a2.data(), n * R);
+        ref_linear(logits, K, a2, out.data(), nullptr, n, R, K);
+        cpu::router_select_forward(probs.data(), choice.data(), p_sel.data(), logits.data(), bias.data(), n, K);
+        auto dh1 = upload(h1), dprev = upload(prev), dscale = upload(scale), dnorm = upload(norm_w),
+             db1 = upload(fc1_b), db2 = upload(fc2_b), dbias = upload(bias);
+        auto check = [&](auto fc1_d, auto fc2_d, auto out_d, const char *what) {
+            using T = std::remove_cv_t<std::remove_pointer_t<decltype(fc1_d.data())>>;
+            auto drho = poisoned(size_t(n * R)), dprobs = poisoned(size_t(n * K)), dpsel = poisoned(size_t(n));
+            cuda::DeviceArray<int32_t> dchoice(static_cast<size_t>(n));
+            cuda::router_decode(cuda::RouterDecode<T>{drho.data(), dprobs.data(), dchoice.data(), dpsel.data(),
+                                                      dh1.data(), with_prev ? dscale.data() : nullptr,
+                                                      with_prev ? dprev.data() : nullptr, dnorm.data(), fc1_d.data(),
+                                                      db1.data(), fc2_d.data(), db2.data(), out_d.data(), dbias.data(),
+                                                      R, K, eps},
+                                n);
+            const std::string ctx = fmt::format("{} weights, previous state {}", what, with_prev);
+            EXPECT_LT(rel_err(download(drho), rho), kFp32Tol) << ctx;
+            EXPECT_LT(rel_err(download(dprobs), probs), kFp32Tol) << ctx;
+            EXPECT_LT(rel_err(download(dpsel), p_sel), kFp32Tol) << ctx;
+            EXPECT_EQ(download(dchoice), choice) << ctx;
+        };
+        check(upload(fc1), upload(fc2), upload(out), "fp32");
+        check(upload(fc1_16), upload(fc2_16), upload(out_16), "bf16");
     }
 }
 

@@ -247,8 +247,8 @@ void cca_conv_qk_forward(float *o, float *p, float *q, float *k, float *qn, floa
                       wg,  bg,  temp, cos_t, sin_t, s.C, hd, s.k0,          s.k1,    nq,
                       nkv, rot / 2, sqrtf(float(hd))};
     const unsigned tiles = unsigned(std::max<int64_t>(1, (batch.max_len + kTile - 1) / kTile));
-    cca_chain_kernel<<<dim3(tiles, unsigned(nkv), unsigned(batch.B)), kThreads,
-                       shared_floats(hd, s.k1) * sizeof(float)>>>(a);
+    cca_chain_kernel<<<dim3(tiles, unsigned(nkv), unsigned(batch.B)), kThreads, shared_floats(hd, s.k1) * sizeof(float),
+                       launch_stream()>>>(a);
     ZAYA_CUDA_LAUNCHED();
 }
 

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/decode.h"
+#include "ops/cuda/router_select.cuh"
 
 #include <algorithm>
 #include <chrono>
@@ -152,6 +153,64 @@ void expert_linear(float *y, int64_t ldy, const float *x, const T *W, const Expe
     ZAYA_CUDA_LAUNCHED();
 }
 
+// ---- the router after its down projection, one block per row ----
+
+constexpr int kRouterThreads = 256;
+
+__device__ __forceinline__ float gelu_exact(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
+
+// Σ over the block of each thread's v, in a fixed order (warp shuffles, then the warps' sums in turn); every thread
+// gets it. `scratch` holds kRouterThreads / 32 floats.
+__device__ float router_block_sum(float v, float *scratch) {
+    v = warp_sum(v);
+    const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < kRouterThreads / kWarp; ++w) total += scratch[w];
+    __syncthreads(); // scratch reusable
+    return total;
+}
+
+// y[O] = act(W[O, I]·x + b) for one row (x, y in shared memory): a warp per output, lanes over the inputs. Ends
+// with a barrier.
+template <class T>
+__device__ void router_block_linear(float *y, const float *x, const T *W, const float *b, int64_t O, int64_t I,
+                                    bool gelu) {
+    const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
+    for (int64_t o = warp; o < O; o += kRouterThreads / kWarp) {
+        float acc = 0.0f;
+        for (int64_t i = lane; i < I; i += kWarp) acc += Piece<T>::one(W + o * I + i) * x[i];
+        acc = warp_sum(acc) + (b ? b[o] : 0.0f);
+        if (lane == 0) y[o] = gelu ? gelu_exact(acc) : acc;
+    }
+    __syncthreads();
+}
+
+// grid n, block 256, shared (2R + K + 8) floats. Row i: rho = h1 + scale ⊙ rho_prev (EDA; without a previous
+// layer rho = h1), the RMSNorm, fc1 → GELU → fc2 → GELU → out, then softmax and top-1 selection.
+template <class T>
+__global__ void __launch_bounds__(kRouterThreads) router_decode_kernel(RouterDecode<T> a) {
+    extern __shared__ float sm[];
+    const int64_t R = a.R, K = a.K, i = blockIdx.x;
+    float *xs = sm, *ys = xs + R, *ls = ys + R, *scratch = ls + K;
+    float ss = 0.0f;
+    for (int64_t j = threadIdx.x; j < R; j += kRouterThreads) {
+        float v = a.h1[i * R + j];
+        if (a.state_scale && a.rho_prev) v += a.state_scale[j] * a.rho_prev[i * R + j];
+        a.rho[i * R + j] = v;
+        ys[j] = v;
+        ss += v * v;
+    }
+    const float r = rsqrtf(router_block_sum(ss, scratch) / float(R) + a.eps);
+    for (int64_t j = threadIdx.x; j < R; j += kRouterThreads) xs[j] = a.norm_w[j] * (ys[j] * r);
+    __syncthreads();
+    router_block_linear(ys, xs, a.fc1, a.fc1_b, R, R, true);
+    router_block_linear(xs, ys, a.fc2, a.fc2_b, R, R, true);
+    router_block_linear(ls, xs, a.out, nullptr, K, R, false);
+    if (threadIdx.x == 0) router_select_token(a.probs + i * K, a.choice[i], a.p_sel[i], ls, a.bias, K);
+}
+
 // One thread per element of out[N, D].
 template <class T>
 __global__ void embed_rows_kernel(float *out, const int32_t *tokens, const T *table, const float *bias,
@@ -162,9 +221,9 @@ __global__ void embed_rows_kernel(float *out, const int32_t *tokens, const T *ta
     out[i] = (Piece<T>::one(table + int64_t(tokens[n]) * D + d) + bias[d]) * scale[d];
 }
 
-__global__ void decode_positions_kernel(int32_t *pos, const int32_t *length, int64_t n) {
+__global__ void decode_positions_kernel(int32_t *pos, const int32_t *length, int64_t n, int64_t first) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) pos[i] = *length + int32_t(i);
+    if (i < n) pos[i] = *length + int32_t(first + i);
 }
 
 __global__ void advance_length_kernel(int32_t *length, int64_t n) { *length += int32_t(n); }
@@ -181,6 +240,14 @@ __global__ void append_kv_kernel(float *kc, float *vc, const float *k, const flo
 __global__ void copy_floats_kernel(float *dst, const float *src, int64_t count) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < count) dst[i] = src[i];
+}
+
+// One thread per column walks the rows in order: row r + shift is read before any thread writes it (only its own
+// column's thread does, later), so the move is safe in place.
+__global__ void shift_rows_up_kernel(float *buf, int64_t keep, int64_t shift, int64_t cols) {
+    const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    for (int64_t r = 0; r < keep; ++r) buf[r * cols + c] = buf[(r + shift) * cols + c];
 }
 
 __global__ void delayed_values_shift_kernel(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv) {
@@ -382,8 +449,19 @@ void embed_rows_f32(float *out, const int32_t *tokens, const float *table, const
     ZAYA_CUDA_LAUNCHED();
 }
 
-void decode_positions(int32_t *pos, const int32_t *length, int64_t n) {
-    decode_positions_kernel<<<blocks_for(n, 128), 128, 0, launch_stream()>>>(pos, length, n);
+template <class T> void router_decode(const RouterDecode<T> &a, int64_t n) {
+    if (n == 0) return;
+    const size_t shared = size_t(2 * a.R + a.K + kRouterThreads / kWarp) * sizeof(float);
+    if (int64_t(shared) > kSharedLimit)
+        fail("router_decode: router width {} and {} classes do not fit shared memory", a.R, a.K);
+    router_decode_kernel<T><<<unsigned(n), kRouterThreads, shared, launch_stream()>>>(a);
+    ZAYA_CUDA_LAUNCHED();
+}
+template void router_decode<uint16_t>(const RouterDecode<uint16_t> &, int64_t);
+template void router_decode<float>(const RouterDecode<float> &, int64_t);
+
+void decode_positions(int32_t *pos, const int32_t *length, int64_t n, int64_t first) {
+    decode_positions_kernel<<<blocks_for(n, 128), 128, 0, launch_stream()>>>(pos, length, n, first);
     ZAYA_CUDA_LAUNCHED();
 }
 void advance_length(int32_t *length, int64_t n) {
@@ -398,6 +476,11 @@ void append_kv(float *kc, float *vc, const float *k, const float *v, const int32
 void copy_floats(float *dst, const float *src, int64_t count) {
     if (count == 0) return;
     copy_floats_kernel<<<blocks_for(count, 256), 256, 0, launch_stream()>>>(dst, src, count);
+    ZAYA_CUDA_LAUNCHED();
+}
+void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols) {
+    if (keep * cols == 0 || shift == 0) return;
+    shift_rows_up_kernel<<<blocks_for(cols, 128), 128, 0, launch_stream()>>>(buf, keep, shift, cols);
     ZAYA_CUDA_LAUNCHED();
 }
 void delayed_values_shift(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv) {

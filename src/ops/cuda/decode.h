@@ -41,20 +41,44 @@ void expert_linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W
 void expert_linear_f32(float *y, int64_t ldy, const float *x, const float *W, const ExpertRows &r, int64_t N, int64_t I,
                        int64_t O);
 
+// The router after its down projection, for n decode rows, in one kernel (a block per row; at decode the router's
+// R×R matrices are small, and six launches per layer would cost more than reading them): rho[n,R] (=) the EDA
+// state h1 + state_scale ⊙ rho_prev (state_scale or rho_prev null: rho = h1, the first layer), then RMSNorm
+// (norm_w), fc1 → GELU → fc2 → GELU → out (no bias) → softmax, the biased top-1: probs[n,K], choice[n], p_sel[n].
+// Matrices bf16 (T = uint16_t, raw bits) or fp32, row-major [out, in].              (Decoder's router, spec A.4)
+template <class T> struct RouterDecode {
+    float *rho, *probs;
+    int32_t *choice;
+    float *p_sel;
+    const float *h1, *state_scale, *rho_prev, *norm_w;
+    const T *fc1;
+    const float *fc1_b;
+    const T *fc2;
+    const float *fc2_b;
+    const T *out;
+    const float *bias; // the balancing biases [K]
+    int64_t R, K;
+    float eps;
+};
+template <class T> void router_decode(const RouterDecode<T> &a, int64_t n);
+
 // out[N,D] = (table[tokens[n]] + bias) ⊙ scale with a bf16 or fp32 table        (cpu embedding with the input scale)
 void embed_rows_bf16(float *out, const int32_t *tokens, const uint16_t *table, const float *bias, const float *scale,
                      int64_t N, int64_t D);
 void embed_rows_f32(float *out, const int32_t *tokens, const float *table, const float *bias, const float *scale,
                     int64_t N, int64_t D);
 
-// pos[i] = *length + i for i < n: positions of the new tokens.
-void decode_positions(int32_t *pos, const int32_t *length, int64_t n);
+// pos[i] = *length + first + i for i < n: positions of the new tokens (first = 0), or of the rows before them too.
+void decode_positions(int32_t *pos, const int32_t *length, int64_t n, int64_t first = 0);
 // *length += n (after the step's last layer).
 void advance_length(int32_t *length, int64_t n);
 // kc[*length + i, :] = k[i, :] and vc[*length + i, :] = v[i, :] for i < n: k, v [n, width]; kc, vc [max_len, width].
 void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width);
 // dst[i] = src[i], i < count, in stream order (a kernel, so it can be captured in a graph with the rest).
 void copy_floats(float *dst, const float *src, int64_t count);
+// buf[r, :] = buf[r + shift, :] for r < keep (rows of `cols` floats), in place: the conv state after a step is the
+// last `keep` rows of [state ; new rows].
+void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols);
 // The delayed value half of n new rows (spec A.3 step 4), in place: v[i, 0:Dv] (row stride ldv) holds row i's own
 // delayed projection; each row takes the previous row's, row 0 the state's, and row n−1's becomes the state.
 // One thread per column walks the rows in order, so no element is read after it is overwritten.

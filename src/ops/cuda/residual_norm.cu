@@ -129,7 +129,7 @@ template <int kThreads>
 void launch_forward(int64_t N, float *out, float *y, float *rstd, const float *x, const float *res,
                     const float *hs_scale, const float *hs_bias, const float *res_scale, const float *res_bias,
                     const float *w, int64_t D, float eps) {
-    residual_rmsnorm_forward_kernel<kThreads><<<unsigned(N), kThreads>>>(out, y, rstd, x, res, hs_scale, hs_bias,
+    residual_rmsnorm_forward_kernel<kThreads><<<unsigned(N), kThreads, 0, launch_stream()>>>(out, y, rstd, x, res, hs_scale, hs_bias,
                                                                          res_scale, res_bias, w, D, eps);
 }
 template <int kThreads>
@@ -137,7 +137,7 @@ void launch_backward(int64_t blocks, float *partial, float *dx, float *dres, con
                      const float *out, const float *w, const float *rstd, const float *x, const float *res,
                      const float *hs_scale, const float *hs_bias, const float *res_scale, const float *res_bias,
                      int64_t N, int64_t D, bool accumulate_g, bool accumulate_dres) {
-    rmsnorm_residual_backward_kernel<kThreads><<<unsigned(blocks), kThreads>>>(
+    rmsnorm_residual_backward_kernel<kThreads><<<unsigned(blocks), kThreads, 0, launch_stream()>>>(
         partial, dx, dres, g, dy, out, w, rstd, x, res, hs_scale, hs_bias, res_scale, res_bias, N, D, accumulate_g,
         accumulate_dres);
 }
@@ -188,7 +188,7 @@ void rmsnorm_residual_backward(float *dx, float *dres, float *d_hs_scale, float 
                                      res_scale, res_bias, N, D, accumulate_g, accumulate_dres);
     ZAYA_CUDA_LAUNCHED();
     const ParamGrads grads{{dw, d_hs_scale, d_hs_bias, d_res_scale, d_res_bias}};
-    add_partials_kernel<<<blocks_for(kParamGrads * D, 256), 256>>>(grads, partial, blocks, D);
+    add_partials_kernel<<<blocks_for(kParamGrads * D, 256), 256, 0, launch_stream()>>>(grads, partial, blocks, D);
     ZAYA_CUDA_LAUNCHED();
 }
 

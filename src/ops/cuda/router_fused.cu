@@ -115,7 +115,8 @@ void router_mlp_forward(float *r_norm, float *r_rstd, float *h1, float *a1, floa
     if (N == 0) return;
     const RouterArgs a{r_norm, r_rstd, h1,  a1,    h2,  a2,    logits, probs, p_sel, choice, rho, norm_w,
                        fc1,    fc1_b,  fc2, fc2_b, out, bias, N,      R,     K,     eps};
-    router_mlp_kernel<<<unsigned((N + kTok - 1) / kTok), kThreads, shared_floats(R, K) * sizeof(float)>>>(a);
+    router_mlp_kernel<<<unsigned((N + kTok - 1) / kTok), kThreads, shared_floats(R, K) * sizeof(float),
+                        launch_stream()>>>(a);
     ZAYA_CUDA_LAUNCHED();
 }
 

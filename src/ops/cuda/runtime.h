@@ -37,8 +37,9 @@ void *device_scratch(Scratch use, size_t bytes);
 
 // The stream kernels launch on: the legacy default stream (null), unless a LaunchStreamScope sets another — as a
 // CUDA graph capture needs (graph capture cannot record the legacy stream). Per host thread. Kernels of the ops the
-// decode step uses (norm, elementwise, cca, cca_conv, block, moe_router, decode) launch on it; the others still
-// launch on the default stream.
+// decode step uses (norm, residual_norm, elementwise, cca, cca_conv, cca_fused's forward chain, block, moe_router,
+// router_fused, decode) launch
+// on it; the others still launch on the default stream.
 void *launch_stream_handle(); // a cudaStream_t
 class LaunchStreamScope {
   public:
