@@ -224,6 +224,12 @@ __global__ void add_temp_grads_kernel(float *dtemp, const double *dtemp_rows, in
 
 bool fusable(int64_t hd, int64_t k1) { return shared_floats(hd, k1) * sizeof(float) <= 48 * 1024; }
 
+// Whether cca_qk_backward_kernel's dynamic shared memory ([g + 1, hd] floats) fits a launch without opting in: the
+// 48 KiB hold static and dynamic together, and the kernel has dt_lanes (32 doubles) of its own.
+bool qk_backward_fits(int64_t g, int64_t hd) {
+    return size_t((g + 1) * hd) * sizeof(float) + 32 * sizeof(double) <= 48 * 1024;
+}
+
 } // namespace
 
 void cca_conv_qk_forward(float *o, float *p, float *q, float *k, float *qn, float *kn, const float *z,
@@ -258,7 +264,7 @@ void cca_qk_backward(float *dconv, float *dz, float *dtemp, float *dq, float *dk
                      int64_t rot) {
     if (nkv <= 0 || nq % nkv != 0) fail("cca_qk_backward: {} query heads for {} key heads", nq, nkv);
     const int64_t threads = 32 * (nq / nkv + 1);
-    if (threads > 1024 || size_t((nq / nkv + 1) * hd) * sizeof(float) > 48 * 1024) { // the unfused chain
+    if (threads > 1024 || !qk_backward_fits(nq / nkv, hd)) { // the unfused chain
         rope_backward(dq, cos_t, sin_t, N, nq, hd, rot);
         rope_backward(dk, cos_t, sin_t, N, nkv, hd, rot);
         cca_qk_mean_forward(q_pre, k_pre, conv, z, N, nq, nkv, hd);
