@@ -158,9 +158,11 @@ struct CudaDecoder::Impl {
 };
 
 CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config), o(opt) {
-    if (o.max_len < 1 || o.max_chunk < 1 || o.attn_splits < 1 || o.attn_splits > cuda::kAttnMaxSplits)
-        fail("cuda decoder: max_len ({}) and max_chunk ({}) must be ≥ 1, attn_splits ({}) in [1, {}]", o.max_len,
-             o.max_chunk, o.attn_splits, cuda::kAttnMaxSplits);
+    // max_chunk rows go into grid dimensions y and z (at most 65535).
+    if (o.max_len < 1 || o.max_chunk < 1 || o.max_chunk > 65535 || o.attn_splits < 1 ||
+        o.attn_splits > cuda::kAttnMaxSplits)
+        fail("cuda decoder: max_len ({}) must be ≥ 1, max_chunk ({}) in [1, 65535], attn_splits ({}) in [1, {}]",
+             o.max_len, o.max_chunk, o.attn_splits, cuda::kAttnMaxSplits);
     D = c.hidden_size, C = c.conv_channels(), P = c.conv_padding(), Dq = c.q_dim(), Dk = c.kv_dim(), Dv = Dk / 2;
     nq = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim, R = c.router_hidden_size;
     K = c.router_classes(), E = c.num_experts, I = c.moe_intermediate_size, V = c.vocab_size;

@@ -142,10 +142,13 @@ __global__ void __launch_bounds__(kThreads) cca_chain_kernel(ChainArgs a) {
 // (g query heads, then the key head). Each warp rotates its head's gradient back, recomputes the pre-norm vector
 // from the saved conv output and z, and differentiates the norm; the block then splits the group's gradients into
 // the conv output's and the mean path's shares.
-__global__ void cca_qk_backward_kernel(float *dconv, float *dz, double *dtemp_rows, const float *dq, const float *dk,
-                                       const float *o, const float *z, const float *qn, const float *kn,
-                                       const float *temp, const float *cos_t, const float *sin_t, int64_t nq,
-                                       int64_t nkv, int64_t hd, int64_t half, float scale) {
+// Up to 1024 threads (32 per head of a KV group): the bound keeps the compiler's register use launchable at that
+// width.
+__global__ void __launch_bounds__(1024)
+    cca_qk_backward_kernel(float *dconv, float *dz, double *dtemp_rows, const float *dq, const float *dk,
+                           const float *o, const float *z, const float *qn, const float *kn, const float *temp,
+                           const float *cos_t, const float *sin_t, int64_t nq, int64_t nkv, int64_t hd, int64_t half,
+                           float scale) {
     extern __shared__ float smem[]; // [g + 1, hd]: each head's gradient w.r.t. its pre-norm vector
     __shared__ double dt_lanes[32];
     const int64_t n = blockIdx.x, j = blockIdx.y, g = nq / nkv, C = (nq + nkv) * hd, Dq = nq * hd;
