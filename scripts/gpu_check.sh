@@ -4,8 +4,9 @@
 # Runs every CUDA op (and the whole model, forward and backward) against its CPU twin, then zaya_cuda_bench (the
 # GPU's bf16/fp32 matrix rate and HBM copy bandwidth, and the attention, Newton–Schulz and LM-head kernels at ZAYA1-8B
 # shapes), then `zaya train` for 20 steps on the CPU and on the GPU (fp32 and bf16 matmuls) from the same seed and
-# data, `zaya bench train --device cuda` on the ~1B preset, and `zaya bench decode --device cuda` (batch-1 decode
-# tokens/s against the HBM bound) at ZAYA1-8B shapes with random bf16 weights; prints a compact table last.
+# data, `zaya bench train --device cuda` on the ~1B preset, `zaya generate --device cuda` against the CPU (the same
+# ids, greedy and sampled), and `zaya bench decode --device cuda` (batch-1 decode tokens/s against the HBM bound) at
+# ZAYA1-8B shapes with random bf16 weights; prints a compact table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp}
@@ -42,6 +43,17 @@ if [[ -x build-gpu/zaya && -f build-gpu/zaya-libs.tar.xz ]]; then
     timeout 240 "${zaya[@]}" bench train --device cuda --model 1b --batch 8 --seq 2048 --precision bf16 --iters 3 --json \
         | tee "$out/train_bench.json"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+    # Generation through the engine on the GPU (greedy: argmax on the device; sampled: logits downloaded) against
+    # the CPU, same random f32 weights: the ids should agree (fp32 on both sides).
+    for mode in "greedy --temperature 0" "sampled --temperature 0.8 --seed 5"; do
+        set -- $mode
+        name=$1
+        shift
+        for dev in cpu cuda; do
+            timeout 60 "${zaya[@]}" generate small --dtype f32 --tokens 2,40,7,99,512 -n 48 --print-ids -q "$@" \
+                --device "$dev" >"$out/generate_${dev}_$name.ids" 2>&1 || rc=1
+        done
+    done
     timeout 300 "${zaya[@]}" bench decode --device cuda --model zaya1-8b --dtype bf16 --prompt-tokens 128 \
         --new-tokens 64 --json | tee "$out/decode_bench.json"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
@@ -89,13 +101,25 @@ try:
           f"{b['median_fwd_bwd_s']:.3f} s = MFU {100 * b['mfu_fwd_bwd_989']:.1f}%")
 except Exception as e:
     print(f"train speed: no result ({e})")
+import glob
+for cpu_path in sorted(glob.glob(os.path.join(out, "generate_cpu_*.ids"))):
+    gpu_path = cpu_path.replace("generate_cpu_", "generate_cuda_")
+    label = "generate small f32 cuda vs cpu, " + os.path.basename(cpu_path)[13:-4]
+    a = open(cpu_path).read().strip()
+    b = open(gpu_path).read().strip() if os.path.exists(gpu_path) else "(no output)"
+    if a == b and a:
+        print(f"{label:45s} {'ok':8s} the same {len(a.split(','))} ids")
+    else:
+        ia, ib = a.split(","), b.split(",")
+        first = next((i for i, (x, y) in enumerate(zip(ia, ib)) if x != y), min(len(ia), len(ib)))
+        print(f"{label:45s} {'FAILED':8s} first difference at token {first}: cpu {a[:60]} | cuda {b[:60]}")
 try:
     b = json.load(open(os.path.join(out, "decode_bench.json")))
     res = "ok" if b["fraction_of_bound"] >= 0.6 else "below"
     print(f"{'decode zaya1-8b bf16 batch 1 vs HBM bound':45s} {res:8s} {b['decode_tokens_per_s']:.1f} tok/s = "
           f"{100 * b['fraction_of_bound']:.0f}% of {b['bound_tokens_per_s']:.1f} (goal ≥ 60%; "
           f"{b['weight_bytes_per_token'] / 1e9:.2f} GB/token ÷ {b['read_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s); "
-          f"prefill {b['prefill_tokens_per_s']:.0f} tok/s")
+          f"prefill {b['prefill_tokens_per_s']:.0f} tok/s; with logits downloaded {b['decode_with_logits_tokens_per_s']:.1f} tok/s")
 except Exception as e:
     print(f"decode speed: no result ({e})")
 PY
