@@ -105,7 +105,7 @@ struct CudaDecoder::Impl {
     size_t weight_bytes = 0;
 
     DeviceArray<float> x, xn, rstd, convx, pbuf, q, k, v, qn, kn, att, tmp, rho[2], h1;
-    DeviceArray<float> probs, psel, hh, aa, moe, logits, part_o, part_ml, cos_t[2], sin_t[2], inv_freq[2];
+    DeviceArray<float> probs, psel, hh, moe, logits, part_o, part_ml, cos_t[2], sin_t[2], inv_freq[2];
     DeviceArray<int32_t> tokens, pos, choice, len, best, best_part_i; // best: the argmax of logits
     DeviceArray<float> best_part_v;
     DeviceArray<int64_t> seq_start;
@@ -204,7 +204,7 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
     // q, k and their norms for the conv's rows [state ; new] (the fused chain computes them all).
     q = f(ext * Dq), k = f(ext * Dk), qn = f(ext * nq), kn = f(ext * nkv), att = f(N * Dq), v = f(N * Dk);
     for (auto *b : {&rho[0], &rho[1], &h1}) *b = f(N * R);
-    probs = f(N * K), hh = f(N * 2 * I), aa = f(N * I), logits = f(V);
+    probs = f(N * K), hh = f(N * 2 * I), logits = f(V);
     part_o = f(o.attn_splits * N * nq * hd), part_ml = f(o.attn_splits * N * nq * 2);
     tokens = DeviceArray<int32_t>(size_t(N)), pos = DeviceArray<int32_t>(size_t(ext));
     choice = DeviceArray<int32_t>(size_t(N)), len = DeviceArray<int32_t>(1), seq_start = DeviceArray<int64_t>(2);
@@ -241,12 +241,11 @@ void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
                               c.rotary_dim(l));
     cuda::shift_rows_up(d.zx.data(), P, n, C);
     const float *q_new = q.data() + P * Dq, *k_new = k.data() + P * Dk;
-    // Values: the current half from this token, the delayed half from the previous token's projection.
-    // (Both projections land in v, the delayed one in its second half, which then shifts down a row through the
+    // Values: the current half from this token, the delayed half from the previous token's projection. (Both
+    // projections land in v, the delayed one in its second half, which the append shifts down a row through the
     // state.)
     linear(v.data(), Dk, xn.data(), d.vv, d.vv_bias, n);
-    cuda::delayed_values_shift(v.data() + Dv, Dk, d.vstate.data(), n, Dv);
-    cuda::append_kv(d.kc.data(), d.vc.data(), k_new, v.data(), len.data(), n, Dk);
+    cuda::append_kv(d.kc.data(), d.vc.data(), k_new, v.data(), len.data(), n, Dk, d.vstate.data(), Dv);
     const cuda::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), sliding ? *c.sliding_window : 0};
     cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q_new, d.kc.data(), d.vc.data(), len.data(), n, as,
                            o.attn_splits);
@@ -276,11 +275,11 @@ void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
                             n);
     // Experts (A.5), the choice read on the device: the skip slot gives zeros (then silu(0)·0 = 0) and, under
     // passthrough, the expert input itself at the end; every row is scaled by its chosen probability.
+    // The SwiGLU between the two is computed as the down projection stages its input.
     cuda::ExpertRows gate{choice.data(), nullptr, nullptr, 0, E};
     expert_linear(hh.data(), 2 * I, xn.data(), d.gate_up, gate, n);
-    cuda::swiglu_forward(aa.data(), hh.data(), n, I);
-    cuda::ExpertRows down{choice.data(), psel.data(), c.skip_passthrough ? xn.data() : nullptr, D, E};
-    expert_linear(moe.data(), D, aa.data(), d.down, down, n);
+    cuda::ExpertRows down{choice.data(), psel.data(), c.skip_passthrough ? xn.data() : nullptr, D, E, true};
+    expert_linear(moe.data(), D, hh.data(), d.down, down, n);
     // The residual scaling with the next norm: the next layer's input norm, or after the last layer the final norm
     // (xn is then what the LM head reads). The down projection above has read xn (the skip passthrough) already.
     const float *next_norm = l + 1 < c.num_hidden_layers ? layers[size_t(l + 1)].input_norm : final_norm;

@@ -98,38 +98,50 @@ TEST_F(CudaOps, DecodeLinearRowsMatchReference) {
 }
 
 // Rows routed to different experts, the skip slot among them, with and without the combine's scale and the
-// passthrough.
+// passthrough, and with the SwiGLU of [gate ‖ up] rows fused into the input staging (the down projection's form).
 TEST_F(CudaOps, DecodeExpertLinearMatchesReference) {
     const int64_t E = 3, I = 24, O = 10, N = 5;
     const std::vector<int32_t> choice = {2, 3, 0, 2, 1}; // 3 = the skip slot
-    const std::vector<float> x = random_vec(size_t(N * I), 4),
+    const std::vector<float> h = random_vec(size_t(N * 2 * I), 4),
                              W = widened(to_bf16_bits(random_vec(size_t(E * O * I), 5)));
     const std::vector<float> p = random_vec(size_t(N), 6, 0.2, 0.5), skip = random_vec(size_t(N * O), 7);
-    for (bool bf16 : {false, true})
-        for (bool combine : {false, true}) {
-            std::vector<float> ref(size_t(N * O));
-            for (int64_t n = 0; n < N; ++n) {
-                const int32_t e = choice[size_t(n)];
-                std::vector<float> row(x.begin() + n * I, x.begin() + (n + 1) * I), y(static_cast<size_t>(O));
-                if (e < E) ref_linear(y, O, row, W.data() + e * O * I, nullptr, 1, I, O);
-                for (int64_t o = 0; o < O; ++o) {
-                    const float v = e < E ? y[size_t(o)] : (combine ? skip[size_t(n * O + o)] : 0.0f);
-                    ref[size_t(n * O + o)] = (combine ? p[size_t(n)] : 1.0f) * v;
+    for (bool swiglu : {false, true}) {
+        // The rows the weights multiply: x itself (the first N·I values of h), or silu(gate)·up of h's rows.
+        std::vector<float> x(h.begin(), h.begin() + N * I);
+        if (swiglu)
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t i = 0; i < I; ++i) {
+                    const double g = h[size_t(n * 2 * I + i)], u = h[size_t(n * 2 * I + I + i)];
+                    x[size_t(n * I + i)] = float(g / (1.0 + std::exp(-g)) * u);
                 }
+        for (bool bf16 : {false, true})
+            for (bool combine : {false, true}) {
+                std::vector<float> ref(size_t(N * O));
+                for (int64_t n = 0; n < N; ++n) {
+                    const int32_t e = choice[size_t(n)];
+                    std::vector<float> row(x.begin() + n * I, x.begin() + (n + 1) * I), y(static_cast<size_t>(O));
+                    if (e < E) ref_linear(y, O, row, W.data() + e * O * I, nullptr, 1, I, O);
+                    for (int64_t o = 0; o < O; ++o) {
+                        const float v = e < E ? y[size_t(o)] : (combine ? skip[size_t(n * O + o)] : 0.0f);
+                        ref[size_t(n * O + o)] = (combine ? p[size_t(n)] : 1.0f) * v;
+                    }
+                }
+                auto dx = upload(swiglu ? h : x), dp = upload(p), dskip = upload(skip);
+                auto dchoice = upload(choice);
+                auto dy = poisoned(size_t(N * O));
+                cuda::ExpertRows r{dchoice.data(), combine ? dp.data() : nullptr, combine ? dskip.data() : nullptr, O,
+                                   E, swiglu};
+                if (bf16) {
+                    auto dW = upload(to_bf16_bits(W));
+                    cuda::expert_linear_bf16(dy.data(), O, dx.data(), dW.data(), r, N, I, O);
+                } else {
+                    auto dW = upload(W);
+                    cuda::expert_linear_f32(dy.data(), O, dx.data(), dW.data(), r, N, I, O);
+                }
+                EXPECT_LT(rel_err(download(dy), ref), kFp32Tol)
+                    << "bf16 " << bf16 << " combine " << combine << " swiglu " << swiglu;
             }
-            auto dx = upload(x), dp = upload(p), dskip = upload(skip);
-            auto dchoice = upload(choice);
-            auto dy = poisoned(size_t(N * O));
-            cuda::ExpertRows r{dchoice.data(), combine ? dp.data() : nullptr, combine ? dskip.data() : nullptr, O, E};
-            if (bf16) {
-                auto dW = upload(to_bf16_bits(W));
-                cuda::expert_linear_bf16(dy.data(), O, dx.data(), dW.data(), r, N, I, O);
-            } else {
-                auto dW = upload(W);
-                cuda::expert_linear_f32(dy.data(), O, dx.data(), dW.data(), r, N, I, O);
-            }
-            EXPECT_LT(rel_err(download(dy), ref), kFp32Tol) << "bf16 " << bf16 << " combine " << combine;
-        }
+    }
 }
 
 // New queries at positions p0 … p0+n−1 over a cache whose rows past p0+n hold NaN (never read): keys in one piece
@@ -183,20 +195,26 @@ TEST_F(CudaOps, DecodeCacheHelpers) {
     for (int64_t i = 0; i < 3 * W; ++i) EXPECT_TRUE(std::isnan(gk[size_t(i)]) && std::isnan(gv[size_t(i)]));
     EXPECT_EQ(download(pos), (std::vector<int32_t>{3, 4}));
     EXPECT_EQ(download(len), (std::vector<int32_t>{5}));
-    // The delayed values: row 0 takes the state, row i row i−1's own, the state row n−1's; the first half of
-    // each row untouched.
+    // The delayed values: the cache's row 0 takes the state, row i row i−1's own, the state row n−1's; the current
+    // half and k as given.
     const int64_t Dv = 3, rows = 3;
-    const std::vector<float> vv = random_vec(size_t(rows * 2 * Dv), 12), state = random_vec(size_t(Dv), 13);
-    auto dvv = upload(vv), dstate = upload(state);
-    cuda::delayed_values_shift(dvv.data() + Dv, 2 * Dv, dstate.data(), rows, Dv);
-    const std::vector<float> got = download(dvv), new_state = download(dstate);
+    const std::vector<float> kk = random_vec(size_t(rows * 2 * Dv), 15), vv = random_vec(size_t(rows * 2 * Dv), 12),
+                             state = random_vec(size_t(Dv), 13);
+    auto dkk = upload(kk), dvv = upload(vv), dstate = upload(state), kc2 = poisoned(size_t(6 * 2 * Dv)),
+         vc2 = poisoned(size_t(6 * 2 * Dv));
+    auto len2 = upload(std::vector<int32_t>{2});
+    cuda::append_kv(kc2.data(), vc2.data(), dkk.data(), dvv.data(), len2.data(), rows, 2 * Dv, dstate.data(), Dv);
+    const std::vector<float> gk2 = download(kc2), gv2 = download(vc2), new_state = download(dstate);
     for (int64_t r = 0; r < rows; ++r)
         for (int64_t d = 0; d < Dv; ++d) {
-            EXPECT_EQ(got[size_t(r * 2 * Dv + d)], vv[size_t(r * 2 * Dv + d)]);
-            EXPECT_EQ(got[size_t(r * 2 * Dv + Dv + d)],
-                      r == 0 ? state[size_t(d)] : vv[size_t((r - 1) * 2 * Dv + Dv + d)]);
+            const size_t at = size_t((2 + r) * 2 * Dv + d), own = size_t(r * 2 * Dv + d);
+            EXPECT_EQ(gk2[at], kk[own]);
+            EXPECT_EQ(gk2[at + size_t(Dv)], kk[own + size_t(Dv)]);
+            EXPECT_EQ(gv2[at], vv[own]);
+            EXPECT_EQ(gv2[at + size_t(Dv)], r == 0 ? state[size_t(d)] : vv[size_t((r - 1) * 2 * Dv + Dv + d)]);
         }
     for (int64_t d = 0; d < Dv; ++d) EXPECT_EQ(new_state[size_t(d)], vv[size_t((rows - 1) * 2 * Dv + Dv + d)]);
+    EXPECT_TRUE(std::isnan(gv2[size_t(5 * 2 * Dv)])); // past the new rows: untouched
     // The conv state's move: the last `keep` of keep + shift rows to the front, in place (shift below and above
     // keep: overlapping and not).
     for (int64_t shift : {1, 3}) {

@@ -5,6 +5,7 @@
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/decode.h"
 #include "ops/cuda/router_select.cuh"
+#include "ops/cuda/swiglu.cuh"
 
 #include <algorithm>
 #include <chrono>
@@ -73,8 +74,13 @@ __global__ void __launch_bounds__(256)
         }
         W += int64_t(e) * O * I;
     }
-    const float *xr = x + row0 * I;
-    for (int64_t i = threadIdx.x; i < nrows * I; i += blockDim.x) xs[i] = xr[i];
+    if (ex.swiglu_input) { // routed: one row, [gate ‖ up]
+        const float *hr = x + row0 * 2 * I;
+        for (int64_t i = threadIdx.x; i < I; i += blockDim.x) xs[i] = swiglu_value(hr[i], hr[I + i]);
+    } else {
+        const float *xr = x + row0 * I;
+        for (int64_t i = threadIdx.x; i < nrows * I; i += blockDim.x) xs[i] = xr[i];
+    }
     __syncthreads();
     if (o >= O) return;
     const T *w = W + o * I;
@@ -228,13 +234,23 @@ __global__ void decode_positions_kernel(int32_t *pos, const int32_t *length, int
 
 __global__ void advance_length_kernel(int32_t *length, int64_t n) { *length += int32_t(n); }
 
+// Threads [0, n·width): one element of k and of v (the delayed columns skipped when v_state is given); then Dv
+// threads, one per delayed column, walking the rows.
 __global__ void append_kv_kernel(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n,
-                                 int64_t width) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= n * width) return;
-    const int64_t at = int64_t(*length) * width + i;
-    kc[at] = k[i];
-    vc[at] = v[i];
+                                 int64_t width, float *v_state, int64_t Dv) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, base = int64_t(*length) * width;
+    if (i < n * width) {
+        kc[base + i] = k[i];
+        if (!v_state || i % width < width - Dv) vc[base + i] = v[i];
+    } else if (v_state && i < n * width + Dv) {
+        const int64_t col = width - Dv + (i - n * width);
+        float carry = v_state[col - (width - Dv)];
+        for (int64_t r = 0; r < n; ++r) {
+            vc[base + r * width + col] = carry;
+            carry = v[r * width + col];
+        }
+        v_state[col - (width - Dv)] = carry;
+    }
 }
 
 __global__ void copy_floats_kernel(float *dst, const float *src, int64_t count) {
@@ -248,18 +264,6 @@ __global__ void shift_rows_up_kernel(float *buf, int64_t keep, int64_t shift, in
     const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (c >= cols) return;
     for (int64_t r = 0; r < keep; ++r) buf[r * cols + c] = buf[(r + shift) * cols + c];
-}
-
-__global__ void delayed_values_shift_kernel(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv) {
-    const int64_t d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (d >= Dv) return;
-    float carry = state[d];
-    for (int64_t r = 0; r < n; ++r) {
-        const float own = v[r * ldv + d];
-        v[r * ldv + d] = carry;
-        carry = own;
-    }
-    state[d] = carry;
 }
 
 constexpr int kAttnThreads = 128;
@@ -468,9 +472,13 @@ void advance_length(int32_t *length, int64_t n) {
     advance_length_kernel<<<1, 1, 0, launch_stream()>>>(length, n);
     ZAYA_CUDA_LAUNCHED();
 }
-void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width) {
+void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width,
+               float *v_state, int64_t Dv) {
     if (n * width == 0) return;
-    append_kv_kernel<<<blocks_for(n * width, 256), 256, 0, launch_stream()>>>(kc, vc, k, v, length, n, width);
+    if (v_state && (Dv < 1 || Dv > width)) fail("append_kv: {} delayed columns of {}", Dv, width);
+    const int64_t threads = n * width + (v_state ? Dv : 0);
+    append_kv_kernel<<<blocks_for(threads, 256), 256, 0, launch_stream()>>>(kc, vc, k, v, length, n, width, v_state,
+                                                                          v_state ? Dv : 0);
     ZAYA_CUDA_LAUNCHED();
 }
 void copy_floats(float *dst, const float *src, int64_t count) {
@@ -481,11 +489,6 @@ void copy_floats(float *dst, const float *src, int64_t count) {
 void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols) {
     if (keep * cols == 0 || shift == 0) return;
     shift_rows_up_kernel<<<blocks_for(cols, 128), 128, 0, launch_stream()>>>(buf, keep, shift, cols);
-    ZAYA_CUDA_LAUNCHED();
-}
-void delayed_values_shift(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv) {
-    if (n * Dv == 0) return;
-    delayed_values_shift_kernel<<<blocks_for(Dv, 128), 128, 0, launch_stream()>>>(v, ldv, state, n, Dv);
     ZAYA_CUDA_LAUNCHED();
 }
 

@@ -28,13 +28,15 @@ void linear_rows_f32(float *y, int64_t ldy, const float *x, const float *W, cons
 
 // The routed form: row n uses expert choice[n] (device int32, ∈ [0, E]) of stacked weights W[E, O, I]; the skip
 // slot (choice == E) gives skip_x[n, :] (row stride ld_skip; null: zeros). Every row is then scaled by p_sel[n]
-// when p_sel is given (the MoE combine, moe_out = p_sel · y).
+// when p_sel is given (the MoE combine, moe_out = p_sel · y). swiglu_input: x is [N, 2I], each row gate ‖ up, and
+// the row multiplied is silu(gate) ⊙ up, computed as it is staged (the SwiGLU fused into the down projection).
 struct ExpertRows {
     const int32_t *choice = nullptr;
     const float *p_sel = nullptr;
     const float *skip_x = nullptr;
     int64_t ld_skip = 0;
     int64_t E = 0;
+    bool swiglu_input = false;
 };
 void expert_linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const ExpertRows &r, int64_t N,
                         int64_t I, int64_t O);
@@ -73,16 +75,16 @@ void decode_positions(int32_t *pos, const int32_t *length, int64_t n, int64_t fi
 // *length += n (after the step's last layer).
 void advance_length(int32_t *length, int64_t n);
 // kc[*length + i, :] = k[i, :] and vc[*length + i, :] = v[i, :] for i < n: k, v [n, width]; kc, vc [max_len, width].
-void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width);
+// With v_state [Dv]: the last Dv columns of v hold each row's own delayed value projection (spec A.3 step 4), and
+// the cache gets them one row later — row 0 the state's, row i row i−1's — while row n−1's becomes the state. (One
+// thread per delayed column walks the rows, so the state is read before it is replaced.)
+void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width,
+               float *v_state = nullptr, int64_t Dv = 0);
 // dst[i] = src[i], i < count, in stream order (a kernel, so it can be captured in a graph with the rest).
 void copy_floats(float *dst, const float *src, int64_t count);
 // buf[r, :] = buf[r + shift, :] for r < keep (rows of `cols` floats), in place: the conv state after a step is the
 // last `keep` rows of [state ; new rows].
 void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols);
-// The delayed value half of n new rows (spec A.3 step 4), in place: v[i, 0:Dv] (row stride ldv) holds row i's own
-// delayed projection; each row takes the previous row's, row 0 the state's, and row n−1's becomes the state.
-// One thread per column walks the rows in order, so no element is read after it is overwritten.
-void delayed_values_shift(float *v, int64_t ldv, float *state, int64_t n, int64_t Dv);
 
 // Cached attention of n new queries at positions *length … *length+n−1 (their keys already appended), over the
 // cache k, v [·, nkv·hd]: causal, GQA, sliding window as cpu::attention_cached. out[n, nq, hd].
