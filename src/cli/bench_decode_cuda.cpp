@@ -84,6 +84,7 @@ void bench_decode_cuda(const BenchArgs &a) {
                             {"read_bandwidth_best_bytes_per_s", bw_samples.back()},
                             {"decode_best_tokens_per_s", 1.0 / times.front()},
                             {"decode_with_logits_tokens_per_s", logits_tps},
+                            {"step_kernels", dec.step_kernels()},
                             {"weight_bytes_per_token", bytes},
                             {"device_weight_bytes", dec.weight_bytes()}};
         fmt::print("{}\n", j.dump());
@@ -98,7 +99,9 @@ void bench_decode_cuda(const BenchArgs &a) {
     fmt::print("  bound   {:.2f} tokens/s = {:.1f} MB of weights per token ÷ {:.1f} GB/s device read bandwidth "
                "(median of {} readings of 1 GiB; best {:.1f})\n",
                bound, bytes / 1e6, bw / 1e9, bw_samples.size(), bw_samples.back() / 1e9);
-    fmt::print("  decode runs at {:.0f}% of the bound\n", 100.0 * decode_tps / bound);
+    fmt::print("  decode runs at {:.0f}% of the bound; a step is one graph of {} kernels ({:.2f} µs per kernel)\n",
+               100.0 * decode_tps / bound, dec.step_kernels(),
+               1e6 * per_token / double(std::max<size_t>(dec.step_kernels(), 1)));
     fmt::print("  prefill {:.1f} tokens/s ({} tokens in {:.3f} s)\n", prefill_tps, a.prompt_tokens, prefill_s);
 }
 

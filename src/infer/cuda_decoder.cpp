@@ -402,6 +402,7 @@ int32_t CudaDecoder::step_greedy(int32_t token) { return impl_->step(token, null
 
 int64_t CudaDecoder::length() const { return impl_->length; }
 size_t CudaDecoder::weight_bytes() const { return impl_->weight_bytes; }
+size_t CudaDecoder::step_kernels() const { return impl_->step_graph.nodes(); }
 
 double CudaDecoder::measure_read_bandwidth(size_t bytes, int reps) {
     std::string why;

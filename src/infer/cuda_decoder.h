@@ -50,6 +50,7 @@ class CudaDecoder {
 
     int64_t length() const;
     size_t weight_bytes() const; // device bytes of the uploaded weights
+    size_t step_kernels() const; // kernels in the captured decode step graph (0 before the second step)
 
     // The device's read bandwidth in bytes/s: the best of `reps` timed reads of a `bytes` buffer.
     static double measure_read_bandwidth(size_t bytes, int reps);

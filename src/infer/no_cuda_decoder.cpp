@@ -24,6 +24,7 @@ int32_t CudaDecoder::prefill_greedy(std::span<const int32_t>) { no_cuda(); }
 int32_t CudaDecoder::step_greedy(int32_t) { no_cuda(); }
 int64_t CudaDecoder::length() const { no_cuda(); }
 size_t CudaDecoder::weight_bytes() const { no_cuda(); }
+size_t CudaDecoder::step_kernels() const { no_cuda(); }
 double CudaDecoder::measure_read_bandwidth(size_t, int) { no_cuda(); }
 std::string CudaDecoder::device_description() { no_cuda(); }
 

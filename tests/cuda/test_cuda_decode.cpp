@@ -478,6 +478,10 @@ TEST_F(CudaOps, DecoderGraphStepsEqualEager) {
         next = got;
     }
     EXPECT_EQ(graph.length(), eager.length());
+    // The step graph holds the fused layer's kernels: 14 per layer, then the LM head and its argmax.
+    EXPECT_EQ(eager.step_kernels(), 0u);
+    EXPECT_GE(graph.step_kernels(), size_t(14 * m.config.num_hidden_layers));
+    EXPECT_LE(graph.step_kernels(), size_t(14 * m.config.num_hidden_layers + 12));
 }
 
 } // namespace

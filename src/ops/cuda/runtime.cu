@@ -109,6 +109,13 @@ void Graph::abandon_capture() noexcept {
     cudaGetLastError(); // clear what the failed capture left
 }
 
+size_t Graph::nodes() const {
+    if (!graph_) return 0;
+    size_t n = 0;
+    ZAYA_CUDA_CHECK(cudaGraphGetNodes(static_cast<cudaGraph_t>(graph_), nullptr, &n));
+    return n;
+}
+
 void Graph::launch() {
     if (!exec_) fail("Graph::launch: nothing captured");
     ZAYA_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), static_cast<cudaStream_t>(stream_)));

@@ -74,7 +74,8 @@ class Graph {
         end_capture();
     }
     bool ready() const { return exec_ != nullptr; }
-    void launch(); // asynchronous, like a kernel launch
+    void launch();        // asynchronous, like a kernel launch
+    size_t nodes() const; // the captured graph's nodes (kernels), 0 before capture
 
   private:
     void begin_capture();

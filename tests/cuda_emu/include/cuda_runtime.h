@@ -68,6 +68,9 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned lon
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
+using cudaGraphNode_t = struct CUgraphNode_st *;
+// The recorded launches count as the graph's nodes (nodes itself must be null: only the count is emulated).
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *count);
 
 namespace emu {
 cudaError_t set_max_dynamic_shared(const void *kernel, int bytes);
