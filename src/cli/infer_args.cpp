@@ -62,7 +62,7 @@ void add_sampling_options(CLI::App *cmd, SampleOptions &o) {
 }
 
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o) {
-    cmd->add_option("--device", o.device, "Where to decode: cpu, or cuda (the GPU; one sequence at a time)")
+    cmd->add_option("--device", o.device, "Where to decode: cpu, or cuda (the GPU)")
         ->capture_default_str()
         ->check(CLI::IsMember({"cpu", "cuda"}));
     cmd->add_option("--max-context", o.max_context,

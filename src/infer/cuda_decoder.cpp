@@ -85,10 +85,11 @@ struct DevLayer {
     const float *input_norm, *qk_bias, *vv_bias, *conv_dw, *conv_dw_bias, *conv_g, *conv_g_bias, *temp, *o_bias,
         *attn_res[4], *post_norm, *router_down_bias, *router_state_scale, *router_norm, *router_fc1_bias,
         *router_fc2_bias, *balancing_biases, *mlp_res[4];
-    DeviceArray<float> kc, vc;  // [max_len, Dk]
-    DeviceArray<float> zx;      // [P + max_chunk, C]: the conv state (first P rows), then the new rows' q‖k
-    DeviceArray<float> vstate;  // [Dv]: the delayed-value state
-    std::vector<float> vstate0; // its value for a fresh sequence (the delayed projection's bias, or zeros)
+    // Per slot (Options::max_seqs of them), slot-major:
+    DeviceArray<float> kc, vc;  // [slots, max_len, Dk]
+    DeviceArray<float> zx;      // [slots, P + max_chunk, C]: the conv state (first P rows), then new rows' q‖k
+    DeviceArray<float> vstate;  // [slots, Dv]: the delayed-value state
+    std::vector<float> vstate0; // [Dv] its value for a fresh sequence (the delayed projection's bias, or zeros)
 };
 
 } // namespace
@@ -97,18 +98,21 @@ struct CudaDecoder::Impl {
     ZayaConfig c;
     Options o;
     int64_t D, C, P, Dq, Dk, Dv, nq, nkv, hd, R, K, E, I, V;
+    int64_t S, SR;               // slots; rows of a slot's zx region (P + max_chunk)
     std::vector<DeviceArray<float>> vectors; // every small fp32 vector
     DevMat embed, lm_head;
     const float *input_scale, *input_bias, *final_norm, *lm_head_bias;
     std::vector<DevLayer> layers;
-    int64_t length = 0, seq_n = -1;
+    std::vector<int64_t> lengths; // per slot, on the host (the device's copy: len)
+    int64_t seq_n = -1;
     size_t weight_bytes = 0;
 
+    // Rows of x: a prefill pass's tokens (≤ max_chunk) or a step's slots. Conv rows: every slot's zx region.
     DeviceArray<float> x, xn, rstd, convx, pbuf, q, k, v, qn, kn, att, tmp, rho[2], h1;
     DeviceArray<float> probs, psel, hh, moe, logits, part_o, part_ml, cos_t[2], sin_t[2], inv_freq[2];
-    DeviceArray<int32_t> tokens, pos, choice, len, best, best_part_i; // best: the argmax of logits
+    DeviceArray<int32_t> tokens, pos, choice, len, active, best, best_part_i; // best: the argmax of each logits row
     DeviceArray<float> best_part_v;
-    DeviceArray<int64_t> seq_start;
+    DeviceArray<int64_t> seq_one, seq_slots; // the conv's batches: one slot's [state ; n rows], every slot's region
     int64_t rot_half[2] = {0, 0};
 
     const float *up(const float *h, int64_t n) {
@@ -135,37 +139,42 @@ struct CudaDecoder::Impl {
         return up(h.data(), na + nb);
     }
 
-    cuda::Graph step_graph; // a decode step (n = 1): device_pass + head, captured after one eager step
+    cuda::Graph step_graph; // a decode step of every slot: device_pass + head, captured after one eager step
     int64_t eager_steps = 0;
 
+    // A pass: `rows` consecutive tokens of one slot's sequence (prefill; slot ≥ 0), or one token per slot, every
+    // slot, those with active[s] advancing (a decode step; slot = kEverySlot).
+    static constexpr int64_t kEverySlot = -1;
+    struct Pass {
+        int64_t rows, slot;
+        bool every() const { return slot == kEverySlot; }
+    };
+
     Impl(const DecodeWeights &w, const Options &opt);
-    void prepare(const int32_t *toks, int64_t n); // checks, then the tokens to the device
-    void device_pass(int64_t n);
-    void layer(int64_t l, int64_t n);
-    void head(int64_t n);
-    // The step's one synchronisation: the logits, or with none asked for only their argmax (4 bytes).
-    int32_t download(float *out) {
-        if (out) {
-            cuda::copy_to_host(out, logits.data(), size_t(V) * sizeof(float));
-            return -1;
-        }
-        int32_t t = 0;
-        cuda::copy_to_host(&t, best.data(), sizeof t);
-        return t;
-    }
-    int32_t prefill(std::span<const int32_t> tokens, float *logits);
-    int32_t step(int32_t token, float *logits);
+    void check_slot(int64_t slot) const;
+    void check_room(int64_t slot, int64_t n) const; // n more tokens fit the slot's sequence
+    void device_pass(const Pass &p);
+    void layer(int64_t l, const Pass &p);
+    void head(const Pass &p);
+    void reset(int64_t slot);
+    // Appends tokens to one slot; the last one's logits[V] into out, or (out null) their argmax, returned.
+    int32_t prefill(int64_t slot, std::span<const int32_t> toks, float *out);
+    // One step of the slots with tokens[s] ≥ 0; logits rows [slots, V] into out (stepped rows only) or the argmax
+    // of each stepped slot into greedy[s].
+    void step(std::span<const int32_t> toks, float *out, int32_t *greedy);
 };
 
 CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config), o(opt) {
-    // max_chunk rows go into grid dimensions y and z (at most 65535).
-    if (o.max_len < 1 || o.max_chunk < 1 || o.max_chunk > 65535 || o.attn_splits < 1 ||
-        o.attn_splits > cuda::kAttnMaxSplits)
-        fail("cuda decoder: max_len ({}) must be ≥ 1, max_chunk ({}) in [1, 65535], attn_splits ({}) in [1, {}]",
-             o.max_len, o.max_chunk, o.attn_splits, cuda::kAttnMaxSplits);
+    // max_chunk and max_seqs rows go into grid dimensions y and z (at most 65535).
+    if (o.max_len < 1 || o.max_chunk < 1 || o.max_chunk > 65535 || o.max_seqs < 1 || o.max_seqs > 65535 ||
+        o.attn_splits < 1 || o.attn_splits > cuda::kAttnMaxSplits)
+        fail("cuda decoder: max_len ({}) must be ≥ 1, max_chunk ({}) and max_seqs ({}) in [1, 65535], attn_splits "
+             "({}) in [1, {}]",
+             o.max_len, o.max_chunk, o.max_seqs, o.attn_splits, cuda::kAttnMaxSplits);
     D = c.hidden_size, C = c.conv_channels(), P = c.conv_padding(), Dq = c.q_dim(), Dk = c.kv_dim(), Dv = Dk / 2;
     nq = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim, R = c.router_hidden_size;
     K = c.router_classes(), E = c.num_experts, I = c.moe_intermediate_size, V = c.vocab_size;
+    S = o.max_seqs, SR = P + o.max_chunk;
     const ModelWeights &s = w.small;
     embed = mat(w.embed);
     lm_head = w.lm_head.data == w.embed.data ? DevMat{} : mat(w.lm_head); // tied: the embedding's copy serves
@@ -191,25 +200,31 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
         d.router_down_bias = up(lw.router_down_bias, R), d.router_state_scale = up(lw.router_state_scale, R);
         d.router_norm = up(lw.router_norm, R), d.router_fc1_bias = up(lw.router_fc1_bias, R);
         d.router_fc2_bias = up(lw.router_fc2_bias, R), d.balancing_biases = up(lw.balancing_biases, K);
-        d.kc = DeviceArray<float>(size_t(o.max_len * Dk)), d.vc = DeviceArray<float>(size_t(o.max_len * Dk));
-        d.zx = DeviceArray<float>(size_t((P + o.max_chunk) * C)), d.vstate = DeviceArray<float>(size_t(Dv));
+        d.kc = DeviceArray<float>(size_t(S * o.max_len * Dk)), d.vc = DeviceArray<float>(size_t(S * o.max_len * Dk));
+        d.zx = DeviceArray<float>(size_t(S * SR * C)), d.vstate = DeviceArray<float>(size_t(S * Dv));
         d.vstate0 =
             lw.v_del_bias ? std::vector<float>(lw.v_del_bias, lw.v_del_bias + Dv) : std::vector<float>(size_t(Dv));
     }
-    const int64_t N = o.max_chunk, ext = P + N;
+    const int64_t N = std::max(o.max_chunk, S), ext = S * SR; // rows of x; conv rows (every slot's region)
     auto f = [](int64_t n) { return DeviceArray<float>(size_t(std::max<int64_t>(n, 1))); };
     x = f(N * D), xn = f(N * D), tmp = f(N * D), moe = f(N * D), rstd = f(N), psel = f(N);
     convx = f(ext * C);
-    pbuf = f(cpu::cca_conv_p_rows(ext, 1, cuda::ConvShape{C, 1, c.cca_time0, c.cca_time1}) * C);
+    pbuf = f(cpu::cca_conv_p_rows(ext, S, cuda::ConvShape{C, 1, c.cca_time0, c.cca_time1}) * C);
     // q, k and their norms for the conv's rows [state ; new] (the fused chain computes them all).
     q = f(ext * Dq), k = f(ext * Dk), qn = f(ext * nq), kn = f(ext * nkv), att = f(N * Dq), v = f(N * Dk);
     for (auto *b : {&rho[0], &rho[1], &h1}) *b = f(N * R);
-    probs = f(N * K), hh = f(N * 2 * I), logits = f(V);
+    probs = f(N * K), hh = f(N * 2 * I), logits = f(S * V);
     part_o = f(o.attn_splits * N * nq * hd), part_ml = f(o.attn_splits * N * nq * 2);
     tokens = DeviceArray<int32_t>(size_t(N)), pos = DeviceArray<int32_t>(size_t(ext));
-    choice = DeviceArray<int32_t>(size_t(N)), len = DeviceArray<int32_t>(1), seq_start = DeviceArray<int64_t>(2);
-    best = DeviceArray<int32_t>(1), best_part_i = DeviceArray<int32_t>(size_t(cuda::kArgmaxPartials));
-    best_part_v = f(cuda::kArgmaxPartials);
+    choice = DeviceArray<int32_t>(size_t(N)), len = DeviceArray<int32_t>(size_t(S));
+    active = DeviceArray<int32_t>(size_t(S));
+    seq_one = DeviceArray<int64_t>(2), seq_slots = DeviceArray<int64_t>(size_t(S + 1));
+    std::vector<int64_t> starts(size_t(S + 1));
+    for (int64_t i = 0; i <= S; ++i) starts[size_t(i)] = i * SR;
+    cuda::copy_to_device(seq_slots.data(), starts.data(), starts.size() * sizeof(int64_t));
+    best = DeviceArray<int32_t>(size_t(S)), best_part_i = DeviceArray<int32_t>(size_t(S * cuda::kArgmaxPartials));
+    best_part_v = f(S * cuda::kArgmaxPartials);
+    lengths.assign(size_t(S), 0);
     for (int t = 0; t < 2; ++t) {
         const RopeParams &rp = t == 0 ? c.rope_hybrid : c.rope_sliding;
         const int64_t rot = int64_t(double(hd) * rp.partial_rotary_factor);
@@ -221,34 +236,48 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
     }
 }
 
-void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
+void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
     DevLayer &d = layers[size_t(l)];
     const float eps = float(c.rms_norm_eps);
+    const bool every = p.every();
+    const int64_t n = p.rows, slot = every ? 0 : p.slot;
     // xn = the input norm of x: computed here for the first layer; the previous layer's last kernel left it.
     if (l == 0) cuda::rmsnorm_forward(xn.data(), rstd.data(), x.data(), d.input_norm, n, D, eps);
-    // zx = [conv state ; q‖k of the new rows]: the conv's outputs for the new rows reach back P rows, all inside
-    // the state, so they equal the full-sequence conv. The conv, the q-k mean, QK-norm and RoPE run as one kernel
-    // over all P + n rows (the state rows' results are not used; P, the conv's reach, is small); then the last P
-    // rows of zx move up to become the state.
-    float *z = d.zx.data() + P * C;
-    linear(z, C, xn.data(), d.qk, d.qk_bias, n);
+    // zx = [conv state ; q‖k of the new rows] per slot: the conv's outputs for the new rows reach back P rows, all
+    // inside the state, so they equal the full-sequence conv. The conv, the q-k mean, QK-norm and RoPE run as one
+    // kernel over the P + n rows (or every slot's whole region: rows past a slot's new one are never read by it,
+    // as the conv is causal; the state rows' results are not used); then the last P rows move up to become the
+    // state. A step's new row of slot s is row s·SR + P.
+    float *zx = d.zx.data() + slot * SR * C;
+    linear(zx + P * C, every ? SR * C : C, xn.data(), d.qk, d.qk_bias, n);
     const bool sliding = c.layer_types[size_t(l)] == LayerType::HybridSliding;
     const int t = sliding ? 1 : 0;
-    const cuda::VarlenBatch one{seq_start.data(), 1, P + n, P + n};
-    cuda::cca_conv_qk_forward(convx.data(), pbuf.data(), q.data(), k.data(), qn.data(), kn.data(), d.zx.data(), one,
+    const cuda::VarlenBatch batch =
+        every ? cuda::VarlenBatch{seq_slots.data(), S, S * SR, SR} : cuda::VarlenBatch{seq_one.data(), 1, P + n, P + n};
+    cuda::cca_conv_qk_forward(convx.data(), pbuf.data(), q.data(), k.data(), qn.data(), kn.data(), zx, batch,
                               cuda::ConvShape{C, nq + nkv, c.cca_time0, c.cca_time1}, d.conv_dw, d.conv_dw_bias,
                               d.conv_g, d.conv_g_bias, d.temp, cos_t[t].data(), sin_t[t].data(), nq, nkv,
                               c.rotary_dim(l));
-    cuda::shift_rows_up(d.zx.data(), P, n, C);
+    if (every) cuda::shift_rows_up(d.zx.data(), P, 1, C, S, SR, active.data());
+    else cuda::shift_rows_up(zx, P, n, C);
     const float *q_new = q.data() + P * Dq, *k_new = k.data() + P * Dk;
     // Values: the current half from this token, the delayed half from the previous token's projection. (Both
     // projections land in v, the delayed one in its second half, which the append shifts down a row through the
     // state.)
     linear(v.data(), Dk, xn.data(), d.vv, d.vv_bias, n);
-    cuda::append_kv(d.kc.data(), d.vc.data(), k_new, v.data(), len.data(), n, Dk, d.vstate.data(), Dv);
     const cuda::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), sliding ? *c.sliding_window : 0};
-    cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q_new, d.kc.data(), d.vc.data(), len.data(), n, as,
-                           o.attn_splits);
+    if (every) {
+        cuda::append_kv_slots(d.kc.data(), d.vc.data(), k_new, SR * Dk, v.data(), len.data(), active.data(), S, Dk,
+                              o.max_len, d.vstate.data(), Dv);
+        cuda::attention_decode_slots(att.data(), part_o.data(), part_ml.data(), q_new, SR * Dq, d.kc.data(),
+                                     d.vc.data(), len.data(), active.data(), S, o.max_len, as, o.attn_splits);
+    } else {
+        const int64_t cache = slot * o.max_len * Dk;
+        cuda::append_kv(d.kc.data() + cache, d.vc.data() + cache, k_new, v.data(), len.data() + slot, n, Dk,
+                        d.vstate.data() + slot * Dv, Dv);
+        cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q_new, d.kc.data() + cache,
+                               d.vc.data() + cache, len.data() + slot, n, as, o.attn_splits);
+    }
     linear(tmp.data(), D, att.data(), d.o_proj, d.o_bias, n);
     // The residual scaling and the post-attention norm in one kernel (in place on x: each element is read, then
     // written, by one thread).
@@ -256,22 +285,23 @@ void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
                                    d.attn_res[1], d.attn_res[2], d.attn_res[3], d.post_norm, n, D, eps);
 
     // Router (spec A.4): the down projection, then in one kernel the EDA state (mixing in the previous layer's, same
-    // token), its norm, the MLP and the top-1 choice.
+    // token), its norm, the MLP and the top-1 choice; a slot not stepped takes the skip slot (no expert is read).
     linear(h1.data(), R, xn.data(), d.router_down, d.router_down_bias, n);
     const int cur = int(l % 2);
     const float *prev_scale = l > 0 ? d.router_state_scale : nullptr, *prev = l > 0 ? rho[cur ^ 1].data() : nullptr;
+    const int32_t *stepped = every ? active.data() : nullptr;
     if (d.router_fc1.dtype == DType::BF16)
         cuda::router_decode(cuda::RouterDecode<uint16_t>{rho[cur].data(), probs.data(), choice.data(), psel.data(),
                                                          h1.data(), prev_scale, prev, d.router_norm,
                                                          bf16_of(d.router_fc1), d.router_fc1_bias, bf16_of(d.router_fc2),
                                                          d.router_fc2_bias, bf16_of(d.router_out), d.balancing_biases,
-                                                         R, K, eps},
+                                                         R, K, eps, stepped},
                             n);
     else
         cuda::router_decode(cuda::RouterDecode<float>{rho[cur].data(), probs.data(), choice.data(), psel.data(),
                                                       h1.data(), prev_scale, prev, d.router_norm, f32_of(d.router_fc1),
                                                       d.router_fc1_bias, f32_of(d.router_fc2), d.router_fc2_bias,
-                                                      f32_of(d.router_out), d.balancing_biases, R, K, eps},
+                                                      f32_of(d.router_out), d.balancing_biases, R, K, eps, stepped},
                             n);
     // Experts (A.5), the choice read on the device: the skip slot gives zeros (then silu(0)·0 = 0) and, under
     // passthrough, the expert input itself at the end; every row is scaled by its chosen probability.
@@ -287,45 +317,127 @@ void CudaDecoder::Impl::layer(int64_t l, int64_t n) {
                                    d.mlp_res[2], d.mlp_res[3], next_norm, n, D, eps);
 }
 
-void CudaDecoder::Impl::prepare(const int32_t *toks, int64_t n) {
-    if (n < 1 || n > o.max_chunk) fail("cuda decoder: {} tokens in one pass (1 … {})", n, o.max_chunk);
-    if (length + n > o.max_len)
-        fail("cuda decoder: a sequence of {} tokens exceeds the device cache's max length {}", length + n, o.max_len);
-    if (length + n > c.max_position_embeddings)
-        fail("sequence of {} tokens would exceed max_position_embeddings ({})", length + n, c.max_position_embeddings);
-    for (int64_t i = 0; i < n; ++i)
-        if (toks[i] < 0 || toks[i] >= V) fail("token id {} is outside the vocabulary [0, {})", toks[i], V);
-    cuda::copy_to_device(tokens.data(), toks, size_t(n) * sizeof(int32_t));
-    if (n != seq_n) { // the conv's one-sequence batch [state ; n rows]: the same for every decode step
-        const int64_t ss[2] = {0, P + n};
-        cuda::copy_to_device(seq_start.data(), ss, sizeof ss);
-        seq_n = n;
-    }
+void CudaDecoder::Impl::check_slot(int64_t slot) const {
+    if (slot < 0 || slot >= S) fail("cuda decoder: slot {} outside [0, {})", slot, S);
+}
+
+void CudaDecoder::Impl::check_room(int64_t slot, int64_t n) const {
+    const int64_t total = lengths[size_t(slot)] + n;
+    if (total > o.max_len)
+        fail("cuda decoder: a sequence of {} tokens exceeds the device cache's max length {}", total, o.max_len);
+    if (total > c.max_position_embeddings)
+        fail("sequence of {} tokens would exceed max_position_embeddings ({})", total, c.max_position_embeddings);
 }
 
 // Kernels only (no copy, no allocation, nothing read on the host): what a decode step's graph holds.
-void CudaDecoder::Impl::device_pass(int64_t n) {
+void CudaDecoder::Impl::device_pass(const Pass &p) {
     // Positions of the conv's rows: the P state rows before the new ones (negative at the start: those rows'
-    // results are never used).
-    cuda::decode_positions(pos.data(), len.data(), P + n, -P);
+    // results are never used); for a step, every slot's whole region.
+    const int64_t conv_rows = p.every() ? S * SR : P + p.rows;
+    if (p.every()) cuda::decode_positions(pos.data(), len.data(), SR, -P, S);
+    else cuda::decode_positions(pos.data(), len.data() + p.slot, P + p.rows, -P);
     for (int t = 0; t < 2; ++t)
         if (rot_half[t] > 0)
-            cuda::rope_tables(cos_t[t].data(), sin_t[t].data(), pos.data(), inv_freq[t].data(), P + n, rot_half[t]);
+            cuda::rope_tables(cos_t[t].data(), sin_t[t].data(), pos.data(), inv_freq[t].data(), conv_rows,
+                              rot_half[t]);
     if (embed.dtype == DType::BF16)
-        cuda::embed_rows_bf16(x.data(), tokens.data(), reinterpret_cast<const uint16_t *>(embed.buf.data()), input_bias,
-                              input_scale, n, D);
+        cuda::embed_rows_bf16(x.data(), tokens.data(), bf16_of(embed), input_bias, input_scale, p.rows, D);
     else
-        cuda::embed_rows_f32(x.data(), tokens.data(), reinterpret_cast<const float *>(embed.buf.data()), input_bias,
-                             input_scale, n, D);
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) layer(l, n);
-    cuda::advance_length(len.data(), n);
+        cuda::embed_rows_f32(x.data(), tokens.data(), f32_of(embed), input_bias, input_scale, p.rows, D);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) layer(l, p);
+    if (p.every()) cuda::advance_length(len.data(), 1, S, active.data());
+    else cuda::advance_length(len.data() + p.slot, p.rows);
 }
 
-// The LM head on the last new row (xn: the last layer normed it with the final norm), into `logits`, and their
-// argmax into `best` (kernels only; the argmax reads 4·V bytes, noise next to the head's V·D weights).
-void CudaDecoder::Impl::head(int64_t n) {
-    linear(logits.data(), V, xn.data() + (n - 1) * D, lm_head.buf.data() ? lm_head : embed, lm_head_bias, 1);
-    cuda::argmax(best.data(), best_part_v.data(), best_part_i.data(), logits.data(), V);
+// The LM head on the last new row of a prefill pass, or on every slot's row of a step (xn: the last layer normed
+// them with the final norm), into `logits` rows, and their argmax into `best` (kernels only; the argmax reads 4·V
+// bytes a row, noise next to the head's V·D weights).
+void CudaDecoder::Impl::head(const Pass &p) {
+    const int64_t rows = p.every() ? S : 1;
+    linear(logits.data(), V, xn.data() + (p.every() ? 0 : (p.rows - 1) * D), lm_head.buf.data() ? lm_head : embed,
+           lm_head_bias, rows);
+    cuda::argmax(best.data(), best_part_v.data(), best_part_i.data(), logits.data(), V, rows);
+}
+
+void CudaDecoder::Impl::reset(int64_t slot) {
+    check_slot(slot);
+    for (DevLayer &d : layers) {
+        cuda::fill_bytes(d.zx.data() + slot * SR * C, 0, size_t(P * C) * sizeof(float)); // the conv state
+        cuda::copy_to_device(d.vstate.data() + slot * Dv, d.vstate0.data(), d.vstate0.size() * sizeof(float));
+    }
+    cuda::fill_bytes(len.data() + slot, 0, sizeof(int32_t));
+    lengths[size_t(slot)] = 0;
+}
+
+int32_t CudaDecoder::Impl::prefill(int64_t slot, std::span<const int32_t> toks, float *out) {
+    check_slot(slot);
+    if (toks.empty()) fail("prefill needs at least one token");
+    check_room(slot, int64_t(toks.size()));
+    for (int32_t t : toks)
+        if (t < 0 || t >= V) fail("token id {} is outside the vocabulary [0, {})", t, V);
+    int64_t n = 0;
+    for (size_t at = 0; at < toks.size(); at += size_t(n)) {
+        n = std::min<int64_t>(int64_t(toks.size() - at), o.max_chunk);
+        cuda::copy_to_device(tokens.data(), toks.data() + at, size_t(n) * sizeof(int32_t));
+        if (n != seq_n) { // the conv's one-sequence batch [state ; n rows]
+            const int64_t ss[2] = {0, P + n};
+            cuda::copy_to_device(seq_one.data(), ss, sizeof ss);
+            seq_n = n;
+        }
+        device_pass(Pass{n, slot});
+        lengths[size_t(slot)] += n;
+    }
+    head(Pass{n, slot});
+    // The pass's one synchronisation: the logits, or with none asked for only their argmax (4 bytes).
+    if (out) {
+        cuda::copy_to_host(out, logits.data(), size_t(V) * sizeof(float));
+        return -1;
+    }
+    int32_t t = 0;
+    cuda::copy_to_host(&t, best.data(), sizeof t);
+    return t;
+}
+
+void CudaDecoder::Impl::step(std::span<const int32_t> toks, float *out, int32_t *greedy) {
+    if (int64_t(toks.size()) != S) fail("cuda decoder: a step takes a token (or −1) for each of {} slots", S);
+    std::vector<int32_t> feed(static_cast<size_t>(S)), on(static_cast<size_t>(S));
+    for (int64_t s = 0; s < S; ++s) {
+        const int32_t t = toks[size_t(s)];
+        if (t < 0) continue; // this slot is not stepped
+        if (t >= V) fail("token id {} is outside the vocabulary [0, {})", t, V);
+        if (lengths[size_t(s)] == 0) fail("cuda decoder: slot {} holds no sequence to step (prefill it first)", s);
+        check_room(s, 1);
+        feed[size_t(s)] = t, on[size_t(s)] = 1;
+    }
+    cuda::copy_to_device(tokens.data(), feed.data(), feed.size() * sizeof(int32_t));
+    cuda::copy_to_device(active.data(), on.data(), on.size() * sizeof(int32_t));
+    // One eager step first (modules loaded, every kernel launched once), then the step as one graph launch: ~14
+    // kernels per layer would otherwise cost more in launch overhead than a small step reads from memory.
+    const Pass every{S, kEverySlot};
+    if (o.graph && eager_steps > 0) {
+        if (!step_graph.ready())
+            step_graph.capture([&] {
+                device_pass(every);
+                head(every);
+            });
+        step_graph.launch();
+    } else {
+        device_pass(every);
+        head(every);
+        ++eager_steps;
+    }
+    for (int64_t s = 0; s < S; ++s) lengths[size_t(s)] += on[size_t(s)];
+    // The step's synchronisation: the stepped rows' logits, or with none asked for only their argmax.
+    if (out) {
+        for (int64_t s = 0; s < S; ++s)
+            if (on[size_t(s)])
+                cuda::copy_to_host(out + s * V, logits.data() + s * V, size_t(V) * sizeof(float));
+    } else {
+        std::vector<int32_t> b(static_cast<size_t>(S));
+        cuda::copy_to_host(b.data(), best.data(), b.size() * sizeof(int32_t));
+        for (int64_t s = 0; s < S; ++s)
+            if (on[size_t(s)]) greedy[s] = b[size_t(s)];
+    }
 }
 
 static DecodeWeights weights_of(const InferModel &m) {
@@ -344,63 +456,50 @@ CudaDecoder::CudaDecoder(const DecodeWeights &w, const Options &o) {
 CudaDecoder::~CudaDecoder() = default;
 
 void CudaDecoder::reset() {
-    Impl &m = *impl_;
-    for (DevLayer &d : m.layers) {
-        cuda::fill_bytes(d.zx.data(), 0, size_t(m.P * m.C) * sizeof(float)); // the conv state
-        cuda::copy_to_device(d.vstate.data(), d.vstate0.data(), d.vstate0.size() * sizeof(float));
-    }
-    cuda::fill_bytes(m.len.data(), 0, sizeof(int32_t));
-    m.length = 0;
+    for (int64_t s = 0; s < impl_->S; ++s) impl_->reset(s);
 }
+void CudaDecoder::reset(int64_t slot) { impl_->reset(slot); }
 
-int32_t CudaDecoder::Impl::prefill(std::span<const int32_t> toks, float *out) {
-    if (toks.empty()) fail("prefill needs at least one token");
-    if (length + int64_t(toks.size()) > o.max_len)
-        fail("cuda decoder: a prompt of {} toks after {} cached exceeds the device cache's max length {}",
-             toks.size(), length, o.max_len);
-    int64_t n = 0;
-    for (size_t at = 0; at < toks.size(); at += size_t(n)) {
-        n = std::min<int64_t>(int64_t(toks.size() - at), o.max_chunk);
-        prepare(toks.data() + at, n);
-        device_pass(n);
-        length += n;
-    }
-    head(n);
-    return download(out);
-}
-
-int32_t CudaDecoder::Impl::step(int32_t token, float *out) {
-    prepare(&token, 1);
-    // One eager step first (modules loaded, every kernel launched once), then the step as one graph launch: ~20
-    // kernels per layer would otherwise cost more in launch overhead than a batch-1 step reads from memory.
-    if (o.graph && eager_steps > 0) {
-        if (!step_graph.ready())
-            step_graph.capture([&] {
-                device_pass(1);
-                head(1);
-            });
-        step_graph.launch();
-    } else {
-        device_pass(1);
-        head(1);
-        ++eager_steps;
-    }
-    length += 1;
-    return download(out);
-}
-
-void CudaDecoder::prefill(std::span<const int32_t> tokens, float *logits) {
+void CudaDecoder::prefill(std::span<const int32_t> tokens, float *logits) { prefill(0, tokens, logits); }
+int32_t CudaDecoder::prefill_greedy(std::span<const int32_t> tokens) { return prefill_greedy(0, tokens); }
+void CudaDecoder::prefill(int64_t slot, std::span<const int32_t> tokens, float *logits) {
     if (!logits) fail("CudaDecoder::prefill: no logits buffer (prefill_greedy gives the argmax alone)");
-    impl_->prefill(tokens, logits);
+    impl_->prefill(slot, tokens, logits);
 }
-int32_t CudaDecoder::prefill_greedy(std::span<const int32_t> tokens) { return impl_->prefill(tokens, nullptr); }
+int32_t CudaDecoder::prefill_greedy(int64_t slot, std::span<const int32_t> tokens) {
+    return impl_->prefill(slot, tokens, nullptr);
+}
+
+// Slot 0 alone; the other slots (if any) are left as they are.
+static std::vector<int32_t> slot0_only(int64_t slots, int32_t token) {
+    std::vector<int32_t> t(size_t(slots), -1);
+    t[0] = token;
+    return t;
+}
 void CudaDecoder::step(int32_t token, float *logits) {
     if (!logits) fail("CudaDecoder::step: no logits buffer (step_greedy gives the argmax alone)");
-    impl_->step(token, logits);
+    const Impl &m = *impl_;
+    if (m.S == 1) return impl_->step(std::vector<int32_t>{token}, logits, nullptr);
+    std::vector<float> rows(size_t(m.S * m.V));
+    impl_->step(slot0_only(m.S, token), rows.data(), nullptr);
+    std::copy(rows.begin(), rows.begin() + m.V, logits);
 }
-int32_t CudaDecoder::step_greedy(int32_t token) { return impl_->step(token, nullptr); }
+int32_t CudaDecoder::step_greedy(int32_t token) {
+    std::vector<int32_t> best(size_t(impl_->S), -1);
+    impl_->step(slot0_only(impl_->S, token), nullptr, best.data());
+    return best[0];
+}
+void CudaDecoder::step(std::span<const int32_t> tokens, float *logits, int32_t *greedy) {
+    if (!logits && !greedy) fail("CudaDecoder::step: neither a logits nor a greedy buffer");
+    impl_->step(tokens, logits, logits ? nullptr : greedy);
+}
 
-int64_t CudaDecoder::length() const { return impl_->length; }
+int64_t CudaDecoder::length() const { return impl_->lengths[0]; }
+int64_t CudaDecoder::length(int64_t slot) const {
+    impl_->check_slot(slot);
+    return impl_->lengths[size_t(slot)];
+}
+int64_t CudaDecoder::max_seqs() const { return impl_->S; }
 size_t CudaDecoder::weight_bytes() const { return impl_->weight_bytes; }
 size_t CudaDecoder::step_kernels() const { return impl_->step_graph.nodes(); }
 

@@ -1,7 +1,9 @@
-// Cached decoding of one sequence (batch 1) on the GPU: what infer/decoder.h computes, with the weights uploaded
-// once in their dtype (bf16 stays bf16) and the KV cache, conv state and value state preallocated on the device up
-// to a maximum length. A decode step allocates nothing and waits for the device only to download the logits; the
-// cache length lives in device memory, so the step's kernels read it there (ops/cuda/decode.h).
+// Cached decoding on the GPU: what infer/decoder.h computes, with the weights uploaded once in their dtype (bf16
+// stays bf16) and, for each of max_seqs sequences ("slots"), the KV cache, conv state and value state preallocated
+// on the device up to a maximum length. A prompt is prefilled into one slot; a decode step advances any set of
+// slots together, one token each, reading the weights once. A step allocates nothing and waits for the device only
+// to download the logits (or the greedy tokens); the cache lengths live in device memory, so the step's kernels read
+// them there (ops/cuda/decode.h).
 // Built into the CUDA library (zaya_cuda); without CUDA, infer/no_cuda_decoder.cpp fails with a clear message.
 #pragma once
 #include "infer/weights.h"
@@ -25,11 +27,13 @@ struct DecodeWeights {
 class CudaDecoder {
   public:
     struct Options {
-        int64_t max_len = 4096;   // tokens the device cache holds
+        int64_t max_len = 4096;   // tokens the device cache holds, per sequence
         int64_t max_chunk = 8;    // rows per forward pass (prefill runs in passes of this many)
         int64_t attn_splits = 32; // blocks per (query, head) in attention (flash-decoding; 32 × ZAYA1-8B's 8 heads
                                   // = 256 blocks, about 2 per H200 SM)
         bool graph = true;        // replay decode steps as a CUDA graph (captured after one eager step)
+        int64_t max_seqs = 1;     // sequences held at once ("slots"); a step advances any of them together,
+                                  // reading the weights once for all (every slot's row is computed)
     };
     CudaDecoder(const InferModel &m, const Options &o);
     CudaDecoder(const DecodeWeights &w, const Options &o);
@@ -37,7 +41,8 @@ class CudaDecoder {
     CudaDecoder(const CudaDecoder &) = delete;
     CudaDecoder &operator=(const CudaDecoder &) = delete;
 
-    void reset(); // an empty sequence
+    // One sequence (slot 0).
+    void reset(); // every slot empty
     // Appends the tokens (in passes of max_chunk) and writes the last one's logits to logits[V].
     void prefill(std::span<const int32_t> tokens, float *logits);
     // Appends one token; logits[V] of it. Between the upload of the token and the download of the logits, nothing
@@ -47,8 +52,19 @@ class CudaDecoder {
     // device, so a step downloads 4 bytes instead of 4·V).
     int32_t prefill_greedy(std::span<const int32_t> tokens);
     int32_t step_greedy(int32_t token);
-
     int64_t length() const;
+
+    // Several sequences: slots 0 … max_seqs−1.
+    void reset(int64_t slot);
+    void prefill(int64_t slot, std::span<const int32_t> tokens, float *logits);
+    int32_t prefill_greedy(int64_t slot, std::span<const int32_t> tokens);
+    // One decode step of every slot s with tokens[s] ≥ 0 (tokens has max_seqs entries; −1: the slot is left as it
+    // is), in one pass over the weights: logits[s, V] of each stepped slot, or with logits null the greedy token of
+    // each stepped slot in greedy[s].
+    void step(std::span<const int32_t> tokens, float *logits, int32_t *greedy);
+    int64_t length(int64_t slot) const;
+    int64_t max_seqs() const;
+
     size_t weight_bytes() const; // device bytes of the uploaded weights
     size_t step_kernels() const; // kernels in the captured decode step graph (0 before the second step)
 

@@ -24,7 +24,7 @@
 namespace zaya {
 
 struct EngineOptions {
-    int64_t max_batch = 16;      // sequences decoded together (1 on the GPU: its decoder holds one)
+    int64_t max_batch = 16;      // sequences decoded together (at most 8 on the GPU: its decoder's slots)
     int64_t prefill_chunk = 256; // prompt tokens fed per step
     std::string device = "cpu";  // cpu | cuda
     int64_t max_context = 0;     // tokens per sequence (prompt + generated); 0: EngineDecoderOptions' default

@@ -39,45 +39,81 @@ class CpuEngineDecoder final : public EngineDecoder {
     std::vector<float> scratch_;
 };
 
-// The GPU: CudaDecoder, one sequence. Its chunks of one token after the first run as decode steps (a CUDA graph);
-// longer chunks as prefill passes.
+// The GPU: CudaDecoder with a slot per sequence (up to 8, the rows one pass of its linears takes). A step's
+// one-token chunks run together as one decode step (a CUDA graph); longer chunks as prefill passes of their slot.
 class CudaEngineDecoder final : public EngineDecoder {
   public:
     CudaEngineDecoder(const InferModel &m, const EngineDecoderOptions &o)
         : max_length_(std::min(o.max_length > 0 ? o.max_length : kDefaultMaxLength, m.config.max_position_embeddings)),
-          dec_(m, CudaDecoder::Options{.max_len = max_length_}), description_(CudaDecoder::device_description()) {}
-    int64_t max_seqs() const override { return 1; }
+          dec_(m, CudaDecoder::Options{.max_len = max_length_,
+                                       .max_seqs = std::clamp<int64_t>(o.max_seqs, 1, kMaxSlots)}),
+          V_(m.config.vocab_size), description_(CudaDecoder::device_description()),
+          free_(std::make_shared<std::vector<int64_t>>()) {
+        for (int64_t s = dec_.max_seqs() - 1; s >= 0; --s) free_->push_back(s);
+    }
+    int64_t max_seqs() const override { return dec_.max_seqs(); }
     int64_t max_length() const override { return max_length_; }
     std::string device() const override { return description_; }
     SequenceCache new_sequence() override {
-        dec_.reset();
-        return SequenceCache{};
+        if (free_->empty()) fail("the GPU decoder's {} sequence slots are all in use", dec_.max_seqs());
+        const int64_t slot = free_->back();
+        free_->pop_back();
+        dec_.reset(slot);
+        SequenceCache seq;
+        std::weak_ptr<std::vector<int64_t>> pool = free_;
+        seq.device_slot = std::shared_ptr<const int64_t>(new int64_t(slot), [pool](const int64_t *p) {
+            if (auto f = pool.lock()) f->push_back(*p);
+            delete p;
+        });
+        return seq;
     }
     void forward(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks, float *logits,
                  int32_t *greedy) override {
-        if (seqs.size() != 1 || chunks.size() != 1)
-            fail("the GPU decoder runs one sequence at a time; {} were fed together", seqs.size());
-        SequenceCache &seq = *seqs[0];
-        const std::span<const int32_t> chunk = chunks[0];
-        if (seq.length != dec_.length())
-            fail("the GPU decoder holds a sequence of {} tokens, not this one of {}", dec_.length(), seq.length);
-        const bool step = chunk.size() == 1 && seq.length > 0;
-        if (logits) {
-            if (step) dec_.step(chunk[0], logits);
-            else dec_.prefill(chunk, logits);
-        } else {
-            greedy[0] = step ? dec_.step_greedy(chunk[0]) : dec_.prefill_greedy(chunk);
+        const int64_t S = dec_.max_seqs();
+        std::vector<int32_t> step_tokens(static_cast<size_t>(S), -1);
+        std::vector<std::pair<size_t, int64_t>> stepped; // (row of seqs, slot)
+        for (size_t i = 0; i < seqs.size(); ++i) {
+            SequenceCache &seq = *seqs[i];
+            if (!seq.device_slot) fail("this sequence does not belong to the GPU decoder (no device slot)");
+            const int64_t slot = *seq.device_slot;
+            const std::span<const int32_t> chunk = chunks[i];
+            if (seq.length != dec_.length(slot))
+                fail("the GPU decoder's slot {} holds {} tokens, not this sequence's {}", slot, dec_.length(slot),
+                     seq.length);
+            if (chunk.size() == 1 && seq.length > 0) {
+                step_tokens[size_t(slot)] = chunk[0];
+                stepped.emplace_back(i, slot);
+            } else if (logits) {
+                dec_.prefill(slot, chunk, logits + i * size_t(V_));
+            } else {
+                greedy[i] = dec_.prefill_greedy(slot, chunk);
+            }
+            seq.length += int64_t(chunk.size());
         }
-        seq.length += int64_t(chunk.size());
+        if (stepped.empty()) return;
+        if (logits) {
+            rows_.resize(size_t(S * V_));
+            dec_.step(step_tokens, rows_.data(), nullptr);
+            for (const auto &[i, slot] : stepped)
+                std::copy_n(rows_.data() + slot * V_, V_, logits + i * size_t(V_));
+        } else {
+            std::vector<int32_t> best(static_cast<size_t>(S), -1);
+            dec_.step(step_tokens, nullptr, best.data());
+            for (const auto &[i, slot] : stepped) greedy[i] = best[size_t(slot)];
+        }
     }
 
   private:
-    // The device cache's default length, allocated up front (80 KiB per token for ZAYA1-8B: 2.5 GiB at 32k): the
-    // model's context, up to 32k tokens unless asked for more.
+    // The device cache's default length, allocated up front for every slot (80 KiB per token for ZAYA1-8B: 2.5 GiB
+    // a slot at 32k): the model's context, up to 32k tokens unless asked for more.
     static constexpr int64_t kDefaultMaxLength = 32768;
+    static constexpr int64_t kMaxSlots = 8;
     int64_t max_length_;
     CudaDecoder dec_;
+    int64_t V_;
     std::string description_;
+    std::shared_ptr<std::vector<int64_t>> free_; // free slots (the leases of live sequences hold the others)
+    std::vector<float> rows_;                    // a step's logits, [slots, V]
 };
 
 } // namespace

@@ -1,6 +1,6 @@
 // What the Engine (engine.h) runs its steps on: the CPU Decoder (many sequences in one forward) or, with
-// device "cuda", the GPU's CudaDecoder (one sequence at a time: its device cache holds one, so the engine then
-// serves requests one after another).
+// device "cuda", the GPU's CudaDecoder (up to 8 sequences, each in a slot of its device cache: their decode steps
+// run together, a prompt chunk as a prefill pass of its slot).
 #pragma once
 #include "infer/kv_cache.h"
 #include "infer/weights.h"
@@ -30,7 +30,7 @@ class EngineDecoder {
 struct EngineDecoderOptions {
     std::string device = "cpu"; // cpu | cuda
     int64_t max_tokens = 272;   // cpu: new tokens per forward (a prompt chunk plus one per decoding sequence)
-    int64_t max_seqs = 16;      // cpu: sequences per forward
+    int64_t max_seqs = 16;      // sequences per forward (cuda: at most 8, each a slot of the device cache)
     int64_t max_length = 0;     // tokens per sequence; 0: the model's context (cpu), min(context, 32768) (cuda)
 };
 

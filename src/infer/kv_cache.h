@@ -7,6 +7,7 @@
 #include "model/config.h"
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace zaya {
@@ -16,6 +17,9 @@ struct SequenceCache {
     std::vector<std::vector<float>> k, v; // per layer, [length, kv_dim]; grows with the sequence
     std::vector<float> conv;              // [layers, conv_padding, conv_channels]
     std::vector<float> vdel;              // [layers, kv_dim/2]
+    // On the GPU all of the above lives in a slot of the device decoder (infer/engine_decoder.cpp): its number,
+    // returned to the decoder's free slots when the last copy of this sequence goes. Empty on the CPU.
+    std::shared_ptr<const int64_t> device_slot;
 
     // Bytes held: grows linearly with length (the KV cache) on top of a constant (conv and value state).
     size_t bytes() const;

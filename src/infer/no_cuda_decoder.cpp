@@ -23,6 +23,12 @@ void CudaDecoder::step(int32_t, float *) { no_cuda(); }
 int32_t CudaDecoder::prefill_greedy(std::span<const int32_t>) { no_cuda(); }
 int32_t CudaDecoder::step_greedy(int32_t) { no_cuda(); }
 int64_t CudaDecoder::length() const { no_cuda(); }
+void CudaDecoder::reset(int64_t) { no_cuda(); }
+void CudaDecoder::prefill(int64_t, std::span<const int32_t>, float *) { no_cuda(); }
+int32_t CudaDecoder::prefill_greedy(int64_t, std::span<const int32_t>) { no_cuda(); }
+void CudaDecoder::step(std::span<const int32_t>, float *, int32_t *) { no_cuda(); }
+int64_t CudaDecoder::length(int64_t) const { no_cuda(); }
+int64_t CudaDecoder::max_seqs() const { no_cuda(); }
 size_t CudaDecoder::weight_bytes() const { no_cuda(); }
 size_t CudaDecoder::step_kernels() const { no_cuda(); }
 double CudaDecoder::measure_read_bandwidth(size_t, int) { no_cuda(); }

@@ -92,6 +92,41 @@ for mode in "--temperature 0" "--temperature 0.9 --top-k 0 --seed 7" "--temperat
 done
 [[ $err == *"CPU emulation (sm_"* ]] && pass "generate's statistics name the GPU" ||
     fail "generate's statistics name the GPU" "stderr: $err"
+# The server on the device: three concurrent requests share decode steps (slots of the GPU decoder) and each gets
+# the ids `zaya generate --device cpu` gives it alone.
+"$ZAYA" serve tiny --dtype f32 --port 0 --device cuda --max-batch 3 >"$tmp/serve.log" 2>&1 &
+server=$!
+port=
+for _ in $(seq 1 300); do
+    port=$(sed -n 's|^listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
+    [[ -n $port ]] && break
+    sleep 0.1
+done
+if [[ -n $port ]]; then
+    grep -q "batch ≤ 3" "$tmp/serve.log" && pass "serve --device cuda: 3 slots" || fail "serve --device cuda: 3 slots" "$(head -2 "$tmp/serve.log")"
+    prompts=("5,17,3,99" "8,8,2" "100,7,42,42,1")
+    for i in 0 1 2; do
+        curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+            -d "{\"prompt\":[${prompts[$i]}],\"max_tokens\":5,\"temperature\":0}" >"$tmp/gpu_serve.$i" &
+    done
+    wait $(jobs -p | grep -v "^$server$") 2>/dev/null
+    seen=$(curl -s "http://127.0.0.1:$port/health" | python3 -c 'import json,sys; print(json.load(sys.stdin)["max_batch_seen"])')
+    [[ $seen -ge 2 ]] && pass "serve --device cuda: concurrent requests stepped together (batch $seen)" ||
+        fail "serve --device cuda: concurrent requests stepped together" "max_batch_seen $seen"
+    same=0
+    for i in 0 1 2; do
+        got=$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["choices"][0]["token_ids"])))' "$tmp/gpu_serve.$i" 2>/dev/null)
+        alone=$("$ZAYA" generate tiny --dtype f32 --tokens "${prompts[$i]}" -n 5 --temperature 0 --print-ids -q)
+        [[ -n $got && $got == "$alone" ]] && same=$((same + 1)) || echo "        request $i: served '$got', alone on the cpu '$alone'"
+    done
+    [[ $same == 3 ]] && pass "serve --device cuda: 3 concurrent requests = each alone on the cpu" ||
+        fail "serve --device cuda: 3 concurrent requests = each alone on the cpu" "$same of 3 equal"
+else
+    fail "serve --device cuda starts" "$(cat "$tmp/serve.log")"
+fi
+kill $server 2>/dev/null
+wait $server 2>/dev/null
+
 expect_error "an unknown device is named" "^zaya: error: .*'tpu'" forward tiny --tokens 1,2 --out "$tmp/f.st" \
     --device tpu
 

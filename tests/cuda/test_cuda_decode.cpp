@@ -241,6 +241,80 @@ TEST_F(CudaOps, DecodeLinearGeluEpilogue) {
     EXPECT_LT(rel_err(download(dy), ref), kFp32Tol);
 }
 
+// The slot forms (one new token per slot; inactive slots change nothing): positions, lengths, the conv-state move,
+// the KV append with the delayed values, attention over each slot's own cache (inactive rows: zeros), row argmax.
+TEST_F(CudaOps, DecodeSlotHelpers) {
+    const int64_t S = 3, W = 4, Dv = 2, max_len = 6;
+    const std::vector<int32_t> lengths = {2, 0, 4}, active = {1, 0, 1};
+    auto dlen = upload(lengths), dact = upload(active);
+    cuda::DeviceArray<int32_t> pos(static_cast<size_t>(S * 3));
+    cuda::decode_positions(pos.data(), dlen.data(), 3, -1, S);
+    EXPECT_EQ(download(pos), (std::vector<int32_t>{1, 2, 3, -1, 0, 1, 3, 4, 5}));
+    // The KV append: slot s's row goes to its cache at lengths[s]; the delayed columns take the slot's state.
+    const std::vector<float> k = random_vec(size_t(S * 2 * W), 51), v = random_vec(size_t(S * W), 52),
+                             state = random_vec(size_t(S * Dv), 53);
+    auto dk = upload(k), dv = upload(v), dstate = upload(state);
+    auto kc = poisoned(size_t(S * max_len * W)), vc = poisoned(size_t(S * max_len * W));
+    cuda::append_kv_slots(kc.data(), vc.data(), dk.data(), 2 * W, dv.data(), dlen.data(), dact.data(), S, W, max_len,
+                          dstate.data(), Dv);
+    const std::vector<float> gk = download(kc), gv = download(vc), gs = download(dstate);
+    for (int64_t sl = 0; sl < S; ++sl)
+        for (int64_t col = 0; col < W; ++col) {
+            const size_t at = size_t((sl * max_len + lengths[size_t(sl)]) * W + col);
+            if (!active[size_t(sl)]) {
+                EXPECT_TRUE(std::isnan(gk[at]) && std::isnan(gv[at])) << "inactive slot " << sl << " written";
+                continue;
+            }
+            EXPECT_EQ(gk[at], k[size_t(sl * 2 * W + col)]);
+            EXPECT_EQ(gv[at], col < W - Dv ? v[size_t(sl * W + col)] : state[size_t(sl * Dv + col - (W - Dv))]);
+        }
+    for (int64_t sl = 0; sl < S; ++sl)
+        for (int64_t d = 0; d < Dv; ++d)
+            EXPECT_EQ(gs[size_t(sl * Dv + d)],
+                      active[size_t(sl)] ? v[size_t(sl * W + W - Dv + d)] : state[size_t(sl * Dv + d)]);
+    // The conv-state move per slot (regions of 4 rows, keep 2, shift 1), inactive slot 1 untouched.
+    const std::vector<float> rows_in = random_vec(size_t(S * 4 * W), 54);
+    auto buf = upload(rows_in);
+    cuda::shift_rows_up(buf.data(), 2, 1, W, S, 4, dact.data());
+    const std::vector<float> moved = download(buf);
+    for (int64_t sl = 0; sl < S; ++sl)
+        for (int64_t r = 0; r < 2; ++r)
+            for (int64_t col = 0; col < W; ++col)
+                EXPECT_EQ(moved[size_t((sl * 4 + r) * W + col)],
+                          rows_in[size_t((sl * 4 + r + (active[size_t(sl)] ? 1 : 0)) * W + col)]);
+    // Attention: slot s's query at position lengths[s] over its own cache, against the CPU's one-sequence attention.
+    const int64_t nq = 4, nkv = 2, hd = 16, Dk = nkv * hd, Dq = nq * hd, ldq = 3 * Dq;
+    const cpu::AttnShape as{nq, nkv, hd, 0.25f, 3};
+    const std::vector<float> q = random_vec(size_t(S * ldq), 55), kk = random_vec(size_t(S * max_len * Dk), 56),
+                             vv = random_vec(size_t(S * max_len * Dk), 57);
+    auto dq = upload(q), dkk = upload(kk), dvv = upload(vv);
+    auto out = poisoned(size_t(S * Dq)), po = poisoned(size_t(2 * S * Dq)), pml = poisoned(size_t(2 * S * nq * 2));
+    cuda::attention_decode_slots(out.data(), po.data(), pml.data(), dq.data(), ldq, dkk.data(), dvv.data(),
+                                 dlen.data(), dact.data(), S, max_len, as, 2);
+    const std::vector<float> got = download(out);
+    for (int64_t sl = 0; sl < S; ++sl) {
+        std::vector<float> ref(static_cast<size_t>(Dq), 0.0f);
+        if (active[size_t(sl)])
+            cpu::attention_cached(ref.data(), q.data() + sl * ldq, kk.data() + sl * max_len * Dk,
+                                  vv.data() + sl * max_len * Dk, 1, lengths[size_t(sl)], as);
+        EXPECT_LT(rel_err(std::vector<float>(got.begin() + sl * Dq, got.begin() + (sl + 1) * Dq), ref), kFp32Tol)
+            << "slot " << sl;
+    }
+    // Lengths advance for the active slots only; the argmax of each row.
+    cuda::advance_length(dlen.data(), 1, S, dact.data());
+    EXPECT_EQ(download(dlen), (std::vector<int32_t>{3, 0, 5}));
+    const std::vector<float> x = random_vec(size_t(S * 700), 58);
+    auto dx = upload(x);
+    cuda::DeviceArray<int32_t> best(static_cast<size_t>(S)), part_i(static_cast<size_t>(S * cuda::kArgmaxPartials));
+    cuda::DeviceArray<float> part_v(static_cast<size_t>(S * cuda::kArgmaxPartials));
+    cuda::argmax(best.data(), part_v.data(), part_i.data(), dx.data(), 700, S);
+    const std::vector<int32_t> gb = download(best);
+    for (int64_t r = 0; r < S; ++r)
+        EXPECT_EQ(gb[size_t(r)], int32_t(std::max_element(x.begin() + r * 700, x.begin() + (r + 1) * 700) -
+                                         (x.begin() + r * 700)))
+            << "row " << r;
+}
+
 // The device argmax against the host's first maximum: one element, a block's worth, several elements per thread,
 // ties inside one thread, across threads and across blocks (the lowest index wins), NaNs (never win), all -inf.
 TEST_F(CudaOps, DecodeArgmaxIsTheFirstMaximum) {
@@ -482,6 +556,73 @@ TEST_F(CudaOps, DecoderGraphStepsEqualEager) {
     EXPECT_EQ(eager.step_kernels(), 0u);
     EXPECT_GE(graph.step_kernels(), size_t(14 * m.config.num_hidden_layers));
     EXPECT_LE(graph.step_kernels(), size_t(14 * m.config.num_hidden_layers + 12));
+}
+
+// Three sequences in three slots, prefilled at different times and stepped in different groups (two together, one
+// alone, all three), every option on (sliding window past its width, biases, untied head, passthrough): each
+// sequence's logits at each position against the CPU's full-sequence logits, and the greedy steps against the
+// argmax of the same state's logits. A slot not stepped must keep its state exactly.
+TEST_F(CudaOps, DecoderSlotsMatchCpuPerSequence) {
+    Model m = Model::create(decode_config(true));
+    model_init_random(m, 23);
+    HostWeights hw(m, DType::F32);
+    const ZayaConfig &c = m.config;
+    const int64_t V = c.vocab_size;
+    std::vector<std::vector<int32_t>> seqs = {test_tokens(11, V), test_tokens(7, V), test_tokens(8, V)};
+    seqs[1][0] = 5, seqs[2][0] = 11; // three different sequences (test_tokens is deterministic)
+    std::vector<std::vector<float>> ref;
+    for (const auto &t : seqs) ref.push_back(cpu_logits(m, t));
+    auto row = [&](size_t seq, int64_t pos) {
+        return std::vector<float>(ref[seq].begin() + pos * V, ref[seq].begin() + (pos + 1) * V);
+    };
+    CudaDecoder dec(DecodeWeights{c, m.w, hw.embed, hw.lm_head, hw.layers},
+                    CudaDecoder::Options{.max_len = 12, .max_chunk = 3, .attn_splits = 2, .max_seqs = 3});
+    std::vector<float> one(static_cast<size_t>(V)), rows(static_cast<size_t>(3 * V));
+    // Slot 0: 5 prompt tokens; slot 2: 3; then slots 0 and 2 step together twice.
+    dec.prefill(0, std::span(seqs[0]).first(5), one.data());
+    EXPECT_LT(rel_err(one, row(0, 4)), 1e-4);
+    dec.prefill(2, std::span(seqs[2]).first(3), one.data());
+    EXPECT_LT(rel_err(one, row(2, 2)), 1e-4);
+    int64_t at[3] = {5, 0, 3};
+    auto step = [&](std::vector<int> which) {
+        std::vector<int32_t> toks(3, -1);
+        for (int sl : which) toks[size_t(sl)] = seqs[size_t(sl)][size_t(at[sl])];
+        std::fill(rows.begin(), rows.end(), std::numeric_limits<float>::quiet_NaN());
+        dec.step(toks, rows.data(), nullptr);
+        for (int sl : which) {
+            const std::vector<float> got(rows.begin() + sl * V, rows.begin() + (sl + 1) * V);
+            EXPECT_LT(rel_err(got, row(size_t(sl), at[sl])), 1e-4) << "slot " << sl << " position " << at[sl];
+            ++at[sl];
+        }
+        for (int sl = 0; sl < 3; ++sl) EXPECT_EQ(dec.length(sl), at[sl]) << "slot " << sl;
+    };
+    step({0, 2});
+    step({0, 2});
+    step({0}); // slot 2 left as it is
+    dec.prefill(1, std::span(seqs[1]).first(4), one.data()); // slot 1 joins
+    EXPECT_LT(rel_err(one, row(1, 3)), 1e-4);
+    at[1] = 4;
+    step({0, 1, 2});
+    step({1, 2});
+    // Greedy: the same state's argmax (slot 0 and 1 step; compare with their reference rows' first maximum).
+    std::vector<int32_t> toks = {seqs[0][size_t(at[0])], seqs[1][size_t(at[1])], -1}, best(3, -7);
+    dec.step(toks, nullptr, best.data());
+    for (int sl : {0, 1}) {
+        const std::vector<float> r = row(size_t(sl), at[sl]);
+        EXPECT_EQ(best[size_t(sl)], int32_t(std::max_element(r.begin(), r.end()) - r.begin())) << "slot " << sl;
+        ++at[sl];
+    }
+    EXPECT_EQ(best[2], -7); // not stepped: not written
+    // A reset slot starts a fresh sequence; the others go on.
+    dec.reset(2);
+    EXPECT_EQ(dec.length(2), 0);
+    dec.prefill(2, std::span(seqs[2]).first(3), one.data());
+    EXPECT_LT(rel_err(one, row(2, 2)), 1e-4);
+    at[2] = 3;
+    step({0, 2});
+    std::vector<int32_t> bad = {1, -1, -1, -1};
+    EXPECT_THROW(dec.step(bad, rows.data(), nullptr), Error); // four tokens for three slots
+    EXPECT_THROW(dec.prefill(3, std::span(seqs[0]).first(1), one.data()), Error);
 }
 
 } // namespace

@@ -200,6 +200,10 @@ __global__ void __launch_bounds__(kRouterThreads) router_decode_kernel(RouterDec
     extern __shared__ float sm[];
     const int64_t R = a.R, K = a.K, i = blockIdx.x;
     float *xs = sm, *ys = xs + R, *ls = ys + R, *scratch = ls + K;
+    if (a.active && !a.active[i]) { // a slot not stepped: the skip slot, so the experts read no weights for it
+        if (threadIdx.x == 0) a.choice[i] = int32_t(K - 1), a.p_sel[i] = 0.0f;
+        return;
+    }
     float ss = 0.0f;
     for (int64_t j = threadIdx.x; j < R; j += kRouterThreads) {
         float v = a.h1[i * R + j];
@@ -227,12 +231,17 @@ __global__ void embed_rows_kernel(float *out, const int32_t *tokens, const T *ta
     out[i] = (Piece<T>::one(table + int64_t(tokens[n]) * D + d) + bias[d]) * scale[d];
 }
 
-__global__ void decode_positions_kernel(int32_t *pos, const int32_t *length, int64_t n, int64_t first) {
+// One thread per row of pos [slots, n].
+__global__ void decode_positions_kernel(int32_t *pos, const int32_t *lengths, int64_t n, int64_t first,
+                                        int64_t slots) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) pos[i] = *length + int32_t(first + i);
+    if (i < slots * n) pos[i] = lengths[i / n] + int32_t(first + i % n);
 }
 
-__global__ void advance_length_kernel(int32_t *length, int64_t n) { *length += int32_t(n); }
+__global__ void advance_length_kernel(int32_t *lengths, int64_t n, int64_t slots, const int32_t *active) {
+    const int64_t s = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (s < slots && (!active || active[s])) lengths[s] += int32_t(n);
+}
 
 // Threads [0, n·width): one element of k and of v (the delayed columns skipped when v_state is given); then Dv
 // threads, one per delayed column, walking the rows.
@@ -253,17 +262,35 @@ __global__ void append_kv_kernel(float *kc, float *vc, const float *k, const flo
     }
 }
 
-__global__ void copy_floats_kernel(float *dst, const float *src, int64_t count) {
+// One thread per (slot, column): k and the current values copied; a delayed column's thread reads the slot's state
+// into the cache, then replaces it with this row's own delayed projection.
+__global__ void append_kv_slots_kernel(float *kc, float *vc, const float *k, int64_t ldk, const float *v,
+                                       const int32_t *lengths, const int32_t *active, int64_t slots, int64_t width,
+                                       int64_t max_len, float *v_state, int64_t Dv) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < count) dst[i] = src[i];
+    if (i >= slots * width) return;
+    const int64_t s = i / width, c = i % width;
+    if (active && !active[s]) return;
+    const int64_t at = (s * max_len + lengths[s]) * width + c;
+    kc[at] = k[s * ldk + c];
+    if (c < width - Dv) {
+        vc[at] = v[s * width + c];
+    } else {
+        float &state = v_state[s * Dv + c - (width - Dv)];
+        vc[at] = state;
+        state = v[s * width + c];
+    }
 }
 
 // One thread per column walks the rows in order: row r + shift is read before any thread writes it (only its own
 // column's thread does, later), so the move is safe in place.
-__global__ void shift_rows_up_kernel(float *buf, int64_t keep, int64_t shift, int64_t cols) {
-    const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    for (int64_t r = 0; r < keep; ++r) buf[r * cols + c] = buf[(r + shift) * cols + c];
+// grid (ceil(cols/128), slots).
+__global__ void shift_rows_up_kernel(float *buf, int64_t keep, int64_t shift, int64_t cols, int64_t slot_rows,
+                                     const int32_t *active) {
+    const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, s = blockIdx.y;
+    if (c >= cols || (active && !active[s])) return;
+    float *b = buf + s * slot_rows * cols;
+    for (int64_t r = 0; r < keep; ++r) b[r * cols + c] = b[(r + shift) * cols + c];
 }
 
 constexpr int kAttnThreads = 128;
@@ -288,22 +315,35 @@ __device__ __forceinline__ KeyPiece key_piece(int64_t p, int64_t window, int64_t
 // grid (splits, nq, n), block 128: the partial softmax of query (i, h) over its piece of keys, in tiles of
 // kAttnMaxChunk with an online softmax (running max m, sum l, and each thread's ≤ 2 output dims rescaled when m
 // grows). part_o gets Σ exp(s − m)·v (unnormalised), part_ml (m, l); l = 0 marks an empty piece.
+// Where query i's sequence lives: one sequence (per_slot false: row i is its token at *length + i) or one slot per
+// row (row i at lengths[i], over cache rows i·cache_rows …, skipped when not active).
+struct AttnRows {
+    int64_t ldq;
+    bool per_slot;
+    int64_t cache_rows;
+    const int32_t *active;
+};
+
 __global__ void __launch_bounds__(kAttnThreads)
     attention_partial_kernel(float *part_o, float *part_ml, const float *q, const float *k, const float *v,
-                             const int32_t *length, int64_t n, AttnShape s, int64_t splits) {
+                             const int32_t *length, int64_t n, AttnShape s, int64_t splits, AttnRows rows) {
     __shared__ float qs[kAttnMaxHeadDim];
     __shared__ float ps[kAttnMaxChunk];
     constexpr int kDims = kAttnMaxHeadDim / kAttnThreads; // output dims per thread
     const int64_t c = blockIdx.x, h = blockIdx.y, i = blockIdx.z, nq = s.nq, hd = s.hd;
     const int64_t j = h / (nq / s.nkv), ldk = s.nkv * hd;
-    const int64_t p = int64_t(*length) + i;
+    const int64_t p = rows.per_slot ? int64_t(length[i]) : int64_t(*length) + i;
+    if (rows.per_slot) {
+        const int64_t cache_off = i * rows.cache_rows * ldk;
+        k += cache_off, v += cache_off;
+    }
     const KeyPiece piece = key_piece(p, s.window, c, splits);
     const int64_t slot = (c * n + i) * nq + h;
-    if (piece.t0 >= piece.t1) { // no key of this query in the piece
+    if (piece.t0 >= piece.t1 || (rows.active && !rows.active[i])) { // no key of this query in the piece
         if (threadIdx.x == 0) part_ml[2 * slot] = -INFINITY, part_ml[2 * slot + 1] = 0.0f;
         return;
     }
-    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[(i * nq + h) * hd + d];
+    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[i * rows.ldq + h * hd + d];
     const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
     float m = -INFINITY, l = 0.0f, acc[kDims] = {};
     for (int64_t a = piece.t0; a < piece.t1; a += kAttnMaxChunk) {
@@ -362,7 +402,7 @@ __global__ void __launch_bounds__(kAttnThreads)
             const int64_t slot = (c * n + i) * nq + h;
             if (part_ml[2 * slot + 1] > 0.0f) acc += part_o[slot * hd + d] * expf(part_ml[2 * slot] - M);
         }
-        out[(i * nq + h) * hd + d] = acc / L;
+        out[(i * nq + h) * hd + d] = L > 0.0f ? acc / L : 0.0f; // L = 0: an inactive slot's row
     }
 }
 
@@ -382,26 +422,30 @@ __device__ void block_argmax(float *sv, int32_t *si) {
     }
 }
 
-// grid kArgmaxPartials, block 256: block b's winner over x[i], i ≡ b·256 + t (mod gridDim·256).
+// grid (kArgmaxPartials, rows), block 256: block b's winner over row x[r, i], i ≡ b·256 + t (mod gridDim·256).
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_partial_kernel(float *part_v, int32_t *part_i, const float *x, int64_t n) {
     __shared__ float sv[kArgmaxThreads];
     __shared__ int32_t si[kArgmaxThreads];
     float bv = -INFINITY;
     int32_t bi = INT32_MAX;
+    x += int64_t(blockIdx.y) * n; // row blockIdx.y
     for (int64_t i = int64_t(blockIdx.x) * kArgmaxThreads + threadIdx.x; i < n; i += int64_t(gridDim.x) * kArgmaxThreads)
         if (beats(x[i], int32_t(i), bv, bi)) bv = x[i], bi = int32_t(i);
     sv[threadIdx.x] = bv, si[threadIdx.x] = bi;
     block_argmax(sv, si);
-    if (threadIdx.x == 0) part_v[blockIdx.x] = sv[0], part_i[blockIdx.x] = si[0];
+    const int64_t at = int64_t(blockIdx.y) * kArgmaxPartials + blockIdx.x;
+    if (threadIdx.x == 0) part_v[at] = sv[0], part_i[at] = si[0];
 }
 
-// grid 1, block 256: the winner of the partials.
+// grid rows, block 256: each row's winner of its partials.
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_combine_kernel(int32_t *out, const float *part_v, const int32_t *part_i) {
     __shared__ float sv[kArgmaxThreads];
     __shared__ int32_t si[kArgmaxThreads];
     const int t = int(threadIdx.x);
+    part_v += int64_t(blockIdx.x) * kArgmaxPartials, part_i += int64_t(blockIdx.x) * kArgmaxPartials;
+    out += blockIdx.x;
     sv[t] = t < kArgmaxPartials ? part_v[t] : -INFINITY;
     si[t] = t < kArgmaxPartials ? part_i[t] : INT32_MAX;
     block_argmax(sv, si);
@@ -464,12 +508,14 @@ template <class T> void router_decode(const RouterDecode<T> &a, int64_t n) {
 template void router_decode<uint16_t>(const RouterDecode<uint16_t> &, int64_t);
 template void router_decode<float>(const RouterDecode<float> &, int64_t);
 
-void decode_positions(int32_t *pos, const int32_t *length, int64_t n, int64_t first) {
-    decode_positions_kernel<<<blocks_for(n, 128), 128, 0, launch_stream()>>>(pos, length, n, first);
+void decode_positions(int32_t *pos, const int32_t *lengths, int64_t n, int64_t first, int64_t slots) {
+    if (n * slots == 0) return;
+    decode_positions_kernel<<<blocks_for(n * slots, 128), 128, 0, launch_stream()>>>(pos, lengths, n, first, slots);
     ZAYA_CUDA_LAUNCHED();
 }
-void advance_length(int32_t *length, int64_t n) {
-    advance_length_kernel<<<1, 1, 0, launch_stream()>>>(length, n);
+void advance_length(int32_t *lengths, int64_t n, int64_t slots, const int32_t *active) {
+    if (slots == 0) return;
+    advance_length_kernel<<<blocks_for(slots, 128), 128, 0, launch_stream()>>>(lengths, n, slots, active);
     ZAYA_CUDA_LAUNCHED();
 }
 void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width,
@@ -481,36 +527,57 @@ void append_kv(float *kc, float *vc, const float *k, const float *v, const int32
                                                                           v_state ? Dv : 0);
     ZAYA_CUDA_LAUNCHED();
 }
-void copy_floats(float *dst, const float *src, int64_t count) {
-    if (count == 0) return;
-    copy_floats_kernel<<<blocks_for(count, 256), 256, 0, launch_stream()>>>(dst, src, count);
+void append_kv_slots(float *kc, float *vc, const float *k, int64_t ldk, const float *v, const int32_t *lengths,
+                     const int32_t *active, int64_t slots, int64_t width, int64_t max_len, float *v_state, int64_t Dv) {
+    if (slots * width == 0) return;
+    if (!v_state || Dv < 1 || Dv > width) fail("append_kv_slots: {} delayed columns of {}", Dv, width);
+    append_kv_slots_kernel<<<blocks_for(slots * width, 256), 256, 0, launch_stream()>>>(
+        kc, vc, k, ldk, v, lengths, active, slots, width, max_len, v_state, Dv);
     ZAYA_CUDA_LAUNCHED();
 }
-void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols) {
-    if (keep * cols == 0 || shift == 0) return;
-    shift_rows_up_kernel<<<blocks_for(cols, 128), 128, 0, launch_stream()>>>(buf, keep, shift, cols);
+void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols, int64_t slots, int64_t slot_rows,
+                   const int32_t *active) {
+    if (keep * cols * slots == 0 || shift == 0) return;
+    if (slots > 65535) fail("shift_rows_up: {} slots exceed the grid", slots);
+    shift_rows_up_kernel<<<dim3(blocks_for(cols, 128), unsigned(slots)), 128, 0, launch_stream()>>>(
+        buf, keep, shift, cols, slot_rows, active);
     ZAYA_CUDA_LAUNCHED();
 }
 
-void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
-                      const int32_t *length, int64_t n, const AttnShape &s, int64_t splits) {
+namespace {
+void attention_launch(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+                      const int32_t *length, int64_t n, const AttnShape &s, int64_t splits, const AttnRows &rows) {
     if (splits < 1 || splits > kAttnMaxSplits) fail("attention_decode: {} splits outside [1, {}]", splits, kAttnMaxSplits);
     if (s.hd > kAttnMaxHeadDim) fail("attention_decode: head_dim {} above {}", s.hd, kAttnMaxHeadDim);
+    if (n > 65535 || s.nq > 65535) fail("attention_decode: {} rows of {} heads exceed the grid", n, s.nq);
     if (n == 0) return;
     attention_partial_kernel<<<dim3(unsigned(splits), unsigned(s.nq), unsigned(n)), kAttnThreads, 0, launch_stream()>>>(
-        part_o, part_ml, q, k, v, length, n, s, splits);
+        part_o, part_ml, q, k, v, length, n, s, splits, rows);
     ZAYA_CUDA_LAUNCHED();
     attention_combine_kernel<<<dim3(unsigned(s.nq), unsigned(n)), kAttnThreads, 0, launch_stream()>>>(
         out, part_o, part_ml, n, s, splits);
     ZAYA_CUDA_LAUNCHED();
 }
+} // namespace
 
-void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n) {
+void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+                      const int32_t *length, int64_t n, const AttnShape &s, int64_t splits) {
+    attention_launch(out, part_o, part_ml, q, k, v, length, n, s, splits, AttnRows{s.nq * s.hd, false, 0, nullptr});
+}
+void attention_decode_slots(float *out, float *part_o, float *part_ml, const float *q, int64_t ldq, const float *k,
+                            const float *v, const int32_t *lengths, const int32_t *active, int64_t slots,
+                            int64_t max_len, const AttnShape &s, int64_t splits) {
+    attention_launch(out, part_o, part_ml, q, k, v, lengths, slots, s, splits, AttnRows{ldq, true, max_len, active});
+}
+
+void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n, int64_t rows) {
     if (n < 1 || n > INT32_MAX) fail("argmax: {} elements (1 … 2³¹−1)", n);
+    if (rows < 1 || rows > 65535) fail("argmax: {} rows (1 … 65535)", rows);
     static_assert(kArgmaxPartials <= kArgmaxThreads, "the combine block holds every partial");
-    argmax_partial_kernel<<<kArgmaxPartials, kArgmaxThreads, 0, launch_stream()>>>(part_v, part_i, x, n);
+    argmax_partial_kernel<<<dim3(kArgmaxPartials, unsigned(rows)), kArgmaxThreads, 0, launch_stream()>>>(part_v, part_i,
+                                                                                                        x, n);
     ZAYA_CUDA_LAUNCHED();
-    argmax_combine_kernel<<<1, kArgmaxThreads, 0, launch_stream()>>>(out, part_v, part_i);
+    argmax_combine_kernel<<<unsigned(rows), kArgmaxThreads, 0, launch_stream()>>>(out, part_v, part_i);
     ZAYA_CUDA_LAUNCHED();
 }
 

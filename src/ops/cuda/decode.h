@@ -61,6 +61,7 @@ template <class T> struct RouterDecode {
     const float *bias; // the balancing biases [K]
     int64_t R, K;
     float eps;
+    const int32_t *active = nullptr; // rows with active[i] == 0 take the skip slot (K − 1; p_sel 0): no expert read
 };
 template <class T> void router_decode(const RouterDecode<T> &a, int64_t n);
 
@@ -70,21 +71,29 @@ void embed_rows_bf16(float *out, const int32_t *tokens, const uint16_t *table, c
 void embed_rows_f32(float *out, const int32_t *tokens, const float *table, const float *bias, const float *scale,
                     int64_t N, int64_t D);
 
-// pos[i] = *length + first + i for i < n: positions of the new tokens (first = 0), or of the rows before them too.
-void decode_positions(int32_t *pos, const int32_t *length, int64_t n, int64_t first = 0);
-// *length += n (after the step's last layer).
-void advance_length(int32_t *length, int64_t n);
+// Several sequences at once ("slots", CudaDecoder's): a decode step's row s is slot s's one new token. Slots with
+// active[s] == 0 are computed like the others but change no state (cache, lengths, conv and value state); an
+// active pointer of null means every slot.
+
+// pos[s·n + j] = lengths[s] + first + j for s < slots, j < n: positions of the new tokens (first = 0), or of the
+// rows before them too.
+void decode_positions(int32_t *pos, const int32_t *lengths, int64_t n, int64_t first = 0, int64_t slots = 1);
+// lengths[s] += n for the active s < slots (after the step's last layer).
+void advance_length(int32_t *lengths, int64_t n, int64_t slots = 1, const int32_t *active = nullptr);
 // kc[*length + i, :] = k[i, :] and vc[*length + i, :] = v[i, :] for i < n: k, v [n, width]; kc, vc [max_len, width].
 // With v_state [Dv]: the last Dv columns of v hold each row's own delayed value projection (spec A.3 step 4), and
 // the cache gets them one row later — row 0 the state's, row i row i−1's — while row n−1's becomes the state. (One
 // thread per delayed column walks the rows, so the state is read before it is replaced.)
 void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width,
                float *v_state = nullptr, int64_t Dv = 0);
-// dst[i] = src[i], i < count, in stream order (a kernel, so it can be captured in a graph with the rest).
-void copy_floats(float *dst, const float *src, int64_t count);
+// The same for one new token per slot: active slot s appends k[s·ldk, :] and v[s, :] at row lengths[s] of its cache
+// (kc, vc + s·max_len·width), the last Dv columns of v delayed through v_state[s, Dv].
+void append_kv_slots(float *kc, float *vc, const float *k, int64_t ldk, const float *v, const int32_t *lengths,
+                     const int32_t *active, int64_t slots, int64_t width, int64_t max_len, float *v_state, int64_t Dv);
 // buf[r, :] = buf[r + shift, :] for r < keep (rows of `cols` floats), in place: the conv state after a step is the
-// last `keep` rows of [state ; new rows].
-void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols);
+// last `keep` rows of [state ; new rows]. Per slot: slot s's rows start at s·slot_rows, and only active slots move.
+void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols, int64_t slots = 1, int64_t slot_rows = 0,
+                   const int32_t *active = nullptr);
 
 // Cached attention of n new queries at positions *length … *length+n−1 (their keys already appended), over the
 // cache k, v [·, nkv·hd]: causal, GQA, sliding window as cpu::attention_cached. out[n, nq, hd].
@@ -97,13 +106,19 @@ inline constexpr int64_t kAttnMaxChunk = 128;
 inline constexpr int64_t kAttnMaxSplits = 1024;
 void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
                       const int32_t *length, int64_t n, const AttnShape &s, int64_t splits);
+// One query per slot: row s is slot s's new token at position lengths[s] (its key appended), q rows ldq apart, over
+// slot s's cache (k, v + s·max_len·nkv·hd); inactive rows give zeros and read nothing.
+void attention_decode_slots(float *out, float *part_o, float *part_ml, const float *q, int64_t ldq, const float *k,
+                            const float *v, const int32_t *lengths, const int32_t *active, int64_t slots,
+                            int64_t max_len, const AttnShape &s, int64_t splits);
 
-// *out = the index of the largest of x[0, n) (lowest index on ties; NaN never wins; 0 if nothing does): the greedy
-// token, so a greedy decode step downloads 4 bytes instead of V logits. Two kernels, each element read once:
-// kArgmaxPartials blocks leave (value, index) pairs in part_v, part_i [kArgmaxPartials], one block combines them.
-// Deterministic: the pairs combine in a fixed order with the tie rule, whatever order blocks run in.
+// out[r] = the index of the largest of x[r, 0:n) for r < rows (lowest index on ties; NaN never wins; 0 if nothing
+// does): the greedy token, so a greedy decode step downloads 4 bytes per row instead of V logits. Two kernels, each
+// element read once: kArgmaxPartials blocks per row leave (value, index) pairs in part_v, part_i
+// [rows, kArgmaxPartials], one block per row combines them. Deterministic: the pairs combine in a fixed order with
+// the tie rule, whatever order blocks run in.
 inline constexpr int kArgmaxPartials = 64;
-void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n);
+void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n, int64_t rows = 1);
 
 // Reads `bytes` (a multiple of 16) of p once and returns the seconds it took (synchronises): the read bandwidth
 // the decode bound divides by.
