@@ -77,6 +77,18 @@ disabled_expect_error() {
     fi
 }
 
+# server_port LOG [TENTHS]: the port `zaya serve --port 0` printed to LOG, waiting up to TENTHS × 0.1 s (default
+# 100) for its "listening on" line; empty if it never came.
+server_port() {
+    local log=$1 tries=${2:-100} p=
+    for _ in $(seq 1 "$tries"); do
+        p=$(sed -n 's|^listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$log")
+        [[ -n $p ]] && break
+        sleep 0.1
+    done
+    echo "$p"
+}
+
 # finish: prints the totals; the exit status says whether everything passed.
 finish() {
     echo

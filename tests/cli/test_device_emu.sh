@@ -96,12 +96,7 @@ done
 # the ids `zaya generate --device cpu` gives it alone.
 "$ZAYA" serve tiny --dtype f32 --port 0 --device cuda --max-batch 3 >"$tmp/serve.log" 2>&1 &
 server=$!
-port=
-for _ in $(seq 1 300); do
-    port=$(sed -n 's|^listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
-    [[ -n $port ]] && break
-    sleep 0.1
-done
+port=$(server_port "$tmp/serve.log" 300)
 if [[ -n $port ]]; then
     grep -q "batch ≤ 3" "$tmp/serve.log" && pass "serve --device cuda: 3 slots" || fail "serve --device cuda: 3 slots" "$(head -2 "$tmp/serve.log")"
     prompts=("5,17,3,99" "8,8,2" "100,7,42,42,1")

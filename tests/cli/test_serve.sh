@@ -18,12 +18,7 @@ cp "$tmp/data/tokenizer.model" "$tmp/m/"
 
 "$ZAYA" serve "$tmp/m" --port 0 --api-key sekret --max-body 100000 --max-batch 8 >"$tmp/serve.log" 2>&1 &
 server=$!
-port=
-for _ in $(seq 1 100); do
-    port=$(sed -n 's|^listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
-    [[ -n $port ]] && break
-    sleep 0.1
-done
+port=$(server_port "$tmp/serve.log")
 if [[ -z $port ]]; then
     fail "server starts and prints its port" "$(cat "$tmp/serve.log")"
     kill $server 2>/dev/null
