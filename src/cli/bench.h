@@ -16,6 +16,7 @@ struct BenchArgs {
     // decode
     std::string dtype = "bf16";
     int64_t layers = 0, prompt_tokens = 128, new_tokens = 32;
+    int64_t seqs = 1; // decode --device cuda: sequences stepped together (slots), measured after batch 1
 };
 
 // Random token rows (seq + 1 tokens each) from a fixed-seed generator: a training step costs the same whatever

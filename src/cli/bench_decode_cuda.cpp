@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -29,7 +30,8 @@ void bench_decode_cuda(const BenchArgs &a) {
         fail("--prompt-tokens + --new-tokens exceed the context length {}", c.max_position_embeddings);
     CudaDecoder::Options o;
     o.max_len = a.prompt_tokens + a.new_tokens + 1;
-    CudaDecoder dec(*im, o);
+    auto decoder = std::make_unique<CudaDecoder>(*im, o); // batch 1: one slot
+    CudaDecoder &dec = *decoder;
     std::vector<float> logits(static_cast<size_t>(V));
     std::vector<int32_t> prompt(size_t(a.prompt_tokens));
     uint64_t x = 42;
@@ -62,6 +64,28 @@ void bench_decode_cuda(const BenchArgs &a) {
         dec.step(t, logits.data());
         times_logits.push_back(monotonic_seconds() - t0);
     }
+    const size_t step_kernels = dec.step_kernels(), weight_bytes = dec.weight_bytes();
+    // seqs > 1: a decoder with that many slots (the batch-1 one freed first), every slot prefilled with its own
+    // prompt (the same tokens shifted), then stepped together, greedy.
+    std::vector<double> times_batch;
+    if (a.seqs > 1) {
+        decoder.reset();
+        o.max_seqs = a.seqs;
+        CudaDecoder batch(*im, o);
+        std::vector<int32_t> next_tokens(size_t(a.seqs));
+        for (int64_t s = 0; s < a.seqs; ++s) {
+            std::vector<int32_t> p = prompt;
+            for (auto &t : p) t = int32_t((int64_t(t) + s) % V);
+            next_tokens[size_t(s)] = batch.prefill_greedy(s, p);
+        }
+        for (int64_t i = 0; i < a.new_tokens; ++i) {
+            t0 = monotonic_seconds();
+            batch.step(next_tokens, nullptr, next_tokens.data());
+            times_batch.push_back(monotonic_seconds() - t0);
+        }
+        std::sort(times_batch.begin(), times_batch.end());
+    }
+    const double batch_step = times_batch.empty() ? 0.0 : times_batch[times_batch.size() / 2];
     std::sort(times.begin(), times.end());
     std::sort(times_logits.begin(), times_logits.end());
     const double logits_tps = 1.0 / times_logits[times_logits.size() / 2];
@@ -84,14 +108,17 @@ void bench_decode_cuda(const BenchArgs &a) {
                             {"read_bandwidth_best_bytes_per_s", bw_samples.back()},
                             {"decode_best_tokens_per_s", 1.0 / times.front()},
                             {"decode_with_logits_tokens_per_s", logits_tps},
-                            {"step_kernels", dec.step_kernels()},
+                            {"step_kernels", step_kernels},
+                            {"seqs", a.seqs},
+                            {"batch_step_s", batch_step},
+                            {"batch_decode_tokens_per_s", batch_step > 0 ? double(a.seqs) / batch_step : 0.0},
                             {"weight_bytes_per_token", bytes},
-                            {"device_weight_bytes", dec.weight_bytes()}};
+                            {"device_weight_bytes", weight_bytes}};
         fmt::print("{}\n", j.dump());
         return;
     }
     fmt::print("decode  model {} ({} layers, {} weights {:.2f} GB on the device)  {}  prompt {} + {} new tokens\n",
-               a.model, c.num_hidden_layers, dtype_name(im->weight_dtype), double(dec.weight_bytes()) / 1e9,
+               a.model, c.num_hidden_layers, dtype_name(im->weight_dtype), double(weight_bytes) / 1e9,
                CudaDecoder::device_description(), a.prompt_tokens, a.new_tokens);
     fmt::print("  decode  {:.2f} tokens/s greedy on the device (median {:.3f} ms/token; best {:.3f} ms); {:.2f} "
                "tokens/s downloading every step's logits\n",
@@ -100,9 +127,11 @@ void bench_decode_cuda(const BenchArgs &a) {
                "(median of {} readings of 1 GiB; best {:.1f})\n",
                bound, bytes / 1e6, bw / 1e9, bw_samples.size(), bw_samples.back() / 1e9);
     fmt::print("  decode runs at {:.0f}% of the bound; a step is one graph of {} kernels ({:.2f} µs per kernel)\n",
-               100.0 * decode_tps / bound, dec.step_kernels(),
-               1e6 * per_token / double(std::max<size_t>(dec.step_kernels(), 1)));
+               100.0 * decode_tps / bound, step_kernels, 1e6 * per_token / double(std::max<size_t>(step_kernels, 1)));
     fmt::print("  prefill {:.1f} tokens/s ({} tokens in {:.3f} s)\n", prefill_tps, a.prompt_tokens, prefill_s);
+    if (a.seqs > 1)
+        fmt::print("  {} sequences together: {:.3f} ms a step = {:.1f} tokens/s in all ({:.2f}× batch 1)\n", a.seqs,
+                   1e3 * batch_step, double(a.seqs) / batch_step, double(a.seqs) / batch_step / decode_tps);
 }
 
 } // namespace zaya::cli

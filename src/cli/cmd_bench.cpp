@@ -221,6 +221,10 @@ void register_bench(CLI::App &app) {
         ->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--new-tokens", a->new_tokens, "decode: tokens decoded one by one (median time reported)")
         ->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--seqs", a->seqs,
+                    "decode --device cuda: also time N sequences decoded together (GPU decoder slots, ≤ 8)")
+        ->check(CLI::Range(1, 8))
+        ->capture_default_str();
     cmd->add_option("--ns-precision", a->ns_precision, "train: Muon Newton-Schulz precision (bf16|fp32)")
         ->capture_default_str();
     cmd->add_option("--precision", a->precision, "train: matmul operands of forward/backward (fp32|bf16)")

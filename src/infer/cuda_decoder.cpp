@@ -67,10 +67,11 @@ const uint16_t *bf16_of(const DevMat &W) { return reinterpret_cast<const uint16_
 const float *f32_of(const DevMat &W) { return reinterpret_cast<const float *>(W.buf.data()); }
 
 // y[N, W.rows] (row stride ldy) = act(x · Wᵀ + b).
-void linear(float *y, int64_t ldy, const float *x, const DevMat &W, const float *b, int64_t N,
+// rows: rows computed (null: all; a decode step's stepped slots), the others zeros.
+void linear(float *y, int64_t ldy, const float *x, const DevMat &W, const float *b, int64_t N, const int32_t *rows,
             cuda::Epilogue act = cuda::Epilogue::None) {
-    if (W.dtype == DType::BF16) cuda::linear_rows_bf16(y, ldy, x, bf16_of(W), b, N, W.cols, W.rows, act);
-    else cuda::linear_rows_f32(y, ldy, x, f32_of(W), b, N, W.cols, W.rows, act);
+    if (W.dtype == DType::BF16) cuda::linear_rows_bf16(y, ldy, x, bf16_of(W), b, N, W.cols, W.rows, act, rows);
+    else cuda::linear_rows_f32(y, ldy, x, f32_of(W), b, N, W.cols, W.rows, act, rows);
 }
 
 // The routed form over stacked experts: O = rows per expert.
@@ -241,6 +242,7 @@ void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
     const float eps = float(c.rms_norm_eps);
     const bool every = p.every();
     const int64_t n = p.rows, slot = every ? 0 : p.slot;
+    const int32_t *stepped = every ? active.data() : nullptr; // rows computed (a step: the slots stepped)
     // xn = the input norm of x: computed here for the first layer; the previous layer's last kernel left it.
     if (l == 0) cuda::rmsnorm_forward(xn.data(), rstd.data(), x.data(), d.input_norm, n, D, eps);
     // zx = [conv state ; q‖k of the new rows] per slot: the conv's outputs for the new rows reach back P rows, all
@@ -249,7 +251,7 @@ void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
     // as the conv is causal; the state rows' results are not used); then the last P rows move up to become the
     // state. A step's new row of slot s is row s·SR + P.
     float *zx = d.zx.data() + slot * SR * C;
-    linear(zx + P * C, every ? SR * C : C, xn.data(), d.qk, d.qk_bias, n);
+    linear(zx + P * C, every ? SR * C : C, xn.data(), d.qk, d.qk_bias, n, stepped);
     const bool sliding = c.layer_types[size_t(l)] == LayerType::HybridSliding;
     const int t = sliding ? 1 : 0;
     const cuda::VarlenBatch batch =
@@ -264,7 +266,7 @@ void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
     // Values: the current half from this token, the delayed half from the previous token's projection. (Both
     // projections land in v, the delayed one in its second half, which the append shifts down a row through the
     // state.)
-    linear(v.data(), Dk, xn.data(), d.vv, d.vv_bias, n);
+    linear(v.data(), Dk, xn.data(), d.vv, d.vv_bias, n, stepped);
     const cuda::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), sliding ? *c.sliding_window : 0};
     if (every) {
         cuda::append_kv_slots(d.kc.data(), d.vc.data(), k_new, SR * Dk, v.data(), len.data(), active.data(), S, Dk,
@@ -278,7 +280,7 @@ void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
         cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q_new, d.kc.data() + cache,
                                d.vc.data() + cache, len.data() + slot, n, as, o.attn_splits);
     }
-    linear(tmp.data(), D, att.data(), d.o_proj, d.o_bias, n);
+    linear(tmp.data(), D, att.data(), d.o_proj, d.o_bias, n, stepped);
     // The residual scaling and the post-attention norm in one kernel (in place on x: each element is read, then
     // written, by one thread).
     cuda::residual_rmsnorm_forward(x.data(), xn.data(), rstd.data(), tmp.data(), x.data(), d.attn_res[0],
@@ -286,10 +288,9 @@ void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
 
     // Router (spec A.4): the down projection, then in one kernel the EDA state (mixing in the previous layer's, same
     // token), its norm, the MLP and the top-1 choice; a slot not stepped takes the skip slot (no expert is read).
-    linear(h1.data(), R, xn.data(), d.router_down, d.router_down_bias, n);
+    linear(h1.data(), R, xn.data(), d.router_down, d.router_down_bias, n, stepped);
     const int cur = int(l % 2);
     const float *prev_scale = l > 0 ? d.router_state_scale : nullptr, *prev = l > 0 ? rho[cur ^ 1].data() : nullptr;
-    const int32_t *stepped = every ? active.data() : nullptr;
     if (d.router_fc1.dtype == DType::BF16)
         cuda::router_decode(cuda::RouterDecode<uint16_t>{rho[cur].data(), probs.data(), choice.data(), psel.data(),
                                                          h1.data(), prev_scale, prev, d.router_norm,
@@ -355,7 +356,7 @@ void CudaDecoder::Impl::device_pass(const Pass &p) {
 void CudaDecoder::Impl::head(const Pass &p) {
     const int64_t rows = p.every() ? S : 1;
     linear(logits.data(), V, xn.data() + (p.every() ? 0 : (p.rows - 1) * D), lm_head.buf.data() ? lm_head : embed,
-           lm_head_bias, rows);
+           lm_head_bias, rows, p.every() ? active.data() : nullptr);
     cuda::argmax(best.data(), best_part_v.data(), best_part_i.data(), logits.data(), V, rows);
 }
 

@@ -52,11 +52,12 @@ void ref_linear(std::vector<float> &y, int64_t ldy, const std::vector<float> &x,
         }
 }
 
-// Widths a multiple of the 16-byte piece and not; row counts within one pass and over several; with a bias and
-// without; a row stride wider than the output (the untouched columns keep their poison).
+// Widths a multiple of the 16-byte piece and not, and ZAYA1-8B's 2048 (8 rows staged = 64 KiB of shared memory:
+// the opt-in past 48 KiB); row counts within one pass and over several; with a bias and without; a row stride
+// wider than the output (the untouched columns keep their poison).
 TEST_F(CudaOps, DecodeLinearRowsMatchReference) {
     for (bool bf16 : {false, true})
-        for (int64_t I : {64, 37})
+        for (int64_t I : {64, 37, 2048})
             for (int64_t N : {1, 3, 11}) {
                 const int64_t O = 21, ldy = 24;
                 std::vector<float> x = random_vec(size_t(N * I), 1), W = random_vec(size_t(O * I), 2);
@@ -299,6 +300,20 @@ TEST_F(CudaOps, DecodeSlotHelpers) {
                                   vv.data() + sl * max_len * Dk, 1, lengths[size_t(sl)], as);
         EXPECT_LT(rel_err(std::vector<float>(got.begin() + sl * Dq, got.begin() + (sl + 1) * Dq), ref), kFp32Tol)
             << "slot " << sl;
+    }
+    // A linear over the slots' rows: the inactive row gets zeros, the others x·Wᵀ + b.
+    {
+        const int64_t In = 24, O = 10;
+        const std::vector<float> lx = random_vec(size_t(S * In), 59), lw = random_vec(size_t(O * In), 60),
+                                 lb = random_vec(size_t(O), 61);
+        std::vector<float> ref(size_t(S * O));
+        ref_linear(ref, O, lx, lw.data(), lb.data(), S, In, O);
+        for (int64_t o = 0; o < O; ++o) ref[size_t(1 * O + o)] = 0.0f;
+        auto dlx = upload(lx), dlw = upload(lw), dlb = upload(lb);
+        auto dy = poisoned(size_t(S * O));
+        cuda::linear_rows_f32(dy.data(), O, dlx.data(), dlw.data(), dlb.data(), S, In, O, cuda::Epilogue::None,
+                              dact.data());
+        EXPECT_LT(rel_err(download(dy), ref), kFp32Tol);
     }
     // Lengths advance for the active slots only; the argmax of each row.
     cuda::advance_length(dlen.data(), 1, S, dact.data());

@@ -19,6 +19,9 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kLinearWarps = 8;             // outputs per block
 constexpr int64_t kSharedLimit = 48 * 1024; // dynamic shared memory without opting in
+// The linears opt in to more: 8 rows of a 2048-wide x (64 KiB) in one pass, so one read of W serves a step of 8
+// sequences.
+constexpr int64_t kLinearSharedLimit = 96 * 1024;
 
 __device__ __forceinline__ float widen(uint16_t b) { return __uint_as_float(unsigned(b) << 16); }
 
@@ -56,7 +59,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <class T>
 __global__ void __launch_bounds__(256)
     linear_rows_kernel(float *y, int64_t ldy, const float *x, const T *W, const float *b, int nrows, int64_t I,
-                       int64_t O, ExpertRows ex, bool vec, Epilogue act) {
+                       int64_t O, ExpertRows ex, bool vec, Epilogue act, const int32_t *row_active) {
     extern __shared__ float xs[]; // [nrows, I]
     const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
     const int64_t o = int64_t(blockIdx.x) * kLinearWarps + warp;
@@ -84,6 +87,9 @@ __global__ void __launch_bounds__(256)
     __syncthreads();
     if (o >= O) return;
     const T *w = W + o * I;
+    unsigned live = 0; // bit r: row r computed
+    for (int r = 0; r < nrows; ++r)
+        if (!row_active || row_active[r]) live |= 1u << r;
     float acc[kDecodeRowsPerPass];
     for (int r = 0; r < kDecodeRowsPerPass; ++r) acc[r] = 0.0f;
     if (vec) {
@@ -95,6 +101,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
             for (int r = 0; r < kDecodeRowsPerPass; ++r) { // static indices keep acc in registers
                 if (r >= nrows) break;
+                if (!(live >> r & 1u)) continue;
                 const float *xp = xs + r * I + i;
                 float s = 0.0f;
 #pragma unroll
@@ -107,7 +114,7 @@ __global__ void __launch_bounds__(256)
             const float wv = Piece<T>::one(w + i);
 #pragma unroll
             for (int r = 0; r < kDecodeRowsPerPass; ++r)
-                if (r < nrows) acc[r] += wv * xs[r * I + i];
+                if (r < nrows && (live >> r & 1u)) acc[r] += wv * xs[r * I + i];
         }
     }
     const float bias = b ? b[o] : 0.0f;
@@ -117,7 +124,7 @@ __global__ void __launch_bounds__(256)
         const float s = warp_sum(acc[r]);
         float out = s + bias;
         if (act == Epilogue::Gelu) out = 0.5f * out * (1.0f + erff(out * 0.70710678118654752f)); // as gelu_forward
-        if (lane == 0) y[(row0 + r) * ldy + o] = scale * out;
+        if (lane == 0) y[(row0 + r) * ldy + o] = (live >> r & 1u) ? scale * out : 0.0f;
     }
 }
 
@@ -127,22 +134,36 @@ template <class T> bool can_vectorise(const T *W, int64_t I) {
 
 // Rows per pass: as many as fit the shared memory (x staged whole) up to kDecodeRowsPerPass.
 int64_t rows_per_pass(int64_t I) {
-    const int64_t rows = std::min<int64_t>(kDecodeRowsPerPass, kSharedLimit / (I * int64_t(sizeof(float))));
-    if (rows < 1) fail("decode linear: input width {} does not fit shared memory (at most {})", I, kSharedLimit / 4);
+    const int64_t rows = std::min<int64_t>(kDecodeRowsPerPass, kLinearSharedLimit / (I * int64_t(sizeof(float))));
+    if (rows < 1)
+        fail("decode linear: input width {} does not fit shared memory (at most {})", I, kLinearSharedLimit / 4);
     return rows;
+}
+
+// The opt-in above 48 KiB, once per kernel instantiation, on its first launch (a prefill pass or the eager step
+// before any graph capture).
+template <class T> void allow_linear_shared() {
+    static const bool done = [] {
+        ZAYA_CUDA_CHECK(cudaFuncSetAttribute(linear_rows_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             int(kLinearSharedLimit)));
+        return true;
+    }();
+    (void)done;
 }
 
 template <class T>
 void linear_rows(float *y, int64_t ldy, const float *x, const T *W, const float *b, int64_t N, int64_t I, int64_t O,
-                 Epilogue act) {
+                 Epilogue act, const int32_t *row_active) {
     if (N == 0 || O == 0) return;
     const int64_t per = rows_per_pass(I);
     const bool vec = can_vectorise(W, I);
+    allow_linear_shared<T>();
     for (int64_t r0 = 0; r0 < N; r0 += per) {
         const int n = int(std::min(per, N - r0));
         linear_rows_kernel<T>
             <<<dim3(blocks_for(O, kLinearWarps), 1), kLinearWarps * kWarp, size_t(n * I) * sizeof(float),
-               launch_stream()>>>(y + r0 * ldy, ldy, x + r0 * I, W, b, n, I, O, ExpertRows{}, vec, act);
+               launch_stream()>>>(y + r0 * ldy, ldy, x + r0 * I, W, b, n, I, O, ExpertRows{}, vec, act,
+                                  row_active ? row_active + r0 : nullptr);
         ZAYA_CUDA_LAUNCHED();
     }
 }
@@ -153,9 +174,10 @@ void expert_linear(float *y, int64_t ldy, const float *x, const T *W, const Expe
     if (N == 0 || O == 0) return;
     ZAYA_ASSERT(r.choice != nullptr);
     rows_per_pass(I); // checks the width
+    allow_linear_shared<T>();
     linear_rows_kernel<T>
         <<<dim3(blocks_for(O, kLinearWarps), unsigned(N)), kLinearWarps * kWarp, size_t(I) * sizeof(float),
-           launch_stream()>>>(y, ldy, x, W, nullptr, 1, I, O, r, can_vectorise(W, I), Epilogue::None);
+           launch_stream()>>>(y, ldy, x, W, nullptr, 1, I, O, r, can_vectorise(W, I), Epilogue::None, nullptr);
     ZAYA_CUDA_LAUNCHED();
 }
 
@@ -466,12 +488,12 @@ __global__ void read_kernel(const uint4 *p, int64_t n, unsigned *sink) {
 } // namespace
 
 void linear_rows_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                      int64_t O, Epilogue act) {
-    linear_rows(y, ldy, x, W, b, N, I, O, act);
+                      int64_t O, Epilogue act, const int32_t *row_active) {
+    linear_rows(y, ldy, x, W, b, N, I, O, act, row_active);
 }
 void linear_rows_f32(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
-                     int64_t O, Epilogue act) {
-    linear_rows(y, ldy, x, W, b, N, I, O, act);
+                     int64_t O, Epilogue act, const int32_t *row_active) {
+    linear_rows(y, ldy, x, W, b, N, I, O, act, row_active);
 }
 void expert_linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const ExpertRows &r, int64_t N,
                         int64_t I, int64_t O) {

@@ -20,11 +20,12 @@ enum class Epilogue { None, Gelu };
 
 // y[N, O] (row stride ldy) = act(x[N, I] · W[O, I]ᵀ + b[O]) (b may be null), in passes of ≤ kDecodeRowsPerPass
 // rows; W bf16 (raw uint16 bits, widened exactly) or fp32. A warp per output, 16-byte loads of W, x in shared
-// memory. y must not overlap x (other blocks still read x while one writes y).
+// memory. y must not overlap x (other blocks still read x while one writes y). row_active[N] (device; null: every
+// row): rows with 0 get zeros and cost no arithmetic — a decode step's slots not stepped.
 void linear_rows_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                      int64_t O, Epilogue act = Epilogue::None);
+                      int64_t O, Epilogue act = Epilogue::None, const int32_t *row_active = nullptr);
 void linear_rows_f32(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
-                     int64_t O, Epilogue act = Epilogue::None);
+                     int64_t O, Epilogue act = Epilogue::None, const int32_t *row_active = nullptr);
 
 // The routed form: row n uses expert choice[n] (device int32, ∈ [0, E]) of stacked weights W[E, O, I]; the skip
 // slot (choice == E) gives skip_x[n, :] (row stride ld_skip; null: zeros). Every row is then scaled by p_sel[n]
