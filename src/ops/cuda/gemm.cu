@@ -31,9 +31,11 @@ void *workspace() {
     return w;
 }
 
-// The largest power of two (≤ 256, cuBLASLt's default assumption) that divides the address.
-uint32_t alignment_of(const void *p) {
-    const auto a = reinterpret_cast<uintptr_t>(p);
+// The largest power of two (≤ 256, cuBLASLt's default assumption) that divides the address of every row and every
+// matrix of a batch: the base address, ld and the batch stride in bytes (a row stride of 17 floats promises 4).
+uint32_t alignment_of(const void *p, int64_t ld, int64_t stride, size_t element_bytes) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p) | uintptr_t(ld) * element_bytes |
+                        uintptr_t(stride) * element_bytes;
     uint32_t align = 256;
     while (align > 1 && a % align != 0) align /= 2;
     return align;
@@ -83,7 +85,10 @@ void lt_gemm(cudaDataType_t ab, bool trans_a, bool trans_b, int64_t M, int64_t N
     const uint64_t ws = kWorkspaceBytes;
     ZAYA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                            sizeof(ws)));
-    const uint32_t align_first = alignment_of(B), align_second = alignment_of(A), align_c = alignment_of(C);
+    const size_t ab_bytes = ab == CUDA_R_32F ? 4 : 2;
+    const uint32_t align_first = alignment_of(B, ldb, batch.stride_b, ab_bytes),
+                   align_second = alignment_of(A, lda, batch.stride_a, ab_bytes),
+                   align_c = alignment_of(C, ldc, batch.stride_c, sizeof(float));
     ZAYA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                                                            &align_first, sizeof(align_first)));
     ZAYA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
