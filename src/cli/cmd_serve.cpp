@@ -65,7 +65,8 @@ void register_serve(CLI::App &app) {
         ->capture_default_str();
     cmd->add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY' (or set ZAYA_API_KEY)");
     cmd->add_option("--model-name", a->model_name, "Model id reported by /v1/models (default: the directory name)");
-    cmd->add_option("--max-batch", a->engine.max_batch, "Requests decoded together at most")->capture_default_str();
+    cmd->add_option("--max-batch", a->engine.max_batch, "Requests decoded together at most (8 at most with --device cuda)")
+        ->capture_default_str();
     cmd->add_option("--prefill-chunk", a->engine.prefill_chunk, "Prompt tokens fed per step")->capture_default_str();
     add_engine_device_options(cmd, a->engine);
     cmd->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes")->capture_default_str();
