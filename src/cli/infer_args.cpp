@@ -68,6 +68,7 @@ void add_engine_device_options(CLI::App *cmd, EngineOptions &o) {
     cmd->add_option("--max-context", o.max_context,
                     "Tokens a sequence may hold, prompt and generated (0: the model's context; on cuda at most "
                     "32768, as the device cache is allocated up front)")
+        ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
         ->capture_default_str();
 }
 
