@@ -5,6 +5,7 @@
 #include "infer/decoder.h"
 
 #include <algorithm>
+#include <string_view>
 #include <vector>
 
 namespace zaya {
@@ -39,14 +40,21 @@ class CpuEngineDecoder final : public EngineDecoder {
     std::vector<float> scratch_;
 };
 
+// The GPU decoder's sequences (slots): up to 8, the rows one pass of its linears takes. Its cache length, allocated
+// up front for every slot (80 KiB per token for ZAYA1-8B: 2.5 GiB a slot at 32k): the model's context, up to 32k
+// tokens unless asked for more.
+int64_t gpu_slots(const EngineDecoderOptions &o) { return std::clamp<int64_t>(o.max_seqs, 1, 8); }
+int64_t gpu_max_length(const InferModel &m, const EngineDecoderOptions &o) {
+    return std::min<int64_t>(o.max_length > 0 ? o.max_length : 32768, m.config.max_position_embeddings);
+}
+
 // The GPU: CudaDecoder with a slot per sequence (up to 8, the rows one pass of its linears takes). A step's
 // one-token chunks run together as one decode step (a CUDA graph); longer chunks as prefill passes of their slot.
 class CudaEngineDecoder final : public EngineDecoder {
   public:
     CudaEngineDecoder(const InferModel &m, const EngineDecoderOptions &o)
-        : max_length_(std::min(o.max_length > 0 ? o.max_length : kDefaultMaxLength, m.config.max_position_embeddings)),
-          dec_(m, CudaDecoder::Options{.max_len = max_length_,
-                                       .max_seqs = std::clamp<int64_t>(o.max_seqs, 1, kMaxSlots)}),
+        : max_length_(gpu_max_length(m, o)),
+          dec_(m, CudaDecoder::Options{.max_len = max_length_, .max_seqs = gpu_slots(o)}),
           V_(m.config.vocab_size), description_(CudaDecoder::device_description()),
           free_(std::make_shared<std::vector<int64_t>>()) {
         for (int64_t s = dec_.max_seqs() - 1; s >= 0; --s) free_->push_back(s);
@@ -104,10 +112,6 @@ class CudaEngineDecoder final : public EngineDecoder {
     }
 
   private:
-    // The device cache's default length, allocated up front for every slot (80 KiB per token for ZAYA1-8B: 2.5 GiB
-    // a slot at 32k): the model's context, up to 32k tokens unless asked for more.
-    static constexpr int64_t kDefaultMaxLength = 32768;
-    static constexpr int64_t kMaxSlots = 8;
     int64_t max_length_;
     CudaDecoder dec_;
     int64_t V_;
@@ -121,7 +125,18 @@ class CudaEngineDecoder final : public EngineDecoder {
 std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const EngineDecoderOptions &o) {
     if (o.max_length < 0) fail("the maximum sequence length must be ≥ 0 (0: default), got {}", o.max_length);
     if (o.device == "cpu") return std::make_unique<CpuEngineDecoder>(m, o);
-    if (o.device == "cuda") return std::make_unique<CudaEngineDecoder>(m, o);
+    if (o.device == "cuda") {
+        try {
+            return std::make_unique<CudaEngineDecoder>(m, o);
+        } catch (const Error &e) { // out of device memory: say what the cache takes and how to make it smaller
+            if (std::string_view(e.what()).find("cannot allocate") == std::string_view::npos) throw;
+            const int64_t slots = gpu_slots(o), len = gpu_max_length(m, o);
+            fail("{} (the GPU decoder holds the weights and {} sequence(s) × {} tokens of cache, {:.1f} GiB; "
+                 "--max-batch and --max-context make it smaller)",
+                 e.what(), slots, len,
+                 double(slots * len) * double(SequenceCache::bytes_per_token(m.config)) / double(1 << 30));
+        }
+    }
     fail("--device must be cpu or cuda, got '{}'", o.device);
 }
 
