@@ -194,15 +194,20 @@ __global__ void __launch_bounds__(kThreads)
 
 } // namespace
 
+float *attn::softmax_row_dots(const float *dout, const float *out, int64_t rows, int hd) {
+    auto *rd = static_cast<float *>(device_scratch(Scratch::AttentionRowDots, size_t(rows) * sizeof(float)));
+    row_dots_kernel<<<blocks_for(rows, 256), 256>>>(rd, dout, out, rows, hd);
+    ZAYA_CUDA_LAUNCHED();
+    return rd;
+}
+
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                         const float *q, const float *k, const float *v, const VarlenBatch &batch,
                         const AttnShape &s) {
     attn::check_shape(s);
     if (batch.N == 0 || batch.B == 0) return;
     const int nq = int(s.nq), nkv = int(s.nkv), hd = int(s.hd);
-    auto *rd = static_cast<float *>(device_scratch(Scratch::AttentionRowDots, size_t(batch.N * nq) * sizeof(float)));
-    row_dots_kernel<<<blocks_for(batch.N * nq, 256), 256>>>(rd, dout, out, batch.N * nq, hd);
-    ZAYA_CUDA_LAUNCHED();
+    const float *rd = attn::softmax_row_dots(dout, out, batch.N * nq, hd);
 
     const size_t dq_bytes = dq_shared_floats(hd) * sizeof(float);
     attn::allow_shared_bytes(attention_dq_kernel, dq_bytes);

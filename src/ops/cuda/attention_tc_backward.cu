@@ -12,15 +12,6 @@ namespace {
 
 using namespace attn_tc;
 
-// rd[n·nq + h] = dout·out over hd: the softmax-backward correction D of each (position, head) row.
-__global__ void tc_row_dots_kernel(float *rd, const float *dout, const float *out, int64_t rows, int hd) {
-    const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
-    float acc = 0.0f;
-    for (int d = 0; d < hd; ++d) acc += dout[r * hd + d] * out[r * hd + d];
-    rd[r] = acc;
-}
-
 // From the scores S = Q·Kᵀ and dP = dO·Vᵀ of a (query tile, key tile) pair: P (if wanted) and dS·scale as bf16,
 // zero where a pair is invisible or padding. Rows are queries qa + r (r < rows), columns keys ka + c (c < cols).
 __device__ void softmax_backward_tile(__nv_bfloat16 *ps, __nv_bfloat16 *dss, const float *ss, const float *dps,
@@ -170,9 +161,7 @@ void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout,
     if (s.hd % 16 != 0) fail("attention on tensor cores: head size {} is not a multiple of 16", s.hd);
     if (batch.N == 0 || batch.B == 0) return;
     const int nq = int(s.nq), nkv = int(s.nkv), hd = int(s.hd);
-    auto *rd = static_cast<float *>(device_scratch(Scratch::AttentionRowDots, size_t(batch.N * nq) * sizeof(float)));
-    tc_row_dots_kernel<<<blocks_for(batch.N * nq, 256), 256>>>(rd, dout, out, batch.N * nq, hd);
-    ZAYA_CUDA_LAUNCHED();
+    const float *rd = attn::softmax_row_dots(dout, out, batch.N * nq, hd);
 
     attn::allow_shared_bytes(attention_dq_tc_kernel, dq_bytes(hd));
     attention_dq_tc_kernel<<<attn::tile_grid(batch, nq, kTq), kTcThreads, dq_bytes(hd)>>>(

@@ -33,6 +33,10 @@ inline void check_shape(const AttnShape &s) {
         fail("attention: bad shape nq={} nkv={} hd={}", s.nq, s.nkv, s.hd);
 }
 
+// The softmax backward's D[r] = Σ_d dO[r,d]·O[r,d] for every (token, query head) row, in the attention scratch
+// (Scratch::AttentionRowDots): what the fp32 and the tensor-core backward both read. (attention_backward.cu)
+float *softmax_row_dots(const float *dout, const float *out, int64_t rows, int hd);
+
 // Kernels whose dynamic shared memory may pass the default 48 KiB must say so before launch.
 template <class Kernel> void allow_shared_bytes(Kernel kernel, size_t bytes) {
     ZAYA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));

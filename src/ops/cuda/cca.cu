@@ -103,7 +103,7 @@ __global__ void qk_norm_backward_kernel(float *dq, float *dk, double *dtemp_rows
 }
 
 // dtemp[j] += Σ_n dtemp_rows[n·nkv + j], in token order (one thread per kv head).
-__global__ void sum_temp_grads_kernel(float *dtemp, const double *dtemp_rows, int64_t N, int64_t nkv) {
+__global__ void add_temp_grads_kernel(float *dtemp, const double *dtemp_rows, int64_t N, int64_t nkv) {
     const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (j >= nkv) return;
     double acc = 0.0;
@@ -169,10 +169,14 @@ void cca_qk_norm_backward(float *dq, float *dk, float *dtemp, const float *q_pre
     qk_norm_backward_kernel<<<blocks_for(rows, kThreads), kThreads, 0, launch_stream()>>>(
         dq, dk, dtemp_rows.data(), q_pre, k_pre, qn, kn, temp, N, nq, nkv, hd, sqrtf(float(hd)));
     ZAYA_CUDA_LAUNCHED();
-    sum_temp_grads_kernel<<<blocks_for(nkv, kThreads), kThreads, 0, launch_stream()>>>(dtemp, dtemp_rows.data(), N,
-                                                                                       nkv);
-    ZAYA_CUDA_LAUNCHED();
+    add_temp_grads(dtemp, dtemp_rows.data(), N, nkv);
     synchronize(); // `dtemp_rows` is freed on return
+}
+
+void add_temp_grads(float *dtemp, const double *dtemp_rows, int64_t N, int64_t nkv) {
+    if (nkv == 0) return;
+    add_temp_grads_kernel<<<blocks_for(nkv, kThreads), kThreads, 0, launch_stream()>>>(dtemp, dtemp_rows, N, nkv);
+    ZAYA_CUDA_LAUNCHED();
 }
 
 void rope_forward(float *x, const float *cos_t, const float *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot) {

@@ -216,15 +216,6 @@ __global__ void __launch_bounds__(1024)
     }
 }
 
-// dtemp[j] += Σ_n dtemp_rows[n·nkv + j], tokens in order.
-__global__ void add_temp_grads_kernel(float *dtemp, const double *dtemp_rows, int64_t N, int64_t nkv) {
-    const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (j >= nkv) return;
-    double acc = 0.0;
-    for (int64_t n = 0; n < N; ++n) acc += dtemp_rows[n * nkv + j];
-    dtemp[j] += float(acc);
-}
-
 bool fusable(int64_t hd, int64_t k1) { return shared_floats(hd, k1) * sizeof(float) <= 48 * 1024; }
 
 // Whether cca_qk_backward_kernel's dynamic shared memory ([g + 1, hd] floats) fits a launch without opting in: the
@@ -282,8 +273,7 @@ void cca_qk_backward(float *dconv, float *dz, float *dtemp, float *dq, float *dk
                                                                             kn, temp, cos_t, sin_t, nq, nkv, hd,
                                                                             rot / 2, sqrtf(float(hd)));
     ZAYA_CUDA_LAUNCHED();
-    add_temp_grads_kernel<<<blocks_for(nkv, 256), 256>>>(dtemp, dtemp_rows, N, nkv);
-    ZAYA_CUDA_LAUNCHED();
+    add_temp_grads(dtemp, dtemp_rows, N, nkv);
 }
 
 } // namespace zaya::cuda
