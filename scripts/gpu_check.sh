@@ -6,7 +6,8 @@
 # shapes), then `zaya train` for 20 steps on the CPU and on the GPU (fp32 and bf16 matmuls) from the same seed and
 # data, `zaya bench train --device cuda` on the ~1B preset, `zaya generate --device cuda` against the CPU (the same
 # ids, greedy and sampled), and `zaya bench decode --device cuda` (batch-1 decode tokens/s against the HBM bound, then
-# 8 sequences stepped together) at ZAYA1-8B shapes with random bf16 weights; prints a compact table last.
+# batch 1 again without programmatic dependent launch, and 8 sequences stepped together) at ZAYA1-8B shapes with
+# random bf16 weights; prints a compact table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp}
@@ -123,6 +124,10 @@ try:
           f"tok/s; {b['step_kernels']} kernels per step")
     print(f"{'decode zaya1-8b bf16, 8 sequences together':45s} {'':8s} {b['batch_decode_tokens_per_s']:.1f} tok/s in all "
           f"({1e3 * b['batch_step_s']:.3f} ms a step; {b['batch_decode_tokens_per_s'] / b['decode_tokens_per_s']:.2f}× batch 1)")
+    if b["dependent_launch"]:
+        plain = b["decode_without_pdl_tokens_per_s"]
+        print(f"{'decode zaya1-8b bf16 batch 1 without PDL':45s} {'':8s} {plain:.1f} tok/s = "
+              f"{100 * plain / b['bound_tokens_per_s']:.0f}% of bound (PDL: {b['decode_tokens_per_s'] / plain:.2f}×)")
 except Exception as e:
     print(f"decode speed: no result ({e})")
 PY

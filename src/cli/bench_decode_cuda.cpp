@@ -65,6 +65,22 @@ void bench_decode_cuda(const BenchArgs &a) {
         times_logits.push_back(monotonic_seconds() - t0);
     }
     const size_t step_kernels = dec.step_kernels(), weight_bytes = dec.weight_bytes();
+    // The same greedy steps with the graph captured again, its kernels launched the ordinary way: what programmatic
+    // dependent launch buys (when the device has it).
+    std::vector<double> times_plain;
+    const bool pdl = dec.dependent_launch();
+    if (pdl) {
+        dec.set_dependent_launch(false);
+        dec.reset();
+        next = dec.prefill_greedy(prompt);
+        next = dec.step_greedy(next); // captures
+        for (int64_t i = 0; i < a.new_tokens; ++i) {
+            t0 = monotonic_seconds();
+            next = dec.step_greedy(next);
+            times_plain.push_back(monotonic_seconds() - t0);
+        }
+        std::sort(times_plain.begin(), times_plain.end());
+    }
     // seqs > 1: a decoder with that many slots (the batch-1 one freed first), every slot prefilled with its own
     // prompt (the same tokens shifted), then stepped together, greedy.
     std::vector<double> times_batch;
@@ -93,6 +109,7 @@ void bench_decode_cuda(const BenchArgs &a) {
     const double per_token = times[times.size() / 2], bw = bw_samples[bw_samples.size() / 2];
     const double decode_tps = 1.0 / per_token, prefill_tps = double(a.prompt_tokens) / prefill_s;
     const double bytes = double(im->bytes_per_token()), bound = bw / bytes;
+    const double plain_tps = times_plain.empty() ? 0.0 : 1.0 / times_plain[times_plain.size() / 2];
     if (a.json) {
         nlohmann::json j = {{"model", a.model},
                             {"device", CudaDecoder::device_description()},
@@ -109,6 +126,8 @@ void bench_decode_cuda(const BenchArgs &a) {
                             {"decode_best_tokens_per_s", 1.0 / times.front()},
                             {"decode_with_logits_tokens_per_s", logits_tps},
                             {"step_kernels", step_kernels},
+                            {"dependent_launch", pdl},
+                            {"decode_without_pdl_tokens_per_s", plain_tps},
                             {"seqs", a.seqs},
                             {"batch_step_s", batch_step},
                             {"batch_decode_tokens_per_s", batch_step > 0 ? double(a.seqs) / batch_step : 0.0},
@@ -128,6 +147,11 @@ void bench_decode_cuda(const BenchArgs &a) {
                bound, bytes / 1e6, bw / 1e9, bw_samples.size(), bw_samples.back() / 1e9);
     fmt::print("  decode runs at {:.0f}% of the bound; a step is one graph of {} kernels ({:.2f} µs per kernel)\n",
                100.0 * decode_tps / bound, step_kernels, 1e6 * per_token / double(std::max<size_t>(step_kernels, 1)));
+    if (pdl)
+        fmt::print("  the step's kernels launched with programmatic dependent launch; without it {:.2f} tokens/s (PDL "
+                   "gives {:.2f}×)\n",
+                   plain_tps, decode_tps / plain_tps);
+    else fmt::print("  the step's kernels launched without programmatic dependent launch (sm_90+, ZAYA_CUDA_PDL≠0)\n");
     fmt::print("  prefill {:.1f} tokens/s ({} tokens in {:.3f} s)\n", prefill_tps, a.prompt_tokens, prefill_s);
     if (a.seqs > 1)
         fmt::print("  {} sequences together: {:.3f} ms a step = {:.1f} tokens/s in all ({:.2f}× batch 1)\n", a.seqs,

@@ -14,6 +14,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <optional>
+#include <utility>
 
 namespace zaya {
 
@@ -66,12 +69,14 @@ DevMat upload_stacked(const std::vector<Mat> &ms) {
 const uint16_t *bf16_of(const DevMat &W) { return reinterpret_cast<const uint16_t *>(W.buf.data()); }
 const float *f32_of(const DevMat &W) { return reinterpret_cast<const float *>(W.buf.data()); }
 
-// y[N, W.rows] (row stride ldy) = act(x · Wᵀ + b).
+// y[N, W.rows] (row stride ldy) = act(x · Wᵀ + b), outputs from second.from on into second.y.
 // rows: rows computed (null: all; a decode step's stepped slots), the others zeros.
 void linear(float *y, int64_t ldy, const float *x, const DevMat &W, const float *b, int64_t N, const int32_t *rows,
-            cuda::Epilogue act = cuda::Epilogue::None) {
-    if (W.dtype == DType::BF16) cuda::linear_rows_bf16(y, ldy, x, bf16_of(W), b, N, W.cols, W.rows, act, rows);
-    else cuda::linear_rows_f32(y, ldy, x, f32_of(W), b, N, W.cols, W.rows, act, rows);
+            const cuda::SecondOutput &second = {}) {
+    const cuda::Epilogue none = cuda::Epilogue::None;
+    if (W.dtype == DType::BF16)
+        cuda::linear_rows_bf16(y, ldy, x, bf16_of(W), b, N, W.cols, W.rows, none, rows, second);
+    else cuda::linear_rows_f32(y, ldy, x, f32_of(W), b, N, W.cols, W.rows, none, rows, second);
 }
 
 // The routed form over stacked experts: O = rows per expert.
@@ -82,8 +87,8 @@ void expert_linear(float *y, int64_t ldy, const float *x, const DevMat &W, const
 }
 
 struct DevLayer {
-    DevMat qk, vv, o_proj, router_down, router_fc1, router_fc2, router_out, gate_up, down; // qk = q‖k, vv = cur‖del
-    const float *input_norm, *qk_bias, *vv_bias, *conv_dw, *conv_dw_bias, *conv_g, *conv_g_bias, *temp, *o_bias,
+    DevMat qkv, o_proj, router_down, router_fc1, router_fc2, router_out, gate_up, down; // qkv = q‖k‖v_cur‖v_del
+    const float *input_norm, *qkv_bias, *conv_dw, *conv_dw_bias, *conv_g, *conv_g_bias, *temp, *o_bias,
         *attn_res[4], *post_norm, *router_down_bias, *router_state_scale, *router_norm, *router_fc1_bias,
         *router_fc2_bias, *balancing_biases, *mlp_res[4];
     // Per slot (Options::max_seqs of them), slot-major:
@@ -131,17 +136,23 @@ struct CudaDecoder::Impl {
         for (const Mat &m : ms) weight_bytes += m.bytes();
         return upload_rows(ms);
     }
-    // Two bias vectors back to back (null if both are; a missing one is zeros).
-    const float *up2(const float *a, int64_t na, const float *b, int64_t nb) {
-        if (!a && !b) return nullptr;
-        std::vector<float> h(size_t(na + nb), 0.0f);
-        if (a) std::copy(a, a + na, h.begin());
-        if (b) std::copy(b, b + nb, h.begin() + na);
-        return up(h.data(), na + nb);
+    // Bias vectors back to back (null if all are; a missing one is zeros), as their matrices are stacked.
+    const float *up_stacked(std::initializer_list<std::pair<const float *, int64_t>> parts) {
+        std::vector<float> h;
+        bool any = false;
+        for (const auto &[p, n] : parts) {
+            any = any || p;
+            const size_t at = h.size();
+            h.resize(at + size_t(n), 0.0f);
+            if (p) std::copy(p, p + n, h.begin() + std::ptrdiff_t(at));
+        }
+        return any ? up(h.data(), int64_t(h.size())) : nullptr;
     }
 
-    cuda::Graph step_graph; // a decode step of every slot: device_pass + head, captured after one eager step
+    // A decode step of every slot: device_pass + head, captured after one eager step (again after a change of pdl).
+    std::optional<cuda::Graph> step_graph;
     int64_t eager_steps = 0;
+    bool pdl = true; // capture with programmatic dependent launch (where enabled)
 
     // A pass: `rows` consecutive tokens of one slot's sequence (prefill; slot ≥ 0), or one token per slot, every
     // slot, those with active[s] advancing (a decode step; slot = kEverySlot).
@@ -187,13 +198,13 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
         const LayerWeights &lw = s.layers[size_t(l)];
         const LayerMats &M = w.layers[size_t(l)];
         DevLayer &d = layers[size_t(l)];
-        d.qk = mats({M.q_proj, M.k_proj}), d.vv = mats({M.v_cur, M.v_del});
+        d.qkv = mats({M.q_proj, M.k_proj, M.v_cur, M.v_del});
         d.o_proj = mat(M.o_proj), d.router_down = mat(M.router_down), d.router_fc1 = mat(M.router_fc1);
         d.router_fc2 = mat(M.router_fc2), d.router_out = mat(M.router_out);
         d.gate_up = upload_stacked(M.gate_up), d.down = upload_stacked(M.down);
         weight_bytes += d.gate_up.buf.size() + d.down.buf.size();
-        d.input_norm = up(lw.input_norm, D), d.qk_bias = up2(lw.q_bias, Dq, lw.k_bias, Dk);
-        d.vv_bias = up2(lw.v_cur_bias, Dv, lw.v_del_bias, Dv);
+        d.input_norm = up(lw.input_norm, D);
+        d.qkv_bias = up_stacked({{lw.q_bias, Dq}, {lw.k_bias, Dk}, {lw.v_cur_bias, Dv}, {lw.v_del_bias, Dv}});
         d.conv_dw = up(lw.conv_dw, C * c.cca_time0), d.conv_dw_bias = up(lw.conv_dw_bias, C);
         d.conv_g = up(lw.conv_g, C * hd * c.cca_time1), d.conv_g_bias = up(lw.conv_g_bias, C);
         d.temp = up(lw.temp, nkv), d.o_bias = up(lw.o_bias, D), d.post_norm = up(lw.post_norm, D);
@@ -250,8 +261,12 @@ void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
     // kernel over the P + n rows (or every slot's whole region: rows past a slot's new one are never read by it,
     // as the conv is causal; the state rows' results are not used); then the last P rows move up to become the
     // state. A step's new row of slot s is row s·SR + P.
+    // One kernel projects q‖k into zx and both value halves into v (the delayed half in v's second half, which the
+    // append shifts down a row through the state: the current half from this token, the delayed one from the
+    // previous token's projection).
     float *zx = d.zx.data() + slot * SR * C;
-    linear(zx + P * C, every ? SR * C : C, xn.data(), d.qk, d.qk_bias, n, stepped);
+    linear(zx + P * C, every ? SR * C : C, xn.data(), d.qkv, d.qkv_bias, n, stepped,
+           cuda::SecondOutput{Dq + Dk, v.data(), Dk});
     const bool sliding = c.layer_types[size_t(l)] == LayerType::HybridSliding;
     const int t = sliding ? 1 : 0;
     const cuda::VarlenBatch batch =
@@ -260,17 +275,12 @@ void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
                               cuda::ConvShape{C, nq + nkv, c.cca_time0, c.cca_time1}, d.conv_dw, d.conv_dw_bias,
                               d.conv_g, d.conv_g_bias, d.temp, cos_t[t].data(), sin_t[t].data(), nq, nkv,
                               c.rotary_dim(l));
-    if (every) cuda::shift_rows_up(d.zx.data(), P, 1, C, S, SR, active.data());
-    else cuda::shift_rows_up(zx, P, n, C);
+    if (!every) cuda::shift_rows_up(zx, P, n, C); // (a step's move is done by its KV append, below)
     const float *q_new = q.data() + P * Dq, *k_new = k.data() + P * Dk;
-    // Values: the current half from this token, the delayed half from the previous token's projection. (Both
-    // projections land in v, the delayed one in its second half, which the append shifts down a row through the
-    // state.)
-    linear(v.data(), Dk, xn.data(), d.vv, d.vv_bias, n, stepped);
     const cuda::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), sliding ? *c.sliding_window : 0};
     if (every) {
         cuda::append_kv_slots(d.kc.data(), d.vc.data(), k_new, SR * Dk, v.data(), len.data(), active.data(), S, Dk,
-                              o.max_len, d.vstate.data(), Dv);
+                              o.max_len, d.vstate.data(), Dv, cuda::ConvStateMove{d.zx.data(), P, C, SR});
         cuda::attention_decode_slots(att.data(), part_o.data(), part_ml.data(), q_new, SR * Dq, d.kc.data(),
                                      d.vc.data(), len.data(), active.data(), S, o.max_len, as, o.attn_splits);
     } else {
@@ -416,12 +426,15 @@ void CudaDecoder::Impl::step(std::span<const int32_t> toks, float *out, int32_t 
     // kernels per layer would otherwise cost more in launch overhead than a small step reads from memory.
     const Pass every{S, kEverySlot};
     if (o.graph && eager_steps > 0) {
-        if (!step_graph.ready())
-            step_graph.capture([&] {
+        if (!step_graph) step_graph.emplace();
+        if (!step_graph->ready()) {
+            const cuda::DependentLaunchScope launches(pdl);
+            step_graph->capture([&] {
                 device_pass(every);
                 head(every);
             });
-        step_graph.launch();
+        }
+        step_graph->launch();
     } else {
         device_pass(every);
         head(every);
@@ -502,7 +515,15 @@ int64_t CudaDecoder::length(int64_t slot) const {
 }
 int64_t CudaDecoder::max_seqs() const { return impl_->S; }
 size_t CudaDecoder::weight_bytes() const { return impl_->weight_bytes; }
-size_t CudaDecoder::step_kernels() const { return impl_->step_graph.nodes(); }
+size_t CudaDecoder::step_kernels() const { return impl_->step_graph ? impl_->step_graph->nodes() : 0; }
+void CudaDecoder::set_dependent_launch(bool on) {
+    if (on != impl_->pdl) impl_->step_graph.reset();
+    impl_->pdl = on;
+}
+bool CudaDecoder::dependent_launch() const {
+    const cuda::DependentLaunchScope launches(impl_->pdl);
+    return cuda::dependent_launch_enabled();
+}
 
 double CudaDecoder::measure_read_bandwidth(size_t bytes, int reps) {
     std::string why;

@@ -65,6 +65,11 @@ class CudaDecoder {
     int64_t length(int64_t slot) const;
     int64_t max_seqs() const;
 
+    // Whether the decode step's graph launches its kernels with programmatic dependent launch (ops/cuda/launch.cuh;
+    // on by default where the device has it). Changing it captures the graph again at the next step.
+    void set_dependent_launch(bool on);
+    bool dependent_launch() const; // on, and the device and environment allow it
+
     size_t weight_bytes() const; // device bytes of the uploaded weights
     size_t step_kernels() const; // kernels in the captured decode step graph (0 before the second step)
 

@@ -31,6 +31,8 @@ int64_t CudaDecoder::length(int64_t) const { no_cuda(); }
 int64_t CudaDecoder::max_seqs() const { no_cuda(); }
 size_t CudaDecoder::weight_bytes() const { no_cuda(); }
 size_t CudaDecoder::step_kernels() const { no_cuda(); }
+void CudaDecoder::set_dependent_launch(bool) { no_cuda(); }
+bool CudaDecoder::dependent_launch() const { no_cuda(); }
 double CudaDecoder::measure_read_bandwidth(size_t, int) { no_cuda(); }
 std::string CudaDecoder::device_description() { no_cuda(); }
 

@@ -98,6 +98,34 @@ TEST_F(CudaOps, DecodeLinearRowsMatchReference) {
             }
 }
 
+// Two projections stacked into one matrix: outputs from `second.from` on land in the second buffer (its own row
+// stride), over more rows than one pass takes; the columns past each buffer's outputs keep their poison.
+TEST_F(CudaOps, DecodeLinearSecondOutput) {
+    const int64_t N = 11, I = 40, O = 21, from = 13, ld1 = 16, ld2 = 10;
+    const std::vector<float> x = random_vec(size_t(N * I), 31), W = random_vec(size_t(O * I), 32),
+                             b = random_vec(size_t(O), 33);
+    std::vector<float> ref(size_t(N * O));
+    ref_linear(ref, O, x, W.data(), b.data(), N, I, O);
+    auto dx = upload(x), dW = upload(W), db = upload(b);
+    auto y1 = poisoned(size_t(N * ld1)), y2 = poisoned(size_t(N * ld2));
+    cuda::linear_rows_f32(y1.data(), ld1, dx.data(), dW.data(), db.data(), N, I, O, cuda::Epilogue::None, nullptr,
+                          cuda::SecondOutput{from, y2.data(), ld2});
+    const std::vector<float> g1 = download(y1), g2 = download(y2);
+    for (int64_t n = 0; n < N; ++n) {
+        for (int64_t o = 0; o < ld1; ++o) {
+            const float g = g1[size_t(n * ld1 + o)];
+            if (o < from) EXPECT_NEAR(g, ref[size_t(n * O + o)], 1e-4 * (1 + std::fabs(ref[size_t(n * O + o)])));
+            else EXPECT_TRUE(std::isnan(g)) << "first buffer, row " << n << " column " << o << " was written";
+        }
+        for (int64_t o = 0; o < ld2; ++o) {
+            const float g = g2[size_t(n * ld2 + o)];
+            if (o < O - from)
+                EXPECT_NEAR(g, ref[size_t(n * O + from + o)], 1e-4 * (1 + std::fabs(ref[size_t(n * O + from + o)])));
+            else EXPECT_TRUE(std::isnan(g)) << "second buffer, row " << n << " column " << o << " was written";
+        }
+    }
+}
+
 // Rows routed to different experts, the skip slot among them, with and without the combine's scale and the
 // passthrough, and with the SwiGLU of [gate ‖ up] rows fused into the input staging (the down projection's form).
 TEST_F(CudaOps, DecodeExpertLinearMatchesReference) {
@@ -256,8 +284,12 @@ TEST_F(CudaOps, DecodeSlotHelpers) {
                              state = random_vec(size_t(S * Dv), 53);
     auto dk = upload(k), dv = upload(v), dstate = upload(state);
     auto kc = poisoned(size_t(S * max_len * W)), vc = poisoned(size_t(S * max_len * W));
+    // With it, the conv-state move per slot (regions of 4 rows of 5 columns, keep 2), inactive slot 1 untouched.
+    const int64_t cols = 5;
+    const std::vector<float> rows_in = random_vec(size_t(S * 4 * cols), 54);
+    auto buf = upload(rows_in);
     cuda::append_kv_slots(kc.data(), vc.data(), dk.data(), 2 * W, dv.data(), dlen.data(), dact.data(), S, W, max_len,
-                          dstate.data(), Dv);
+                          dstate.data(), Dv, cuda::ConvStateMove{buf.data(), 2, cols, 4});
     const std::vector<float> gk = download(kc), gv = download(vc), gs = download(dstate);
     for (int64_t sl = 0; sl < S; ++sl)
         for (int64_t col = 0; col < W; ++col) {
@@ -273,16 +305,13 @@ TEST_F(CudaOps, DecodeSlotHelpers) {
         for (int64_t d = 0; d < Dv; ++d)
             EXPECT_EQ(gs[size_t(sl * Dv + d)],
                       active[size_t(sl)] ? v[size_t(sl * W + W - Dv + d)] : state[size_t(sl * Dv + d)]);
-    // The conv-state move per slot (regions of 4 rows, keep 2, shift 1), inactive slot 1 untouched.
-    const std::vector<float> rows_in = random_vec(size_t(S * 4 * W), 54);
-    auto buf = upload(rows_in);
-    cuda::shift_rows_up(buf.data(), 2, 1, W, S, 4, dact.data());
     const std::vector<float> moved = download(buf);
     for (int64_t sl = 0; sl < S; ++sl)
-        for (int64_t r = 0; r < 2; ++r)
-            for (int64_t col = 0; col < W; ++col)
-                EXPECT_EQ(moved[size_t((sl * 4 + r) * W + col)],
-                          rows_in[size_t((sl * 4 + r + (active[size_t(sl)] ? 1 : 0)) * W + col)]);
+        for (int64_t r = 0; r < 4; ++r)
+            for (int64_t col = 0; col < cols; ++col)
+                EXPECT_EQ(moved[size_t((sl * 4 + r) * cols + col)],
+                          rows_in[size_t((sl * 4 + r + (active[size_t(sl)] && r < 2 ? 1 : 0)) * cols + col)])
+                    << fmt::format("slot {} row {} column {}", sl, r, col);
     // Attention: slot s's query at position lengths[s] over its own cache, against the CPU's one-sequence attention.
     const int64_t nq = 4, nkv = 2, hd = 16, Dk = nkv * hd, Dq = nq * hd, ldq = 3 * Dq;
     const cpu::AttnShape as{nq, nkv, hd, 0.25f, 3};
@@ -565,10 +594,24 @@ TEST_F(CudaOps, DecoderGraphStepsEqualEager) {
         next = got;
     }
     EXPECT_EQ(graph.length(), eager.length());
-    // The step graph holds the fused layer's kernels: 14 per layer, then the LM head and its argmax.
+    // The step graph holds the fused layer's kernels, 12 per layer, and 9 around them: positions, the two RoPE
+    // tables, the embedding, the first input norm, the length advance, the LM head and its two-kernel argmax.
     EXPECT_EQ(eager.step_kernels(), 0u);
-    EXPECT_GE(graph.step_kernels(), size_t(14 * m.config.num_hidden_layers));
-    EXPECT_LE(graph.step_kernels(), size_t(14 * m.config.num_hidden_layers + 12));
+    EXPECT_EQ(graph.step_kernels(), size_t(12 * m.config.num_hidden_layers + 9));
+    // The graph captured again with ordinary launches (no PDL) steps the same.
+    EXPECT_TRUE(graph.dependent_launch()); // the emulated device is sm_90
+    graph.set_dependent_launch(false);
+    EXPECT_FALSE(graph.dependent_launch());
+    EXPECT_EQ(graph.step_kernels(), 0u); // dropped, captured at the next step
+    graph.reset(), eager.reset();
+    graph.prefill(std::span(tokens).first(5), a.data());
+    eager.prefill(std::span(tokens).first(5), b.data());
+    for (size_t t = 5; t < tokens.size(); ++t) {
+        graph.step(tokens[t], a.data());
+        eager.step(tokens[t], b.data());
+        EXPECT_EQ(a, b) << "step without PDL at position " << t;
+    }
+    EXPECT_EQ(graph.step_kernels(), size_t(12 * m.config.num_hidden_layers + 9));
 }
 
 // Three sequences in three slots, prefilled at different times and stepped in different groups (two together, one

@@ -33,6 +33,7 @@ std::map<const void *, int> max_dynamic_shared;
 
 // The state of the block that is running: its barriers and its `extern __shared__` buffer.
 struct BlockState {
+    std::atomic<bool> waited{false}; // a thread of this block called grid_dependency_wait()
     std::unique_ptr<std::barrier<>> block;
     std::vector<std::unique_ptr<std::barrier<>>> warps;
     std::vector<float> shuffle; // one slot per thread for __shfl_xor_sync
@@ -71,6 +72,11 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int) {
     std::snprintf(prop->name, sizeof(prop->name), "CPU emulation");
     prop->totalGlobalMem = size_t(1) << 34;
     prop->major = 9;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int) {
+    if (attr != cudaDevAttrComputeCapabilityMajor) return record(cudaErrorInvalidValue);
+    *value = 9;
     return cudaSuccess;
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) {
@@ -169,6 +175,8 @@ cudaError_t set_max_dynamic_shared(const void *kernel, int bytes) {
 
 void *dynamic_shared() { return current->shared; }
 
+void grid_dependency_wait() { current->waited = true; }
+
 bool capture_launch(cudaStream_t s, std::function<void()> replay) {
     if (!capturing) return false;
     if (s != capturing) { // a launch on the legacy stream (or another) from inside a capture
@@ -180,7 +188,8 @@ bool capture_launch(cudaStream_t s, std::function<void()> replay) {
     return true;
 }
 
-void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body) {
+void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bool dependent,
+              const std::function<void()> &body) {
     const uint64_t threads = uint64_t(block.x) * block.y * block.z;
     const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
     int allowed = kDefaultShared;
@@ -219,7 +228,10 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, co
     };
     prepare();
     current = &state;
+    bool unwaited = false; // a block of a dependent launch that never waited for the kernel before it
     auto next_block = [&]() noexcept {
+        if (dependent && !state.waited) unwaited = true;
+        state.waited = false;
         if (++b < blocks) prepare();
     };
     std::barrier between_blocks(std::ptrdiff_t(threads), next_block);
@@ -242,6 +254,11 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, co
         });
     for (auto &w : workers) w.join();
     current = nullptr;
+    if (unwaited) {
+        std::fprintf(stderr, "emu: a block of a kernel launched with programmatic dependent launch did not wait for "
+                             "the kernel before it (await_previous_kernel)\n");
+        record(cudaErrorInvalidValue);
+    }
 }
 
 } // namespace emu

@@ -2,6 +2,7 @@
 // index math, every launch checked.
 #include "ops/cuda/block.h"
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/launch.cuh"
 
 namespace zaya::cuda {
 
@@ -81,6 +82,7 @@ __global__ void eda_carry_backward_kernel(float *d_carry, const float *scale, co
 
 __global__ void rope_tables_kernel(float *cos_t, float *sin_t, const int32_t *pos, const float *inv_freq, int64_t N,
                                    int64_t half) {
+    await_previous_kernel();
     const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (k >= N * half) return;
     const float angle = float(pos[k / half]) * inv_freq[k % half];
@@ -137,9 +139,8 @@ void eda_carry_backward(float *d_carry, const float *scale, const float *d_rho, 
 
 void rope_tables(float *cos_t, float *sin_t, const int32_t *pos, const float *inv_freq, int64_t N, int64_t half) {
     if (N * half == 0) return;
-    rope_tables_kernel<<<blocks_for(N * half, kThreads), kThreads, 0, launch_stream()>>>(cos_t, sin_t, pos, inv_freq, N,
-                                                                                         half);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(rope_tables_kernel, blocks_for(N * half, kThreads), kThreads, 0, cos_t, sin_t, pos, inv_freq, N,
+                  half);
 }
 
 } // namespace zaya::cuda

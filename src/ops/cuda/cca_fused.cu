@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "ops/cuda/cca.h"
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/launch.cuh"
 
 #include <algorithm>
 #include <cfloat>
@@ -39,6 +40,7 @@ __device__ float warp_sum(float v) {
 
 // Grid: (token tile, KV group j, sequence b).
 __global__ void __launch_bounds__(kThreads) cca_chain_kernel(ChainArgs a) {
+    await_previous_kernel();
     extern __shared__ float smem[];
     const int64_t C = a.C, hd = a.hd, k0 = a.k0, k1 = a.k1, g = a.nq / a.nkv, j = blockIdx.y, b = blockIdx.z;
     const int64_t t0 = a.ss[b], T = a.ss[b + 1] - t0, p0 = t0 + b * (k1 - 1); // first z and p rows of sequence b
@@ -247,9 +249,8 @@ void cca_conv_qk_forward(float *o, float *p, float *q, float *k, float *qn, floa
                       wg,  bg,  temp, cos_t, sin_t, s.C, hd, s.k0,          s.k1,    nq,
                       nkv, rot / 2, sqrtf(float(hd))};
     const unsigned tiles = unsigned(std::max<int64_t>(1, (batch.max_len + kTile - 1) / kTile));
-    cca_chain_kernel<<<dim3(tiles, unsigned(nkv), unsigned(batch.B)), kThreads, shared_floats(hd, s.k1) * sizeof(float),
-                       launch_stream()>>>(a);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(cca_chain_kernel, dim3(tiles, unsigned(nkv), unsigned(batch.B)), kThreads,
+                  shared_floats(hd, s.k1) * sizeof(float), a);
 }
 
 void cca_qk_backward(float *dconv, float *dz, float *dtemp, float *dq, float *dk, float *q_pre, float *k_pre,

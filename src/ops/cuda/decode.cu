@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/decode.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/router_select.cuh"
 #include "ops/cuda/swiglu.cuh"
 
@@ -59,11 +60,16 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <class T>
 __global__ void __launch_bounds__(256)
     linear_rows_kernel(float *y, int64_t ldy, const float *x, const T *W, const float *b, int nrows, int64_t I,
-                       int64_t O, ExpertRows ex, bool vec, Epilogue act, const int32_t *row_active) {
+                       int64_t O, ExpertRows ex, bool vec, Epilogue act, const int32_t *row_active,
+                       SecondOutput second) {
     extern __shared__ float xs[]; // [nrows, I]
     const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
     const int64_t o = int64_t(blockIdx.x) * kLinearWarps + warp;
     const int64_t row0 = blockIdx.y;
+    // A plain linear's weights are known before the kernel before it ends: its warp starts pulling its row into L2
+    // (a routed one must wait for the router's choice).
+    if (!ex.choice && o < O) prefetch_l2(W + o * I, I * int64_t(sizeof(T)), lane, kWarp);
+    await_previous_kernel();
     float scale = 1.0f;
     if (ex.choice) {
         const int32_t e = ex.choice[row0];
@@ -124,7 +130,8 @@ __global__ void __launch_bounds__(256)
         const float s = warp_sum(acc[r]);
         float out = s + bias;
         if (act == Epilogue::Gelu) out = 0.5f * out * (1.0f + erff(out * 0.70710678118654752f)); // as gelu_forward
-        if (lane == 0) y[(row0 + r) * ldy + o] = (live >> r & 1u) ? scale * out : 0.0f;
+        float *dst = o < second.from ? y + (row0 + r) * ldy + o : second.y + (row0 + r) * second.ld + (o - second.from);
+        if (lane == 0) *dst = (live >> r & 1u) ? scale * out : 0.0f;
     }
 }
 
@@ -153,18 +160,17 @@ template <class T> void allow_linear_shared() {
 
 template <class T>
 void linear_rows(float *y, int64_t ldy, const float *x, const T *W, const float *b, int64_t N, int64_t I, int64_t O,
-                 Epilogue act, const int32_t *row_active) {
+                 Epilogue act, const int32_t *row_active, SecondOutput second) {
     if (N == 0 || O == 0) return;
     const int64_t per = rows_per_pass(I);
     const bool vec = can_vectorise(W, I);
     allow_linear_shared<T>();
     for (int64_t r0 = 0; r0 < N; r0 += per) {
         const int n = int(std::min(per, N - r0));
-        linear_rows_kernel<T>
-            <<<dim3(blocks_for(O, kLinearWarps), 1), kLinearWarps * kWarp, size_t(n * I) * sizeof(float),
-               launch_stream()>>>(y + r0 * ldy, ldy, x + r0 * I, W, b, n, I, O, ExpertRows{}, vec, act,
-                                  row_active ? row_active + r0 : nullptr);
-        ZAYA_CUDA_LAUNCHED();
+        launch_kernel(linear_rows_kernel<T>, dim3(blocks_for(O, kLinearWarps), 1), kLinearWarps * kWarp,
+                      size_t(n * I) * sizeof(float), y + r0 * ldy, ldy, x + r0 * I, W, b, n, I, O, ExpertRows{}, vec,
+                      act, row_active ? row_active + r0 : nullptr, second);
+        if (second.y) second.y += per * second.ld;
     }
 }
 
@@ -175,10 +181,9 @@ void expert_linear(float *y, int64_t ldy, const float *x, const T *W, const Expe
     ZAYA_ASSERT(r.choice != nullptr);
     rows_per_pass(I); // checks the width
     allow_linear_shared<T>();
-    linear_rows_kernel<T>
-        <<<dim3(blocks_for(O, kLinearWarps), unsigned(N)), kLinearWarps * kWarp, size_t(I) * sizeof(float),
-           launch_stream()>>>(y, ldy, x, W, nullptr, 1, I, O, r, can_vectorise(W, I), Epilogue::None, nullptr);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(linear_rows_kernel<T>, dim3(blocks_for(O, kLinearWarps), unsigned(N)), kLinearWarps * kWarp,
+                  size_t(I) * sizeof(float), y, ldy, x, W, nullptr, 1, I, O, r, can_vectorise(W, I), Epilogue::None,
+                  nullptr, SecondOutput{});
 }
 
 // ---- the router after its down projection, one block per row ----
@@ -220,6 +225,10 @@ __device__ void router_block_linear(float *y, const float *x, const T *W, const 
 template <class T>
 __global__ void __launch_bounds__(kRouterThreads) router_decode_kernel(RouterDecode<T> a) {
     extern __shared__ float sm[];
+    const int64_t sq = a.R * a.R * int64_t(sizeof(T)); // the MLP's weights, into L2 while the down projection runs
+    prefetch_l2(a.fc1, sq, int(threadIdx.x), kRouterThreads), prefetch_l2(a.fc2, sq, int(threadIdx.x), kRouterThreads);
+    prefetch_l2(a.out, a.K * a.R * int64_t(sizeof(T)), int(threadIdx.x), kRouterThreads);
+    await_previous_kernel();
     const int64_t R = a.R, K = a.K, i = blockIdx.x;
     float *xs = sm, *ys = xs + R, *ls = ys + R, *scratch = ls + K;
     if (a.active && !a.active[i]) { // a slot not stepped: the skip slot, so the experts read no weights for it
@@ -247,6 +256,7 @@ __global__ void __launch_bounds__(kRouterThreads) router_decode_kernel(RouterDec
 template <class T>
 __global__ void embed_rows_kernel(float *out, const int32_t *tokens, const T *table, const float *bias,
                                   const float *scale, int64_t N, int64_t D) {
+    await_previous_kernel();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= N * D) return;
     const int64_t n = i / D, d = i % D;
@@ -256,11 +266,13 @@ __global__ void embed_rows_kernel(float *out, const int32_t *tokens, const T *ta
 // One thread per row of pos [slots, n].
 __global__ void decode_positions_kernel(int32_t *pos, const int32_t *lengths, int64_t n, int64_t first,
                                         int64_t slots) {
+    await_previous_kernel();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < slots * n) pos[i] = lengths[i / n] + int32_t(first + i % n);
 }
 
 __global__ void advance_length_kernel(int32_t *lengths, int64_t n, int64_t slots, const int32_t *active) {
+    await_previous_kernel();
     const int64_t s = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (s < slots && (!active || active[s])) lengths[s] += int32_t(n);
 }
@@ -269,6 +281,7 @@ __global__ void advance_length_kernel(int32_t *lengths, int64_t n, int64_t slots
 // threads, one per delayed column, walking the rows.
 __global__ void append_kv_kernel(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n,
                                  int64_t width, float *v_state, int64_t Dv) {
+    await_previous_kernel();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, base = int64_t(*length) * width;
     if (i < n * width) {
         kc[base + i] = k[i];
@@ -284,13 +297,25 @@ __global__ void append_kv_kernel(float *kc, float *vc, const float *k, const flo
     }
 }
 
-// One thread per (slot, column): k and the current values copied; a delayed column's thread reads the slot's state
-// into the cache, then replaces it with this row's own delayed projection.
+// One thread per column walks the rows in order: row r + shift is read before any thread writes it (only its own
+// column's thread does, later), so the move is safe in place.
+__device__ __forceinline__ void shift_column_up(float *b, int64_t keep, int64_t shift, int64_t cols, int64_t c) {
+    for (int64_t r = 0; r < keep; ++r) b[r * cols + c] = b[(r + shift) * cols + c];
+}
+
+// Threads [0, slots·width): one per (slot, column): k and the current values copied; a delayed column's thread
+// reads the slot's state into the cache, then replaces it with this row's own delayed projection. Then
+// slots·move.cols threads, one per (slot, conv-state column), move the conv state.
 __global__ void append_kv_slots_kernel(float *kc, float *vc, const float *k, int64_t ldk, const float *v,
                                        const int32_t *lengths, const int32_t *active, int64_t slots, int64_t width,
-                                       int64_t max_len, float *v_state, int64_t Dv) {
+                                       int64_t max_len, float *v_state, int64_t Dv, ConvStateMove move) {
+    await_previous_kernel();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= slots * width) return;
+    if (i >= slots * width) {
+        const int64_t j = i - slots * width, s = move.cols > 0 ? j / move.cols : 0;
+        if (j >= slots * move.cols || (active && !active[s])) return;
+        return shift_column_up(move.buf + s * move.slot_rows * move.cols, move.keep, 1, move.cols, j % move.cols);
+    }
     const int64_t s = i / width, c = i % width;
     if (active && !active[s]) return;
     const int64_t at = (s * max_len + lengths[s]) * width + c;
@@ -304,15 +329,11 @@ __global__ void append_kv_slots_kernel(float *kc, float *vc, const float *k, int
     }
 }
 
-// One thread per column walks the rows in order: row r + shift is read before any thread writes it (only its own
-// column's thread does, later), so the move is safe in place.
-// grid (ceil(cols/128), slots).
-__global__ void shift_rows_up_kernel(float *buf, int64_t keep, int64_t shift, int64_t cols, int64_t slot_rows,
-                                     const int32_t *active) {
-    const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, s = blockIdx.y;
-    if (c >= cols || (active && !active[s])) return;
-    float *b = buf + s * slot_rows * cols;
-    for (int64_t r = 0; r < keep; ++r) b[r * cols + c] = b[(r + shift) * cols + c];
+// grid ceil(cols/128).
+__global__ void shift_rows_up_kernel(float *buf, int64_t keep, int64_t shift, int64_t cols) {
+    await_previous_kernel();
+    const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (c < cols) shift_column_up(buf, keep, shift, cols, c);
 }
 
 constexpr int kAttnThreads = 128;
@@ -349,6 +370,7 @@ struct AttnRows {
 __global__ void __launch_bounds__(kAttnThreads)
     attention_partial_kernel(float *part_o, float *part_ml, const float *q, const float *k, const float *v,
                              const int32_t *length, int64_t n, AttnShape s, int64_t splits, AttnRows rows) {
+    await_previous_kernel();
     __shared__ float qs[kAttnMaxHeadDim];
     __shared__ float ps[kAttnMaxChunk];
     constexpr int kDims = kAttnMaxHeadDim / kAttnThreads; // output dims per thread
@@ -407,6 +429,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 __global__ void __launch_bounds__(kAttnThreads)
     attention_combine_kernel(float *out, const float *part_o, const float *part_ml, int64_t n, AttnShape s,
                              int64_t splits) {
+    await_previous_kernel();
     const int64_t h = blockIdx.x, i = blockIdx.y, nq = s.nq, hd = s.hd;
     float M = -INFINITY;
     for (int64_t c = 0; c < splits; ++c) {
@@ -447,6 +470,7 @@ __device__ void block_argmax(float *sv, int32_t *si) {
 // grid (kArgmaxPartials, rows), block 256: block b's winner over row x[r, i], i ≡ b·256 + t (mod gridDim·256).
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_partial_kernel(float *part_v, int32_t *part_i, const float *x, int64_t n) {
+    await_previous_kernel();
     __shared__ float sv[kArgmaxThreads];
     __shared__ int32_t si[kArgmaxThreads];
     float bv = -INFINITY;
@@ -463,6 +487,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
 // grid rows, block 256: each row's winner of its partials.
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_combine_kernel(int32_t *out, const float *part_v, const int32_t *part_i) {
+    await_previous_kernel();
     __shared__ float sv[kArgmaxThreads];
     __shared__ int32_t si[kArgmaxThreads];
     const int t = int(threadIdx.x);
@@ -488,12 +513,12 @@ __global__ void read_kernel(const uint4 *p, int64_t n, unsigned *sink) {
 } // namespace
 
 void linear_rows_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                      int64_t O, Epilogue act, const int32_t *row_active) {
-    linear_rows(y, ldy, x, W, b, N, I, O, act, row_active);
+                      int64_t O, Epilogue act, const int32_t *row_active, const SecondOutput &second) {
+    linear_rows(y, ldy, x, W, b, N, I, O, act, row_active, second);
 }
 void linear_rows_f32(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
-                     int64_t O, Epilogue act, const int32_t *row_active) {
-    linear_rows(y, ldy, x, W, b, N, I, O, act, row_active);
+                     int64_t O, Epilogue act, const int32_t *row_active, const SecondOutput &second) {
+    linear_rows(y, ldy, x, W, b, N, I, O, act, row_active, second);
 }
 void expert_linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const ExpertRows &r, int64_t N,
                         int64_t I, int64_t O) {
@@ -507,16 +532,12 @@ void expert_linear_f32(float *y, int64_t ldy, const float *x, const float *W, co
 void embed_rows_bf16(float *out, const int32_t *tokens, const uint16_t *table, const float *bias, const float *scale,
                      int64_t N, int64_t D) {
     if (N * D == 0) return;
-    embed_rows_kernel<uint16_t>
-        <<<blocks_for(N * D, 256), 256, 0, launch_stream()>>>(out, tokens, table, bias, scale, N, D);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(embed_rows_kernel<uint16_t>, blocks_for(N * D, 256), 256, 0, out, tokens, table, bias, scale, N, D);
 }
 void embed_rows_f32(float *out, const int32_t *tokens, const float *table, const float *bias, const float *scale,
                     int64_t N, int64_t D) {
     if (N * D == 0) return;
-    embed_rows_kernel<float>
-        <<<blocks_for(N * D, 256), 256, 0, launch_stream()>>>(out, tokens, table, bias, scale, N, D);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(embed_rows_kernel<float>, blocks_for(N * D, 256), 256, 0, out, tokens, table, bias, scale, N, D);
 }
 
 template <class T> void router_decode(const RouterDecode<T> &a, int64_t n) {
@@ -524,46 +545,41 @@ template <class T> void router_decode(const RouterDecode<T> &a, int64_t n) {
     const size_t shared = size_t(2 * a.R + a.K + kRouterThreads / kWarp) * sizeof(float);
     if (int64_t(shared) > kSharedLimit)
         fail("router_decode: router width {} and {} classes do not fit shared memory", a.R, a.K);
-    router_decode_kernel<T><<<unsigned(n), kRouterThreads, shared, launch_stream()>>>(a);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(router_decode_kernel<T>, unsigned(n), kRouterThreads, shared, a);
 }
 template void router_decode<uint16_t>(const RouterDecode<uint16_t> &, int64_t);
 template void router_decode<float>(const RouterDecode<float> &, int64_t);
 
 void decode_positions(int32_t *pos, const int32_t *lengths, int64_t n, int64_t first, int64_t slots) {
     if (n * slots == 0) return;
-    decode_positions_kernel<<<blocks_for(n * slots, 128), 128, 0, launch_stream()>>>(pos, lengths, n, first, slots);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(decode_positions_kernel, blocks_for(n * slots, 128), 128, 0, pos, lengths, n, first, slots);
 }
 void advance_length(int32_t *lengths, int64_t n, int64_t slots, const int32_t *active) {
     if (slots == 0) return;
-    advance_length_kernel<<<blocks_for(slots, 128), 128, 0, launch_stream()>>>(lengths, n, slots, active);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(advance_length_kernel, blocks_for(slots, 128), 128, 0, lengths, n, slots, active);
 }
 void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width,
                float *v_state, int64_t Dv) {
     if (n * width == 0) return;
     if (v_state && (Dv < 1 || Dv > width)) fail("append_kv: {} delayed columns of {}", Dv, width);
     const int64_t threads = n * width + (v_state ? Dv : 0);
-    append_kv_kernel<<<blocks_for(threads, 256), 256, 0, launch_stream()>>>(kc, vc, k, v, length, n, width, v_state,
-                                                                          v_state ? Dv : 0);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(append_kv_kernel, blocks_for(threads, 256), 256, 0, kc, vc, k, v, length, n, width, v_state,
+                  v_state ? Dv : 0);
 }
 void append_kv_slots(float *kc, float *vc, const float *k, int64_t ldk, const float *v, const int32_t *lengths,
-                     const int32_t *active, int64_t slots, int64_t width, int64_t max_len, float *v_state, int64_t Dv) {
+                     const int32_t *active, int64_t slots, int64_t width, int64_t max_len, float *v_state, int64_t Dv,
+                     const ConvStateMove &move) {
     if (slots * width == 0) return;
     if (!v_state || Dv < 1 || Dv > width) fail("append_kv_slots: {} delayed columns of {}", Dv, width);
-    append_kv_slots_kernel<<<blocks_for(slots * width, 256), 256, 0, launch_stream()>>>(
-        kc, vc, k, ldk, v, lengths, active, slots, width, max_len, v_state, Dv);
-    ZAYA_CUDA_LAUNCHED();
+    if (move.buf && (move.keep < 0 || move.cols < 0 || move.slot_rows < move.keep + 1))
+        fail("append_kv_slots: a conv state of {} rows cannot move up within {} rows", move.keep, move.slot_rows);
+    const int64_t threads = slots * width + (move.buf ? slots * move.cols : 0);
+    launch_kernel(append_kv_slots_kernel, blocks_for(threads, 256), 256, 0, kc, vc, k, ldk, v, lengths, active, slots,
+                  width, max_len, v_state, Dv, move.buf ? move : ConvStateMove{});
 }
-void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols, int64_t slots, int64_t slot_rows,
-                   const int32_t *active) {
-    if (keep * cols * slots == 0 || shift == 0) return;
-    if (slots > 65535) fail("shift_rows_up: {} slots exceed the grid", slots);
-    shift_rows_up_kernel<<<dim3(blocks_for(cols, 128), unsigned(slots)), 128, 0, launch_stream()>>>(
-        buf, keep, shift, cols, slot_rows, active);
-    ZAYA_CUDA_LAUNCHED();
+void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols) {
+    if (keep * cols == 0 || shift == 0) return;
+    launch_kernel(shift_rows_up_kernel, blocks_for(cols, 128), 128, 0, buf, keep, shift, cols);
 }
 
 namespace {
@@ -573,12 +589,10 @@ void attention_launch(float *out, float *part_o, float *part_ml, const float *q,
     if (s.hd > kAttnMaxHeadDim) fail("attention_decode: head_dim {} above {}", s.hd, kAttnMaxHeadDim);
     if (n > 65535 || s.nq > 65535) fail("attention_decode: {} rows of {} heads exceed the grid", n, s.nq);
     if (n == 0) return;
-    attention_partial_kernel<<<dim3(unsigned(splits), unsigned(s.nq), unsigned(n)), kAttnThreads, 0, launch_stream()>>>(
-        part_o, part_ml, q, k, v, length, n, s, splits, rows);
-    ZAYA_CUDA_LAUNCHED();
-    attention_combine_kernel<<<dim3(unsigned(s.nq), unsigned(n)), kAttnThreads, 0, launch_stream()>>>(
-        out, part_o, part_ml, n, s, splits);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(attention_partial_kernel, dim3(unsigned(splits), unsigned(s.nq), unsigned(n)), kAttnThreads, 0,
+                  part_o, part_ml, q, k, v, length, n, s, splits, rows);
+    launch_kernel(attention_combine_kernel, dim3(unsigned(s.nq), unsigned(n)), kAttnThreads, 0, out, part_o, part_ml, n,
+                  s, splits);
 }
 } // namespace
 
@@ -596,11 +610,9 @@ void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_
     if (n < 1 || n > INT32_MAX) fail("argmax: {} elements (1 … 2³¹−1)", n);
     if (rows < 1 || rows > 65535) fail("argmax: {} rows (1 … 65535)", rows);
     static_assert(kArgmaxPartials <= kArgmaxThreads, "the combine block holds every partial");
-    argmax_partial_kernel<<<dim3(kArgmaxPartials, unsigned(rows)), kArgmaxThreads, 0, launch_stream()>>>(part_v, part_i,
-                                                                                                        x, n);
-    ZAYA_CUDA_LAUNCHED();
-    argmax_combine_kernel<<<unsigned(rows), kArgmaxThreads, 0, launch_stream()>>>(out, part_v, part_i);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(argmax_partial_kernel, dim3(kArgmaxPartials, unsigned(rows)), kArgmaxThreads, 0, part_v, part_i, x,
+                  n);
+    launch_kernel(argmax_combine_kernel, unsigned(rows), kArgmaxThreads, 0, out, part_v, part_i);
 }
 
 double time_device_read(const void *p, int64_t bytes) {

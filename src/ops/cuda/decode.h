@@ -18,14 +18,25 @@ inline constexpr int64_t kDecodeRowsPerPass = 8;
 // activation, fused so that it costs no kernel of its own.
 enum class Epilogue { None, Gelu };
 
+// Where a linear's outputs o ≥ from go instead of y: y2[n·ld + o − from] — two projections of the same x stacked
+// into one matrix (the q‖k rows into the conv's buffer, the value rows elsewhere) run as one kernel.
+struct SecondOutput {
+    int64_t from = INT64_MAX;
+    float *y = nullptr;
+    int64_t ld = 0;
+};
+
 // y[N, O] (row stride ldy) = act(x[N, I] · W[O, I]ᵀ + b[O]) (b may be null), in passes of ≤ kDecodeRowsPerPass
 // rows; W bf16 (raw uint16 bits, widened exactly) or fp32. A warp per output, 16-byte loads of W, x in shared
 // memory. y must not overlap x (other blocks still read x while one writes y). row_active[N] (device; null: every
-// row): rows with 0 get zeros and cost no arithmetic — a decode step's slots not stepped.
+// row): rows with 0 get zeros and cost no arithmetic — a decode step's slots not stepped. second: outputs from
+// `second.from` on go there.
 void linear_rows_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                      int64_t O, Epilogue act = Epilogue::None, const int32_t *row_active = nullptr);
+                      int64_t O, Epilogue act = Epilogue::None, const int32_t *row_active = nullptr,
+                      const SecondOutput &second = {});
 void linear_rows_f32(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
-                     int64_t O, Epilogue act = Epilogue::None, const int32_t *row_active = nullptr);
+                     int64_t O, Epilogue act = Epilogue::None, const int32_t *row_active = nullptr,
+                     const SecondOutput &second = {});
 
 // The routed form: row n uses expert choice[n] (device int32, ∈ [0, E]) of stacked weights W[E, O, I]; the skip
 // slot (choice == E) gives skip_x[n, :] (row stride ld_skip; null: zeros). Every row is then scaled by p_sel[n]
@@ -87,14 +98,21 @@ void advance_length(int32_t *lengths, int64_t n, int64_t slots = 1, const int32_
 // thread per delayed column walks the rows, so the state is read before it is replaced.)
 void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width,
                float *v_state = nullptr, int64_t Dv = 0);
+// A decode step's conv-state move, which append_kv_slots does in the same kernel: in each active slot's region of
+// buf (slot s's rows start at s·slot_rows; rows of `cols` floats) rows 1 … keep move up one row, so the state is
+// the last `keep` rows of [state ; new row].
+struct ConvStateMove {
+    float *buf = nullptr;
+    int64_t keep = 0, cols = 0, slot_rows = 0;
+};
 // The same for one new token per slot: active slot s appends k[s·ldk, :] and v[s, :] at row lengths[s] of its cache
-// (kc, vc + s·max_len·width), the last Dv columns of v delayed through v_state[s, Dv].
+// (kc, vc + s·max_len·width), the last Dv columns of v delayed through v_state[s, Dv]; and `move`, if given.
 void append_kv_slots(float *kc, float *vc, const float *k, int64_t ldk, const float *v, const int32_t *lengths,
-                     const int32_t *active, int64_t slots, int64_t width, int64_t max_len, float *v_state, int64_t Dv);
-// buf[r, :] = buf[r + shift, :] for r < keep (rows of `cols` floats), in place: the conv state after a step is the
-// last `keep` rows of [state ; new rows]. Per slot: slot s's rows start at s·slot_rows, and only active slots move.
-void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols, int64_t slots = 1, int64_t slot_rows = 0,
-                   const int32_t *active = nullptr);
+                     const int32_t *active, int64_t slots, int64_t width, int64_t max_len, float *v_state, int64_t Dv,
+                     const ConvStateMove &move = {});
+// buf[r, :] = buf[r + shift, :] for r < keep (rows of `cols` floats), in place: the conv state after a prefill pass
+// is the last `keep` rows of [state ; new rows].
+void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols);
 
 // Cached attention of n new queries at positions *length … *length+n−1 (their keys already appended), over the
 // cache k, v [·, nkv·hd]: causal, GQA, sliding window as cpu::attention_cached. out[n, nq, hd].

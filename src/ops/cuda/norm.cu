@@ -1,5 +1,6 @@
 // RMSNorm forward and backward: one block per row, warp-shuffle reductions in fp32.
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/ops.h"
 
 namespace zaya::cuda {
@@ -22,6 +23,7 @@ __device__ float block_sum(float v) {
 }
 
 __global__ void rmsnorm_forward_kernel(float *y, float *rstd, const float *x, const float *w, int64_t D, float eps) {
+    await_previous_kernel();
     const float *xr = x + blockIdx.x * D;
     float ss = 0;
     for (int64_t i = threadIdx.x; i < D; i += kThreads) ss += xr[i] * xr[i];
@@ -70,8 +72,7 @@ __global__ void sum_rows_into_kernel(float *dst, const float *partial, int64_t r
 
 void rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t N, int64_t D, float eps) {
     if (N == 0) return;
-    rmsnorm_forward_kernel<<<unsigned(N), kThreads, 0, launch_stream()>>>(y, rstd, x, w, D, eps);
-    ZAYA_CUDA_LAUNCHED();
+    launch_kernel(rmsnorm_forward_kernel, unsigned(N), kThreads, 0, y, rstd, x, w, D, eps);
 }
 
 void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,

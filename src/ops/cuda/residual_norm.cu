@@ -3,6 +3,7 @@
 // once: the unfused pair reads it back for the norm (forward) and passes the summed gradient through memory twice
 // (backward). No atomics: the parameter gradients are column sums over rows in a fixed order.
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/ops.h"
 
 namespace zaya::cuda {
@@ -31,6 +32,7 @@ __global__ void __launch_bounds__(kThreads)
     residual_rmsnorm_forward_kernel(float *out, float *y, float *rstd, const float *x, const float *res,
                                     const float *hs_scale, const float *hs_bias, const float *res_scale,
                                     const float *res_bias, const float *w, int64_t D, float eps) {
+    await_previous_kernel();
     const int64_t base = int64_t(blockIdx.x) * D;
     float v[kCols];
     float ss = 0;
@@ -129,8 +131,8 @@ template <int kThreads>
 void launch_forward(int64_t N, float *out, float *y, float *rstd, const float *x, const float *res,
                     const float *hs_scale, const float *hs_bias, const float *res_scale, const float *res_bias,
                     const float *w, int64_t D, float eps) {
-    residual_rmsnorm_forward_kernel<kThreads><<<unsigned(N), kThreads, 0, launch_stream()>>>(out, y, rstd, x, res, hs_scale, hs_bias,
-                                                                         res_scale, res_bias, w, D, eps);
+    launch_kernel(residual_rmsnorm_forward_kernel<kThreads>, unsigned(N), kThreads, 0, out, y, rstd, x, res, hs_scale,
+                  hs_bias, res_scale, res_bias, w, D, eps);
 }
 template <int kThreads>
 void launch_backward(int64_t blocks, float *partial, float *dx, float *dres, const float *g, const float *dy,

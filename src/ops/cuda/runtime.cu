@@ -1,5 +1,9 @@
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/launch.cuh"
+
+#include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -67,6 +71,26 @@ void *device_scratch(Scratch use, size_t bytes) {
                                                         // across calls, and cudaFree waits for the device)
     return b.data();
 }
+
+namespace {
+thread_local bool dependent_launch_allowed = true; // DependentLaunchScope's switch
+} // namespace
+
+bool dependent_launch_enabled() {
+    static const bool supported = [] {
+        if (const char *v = std::getenv("ZAYA_CUDA_PDL"); v && std::strcmp(v, "0") == 0) return false;
+        int dev = 0, major = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        return major >= 9;
+    }();
+    return supported && dependent_launch_allowed;
+}
+DependentLaunchScope::DependentLaunchScope(bool on) : prev_(dependent_launch_allowed) { dependent_launch_allowed = on; }
+DependentLaunchScope::~DependentLaunchScope() { dependent_launch_allowed = prev_; }
 
 namespace {
 thread_local void *current_launch_stream = nullptr;

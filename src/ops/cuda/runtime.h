@@ -41,6 +41,20 @@ void *device_scratch(Scratch use, size_t bytes);
 // router_fused, decode) launch
 // on it; the others still launch on the default stream.
 void *launch_stream_handle(); // a cudaStream_t
+
+// Programmatic dependent launch of the decode step's kernels (ops/cuda/launch.cuh): used where the device supports
+// it (sm_90+), unless ZAYA_CUDA_PDL=0, or on this thread a DependentLaunchScope(false) is open.
+bool dependent_launch_enabled();
+class DependentLaunchScope {
+  public:
+    explicit DependentLaunchScope(bool on);
+    ~DependentLaunchScope();
+    DependentLaunchScope(const DependentLaunchScope &) = delete;
+    DependentLaunchScope &operator=(const DependentLaunchScope &) = delete;
+
+  private:
+    bool prev_;
+};
 class LaunchStreamScope {
   public:
     explicit LaunchStreamScope(void *stream);

@@ -2,10 +2,14 @@
 // run as real threads — one std::thread per CUDA thread, one block at a time — so __syncthreads is a barrier,
 // shared memory is shared, and ASan/TSan see every out-of-bounds access and every missing barrier.
 #pragma once
+// Kernels ask for emulated forms of device built-ins through this (src/ops/cuda/launch.cuh).
+#define ZAYA_CUDA_EMULATION 1
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 #define __global__
 #define __device__
@@ -41,6 +45,23 @@ enum cudaStreamCaptureMode {
     cudaStreamCaptureModeThreadLocal = 1,
     cudaStreamCaptureModeRelaxed = 2
 };
+enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75 };
+// Launch attributes: programmatic dependent launch (PDL) only.
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 5 };
+union cudaLaunchAttributeValue {
+    int programmaticStreamSerializationAllowed;
+};
+struct cudaLaunchAttribute {
+    cudaLaunchAttributeID id;
+    cudaLaunchAttributeValue val;
+};
+struct cudaLaunchConfig_t {
+    dim3 gridDim, blockDim;
+    size_t dynamicSmemBytes;
+    cudaStream_t stream;
+    cudaLaunchAttribute *attrs;
+    unsigned numAttrs;
+};
 struct cudaDeviceProp {
     char name[256];
     size_t totalGlobalMem;
@@ -50,6 +71,7 @@ struct cudaDeviceProp {
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
@@ -75,7 +97,11 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *cou
 namespace emu {
 cudaError_t set_max_dynamic_shared(const void *kernel, int bytes);
 // Runs body() as every thread of every block of the grid (checks the launch configuration as CUDA does first).
-void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body);
+// dependent: launched with programmatic dependent launch, so every block must call grid_dependency_wait() (a
+// launch where one does not fails with cudaErrorInvalidValue: the kernel could read its inputs too early).
+void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bool dependent,
+              const std::function<void()> &body);
+void grid_dependency_wait(); // griddepcontrol.wait: here only noted for the check above
 void *dynamic_shared(); // this block's `extern __shared__` buffer, poisoned (NaN bytes) before each block
 // Graph capture: true if a launch on `s` is to be recorded rather than run (it records it); a launch on another
 // stream while a capture is open is an error, as the real capture treats the legacy stream.
@@ -87,11 +113,13 @@ template <class Kernel> struct Launch {
     dim3 grid, block;
     size_t shared;
     cudaStream_t stream;
+    bool dependent = false;
     template <class... Args> void operator()(const Args &...args) const {
         Kernel *k = kernel;
         const dim3 g = grid, b = block;
         const size_t sh = shared;
-        auto run = [=] { run_grid(reinterpret_cast<const void *>(k), g, b, sh, [&] { k(args...); }); };
+        const bool dep = dependent;
+        auto run = [=] { run_grid(reinterpret_cast<const void *>(k), g, b, sh, dep, [&] { k(args...); }); };
         if (!capture_launch(stream, run)) run();
     }
 };
@@ -100,6 +128,18 @@ Launch<Kernel> launch(Kernel *kernel, dim3 grid, dim3 block, size_t shared = 0, 
     return {kernel, grid, block, shared, stream};
 }
 } // namespace emu
+
+// The arguments are converted to the kernel's parameter types first, as CUDA's template does.
+template <class... Params, class... Args>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *c, void (*kernel)(Params...), Args &&...args) {
+    bool dependent = false;
+    for (unsigned i = 0; i < c->numAttrs; ++i)
+        if (c->attrs[i].id == cudaLaunchAttributeProgrammaticStreamSerialization)
+            dependent = c->attrs[i].val.programmaticStreamSerializationAllowed != 0;
+    const emu::Launch<void(Params...)> l{kernel, c->gridDim, c->blockDim, c->dynamicSmemBytes, c->stream, dependent};
+    [&](Params... p) { l(p...); }(std::forward<Args>(args)...);
+    return cudaGetLastError();
+}
 
 template <class Kernel> cudaError_t cudaFuncSetAttribute(Kernel *kernel, cudaFuncAttribute attr, int value) {
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
