@@ -213,11 +213,12 @@ TEST_F(CudaMoe, ExpertsSkipOutputsZero) { check_experts(false); }
 
 TEST_F(CudaMoe, ExpertsSkipPassthrough) { check_experts(true); }
 
-// Tensor cores: groups spanning several 64-row tiles and ragged ends, widths across several 64-column tiles and k
-// steps of 32 with a remainder.
+// Tensor cores: groups within one 128-row tile and spanning two with a ragged end, widths within one 128-column
+// tile and across three, k steps of 32 with and without a remainder; widths a multiple of 4 (16-byte loads) and not.
 TEST_F(CudaMoe, ExpertsBf16TensorCores) {
     check_experts(false, true);
-    check_experts(true, true, 300, 72, 40);
+    check_experts(true, true, 300, 70, 38);
+    check_experts(true, true, 600, 136, 140);
 }
 
 // The tensor-core path really rounds to bf16 (it is not the fp32 kernel by mistake) and is deterministic.

@@ -9,8 +9,10 @@
 #include "ops/cuda/swiglu.cuh"
 
 #include <algorithm>
+#include <cstdint>
 #include <cuda_bf16.h>
 #include <mma.h>
+#include <type_traits>
 
 namespace zaya::cuda {
 
@@ -84,134 +86,178 @@ __global__ void __launch_bounds__(kTile * kTile)
 }
 
 // ---- bf16 tensor cores ----
-// A block of 4 warps computes a 64×64 tile of C, each warp a 32×32 quarter (2×2 WMMA fragments of 16×16), over k in
-// steps of 32. Tiles are staged in shared memory as bf16 (rows padded by 8 elements: 16-byte multiples for WMMA,
-// fewer bank conflicts), the accumulators go through shared memory for the masked store of the edge tiles.
+// A block of 8 warps computes a 128×128 tile of C, each warp a 64×32 part (4×2 WMMA fragments of 16×16), over k in
+// steps of 32. The operands are fp32 in memory: each thread loads its share of the next k-step's tiles (16-byte
+// loads where the rows allow) into registers while the warps multiply the current one, then rounds them to bf16
+// into the other of two shared-memory buffers — one barrier per step, global latency hidden behind the MMAs.
+// Staged rows are padded by 8 elements (16-byte multiples for WMMA, fewer bank conflicts). The accumulators reach
+// global memory through a per-warp 16×16 scratch, so edge tiles are masked.
 namespace wmma = nvcuda::wmma;
-constexpr int kTcM = 64, kTcN = 64, kTcK = 32, kTcThreads = 128, kPad = 8;
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
+constexpr int kTcM = 128, kTcN = 128, kTcK = 32, kTcThreads = 256, kPad = 8;
+constexpr int kStage = kTcM * (kTcK + kPad); // bf16 elements of one staged operand tile (the larger layout)
+static_assert(kTcK * (kTcN + kPad) <= kStage, "a [k][n] tile fits the stage too");
 using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-__device__ __forceinline__ __nv_bfloat16 bf16_at(const float *p, bool in) {
-    return __float2bfloat16_rn(in ? *p : 0.0f);
-}
+// A ROWS×COLS tile of a row-major fp32 matrix (leading dimension ld), rows [r0, r0 + ROWS) and columns
+// [c0, c0 + COLS), zero outside rows < r_end and columns < c_end: each thread's share, in 4-element pieces along
+// the row, held in registers between the load and the store to shared memory.
+template <int ROWS, int COLS> struct TileLoad {
+    static constexpr int kPieces = ROWS * COLS / 4 / kTcThreads;
+    static_assert(kPieces * 4 * kTcThreads == ROWS * COLS, "the tile splits evenly over the block");
+    float v[kPieces][4];
 
-// acc[2][2] of this warp += As (its 32 rows, all kTcK columns) · B (kTcK rows, its 32 columns); B row-major
-// ([k][n], ldb) or column-major ([n][k], ldb) as LayoutB says.
-template <class LayoutB>
-__device__ void warp_mma(FragAcc (&acc)[2][2], const __nv_bfloat16 *As, int lda, const __nv_bfloat16 *Bs, int ldb,
+    // vec: 16-byte loads are allowed (ld a multiple of 4 and the matrix 16-byte aligned).
+    __device__ void load(const float *m, int64_t ld, int64_t r0, int64_t r_end, int64_t c0, int64_t c_end, bool vec) {
+        for (int p = 0; p < kPieces; ++p) {
+            const int flat = int(threadIdx.x) + p * kTcThreads, r = flat / (COLS / 4), c = flat % (COLS / 4) * 4;
+            const int64_t row = r0 + r, col = c0 + c;
+            const float *src = m + row * ld + col;
+            if (vec && row < r_end && col + 3 < c_end) {
+                const float4 f = *reinterpret_cast<const float4 *>(src);
+                v[p][0] = f.x, v[p][1] = f.y, v[p][2] = f.z, v[p][3] = f.w;
+            } else {
+                for (int i = 0; i < 4; ++i) v[p][i] = row < r_end && col + i < c_end ? src[i] : 0.0f;
+            }
+        }
+    }
+    // Into dst[r][c] (row stride COLS + kPad), rounded to bf16.
+    __device__ void store(__nv_bfloat16 *dst) const {
+        for (int p = 0; p < kPieces; ++p) {
+            const int flat = int(threadIdx.x) + p * kTcThreads, r = flat / (COLS / 4), c = flat % (COLS / 4) * 4;
+            for (int i = 0; i < 4; ++i) dst[r * (COLS + kPad) + c + i] = __float2bfloat16_rn(v[p][i]);
+        }
+    }
+};
+
+// acc[4][2] of warp (wm, wn) += A (its 64 rows, kTcK deep) · B (kTcK deep, its 32 columns), the operands in shared
+// memory with the layouts LayoutA / LayoutB (row_major A: [m][k]; col_major A: [k][m]; row_major B: [k][n];
+// col_major B: [n][k]), leading dimensions lda, ldb.
+template <class LayoutA, class LayoutB>
+__device__ void warp_mma(FragAcc (&acc)[4][2], const __nv_bfloat16 *As, int lda, const __nv_bfloat16 *Bs, int ldb,
                          int wm, int wn) {
+    using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, LayoutA>;
     using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LayoutB>;
-    constexpr bool kRowB = std::is_same_v<LayoutB, wmma::row_major>;
+    constexpr bool kRowA = std::is_same_v<LayoutA, wmma::row_major>, kRowB = std::is_same_v<LayoutB, wmma::row_major>;
     for (int kk = 0; kk < kTcK; kk += 16) {
-        FragA a[2];
+        FragA a[4];
         FragB b[2];
-        for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], As + (wm * 32 + i * 16) * lda + kk, unsigned(lda));
+        for (int i = 0; i < 4; ++i) {
+            const int m = wm * 64 + i * 16;
+            wmma::load_matrix_sync(a[i], kRowA ? As + m * lda + kk : As + kk * lda + m, unsigned(lda));
+        }
         for (int j = 0; j < 2; ++j) {
             const int n = wn * 32 + j * 16;
             wmma::load_matrix_sync(b[j], kRowB ? Bs + kk * ldb + n : Bs + n * ldb + kk, unsigned(ldb));
         }
-        for (int i = 0; i < 2; ++i)
+        for (int i = 0; i < 4; ++i)
             for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
     }
 }
 
-// The warp's accumulators into Cs [kTcM][kTcN + 4] (row-major).
-__device__ void store_acc(float *Cs, FragAcc (&acc)[2][2], int wm, int wn) {
-    for (int i = 0; i < 2; ++i)
-        for (int j = 0; j < 2; ++j)
-            wmma::store_matrix_sync(Cs + (wm * 32 + i * 16) * (kTcN + 4) + wn * 32 + j * 16, acc[i][j],
-                                    unsigned(kTcN + 4), wmma::mem_row_major);
+// The warp's accumulators to C[(r0 + m)·ldc + c0 + n] for the rows < r_end and columns < c_end, written (=) or added
+// (+=), through the warp's 16×16 scratch (shared memory no other warp uses).
+__device__ void store_warp_tile(float *C, int64_t ldc, int64_t r0, int64_t r_end, int64_t c0, int64_t c_end,
+                                FragAcc (&acc)[4][2], float *scratch, int wm, int wn, bool add) {
+    const int lane = int(threadIdx.x) % 32, r = lane / 2, c = lane % 2 * 8;
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 2; ++j) {
+            wmma::store_matrix_sync(scratch, acc[i][j], 16, wmma::mem_row_major);
+            __syncwarp();
+            const int64_t row = r0 + wm * 64 + i * 16 + r, col = c0 + wn * 32 + j * 16 + c;
+            if (row < r_end)
+                for (int q = 0; q < 8; ++q)
+                    if (col + q < c_end) {
+                        float &dst = C[row * ldc + col + q];
+                        dst = add ? dst + scratch[r * 16 + c + q] : scratch[r * 16 + c + q];
+                    }
+            __syncwarp(); // every lane has read before the next fragment overwrites the scratch
+        }
 }
 
-// grouped_gemm_kernel's product on tensor cores. Block (x: 64-row tile over all groups, y: 64-column tile).
+// Two stages of operand tiles (A then B, each kStage bf16 elements), later the warps' output scratch.
+struct TcShared {
+    __device__ __nv_bfloat16 *A(int s) { return buf + (2 * s) * kStage; }
+    __device__ __nv_bfloat16 *B(int s) { return buf + (2 * s + 1) * kStage; }
+    __device__ float *scratch(int warp) { return reinterpret_cast<float *>(buf) + warp * 256; }
+    __nv_bfloat16 *buf;
+};
+static_assert(4 * kStage * 2 >= 8 * 256 * 4, "the output scratch fits the stages");
+
+// grouped_gemm_kernel's product on tensor cores. Block (x: 128-row tile over all groups, y: 128-column tile).
+// kTransB: B_e stored [ncols, K] (staged [n][k], read as col_major B); else [K, ncols] (staged [k][n]).
 template <bool kTransB>
 __global__ void __launch_bounds__(kTcThreads)
     grouped_gemm_tc_kernel(float *C, const float *A, const float *B, const int64_t *offsets, int64_t E, int64_t K,
-                           int64_t ncols) {
-    __shared__ __align__(32) __nv_bfloat16 As[kTcM * (kTcK + kPad)]; // [r][k]
-    // B tile: [n][k] (a Linear weight's rows: read as column-major B) when kTransB, else [k][n].
-    __shared__ __align__(32) __nv_bfloat16 Bs[kTransB ? kTcN * (kTcK + kPad) : kTcK * (kTcN + kPad)];
-    __shared__ __align__(32) float Cs[kTcM * (kTcN + 4)];
+                           int64_t ncols, bool vec_a, bool vec_b) {
+    __shared__ __align__(32) __nv_bfloat16 smem[4 * kStage];
+    TcShared sh{smem};
     int64_t e = 0, row0 = 0;
     if (!locate_row_tile<kTcM>(blockIdx.x, offsets, E, e, row0)) return; // the same answer for the whole block
     const int64_t row_end = offsets[e + 1], col0 = int64_t(blockIdx.y) * kTcN;
-    const int tid = int(threadIdx.x), warp = tid / 32, wm = warp / 2, wn = warp % 2;
+    const int warp = int(threadIdx.x) / 32, wm = warp / 4, wn = warp % 4;
     const float *Be = B + e * ncols * K;
-    FragAcc acc[2][2];
+    FragAcc acc[4][2];
     for (auto &row : acc)
         for (auto &f : row) wmma::fill_fragment(f, 0.0f);
-    for (int64_t k0 = 0; k0 < K; k0 += kTcK) {
-        for (int i = tid; i < kTcM * kTcK; i += kTcThreads) { // consecutive threads: consecutive k of one row
-            const int r = i / kTcK, k = i % kTcK;
-            As[r * (kTcK + kPad) + k] = bf16_at(A + (row0 + r) * K + k0 + k, row0 + r < row_end && k0 + k < K);
-        }
-        if constexpr (kTransB) {
-            for (int i = tid; i < kTcN * kTcK; i += kTcThreads) {
-                const int n = i / kTcK, k = i % kTcK;
-                Bs[n * (kTcK + kPad) + k] = bf16_at(Be + (col0 + n) * K + k0 + k, col0 + n < ncols && k0 + k < K);
-            }
-        } else {
-            for (int i = tid; i < kTcK * kTcN; i += kTcThreads) {
-                const int k = i / kTcN, n = i % kTcN;
-                Bs[k * (kTcN + kPad) + n] = bf16_at(Be + (k0 + k) * ncols + col0 + n, k0 + k < K && col0 + n < ncols);
-            }
-        }
-        __syncthreads();
-        if constexpr (kTransB) warp_mma<wmma::col_major>(acc, As, kTcK + kPad, Bs, kTcK + kPad, wm, wn);
-        else warp_mma<wmma::row_major>(acc, As, kTcK + kPad, Bs, kTcN + kPad, wm, wn);
-        __syncthreads();
-    }
-    store_acc(Cs, acc, wm, wn);
+    TileLoad<kTcM, kTcK> la;
+    using LoadB = std::conditional_t<kTransB, TileLoad<kTcN, kTcK>, TileLoad<kTcK, kTcN>>;
+    LoadB lb;
+    auto load = [&](int64_t k0) {
+        la.load(A, K, row0, row_end, k0, K, vec_a);
+        if constexpr (kTransB) lb.load(Be, K, col0, ncols, k0, K, vec_b);
+        else lb.load(Be, ncols, k0, K, col0, ncols, vec_b);
+    };
+    load(0);
+    la.store(sh.A(0)), lb.store(sh.B(0));
     __syncthreads();
-    for (int i = tid; i < kTcM * kTcN; i += kTcThreads) {
-        const int r = i / kTcN, n = i % kTcN;
-        if (row0 + r < row_end && col0 + n < ncols) C[(row0 + r) * ncols + col0 + n] = Cs[r * (kTcN + 4) + n];
+    int cur = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += kTcK) {
+        const bool more = k0 + kTcK < K;
+        if (more) load(k0 + kTcK); // in flight while the tensor cores work on the current stage
+        if constexpr (kTransB)
+            warp_mma<wmma::row_major, wmma::col_major>(acc, sh.A(cur), kTcK + kPad, sh.B(cur), kTcK + kPad, wm, wn);
+        else warp_mma<wmma::row_major, wmma::row_major>(acc, sh.A(cur), kTcK + kPad, sh.B(cur), kTcN + kPad, wm, wn);
+        if (more) la.store(sh.A(cur ^ 1)), lb.store(sh.B(cur ^ 1)); // the other stage: last read a step ago
+        __syncthreads();
+        cur ^= 1;
     }
+    store_warp_tile(C, ncols, row0, row_end, col0, ncols, acc, sh.scratch(warp), wm, wn, false);
 }
 
 // grouped_weight_grad_kernel on tensor cores: dW_e[p, q] += Σ_r L[r, p]·R[r, q], the rows of group e in order in
-// steps of 32. Block (x: 64-wide q tile, y: 64-wide p tile, z: expert).
+// steps of 32. Block (x: 128-wide q tile, y: 128-wide p tile, z: expert). L staged [r][p] (read as col_major A),
+// R staged [r][q] (row_major B).
 __global__ void __launch_bounds__(kTcThreads)
     grouped_weight_grad_tc_kernel(float *dW, const float *L, const float *R, const int64_t *offsets, int64_t P,
-                                  int64_t Q) {
-    __shared__ __align__(32) __nv_bfloat16 Ls[kTcK * (kTcM + kPad)]; // [r][p]: Lᵀ read as column-major A
-    __shared__ __align__(32) __nv_bfloat16 Rs[kTcK * (kTcN + kPad)]; // [r][q]: row-major B
-    __shared__ __align__(32) float Cs[kTcM * (kTcN + 4)];
+                                  int64_t Q, bool vec_l, bool vec_r) {
+    __shared__ __align__(32) __nv_bfloat16 smem[4 * kStage];
+    TcShared sh{smem};
     const int64_t e = blockIdx.z, r_begin = offsets[e], r_end = offsets[e + 1];
     const int64_t p0 = int64_t(blockIdx.y) * kTcM, q0 = int64_t(blockIdx.x) * kTcN;
-    const int tid = int(threadIdx.x), warp = tid / 32, wm = warp / 2, wn = warp % 2;
-    using FragAt = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::col_major>;
-    using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
-    FragAcc acc[2][2];
+    const int warp = int(threadIdx.x) / 32, wm = warp / 4, wn = warp % 4;
+    if (r_begin >= r_end) return; // no rows: nothing to add (the whole block)
+    FragAcc acc[4][2];
     for (auto &row : acc)
         for (auto &f : row) wmma::fill_fragment(f, 0.0f);
-    for (int64_t r0 = r_begin; r0 < r_end; r0 += kTcK) {
-        for (int i = tid; i < kTcK * kTcM; i += kTcThreads) {
-            const int r = i / kTcM, c = i % kTcM;
-            Ls[r * (kTcM + kPad) + c] = bf16_at(L + (r0 + r) * P + p0 + c, r0 + r < r_end && p0 + c < P);
-            Rs[r * (kTcN + kPad) + c] = bf16_at(R + (r0 + r) * Q + q0 + c, r0 + r < r_end && q0 + c < Q);
-        }
-        __syncthreads();
-        for (int kk = 0; kk < kTcK; kk += 16) {
-            FragAt a[2];
-            FragB b[2];
-            // A(p, r) = L[r][p]: column-major with leading dimension the staged row's width.
-            for (int i = 0; i < 2; ++i)
-                wmma::load_matrix_sync(a[i], Ls + kk * (kTcM + kPad) + wm * 32 + i * 16, unsigned(kTcM + kPad));
-            for (int j = 0; j < 2; ++j)
-                wmma::load_matrix_sync(b[j], Rs + kk * (kTcN + kPad) + wn * 32 + j * 16, unsigned(kTcN + kPad));
-            for (int i = 0; i < 2; ++i)
-                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-        }
-        __syncthreads();
-    }
-    store_acc(Cs, acc, wm, wn);
+    TileLoad<kTcK, kTcM> ll;
+    TileLoad<kTcK, kTcN> lr;
+    auto load = [&](int64_t r0) {
+        ll.load(L, P, r0, r_end, p0, P, vec_l);
+        lr.load(R, Q, r0, r_end, q0, Q, vec_r);
+    };
+    load(r_begin);
+    ll.store(sh.A(0)), lr.store(sh.B(0));
     __syncthreads();
-    for (int i = tid; i < kTcM * kTcN; i += kTcThreads) {
-        const int p = i / kTcN, q = i % kTcN;
-        if (p0 + p < P && q0 + q < Q) dW[(e * P + p0 + p) * Q + q0 + q] += Cs[p * (kTcN + 4) + q];
+    int cur = 0;
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += kTcK) {
+        const bool more = r0 + kTcK < r_end;
+        if (more) load(r0 + kTcK);
+        warp_mma<wmma::col_major, wmma::row_major>(acc, sh.A(cur), kTcM + kPad, sh.B(cur), kTcN + kPad, wm, wn);
+        if (more) ll.store(sh.A(cur ^ 1)), lr.store(sh.B(cur ^ 1));
+        __syncthreads();
+        cur ^= 1;
     }
+    store_warp_tile(dW + e * P * Q, Q, p0, P, q0, Q, acc, sh.scratch(warp), wm, wn, true);
 }
 
 // dst[r, :] = src[order[r], :] (gather, scatter = false) or dst[order[r], :] = src[r, :] (scatter), r < N.
@@ -274,6 +320,8 @@ __global__ void __launch_bounds__(kRowThreads)
 
 constexpr int kThreads = 256;
 
+bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // C = A·B_e over the expert groups (see grouped_gemm_kernel); the grid covers the most row tiles any grouping of
 // N rows into E groups can have, ceil(N/kTile) + E, and blocks past the last tile return.
 template <bool kTransB>
@@ -283,7 +331,9 @@ void grouped_gemm(float *C, const float *A, const float *B, const int64_t *offse
     const int64_t row_tiles = (N + tile_m - 1) / tile_m + E, col_tiles = (ncols + tile_n - 1) / tile_n;
     if (col_tiles > 65535) fail("moe experts: {} output columns exceed the CUDA grid", ncols);
     const dim3 grid{unsigned(row_tiles), unsigned(col_tiles)};
-    if (bf16) grouped_gemm_tc_kernel<kTransB><<<grid, kTcThreads>>>(C, A, B, offsets, E, K, ncols);
+    // 16-byte loads: rows of A are K floats apart; B's rows K (transposed) or ncols.
+    const bool vec_a = aligned16(A) && K % 4 == 0, vec_b = aligned16(B) && (kTransB ? K : ncols) % 4 == 0;
+    if (bf16) grouped_gemm_tc_kernel<kTransB><<<grid, kTcThreads>>>(C, A, B, offsets, E, K, ncols, vec_a, vec_b);
     else grouped_gemm_kernel<kTransB><<<grid, dim3(kTile, kTile)>>>(C, A, B, offsets, E, K, ncols);
     ZAYA_CUDA_LAUNCHED();
 }
@@ -295,7 +345,8 @@ void grouped_weight_grad(float *dW, const float *L, const float *R, const int64_
     if (p_tiles > 65535 || E > 65535)
         fail("moe experts: weight gradient {}x{} x {} experts exceeds the CUDA grid", P, Q, E);
     const dim3 grid{unsigned(q_tiles), unsigned(p_tiles), unsigned(E)};
-    if (bf16) grouped_weight_grad_tc_kernel<<<grid, kTcThreads>>>(dW, L, R, offsets, P, Q);
+    const bool vec_l = aligned16(L) && P % 4 == 0, vec_r = aligned16(R) && Q % 4 == 0;
+    if (bf16) grouped_weight_grad_tc_kernel<<<grid, kTcThreads>>>(dW, L, R, offsets, P, Q, vec_l, vec_r);
     else grouped_weight_grad_kernel<<<grid, dim3(kTile, kTile)>>>(dW, L, R, offsets, P, Q);
     ZAYA_CUDA_LAUNCHED();
 }

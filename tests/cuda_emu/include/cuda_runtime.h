@@ -148,6 +148,10 @@ template <class Kernel> cudaError_t cudaFuncSetAttribute(Kernel *kernel, cudaFun
 
 // Device built-ins.
 void __syncthreads();
+namespace emu {
+void warp_sync(); // a barrier of the calling thread's warp
+} // namespace emu
+inline void __syncwarp(unsigned = 0xffffffffu) { emu::warp_sync(); }
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
 int atomicAdd(int *p, int v);
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
