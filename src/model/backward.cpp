@@ -66,14 +66,15 @@ void cca_attention_backward(Backend &be, const ZayaConfig &c, int64_t l, const L
     cpu::ConvShape cs{C, nq + nkv, c.cca_time0, c.cca_time1};
     be.cca_conv_backward(s.dz, s.dp, g.conv_dw, g.conv_dw_bias, g.conv_g, g.conv_g_bias, s.dconv, A.z, A.p, sb, cs,
                          w.conv_dw, w.conv_g);
-    // 1. q‖k projections → d_x_norm1.
-    be.linear_backward(s.d_x, g.q_proj, g.q_bias, s.dz, C, A.x_norm1, w.q_proj, N, D, Dq, false);
-    be.linear_backward(s.d_x, g.k_proj, g.k_bias, s.dz + Dq, C, A.x_norm1, w.k_proj, N, D, Dk, true);
     // 4. values: current half straight through; delayed half shifted back by one token. The first token's
     // delayed value is the bias alone (zero input), the last token's delayed projection is unused.
-    be.linear_backward(s.d_x, g.v_cur, g.v_cur_bias, s.dv, Dk, A.x_norm1, w.v_cur, N, D, Dv, true);
     be.delayed_values_backward(s.d_vdel, g.v_del_bias, s.dv + Dv, Dk, sb, Dv);
-    be.linear_backward(s.d_x, g.v_del, g.v_del_bias, s.d_vdel, Dv, A.x_norm1, w.v_del, N, D, Dv, true);
+    // 1. q‖k projections and 4. the value projections → d_x_norm1, as one op (they read the same x_norm1).
+    const LinearGrad proj[] = {{s.dz, C, w.q_proj, Dq, g.q_proj, g.q_bias},
+                               {s.dz + Dq, C, w.k_proj, Dk, g.k_proj, g.k_bias},
+                               {s.dv, Dk, w.v_cur, Dv, g.v_cur, g.v_cur_bias},
+                               {s.d_vdel, Dv, w.v_del, Dv, g.v_del, g.v_del_bias}};
+    be.linears_backward(s.d_x, proj, A.x_norm1, N, D, false);
 }
 
 // Backward of the router: dp_sel (s.dp_sel) → d_x_norm2 (s.d_x, accumulated), and the EDA state gradient carried

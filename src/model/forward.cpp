@@ -28,13 +28,14 @@ void cca_attention_forward(Backend &be, const ZayaConfig &c, int64_t l, const La
     const int64_t nq = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
     const int64_t Dq = c.q_dim(), Dk = c.kv_dim(), C = c.conv_channels(), Dv = Dk / 2;
 
-    // 1. q‖k projections, packed as the conv input z [N, C].
-    be.linear_forward(A.z, C, A.x_norm1, w.q_proj, w.q_bias, N, D, Dq);
-    be.linear_forward(A.z + Dq, C, A.x_norm1, w.k_proj, w.k_bias, N, D, Dk);
-    // 4. values: KV head 0 from the current token, KV head 1 from the previous one (spec A.3 step 4). Independent
-    // of steps 2-6, which run as one fused op after them.
-    be.linear_forward(A.v, Dk, A.x_norm1, w.v_cur, w.v_cur_bias, N, D, Dv);
-    be.linear_forward(A.v_del, Dv, A.x_norm1, w.v_del, w.v_del_bias, N, D, Dv);
+    // 1. q‖k projections, packed as the conv input z [N, C]; 4. values: KV head 0 from the current token, KV head 1
+    // from the previous one (spec A.3 step 4), independent of steps 2-6, which run as one fused op after them. The
+    // four read x_norm1: one op, so a bf16 backend converts it once.
+    const LinearOut proj[] = {{A.z, C, w.q_proj, w.q_bias, Dq},
+                              {A.z + Dq, C, w.k_proj, w.k_bias, Dk},
+                              {A.v, Dk, w.v_cur, w.v_cur_bias, Dv},
+                              {A.v_del, Dv, w.v_del, w.v_del_bias, Dv}};
+    be.linears_forward(proj, A.x_norm1, N, D);
     be.delayed_values_forward(A.v + Dv, Dk, A.v_del, w.v_del_bias, sb, Dv);
     // 2. causal depthwise + grouped conv over time; 3. q-k mean residual paths; 5. L2 QK-norm to √hd with the
     // linear key temperature; 6. partial neox RoPE.

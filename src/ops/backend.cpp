@@ -17,6 +17,18 @@ void Backend::router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1,
     router_select_forward(probs, choice, p_sel, logits, bias, N, K);
 }
 
+void Backend::linears_forward(std::span<const LinearOut> parts, const real *x, int64_t N, int64_t I) {
+    for (const LinearOut &p : parts) linear_forward(p.y, p.ldy, x, p.W, p.b, N, I, p.O);
+}
+
+void Backend::linears_backward(real *dx, std::span<const LinearGrad> parts, const real *x, int64_t N, int64_t I,
+                               bool accumulate_dx) {
+    for (const LinearGrad &p : parts) {
+        linear_backward(dx, p.dW, p.db, p.dy, p.ldy, x, p.W, N, I, p.O, accumulate_dx);
+        accumulate_dx = true; // the later parts add to what the first wrote
+    }
+}
+
 double Backend::sum_squares_ranges(const real *base, std::span<const std::pair<size_t, size_t>> ranges) {
     double total = 0.0;
     for (const auto &[offset, n] : ranges) total += sum_squares(base + offset, n);

@@ -26,6 +26,24 @@ struct SeqBatch {
     int64_t B, N, max_len;
 };
 
+// One of several linear layers that read the same input (Backend::linears_forward / linears_backward): its weight
+// W[O, I], bias b[O] (may be null) and output y[:, 0:O] (row stride ldy).
+struct LinearOut {
+    real *y;
+    int64_t ldy;
+    const real *W, *b;
+    int64_t O;
+};
+// The backward of one: the output gradient dy[:, 0:O] (row stride ldy), W[O, I], and the gradients dW[O, I], db[O]
+// (+=; db may be null).
+struct LinearGrad {
+    const real *dy;
+    int64_t ldy;
+    const real *W;
+    int64_t O;
+    real *dW, *db;
+};
+
 class Backend {
   public:
     virtual ~Backend() = default;
@@ -48,6 +66,13 @@ class Backend {
                                 int64_t I, int64_t O) = 0;
     virtual void linear_backward(real *dx, real *dW, real *db, const real *dy, int64_t ldy, const real *x,
                                  const real *W, int64_t N, int64_t I, int64_t O, bool accumulate_dx) = 0;
+    // Several linears that read the same x[N,I] (a block's q, k and value projections): linear_forward for each
+    // part in order; linear_backward for each part in order with dx = (or += by accumulate_dx) Σ_p dy_p·W_p. The
+    // defaults call linear_forward / linear_backward part by part; a backend that converts matmul operands (bf16
+    // on a GPU) converts x once for all the parts instead of once per matmul.
+    virtual void linears_forward(std::span<const LinearOut> parts, const real *x, int64_t N, int64_t I);
+    virtual void linears_backward(real *dx, std::span<const LinearGrad> parts, const real *x, int64_t N, int64_t I,
+                                  bool accumulate_dx);
 
     // Norms and elementwise (ops/cpu/norm.h, elementwise.h, reduce.h).
     virtual void rmsnorm_forward(real *y, real *rstd, const real *x, const real *w, int64_t N, int64_t D,

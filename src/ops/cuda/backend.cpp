@@ -69,34 +69,75 @@ class CudaBackend final : public Backend {
     void set_matmul_precision(cpu::MatmulPrecision p) override { precision_ = p; }
     bool bf16() const { return precision_ == cpu::MatmulPrecision::BF16; }
 
+    // bf16 rows must start 16-byte aligned for cuBLASLt's tensor-core kernels: a matmul whose leading dimensions
+    // are not all multiples of 8 (the router's E+1 = 17 classes) runs in fp32 instead — a tiny matrix, no algorithm
+    // hunt.
+    bool bf16_matmul(int64_t lda, int64_t ldb) const { return bf16() && lda % 8 == 0 && ldb % 8 == 0; }
+    // A bf16 copy, in buf, of the rows × cols operand at p with row stride ld: the extent it spans in memory, the
+    // last row only as wide as it is (the copy keeps the stride).
+    static const uint16_t *bf16_copy(GrowingBuffer &buf, const float *p, int64_t rows, int64_t cols, int64_t ld) {
+        const int64_t n = (rows - 1) * ld + cols;
+        uint16_t *d = buf.at_least(size_t(n));
+        cuda::to_bf16(d, p, n);
+        return d;
+    }
+
     // C = op(A)·op(B) (+ beta·C) in the backend's precision; A's rows have stride lda (likewise B).
     void matmul(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                 int64_t ldb, float beta, float *C, int64_t ldc) {
-        // bf16 rows must start 16-byte aligned for cuBLASLt's tensor-core kernels: a leading dimension that is not a
-        // multiple of 8 (the router's E+1 = 17 classes) runs in fp32 instead — a tiny matrix, no algorithm hunt.
-        if (precision_ == cpu::MatmulPrecision::F32 || lda % 8 != 0 || ldb % 8 != 0)
-            return cuda::gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-        // The extent each operand spans in memory: rows × stride, the last row only as wide as it is.
-        const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
-        const int64_t a_n = (a_rows - 1) * lda + a_cols, b_n = (b_rows - 1) * ldb + b_cols;
-        uint16_t *a16 = a16_.at_least(size_t(a_n)), *b16 = b16_.at_least(size_t(b_n));
-        cuda::to_bf16(a16, A, a_n);
-        cuda::to_bf16(b16, B, b_n);
+        if (!bf16_matmul(lda, ldb)) return cuda::gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+        const uint16_t *a16 = bf16_copy(a16_, A, ta ? K : M, ta ? M : K, lda);
+        const uint16_t *b16 = bf16_copy(b16_, B, tb ? N : K, tb ? K : N, ldb);
         cuda::gemm_bf16(ta, tb, M, N, K, 1.0f, a16, lda, b16, ldb, beta, C, ldc);
     }
 
     void linear_forward(real *y, int64_t ldy, const real *x, const real *W, const real *b, int64_t N, int64_t I,
                         int64_t O) override {
-        if (N == 0) return;
-        matmul(false, true, N, O, I, x, I, W, I, 0.0f, y, ldy);
-        if (b) cuda::add_bias_rows(y, ldy, b, N, O);
+        const LinearOut part{y, ldy, W, b, O};
+        linears_forward({&part, 1}, x, N, I);
     }
     void linear_backward(real *dx, real *dW, real *db, const real *dy, int64_t ldy, const real *x, const real *W,
                          int64_t N, int64_t I, int64_t O, bool accumulate_dx) override {
+        const LinearGrad part{dy, ldy, W, O, dW, db};
+        linears_backward(dx, {&part, 1}, x, N, I, accumulate_dx);
+    }
+    // Under bf16 matmuls x is converted once for all the parts, and each part's dy once for both of its matmuls
+    // (dx and dW): a linear's operands cross memory once each, not once per GEMM that reads them.
+    void linears_forward(std::span<const LinearOut> parts, const real *x, int64_t N, int64_t I) override {
         if (N == 0) return;
-        if (dx) matmul(false, false, N, I, O, dy, ldy, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I);
-        matmul(true, false, O, I, N, dy, ldy, x, I, 1.0f, dW, I);
-        if (db) cuda::column_dot_add(db, dy, ldy, nullptr, 0, N, O);
+        const uint16_t *x16 = nullptr; // converted at its first use
+        for (const LinearOut &p : parts) {
+            if (bf16_matmul(I, I)) {
+                if (!x16) x16 = bf16_copy(x16_, x, N, I, I);
+                const uint16_t *w16 = bf16_copy(b16_, p.W, p.O, I, I);
+                cuda::gemm_bf16(false, true, N, p.O, I, 1.0f, x16, I, w16, I, 0.0f, p.y, p.ldy);
+            } else {
+                cuda::gemm_f32(false, true, N, p.O, I, 1.0f, x, I, p.W, I, 0.0f, p.y, p.ldy);
+            }
+            if (p.b) cuda::add_bias_rows(p.y, p.ldy, p.b, N, p.O);
+        }
+    }
+    void linears_backward(real *dx, std::span<const LinearGrad> parts, const real *x, int64_t N, int64_t I,
+                          bool accumulate_dx) override {
+        if (N == 0) return;
+        const uint16_t *x16 = nullptr;
+        for (const LinearGrad &p : parts) {
+            const float beta = accumulate_dx ? 1.0f : 0.0f;
+            if (bf16_matmul(p.ldy, I)) {
+                const uint16_t *dy16 = bf16_copy(a16_, p.dy, N, p.O, p.ldy);
+                if (dx) {
+                    const uint16_t *w16 = bf16_copy(b16_, p.W, p.O, I, I);
+                    cuda::gemm_bf16(false, false, N, I, p.O, 1.0f, dy16, p.ldy, w16, I, beta, dx, I);
+                }
+                if (!x16) x16 = bf16_copy(x16_, x, N, I, I);
+                cuda::gemm_bf16(true, false, p.O, I, N, 1.0f, dy16, p.ldy, x16, I, 1.0f, p.dW, I);
+            } else {
+                if (dx) cuda::gemm_f32(false, false, N, I, p.O, 1.0f, p.dy, p.ldy, p.W, I, beta, dx, I);
+                cuda::gemm_f32(true, false, p.O, I, N, 1.0f, p.dy, p.ldy, x, I, 1.0f, p.dW, I);
+            }
+            if (p.db) cuda::column_dot_add(p.db, p.dy, p.ldy, nullptr, 0, N, p.O);
+            accumulate_dx = true; // the later parts add to what the first wrote
+        }
     }
     void rmsnorm_forward(real *y, real *rstd, const real *x, const real *w, int64_t N, int64_t D, real eps) override {
         cuda::rmsnorm_forward(y, rstd, x, w, N, D, eps);
@@ -330,7 +371,8 @@ class CudaBackend final : public Backend {
 
   private:
     cpu::MatmulPrecision precision_ = cpu::MatmulPrecision::F32;
-    GrowingBuffer a16_, b16_;
+    // bf16 operand copies: matmul's A and B (a linear's dy and W), and a linears op's shared x.
+    GrowingBuffer a16_, b16_, x16_;
     std::map<std::pair<int64_t, double>, cuda::DeviceArray<float>> inv_freq_;
     std::unique_ptr<cuda::NewtonSchulzBf16> ns_;
     cuda::DeviceArray<float> muon_u_; // the update u, orthogonalised in place
