@@ -5,11 +5,14 @@
 //   matrix rate   cuBLASLt bf16 GEMM, fp32 accumulation, 8192³ (and the fp32 GEMM, no TF32): what MFU is measured
 //                 against besides the 989 TFLOP/s datasheet peak
 //   HBM           device-to-device copy of 4 GiB: read + write bytes per second, the decode bound's bandwidth
-//   kernels       attention forward/backward (T = 4096, 16 query heads, 2 kv heads, head 128), Newton–Schulz on a
-//                 2048 × 8192 matrix, the chunked LM head + cross-entropy (4096 rows, D 2048, V 262272)
+//   kernels       attention forward/backward (T = 4096, 16 query heads, 2 kv heads, head 128; fp32 and on bf16
+//                 tensor cores), the grouped SwiGLU experts forward/backward on bf16 tensor cores (8192 tokens over
+//                 16 experts, D = I = 2048), Newton–Schulz on a 2048 × 8192 matrix, the chunked LM head +
+//                 cross-entropy (4096 rows, D 2048, V 262272)
 // Timings are the best of `reps` runs after a warm-up, each ended by a device synchronise.
 #include "ops/cuda/attention.h"
 #include "ops/cuda/lm_head.h"
+#include "ops/cuda/moe.h"
 #include "ops/cuda/muon.h"
 #include "ops/cuda/ops.h"
 #include "ops/cuda/runtime.h"
@@ -86,18 +89,63 @@ void bench_attention() {
     auto dv = filled<float>(size_t(T * nkv * hd), 0);
     // Causal: half of the T² score matrix; forward 2 GEMM-like products, backward 5.
     const double pair_flop = 2.0 * double(T) * double(T) / 2 * double(hd) * double(nq);
+    for (bool bf16 : {false, true}) {
+        auto fwd = bf16 ? cuda::attention_forward_bf16 : cuda::attention_forward;
+        auto bwd = bf16 ? cuda::attention_backward_bf16 : cuda::attention_backward;
+        const double tf = best_seconds([&] { fwd(out.data(), lse.data(), q.data(), k.data(), v.data(), batch, s); }, 3);
+        const double tb = best_seconds(
+            [&] {
+                bwd(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(), k.data(), v.data(),
+                    batch, s);
+            },
+            3);
+        print(std::string("{\"bench\": \"") + (bf16 ? "attention_bf16" : "attention") +
+              "\", \"T\": 4096, \"nq\": 16, \"nkv\": 2, \"hd\": 128, \"forward_ms\": " + std::to_string(tf * 1e3) +
+              ", \"forward_tflops\": " + std::to_string(2 * pair_flop / tf / 1e12) +
+              ", \"backward_ms\": " + std::to_string(tb * 1e3) +
+              ", \"backward_tflops\": " + std::to_string(5 * pair_flop / tb / 1e12) + "}");
+    }
+}
+
+// The routed experts as in training under --precision bf16: tokens spread evenly over the experts (none to the skip
+// slot), the grouped GEMMs on tensor cores. Forward 3 products of 2·N·D·I each (gate, up, down), backward 6.
+void bench_experts() {
+    const int64_t N = 8192, D = 2048, I = 2048, E = 16;
+    const cuda::MoeShape s{D, I, E, false};
+    std::vector<int32_t> ch(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) ch[size_t(n)] = int32_t((n * 7) % E);
+    cuda::DeviceArray<int32_t> choice(ch.size()), order(ch.size());
+    cuda::copy_to_device(choice.data(), ch.data(), sizeof(int32_t) * ch.size());
+    cuda::DeviceArray<int64_t> offsets(size_t(E + 2));
+    cuda::moe_group_tokens(order.data(), offsets.data(), choice.data(), N, E);
+    auto x = filled<float>(size_t(N * D), 0x3C), p = filled<float>(size_t(N), 0x3C);
+    auto gate_up = filled<float>(size_t(E * 2 * I * D), 0x3C), down = filled<float>(size_t(E * D * I), 0x3C);
+    auto out = filled<float>(size_t(N * D), 0), xg = filled<float>(size_t(N * D), 0);
+    auto y = filled<float>(size_t(N * D), 0);
+    auto h = filled<float>(size_t(N * 2 * I), 0), a = filled<float>(size_t(N * I), 0);
+    auto dout = filled<float>(size_t(N * D), 0x3C), dx = filled<float>(size_t(N * D), 0);
+    auto dp = filled<float>(size_t(N), 0);
+    auto dgu = filled<float>(size_t(E * 2 * I * D), 0), ddown = filled<float>(size_t(E * D * I), 0);
+    auto dy = filled<float>(size_t(N * D), 0), da = filled<float>(size_t(N * I), 0);
+    auto dh = filled<float>(size_t(N * 2 * I), 0), dxg = filled<float>(size_t(N * D), 0);
     const double tf = best_seconds(
-        [&] { cuda::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), batch, s); }, 3);
-    const double tb = best_seconds(
         [&] {
-            cuda::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(),
-                                     k.data(), v.data(), batch, s);
+            cuda::moe_experts_forward(out.data(), xg.data(), h.data(), a.data(), y.data(), x.data(), order.data(),
+                                      offsets.data(), p.data(), gate_up.data(), down.data(), N, s, true);
         },
         3);
-    print("{\"bench\": \"attention\", \"T\": 4096, \"nq\": 16, \"nkv\": 2, \"hd\": 128, \"forward_ms\": " +
-          std::to_string(tf * 1e3) + ", \"forward_tflops\": " + std::to_string(2 * pair_flop / tf / 1e12) +
+    const double tb = best_seconds(
+        [&] {
+            cuda::moe_experts_backward(dx.data(), dp.data(), dgu.data(), ddown.data(), dy.data(), da.data(), dh.data(),
+                                       dxg.data(), dout.data(), order.data(), offsets.data(), p.data(), xg.data(),
+                                       h.data(), a.data(), y.data(), gate_up.data(), down.data(), N, s, true);
+        },
+        3);
+    const double product = 2.0 * double(N) * double(D) * double(I);
+    print("{\"bench\": \"experts_bf16\", \"N\": 8192, \"D\": 2048, \"I\": 2048, \"E\": 16, \"forward_ms\": " +
+          std::to_string(tf * 1e3) + ", \"forward_tflops\": " + std::to_string(3 * product / tf / 1e12) +
           ", \"backward_ms\": " + std::to_string(tb * 1e3) +
-          ", \"backward_tflops\": " + std::to_string(5 * pair_flop / tb / 1e12) + "}");
+          ", \"backward_tflops\": " + std::to_string(6 * product / tb / 1e12) + "}");
 }
 
 void bench_newton_schulz() {
@@ -146,6 +194,7 @@ int main() {
     const std::pair<const char *, void (*)()> all[] = {{"gemm", bench_gemm},
                                                        {"hbm", bench_hbm},
                                                        {"attention", bench_attention},
+                                                       {"experts", bench_experts},
                                                        {"newton_schulz", bench_newton_schulz},
                                                        {"lm_head", bench_lm_head}};
     int failed = 0;

@@ -2,8 +2,8 @@
 # The one script to run on the GPU machine (device tool), from the repository root, after scripts/gpu_bundle.sh
 # has filled build-gpu/ here and the device tool carried it:  bash scripts/gpu_check.sh
 # Runs every CUDA op (and the whole model, forward and backward) against its CPU twin, then zaya_cuda_bench (the
-# GPU's bf16/fp32 matrix rate and HBM copy bandwidth, and the attention, Newton–Schulz and LM-head kernels at ZAYA1-8B
-# shapes), then `zaya train` for 20 steps on the CPU and on the GPU (fp32 and bf16 matmuls) from the same seed and
+# GPU's bf16/fp32 matrix rate and HBM copy bandwidth, and the attention (fp32, bf16), grouped experts (bf16),
+# Newton–Schulz and LM-head kernels at ZAYA1-8B shapes), then `zaya train` for 20 steps on the CPU and on the GPU (fp32 and bf16 matmuls) from the same seed and
 # data, `zaya bench train --device cuda` on the ~1B preset, `zaya generate --device cuda` against the CPU (the same
 # ids, greedy and sampled), and `zaya bench decode --device cuda` (batch-1 decode tokens/s against the HBM bound, then
 # batch 1 again without programmatic dependent launch, and 8 sequences stepped together) at ZAYA1-8B shapes with

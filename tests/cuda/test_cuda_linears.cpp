@@ -132,7 +132,8 @@ void check_linears(bool bf16) {
             }
             for (int64_t n = 0; n < kN; ++n)
                 for (int64_t k = 0; k < kI; ++k)
-                    for (int64_t o = 0; o < p.O; ++o) dx_ref[size_t(n * kI + k)] += dy_at(n, o) * wr[size_t(o * kI + k)];
+                    for (int64_t o = 0; o < p.O; ++o)
+                        dx_ref[size_t(n * kI + k)] += dy_at(n, o) * wr[size_t(o * kI + k)];
             EXPECT_LT(rel_err(download(dW[i]), dW_ref), tol) << "dW, part " << i;
             if (!p.b.empty()) EXPECT_LT(rel_err(download(db[i]), db_ref), tol) << "db (fp32 dy), part " << i;
             else EXPECT_EQ(download(db[i]), db0[i]) << "part " << i << " has no bias: its db is not touched";
