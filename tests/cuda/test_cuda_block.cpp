@@ -38,6 +38,29 @@ TEST_F(CudaBlock, BiasRowsAndColumnSums) {
     }
 }
 
+// The column sums' two passes (column_sum.cuh) where they split: rows over three chunks of 256 (the last ragged),
+// columns over three tiles of 32 (the last ragged), strided inputs; the same bits when run again; no rows: no change.
+TEST_F(CudaBlock, ColumnSumsAcrossChunksAndTiles) {
+    const int64_t N = 600, D = 70, lda = 72, ldb = 75;
+    auto a = random_vec(size_t(N * lda), 20), c = random_vec(size_t(N * ldb), 21), out0 = random_vec(size_t(D), 22);
+    auto a_d = upload(a), c_d = upload(c);
+    for (bool with_b : {true, false}) {
+        SCOPED_TRACE(with_b);
+        std::vector<double> ref(out0.begin(), out0.end());
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t o = 0; o < D; ++o)
+                ref[size_t(o)] += double(a[size_t(n * lda + o)]) * (with_b ? double(c[size_t(n * ldb + o)]) : 1.0);
+        auto out_d = upload(out0), again_d = upload(out0);
+        cuda::column_dot_add(out_d.data(), a_d.data(), lda, with_b ? c_d.data() : nullptr, ldb, N, D);
+        cuda::column_dot_add(again_d.data(), a_d.data(), lda, with_b ? c_d.data() : nullptr, ldb, N, D);
+        const auto got = download(out_d);
+        EXPECT_LT(rel_err(got, std::vector<float>(ref.begin(), ref.end())), kFp32Tol);
+        EXPECT_EQ(got, download(again_d)) << "not deterministic";
+        cuda::column_dot_add(out_d.data(), a_d.data(), lda, with_b ? c_d.data() : nullptr, ldb, 0, D);
+        EXPECT_EQ(download(out_d), got) << "no rows must add nothing";
+    }
+}
+
 TEST_F(CudaBlock, DelayedValuesForwardBackward) {
     const std::vector<int64_t> seq{0, 5, 6, 20, 33}; // lengths 5, 1, 14, 13
     const int64_t B = 4, N = 33, Dv = 6, ldv = 16;

@@ -1,8 +1,10 @@
-// Kernels of ops/cuda/block.h. Correctness first: one thread per output element (per column for the sums), plain
-// index math, every launch checked.
+// Kernels of ops/cuda/block.h. Correctness first: one thread per output element, plain index math, every launch
+// checked; the column sums by column_sum.cuh's deterministic two-pass reduction.
 #include "ops/cuda/block.h"
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/column_sum.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/varlen.cuh"
 
 namespace zaya::cuda {
 
@@ -15,26 +17,6 @@ __global__ void add_bias_rows_kernel(float *y, int64_t ldy, const float *b, int6
     if (k >= N * O) return;
     const int64_t n = k / O, o = k % O;
     y[n * ldy + o] += b[o];
-}
-
-__global__ void column_dot_add_kernel(float *out, const float *a, int64_t lda, const float *b, int64_t ldb,
-                                      int64_t N, int64_t D) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= D) return;
-    float acc = 0.0f;
-    for (int64_t n = 0; n < N; ++n) acc += b ? a[n * lda + i] * b[n * ldb + i] : a[n * lda + i];
-    out[i] += acc;
-}
-
-// The sequence that owns row n: the last b with seq_start[b] ≤ n (binary search over B+1 starts).
-__device__ int64_t sequence_of(const int64_t *seq_start, int64_t B, int64_t n) {
-    int64_t lo = 0, hi = B; // invariant: seq_start[lo] ≤ n < seq_start[hi]
-    while (hi - lo > 1) {
-        const int64_t mid = (lo + hi) / 2;
-        if (seq_start[mid] <= n) lo = mid;
-        else hi = mid;
-    }
-    return lo;
 }
 
 __global__ void delayed_values_forward_kernel(float *v, int64_t ldv, const float *v_del, const float *bias,
@@ -100,8 +82,8 @@ void add_bias_rows(float *y, int64_t ldy, const float *b, int64_t N, int64_t O) 
 
 void column_dot_add(float *out, const float *a, int64_t lda, const float *b, int64_t ldb, int64_t N, int64_t D) {
     if (D == 0) return;
-    column_dot_add_kernel<<<blocks_for(D, kThreads), kThreads, 0, launch_stream()>>>(out, a, lda, b, ldb, N, D);
-    ZAYA_CUDA_LAUNCHED();
+    if (b) column_sum_add<float>(out, ColumnProduct{a, lda, b, ldb}, N, D);
+    else column_sum_add<float>(out, ColumnOf<float>{a, lda}, N, D);
 }
 
 void delayed_values_forward(float *v, int64_t ldv, const float *v_del, const float *bias, const int64_t *seq_start,

@@ -9,8 +9,8 @@ namespace zaya::cuda {
 // y[n, o] (row stride ldy) += b[o] for n < N, o < O: a projection's bias, when its GEMM wrote into a packed buffer.
 void add_bias_rows(float *y, int64_t ldy, const float *b, int64_t N, int64_t O);
 
-// out[o] += Σ_n a[n·lda + o] · b[n·ldb + o]  (b null: Σ_n a[n·lda + o]), rows summed in order by one thread per
-// column: deterministic, the gradient of every per-feature vector.                          (cpu::column_dot_add)
+// out[o] += Σ_n a[n·lda + o] · b[n·ldb + o]  (b null: Σ_n a[n·lda + o]), rows summed in chunks in a fixed order
+// (column_sum.cuh): deterministic, the gradient of every per-feature vector.                 (cpu::column_dot_add)
 void column_dot_add(float *out, const float *a, int64_t lda, const float *b, int64_t ldb, int64_t N, int64_t D);
 
 // The delayed value half (spec A.3 step 4): v[n, 0:Dv] (row stride ldv) = v_del[n−1] within n's sequence, or the

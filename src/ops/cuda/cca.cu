@@ -2,6 +2,7 @@
 // head row (hd is ~128: a short loop), each mirroring the arithmetic order of its cpu:: twin.
 #include "ops/cuda/cca.h"
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/column_sum.cuh"
 
 #include <cfloat>
 
@@ -102,15 +103,6 @@ __global__ void qk_norm_backward_kernel(float *dq, float *dk, double *dtemp_rows
     normalize_backward(d, x, nrm, temp[row % nkv], scale, hd);
 }
 
-// dtemp[j] += Σ_n dtemp_rows[n·nkv + j], in token order (one thread per kv head).
-__global__ void add_temp_grads_kernel(float *dtemp, const double *dtemp_rows, int64_t N, int64_t nkv) {
-    const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (j >= nkv) return;
-    double acc = 0.0;
-    for (int64_t n = 0; n < N; ++n) acc += dtemp_rows[n * nkv + j];
-    dtemp[j] += float(acc);
-}
-
 // x ← R(sign·θ)·x on the pairs (i, i + rot/2) of every head; one thread per (n, head, i < rot/2).
 __global__ void rope_rotate_kernel(float *x, const float *cos_t, const float *sin_t, int64_t N, int64_t H,
                                    int64_t hd, int64_t rot, float sign) {
@@ -174,9 +166,7 @@ void cca_qk_norm_backward(float *dq, float *dk, float *dtemp, const float *q_pre
 }
 
 void add_temp_grads(float *dtemp, const double *dtemp_rows, int64_t N, int64_t nkv) {
-    if (nkv == 0) return;
-    add_temp_grads_kernel<<<blocks_for(nkv, kThreads), kThreads, 0, launch_stream()>>>(dtemp, dtemp_rows, N, nkv);
-    ZAYA_CUDA_LAUNCHED();
+    column_sum_add<double>(dtemp, ColumnOf<double>{dtemp_rows, nkv}, N, nkv);
 }
 
 void rope_forward(float *x, const float *cos_t, const float *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot) {

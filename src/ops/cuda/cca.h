@@ -40,7 +40,8 @@ void cca_qk_norm_forward(float *q, float *k, float *qn, float *kn, const float *
 // k_pre); dtemp[nkv] += (summed over tokens in order, in double: deterministic).     (cpu::cca_qk_norm_backward)
 void cca_qk_norm_backward(float *dq, float *dk, float *dtemp, const float *q_pre, const float *k_pre, const float *qn,
                           const float *kn, const float *temp, int64_t N, int64_t nq, int64_t nkv, int64_t hd);
-// dtemp[j] += Σ_n dtemp_rows[n·nkv + j], tokens in order, in double: the temperature gradient's deterministic sum
+// dtemp[j] += Σ_n dtemp_rows[n·nkv + j], in double, tokens in a fixed order of chunks (column_sum.cuh): the
+// temperature gradient's deterministic sum
 // after a QK-norm backward (this one's and cca_qk_backward's) left one partial per (token, KV head).
 void add_temp_grads(float *dtemp, const double *dtemp_rows, int64_t N, int64_t nkv);
 

@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "ops/cuda/cca.h"
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/column_sum.cuh"
+#include "ops/cuda/varlen.cuh"
 
 #include <algorithm>
 
@@ -109,38 +111,18 @@ __global__ void depthwise_backward_dz_kernel(float *dz, const float *dp, const i
     }
 }
 
-// dst[c] += Σ_{r<rows} src[r·C + c]: one thread per column, rows in order (chunked). dbg from dout (rows = N),
-// dbd from dp (rows = all p rows: every p row, padding rows included, carries the depthwise bias).
-__global__ void column_sum_kernel(float *dst, const float *src, int64_t rows, int64_t C) {
-    const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float total = 0.0f;
-    for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
-        float part = 0.0f;
-        const int64_t r1 = r0 + kChunk < rows ? r0 + kChunk : rows;
-        for (int64_t r = r0; r < r1; ++r) part += src[r * C + c];
-        total += part;
-    }
-    dst[c] += total;
-}
-
-// dwd[c·k0 + i] += Σ over tokens n (all sequences, in order) of dp[p position j = t+(k0−1)−i][c] · z[n][c], for the
-// n whose j is < T (p position j read z position t = n − ss[b] at tap i). One thread per (c, i).
-__global__ void depthwise_backward_dw_kernel(float *dwd, const float *dp, const float *z, const int64_t *ss,
-                                             int64_t B, int64_t C, int64_t k0, int64_t k1) {
-    const int64_t w = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (w >= C * k0) return;
-    const int64_t c = w / k0, i = w % k0, N = ss[B];
-    float total = 0.0f, part = 0.0f;
-    int64_t b = 0;
-    for (int64_t n = 0; n < N; ++n) {
-        while (n >= ss[b + 1]) ++b; // n's sequence (skips empty ones)
+// dwd[c·k0 + i] += Σ over tokens n of dp[p position j = t+(k0−1)−i][c] · z[n][c], for the n whose j is < T (p
+// position j read z position t = n − ss[b] at tap i): column w = c·k0 + i of column_sum_add.
+struct DepthwiseWeightGrad {
+    const float *dp, *z;
+    const int64_t *ss;
+    int64_t B, C, k0, k1;
+    __device__ float operator()(int64_t n, int64_t w) const {
+        const int64_t c = w / k0, i = w % k0, b = sequence_of(ss, B, n);
         const int64_t t = n - ss[b], j = t + (k0 - 1) - i, T = ss[b + 1] - ss[b];
-        if (j < T) part += dp[(ss[b] + b * (k1 - 1) + j + (k1 - 1)) * C + c] * z[n * C + c];
-        if ((n + 1) % kChunk == 0) total += part, part = 0.0f;
+        return j < T ? dp[(ss[b] + b * (k1 - 1) + j + (k1 - 1)) * C + c] * z[n * C + c] : 0.0f;
     }
-    dwd[w] += total + part;
-}
+};
 
 // dwg[(c·hd + i)·k1 + τ] += Σ over tokens n (in order) of dout[n][c] · p[local row t+τ of n's sequence][γ·hd + i].
 // Thread w = (τ·C + c)·hd + i: neighbouring threads read neighbouring p channels.
@@ -186,20 +168,16 @@ void cca_conv_backward(float *dz, float *dp, float *dwd, float *dbd, float *dwg,
     grouped_backward_dp_kernel<<<seq_grid(batch, batch.max_len + s.k1 - 1, C), kThreads, 0, launch_stream()>>>(
         dp, dout, batch.seq_start, C, hd, s.k1, wg);
     ZAYA_CUDA_LAUNCHED();
-    column_sum_kernel<<<blocks_for(C, kThreads), kThreads, 0, launch_stream()>>>(dbd, dp, P, C);
-    ZAYA_CUDA_LAUNCHED();
+    column_sum_add<float>(dbd, ColumnOf<float>{dp, C}, P, C);
     if (batch.N == 0) return;
     depthwise_backward_dz_kernel<<<seq_grid(batch, batch.max_len, C), kThreads, 0, launch_stream()>>>(
         dz, dp, batch.seq_start, C, s.k0, s.k1, wd);
     ZAYA_CUDA_LAUNCHED();
-    depthwise_backward_dw_kernel<<<blocks_for(C * s.k0, kThreads), kThreads, 0, launch_stream()>>>(
-        dwd, dp, z, batch.seq_start, batch.B, C, s.k0, s.k1);
-    ZAYA_CUDA_LAUNCHED();
+    column_sum_add<float>(dwd, DepthwiseWeightGrad{dp, z, batch.seq_start, batch.B, C, s.k0, s.k1}, batch.N, C * s.k0);
     grouped_backward_dw_kernel<<<blocks_for(s.k1 * C * hd, kThreads), kThreads, 0, launch_stream()>>>(
         dwg, dout, p, batch.seq_start, batch.B, C, hd, s.k1);
     ZAYA_CUDA_LAUNCHED();
-    column_sum_kernel<<<blocks_for(C, kThreads), kThreads, 0, launch_stream()>>>(dbg, dout, batch.N, C);
-    ZAYA_CUDA_LAUNCHED();
+    column_sum_add<float>(dbg, ColumnOf<float>{dout, C}, batch.N, C);
 }
 
 } // namespace zaya::cuda

@@ -1,7 +1,9 @@
 // Backward of the elementwise ops of elementwise.cu: embedding, residual scaling, GELU. No atomics: every output
-// element has one writer thread, which sums its terms in a fixed order, so the results are deterministic.
+// element has one writer thread, which sums its terms in a fixed order (the per-column parameter gradients through
+// column_sum.cuh), so the results are deterministic.
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/column_sum.cuh"
 #include "ops/cuda/ops.h"
 
 #include <algorithm>
@@ -13,22 +15,24 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// dbias[i] += Σ_n dout[n,i]·scale[i], dscale[i] += Σ_n dout[n,i]·(table[tokens[n],i] + bias[i]): one thread per
-// column, tokens in order.
-__global__ void embedding_param_grads_kernel(float *dbias, float *dscale, const float *dout, const int32_t *tokens,
-                                             const float *table, const float *bias, const float *scale, int64_t N,
-                                             int64_t D) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= D) return;
-    float db = 0.0f, ds = 0.0f;
-    for (int64_t n = 0; n < N; ++n) {
-        const float g = dout[n * D + i];
-        db += g * scale[i];
-        ds += g * (table[int64_t(tokens[n]) * D + i] + bias[i]);
+// The parameter gradients' terms, summed over the rows by column_sum_add: g[n, i]·(x[n, i] + add[i]), x null: g·add[i]
+// (a scale's or a bias's gradient), and the embedding scale's g[n, i]·(table[tokens[n], i] + bias[i]).
+struct ScaledColumn {
+    const float *g, *x, *add;
+    int64_t D;
+    __device__ float operator()(int64_t n, int64_t i) const {
+        return g[n * D + i] * ((x ? x[n * D + i] : 0.0f) + add[i]);
     }
-    dbias[i] += db;
-    dscale[i] += ds;
-}
+};
+struct EmbeddingScaleGrad {
+    const float *g;
+    const int32_t *tokens;
+    const float *table, *bias;
+    int64_t D;
+    __device__ float operator()(int64_t n, int64_t i) const {
+        return g[n * D + i] * (table[int64_t(tokens[n]) * D + i] + bias[i]);
+    }
+};
 
 // Thread (run r, column i): dtable[id, i] += dout[n, i]·scale[i] for the rows n = order[start[r]] … of run r, all of
 // token id, in token order (as the CPU loop adds them). Runs are distinct ids, so each element has one writer.
@@ -42,24 +46,6 @@ __global__ void embedding_table_grad_kernel(float *dtable, const float *dout, co
     float acc = *dt;
     for (int64_t j = start[r]; j < start[r + 1]; ++j) acc += dout[order[j] * D + i] * scale[i];
     *dt = acc;
-}
-
-// The four parameter gradients of residual_scale_forward: one thread per column, rows in order.
-__global__ void residual_param_grads_kernel(float *d_hs_scale, float *d_hs_bias, float *d_res_scale,
-                                            float *d_res_bias, const float *dout, const float *x, const float *res,
-                                            const float *hs_scale, const float *hs_bias, const float *res_scale,
-                                            const float *res_bias, int64_t N, int64_t D) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= D) return;
-    float hb = 0.0f, hs = 0.0f, rb = 0.0f, rs = 0.0f;
-    for (int64_t n = 0; n < N; ++n) {
-        const float g = dout[n * D + i];
-        hb += g * hs_scale[i];
-        hs += g * (x[n * D + i] + hs_bias[i]);
-        rb += g * res_scale[i];
-        rs += g * (res[n * D + i] + res_bias[i]);
-    }
-    d_hs_bias[i] += hb, d_hs_scale[i] += hs, d_res_bias[i] += rb, d_res_scale[i] += rs;
 }
 
 __global__ void residual_input_grads_kernel(float *dx, float *dres, const float *dout, const float *hs_scale,
@@ -101,9 +87,8 @@ void embedding_backward(float *dtable, float *dbias, float *dscale, const float 
         if (id < 0) fail("embedding_backward: token id {} at row {} is negative", id, n); // the lookup would too
         if (id != skip_token) index.push_back(n);
     }
-    embedding_param_grads_kernel<<<blocks_for(D, kThreads), kThreads>>>(dbias, dscale, dout, tokens, table, bias,
-                                                                        scale, N, D);
-    ZAYA_CUDA_LAUNCHED();
+    column_sum_add<float>(dbias, ScaledColumn{dout, nullptr, scale, D}, N, D);
+    column_sum_add<float>(dscale, EmbeddingScaleGrad{dout, tokens, table, bias, D}, N, D);
 
     const auto id_of = [&](int64_t row) { return ids[size_t(row)]; };
     std::stable_sort(index.begin(), index.end(), [&](int64_t a, int64_t b) { return id_of(a) < id_of(b); });
@@ -126,10 +111,10 @@ void residual_scale_backward(float *dx, float *dres, float *d_hs_scale, float *d
                              const float *res_bias, int64_t N, int64_t D, bool accumulate_dres) {
     if (N * D == 0) return;
     // The sums first: they read dout, which the second kernel would then be free to overwrite were dx aliasing it.
-    residual_param_grads_kernel<<<blocks_for(D, kThreads), kThreads>>>(d_hs_scale, d_hs_bias, d_res_scale,
-                                                                       d_res_bias, dout, x, res, hs_scale, hs_bias,
-                                                                       res_scale, res_bias, N, D);
-    ZAYA_CUDA_LAUNCHED();
+    column_sum_add<float>(d_hs_bias, ScaledColumn{dout, nullptr, hs_scale, D}, N, D);
+    column_sum_add<float>(d_hs_scale, ScaledColumn{dout, x, hs_bias, D}, N, D);
+    column_sum_add<float>(d_res_bias, ScaledColumn{dout, nullptr, res_scale, D}, N, D);
+    column_sum_add<float>(d_res_scale, ScaledColumn{dout, res, res_bias, D}, N, D);
     residual_input_grads_kernel<<<blocks_for(N * D, kThreads), kThreads>>>(dx, dres, dout, hs_scale, res_scale, N * D,
                                                                            D, accumulate_dres);
     ZAYA_CUDA_LAUNCHED();

@@ -1,5 +1,6 @@
 // RMSNorm forward and backward: one block per row, warp-shuffle reductions in fp32.
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/column_sum.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/ops.h"
 
@@ -48,25 +49,12 @@ __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dy, const flo
     }
 }
 
-// dw partial sums: block (column tile, row chunk) sums its rows in order.
-constexpr int kRowsPerChunk = 64;
-__global__ void rmsnorm_dw_partial_kernel(float *partial, const float *dy, const float *x, const float *rstd,
-                                          int64_t N, int64_t D) {
-    const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (col >= D) return;
-    const int64_t r0 = int64_t(blockIdx.y) * kRowsPerChunk, r1 = min(r0 + kRowsPerChunk, N);
-    float acc = 0;
-    for (int64_t n = r0; n < r1; ++n) acc += dy[n * D + col] * x[n * D + col] * rstd[n];
-    partial[int64_t(blockIdx.y) * D + col] = acc;
-}
-
-__global__ void sum_rows_into_kernel(float *dst, const float *partial, int64_t rows, int64_t D) {
-    const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (col >= D) return;
-    float acc = 0;
-    for (int64_t r = 0; r < rows; ++r) acc += partial[r * D + col];
-    dst[col] += acc;
-}
+// dw[c] += Σ_n dy[n, c]·x[n, c]·rstd[n]: column c of column_sum_add.
+struct RmsnormWeightGrad {
+    const float *dy, *x, *rstd;
+    int64_t D;
+    __device__ float operator()(int64_t n, int64_t c) const { return dy[n * D + c] * x[n * D + c] * rstd[n]; }
+};
 
 } // namespace
 
@@ -80,14 +68,7 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
     if (N == 0) return;
     rmsnorm_backward_dx_kernel<<<unsigned(N), kThreads, 0, launch_stream()>>>(dx, dy, x, w, rstd, D, accumulate_dx);
     ZAYA_CUDA_LAUNCHED();
-    const int64_t chunks = (N + kRowsPerChunk - 1) / kRowsPerChunk;
-    DeviceArray<float> partial(size_t(chunks * D));
-    rmsnorm_dw_partial_kernel<<<dim3(blocks_for(D, kThreads), unsigned(chunks)), kThreads, 0, launch_stream()>>>(
-        partial.data(), dy, x, rstd, N, D);
-    ZAYA_CUDA_LAUNCHED();
-    sum_rows_into_kernel<<<blocks_for(D, kThreads), kThreads, 0, launch_stream()>>>(dw, partial.data(), chunks, D);
-    ZAYA_CUDA_LAUNCHED();
-    synchronize(); // `partial` is freed on return
+    column_sum_add<float>(dw, RmsnormWeightGrad{dy, x, rstd, D}, N, D);
 }
 
 } // namespace zaya::cuda

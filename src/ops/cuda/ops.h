@@ -33,14 +33,14 @@ void rmsnorm_residual_backward(float *dx, float *dres, float *d_hs_scale, float 
 void embedding_forward(float *out, const int32_t *tokens, const float *table, const float *bias, const float *scale,
                        int64_t N, int64_t D);
 // Backward of residual_scale_forward: dx[N,D] (=), dres[N,D] (= or +=), the four parameter grads [D] += — column
-// sums over rows in order: deterministic                                    (cpu::residual_scale_backward)
+// sums over rows in a fixed order: deterministic                                    (cpu::residual_scale_backward)
 void residual_scale_backward(float *dx, float *dres, float *d_hs_scale, float *d_hs_bias, float *d_res_scale,
                              float *d_res_bias, const float *dout, const float *x, const float *res,
                              const float *hs_scale, const float *hs_bias, const float *res_scale,
                              const float *res_bias, int64_t N, int64_t D, bool accumulate_dres);
 // Backward of embedding_forward: dtable[V,D], dbias[D], dscale[D] +=; rows of skip_token (−1: none) get nothing.
-// Every element's terms are summed in token order, no atomics: deterministic. Reads the token ids back to the host
-// (a synchronisation) to group them by id.                                   (cpu::embedding_backward)
+// Every element's terms are summed in a fixed order (the table's in token order), no atomics: deterministic.
+// Reads the token ids back to the host (a synchronisation) to group them by id.  (cpu::embedding_backward)
 void embedding_backward(float *dtable, float *dbias, float *dscale, const float *dout, const int32_t *tokens,
                         const float *table, const float *bias, const float *scale, int64_t N, int64_t D,
                         int32_t skip_token);
