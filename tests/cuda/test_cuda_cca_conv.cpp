@@ -1,6 +1,7 @@
 // CUDA CCA convolution (forward and backward) against cpu::cca_conv_*: varlen batches with a length-1 sequence,
 // ragged lengths and an empty sequence, head groups with hd 4–32, k0, k1 ∈ {2, 3}; outputs poisoned, gradients
-// accumulated onto random values (dz and the parameter grads are +=), and the backward bit-identical when rerun.
+// accumulated onto random values (dz and the parameter grads are +=), and the backward bit-identical when rerun;
+// one case large enough to split the tiled backward's tiles and chunks.
 #include "cuda_test_util.h"
 #include "ops/cpu/cca.h"
 #include "ops/cuda/cca.h"
@@ -92,6 +93,10 @@ TEST_F(CudaCcaConv, ForwardBackwardSingleSequence) {
     check_conv({{6}, 4, 8, 2, 2}, 1830);
     check_conv({{1}, 1, 8, 3, 3}, 1840); // shorter than both kernels
 }
+
+// The grouped conv's tiled backward where its tiles split: hd 80 (two 64-wide tiles, the second ragged), p rows over
+// nine 64-row tiles that straddle sequences, tokens over two 512-token chunks of the weight gradient.
+TEST_F(CudaCcaConv, BackwardAcrossTilesAndChunks) { check_conv({{300, 1, 250}, 2, 80, 2, 2}, 1850); }
 
 } // namespace
 } // namespace zaya

@@ -1,6 +1,8 @@
-// The CCA convolution (ops/cpu/cca.h, spec A.3) on the GPU: direct kernels, one thread per output element, fp32.
-// No GEMM and no atomics: every element (forward outputs, dp, dz, each parameter gradient) has exactly one writer
-// thread, which sums its terms in a fixed order, so the backward is deterministic run to run.
+// The CCA convolution (ops/cpu/cca.h, spec A.3) on the GPU, fp32: direct kernels (one thread per output element)
+// for the forward and the depthwise backward, tiled GEMM-like kernels for the grouped conv's dp and weight gradient,
+// column_sum.cuh's reduction for the biases and depthwise weights. No atomics: every element (forward outputs, dp,
+// dz, each parameter gradient) is summed by one thread, or in fixed chunks added in a fixed order, so the backward is
+// deterministic run to run.
 //
 // Row bookkeeping (as the CPU op): sequence b owns z/o rows [ss[b], ss[b+1]) (T = ss[b+1] − ss[b] tokens) and p rows
 // [ss[b] + b·(k1−1), ss[b+1] + (b+1)·(k1−1)): T + k1 − 1 rows, local p row r ∈ [0, T+k1−1) holding depthwise
@@ -19,9 +21,6 @@ namespace zaya::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-// The parameter-gradient reductions sum their tokens in chunks of this many (fp32 partial per chunk, then the
-// partials in order): error ~ (kChunk + N/kChunk)·ε instead of N·ε for one long serial fp32 sum.
-constexpr int64_t kChunk = 256;
 
 // Per-sequence grids: blockIdx.y = sequence b, x covers (rows of b) × C elements, grid-stride so a sequence longer
 // than the host's max_len would still be covered whole.
@@ -73,24 +72,63 @@ __global__ void grouped_forward_kernel(float *o, const float *p, const int64_t *
     }
 }
 
-// dp[local row r][c] (=): the outputs t = r − τ (0 ≤ t < T) read p row r at tap τ through channel i = c − γ·hd,
-// so dp = Σ_{τ<k1} Σ_{o<hd} dout[t][γ·hd + o] · wg[(γ·hd + o)·hd·k1 + i·k1 + τ]. Rows nobody read get 0.
-__global__ void grouped_backward_dp_kernel(float *dp, const float *dout, const int64_t *ss, int64_t C, int64_t hd,
-                                           int64_t k1, const float *wg) {
-    const int64_t b = blockIdx.y, t0 = ss[b], T = ss[b + 1] - t0;
-    const int64_t p0 = t0 + b * (k1 - 1);
-    const int64_t total = (T + k1 - 1) * C;
-    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t r = e / C, c = e % C, g0 = c / hd * hd, i = c - g0;
-        float acc = 0.0f;
-        for (int64_t tau = 0; tau < k1; ++tau) {
-            const int64_t t = r - tau;
-            if (t < 0 || t >= T) continue;
-            const float *dr = dout + (t0 + t) * C + g0;
-            for (int64_t oc = 0; oc < hd; ++oc) acc += dr[oc] * wg[((g0 + oc) * hd + i) * k1 + tau];
-        }
-        dp[(p0 + r) * C + c] = acc;
+// The grouped conv's two backward products, per group γ (channels γ·hd … γ·hd + hd − 1), as tiled GEMMs: a block
+// computes a kTile × kTile tile of the result, each of its 256 threads a 4 × 4 part (rows ty + 16a, columns
+// tx + 16b), over k in steps of kTileK staged in shared memory. The sums run in a fixed order (k in order within a
+// block; dwg's row chunks in order after), so both are deterministic. One thread per output element instead re-read
+// each input hd·k1 times from L2 (milliseconds per layer at 16k tokens).
+constexpr int kTile = 64, kTileK = 16, kTileThreads = 256;
+constexpr int64_t kDwChunkRows = 512; // dwg's token chunk per block (partials summed in chunk order)
+
+// The sequence owning global p row R (sequence b's p rows start at ss[b] + b·(k1−1)), as sequence_of over rows.
+__device__ int64_t p_sequence_of(const int64_t *ss, int64_t B, int64_t k1, int64_t R) {
+    int64_t lo = 0, hi = B; // invariant: pstart(lo) ≤ R < pstart(hi)
+    while (hi - lo > 1) {
+        const int64_t mid = (lo + hi) / 2;
+        if (ss[mid] + mid * (k1 - 1) <= R) lo = mid;
+        else hi = mid;
     }
+    return lo;
+}
+
+// dp[p row R][γ·hd + i] (=) = Σ_{τ<k1} Σ_{o<hd} dout[t = r − τ][γ·hd + o] · wg[((γ·hd + o)·hd + i)·k1 + τ] over the
+// t in [0, T) of R's sequence (r: R's local row); rows nobody read get 0. Block (x: 64 p rows, y: γ·tiles + i tile).
+__global__ void __launch_bounds__(kTileThreads)
+    grouped_backward_dp_kernel(float *dp, const float *dout, const int64_t *ss, int64_t B, int64_t P, int64_t C,
+                               int64_t hd, int64_t k1, const float *wg) {
+    __shared__ float As[kTileK][kTile], Bs[kTileK][kTile]; // As[o][row], Bs[o][i]
+    const int64_t tiles = (hd + kTile - 1) / kTile, g0 = int64_t(blockIdx.y) / tiles * hd;
+    const int64_t i0 = int64_t(blockIdx.y) % tiles * kTile, m0 = int64_t(blockIdx.x) * kTile;
+    const int tid = int(threadIdx.x), tx = tid % 16, ty = tid / 16;
+    float acc[4][4] = {};
+    for (int64_t tau = 0; tau < k1; ++tau)
+        for (int64_t ob = 0; ob < hd; ob += kTileK) {
+            for (int q = 0; q < kTile * kTileK / kTileThreads; ++q) {
+                const int e = tid + q * kTileThreads;
+                // A: consecutive threads read consecutive o of one dout row.
+                const int am = e / kTileK, ak = e % kTileK;
+                const int64_t R = m0 + am, o = ob + ak;
+                float a = 0.0f;
+                if (R < P && o < hd) {
+                    const int64_t b = p_sequence_of(ss, B, k1, R), t = R - (ss[b] + b * (k1 - 1)) - tau;
+                    if (t >= 0 && t < ss[b + 1] - ss[b]) a = dout[(ss[b] + t) * C + g0 + o];
+                }
+                As[ak][am] = a;
+                const int bk = e / kTile, bn = e % kTile;
+                const int64_t ow = ob + bk, i = i0 + bn;
+                Bs[bk][bn] = ow < hd && i < hd ? wg[((g0 + ow) * hd + i) * k1 + tau] : 0.0f;
+            }
+            __syncthreads();
+            for (int k = 0; k < kTileK; ++k)
+                for (int a = 0; a < 4; ++a)
+                    for (int b = 0; b < 4; ++b) acc[a][b] += As[k][ty + 16 * a] * Bs[k][tx + 16 * b];
+            __syncthreads();
+        }
+    for (int a = 0; a < 4; ++a)
+        for (int b = 0; b < 4; ++b) {
+            const int64_t R = m0 + ty + 16 * a, i = i0 + tx + 16 * b;
+            if (R < P && i < hd) dp[R * C + g0 + i] = acc[a][b];
+        }
 }
 
 // dz[t][c] += Σ_{i<k0} wd[c·k0+i] · dp[p position j = t+(k0−1)−i][c] over j < T (j ≥ t ≥ 0: never padding).
@@ -124,22 +162,46 @@ struct DepthwiseWeightGrad {
     }
 };
 
-// dwg[(c·hd + i)·k1 + τ] += Σ over tokens n (in order) of dout[n][c] · p[local row t+τ of n's sequence][γ·hd + i].
-// Thread w = (τ·C + c)·hd + i: neighbouring threads read neighbouring p channels.
-__global__ void grouped_backward_dw_kernel(float *dwg, const float *dout, const float *p, const int64_t *ss,
-                                           int64_t B, int64_t C, int64_t hd, int64_t k1) {
-    const int64_t w = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (w >= k1 * C * hd) return;
-    const int64_t tau = w / (C * hd), c = w / hd % C, i = w % hd, pc = c / hd * hd + i, N = ss[B];
-    float total = 0.0f, part = 0.0f;
-    int64_t b = 0;
-    for (int64_t n = 0; n < N; ++n) {
-        while (n >= ss[b + 1]) ++b;
-        // p row of (n's sequence b, local row t+τ) = ss[b] + b·(k1−1) + (n − ss[b]) + τ
-        part += dout[n * C + c] * p[(n + b * (k1 - 1) + tau) * C + pc];
-        if ((n + 1) % kChunk == 0) total += part, part = 0.0f;
+// dwg[((γ·hd + o)·hd + i)·k1 + τ] += Σ over tokens n of dout[n][γ·hd + o] · p[n's p row + τ][γ·hd + i]: the tile
+// (o, i) of (γ, τ) over one chunk of kDwChunkRows tokens into partial[chunk][that index] (then summed over the
+// chunks in order). Block (x: ((γ·k1 + τ)·tiles + o tile)·tiles + i tile, y: token chunk).
+__global__ void __launch_bounds__(kTileThreads)
+    grouped_backward_dw_kernel(float *partial, const float *dout, const float *p, const int64_t *ss, int64_t B,
+                               int64_t N, int64_t C, int64_t hd, int64_t k1) {
+    __shared__ float As[kTileK][kTile], Bs[kTileK][kTile]; // As[n][o], Bs[n][i]
+    const int64_t tiles = (hd + kTile - 1) / kTile;
+    int64_t x = blockIdx.x;
+    const int64_t i0 = x % tiles * kTile;
+    x /= tiles;
+    const int64_t o0 = x % tiles * kTile;
+    x /= tiles;
+    const int64_t tau = x % k1, g0 = x / k1 * hd;
+    const int64_t n0 = int64_t(blockIdx.y) * kDwChunkRows, n1 = n0 + kDwChunkRows < N ? n0 + kDwChunkRows : N;
+    const int tid = int(threadIdx.x), tx = tid % 16, ty = tid / 16;
+    float acc[4][4] = {};
+    for (int64_t nb = n0; nb < n1; nb += kTileK) {
+        for (int q = 0; q < kTile * kTileK / kTileThreads; ++q) {
+            const int e = tid + q * kTileThreads, row = e / kTile, col = e % kTile; // consecutive channels
+            const int64_t n = nb + row;
+            float a = 0.0f, b = 0.0f;
+            if (n < n1) {
+                if (o0 + col < hd) a = dout[n * C + g0 + o0 + col];
+                if (i0 + col < hd) b = p[(n + sequence_of(ss, B, n) * (k1 - 1) + tau) * C + g0 + i0 + col];
+            }
+            As[row][col] = a, Bs[row][col] = b;
+        }
+        __syncthreads();
+        for (int k = 0; k < kTileK; ++k)
+            for (int a = 0; a < 4; ++a)
+                for (int b = 0; b < 4; ++b) acc[a][b] += As[k][ty + 16 * a] * Bs[k][tx + 16 * b];
+        __syncthreads();
     }
-    dwg[(c * hd + i) * k1 + tau] += total + part;
+    float *out = partial + int64_t(blockIdx.y) * (C * hd * k1);
+    for (int a = 0; a < 4; ++a)
+        for (int b = 0; b < 4; ++b) {
+            const int64_t o = o0 + ty + 16 * a, i = i0 + tx + 16 * b;
+            if (o < hd && i < hd) out[((g0 + o) * hd + i) * k1 + tau] = acc[a][b];
+        }
 }
 
 } // namespace
@@ -165,8 +227,11 @@ void cca_conv_backward(float *dz, float *dp, float *dwd, float *dbd, float *dwg,
     if (batch.B == 0) return;
     const int64_t C = s.C, hd = C / s.groups, P = batch.N + batch.B * (s.k1 - 1);
     // dp first (everything of the depthwise stage reads it), then each gradient by its own kernel: stream order.
-    grouped_backward_dp_kernel<<<seq_grid(batch, batch.max_len + s.k1 - 1, C), kThreads, 0, launch_stream()>>>(
-        dp, dout, batch.seq_start, C, hd, s.k1, wg);
+    const int64_t tiles = (hd + kTile - 1) / kTile;
+    if ((P + kTile - 1) / kTile > (int64_t(1) << 31) - 1 || s.groups * tiles > 65535)
+        fail("cca_conv: {} rows × {} groups exceed the CUDA grid", P, s.groups);
+    grouped_backward_dp_kernel<<<dim3(unsigned((P + kTile - 1) / kTile), unsigned(s.groups * tiles)), kTileThreads, 0,
+                                 launch_stream()>>>(dp, dout, batch.seq_start, batch.B, P, C, hd, s.k1, wg);
     ZAYA_CUDA_LAUNCHED();
     column_sum_add<float>(dbd, ColumnOf<float>{dp, C}, P, C);
     if (batch.N == 0) return;
@@ -174,9 +239,14 @@ void cca_conv_backward(float *dz, float *dp, float *dwd, float *dbd, float *dwg,
         dz, dp, batch.seq_start, C, s.k0, s.k1, wd);
     ZAYA_CUDA_LAUNCHED();
     column_sum_add<float>(dwd, DepthwiseWeightGrad{dp, z, batch.seq_start, batch.B, C, s.k0, s.k1}, batch.N, C * s.k0);
-    grouped_backward_dw_kernel<<<blocks_for(s.k1 * C * hd, kThreads), kThreads, 0, launch_stream()>>>(
-        dwg, dout, p, batch.seq_start, batch.B, C, hd, s.k1);
+    const int64_t chunks = (batch.N + kDwChunkRows - 1) / kDwChunkRows, weights = C * hd * s.k1;
+    if (chunks > 65535) fail("cca_conv: {} tokens exceed the CUDA grid", batch.N);
+    auto *partial = static_cast<float *>(device_scratch(Scratch::ColumnSums, size_t(chunks * weights) * sizeof(float)));
+    grouped_backward_dw_kernel<<<dim3(unsigned(s.groups * s.k1 * tiles * tiles), unsigned(chunks)), kTileThreads, 0,
+                                 launch_stream()>>>(partial, dout, p, batch.seq_start, batch.B, batch.N, C, hd, s.k1);
     ZAYA_CUDA_LAUNCHED();
+    launch_kernel(column_sum_finish_kernel<float, float>, dim3(blocks_for(weights, 256)), dim3(256), 0, dwg,
+                  static_cast<const float *>(partial), chunks, weights);
     column_sum_add<float>(dbg, ColumnOf<float>{dout, C}, batch.N, C);
 }
 
