@@ -115,14 +115,16 @@ void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, i
         fill_bytes(offsets, 0, size_t(E + 2) * sizeof(int64_t));
         return;
     }
-    DeviceArray<int64_t> counts(size_t(chunks * (E + 1))), base(counts.size());
-    count_by_expert_kernel<<<unsigned(chunks), kChunk, 0, launch_stream()>>>(counts.data(), choice, N, E);
+    // Per-chunk counts and bases in grow-once scratch: no allocation, and no synchronisation, per layer.
+    const size_t n = size_t(chunks * (E + 1));
+    auto *counts = static_cast<int64_t *>(device_scratch(Scratch::MoeGroupCounts, 2 * n * sizeof(int64_t)));
+    int64_t *base = counts + n;
+    count_by_expert_kernel<<<unsigned(chunks), kChunk, 0, launch_stream()>>>(counts, choice, N, E);
     ZAYA_CUDA_LAUNCHED();
-    scan_counts_kernel<<<1, kChunk, 0, launch_stream()>>>(base.data(), offsets, counts.data(), chunks, E);
+    scan_counts_kernel<<<1, kChunk, 0, launch_stream()>>>(base, offsets, counts, chunks, E);
     ZAYA_CUDA_LAUNCHED();
-    scatter_by_expert_kernel<<<unsigned(chunks), kChunk, 0, launch_stream()>>>(order, base.data(), choice, N, E);
+    scatter_by_expert_kernel<<<unsigned(chunks), kChunk, 0, launch_stream()>>>(order, base, choice, N, E);
     ZAYA_CUDA_LAUNCHED();
-    synchronize(); // the scratch is freed on return
 }
 
 } // namespace zaya::cuda

@@ -31,7 +31,8 @@ enum class Scratch {
     AttentionRowDots,     // the attention backward's softmax row dots D
     NormResidualPartials, // rmsnorm_residual_backward's per-block parameter-gradient sums
     CcaTempRows,          // cca_qk_backward's per-token key-temperature gradients
-    ColumnSums,           // column_sum_add's per-chunk partial sums (column_sum.cuh)
+    ColumnSums,           // column_sum_add's per-chunk partial sums (column_sum.cuh), the conv weight gradient's too
+    MoeGroupCounts,       // moe_group_tokens' per-chunk expert counts and bases
     Count
 };
 void *device_scratch(Scratch use, size_t bytes);
