@@ -135,6 +135,9 @@ class Backend {
     virtual void router_select_backward(real *dlogits, const real *dp_sel, const real *probs, const int32_t *choice,
                                         int64_t N, int64_t K) = 0;
     virtual void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, int64_t N, int64_t E) = 0;
+    // sizes[g] += offsets[g+1] − offsets[g] for g < groups: a layer's routing counts from its grouping, added where
+    // the offsets are (a device keeps a step's counts there and sends them down once).
+    virtual void add_group_sizes(int64_t *sizes, const int64_t *offsets, int64_t groups) = 0;
     virtual void moe_experts_forward(real *out, real *xg, real *h, real *a, real *y, const real *x,
                                      const int32_t *order, const int64_t *offsets, const real *p_sel,
                                      const real *gate_up, const real *down, int64_t N, const cpu::MoeShape &s) = 0;

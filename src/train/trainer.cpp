@@ -82,7 +82,7 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
     if (!backend_.host_memory()) { // parameters, gradients and optimizer state live on the device
         device_model_.emplace(model_on(model_, backend_));
         device_grads_ = backend_.alloc(model_.layout.total);
-        host_choices_.resize(size_t(tc.micro() * tc.seq));
+        device_counts_ = backend_.alloc(2 * counts_.size()); // int64 counts: two reals each (alloc is 64-byte aligned)
         backend_.set_matmul_precision(matmul_precision_);
         for (const ParamView &v : model_.layout.views)
             if (!v.trainable) bias_views_.push_back(&v);
@@ -159,10 +159,8 @@ void Trainer::update_balancing() {
                         v->numel * sizeof(real));
 }
 
-const int32_t *Trainer::choices(int64_t l, int64_t N) {
-    if (backend_.host_memory()) return acts_.layer(l).choice;
-    backend_.download(host_choices_.data(), acts_.layer(l).choice, size_t(N) * sizeof(int32_t));
-    return host_choices_.data();
+int64_t *Trainer::step_counts() {
+    return device_model_ ? reinterpret_cast<int64_t *>(device_counts_.data()) : counts_.data();
 }
 
 size_t Trainer::memory_bytes() const {
@@ -184,7 +182,8 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
     RealBuffer &gbuf = device_model_ ? device_grads_ : grads_; // where backward accumulates
     real *grads = gbuf.data();
     backend_.zero(grads, gbuf.size * sizeof(real));
-    std::fill(counts_.begin(), counts_.end(), 0);
+    int64_t *counts = step_counts(); // [L, K], where the routing choices are
+    backend_.zero(counts, counts_.size() * sizeof(int64_t));
     const Model &m = run_model();
     const cpu::MatmulPrecisionScope precision(matmul_precision_); // forward + backward only
     for (int64_t a = 0; a < accum; ++a) {
@@ -195,10 +194,8 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
         ForwardResult f = model_forward(m, batch, acts_, targets.data());
         r.loss += f.loss / double(accum);
         r.tokens += batch.num_tokens();
-        for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-            const int32_t *choice = choices(l, batch.num_tokens());
-            for (int64_t n = 0; n < batch.num_tokens(); ++n) ++counts_[size_t(l * K + choice[n])];
-        }
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+            backend_.add_group_sizes(counts + l * K, acts_.layer(l).offsets, K);
         // Last micro-batch, data parallel: each layer's gradients are final once its backward is done (layers come
         // last to first), and are summed over the ranks while the layers below it are differentiated (host
         // gradients only: a device's are summed in one collective after the backward pass, in step_on).
@@ -216,6 +213,8 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
         else model_backward(m, batch, acts_, targets.data(), scratch_, grads, scale);
         if (overlap) start_through(0); // those not reported (a micro-batch without targets reports none)
     }
+    // A device's counts come down once, after the last backward pass is queued (no wait per layer or micro-batch).
+    if (device_model_) backend_.download(counts_.data(), counts, counts_.size() * sizeof(int64_t));
     return grads;
 }
 

@@ -111,7 +111,7 @@ class Trainer {
     void sync_host();              // the same for parameters and optimizer state; marks the device copies stale
     void update_balancing();
     size_t total_grads() const { return model_.layout.total; }
-    const int32_t *choices(int64_t l, int64_t N); // layer l's routing choices of the last forward, on the host
+    int64_t *step_counts(); // where the step's routing counts accumulate: counts_, or on a device device_counts_
     // Forward and backward over this rank's micro-batches of a step: loss, tokens and routing counts into r, the
     // gradients accumulated where backward runs (returned: grads_ or the device's); data parallel on host
     // gradients starts summing each layer's as soon as it is final.
@@ -126,7 +126,7 @@ class Trainer {
     std::optional<Model> device_model_;  // on a device backend: the parameters the step updates
     RealBuffer device_grads_;            // on a device backend: the gradients backward accumulates into
     std::vector<const ParamView *> bias_views_; // on a device backend: the balancing biases (host-updated)
-    std::vector<int32_t> host_choices_;  // on a device backend: one layer's choices, downloaded
+    RealBuffer device_counts_;           // on a device backend: the step's routing counts ([L, E+1] int64)
     bool device_stale_ = false;              // the host copies may have changed since the device's were written
     mutable bool params_host_stale_ = false; // the device's parameters are newer than the host copy
     bool opt_host_stale_ = false;            // the device's optimizer state is newer than the host copy

@@ -151,6 +151,9 @@ class CpuBackend final : public Backend {
     void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, int64_t N, int64_t E) override {
         cpu::moe_group_tokens(order, offsets, choice, N, E);
     }
+    void add_group_sizes(int64_t *sizes, const int64_t *offsets, int64_t groups) override {
+        for (int64_t g = 0; g < groups; ++g) sizes[g] += offsets[g + 1] - offsets[g];
+    }
     void moe_experts_forward(real *out, real *xg, real *h, real *a, real *y, const real *x, const int32_t *order,
                              const int64_t *offsets, const real *p_sel, const real *gate_up, const real *down,
                              int64_t N, const cpu::MoeShape &s) override {

@@ -30,6 +30,8 @@ void router_select_backward(float *dlogits, const float *dp_sel, const float *pr
 // order[N], offsets[E+2]: tokens grouped by choice[N] ∈ [0, E] (E = skip slot), ascending within each group — a
 // stable counting sort.                                                             (cpu::moe_group_tokens)
 void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, int64_t N, int64_t E);
+// sizes[g] += offsets[g+1] − offsets[g], g < groups (device pointers).                 (Backend::add_group_sizes)
+void add_group_sizes(int64_t *sizes, const int64_t *offsets, int64_t groups);
 
 // out[N,D]; saved in grouped order: xg[N,D], h[N,2I], a[N,I], y[N,D] (h and a only for rows < offsets[E]).
 // gate_up[E,2I,D], down[E,D,I]; order and offsets from moe_group_tokens. bf16: the expert matmuls (forward and

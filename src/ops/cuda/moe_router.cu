@@ -90,7 +90,18 @@ __global__ void __launch_bounds__(kChunk)
     }
 }
 
+__global__ void add_group_sizes_kernel(int64_t *sizes, const int64_t *offsets, int64_t groups) {
+    const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (g < groups) sizes[g] += offsets[g + 1] - offsets[g];
+}
+
 } // namespace
+
+void add_group_sizes(int64_t *sizes, const int64_t *offsets, int64_t groups) {
+    if (groups <= 0) return;
+    add_group_sizes_kernel<<<blocks_for(groups, 128), 128, 0, launch_stream()>>>(sizes, offsets, groups);
+    ZAYA_CUDA_LAUNCHED();
+}
 
 void router_select_forward(float *probs, int32_t *choice, float *p_sel, const float *logits, const float *bias,
                            int64_t N, int64_t K) {
