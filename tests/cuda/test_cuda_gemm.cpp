@@ -23,6 +23,7 @@ struct GemmCase {
     int64_t M, N, K;
     float alpha, beta;
     bool odd_strides;
+    int64_t a_shift = 0; // A's storage starts this many elements into its buffer (a lower base alignment)
 };
 
 // Each operand is stored as a (rows+1) × ld buffer and used from its second row.
@@ -65,9 +66,12 @@ template <class T, class Gemm> void check_gemm(const GemmCase &g, Gemm gemm, dou
             float &c = ref[size_t((i + 1) * ldc + j)];
             c = float(g.alpha * acc + (g.beta == 0 ? 0.0 : g.beta * double(c)));
         }
-    auto a_d = upload(A.storage), b_d = upload(B.storage), c_d = upload(c0);
+    auto a_store = A.storage;
+    a_store.insert(a_store.begin(), size_t(g.a_shift), T{});
+    auto a_d = upload(a_store), b_d = upload(B.storage), c_d = upload(c0);
     if (g.beta == 0) cuda::fill_bytes(c_d.data(), 0xFF, c0.size() * sizeof(float)); // NaN: C must not be read
-    gemm(g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, a_d.data() + A.ld, A.ld, b_d.data() + B.ld, B.ld, g.beta,
+    gemm(g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, a_d.data() + g.a_shift + A.ld, A.ld, b_d.data() + B.ld, B.ld,
+         g.beta,
          c_d.data() + ldc, ldc);
     auto got = download(c_d);
     // Only the M×N window is compared (the padding of C is the GEMM's to leave alone, but NaN there is ours).
@@ -96,6 +100,14 @@ TEST_F(CudaGemm, Bf16AllTransposes) { check_all_transposes<uint16_t>(cuda::gemm_
 TEST_F(CudaGemm, OddStridesAndLowAlignment) {
     check_all_transposes<float>(cuda::gemm_f32, 1e-5, true, 2000);
     check_all_transposes<uint16_t>(cuda::gemm_bf16, kBf16Tol, true, 2100);
+}
+
+// The same shape and strides from a 16-byte aligned A, then from one a single element further on (2-byte aligned),
+// then aligned again: GEMM plans are kept per shape, and each alignment needs its own (the first one's algorithm
+// may assume an alignment the second lacks).
+TEST_F(CudaGemm, SameShapeAtAnotherAlignment) {
+    for (int64_t shift : {0, 1, 0})
+        check_gemm<uint16_t>({false, true, 33, 47, 64, 1.0f, 0.0f, false, shift}, cuda::gemm_bf16, kBf16Tol, 2200);
 }
 
 } // namespace
