@@ -212,7 +212,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaFusedCca,
                          ::testing::Values(CcaChainCase{{5, 1, 0, 19}, 4, 2, 16, 2, 2, 8},
                                            CcaChainCase{{3, 17}, 2, 2, 8, 3, 3, 8},
                                            CcaChainCase{{0, 6}, 2, 1, 12, 2, 3, 0},
-                                           CcaChainCase{{33}, 2, 1, 160, 2, 2, 64}));
+                                           CcaChainCase{{33}, 2, 1, 160, 2, 2, 64},
+                                           // hd not a multiple of 4: the conv reads one channel at a time
+                                           CcaChainCase{{7, 2}, 2, 1, 10, 2, 2, 4}));
 
 class CudaFusedRouter : public CudaOps, public ::testing::WithParamInterface<std::array<int64_t, 3>> {};
 

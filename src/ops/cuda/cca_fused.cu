@@ -2,7 +2,8 @@
 // → QK-norm → RoPE; and the backward of its last three steps in one (cca_qk_backward). A block owns a tile of kTile tokens of one sequence and one KV group (its g query heads and its
 // key head: everything the mean and the norms couple), so nothing but the saved activations goes through memory.
 // The grouped conv is a small GEMM per head: the block stages the depthwise rows of the tile and chunks of the
-// head's weights in shared memory, so each weight is read once per tile, not once per token.
+// head's weights in shared memory (rows padded against bank conflicts), so each weight is read once per tile, not
+// once per token, and reads the depthwise rows four channels at a time.
 #include "core/error.h"
 #include "ops/cuda/cca.h"
 #include "ops/cuda/check.cuh"
@@ -19,6 +20,10 @@ constexpr int kThreads = 128;           // 4 warps; in the conv, thread = output
 constexpr int kWarps = kThreads / 32;
 constexpr int64_t kTile = 16;           // tokens per block
 constexpr int64_t kChunk = 32;          // input channels per staged weight chunk
+// A staged weight chunk's rows (one per input channel) are kThreads + 1 floats apart: its staging writes, whose
+// consecutive threads take consecutive input channels, then fall in different banks (at kThreads apart all 32 lanes
+// of a warp hit one bank, a 32-way conflict on every store).
+constexpr int64_t kWsRow = kThreads + 1;
 
 struct ChainArgs {
     float *o, *p, *q, *k, *qn, *kn;
@@ -29,17 +34,18 @@ struct ChainArgs {
     float scale;                          // √hd
 };
 
-// Dynamic shared memory: the tile's depthwise rows [kTile + k1 − 1, hd], a weight chunk [kChunk, kThreads], one
+// Dynamic shared memory: the tile's depthwise rows [kTile + k1 − 1, hd], a weight chunk [kChunk, kWsRow], one
 // row buffer [hd] per warp.
-size_t shared_floats(int64_t hd, int64_t k1) { return size_t((kTile + k1 - 1) * hd + kChunk * kThreads + kWarps * hd); }
+size_t shared_floats(int64_t hd, int64_t k1) { return size_t((kTile + k1 - 1) * hd + kChunk * kWsRow + kWarps * hd); }
 
 __device__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
-// Grid: (token tile, KV group j, sequence b).
-__global__ void __launch_bounds__(kThreads) cca_chain_kernel(ChainArgs a) {
+// Grid: (token tile, KV group j, sequence b). (Launch bounds with a minimum of one block per SM: without it ptxas
+// held the kernel to 96 registers and spilled the accumulators.)
+__global__ void __launch_bounds__(kThreads, 1) cca_chain_kernel(ChainArgs a) {
     await_previous_kernel();
     extern __shared__ float smem[];
     const int64_t C = a.C, hd = a.hd, k0 = a.k0, k1 = a.k1, g = a.nq / a.nkv, j = blockIdx.y, b = blockIdx.z;
@@ -48,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) cca_chain_kernel(ChainArgs a) {
     // Tile 0 always runs: it writes the sequence's padding rows of p, even for an empty sequence.
     if (ts >= T && blockIdx.x != 0) return;
     const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
-    float *ps = smem, *ws = ps + (kTile + k1 - 1) * hd, *row = ws + kChunk * kThreads + warp * hd;
+    float *ps = smem, *ws = ps + (kTile + k1 - 1) * hd, *row = ws + kChunk * kWsRow + warp * hd;
     // Local p rows [ts, te + k1 − 1) feed the tile; this block writes those of its positions [ts, te) and, tile 0,
     // the padding rows before position 0.
     const int64_t prow0 = ts, prows = max(te, ts) - ts + k1 - 1, own0 = blockIdx.x == 0 ? 0 : ts + k1 - 1;
@@ -79,12 +85,29 @@ __global__ void __launch_bounds__(kThreads) cca_chain_kernel(ChainArgs a) {
                     const int64_t ni = min(kChunk, hd - i0);
                     for (int64_t e = tid; e < ni * kThreads; e += kThreads) { // ws[ic][ocl]
                         const int64_t ocl = e / ni, ic = e % ni;
-                        ws[ic * kThreads + ocl] =
+                        ws[ic * kWsRow + ocl] =
                             oc0 + ocl < hd ? a.wg[((g0 + oc0 + ocl) * hd + i0 + ic) * k1 + tau] : 0.0f;
                     }
                     __syncthreads();
-                    for (int64_t ic = 0; ic < ni; ++ic) {
-                        const float w = ws[ic * kThreads + tid];
+                    int64_t ic = 0;
+                    // Four input channels per step where the rows allow (hd a multiple of 4: 16-byte aligned): one
+                    // float4 read of the depthwise row (the same for every thread: a broadcast) feeds four FMAs,
+                    // added in the same order as one channel at a time.
+                    if (hd % 4 == 0)
+                        for (; ic + 4 <= ni; ic += 4) {
+                            const float w0 = ws[ic * kWsRow + tid], w1 = ws[(ic + 1) * kWsRow + tid];
+                            const float w2 = ws[(ic + 2) * kWsRow + tid], w3 = ws[(ic + 3) * kWsRow + tid];
+#pragma unroll
+                            for (int64_t tt = 0; tt < kTile; ++tt) {
+                                const float4 pv = *reinterpret_cast<const float4 *>(ps + (tt + tau) * hd + i0 + ic);
+                                acc[tt] += w0 * pv.x;
+                                acc[tt] += w1 * pv.y;
+                                acc[tt] += w2 * pv.z;
+                                acc[tt] += w3 * pv.w;
+                            }
+                        }
+                    for (; ic < ni; ++ic) {
+                        const float w = ws[ic * kWsRow + tid];
 #pragma unroll
                         for (int64_t tt = 0; tt < kTile; ++tt) acc[tt] += w * ps[(tt + tau) * hd + i0 + ic];
                     }
