@@ -232,5 +232,23 @@ TEST_F(CudaMuon, NewtonSchulzZeroStepsIsTheRoundedNormalisation) {
     for (float v : download(z_d)) ASSERT_EQ(v, 0.0f);
 }
 
+// The norm's sum over several chunks of 64k elements (two matrices of 260 × 300, batched, scaled apart): each matrix
+// normalised by its own norm, exactly as the reference rounds it.
+TEST_F(CudaMuon, NewtonSchulzNormOverSeveralChunks) {
+    const int64_t rows = 260, cols = 300, n = rows * cols, count = 2;
+    auto g = random_vec(size_t(count * n), 1400);
+    for (int64_t i = 0; i < n; ++i) g[size_t(n + i)] *= 7.0f;
+    const cuda::NewtonSchulzParams q{3.4445f, -4.7750f, 2.0315f, 0, 1e-7f};
+    cuda::NewtonSchulzBf16 ns(size_t(n), std::min(rows, cols), count);
+    auto x_d = upload(g);
+    ns.run(x_d.data(), rows, cols, q, count);
+    const auto got = download(x_d);
+    for (int64_t m = 0; m < count; ++m) {
+        const std::vector<float> one(g.begin() + m * n, g.begin() + (m + 1) * n);
+        const auto ref = newton_schulz_bf16_reference(one, rows, cols, q);
+        EXPECT_EQ(std::memcmp(got.data() + m * n, ref.data(), ref.size() * sizeof(float)), 0) << "matrix " << m;
+    }
+}
+
 } // namespace
 } // namespace zaya

@@ -1,7 +1,7 @@
 // Newton–Schulz in bf16, as torch and the CPU (muon.h): X stays bf16, each step runs three cuBLASLt bf16 GEMMs
 // with fp32 outputs, and after each a fused pass reads the fp32 product (and the bf16 operand it combines with)
-// and writes bf16. The norm is a deterministic one-block reduction in double, applied on the device (no host round
-// trip).
+// and writes bf16. The norm is a deterministic two-pass reduction in double (fixed chunks, then the chunks in order),
+// applied on the device (no host round trip).
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/muon.h"
@@ -21,30 +21,41 @@ constexpr int kThreads = 256;
 // Round to nearest even, a NaN stays a NaN (as core/dtype.h's f32_to_bf16 and ops.h's to_bf16).
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-// norm[b] = max(bf16(√Σ bf16(x_b)²), bf16(eps)) for matrix b = blockIdx.x (x_b = x + b·n): one block per matrix,
-// each thread a strided partial sum in double, then a fixed tree. The max is std::max's (a NaN norm stays NaN), as
-// the CPU.
+// The norms' sums of squares: block (chunk c, matrix b) sums bf16(x_b)² over its kNormChunk elements in double (a
+// strided partial per thread, then a fixed tree) into partial[b·chunks + c]; then one thread per matrix adds its
+// chunks in order. One block per matrix had a layer's 16 expert matrices (8 MB each at the 1b preset) read by 16
+// SMs; the order of every addition still depends on the shapes alone, so the norm is deterministic.
+constexpr int64_t kNormChunk = 64 * kNormThreads;
+
 __global__ void __launch_bounds__(kNormThreads)
-    frobenius_norm_kernel(float *norm, const float *x, int64_t n, float eps) {
-    __shared__ double partial[kNormThreads];
+    norm_partials_kernel(double *partial, const float *x, int64_t n, int64_t chunks) {
+    __shared__ double red[kNormThreads];
     const int tid = int(threadIdx.x);
-    x += int64_t(blockIdx.x) * n;
-    norm += blockIdx.x;
+    const int64_t b = blockIdx.y, c = blockIdx.x, begin = c * kNormChunk;
+    const int64_t end = begin + kNormChunk < n ? begin + kNormChunk : n;
+    x += b * n;
     double acc = 0.0;
-    for (int64_t i = tid; i < n; i += kNormThreads) {
+    for (int64_t i = begin + tid; i < end; i += kNormThreads) {
         const double v = double(round_bf16(x[i]));
         acc += v * v;
     }
-    partial[tid] = acc;
+    red[tid] = acc;
     __syncthreads();
     for (int half = kNormThreads / 2; half > 0; half /= 2) {
-        if (tid < half) partial[tid] += partial[tid + half];
+        if (tid < half) red[tid] += red[tid + half];
         __syncthreads();
     }
-    if (tid == 0) {
-        const float nrm = round_bf16(float(sqrt(partial[0]))), lo = round_bf16(eps);
-        norm[0] = nrm < lo ? lo : nrm;
-    }
+    if (tid == 0) partial[b * chunks + c] = red[0];
+}
+
+// norm[b] = max(bf16(√Σ_c partial[b, c]), bf16(eps)). The max is std::max's (a NaN norm stays NaN), as the CPU.
+__global__ void norm_finish_kernel(float *norm, const double *partial, int64_t chunks, int64_t count, float eps) {
+    const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (b >= count) return;
+    double s = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) s += partial[b * chunks + c];
+    const float nrm = round_bf16(float(sqrt(s))), lo = round_bf16(eps);
+    norm[b] = nrm < lo ? lo : nrm;
 }
 
 // X = bf16(bf16(x) / norm of its matrix) — a division, as torch's div_ (muon.cpp); matrices of n elements.
@@ -77,17 +88,23 @@ __nv_bfloat16 *bf(uint16_t *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }
 NewtonSchulzBf16::NewtonSchulzBf16(size_t max_numel, int64_t max_min_dim, int64_t max_count)
     : max_numel_(max_numel), max_min_dim_(max_min_dim), max_count_(max_count), y_(max_numel * size_t(max_count)),
       gram_(size_t(max_min_dim) * size_t(max_min_dim) * size_t(max_count)), norm_(size_t(max_count)),
+      norm_partials_((max_numel + size_t(kNormChunk) - 1) / size_t(kNormChunk) * size_t(max_count)),
       x16_(y_.size()), gram16_(gram_.size()), poly16_(gram_.size()) {}
 
 void NewtonSchulzBf16::run(float *x, int64_t rows, int64_t cols, const NewtonSchulzParams &p, int64_t count) {
     if (rows <= 0 || cols <= 0 || size_t(rows) * size_t(cols) > max_numel_ || std::min(rows, cols) > max_min_dim_ ||
-        count < 1 || count > max_count_)
+        count < 1 || count > max_count_ || count > 65535)
         fail("newton_schulz: {} matrices {}x{} do not fit the workspace ({} of {} elements, Gram side {})", count,
              rows, cols, max_count_, max_numel_, max_min_dim_);
     const int64_t n = rows * cols;
     uint16_t *X = x16_.data(), *A = gram16_.data(), *P = poly16_.data();
     float *G = gram_.data(), *Y = y_.data();
-    frobenius_norm_kernel<<<unsigned(count), kNormThreads>>>(norm_.data(), x, n, p.eps);
+    const int64_t chunks = (n + kNormChunk - 1) / kNormChunk;
+    norm_partials_kernel<<<dim3(unsigned(chunks), unsigned(count)), kNormThreads>>>(norm_partials_.data(), x, n,
+                                                                                    chunks);
+    ZAYA_CUDA_LAUNCHED();
+    norm_finish_kernel<<<blocks_for(count, kThreads), kThreads>>>(norm_.data(), norm_partials_.data(), chunks, count,
+                                                                  p.eps);
     ZAYA_CUDA_LAUNCHED();
     normalise_kernel<<<blocks_for(count * n, kThreads), kThreads>>>(bf(X), x, norm_.data(), n, count * n);
     ZAYA_CUDA_LAUNCHED();

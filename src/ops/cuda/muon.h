@@ -34,6 +34,7 @@ class NewtonSchulzBf16 {
     size_t max_numel_;
     int64_t max_min_dim_, max_count_;
     DeviceArray<float> y_, gram_, norm_;           // fp32 GEMM outputs: P·X [n]; X·Xᵀ, then A·A [k²]; the norms
+    DeviceArray<double> norm_partials_;            // the norms' per-chunk sums of squares [count, chunks]
     DeviceArray<uint16_t> x16_, gram16_, poly16_; // the bf16 iterate X, A and P
 };
 
