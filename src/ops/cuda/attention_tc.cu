@@ -10,6 +10,15 @@ namespace {
 
 using namespace attn_tc;
 
+__device__ inline float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ inline float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
 // Rows are (position, head) pairs as in attention_forward_kernel; hd a multiple of 16.
 __global__ void __launch_bounds__(kTcThreads)
     attention_forward_tc_kernel(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -26,7 +35,7 @@ __global__ void __launch_bounds__(kTcThreads)
     auto *row_max = reinterpret_cast<float *>(at += acc_bytes(hd)), *row_sum = row_max + kTq;
     float *row_corr = row_sum + kTq;
 
-    const int tid = int(threadIdx.x), h = int(blockIdx.y), j = h / (nq / nkv);
+    const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32, h = int(blockIdx.y), j = h / (nq / nkv);
     const int64_t t0 = seq_start[blockIdx.z], T = seq_start[blockIdx.z + 1] - t0;
     for (int64_t qa = int64_t(blockIdx.x) * kTq; qa < T; qa += int64_t(gridDim.x) * kTq) {
         const int rows = int(min(int64_t(kTq), T - qa)); // queries qa … qa+rows−1
@@ -42,23 +51,23 @@ __global__ void __launch_bounds__(kTcThreads)
             __syncthreads();
             block_mma<false, true>(ss, kLdS, qs, ldq, ks, ldq, kTq, kTk, hd, false); // S = Q·Kᵀ
             __syncthreads();
-            // Online softmax, one thread per row (as attention_forward_kernel), invisible pairs masked here.
-            if (tid < kTq) {
-                const float *sr = ss + tid * kLdS;
-                __nv_bfloat16 *pr = ps + tid * kLdP;
-                const float old_max = row_max[tid];
-                float m = old_max;
-                for (int c = 0; c < kTk; ++c)
-                    if (tid < rows && c < cols && attn::visible(qa + tid, ka + c, window)) m = fmaxf(m, sr[c] * scale);
+            // Online softmax, invisible pairs masked here: warp w takes rows w, w + 4, …, its lanes columns lane and
+            // lane + 32 (reads of consecutive words: no bank conflicts); the row's max and sum are shuffle trees.
+            static_assert(kTk == 64 && kTq % kWarps == 0, "two columns per lane");
+            for (int r = warp; r < kTq; r += kWarps) {
+                const float *sr = ss + r * kLdS;
+                const int c0 = lane, c1 = lane + 32;
+                const bool v0 = r < rows && c0 < cols && attn::visible(qa + r, ka + c0, window);
+                const bool v1 = r < rows && c1 < cols && attn::visible(qa + r, ka + c1, window);
+                const float s0 = v0 ? sr[c0] * scale : -INFINITY, s1 = v1 ? sr[c1] * scale : -INFINITY;
+                const float old_max = row_max[r], m = fmaxf(old_max, warp_max(fmaxf(s0, s1)));
                 const float corr = m == -INFINITY ? 1.0f : expf(old_max - m);
-                float sum = row_sum[tid] * corr;
-                for (int c = 0; c < kTk; ++c) {
-                    const bool vis = tid < rows && c < cols && attn::visible(qa + tid, ka + c, window);
-                    const float p = vis ? expf(sr[c] * scale - m) : 0.0f;
-                    pr[c] = __float2bfloat16_rn(p);
-                    sum += p;
-                }
-                row_max[tid] = m, row_sum[tid] = sum, row_corr[tid] = corr;
+                const float p0 = v0 ? expf(s0 - m) : 0.0f, p1 = v1 ? expf(s1 - m) : 0.0f;
+                ps[r * kLdP + c0] = __float2bfloat16_rn(p0);
+                ps[r * kLdP + c1] = __float2bfloat16_rn(p1);
+                const float sum = warp_sum(p0 + p1);
+                __syncwarp();
+                if (lane == 0) row_max[r] = m, row_sum[r] = row_sum[r] * corr + sum, row_corr[r] = corr;
             }
             __syncthreads();
             for (int i = tid; i < kTq * hd; i += kTcThreads) os[i / hd * ldo + i % hd] *= row_corr[i / hd];
