@@ -72,8 +72,8 @@ __global__ void gelu_backward_kernel(float *dx, const float *dy, const float *x,
 
 // The table gradient groups the rows by token id on the host (a stable sort, so each id's rows stay in token
 // order) and runs one thread per (id, column): full parallelism without atomics. Its cost: a device→host copy of
-// the N token ids that waits for the GPU, an O(N log N) host sort (overlapping the column-sum kernel), and an
-// upload of ≤ 2N+1 int64s.
+// the N token ids that waits for the GPU, an O(N log N) host sort (overlapping the column-sum kernels), and an
+// upload of ≤ 2N+1 int64s into scratch.
 void embedding_backward(float *dtable, float *dbias, float *dscale, const float *dout, const int32_t *tokens,
                         const float *table, const float *bias, const float *scale, int64_t N, int64_t D,
                         int32_t skip_token) {
@@ -98,10 +98,11 @@ void embedding_backward(float *dtable, float *dbias, float *dscale, const float 
     const int64_t runs = int64_t(index.size()) - rows;
     if (runs == 0) return; // every row was skip_token's
     index.push_back(rows);
-    DeviceArray<int64_t> index_d(index.size());
-    copy_to_device(index_d.data(), index.data(), index.size() * sizeof(int64_t));
-    embedding_table_grad_kernel<<<blocks_for(runs * D, kThreads), kThreads>>>(
-        dtable, dout, tokens, scale, index_d.data(), index_d.data() + rows, runs, D);
+    // In grow-once scratch: an allocation here was a cudaMalloc and a cudaFree (which waits for the device) a step.
+    auto *index_d = static_cast<int64_t *>(device_scratch(Scratch::EmbeddingIndex, index.size() * sizeof(int64_t)));
+    copy_to_device(index_d, index.data(), index.size() * sizeof(int64_t));
+    embedding_table_grad_kernel<<<blocks_for(runs * D, kThreads), kThreads>>>(dtable, dout, tokens, scale, index_d,
+                                                                              index_d + rows, runs, D);
     ZAYA_CUDA_LAUNCHED();
 }
 

@@ -33,6 +33,7 @@ enum class Scratch {
     CcaTempRows,          // cca_qk_backward's per-token key-temperature gradients
     ColumnSums,           // column_sum_add's per-chunk partial sums (column_sum.cuh), the conv weight gradient's too
     MoeGroupCounts,       // moe_group_tokens' per-chunk expert counts and bases
+    EmbeddingIndex,       // embedding_backward's rows grouped by token id, and each id's first row
     Count
 };
 void *device_scratch(Scratch use, size_t bytes);
