@@ -80,17 +80,6 @@ __global__ void grouped_forward_kernel(float *o, const float *p, const int64_t *
 constexpr int kTile = 64, kTileK = 16, kTileThreads = 256;
 constexpr int64_t kDwChunkRows = 512; // dwg's token chunk per block (partials summed in chunk order)
 
-// The sequence owning global p row R (sequence b's p rows start at ss[b] + b·(k1−1)), as sequence_of over rows.
-__device__ int64_t p_sequence_of(const int64_t *ss, int64_t B, int64_t k1, int64_t R) {
-    int64_t lo = 0, hi = B; // invariant: pstart(lo) ≤ R < pstart(hi)
-    while (hi - lo > 1) {
-        const int64_t mid = (lo + hi) / 2;
-        if (ss[mid] + mid * (k1 - 1) <= R) lo = mid;
-        else hi = mid;
-    }
-    return lo;
-}
-
 // dp[p row R][γ·hd + i] (=) = Σ_{τ<k1} Σ_{o<hd} dout[t = r − τ][γ·hd + o] · wg[((γ·hd + o)·hd + i)·k1 + τ] over the
 // t in [0, T) of R's sequence (r: R's local row); rows nobody read get 0. Block (x: 64 p rows, y: γ·tiles + i tile).
 __global__ void __launch_bounds__(kTileThreads)
@@ -110,7 +99,7 @@ __global__ void __launch_bounds__(kTileThreads)
                 const int64_t R = m0 + am, o = ob + ak;
                 float a = 0.0f;
                 if (R < P && o < hd) {
-                    const int64_t b = p_sequence_of(ss, B, k1, R), t = R - (ss[b] + b * (k1 - 1)) - tau;
+                    const int64_t b = sequence_of(ss, B, R, k1 - 1), t = R - (ss[b] + b * (k1 - 1)) - tau;
                     if (t >= 0 && t < ss[b + 1] - ss[b]) a = dout[(ss[b] + t) * C + g0 + o];
                 }
                 As[ak][am] = a;

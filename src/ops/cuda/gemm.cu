@@ -9,7 +9,6 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <mutex>
 
@@ -136,7 +135,8 @@ struct PlanCache {
     ~PlanCache() {
         for (const auto &kp : plans) destroy(kp.second);
     }
-    Plan get(const PlanKey &key, const std::function<Plan()> &make) {
+    // make() builds the plan on a miss (a template: a std::function of the caller's lambda would allocate per GEMM).
+    template <class Make> Plan get(const PlanKey &key, Make &&make) {
         std::lock_guard<std::mutex> lock(mu);
         if (auto it = plans.find(key); it != plans.end()) return it->second;
         if (plans.size() >= kMaxPlans) {
