@@ -158,6 +158,10 @@ TEST_F(CudaAttention, TensorCoresCausalAcrossTiles) { check_attention_bf16({{1, 
 
 TEST_F(CudaAttention, TensorCoresGroupOfFourWithWindow) { check_attention_bf16({{90, 3}, 4, 1, 16, 17}, 600); }
 
+// A window wider than a tile: key tiles wholly inside every query's window (no per-pair test) next to tiles that
+// straddle its lower edge.
+TEST_F(CudaAttention, TensorCoresWindowWiderThanTiles) { check_attention_bf16({{300, 5}, 2, 1, 16, 100}, 650); }
+
 TEST_F(CudaAttention, TensorCoresStrideAndHeadDim128) { check_attention_bf16({{70, 1}, 1, 1, 128, 0, 20}, 700); }
 
 } // namespace

@@ -37,11 +37,21 @@ struct BlockState {
     std::unique_ptr<std::barrier<>> block;
     std::vector<std::unique_ptr<std::barrier<>>> warps;
     std::vector<float> shuffle; // one slot per thread for __shfl_xor_sync
+    std::vector<uint32_t> fragments; // six words per thread: an mma's a and b registers
+    std::vector<const void *> rows;  // one per thread: ldmatrix's row addresses
     std::byte *shared = nullptr;
     size_t shared_bytes = 0;
 };
 BlockState *current = nullptr;
 thread_local unsigned linear_tid = 0;
+
+// This thread's cp.async copies: those not yet committed, and the committed groups not yet waited for (oldest first).
+struct AsyncCopy {
+    void *dst;
+    const void *src; // null: 16 zero bytes
+};
+thread_local std::vector<AsyncCopy> cp_async_open;
+thread_local std::vector<std::vector<AsyncCopy>> cp_async_groups;
 
 // Graph capture (one at a time): the stream being captured and what it recorded so far.
 cudaStream_t capturing = nullptr;
@@ -217,6 +227,8 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
     state.shared = shared.get();
     state.shared_bytes = shared_bytes;
     state.shuffle.assign(threads, 0.0f);
+    state.fragments.assign(threads * 6, 0u);
+    state.rows.assign(threads, nullptr);
     uint64_t b = 0;
     auto prepare = [&] { // fresh barriers and poisoned shared memory for block b
         state.block = std::make_unique<std::barrier<>>(std::ptrdiff_t(threads));
@@ -245,6 +257,8 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
             threadIdx = dim3(unsigned(t % block.x), unsigned(t / block.x % block.y), unsigned(t / block.x / block.y));
             while (b < blocks) {
                 blockIdx = dim3(unsigned(b % grid.x), unsigned(b / grid.x % grid.y), unsigned(b / grid.x / grid.y));
+                cp_async_groups.clear(); // nothing left in flight from the block before
+                cp_async_open.clear();
                 body();
                 // An exited thread no longer holds up its block's barriers (as on the GPU).
                 state.warps[t / 32]->arrive_and_drop();
@@ -277,6 +291,89 @@ float __shfl_xor_sync(unsigned, float v, int lane_mask) {
 namespace emu {
 void warp_sync() { current->warps[linear_tid / 32]->arrive_and_wait(); }
 unsigned lane_id() { return linear_tid % 32; }
+
+namespace {
+[[noreturn]] void device_fault(const char *what, const void *p) {
+    std::fprintf(stderr, "emu: %s (address %p, thread %u of block (%u,%u,%u))\n", what, p, linear_tid, blockIdx.x,
+                 blockIdx.y, blockIdx.z);
+    std::abort();
+}
+uint16_t half_of(uint32_t word, unsigned which) { return uint16_t(which ? word >> 16 : word & 0xFFFFu); }
+float bf16_value(uint16_t bits) { return __bfloat162float(__nv_bfloat16{bits}); }
+} // namespace
+
+// Fragment layouts as the PTX ISA gives them for m16n8k16 (g = lane / 4, t = lane % 4): a0..a3 hold A[g][2t..2t+1],
+// A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]; b0, b1 hold B[2t..2t+1][g], B[2t+8..][g]; c/d hold C[g][2t..2t+1],
+// C[g+8][2t..].
+void mma_bf16_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    auto &warp = *current->warps[linear_tid / 32];
+    uint32_t *slots = current->fragments.data() + linear_tid / 32 * 32 * 6;
+    const unsigned lane = linear_tid % 32;
+    for (int i = 0; i < 4; ++i) slots[lane * 6 + unsigned(i)] = a[i];
+    slots[lane * 6 + 4] = b[0], slots[lane * 6 + 5] = b[1];
+    warp.arrive_and_wait();
+    auto A = [&](unsigned r, unsigned k) {
+        const unsigned reg = (k >= 8 ? 2u : 0u) + (r >= 8 ? 1u : 0u);
+        return bf16_value(half_of(slots[((r % 8) * 4 + (k % 8) / 2) * 6 + reg], k % 2));
+    };
+    auto B = [&](unsigned k, unsigned n) {
+        return bf16_value(half_of(slots[(n * 4 + (k % 8) / 2) * 6 + 4 + (k >= 8 ? 1u : 0u)], k % 2));
+    };
+    const unsigned g = lane / 4, t = lane % 4;
+    for (unsigned e = 0; e < 4; ++e) {
+        const unsigned r = g + (e >= 2 ? 8u : 0u), c = 2 * t + e % 2;
+        float sum = 0.0f;
+        for (unsigned k = 0; k < 16; ++k) sum += A(r, k) * B(k, c);
+        d[e] += sum;
+    }
+    warp.arrive_and_wait(); // every lane has read before any lane writes its slots again
+}
+
+// ldmatrix .x4: lanes 8i … 8i+7 give the rows of matrix i; lane l receives in r[i] matrix i's row l/4, columns
+// 2(l%4) and 2(l%4)+1 — or with .trans, rows 2(l%4) and 2(l%4)+1 of column l/4.
+void ldmatrix_x4(uint32_t r[4], const void *row, bool trans) {
+    if ((reinterpret_cast<uintptr_t>(row) & 15) != 0) device_fault("ldmatrix row address not 16-byte aligned", row);
+    auto &warp = *current->warps[linear_tid / 32];
+    const void **rows = current->rows.data() + linear_tid / 32 * 32;
+    const unsigned lane = linear_tid % 32;
+    rows[lane] = row;
+    warp.arrive_and_wait();
+    for (unsigned i = 0; i < 4; ++i) {
+        uint16_t lo, hi;
+        if (trans) {
+            const auto *r0 = static_cast<const uint16_t *>(rows[i * 8 + 2 * (lane % 4)]);
+            const auto *r1 = static_cast<const uint16_t *>(rows[i * 8 + 2 * (lane % 4) + 1]);
+            lo = r0[lane / 4], hi = r1[lane / 4];
+        } else {
+            const auto *src = static_cast<const uint16_t *>(rows[i * 8 + lane / 4]);
+            lo = src[2 * (lane % 4)], hi = src[2 * (lane % 4) + 1];
+        }
+        r[i] = uint32_t(lo) | uint32_t(hi) << 16;
+    }
+    warp.arrive_and_wait();
+}
+
+void cp_async_16(void *dst, const void *src, bool fill) {
+    if ((reinterpret_cast<uintptr_t>(dst) & 15) != 0) device_fault("cp.async destination not 16-byte aligned", dst);
+    if (fill && (reinterpret_cast<uintptr_t>(src) & 15) != 0)
+        device_fault("cp.async source not 16-byte aligned", src);
+    cp_async_open.push_back({dst, fill ? src : nullptr});
+}
+
+void cp_async_commit() {
+    cp_async_groups.push_back(std::move(cp_async_open));
+    cp_async_open.clear();
+}
+
+void cp_async_wait(int groups_left) {
+    while (cp_async_groups.size() > size_t(std::max(groups_left, 0))) {
+        for (const AsyncCopy &c : cp_async_groups.front()) {
+            if (c.src) std::memcpy(c.dst, c.src, 16);
+            else std::memset(c.dst, 0, 16);
+        }
+        cp_async_groups.erase(cp_async_groups.begin());
+    }
+}
 } // namespace emu
 
 int atomicAdd(int *p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }

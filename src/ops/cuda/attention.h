@@ -22,8 +22,9 @@ struct VarlenBatch {
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                        const VarlenBatch &batch, const AttnShape &s);
 
-// The same on bf16 tensor cores (attention_tc.cu): q, k, v and the probabilities rounded to bf16, fp32 accumulation
-// and softmax; 64×64 tiles. hd must be a multiple of 16.
+// The same on bf16 tensor cores, flash-attention 2 style (attention_tc.cu: mma.sync with scores, probabilities and
+// output in registers, tiles streamed by cp.async): q, k, v and the probabilities rounded to bf16, fp32
+// accumulation and softmax; 64×64 tiles. For head sizes that attention_on_tensor_cores accepts.
 void attention_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
                             const VarlenBatch &batch, const AttnShape &s);
 
@@ -34,9 +35,13 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         const AttnShape &s);
 
 // The same on bf16 tensor cores (attention_tc_backward.cu), the counterpart of attention_forward_bf16: operands of
-// every product rounded to bf16, fp32 accumulation and softmax backward; hd a multiple of 16.
+// every product rounded to bf16, fp32 accumulation and softmax backward; deterministic as attention_backward.
 void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                              const float *q, const float *k, const float *v, const VarlenBatch &batch,
                              const AttnShape &s);
+
+// Whether the tensor-core kernels take this shape: hd a multiple of 16 up to 128 (their per-thread output
+// fragments are sized by it at compile time).
+inline bool attention_on_tensor_cores(const AttnShape &s) { return s.hd % 16 == 0 && s.hd <= 128; }
 
 } // namespace zaya::cuda

@@ -1,102 +1,156 @@
-// Attention forward on bf16 tensor cores (WMMA): attention_forward's semantics and grid, with 64-query × 64-key
-// tiles. Q, K, V are rounded to bf16 as they are staged, S = Q·Kᵀ and O += P·V run on tensor cores with fp32
-// accumulation, the online softmax stays fp32 (P is rounded to bf16 for the product, the row sums use fp32 P) — what
-// flash attention does under autocast.
-#include "ops/cuda/attention_tc.cuh"
+// Attention forward on bf16 tensor cores, flash-attention 2 style: attention_forward's semantics and grid, with
+// 64-query × 64-key tiles. q, k, v are rounded to bf16 once (into the attention scratch); each block streams its key
+// and value tiles through double-buffered shared memory by cp.async while its 4 warps compute; each warp keeps its
+// 16 query rows' scores, probabilities and output in registers (mma.sync, ops/cuda/mma.cuh). S = Q·Kᵀ and
+// O += P·V accumulate in fp32; the online softmax stays fp32 (P is rounded to bf16 for the product, the row sums
+// use fp32 P) — what flash attention does under autocast.
+#include "ops/cuda/attention_fa.cuh"
+#include "ops/cuda/ops.h"
+#include "ops/cuda/runtime.h"
+
+#include <cmath>
 
 namespace zaya::cuda {
 
 namespace {
 
-using namespace attn_tc;
+using namespace attn_fa;
+using bf16 = __nv_bfloat16;
 
-__device__ inline float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-__device__ inline float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// Rows are (position, head) pairs as in attention_forward_kernel; hd a multiple of 16.
-__global__ void __launch_bounds__(kTcThreads)
-    attention_forward_tc_kernel(float *out, float *lse, const float *q, const float *k, const float *v,
-                                const int64_t *seq_start, int nq, int nkv, int hd, float scale, int64_t window) {
+// Rows are (position, head) pairs as in attention_forward_kernel. scale_log2 = scale·log2(e): the softmax runs in
+// base 2 (exp2 is one instruction), lse is converted back.
+template <int HD>
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_fa_kernel(float *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                                const int64_t *seq_start, int nq, int nkv, float scale_log2, int64_t window) {
     extern __shared__ float smem[];
-    unsigned char *at = aligned_shared(smem);
-    const int ldq = ld_rows(hd), ldo = ld_acc(hd);
-    auto *qs = reinterpret_cast<__nv_bfloat16 *>(at);                          // [kTq][ldq]
-    auto *ks = reinterpret_cast<__nv_bfloat16 *>(at += rows_bf16_bytes(hd));   // [kTk][ldq]
-    auto *vs = reinterpret_cast<__nv_bfloat16 *>(at += rows_bf16_bytes(hd));   // [kTk][ldq]
-    auto *ss = reinterpret_cast<float *>(at += rows_bf16_bytes(hd));           // [kTq][kLdS] scores
-    auto *ps = reinterpret_cast<__nv_bfloat16 *>(at += kScoreBytes);           // [kTq][kLdP] probabilities
-    auto *os = reinterpret_cast<float *>(at += kProbBytes);                    // [kTq][ldo] unnormalised output
-    auto *row_max = reinterpret_cast<float *>(at += acc_bytes(hd)), *row_sum = row_max + kTq;
-    float *row_corr = row_sum + kTq;
+    bf16 *qs = shared_tiles(smem);         // [kRows][kLd] queries
+    bf16 *ks = qs + kRows * kLd<HD>;       // [2][kRows][kLd] keys, double-buffered
+    bf16 *vs = ks + 2 * kRows * kLd<HD>;   // [2][kRows][kLd] values
+    constexpr int kTile = kRows * kLd<HD>; // elements of one tile
 
-    const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32, h = int(blockIdx.y), j = h / (nq / nkv);
-    const int64_t t0 = seq_start[blockIdx.z], T = seq_start[blockIdx.z + 1] - t0;
-    for (int64_t qa = int64_t(blockIdx.x) * kTq; qa < T; qa += int64_t(gridDim.x) * kTq) {
-        const int rows = int(min(int64_t(kTq), T - qa)); // queries qa … qa+rows−1
-        stage_rows(qs, q, t0 + qa, rows, nq, h, hd);
-        for (int i = tid; i < kTq * hd; i += kTcThreads) os[i / hd * ldo + i % hd] = 0.0f;
-        if (tid < kTq) row_max[tid] = -INFINITY, row_sum[tid] = 0.0f;
+    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+    const int h = int(blockIdx.y), j = h / (nq / nkv);
+    const int64_t t0 = seq_start[blockIdx.z], T = seq_start[blockIdx.z + 1] - t0, tiles = (T + kRows - 1) / kRows;
+    // The last query tiles see the most keys: blocks take them first, so the long ones start early.
+    for (int64_t i = blockIdx.x; i < tiles; i += gridDim.x) {
+        const int64_t qa = (tiles - 1 - i) * kRows;
+        const int rows = int(min(int64_t(kRows), T - qa)); // queries qa … qa+rows−1
         const int64_t lo = window > 0 ? max(int64_t(0), qa - window + 1) : 0, hi = qa + rows;
-        for (int64_t ka = lo; ka < hi; ka += kTk) {
-            const int cols = int(min(int64_t(kTk), hi - ka));
-            __syncthreads(); // the previous tiles are consumed
-            stage_rows(ks, k, t0 + ka, cols, nkv, j, hd);
-            stage_rows(vs, v, t0 + ka, cols, nkv, j, hd);
-            __syncthreads();
-            block_mma<false, true>(ss, kLdS, qs, ldq, ks, ldq, kTq, kTk, hd, false); // S = Q·Kᵀ
-            __syncthreads();
-            // Online softmax, invisible pairs masked here: warp w takes rows w, w + 4, …, its lanes columns lane and
-            // lane + 32 (reads of consecutive words: no bank conflicts); the row's max and sum are shuffle trees.
-            static_assert(kTk == 64 && kTq % kWarps == 0, "two columns per lane");
-            for (int r = warp; r < kTq; r += kWarps) {
-                const float *sr = ss + r * kLdS;
-                const int c0 = lane, c1 = lane + 32;
-                const bool v0 = r < rows && c0 < cols && attn::visible(qa + r, ka + c0, window);
-                const bool v1 = r < rows && c1 < cols && attn::visible(qa + r, ka + c1, window);
-                const float s0 = v0 ? sr[c0] * scale : -INFINITY, s1 = v1 ? sr[c1] * scale : -INFINITY;
-                const float old_max = row_max[r], m = fmaxf(old_max, warp_max(fmaxf(s0, s1)));
-                const float corr = m == -INFINITY ? 1.0f : expf(old_max - m);
-                const float p0 = v0 ? expf(s0 - m) : 0.0f, p1 = v1 ? expf(s1 - m) : 0.0f;
-                ps[r * kLdP + c0] = __float2bfloat16_rn(p0);
-                ps[r * kLdP + c1] = __float2bfloat16_rn(p1);
-                const float sum = warp_sum(p0 + p1);
-                __syncwarp();
-                if (lane == 0) row_max[r] = m, row_sum[r] = row_sum[r] * corr + sum, row_corr[r] = corr;
-            }
-            __syncthreads();
-            for (int i = tid; i < kTq * hd; i += kTcThreads) os[i / hd * ldo + i % hd] *= row_corr[i / hd];
-            __syncthreads();
-            block_mma<false, false>(os, ldo, ps, kLdP, vs, ldq, kTq, hd, kTk, true); // O += P·V
-        }
+        __syncthreads(); // every warp is done with the previous query tile's shared tiles
+        load_rows_async<HD>(qs, q, t0 + qa, rows, nq, h);
+        mma::cp_async_commit();
+        load_rows_async<HD>(ks, k, t0 + lo, int(min(int64_t(kRows), hi - lo)), nkv, j);
+        load_rows_async<HD>(vs, v, t0 + lo, int(min(int64_t(kRows), hi - lo)), nkv, j);
+        mma::cp_async_commit();
+        mma::cp_async_wait<1>(); // the queries (the first key tile may still be in flight)
         __syncthreads();
-        for (int i = tid; i < rows * hd; i += kTcThreads) {
-            const int r = i / hd, d = i % hd;
-            out[((t0 + qa + r) * nq + h) * hd + d] = os[r * ldo + d] / row_sum[r];
+        uint32_t qf[HD / 16][4];
+        load_a_rows<HD>(qf, qs, warp);
+
+        float o[HD / 8][4] = {};
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; // rows g and g + 8: running max, lane's sum
+        const int64_t q_first = qa + warp * kWarpRows, q_last = q_first + kWarpRows - 1; // this warp's queries
+        int buf = 0;
+        for (int64_t ka = lo; ka < hi; ka += kRows, buf ^= 1) {
+            const int cols = int(min(int64_t(kRows), hi - ka));
+            if (ka + kRows < hi) { // the next key and value tiles start loading into the other buffer
+                const int next = int(min(int64_t(kRows), hi - ka - kRows));
+                load_rows_async<HD>(ks + (buf ^ 1) * kTile, k, t0 + ka + kRows, next, nkv, j);
+                load_rows_async<HD>(vs + (buf ^ 1) * kTile, v, t0 + ka + kRows, next, nkv, j);
+                mma::cp_async_commit();
+                mma::cp_async_wait<1>();
+            } else {
+                mma::cp_async_wait<0>();
+            }
+            __syncthreads(); // this tile landed, from every thread's copies
+
+            float s[8][4] = {};
+            product_with_rows<HD>(s, RegisterRows{qf}, ks + buf * kTile); // S = Q·Kᵀ
+            // Masked where a pair is invisible (padding columns are keys past every real query: causally invisible); a tile
+            // wholly inside every row's causal window skips the test.
+            const bool whole = ka + kRows - 1 <= q_first && (window <= 0 || ka > q_last - window);
+            float mx[2] = {m[0], m[1]};
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float x = s[nt][e] * scale_log2;
+                    if (!whole) {
+                        const int64_t tq = q_first + g + (e >= 2 ? 8 : 0), tk = ka + nt * 8 + 2 * t + (e & 1);
+                        if (tk - ka >= cols || !attn::visible(tq, tk, window)) x = -INFINITY;
+                    }
+                    s[nt][e] = x;
+                    mx[e / 2] = fmaxf(mx[e / 2], x);
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                mx[r] = quad_max(mx[r]);
+                // A row that has seen no visible key yet keeps max −∞: subtract 0 instead (its p are all 0).
+                const float base = mx[r] == -INFINITY ? 0.0f : mx[r];
+                const float corr = exp2f(m[r] - base);
+                m[r] = mx[r], l[r] *= corr;
+#pragma unroll
+                for (int nt = 0; nt < HD / 8; ++nt) o[nt][2 * r] *= corr, o[nt][2 * r + 1] *= corr;
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    const float p0 = exp2f(s[nt][2 * r] - base), p1 = exp2f(s[nt][2 * r + 1] - base);
+                    s[nt][2 * r] = p0, s[nt][2 * r + 1] = p1;
+                    l[r] += p0 + p1;
+                }
+            }
+            uint32_t pa[4][4];
+            scores_as_a(pa, s);
+            product_with_columns<HD>(o, pa, vs + buf * kTile); // O += P·V
+            __syncthreads(); // every warp has read this buffer before the next iteration's copies refill it
         }
-        if (lse && tid < rows) lse[(t0 + qa + tid) * nq + h] = row_max[tid] + logf(row_sum[tid]);
-        __syncthreads(); // the row state is read before the next query tile resets it
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = warp * kWarpRows + g + 8 * r;
+            const float sum = quad_sum(l[r]);
+            if (row >= rows) continue;
+            float *dst = out + ((t0 + qa + row) * nq + h) * HD + 2 * t;
+#pragma unroll
+            for (int nt = 0; nt < HD / 8; ++nt) dst[nt * 8] = o[nt][2 * r] / sum, dst[nt * 8 + 1] = o[nt][2 * r + 1] / sum;
+            if (lse && t == 0) lse[(t0 + qa + row) * nq + h] = (m[r] + log2f(sum)) * 0.69314718f;
+        }
     }
 }
 
 } // namespace
 
+namespace attn_fa {
+// [N·nq·hd] q, [N·nkv·hd] k and v, then [N·nq·hd] dout if given.
+Bf16Inputs round_inputs(const float *q, const float *k, const float *v, const float *dout, int64_t N,
+                        const AttnShape &s) {
+    const int64_t nqe = N * s.nq * s.hd, nke = N * s.nkv * s.hd;
+    const int64_t total = nqe + 2 * nke + (dout ? nqe : 0);
+    auto *p = static_cast<uint16_t *>(device_scratch(Scratch::AttentionBf16, size_t(total) * 2));
+    to_bf16(p, q, nqe);
+    to_bf16(p + nqe, k, nke);
+    to_bf16(p + nqe + nke, v, nke);
+    if (dout) to_bf16(p + nqe + 2 * nke, dout, nqe);
+    const auto *b = reinterpret_cast<const bf16 *>(p);
+    return {b, b + nqe, b + nqe + nke, dout ? b + nqe + 2 * nke : nullptr};
+}
+} // namespace attn_fa
+
 void attention_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
                             const VarlenBatch &batch, const AttnShape &s) {
     attn::check_shape(s);
-    if (s.hd % 16 != 0) fail("attention on tensor cores: head size {} is not a multiple of 16", s.hd);
+    check_head_dim(s);
     if (batch.N == 0 || batch.B == 0) return;
-    const int hd = int(s.hd);
-    const size_t bytes = 128 + 3 * rows_bf16_bytes(hd) + kScoreBytes + kProbBytes + acc_bytes(hd) + kRowStateBytes;
-    attn::allow_shared_bytes(attention_forward_tc_kernel, bytes);
-    attention_forward_tc_kernel<<<attn::tile_grid(batch, s.nq, kTq), kTcThreads, bytes>>>(
-        out, lse, q, k, v, batch.seq_start, int(s.nq), int(s.nkv), hd, float(s.scale), s.window);
-    ZAYA_CUDA_LAUNCHED();
+    const Bf16Inputs in = round_inputs(q, k, v, nullptr, batch.N, s);
+    const float scale_log2 = float(s.scale) * 1.44269504f;
+    with_head_dim(s.hd, [&](auto hd) {
+        constexpr int HD = decltype(hd)::value;
+        const size_t bytes = 128 + 5 * kTileBytes<HD>;
+        attn::allow_shared_bytes(attention_forward_fa_kernel<HD>, bytes);
+        attention_forward_fa_kernel<HD><<<attn::tile_grid(batch, s.nq, kRows), kThreads, bytes>>>(
+            out, lse, in.q, in.k, in.v, batch.seq_start, int(s.nq), int(s.nkv), scale_log2, s.window);
+        ZAYA_CUDA_LAUNCHED();
+    });
 }
 
 } // namespace zaya::cuda

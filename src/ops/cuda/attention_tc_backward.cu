@@ -1,154 +1,212 @@
-// Attention backward on bf16 tensor cores (WMMA): attention_backward's split — dq by (query tile, head), dk/dv by
-// (key tile, kv head) over the group's query heads, so every gradient element has one writer (deterministic) — with
-// 64×64 tiles. P is recomputed from bf16 q, k and the saved lse (as attention_forward_bf16 made it); the products
-// S = Q·Kᵀ, dP = dO·Vᵀ, dQ += dS·K, dV += Pᵀ·dO, dK += dSᵀ·Q run on tensor cores with bf16 operands and fp32
-// accumulation; the softmax backward dS = P(dP − D)·scale is fp32 (D = rowsum(dO ⊙ O) from the fp32 out).
-#include "ops/cuda/attention_tc.cuh"
+// Attention backward on bf16 tensor cores, flash-attention 2 style: attention_backward's split — dq by (query
+// tile, head), dk/dv by (key tile, kv head) over the group's query heads, so every gradient element has one writer
+// (deterministic, no atomics) — with 64×64 tiles streamed through double-buffered shared memory by cp.async and
+// each warp's 16 rows of scores and gradients in registers (mma.sync). P is recomputed from bf16 q, k and the saved
+// lse (as attention_forward_bf16 made it); S = Q·Kᵀ, dP = dO·Vᵀ, dQ += dS·K, dV += Pᵀ·dO, dK += dSᵀ·Q run on tensor
+// cores with bf16 operands (P and dS rounded for their products) and fp32 accumulation; the softmax backward
+// dS = P(dP − D)·scale is fp32 (D = rowsum(dO ⊙ O) from the fp32 out and dout).
+#include "ops/cuda/attention_fa.cuh"
 #include "ops/cuda/runtime.h"
+
+#include <cmath>
 
 namespace zaya::cuda {
 
 namespace {
 
-using namespace attn_tc;
+using namespace attn_fa;
+using bf16 = __nv_bfloat16;
+constexpr float kLog2e = 1.44269504f;
 
-// From the scores S = Q·Kᵀ and dP = dO·Vᵀ of a (query tile, key tile) pair: P (if wanted) and dS·scale as bf16,
-// zero where a pair is invisible or padding. Rows are queries qa + r (r < rows), columns keys ka + c (c < cols).
-__device__ void softmax_backward_tile(__nv_bfloat16 *ps, __nv_bfloat16 *dss, const float *ss, const float *dps,
-                                      const float *lse_s, const float *rd_s, int64_t qa, int rows, int64_t ka,
-                                      int cols, float scale, int64_t window) {
-    for (int i = int(threadIdx.x); i < kTq * kTk; i += kTcThreads) {
-        const int r = i / kTk, c = i % kTk;
-        float p = 0.0f, ds = 0.0f;
-        if (r < rows && c < cols && attn::visible(qa + r, ka + c, window)) {
-            p = expf(ss[r * kLdS + c] * scale - lse_s[r]);
-            ds = p * (dps[r * kLdS + c] - rd_s[r]) * scale;
+// P and dS·scale of a 16×64 tile held as C fragments (s = scores, dp = dP, both overwritten): p = 2^(s·scale_log2 −
+// lse2), ds = p·(dP − D)·scale, zero where visible(e) is false. lse2 (= lse·log2 e) and D of element e's query come
+// from row_lse2(nt, e) and row_d(nt, e).
+template <class Visible, class Lse, class D>
+__device__ inline void softmax_backward(float s[8][4], float dp[8][4], float scale_log2, float scale,
+                                        const Visible &visible, const Lse &row_lse2, const D &row_d) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const bool vis = visible(nt, e);
+            const float p = vis ? exp2f(s[nt][e] * scale_log2 - row_lse2(nt, e)) : 0.0f;
+            s[nt][e] = p;
+            dp[nt][e] = vis ? p * (dp[nt][e] - row_d(nt, e)) * scale : 0.0f;
         }
-        if (ps) ps[r * kLdP + c] = __float2bfloat16_rn(p);
-        dss[r * kLdP + c] = __float2bfloat16_rn(ds);
     }
 }
 
-// lse and D of the query rows qa … qa+rows−1 of head h into shared memory (zeros for padding rows).
-__device__ void stage_row_state(float *lse_s, float *rd_s, const float *lse, const float *rd, int64_t pos0, int rows,
-                                int nq, int h) {
-    const int t = int(threadIdx.x);
-    if (t < kTq) {
-        const int64_t row = (pos0 + t) * nq + h;
-        lse_s[t] = t < rows ? lse[row] : 0.0f;
-        rd_s[t] = t < rows ? rd[row] : 0.0f;
-    }
-}
+template <int HD> constexpr size_t dq_bytes() { return 128 + 6 * kTileBytes<HD>; }
 
-size_t dq_bytes(int hd) {
-    return 128 + 4 * rows_bf16_bytes(hd) + 2 * kScoreBytes + kProbBytes + acc_bytes(hd) + kRowStateBytes;
-}
-
-__global__ void __launch_bounds__(kTcThreads)
-    attention_dq_tc_kernel(float *dq, const float *dout, const float *lse, const float *rd, const float *q,
-                           const float *k, const float *v, const int64_t *seq_start, int nq, int nkv, int hd,
-                           float scale, int64_t window) {
+// dq[(t, h), ·] = Σ_keys dS·K over the visible keys of query tile qa, for head h. Shared: the query and dout tiles,
+// then key and value tiles double-buffered.
+template <int HD>
+__global__ void __launch_bounds__(kThreads)
+    attention_dq_fa_kernel(float *dq, const bf16 *dout, const float *lse, const float *rd, const bf16 *q,
+                           const bf16 *k, const bf16 *v, const int64_t *seq_start, int nq, int nkv, float scale,
+                           int64_t window) {
     extern __shared__ float smem[];
-    unsigned char *at = aligned_shared(smem);
-    const int ldr = ld_rows(hd), lda = ld_acc(hd);
-    auto *qs = reinterpret_cast<__nv_bfloat16 *>(at);                        // [kTq][ldr] queries
-    auto *dos = reinterpret_cast<__nv_bfloat16 *>(at += rows_bf16_bytes(hd)); // [kTq][ldr] dout rows
-    auto *ks = reinterpret_cast<__nv_bfloat16 *>(at += rows_bf16_bytes(hd));  // [kTk][ldr] keys
-    auto *vs = reinterpret_cast<__nv_bfloat16 *>(at += rows_bf16_bytes(hd));  // [kTk][ldr] values
-    auto *ss = reinterpret_cast<float *>(at += rows_bf16_bytes(hd));          // [kTq][kLdS] S
-    auto *dps = reinterpret_cast<float *>(at += kScoreBytes);                 // [kTq][kLdS] dP
-    auto *dss = reinterpret_cast<__nv_bfloat16 *>(at += kScoreBytes);         // [kTq][kLdP] dS·scale
-    auto *dqs = reinterpret_cast<float *>(at += kProbBytes);                  // [kTq][lda] dq accumulator
-    auto *lse_s = reinterpret_cast<float *>(at += acc_bytes(hd)), *rd_s = lse_s + kTq;
+    constexpr int kTile = kRows * kLd<HD>;
+    bf16 *qs = shared_tiles(smem), *dos = qs + kTile, *ks = dos + kTile, *vs = ks + 2 * kTile;
 
-    const int tid = int(threadIdx.x), h = int(blockIdx.y), j = h / (nq / nkv);
-    const int64_t t0 = seq_start[blockIdx.z], T = seq_start[blockIdx.z + 1] - t0;
-    for (int64_t qa = int64_t(blockIdx.x) * kTq; qa < T; qa += int64_t(gridDim.x) * kTq) {
-        const int rows = int(min(int64_t(kTq), T - qa));
-        stage_rows(qs, q, t0 + qa, rows, nq, h, hd);
-        stage_rows(dos, dout, t0 + qa, rows, nq, h, hd);
-        for (int i = tid; i < kTq * hd; i += kTcThreads) dqs[i / hd * lda + i % hd] = 0.0f;
-        stage_row_state(lse_s, rd_s, lse, rd, t0 + qa, rows, nq, h);
+    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+    const int h = int(blockIdx.y), j = h / (nq / nkv);
+    const float scale_log2 = scale * kLog2e;
+    const int64_t t0 = seq_start[blockIdx.z], T = seq_start[blockIdx.z + 1] - t0, tiles = (T + kRows - 1) / kRows;
+    for (int64_t i = blockIdx.x; i < tiles; i += gridDim.x) { // the longest rows first, as in the forward
+        const int64_t qa = (tiles - 1 - i) * kRows;
+        const int rows = int(min(int64_t(kRows), T - qa));
         const int64_t lo = window > 0 ? max(int64_t(0), qa - window + 1) : 0, hi = qa + rows;
-        for (int64_t ka = lo; ka < hi; ka += kTk) {
-            const int cols = int(min(int64_t(kTk), hi - ka));
-            __syncthreads(); // the previous key tile and dS are consumed; the query tile is in place
-            stage_rows(ks, k, t0 + ka, cols, nkv, j, hd);
-            stage_rows(vs, v, t0 + ka, cols, nkv, j, hd);
-            __syncthreads();
-            block_mma<false, true>(ss, kLdS, qs, ldr, ks, ldr, kTq, kTk, hd, false);   // S = Q·Kᵀ
-            block_mma<false, true>(dps, kLdS, dos, ldr, vs, ldr, kTq, kTk, hd, false); // dP = dO·Vᵀ
-            __syncthreads();
-            softmax_backward_tile(nullptr, dss, ss, dps, lse_s, rd_s, qa, rows, ka, cols, scale, window);
-            __syncthreads();
-            block_mma<false, false>(dqs, lda, dss, kLdP, ks, ldr, kTq, hd, kTk, true); // dQ += dS·K
+        __syncthreads(); // every warp is done with the previous query tile's shared tiles
+        load_rows_async<HD>(qs, q, t0 + qa, rows, nq, h);
+        load_rows_async<HD>(dos, dout, t0 + qa, rows, nq, h);
+        load_rows_async<HD>(ks, k, t0 + lo, int(min(int64_t(kRows), hi - lo)), nkv, j);
+        load_rows_async<HD>(vs, v, t0 + lo, int(min(int64_t(kRows), hi - lo)), nkv, j);
+        mma::cp_async_commit();
+
+        const int64_t q_first = qa + warp * kWarpRows, q_last = q_first + kWarpRows - 1;
+        float lse2[2], d[2]; // rows g and g + 8 (padding rows: anything finite, never written)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = warp * kWarpRows + g + 8 * r;
+            const int64_t at = (t0 + qa + min(row, rows - 1)) * nq + h;
+            lse2[r] = lse[at] * kLog2e, d[r] = rd[at];
         }
-        __syncthreads();
-        for (int i = tid; i < rows * hd; i += kTcThreads) {
-            const int r = i / hd, d = i % hd;
-            dq[((t0 + qa + r) * nq + h) * hd + d] = dqs[r * lda + d];
+        float acc[HD / 8][4] = {};
+        int buf = 0;
+        for (int64_t ka = lo; ka < hi; ka += kRows, buf ^= 1) {
+            const int cols = int(min(int64_t(kRows), hi - ka));
+            if (ka + kRows < hi) {
+                const int next = int(min(int64_t(kRows), hi - ka - kRows));
+                load_rows_async<HD>(ks + (buf ^ 1) * kTile, k, t0 + ka + kRows, next, nkv, j);
+                load_rows_async<HD>(vs + (buf ^ 1) * kTile, v, t0 + ka + kRows, next, nkv, j);
+                mma::cp_async_commit();
+                mma::cp_async_wait<1>();
+            } else {
+                mma::cp_async_wait<0>();
+            }
+            __syncthreads(); // this key tile (and on the first, the query and dout tiles) landed
+            const bf16 *kt = ks + buf * kTile, *vt = vs + buf * kTile;
+            float s[8][4] = {}, dp[8][4] = {};
+            product_with_rows<HD>(s, SharedRows<HD>(qs, warp), kt);   // S = Q·Kᵀ
+            product_with_rows<HD>(dp, SharedRows<HD>(dos, warp), vt); // dP = dO·Vᵀ
+            // Padding keys are past every real query (causally invisible); a tile wholly inside every row's causal
+            // window skips the per-pair test.
+            const bool whole = ka + kRows - 1 <= q_first && (window <= 0 || ka > q_last - window);
+            softmax_backward(
+                s, dp, scale_log2, scale,
+                [&](int nt, int e) {
+                    const int64_t tq = q_first + g + (e >= 2 ? 8 : 0), tk = ka + nt * 8 + 2 * t + (e & 1);
+                    return whole || (tk - ka < cols && attn::visible(tq, tk, window));
+                },
+                [&](int, int e) { return lse2[e / 2]; }, [&](int, int e) { return d[e / 2]; });
+            uint32_t dsa[4][4];
+            scores_as_a(dsa, dp);
+            product_with_columns<HD>(acc, dsa, kt); // dQ += dS·K
+            __syncthreads(); // every warp has read this buffer before the next iteration's copies refill it
         }
-        __syncthreads(); // the next tile overwrites the shared arrays
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = warp * kWarpRows + g + 8 * r;
+            if (row >= rows) continue;
+            float *dst = dq + ((t0 + qa + row) * nq + h) * HD + 2 * t;
+#pragma unroll
+            for (int nt = 0; nt < HD / 8; ++nt) dst[nt * 8] = acc[nt][2 * r], dst[nt * 8 + 1] = acc[nt][2 * r + 1];
+        }
     }
 }
 
-size_t dkdv_bytes(int hd) {
-    return 128 + 4 * rows_bf16_bytes(hd) + 2 * kScoreBytes + 2 * kProbBytes + 2 * acc_bytes(hd) + kRowStateBytes;
-}
+template <int HD> constexpr size_t dkdv_bytes() { return 128 + 6 * kTileBytes<HD> + 4 * kRows * sizeof(float); }
 
-__global__ void __launch_bounds__(kTcThreads)
-    attention_dkdv_tc_kernel(float *dk, float *dv, const float *dout, const float *lse, const float *rd,
-                             const float *q, const float *k, const float *v, const int64_t *seq_start, int nq,
-                             int nkv, int hd, float scale, int64_t window) {
+// dk, dv of key tile ka for kv head j: Σ over the group's query heads and the query tiles that see the tile, in
+// that order. Computed transposed — each warp owns 16 keys: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, so Pᵀ and dSᵀ are already
+// the A operands of dV += Pᵀ·dO and dK += dSᵀ·Q. Shared: the key and value tiles, then query and dout tiles and
+// their rows' lse·log2 e and D, double-buffered.
+template <int HD>
+__global__ void __launch_bounds__(kThreads)
+    attention_dkdv_fa_kernel(float *dk, float *dv, const bf16 *dout, const float *lse, const float *rd, const bf16 *q,
+                             const bf16 *k, const bf16 *v, const int64_t *seq_start, int nq, int nkv, float scale,
+                             int64_t window) {
     extern __shared__ float smem[];
-    unsigned char *at = aligned_shared(smem);
-    const int ldr = ld_rows(hd), lda = ld_acc(hd);
-    auto *ks = reinterpret_cast<__nv_bfloat16 *>(at);                        // [kTk][ldr] keys
-    auto *vs = reinterpret_cast<__nv_bfloat16 *>(at += rows_bf16_bytes(hd)); // [kTk][ldr] values
-    auto *qs = reinterpret_cast<__nv_bfloat16 *>(at += rows_bf16_bytes(hd)); // [kTq][ldr] queries
-    auto *dos = reinterpret_cast<__nv_bfloat16 *>(at += rows_bf16_bytes(hd)); // [kTq][ldr] dout rows
-    auto *ss = reinterpret_cast<float *>(at += rows_bf16_bytes(hd));         // [kTq][kLdS] S
-    auto *dps = reinterpret_cast<float *>(at += kScoreBytes);                // [kTq][kLdS] dP
-    auto *ps = reinterpret_cast<__nv_bfloat16 *>(at += kScoreBytes);         // [kTq][kLdP] P
-    auto *dss = reinterpret_cast<__nv_bfloat16 *>(at += kProbBytes);         // [kTq][kLdP] dS·scale
-    auto *dks = reinterpret_cast<float *>(at += kProbBytes);                 // [kTk][lda] dk accumulator
-    auto *dvs = reinterpret_cast<float *>(at += acc_bytes(hd));              // [kTk][lda] dv accumulator
-    auto *lse_s = reinterpret_cast<float *>(at += acc_bytes(hd)), *rd_s = lse_s + kTq;
+    constexpr int kTile = kRows * kLd<HD>;
+    bf16 *ks = shared_tiles(smem), *vs = ks + kTile, *qs = vs + kTile, *dos = qs + 2 * kTile;
+    float *lse2_s = reinterpret_cast<float *>(dos + 2 * kTile), *d_s = lse2_s + 2 * kRows; // [2][kRows] each
 
-    const int tid = int(threadIdx.x), j = int(blockIdx.y), group = nq / nkv;
+    const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int j = int(blockIdx.y), group = nq / nkv;
+    const float scale_log2 = scale * kLog2e;
     const int64_t t0 = seq_start[blockIdx.z], T = seq_start[blockIdx.z + 1] - t0;
-    for (int64_t ka = int64_t(blockIdx.x) * kTk; ka < T; ka += int64_t(gridDim.x) * kTk) {
-        const int cols = int(min(int64_t(kTk), T - ka)); // keys ka … ka+cols−1
-        stage_rows(ks, k, t0 + ka, cols, nkv, j, hd);
-        stage_rows(vs, v, t0 + ka, cols, nkv, j, hd);
-        for (int i = tid; i < kTk * hd; i += kTcThreads) dks[i / hd * lda + i % hd] = dvs[i / hd * lda + i % hd] = 0.0f;
+    // Stages query tile qa of head h into buffer b: q and dout rows by cp.async (the caller commits), lse and D by
+    // plain loads (strided by heads; zeros for padding rows), visible to all after the next barrier.
+    auto stage_queries = [&](int b, int h, int64_t qa, int rows) {
+        load_rows_async<HD>(qs + b * kTile, q, t0 + qa, rows, nq, h);
+        load_rows_async<HD>(dos + b * kTile, dout, t0 + qa, rows, nq, h);
+        if (tid < kRows) {
+            const int64_t at = (t0 + qa + tid) * nq + h;
+            lse2_s[b * kRows + tid] = tid < rows ? lse[at] * kLog2e : 0.0f;
+            d_s[b * kRows + tid] = tid < rows ? rd[at] : 0.0f;
+        }
+    };
+    for (int64_t ka = int64_t(blockIdx.x) * kRows; ka < T; ka += int64_t(gridDim.x) * kRows) {
+        const int cols = int(min(int64_t(kRows), T - ka)); // keys ka … ka+cols−1
         // Queries that see any key of the tile: [ka, last) — causal from the first key, window from the last.
         const int64_t last = window > 0 ? min(T, ka + cols - 1 + window) : T;
-        for (int h = j * group; h < (j + 1) * group; ++h) {
-            for (int64_t qa = ka; qa < last; qa += kTq) {
-                const int rows = int(min(int64_t(kTq), last - qa));
-                __syncthreads(); // the previous query tile, P and dS are consumed; the key tile is in place
-                stage_rows(qs, q, t0 + qa, rows, nq, h, hd);
-                stage_rows(dos, dout, t0 + qa, rows, nq, h, hd);
-                stage_row_state(lse_s, rd_s, lse, rd, t0 + qa, rows, nq, h);
-                __syncthreads();
-                block_mma<false, true>(ss, kLdS, qs, ldr, ks, ldr, kTq, kTk, hd, false);   // S = Q·Kᵀ
-                block_mma<false, true>(dps, kLdS, dos, ldr, vs, ldr, kTq, kTk, hd, false); // dP = dO·Vᵀ
-                __syncthreads();
-                softmax_backward_tile(ps, dss, ss, dps, lse_s, rd_s, qa, rows, ka, cols, scale, window);
-                __syncthreads();
-                block_mma<true, false>(dvs, lda, ps, kLdP, dos, ldr, kTk, hd, kTq, true); // dV += Pᵀ·dO
-                block_mma<true, false>(dks, lda, dss, kLdP, qs, ldr, kTk, hd, kTq, true); // dK += dSᵀ·Q
+        const int64_t q_tiles = (last - ka + kRows - 1) / kRows, steps = q_tiles * group; // (head, query tile) pairs
+        const int64_t k_first = ka + warp * kWarpRows, k_last = k_first + kWarpRows - 1; // this warp's keys
+        __syncthreads(); // every warp is done with the previous key tile's shared tiles
+        load_rows_async<HD>(ks, k, t0 + ka, cols, nkv, j);
+        load_rows_async<HD>(vs, v, t0 + ka, cols, nkv, j);
+        stage_queries(0, j * group, ka, int(min(int64_t(kRows), last - ka)));
+        mma::cp_async_commit();
+
+        float dk_acc[HD / 8][4] = {}, dv_acc[HD / 8][4] = {};
+        for (int64_t step = 0; step < steps; ++step) {
+            const int b = int(step % 2);
+            const int64_t qa = ka + step % q_tiles * kRows;
+            const int rows = int(min(int64_t(kRows), last - qa));
+            if (step + 1 < steps) {
+                const int64_t qn = ka + (step + 1) % q_tiles * kRows;
+                stage_queries(b ^ 1, j * group + int((step + 1) / q_tiles), qn, int(min(int64_t(kRows), last - qn)));
+                mma::cp_async_commit();
+                mma::cp_async_wait<1>();
+            } else {
+                mma::cp_async_wait<0>();
+            }
+            __syncthreads(); // this query tile (and on the first step, the key and value tiles) landed
+            const bf16 *qt = qs + b * kTile, *dot = dos + b * kTile;
+            const float *lse2 = lse2_s + b * kRows, *dd = d_s + b * kRows;
+            float st[8][4] = {}, dpt[8][4] = {};
+            product_with_rows<HD>(st, SharedRows<HD>(ks, warp), qt);   // Sᵀ = K·Qᵀ
+            product_with_rows<HD>(dpt, SharedRows<HD>(vs, warp), dot); // dPᵀ = V·dOᵀ
+            // Padding queries are masked (their lse and D are zeros); padding keys give rows that are never written.
+            const bool whole = rows == kRows && k_last <= qa && (window <= 0 || k_first > qa + kRows - 1 - window);
+            softmax_backward(
+                st, dpt, scale_log2, scale,
+                [&](int nt, int e) {
+                    const int c = nt * 8 + 2 * t + (e & 1);
+                    const int64_t tk = k_first + g + (e >= 2 ? 8 : 0), tq = qa + c;
+                    return whole || (c < rows && attn::visible(tq, tk, window));
+                },
+                [&](int nt, int e) { return lse2[nt * 8 + 2 * t + (e & 1)]; },
+                [&](int nt, int e) { return dd[nt * 8 + 2 * t + (e & 1)]; });
+            uint32_t pa[4][4], dsa[4][4];
+            scores_as_a(pa, st);
+            scores_as_a(dsa, dpt);
+            product_with_columns<HD>(dv_acc, pa, dot); // dV += Pᵀ·dO
+            product_with_columns<HD>(dk_acc, dsa, qt); // dK += dSᵀ·Q
+            __syncthreads(); // every warp has read this buffer before the next step's copies refill it
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int c = warp * kWarpRows + g + 8 * r;
+            if (c >= cols) continue;
+            const int64_t at = ((t0 + ka + c) * nkv + j) * HD + 2 * t;
+#pragma unroll
+            for (int nt = 0; nt < HD / 8; ++nt) {
+                dk[at + nt * 8] = dk_acc[nt][2 * r], dk[at + nt * 8 + 1] = dk_acc[nt][2 * r + 1];
+                dv[at + nt * 8] = dv_acc[nt][2 * r], dv[at + nt * 8 + 1] = dv_acc[nt][2 * r + 1];
             }
         }
-        __syncthreads();
-        for (int i = tid; i < cols * hd; i += kTcThreads) {
-            const int c = i / hd, d = i % hd;
-            const int64_t dst = ((t0 + ka + c) * nkv + j) * hd + d;
-            dk[dst] = dks[c * lda + d];
-            dv[dst] = dvs[c * lda + d];
-        }
-        __syncthreads(); // the next key tile overwrites the shared arrays
     }
 }
 
@@ -158,20 +216,22 @@ void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout,
                              const float *q, const float *k, const float *v, const VarlenBatch &batch,
                              const AttnShape &s) {
     attn::check_shape(s);
-    if (s.hd % 16 != 0) fail("attention on tensor cores: head size {} is not a multiple of 16", s.hd);
+    check_head_dim(s);
     if (batch.N == 0 || batch.B == 0) return;
-    const int nq = int(s.nq), nkv = int(s.nkv), hd = int(s.hd);
-    const float *rd = attn::softmax_row_dots(dout, out, batch.N * nq, hd);
-
-    attn::allow_shared_bytes(attention_dq_tc_kernel, dq_bytes(hd));
-    attention_dq_tc_kernel<<<attn::tile_grid(batch, nq, kTq), kTcThreads, dq_bytes(hd)>>>(
-        dq, dout, lse, rd, q, k, v, batch.seq_start, nq, nkv, hd, float(s.scale), s.window);
-    ZAYA_CUDA_LAUNCHED();
-
-    attn::allow_shared_bytes(attention_dkdv_tc_kernel, dkdv_bytes(hd));
-    attention_dkdv_tc_kernel<<<attn::tile_grid(batch, nkv, kTk), kTcThreads, dkdv_bytes(hd)>>>(
-        dk, dv, dout, lse, rd, q, k, v, batch.seq_start, nq, nkv, hd, float(s.scale), s.window);
-    ZAYA_CUDA_LAUNCHED();
+    const int nq = int(s.nq), nkv = int(s.nkv);
+    const float *rd = attn::softmax_row_dots(dout, out, batch.N * nq, int(s.hd));
+    const Bf16Inputs in = round_inputs(q, k, v, dout, batch.N, s);
+    with_head_dim(s.hd, [&](auto hd) {
+        constexpr int HD = decltype(hd)::value;
+        attn::allow_shared_bytes(attention_dq_fa_kernel<HD>, dq_bytes<HD>());
+        attention_dq_fa_kernel<HD><<<attn::tile_grid(batch, nq, kRows), kThreads, dq_bytes<HD>()>>>(
+            dq, in.dout, lse, rd, in.q, in.k, in.v, batch.seq_start, nq, nkv, float(s.scale), s.window);
+        ZAYA_CUDA_LAUNCHED();
+        attn::allow_shared_bytes(attention_dkdv_fa_kernel<HD>, dkdv_bytes<HD>());
+        attention_dkdv_fa_kernel<HD><<<attn::tile_grid(batch, nkv, kRows), kThreads, dkdv_bytes<HD>()>>>(
+            dk, dv, in.dout, lse, rd, in.q, in.k, in.v, batch.seq_start, nq, nkv, float(s.scale), s.window);
+        ZAYA_CUDA_LAUNCHED();
+    });
 }
 
 } // namespace zaya::cuda

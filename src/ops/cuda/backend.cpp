@@ -231,14 +231,15 @@ class CudaBackend final : public Backend {
     }
     void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const SeqBatch &b,
                            const cpu::AttnShape &s) override {
-        // Tensor cores under bf16 matmuls (head sizes in steps of 16, as every preset has); else true fp32.
-        if (bf16() && s.hd % 16 == 0) return cuda::attention_forward_bf16(out, lse, q, k, v, varlen(b), s);
+        // Flash attention on tensor cores under bf16 matmuls (head sizes in steps of 16 up to 128, as every preset
+        // has); else true fp32.
+        if (bf16() && cuda::attention_on_tensor_cores(s)) return cuda::attention_forward_bf16(out, lse, q, k, v, varlen(b), s);
         cuda::attention_forward(out, lse, q, k, v, varlen(b), s);
     }
     void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
                             const real *q, const real *k, const real *v, const SeqBatch &b,
                             const cpu::AttnShape &s) override {
-        if (bf16() && s.hd % 16 == 0)
+        if (bf16() && cuda::attention_on_tensor_cores(s))
             return cuda::attention_backward_bf16(dq, dk, dv, dout, out, lse, q, k, v, varlen(b), s);
         cuda::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, varlen(b), s);
     }

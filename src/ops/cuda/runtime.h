@@ -29,6 +29,7 @@ enum class Scratch {
     LmHeadBf16, // the bf16 copies of the LM head's GEMM operands
     SumSquares,
     AttentionRowDots,     // the attention backward's softmax row dots D
+    AttentionBf16,        // the flash attention kernels' bf16 copies of q, k, v (and dout)
     NormResidualPartials, // rmsnorm_residual_backward's per-block parameter-gradient sums
     CcaTempRows,          // cca_qk_backward's per-token key-temperature gradients
     ColumnSums,           // column_sum_add's per-chunk partial sums (column_sum.cuh), the conv weight gradient's too

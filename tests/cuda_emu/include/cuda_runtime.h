@@ -150,6 +150,16 @@ template <class Kernel> cudaError_t cudaFuncSetAttribute(Kernel *kernel, cudaFun
 void __syncthreads();
 namespace emu {
 void warp_sync(); // a barrier of the calling thread's warp
+// The warp-level tensor-core instructions of src/ops/cuda/mma.cuh, as warp collectives (every lane of the warp must
+// call, as on the GPU): mma.sync m16n8k16 bf16 with fp32 accumulation (d += a·b, the products summed in k order),
+// ldmatrix .x4 (each lane gives one 16-byte-aligned row address in shared memory; `trans` for .trans), and
+// cp.async of 16 bytes, which lands only at the cp.async.wait_group that covers its group — so a read before that
+// wait sees the shared memory's poison, not the data.
+void mma_bf16_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2]);
+void ldmatrix_x4(uint32_t r[4], const void *row, bool trans);
+void cp_async_16(void *dst, const void *src, bool fill);
+void cp_async_commit();
+void cp_async_wait(int groups_left);
 } // namespace emu
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::warp_sync(); }
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
