@@ -100,7 +100,7 @@ void router_backward(Backend &be, const ZayaConfig &c, const LayerWeights &w, La
 
 } // namespace
 
-void model_backward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets, GradScratch &s,
+double model_backward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets, GradScratch &s,
                     real *grads, real loss_scale, const std::function<void(int64_t)> &layer_done) {
     const ZayaConfig &c = m.config;
     if (!acts.keep_all_layers) fail("model_backward needs activations planned with keep_all_layers");
@@ -113,9 +113,9 @@ void model_backward(const Model &m, const Batch &batch, Activations &acts, const
 
     int64_t count = 0;
     for (int64_t n = 0; n < N; ++n) count += targets[n] >= 0;
-    if (count == 0) return;
+    if (count == 0) return 0.0;
     // Loss → logits → LM head → final norm.
-    be.lm_head_backward(s.d_x, gw.lm_head, gw.lm_head_bias, acts.logits, acts.final_norm, m.w.lm_head,
+    const double loss = be.lm_head_backward(s.d_x, gw.lm_head, gw.lm_head_bias, acts.logits, acts.final_norm, m.w.lm_head,
                         m.w.lm_head_bias, acts.targets, N, D, V, loss_scale, count);
     // Each norm's backward runs fused with the residual scaling whose output it read (see model_forward): the final
     // norm and each layer's input_norm with the MoE residual below them, post_norm with the attention residual.
@@ -161,6 +161,7 @@ void model_backward(const Model &m, const Batch &batch, Activations &acts, const
     // Embedding with input bias/scale; the padding row gets nothing from the lookup (nn.Embedding(padding_idx)).
     be.embedding_backward(gw.embed, gw.input_bias, gw.input_scale, s.d_res[0], acts.tokens, m.w.embed,
                           m.w.input_bias, m.w.input_scale, N, D, int32_t(c.pad_token_id));
+    return loss;
 }
 
 } // namespace zaya

@@ -43,8 +43,10 @@ struct GradScratch {
 // being differentiated (1/micro-batches for accumulation). `layer_done(l)`, if given, is called as soon as layer
 // l's parameter gradients are final (layers in reverse order; nothing later writes them): data parallel starts
 // summing them over the ranks while the rest of the backward pass runs. It is not called when no token has a
-// target (nothing to differentiate).
-void model_backward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets, GradScratch &s,
+// target (nothing to differentiate). Returns the LM head backward's mean loss (Backend::lm_head_backward: NaN
+// where the backend took it from the forward's stored logits instead; 0 when no token has a target) — the loss of a
+// model_forward run with loss_in_backward.
+double model_backward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets, GradScratch &s,
                     real *grads, real loss_scale = 1, const std::function<void(int64_t)> &layer_done = {});
 
 } // namespace zaya

@@ -71,7 +71,8 @@ SeqBatch seq_batch(const Batch &batch, const Activations &acts) {
     return SeqBatch{acts.seq_start, B, batch.num_tokens(), max_len};
 }
 
-ForwardResult model_forward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets) {
+ForwardResult model_forward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets,
+                            bool loss_in_backward) {
     const ZayaConfig &c = m.config;
     const int64_t N = batch.num_tokens(), D = c.hidden_size, V = c.vocab_size;
     if (N > acts.max_tokens || batch.num_sequences() > acts.max_seqs)
@@ -131,10 +132,14 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
     }
 
     ForwardResult r;
-    r.loss = be.lm_head_forward(acts.logits, acts.losses, acts.final_norm, m.w.lm_head, m.w.lm_head_bias,
-                                targets ? acts.targets : nullptr, N, D, V);
     if (targets)
         for (int64_t n = 0; n < N; ++n) r.loss_tokens += targets[n] >= 0;
+    if (targets && loss_in_backward && !be.lm_head_needs_logits()) {
+        r.loss_deferred = true;
+        return r;
+    }
+    r.loss = be.lm_head_forward(acts.logits, acts.losses, acts.final_norm, m.w.lm_head, m.w.lm_head_bias,
+                                targets ? acts.targets : nullptr, N, D, V);
     return r;
 }
 

@@ -151,12 +151,14 @@ class Backend {
     // target; logits[N,V] = x·Wᵀ + b are stored when `logits` is non-null (the CPU backend always needs them; the
     // CUDA backend then computes the loss chunk by chunk and never holds [N,V]). Backward: dx[N,D] (=), dW, db +=
     // for loss_scale × the mean over the `count` rows with a target; `logits` is what forward stored (the CPU
-    // backend overwrites it with its gradient) or null (recomputed chunk by chunk).
+    // backend overwrites it with its gradient) or null (recomputed chunk by chunk). A backward that recomputes the
+    // logits (lm_head_needs_logits() false) returns the mean loss it saw, as lm_head_forward would have: training
+    // then skips the forward's head (model_forward's loss_in_backward); one that reads stored logits returns NaN.
     virtual double lm_head_forward(real *logits, real *losses, const real *x, const real *W, const real *b,
                                    const int32_t *targets, int64_t N, int64_t D, int64_t V) = 0;
-    virtual void lm_head_backward(real *dx, real *dW, real *db, real *logits, const real *x, const real *W,
-                                  const real *b, const int32_t *targets, int64_t N, int64_t D, int64_t V,
-                                  real loss_scale, int64_t count) = 0;
+    virtual double lm_head_backward(real *dx, real *dW, real *db, real *logits, const real *x, const real *W,
+                                    const real *b, const int32_t *targets, int64_t N, int64_t D, int64_t V,
+                                    real loss_scale, int64_t count) = 0;
     // Whether lm_head_forward needs stored logits to run a later lm_head_backward.
     virtual bool lm_head_needs_logits() const = 0;
 

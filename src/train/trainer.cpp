@@ -191,8 +191,8 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
         if (batch_log) batch_log->insert(batch_log->end(), tb.tokens.begin(), tb.tokens.end());
         Batch batch = tb.inputs();
         std::vector<int32_t> targets = tb.targets();
-        ForwardResult f = model_forward(m, batch, acts_, targets.data());
-        r.loss += f.loss / double(accum);
+        // The GPU's LM head backward recomputes the logits: its loss is the step's, and the forward skips the head.
+        const ForwardResult f = model_forward(m, batch, acts_, targets.data(), /*loss_in_backward=*/true);
         r.tokens += batch.num_tokens();
         for (int64_t l = 0; l < c.num_hidden_layers; ++l)
             backend_.add_group_sizes(counts + l * K, acts_.layer(l).offsets, K);
@@ -209,8 +209,10 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
             comm_->progress();
         };
         const real scale = real(1.0 / double(accum * ranks));
-        if (overlap) model_backward(m, batch, acts_, targets.data(), scratch_, grads, scale, start_through);
-        else model_backward(m, batch, acts_, targets.data(), scratch_, grads, scale);
+        const double backward_loss =
+            overlap ? model_backward(m, batch, acts_, targets.data(), scratch_, grads, scale, start_through)
+                    : model_backward(m, batch, acts_, targets.data(), scratch_, grads, scale);
+        r.loss += (f.loss_deferred ? backward_loss : f.loss) / double(accum);
         if (overlap) start_through(0); // those not reported (a micro-batch without targets reports none)
     }
     // A device's counts come down once, after the last backward pass is queued (no wait per layer or micro-batch).

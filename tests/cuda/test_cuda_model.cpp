@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace zaya {
@@ -103,6 +104,44 @@ TEST_F(CudaOps, ModelWithEveryOptionMatchesCpu) { expect_backends_agree(true, cp
 
 // bf16 matmul operands on the GPU against the fp32 CPU: the bf16 level, routing kept (tiny model, clear margins).
 TEST_F(CudaOps, ModelBf16MatmulsTrackFp32) { expect_backends_agree(false, cpu::MatmulPrecision::BF16, 3e-2); }
+
+// Training's loss_in_backward: on the GPU the forward skips the LM head (its backward recomputes the logits) and
+// model_backward returns the loss the forward would have — the same value, and the same gradients bit for bit.
+// The CPU reads the forward's stored logits, so it computes the loss in the forward as before.
+TEST_F(CudaOps, TrainingLossFromTheBackward) {
+    Model m = Model::create(full_config(false));
+    model_init_random(m, 12);
+    const Batch batch = test_batch(m.config.vocab_size);
+    const std::vector<int32_t> targets = batch.next_token_targets();
+    const int64_t N = batch.num_tokens(), B = batch.num_sequences();
+    for (Backend *be : {&cpu_backend(), &cuda_backend()}) {
+        const bool gpu = be == &cuda_backend();
+        SCOPED_TRACE(gpu ? "cuda" : "cpu");
+        Model dev = model_on(m, *be);
+        Activations acts = Activations::plan(m.config, N, B, true, *be);
+        GradScratch scratch = GradScratch::plan(m.config, N, B, *be);
+        std::vector<float> grads[2];
+        double forward_loss = 0, backward_loss[2] = {0, 0};
+        for (int deferred = 0; deferred < 2; ++deferred) {
+            RealBuffer g = be->alloc(m.layout.total);
+            const ForwardResult f = model_forward(dev, batch, acts, targets.data(), deferred == 1);
+            EXPECT_EQ(f.loss_deferred, gpu && deferred == 1);
+            EXPECT_EQ(f.loss_tokens, N - B);
+            if (deferred == 0) forward_loss = f.loss;
+            backward_loss[deferred] = model_backward(dev, batch, acts, targets.data(), scratch, g.data());
+            grads[deferred].resize(m.layout.total);
+            be->download(grads[deferred].data(), g.data(), m.layout.total * sizeof(float));
+        }
+        if (gpu) {
+            EXPECT_NEAR(backward_loss[1], forward_loss, 1e-6 * forward_loss);
+            EXPECT_EQ(backward_loss[0], backward_loss[1]);
+        } else {
+            EXPECT_TRUE(std::isnan(backward_loss[0]) && std::isnan(backward_loss[1]));
+        }
+        EXPECT_GT(forward_loss, 1.0);
+        EXPECT_EQ(grads[0], grads[1]);
+    }
+}
 
 } // namespace
 } // namespace zaya

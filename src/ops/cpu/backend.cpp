@@ -10,6 +10,7 @@
 #include "ops/cpu/reduce.h"
 #include "optim/sum_squares.h"
 
+#include <limits>
 #include <cstring>
 
 namespace zaya {
@@ -173,12 +174,13 @@ class CpuBackend final : public Backend {
         cpu::linear_forward(logits, x, W, b, N, D, V);
         return targets ? cpu::cross_entropy_forward(losses, logits, targets, N, V) : 0.0;
     }
-    void lm_head_backward(real *dx, real *dW, real *db, real *logits, const real *x, const real *W, const real *,
-                          const int32_t *targets, int64_t N, int64_t D, int64_t V, real loss_scale,
-                          int64_t count) override {
+    double lm_head_backward(real *dx, real *dW, real *db, real *logits, const real *x, const real *W, const real *,
+                            const int32_t *targets, int64_t N, int64_t D, int64_t V, real loss_scale,
+                            int64_t count) override {
         if (!logits) fail("cpu backend: the LM head backward needs the forward's logits");
         cpu::cross_entropy_backward(logits, targets, N, V, loss_scale / real(count));
         cpu::linear_backward(dx, dW, db, logits, V, x, W, N, D, V, false);
+        return std::numeric_limits<double>::quiet_NaN(); // the loss came from the forward's logits
     }
     bool lm_head_needs_logits() const override { return true; }
 

@@ -289,11 +289,11 @@ class CudaBackend final : public Backend {
         if (!targets) return 0.0;
         return cuda::lm_head_loss(losses, x, W, b, targets, N, D, V, cuda::lm_head_chunk_rows(V), bf16());
     }
-    void lm_head_backward(real *dx, real *dW, real *db, real *, const real *x, const real *W, const real *b,
-                          const int32_t *targets, int64_t N, int64_t D, int64_t V, real loss_scale,
-                          int64_t) override {
-        cuda::lm_head_cross_entropy(dx, dW, db, x, W, b, targets, N, D, V, loss_scale, cuda::lm_head_chunk_rows(V),
-                                    bf16());
+    double lm_head_backward(real *dx, real *dW, real *db, real *, const real *x, const real *W, const real *b,
+                            const int32_t *targets, int64_t N, int64_t D, int64_t V, real loss_scale,
+                            int64_t) override {
+        return cuda::lm_head_cross_entropy(dx, dW, db, x, W, b, targets, N, D, V, loss_scale,
+                                           cuda::lm_head_chunk_rows(V), bf16());
     }
     bool lm_head_needs_logits() const override { return false; }
 
