@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace zaya {
@@ -108,6 +109,65 @@ TEST_F(CudaGemm, OddStridesAndLowAlignment) {
 TEST_F(CudaGemm, SameShapeAtAnotherAlignment) {
     for (int64_t shift : {0, 1, 0})
         check_gemm<uint16_t>({false, true, 33, 47, 64, 1.0f, 0.0f, false, shift}, cuda::gemm_bf16, kBf16Tol, 2200);
+}
+
+// The batched GEMM with bf16 C and D (Newton–Schulz's): D_i = bf16(alpha·op(A_i)·op(B_i) + beta·C_i) for three
+// matrices at their strides, against double loops rounded once — at most one bf16 step away (the fp32 epilogue
+// may round before bf16 does). Into a separate D, with C left as it was; in place (C = D); and beta = 0 over a
+// poisoned C, which must not be read.
+TEST_F(CudaGemm, Bf16BatchedWithBf16Output) {
+    const int64_t M = 24, N = 40, K = 32, count = 3, sa = M * K + 8, sb = K * N + 16, sc = M * N + 8;
+    for (const bool trans_b : {false, true}) {
+        SCOPED_TRACE(trans_b ? "B transposed" : "B as stored");
+        auto bf16_vec = [](size_t n, uint64_t seed) {
+            std::vector<uint16_t> v(n);
+            const auto f = random_vec(n, seed);
+            for (size_t i = 0; i < n; ++i) v[i] = f32_to_bf16(f[i]);
+            return v;
+        };
+        const auto a = bf16_vec(size_t(count * sa), 2300), b = bf16_vec(size_t(count * sb), 2301),
+                   c = bf16_vec(size_t(count * sc), 2302);
+        const float alpha = 0.75f, beta = -1.5f;
+        auto expected = [&](float bt) {
+            std::vector<float> ref(size_t(count * sc));
+            for (int64_t t = 0; t < count; ++t)
+                for (int64_t i = 0; i < M; ++i)
+                    for (int64_t j = 0; j < N; ++j) {
+                        double acc = 0;
+                        for (int64_t p = 0; p < K; ++p)
+                            acc += double(bf16_to_f32(a[size_t(t * sa + i * K + p)])) *
+                                   bf16_to_f32(b[size_t(t * sb + (trans_b ? j * K + p : p * N + j))]);
+                        const double cv = bt == 0 ? 0.0 : double(bt) * bf16_to_f32(c[size_t(t * sc + i * N + j)]);
+                        ref[size_t(t * sc + i * N + j)] = float(alpha * acc + cv);
+                    }
+            return ref;
+        };
+        auto check = [&](const std::vector<uint16_t> &got, const std::vector<float> &ref) {
+            int far = 0;
+            for (int64_t t = 0; t < count; ++t)
+                for (int64_t e = 0; e < M * N; ++e) {
+                    const size_t at = size_t(t * sc + e);
+                    // One bf16 step at r's binade (8 significant bits), and a floor for results near 0, whose
+                    // fp32 cancellation error is relative to the terms rather than to r.
+                    const double r = ref[at], step = std::ldexp(1.0, std::ilogb(r == 0 ? 1e-30 : r) - 7);
+                    far += std::abs(double(bf16_to_f32(got[at])) - r) > step + 1e-5;
+                }
+            EXPECT_EQ(far, 0) << "elements more than one bf16 step from the reference";
+        };
+        const int ldb = trans_b ? int(K) : int(N);
+        auto a_d = upload(a), b_d = upload(b), c_d = upload(c), d_d = upload(std::vector<uint16_t>(c.size(), 0xFFFF));
+        cuda::gemm_bf16_batched(false, trans_b, M, N, K, alpha, a_d.data(), K, sa, b_d.data(), ldb, sb, beta,
+                                c_d.data(), d_d.data(), N, sc, count);
+        check(download(d_d), expected(beta));
+        EXPECT_EQ(download(c_d), c) << "C was written";
+        cuda::gemm_bf16_batched(false, trans_b, M, N, K, alpha, a_d.data(), K, sa, b_d.data(), ldb, sb, beta,
+                                c_d.data(), c_d.data(), N, sc, count); // in place
+        check(download(c_d), expected(beta));
+        auto nan_d = upload(std::vector<uint16_t>(c.size(), 0x7FC0)); // C all NaN, beta = 0
+        cuda::gemm_bf16_batched(false, trans_b, M, N, K, alpha, a_d.data(), K, sa, b_d.data(), ldb, sb, 0.0f,
+                                nan_d.data(), nan_d.data(), N, sc, count);
+        check(download(nan_d), expected(0.0f));
+    }
 }
 
 } // namespace

@@ -474,8 +474,10 @@ bool shapes_agree(const EmuLtDesc &d, const EmuLtLayout &a, const EmuLtLayout &b
     const uint64_t m = c.rows, n = c.cols;
     const uint64_t a_m = d.trans_a == CUBLAS_OP_N ? a.rows : a.cols, k = d.trans_a == CUBLAS_OP_N ? a.cols : a.rows;
     const uint64_t b_k = d.trans_b == CUBLAS_OP_N ? b.rows : b.cols, b_n = d.trans_b == CUBLAS_OP_N ? b.cols : b.rows;
-    const bool ok = a_m == m && b_k == k && b_n == n && dl.rows == m && dl.cols == n && a.type == b.type &&
-                    c.type == CUDA_R_32F && dl.type == CUDA_R_32F && a.ld >= int64_t(a.rows) &&
+    // C and D: fp32, or bf16 with bf16 operands (the combinations cuBLASLt has for 32F compute), one type.
+    const bool types = a.type == b.type && c.type == dl.type &&
+                       (c.type == CUDA_R_32F || (c.type == CUDA_R_16BF && a.type == CUDA_R_16BF));
+    const bool ok = a_m == m && b_k == k && b_n == n && dl.rows == m && dl.cols == n && types && a.ld >= int64_t(a.rows) &&
                     b.ld >= int64_t(b.rows) && c.ld >= int64_t(c.rows) && dl.ld >= int64_t(dl.rows) &&
                     a.batch == c.batch && b.batch == c.batch && dl.batch == c.batch;
     if (!ok)
@@ -524,8 +526,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const vo
     for (int32_t t = 0; t < c->batch; ++t) { // a strided batch: matrix t at t·stride elements of each operand
         const void *At = static_cast<const char *>(A) + size_t(t * a->stride) * a_size;
         const void *Bt = static_cast<const char *>(B) + size_t(t * b->stride) * a_size;
-        const float *Ct = static_cast<const float *>(C) + t * c->stride;
-        float *Dt = static_cast<float *>(D) + t * dl->stride;
+        const size_t cd_size = c->type == CUDA_R_32F ? 4 : 2;
+        const void *Ct = static_cast<const char *>(C) + size_t(t * c->stride) * cd_size;
+        void *Dt = static_cast<char *>(D) + size_t(t * dl->stride) * cd_size;
         for (uint64_t j = 0; j < n; ++j)
             for (uint64_t i = 0; i < m; ++i) {
                 double acc = 0;
@@ -535,11 +538,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const vo
                     acc += element(At, a->type, ai) * element(Bt, b->type, bi);
                 }
                 // beta = 0: C is not read (BLAS convention), so NaN there does not leak into D.
-                const double cij = be == 0 ? 0.0 : be * double(Ct[i + j * c->ld]);
+                const double cij = be == 0 ? 0.0 : be * element(Ct, c->type, i + j * c->ld);
                 out[i + j * m] = float(al * acc + cij);
             }
+        // (All of D after all of C is read: C may be D.) A bf16 D is the fp32 result rounded, as the epilogue does.
         for (uint64_t j = 0; j < n; ++j)
-            for (uint64_t i = 0; i < m; ++i) Dt[i + j * dl->ld] = out[i + j * m];
+            for (uint64_t i = 0; i < m; ++i) {
+                const uint64_t at = i + j * dl->ld;
+                if (dl->type == CUDA_R_32F) static_cast<float *>(Dt)[at] = out[i + j * m];
+                else static_cast<__nv_bfloat16 *>(Dt)[at] = __float2bfloat16_rn(out[i + j * m]);
+            }
     }
     return CUBLAS_STATUS_SUCCESS;
 }

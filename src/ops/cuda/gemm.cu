@@ -68,16 +68,17 @@ struct Plan {
     cublasLtMatmulAlgo_t algo{};
     size_t workspace = 0;
 };
-// What a plan depends on: operand type, transposes, sizes, leading dimensions, the batch and the alignments.
-using PlanKey = std::array<int64_t, 16>;
+// What a plan depends on: operand types, transposes, sizes, leading dimensions, the batch and the alignments.
+using PlanKey = std::array<int64_t, 17>;
 
 void destroy(const Plan &p) {
     cublasLtMatrixLayoutDestroy(p.lb), cublasLtMatrixLayoutDestroy(p.la), cublasLtMatrixLayoutDestroy(p.lc);
     cublasLtMatmulDescDestroy(p.op);
 }
 
-// C[M,N] = alpha·op(A)·op(B) + beta·C, all row-major, A/B of element type `ab`: a new plan for this shape.
-Plan make_plan(cudaDataType_t ab, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+// D[M,N] = alpha·op(A)·op(B) + beta·C, all row-major, A/B of element type `ab`, C and D of type `cd` with one
+// layout: a new plan for this shape.
+Plan make_plan(cudaDataType_t ab, cudaDataType_t cd, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
                int64_t ldb, int64_t ldc, const Batch &batch, uint32_t align_first, uint32_t align_second,
                uint32_t align_c) {
     // cuBLAS is column-major, and a row-major X[r,c] (leading dimension ld) is the column-major c×r matrix Xᵀ. So
@@ -94,7 +95,7 @@ Plan make_plan(cudaDataType_t ab, bool trans_a, bool trans_b, int64_t M, int64_t
         cublasLtMatrixLayoutCreate(&p.lb, ab, uint64_t(trans_b ? K : N), uint64_t(trans_b ? N : K), ldb));
     ZAYA_CUBLAS_CHECK(
         cublasLtMatrixLayoutCreate(&p.la, ab, uint64_t(trans_a ? M : K), uint64_t(trans_a ? K : M), lda));
-    ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_32F, uint64_t(N), uint64_t(M), ldc));
+    ZAYA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.lc, cd, uint64_t(N), uint64_t(M), ldc));
     set_batch(p.lb, batch.count, batch.stride_b);
     set_batch(p.la, batch.count, batch.stride_a);
     set_batch(p.lc, batch.count, batch.stride_c);
@@ -148,25 +149,30 @@ struct PlanCache {
     }
 };
 
-// C[M,N] = alpha·op(A)·op(B) + beta·C, all row-major, A/B of element type `ab`; for each of batch.count products.
-void lt_gemm(cudaDataType_t ab, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-             const void *A, int64_t lda, const void *B, int64_t ldb, float beta, float *C, int64_t ldc,
-             const Batch &batch = {}) {
+// D[M,N] = alpha·op(A)·op(B) + beta·C, all row-major, A/B of element type `ab`, C and D of type `cd` sharing ldc
+// and the batch stride (C may be D); for each of batch.count products. The epilogue runs in fp32 before D is
+// rounded to its type.
+void lt_gemm(cudaDataType_t ab, cudaDataType_t cd, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+             float alpha, const void *A, int64_t lda, const void *B, int64_t ldb, float beta, const void *C, void *D,
+             int64_t ldc, const Batch &batch = {}) {
     if (M == 0 || N == 0) return;
     ZAYA_ASSERT(K > 0 && M > 0 && N > 0);
     if (batch.count < 1 || batch.count > INT32_MAX) fail("gemm: batch of {} products", batch.count);
-    const size_t ab_bytes = ab == CUDA_R_32F ? 4 : 2;
+    const size_t ab_bytes = ab == CUDA_R_32F ? 4 : 2, cd_bytes = cd == CUDA_R_32F ? 4 : 2;
     const uint32_t align_first = alignment_of(B, ldb, batch.stride_b, ab_bytes),
                    align_second = alignment_of(A, lda, batch.stride_a, ab_bytes),
-                   align_c = alignment_of(C, ldc, batch.stride_c, sizeof(float));
-    const PlanKey key{int64_t(ab),     trans_a,         trans_b,        M,           N,           K,
-                      lda,             ldb,             ldc,            batch.count, batch.stride_a,
-                      batch.stride_b,  batch.stride_c,  align_first,    align_second, align_c};
+                   align_c = std::min(alignment_of(C, ldc, batch.stride_c, cd_bytes),
+                                      alignment_of(D, ldc, batch.stride_c, cd_bytes));
+    const PlanKey key{int64_t(ab),    int64_t(cd),    trans_a,     trans_b,        M,
+                      N,              K,              lda,         ldb,            ldc,
+                      batch.count,    batch.stride_a, batch.stride_b, batch.stride_c, align_first,
+                      align_second,   align_c};
     static PlanCache cache;
     const Plan p = cache.get(key, [&] {
-        return make_plan(ab, trans_a, trans_b, M, N, K, lda, ldb, ldc, batch, align_first, align_second, align_c);
+        return make_plan(ab, cd, trans_a, trans_b, M, N, K, lda, ldb, ldc, batch, align_first, align_second,
+                         align_c);
     });
-    ZAYA_CUBLAS_CHECK(cublasLtMatmul(handle(), p.op, &alpha, B, p.lb, A, p.la, &beta, C, p.lc, C, p.lc, &p.algo,
+    ZAYA_CUBLAS_CHECK(cublasLtMatmul(handle(), p.op, &alpha, B, p.lb, A, p.la, &beta, C, p.lc, D, p.lc, &p.algo,
                                      workspace(), p.workspace, nullptr));
 }
 
@@ -174,18 +180,18 @@ void lt_gemm(cudaDataType_t ab, bool trans_a, bool trans_b, int64_t M, int64_t N
 
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    lt_gemm(CUDA_R_32F, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    lt_gemm(CUDA_R_32F, CUDA_R_32F, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, C, ldc);
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
                int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    lt_gemm(CUDA_R_16BF, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    lt_gemm(CUDA_R_16BF, CUDA_R_32F, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, C, ldc);
 }
 
-void gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
-                       int64_t stride_a, const uint16_t *B, int64_t ldb, int64_t stride_b, float *C, int64_t ldc,
-                       int64_t stride_c, int64_t count) {
-    lt_gemm(CUDA_R_16BF, trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc,
+void gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+                       int64_t lda, int64_t stride_a, const uint16_t *B, int64_t ldb, int64_t stride_b, float beta,
+                       const uint16_t *C, uint16_t *D, int64_t ldc, int64_t stride_c, int64_t count) {
+    lt_gemm(CUDA_R_16BF, CUDA_R_16BF, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, D, ldc,
             Batch{count, stride_a, stride_b, stride_c});
 }
 

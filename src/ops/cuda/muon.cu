@@ -1,6 +1,7 @@
 // Newton–Schulz in bf16, as torch and the CPU (muon.h): X stays bf16, each step runs three cuBLASLt bf16 GEMMs
-// with fp32 outputs, and after each a fused pass reads the fp32 product (and the bf16 operand it combines with)
-// and writes bf16. The norm is a deterministic two-pass reduction in double (fixed chunks, then the chunks in order),
+// whose epilogues combine the fp32 product with the bf16 operand it is added to and round once to bf16
+// (A = bf16(X·Xᵀ), P = bf16(c·A·A + b·A), X' = bf16(P·X + a·X)) — the roundings of the CPU's fp32 product then
+// bf16 combination, with no fp32 product written and read back. The norm is a deterministic two-pass reduction in double (fixed chunks, then the chunks in order),
 // applied on the device (no host round trip).
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
@@ -10,6 +11,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace zaya::cuda {
 
@@ -64,18 +66,6 @@ __global__ void normalise_kernel(__nv_bfloat16 *X, const float *x, const float *
     if (i < total) X[i] = __float2bfloat16_rn(round_bf16(x[i]) / norm[i / n]);
 }
 
-// P = bf16(c·AA + b·A): AA the fp32 product A·A, A bf16.
-__global__ void poly_kernel(__nv_bfloat16 *P, const float *AA, const __nv_bfloat16 *A, float b, float c, int64_t n) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) P[i] = __float2bfloat16_rn(fmaf(c, AA[i], b * __bfloat162float(A[i])));
-}
-
-// X = bf16(PX + a·X) in place: PX the fp32 product P·X (or X·Pᵀ).
-__global__ void update_kernel(__nv_bfloat16 *X, const float *PX, float a, int64_t n) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) X[i] = __float2bfloat16_rn(fmaf(a, __bfloat162float(X[i]), PX[i]));
-}
-
 __global__ void to_f32_kernel(float *x, const __nv_bfloat16 *X, int64_t n) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) x[i] = __bfloat162float(X[i]);
@@ -86,10 +76,10 @@ __nv_bfloat16 *bf(uint16_t *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }
 } // namespace
 
 NewtonSchulzBf16::NewtonSchulzBf16(size_t max_numel, int64_t max_min_dim, int64_t max_count)
-    : max_numel_(max_numel), max_min_dim_(max_min_dim), max_count_(max_count), y_(max_numel * size_t(max_count)),
-      gram_(size_t(max_min_dim) * size_t(max_min_dim) * size_t(max_count)), norm_(size_t(max_count)),
+    : max_numel_(max_numel), max_min_dim_(max_min_dim), max_count_(max_count), norm_(size_t(max_count)),
       norm_partials_((max_numel + size_t(kNormChunk) - 1) / size_t(kNormChunk) * size_t(max_count)),
-      x16_(y_.size()), gram16_(gram_.size()), poly16_(gram_.size()) {}
+      x16_{DeviceArray<uint16_t>(max_numel * size_t(max_count)), DeviceArray<uint16_t>(max_numel * size_t(max_count))},
+      gram16_(size_t(max_min_dim) * size_t(max_min_dim) * size_t(max_count)), poly16_(gram16_.size()) {}
 
 void NewtonSchulzBf16::run(float *x, int64_t rows, int64_t cols, const NewtonSchulzParams &p, int64_t count) {
     if (rows <= 0 || cols <= 0 || size_t(rows) * size_t(cols) > max_numel_ || std::min(rows, cols) > max_min_dim_ ||
@@ -97,8 +87,7 @@ void NewtonSchulzBf16::run(float *x, int64_t rows, int64_t cols, const NewtonSch
         fail("newton_schulz: {} matrices {}x{} do not fit the workspace ({} of {} elements, Gram side {})", count,
              rows, cols, max_count_, max_numel_, max_min_dim_);
     const int64_t n = rows * cols;
-    uint16_t *X = x16_.data(), *A = gram16_.data(), *P = poly16_.data();
-    float *G = gram_.data(), *Y = y_.data();
+    uint16_t *X = x16_[0].data(), *Xn = x16_[1].data(), *A = gram16_.data(), *P = poly16_.data();
     const int64_t chunks = (n + kNormChunk - 1) / kNormChunk;
     norm_partials_kernel<<<dim3(unsigned(chunks), unsigned(count)), kNormThreads>>>(norm_partials_.data(), x, n,
                                                                                     chunks);
@@ -114,18 +103,16 @@ void NewtonSchulzBf16::run(float *x, int64_t rows, int64_t cols, const NewtonSch
     const int64_t kk = k * k;
     for (int s = 0; s < p.steps; ++s) {
         // A = bf16(X·Xᵀ) (wide) or bf16(Xᵀ·X) (tall), [k,k].
-        if (tall) gemm_bf16_batched(true, false, k, k, rows, X, cols, n, X, cols, n, G, k, kk, count);
-        else gemm_bf16_batched(false, true, k, k, cols, X, cols, n, X, cols, n, G, k, kk, count);
-        to_bf16(A, G, count * kk);
+        if (tall) gemm_bf16_batched(true, false, k, k, rows, 1.0f, X, cols, n, X, cols, n, 0.0f, A, A, k, kk, count);
+        else gemm_bf16_batched(false, true, k, k, cols, 1.0f, X, cols, n, X, cols, n, 0.0f, A, A, k, kk, count);
         // P = bf16(c·(A·A) + b·A).
-        gemm_bf16_batched(false, false, k, k, k, A, k, kk, A, k, kk, G, k, kk, count);
-        poly_kernel<<<blocks_for(count * kk, kThreads), kThreads>>>(bf(P), G, bf(A), p.b, p.c, count * kk);
-        ZAYA_CUDA_LAUNCHED();
-        // X = bf16(P·X + a·X) (wide) or bf16(X·Pᵀ + a·X) (tall).
-        if (tall) gemm_bf16_batched(false, true, rows, cols, cols, X, cols, n, P, cols, kk, Y, cols, n, count);
-        else gemm_bf16_batched(false, false, rows, cols, rows, P, rows, kk, X, cols, n, Y, cols, n, count);
-        update_kernel<<<blocks_for(count * n, kThreads), kThreads>>>(bf(X), Y, p.a, count * n);
-        ZAYA_CUDA_LAUNCHED();
+        gemm_bf16_batched(false, false, k, k, k, p.c, A, k, kk, A, k, kk, p.b, A, P, k, kk, count);
+        // X' = bf16(P·X + a·X) (wide) or bf16(X·Pᵀ + a·X) (tall): into the other buffer, as X is also an operand.
+        if (tall) gemm_bf16_batched(false, true, rows, cols, cols, 1.0f, X, cols, n, P, cols, kk, p.a, X, Xn, cols, n,
+                                    count);
+        else gemm_bf16_batched(false, false, rows, cols, rows, 1.0f, P, rows, kk, X, cols, n, p.a, X, Xn, cols, n,
+                               count);
+        std::swap(X, Xn);
     }
     to_f32_kernel<<<blocks_for(count * n, kThreads), kThreads>>>(x, bf(X), count * n);
     ZAYA_CUDA_LAUNCHED();

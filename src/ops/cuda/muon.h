@@ -26,16 +26,17 @@ class NewtonSchulzBf16 {
 
     // x[count, rows, cols] (device, fp32) ← the bf16 iteration above, matrix by matrix, returned as fp32 (every value
     // a bf16). For rows > cols the iteration runs on Xᵀ, computed as A = XᵀX, X ← X·Pᵀ + a·X (muon.cpp) with the same
-    // roundings. The `count` matrices run together: each GEMM is one strided-batched call, each elementwise pass one
-    // launch (a layer's experts cost what one matrix costs in launches).
+    // roundings. The `count` matrices run together: each GEMM is one strided-batched call with bf16 output, the
+    // step's polynomial in its epilogue (a layer's experts cost what one matrix costs in launches; no elementwise
+    // pass per step).
     void run(float *x, int64_t rows, int64_t cols, const NewtonSchulzParams &p, int64_t count = 1);
 
   private:
     size_t max_numel_;
     int64_t max_min_dim_, max_count_;
-    DeviceArray<float> y_, gram_, norm_;           // fp32 GEMM outputs: P·X [n]; X·Xᵀ, then A·A [k²]; the norms
-    DeviceArray<double> norm_partials_;            // the norms' per-chunk sums of squares [count, chunks]
-    DeviceArray<uint16_t> x16_, gram16_, poly16_; // the bf16 iterate X, A and P
+    DeviceArray<float> norm_;                     // the norms
+    DeviceArray<double> norm_partials_;           // the norms' per-chunk sums of squares [count, chunks]
+    DeviceArray<uint16_t> x16_[2], gram16_, poly16_; // the bf16 iterate X (this step's and the next), A and P
 };
 
 } // namespace zaya::cuda

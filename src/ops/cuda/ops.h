@@ -66,11 +66,13 @@ void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
                int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
-// `count` bf16 GEMMs C_i = op(A_i)·op(B_i) (beta = 0), the i-th operands at i·stride elements from A, B, C: one
-// strided-batched cuBLASLt call (Newton–Schulz over a layer's experts).
-void gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
-                       int64_t stride_a, const uint16_t *B, int64_t ldb, int64_t stride_b, float *C, int64_t ldc,
-                       int64_t stride_c, int64_t count);
+// `count` bf16 GEMMs D_i = bf16(alpha·op(A_i)·op(B_i) + beta·C_i), the i-th operands at i·stride elements from A,
+// B, C and D (C and D bf16 with one layout; C may be D unless it is also A or B; beta = 0 never reads C); the
+// combination runs in fp32 in cuBLASLt's epilogue, one rounding to bf16: one strided-batched call (Newton–Schulz
+// over a layer's experts, each step's products and their polynomial without passes of their own).
+void gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+                       int64_t lda, int64_t stride_a, const uint16_t *B, int64_t ldb, int64_t stride_b, float beta,
+                       const uint16_t *C, uint16_t *D, int64_t ldc, int64_t stride_c, int64_t count);
 // C[M,N] (row stride ldc) = A[M,K] · B[N,K]ᵀ + beta·C in bf16: the layout of every Linear (weights [out, in]).
 void gemm_bf16_nt(float *C, int64_t ldc, const uint16_t *A, const uint16_t *B, int64_t M, int64_t N, int64_t K,
                   float beta);
