@@ -56,7 +56,7 @@ if [[ -x build-gpu/zaya && -f build-gpu/zaya-libs.tar.xz ]]; then
     # step at this preset, more than a micro-batch's forward + backward) is paid once per step, as in training with a
     # large global batch (ZAYA1's was 16M tokens), not once per 16k tokens.
     timeout 240 "${zaya[@]}" bench train --device cuda --model 1b --batch 128 --micro-batch 8 --seq 2048 \
-        --precision bf16 --iters 3 --json \
+        --precision bf16 --iters 3 --phases --json \
         | tee "$out/train_bench.json"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
     # Generation through the engine on the GPU (greedy: argmax on the device; sampled: logits downloaded) against
@@ -118,6 +118,12 @@ try:
     print(f"{label:45s} {'':8s} {b['median_step_s']:.3f} s, "
           f"{b['tokens_per_s']:.0f} tok/s, MFU {100 * b['mfu_989']:.1f}% of 989 TFLOP/s; fwd+bwd alone "
           f"{b['median_fwd_bwd_s']:.3f} s = MFU {100 * b['mfu_fwd_bwd_989']:.1f}%")
+    # Device time by phase of one more step (Backend::phase: events in stream order), the largest first.
+    phases = sorted(b.get("phases", []), key=lambda p: -p["seconds"])
+    timed = sum(p["seconds"] for p in phases) or 1.0
+    for i in range(0, min(len(phases), 16), 4):
+        print("  " + "   ".join(f"{p['phase']} {1e3 * p['seconds']:.1f} ms ({100 * p['seconds'] / timed:.0f}%)"
+                               for p in phases[i:i + 4]))
 except Exception as e:
     print(f"train speed: no result ({e})")
 import glob

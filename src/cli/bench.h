@@ -11,6 +11,7 @@ struct BenchArgs {
     std::string what, model = "small", dir = ".";
     int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048, micro_batch = 0;
     bool json = false;
+    bool phases = false; // train: one more step timed by phase (Backend::phase), printed after the medians
     std::string ns_precision = "bf16", precision = "fp32"; // train
     std::string device = "cpu";                             // train, forward, decode
     // decode

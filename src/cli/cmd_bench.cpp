@@ -26,6 +26,30 @@ namespace zaya::cli {
 
 namespace {
 
+// --phases: one more step with phase timing on (Backend::phase: device time where the step runs on a GPU), as a
+// table of the phases by time, or as JSON entries; the marks' own cost (an event each) is in the step's time.
+nlohmann::json phase_step(Trainer &trainer, RandomTokens &next, bool json) {
+    Backend &be = trainer.backend();
+    be.set_phase_timing(true);
+    const double seconds = trainer.step_on(std::ref(next)).seconds;
+    std::vector<PhaseTime> phases = be.phase_report();
+    be.set_phase_timing(false);
+    std::stable_sort(phases.begin(), phases.end(),
+                     [](const PhaseTime &x, const PhaseTime &y) { return x.seconds > y.seconds; });
+    nlohmann::json j = nlohmann::json::array();
+    double timed = 0;
+    for (const PhaseTime &p : phases) {
+        j.push_back({{"phase", p.name}, {"seconds", p.seconds}, {"marks", p.marks}});
+        timed += p.seconds;
+    }
+    if (json) return j;
+    fmt::print("  phases of one more step ({:.3f} s; {:.3f} s between its first and last mark):\n", seconds, timed);
+    fmt::print("    {:<22} {:>10} {:>7} {:>7}\n", "phase", "ms", "%", "marks");
+    for (const PhaseTime &p : phases)
+        fmt::print("    {:<22} {:>10.2f} {:>6.1f}% {:>7}\n", p.name, 1e3 * p.seconds, 100 * p.seconds / timed, p.marks);
+    return j;
+}
+
 // On a GPU: whole training steps (forward, backward, gradient norm, Muon and AdamW, balancing) and, apart, forward +
 // backward alone, each the median after one warm-up: model FLOPs over H200's dense bf16 peak (989 TFLOP/s; the
 // device's measured matrix rate is zaya_cuda_bench's).
@@ -51,6 +75,7 @@ void bench_device_train(const BenchArgs &a, const TrainConfig &tc, Trainer &trai
                             {"micro_batch", tc.micro()}, {"seq", tc.seq},       {"median_step_s", step_s},
                             {"median_fwd_bwd_s", fwd_bwd_s}, {"tokens_per_s", tok_s}, {"mfu_989", mfu},
                             {"mfu_fwd_bwd_989", mfu_fb}, {"precision", tc.precision}};
+        if (a.phases) j["phases"] = phase_step(trainer, next, true);
         fmt::print("{}\n", j.dump());
         return;
     }
@@ -62,6 +87,7 @@ void bench_device_train(const BenchArgs &a, const TrainConfig &tc, Trainer &trai
                step_s, tok_s, flops / step_s / 1e12, 100 * mfu);
     fmt::print("  forward+backward alone: {:.3f} s = MFU {:.1f}%; the rest (norm, optimizer, balancing): {:.3f} s\n",
                fwd_bwd_s, 100 * mfu_fb, step_s - fwd_bwd_s);
+    if (a.phases) phase_step(trainer, next, false);
 }
 
 void bench_train(const BenchArgs &a) {
@@ -103,6 +129,7 @@ void bench_train(const BenchArgs &a) {
                             {"tokens_per_s", tok_s},  {"gflops", gflops},        {"matmul_peak_gflops", peak},
                             {"mfu", mfu},             {"planned_memory_bytes", planned}, {"peak_rss_bytes", rss},
                             {"ns_precision", tc.ns_precision}, {"precision", tc.precision}};
+        if (a.phases) j["phases"] = phase_step(trainer, next, true);
         fmt::print("{}\n", j.dump());
         return;
     }
@@ -116,6 +143,7 @@ void bench_train(const BenchArgs &a) {
                a.gemm_n, peak);
     fmt::print("  memory: planned {:.1f} MiB (zaya info --train), peak RSS {:.1f} MiB ({:+.1f}%)\n",
                double(planned) / (1 << 20), double(rss) / (1 << 20), 100.0 * (double(rss) / double(planned) - 1));
+    if (a.phases) phase_step(trainer, next, false);
 }
 
 void bench_gemm(const BenchArgs &a) {
@@ -233,6 +261,9 @@ void register_bench(CLI::App &app) {
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object instead of text");
+    cmd->add_flag("--phases", a->phases,
+                  "train: time one more step by phase (embedding, each layer's attention parts, router, experts, LM "
+                  "head, gradient norm, Muon, AdamW; device time on a GPU) and print the phases by time");
     cmd->callback([a] {
         if (a->what == "gemm") bench_gemm(*a);
         else if (a->what == "train") bench_train(*a);

@@ -58,9 +58,11 @@ void cca_attention_backward(Backend &be, const ZayaConfig &c, int64_t l, const L
     // 8. o_proj; 7. attention.
     be.linear_backward(s.d_att, g.o_proj, g.o_bias, s.d_tmp, D, A.att, w.o_proj, N, Dq, D, false);
     cpu::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(real(hd)), type == 1 ? *c.sliding_window : 0};
+    be.phase("bwd.attn.core");
     be.attention_backward(s.dq, s.dk, s.dv, s.d_att, A.att, A.lse, A.q, A.k, A.v, sb, as);
     // 6. RoPE; 5. QK-norm (needs the pre-norm q/k: recomputed from the saved conv output and z); 3. q-k mean paths,
     // as one op. 2. convs; dz collects both.
+    be.phase("bwd.attn.conv");
     be.cca_qk_backward(s.dconv, s.dz, g.temp, s.dq, s.dk, s.q_pre, s.k_pre, A.conv, A.z, A.qn, A.kn, w.temp,
                        acts.rope_cos[type], acts.rope_sin[type], N, nq, nkv, hd, c.rotary_dim(l));
     cpu::ConvShape cs{C, nq + nkv, c.cca_time0, c.cca_time1};
@@ -68,6 +70,7 @@ void cca_attention_backward(Backend &be, const ZayaConfig &c, int64_t l, const L
                          w.conv_dw, w.conv_g);
     // 4. values: current half straight through; delayed half shifted back by one token. The first token's
     // delayed value is the bias alone (zero input), the last token's delayed projection is unused.
+    be.phase("bwd.attn.proj");
     be.delayed_values_backward(s.d_vdel, g.v_del_bias, s.dv + Dv, Dk, sb, Dv);
     // 1. q‖k projections and 4. the value projections → d_x_norm1, as one op (they read the same x_norm1).
     const LinearGrad proj[] = {{s.dz, C, w.q_proj, Dq, g.q_proj, g.q_bias},
@@ -115,6 +118,7 @@ double model_backward(const Model &m, const Batch &batch, Activations &acts, con
     for (int64_t n = 0; n < N; ++n) count += targets[n] >= 0;
     if (count == 0) return 0.0;
     // Loss → logits → LM head → final norm.
+    be.phase("bwd.lm_head");
     const double loss = be.lm_head_backward(s.d_x, gw.lm_head, gw.lm_head_bias, acts.logits, acts.final_norm, m.w.lm_head,
                         m.w.lm_head_bias, acts.targets, N, D, V, loss_scale, count);
     // Each norm's backward runs fused with the residual scaling whose output it read (see model_forward): the final
@@ -135,6 +139,7 @@ double model_backward(const Model &m, const Batch &batch, Activations &acts, con
         // written) or by layer l+1's input_norm (d_out holds the gradient of layer l+1's attention residual path;
         // s.d_x still holds d x_norm1 of layer l+1).
         const bool last = l == L - 1;
+        be.phase("bwd.experts"); // with the residual norm after them
         real *dw_norm = last ? gw.final_norm : gw.layers[size_t(l + 1)].input_norm;
         const real *w_norm = last ? m.w.final_norm : m.w.layers[size_t(l + 1)].input_norm;
         const real *rstd = last ? acts.final_rstd : acts.layer(l + 1).rstd1;
@@ -146,8 +151,10 @@ double model_backward(const Model &m, const Batch &batch, Activations &acts, con
         be.moe_experts_backward(s.d_x, s.dp_sel, g.experts_gate_up, g.experts_down, s.dy, s.da, s.dh, s.dxg, s.d_tmp,
                                 A.order, A.offsets, A.p_sel, A.xg, A.h, A.a, A.y, w.experts_gate_up, w.experts_down,
                                 N, ms);
+        be.phase("bwd.router");
         router_backward(be, c, w, g, N, A, rho_prev, s);
         // Attention sub-block: res1 = ResScale(attn_out, residual), normed by post_norm.
+        be.phase("bwd.attn.out"); // the residual norm and the output projection
         be.rmsnorm_residual_backward(s.d_tmp, d_in, g.attn_res[0], g.attn_res[1], g.attn_res[2], g.attn_res[3],
                                      g.post_norm, s.d_res1, s.d_x, A.res1, w.post_norm, A.rstd2, A.attn_out, residual,
                                      w.attn_res[0], w.attn_res[1], w.attn_res[2], w.attn_res[3], N, D,
@@ -159,6 +166,7 @@ double model_backward(const Model &m, const Batch &batch, Activations &acts, con
         if (l == 0 && layer_done) layer_done(0);
     }
     // Embedding with input bias/scale; the padding row gets nothing from the lookup (nn.Embedding(padding_idx)).
+    be.phase("bwd.embed");
     be.embedding_backward(gw.embed, gw.input_bias, gw.input_scale, s.d_res[0], acts.tokens, m.w.embed,
                           m.w.input_bias, m.w.input_scale, N, D, int32_t(c.pad_token_id));
     return loss;

@@ -35,17 +35,21 @@ void cca_attention_forward(Backend &be, const ZayaConfig &c, int64_t l, const La
                               {A.z + Dq, C, w.k_proj, w.k_bias, Dk},
                               {A.v, Dk, w.v_cur, w.v_cur_bias, Dv},
                               {A.v_del, Dv, w.v_del, w.v_del_bias, Dv}};
+    be.phase("fwd.attn.proj");
     be.linears_forward(proj, A.x_norm1, N, D);
     be.delayed_values_forward(A.v + Dv, Dk, A.v_del, w.v_del_bias, sb, Dv);
     // 2. causal depthwise + grouped conv over time; 3. q-k mean residual paths; 5. L2 QK-norm to √hd with the
     // linear key temperature; 6. partial neox RoPE.
     cpu::ConvShape cs{C, nq + nkv, c.cca_time0, c.cca_time1};
     const int type = c.layer_types[size_t(l)] == LayerType::HybridSliding ? 1 : 0;
+    be.phase("fwd.attn.conv");
     be.cca_conv_qk_forward(A.conv, A.p, A.q, A.k, A.qn, A.kn, A.z, sb, cs, w.conv_dw, w.conv_dw_bias, w.conv_g,
                            w.conv_g_bias, w.temp, acts.rope_cos[type], acts.rope_sin[type], nq, nkv, c.rotary_dim(l));
     // 7. causal GQA attention; 8. output projection.
     cpu::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(real(hd)), type == 1 ? *c.sliding_window : 0};
+    be.phase("fwd.attn.core");
     be.attention_forward(A.att, A.lse, A.q, A.k, A.v, sb, as);
+    be.phase("fwd.attn.out"); // the output projection and the residual norm after it
     be.linear_forward(A.attn_out, D, A.att, w.o_proj, w.o_bias, N, Dq, D);
 }
 
@@ -89,6 +93,7 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
         for (int64_t n = 0; n < N; ++n)
             if (targets[n] >= V) fail("target id {} at position {} is outside the vocabulary [0, {})", targets[n], n, V);
     Backend &be = *acts.backend;
+    be.phase("fwd.embed"); // the batch's upload, RoPE tables, embedding and the first norm
     const SeqBatch sb = upload_batch(batch, acts, targets);
 
     for (int type = 0; type < 2; ++type) {
@@ -115,9 +120,11 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
         cca_attention_forward(be, c, l, w, sb, A, acts);
         be.residual_rmsnorm_forward(A.res1, A.x_norm2, A.rstd2, A.attn_out, residual, w.attn_res[0], w.attn_res[1],
                                     w.attn_res[2], w.attn_res[3], w.post_norm, N, D, eps);
+        be.phase("fwd.router"); // with the grouping of tokens by expert
         router_forward(be, c, w, N, rho_prev, A);
         be.moe_group_tokens(A.order, A.offsets, A.choice, N, c.num_experts);
         cpu::MoeShape ms{D, c.moe_intermediate_size, c.num_experts, c.skip_passthrough};
+        be.phase("fwd.experts"); // and the residual norm after them
         be.moe_experts_forward(A.moe_out, A.xg, A.h, A.a, A.y, A.x_norm2, A.order, A.offsets, A.p_sel,
                                w.experts_gate_up, w.experts_down, N, ms);
         // (With one reused activation set, the next layer's x_norm1 is this layer's: no longer read here.)
@@ -138,6 +145,7 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
         r.loss_deferred = true;
         return r;
     }
+    be.phase("fwd.lm_head");
     r.loss = be.lm_head_forward(acts.logits, acts.losses, acts.final_norm, m.w.lm_head, m.w.lm_head_bias,
                                 targets ? acts.targets : nullptr, N, D, V);
     return r;

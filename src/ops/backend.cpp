@@ -2,6 +2,9 @@
 
 #include "core/error.h"
 
+#include <algorithm>
+#include <chrono>
+
 namespace zaya {
 
 void Backend::router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1, real *h2, real *a2, real *logits,
@@ -34,6 +37,39 @@ double Backend::sum_squares_ranges(const real *base, std::span<const std::pair<s
     for (const auto &[offset, n] : ranges) total += sum_squares(base + offset, n);
     return total;
 }
+
+void Backend::set_phase_timing(bool on) {
+    phase_timing_ = on;
+    phase_marks_.clear();
+    clear_marks();
+}
+
+std::vector<PhaseTime> Backend::phase_report() {
+    std::vector<PhaseTime> out;
+    if (phase_marks_.empty()) return out;
+    const int64_t end = record_mark();
+    synchronize();
+    for (size_t i = 0; i < phase_marks_.size(); ++i) {
+        const auto &[name, at] = phase_marks_[i];
+        const int64_t next = i + 1 < phase_marks_.size() ? phase_marks_[i + 1].second : end;
+        auto it = std::find_if(out.begin(), out.end(), [&](const PhaseTime &p) { return p.name == name; });
+        if (it == out.end()) it = out.insert(out.end(), PhaseTime{name, 0.0, 0});
+        it->seconds += mark_seconds(at, next);
+        ++it->marks;
+    }
+    phase_marks_.clear();
+    clear_marks();
+    return out;
+}
+
+int64_t Backend::record_mark() {
+    host_marks_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
+    return int64_t(host_marks_.size()) - 1;
+}
+
+double Backend::mark_seconds(int64_t from, int64_t to) { return host_marks_[size_t(to)] - host_marks_[size_t(from)]; }
+
+void Backend::clear_marks() { host_marks_.clear(); }
 
 Backend &backend_named(const std::string &device) {
     if (device == "cpu") return cpu_backend();

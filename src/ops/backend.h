@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace zaya {
 
@@ -24,6 +25,13 @@ namespace zaya {
 struct SeqBatch {
     const int64_t *seq_start;
     int64_t B, N, max_len;
+};
+
+// Seconds of one named phase of a pass (Backend::phase_report): summed over its `marks` occurrences.
+struct PhaseTime {
+    std::string name;
+    double seconds = 0;
+    int64_t marks = 0;
 };
 
 // One of several linear layers that read the same input (Backend::linears_forward / linears_backward): its weight
@@ -215,6 +223,31 @@ class Backend {
                                     real *probs, int32_t *choice, real *p_sel, const real *rho, const real *norm_w,
                                     const real *fc1, const real *fc1_b, const real *fc2, const real *fc2_b,
                                     const real *out, const real *bias, int64_t N, int64_t R, int64_t K, real eps);
+
+    // Phase timing (`zaya bench train --phases`): while on, phase(name) ends the running phase and starts `name`
+    // (a string literal); the time between two marks is charged to the first one's name. A device marks its stream,
+    // so a phase's time is that of its work on the device, not of the host's launches (the CPU runs its ops as they
+    // are called: there the host clock is the work). Off, a mark costs one test. phase_report() ends the running
+    // phase, waits for the device, returns the time per name since timing was switched on (or last reported), in
+    // order of first appearance, and starts over.
+    void set_phase_timing(bool on);
+    void phase(const char *name) {
+        if (phase_timing_) phase_marks_.emplace_back(name, record_mark());
+    }
+    std::vector<PhaseTime> phase_report();
+
+  protected:
+    // The timeline behind phase(): record_mark() notes "now" in the backend's order of work and returns an id;
+    // mark_seconds(a, b) — called only after synchronize() — the seconds between two; clear_marks() forgets them.
+    // The defaults use the host clock.
+    virtual int64_t record_mark();
+    virtual double mark_seconds(int64_t from, int64_t to);
+    virtual void clear_marks();
+
+  private:
+    bool phase_timing_ = false;
+    std::vector<std::pair<const char *, int64_t>> phase_marks_;
+    std::vector<double> host_marks_; // seconds on the steady clock
 };
 
 Backend &cpu_backend();

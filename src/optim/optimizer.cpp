@@ -122,22 +122,26 @@ void Optimizer::update(real *params, const real *grads, double lr) {
     ++step_;
     ZAYA_PROFILE("optimizer_update");
     if (!backend_->host_memory()) { // on the whole device, one run of same-shaped matrices after another
+        backend_->phase("step.muon");
         for (const auto &[first, count] : device_muon_runs_) {
             const MuonMatrix &m = local_.muon[first];
             backend_->muon_step(params + m.offset, grads + m.offset, momentum_.data() + m.state_offset, count, m.rows,
                                 m.cols, lr, config_.weight_decay, muon_.hyper());
         }
+        backend_->phase("step.adamw");
         for (const AdamWRange &r : local_.adamw)
             backend_->adamw_update(params + r.offset, grads + r.offset, exp_avg_.data() + r.state_offset,
                                    exp_avg_sq_.data() + r.state_offset, r.numel, lr,
                                    r.decay ? config_.weight_decay : 0.0, adamw_, step_);
         comm_seconds_ = 0;
         if (!comm_) return;
+        backend_->phase("step.param_broadcast");
         const auto t0 = std::chrono::steady_clock::now();
         for (int r = 0; r < plan_.ranks; ++r) comm_->broadcast_blocks_device(params, blocks_[size_t(r)], r, *backend_);
         comm_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         return;
     }
+    backend_->phase("step.optimizer");
     // Whole matrices per thread, each with its own workspace and single-threaded GEMMs: the matrices are small
     // (hundreds of rows), where one GEMM split over threads runs well below the per-thread rate. A matrix's result
     // does not depend on which thread computed it, so the step is deterministic.

@@ -236,6 +236,7 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
     StepResult r;
     real *grads = accumulate(next_micro_batch, batch_log, r); // on a device: there, and so is the optimizer
     if (ranks > 1) { // the global batch's mean gradient, loss and routing counts on every rank
+        backend_.phase("step.grad_sync");
         const auto c0 = std::chrono::steady_clock::now();
         if (device_model_) { // one sum of the whole buffer after the backward pass (NCCL: on the devices)
             comm_->allreduce_sum_device(grads, total_grads(), backend_);
@@ -263,6 +264,7 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
     r.lr = opt_.scheduled_lr();
     {
         ZAYA_PROFILE("grad_norm");
+        backend_.phase("step.grad_norm"); // with the guard's verdict and the gradient clipping
         r.grad_norm = std::sqrt(grad_sum_squares(model_.layout, grads, backend_));
     }
     r.verdict = guard_.check(r.loss, r.grad_norm);
@@ -272,7 +274,10 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
         if (before_update_) before_update_();
         real *params = device_model_ ? device_model_->params.data() : model_.params.data();
         opt_.clip_and_update(params, grads, r.lr, r.grad_norm);
-        if (tc_.balance) update_balancing();
+        if (tc_.balance) {
+            backend_.phase("step.balance");
+            update_balancing();
+        }
         if (device_model_) params_host_stale_ = opt_host_stale_ = true;
         r.comm_seconds += opt_.last_comm_seconds();
     }

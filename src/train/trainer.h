@@ -77,6 +77,7 @@ class Trainer {
     Communicator &comm() const { return *comm_; }
     int64_t step_count() const { return iteration_; }
     double flops_per_step() const { return flops_per_step_; } // model FLOPs: forward + backward (≈ 3× forward)
+    Backend &backend() { return backend_; }                   // where forward and backward run (phase timing)
     size_t memory_bytes() const;                              // params, grads, optimizer state, activations
 
     // The whole training state, for checkpoints (train/checkpoint.h).

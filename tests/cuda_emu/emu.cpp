@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -108,6 +109,28 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind)
 cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
     if (capturing) return record(cudaErrorStreamCaptureUnsupported);
     std::memset(dst, value, bytes);
+    return cudaSuccess;
+}
+struct CUevent_st {
+    std::chrono::steady_clock::time_point at;
+    bool recorded = false;
+};
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    *e = new CUevent_st{};
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+    if (capturing) return record(cudaErrorStreamCaptureUnsupported); // (a captured record would be a graph node)
+    e->at = std::chrono::steady_clock::now(), e->recorded = true;
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!start->recorded || !end->recorded) return record(cudaErrorInvalidValue); // CUDA: cudaErrorInvalidResourceHandle
+    *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
     return cudaSuccess;
 }
 cudaError_t cudaStreamCreate(cudaStream_t *s) {

@@ -373,7 +373,14 @@ class CudaBackend final : public Backend {
                                     fc1_b, fc2, fc2_b, out, bias, N, R, K, eps);
     }
 
+  protected:
+    // Phase marks as events in the stream's order (Backend::phase).
+    int64_t record_mark() override { return timeline_.record(); }
+    double mark_seconds(int64_t from, int64_t to) override { return timeline_.seconds(from, to); }
+    void clear_marks() override { timeline_.clear(); }
+
   private:
+    cuda::EventTimeline timeline_;
     cpu::MatmulPrecision precision_ = cpu::MatmulPrecision::F32;
     // bf16 operand copies: matmul's A and B (a linear's dy and W), and a linears op's shared x.
     GrowingBuffer a16_, b16_, x16_;

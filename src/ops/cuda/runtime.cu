@@ -64,6 +64,27 @@ void fill_bytes(void *dst, int byte, size_t bytes) { ZAYA_CUDA_CHECK(cudaMemset(
 
 void synchronize() { ZAYA_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+EventTimeline::~EventTimeline() {
+    for (void *e : events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
+
+int64_t EventTimeline::record() {
+    if (used_ == events_.size()) {
+        cudaEvent_t e = nullptr;
+        ZAYA_CUDA_CHECK(cudaEventCreate(&e));
+        events_.push_back(e);
+    }
+    ZAYA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(events_[used_]), launch_stream()));
+    return int64_t(used_++);
+}
+
+double EventTimeline::seconds(int64_t from, int64_t to) const {
+    float ms = 0;
+    ZAYA_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(events_[size_t(from)]),
+                                         static_cast<cudaEvent_t>(events_[size_t(to)])));
+    return double(ms) / 1e3;
+}
+
 void *device_scratch(Scratch use, size_t bytes) {
     static DeviceArray<char> buffers[size_t(Scratch::Count)];
     DeviceArray<char> &b = buffers[size_t(use)];

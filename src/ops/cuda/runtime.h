@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace zaya::cuda {
 
@@ -100,6 +101,24 @@ class Graph {
     void end_capture();
     void abandon_capture() noexcept;
     void *stream_ = nullptr, *graph_ = nullptr, *exec_ = nullptr;
+};
+
+// Marks in the default stream's order of work (Backend::phase on the GPU): record() records an event there and
+// returns its index; seconds(a, b), once the device has passed both, the time between them; clear() keeps the
+// events for reuse (a step's marks are created once, then recycled).
+class EventTimeline {
+  public:
+    EventTimeline() = default;
+    ~EventTimeline();
+    EventTimeline(const EventTimeline &) = delete;
+    EventTimeline &operator=(const EventTimeline &) = delete;
+    int64_t record();
+    double seconds(int64_t from, int64_t to) const;
+    void clear() { used_ = 0; }
+
+  private:
+    std::vector<void *> events_; // cudaEvent_t
+    size_t used_ = 0;
 };
 
 // Owned device memory of n elements of T.

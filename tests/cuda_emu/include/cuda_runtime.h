@@ -81,6 +81,12 @@ cudaError_t cudaGetLastError();
 const char *cudaGetErrorString(cudaError_t e);
 // Streams run nothing of their own (every launch runs at once, in order); a capture records the launches made on
 // its stream, with their arguments by value, and a graph launch replays them in order (see README.md).
+// Events: every launch has run by the time the next call returns, so an event notes the host clock when recorded.
+using cudaEvent_t = struct CUevent_st *;
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
