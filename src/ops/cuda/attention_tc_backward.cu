@@ -18,21 +18,24 @@ using namespace attn_fa;
 using bf16 = __nv_bfloat16;
 constexpr float kLog2e = 1.44269504f;
 
-// P and dS·scale of a 16×64 tile held as C fragments (s = scores, dp = dP, both overwritten): p = 2^(s·scale_log2 −
-// lse2), ds = p·(dP − D)·scale, zero where visible(e) is false. lse2 (= lse·log2 e) and D of element e's query come
-// from row_lse2(nt, e) and row_d(nt, e).
-template <class Visible, class Lse, class D>
-__device__ inline void softmax_backward(float s[8][4], float dp[8][4], float scale_log2, float scale,
-                                        const Visible &visible, const Lse &row_lse2, const D &row_d) {
+// The softmax backward on a 16×64 tile held as C fragments, in two halves so that a kernel can finish one product
+// with P before it computes dP (fewer live registers). probabilities: s (scores) becomes P = 2^(s·scale_log2 −
+// lse2), zero where visible(nt, e) is false; lse2 (= lse·log2 e) of element e's query from row_lse2(nt, e).
+// score_gradients: dp becomes dS·scale = P·(dP − D)·scale (zero wherever P is), D from row_d(nt, e).
+template <class Visible, class Lse>
+__device__ inline void probabilities(float s[8][4], float scale_log2, const Visible &visible, const Lse &row_lse2) {
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const bool vis = visible(nt, e);
-            const float p = vis ? exp2f(s[nt][e] * scale_log2 - row_lse2(nt, e)) : 0.0f;
-            s[nt][e] = p;
-            dp[nt][e] = vis ? p * (dp[nt][e] - row_d(nt, e)) * scale : 0.0f;
-        }
+        for (int e = 0; e < 4; ++e) s[nt][e] = visible(nt, e) ? exp2f(s[nt][e] * scale_log2 - row_lse2(nt, e)) : 0.0f;
+    }
+}
+template <class D>
+__device__ inline void score_gradients(float dp[8][4], const float p[8][4], float scale, const D &row_d) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dp[nt][e] = p[nt][e] * (dp[nt][e] - row_d(nt, e)) * scale;
     }
 }
 
@@ -93,13 +96,14 @@ __global__ void __launch_bounds__(kThreads)
             // Padding keys are past every real query (causally invisible); a tile wholly inside every row's causal
             // window skips the per-pair test.
             const bool whole = ka + kRows - 1 <= q_first && (window <= 0 || ka > q_last - window);
-            softmax_backward(
-                s, dp, scale_log2, scale,
+            probabilities(
+                s, scale_log2,
                 [&](int nt, int e) {
                     const int64_t tq = q_first + g + (e >= 2 ? 8 : 0), tk = ka + nt * 8 + 2 * t + (e & 1);
                     return whole || (tk - ka < cols && attn::visible(tq, tk, window));
                 },
-                [&](int, int e) { return lse2[e / 2]; }, [&](int, int e) { return d[e / 2]; });
+                [&](int, int e) { return lse2[e / 2]; });
+            score_gradients(dp, s, scale, [&](int, int e) { return d[e / 2]; });
             uint32_t dsa[4][4];
             scores_as_a(dsa, dp);
             product_with_columns<HD>(acc, dsa, kt); // dQ += dS·K
@@ -175,24 +179,30 @@ __global__ void __launch_bounds__(kThreads)
             __syncthreads(); // this query tile (and on the first step, the key and value tiles) landed
             const bf16 *qt = qs + b * kTile, *dot = dos + b * kTile;
             const float *lse2 = lse2_s + b * kRows, *dd = d_s + b * kRows;
-            float st[8][4] = {}, dpt[8][4] = {};
-            product_with_rows<HD>(st, SharedRows<HD>(ks, warp), qt);   // Sᵀ = K·Qᵀ
-            product_with_rows<HD>(dpt, SharedRows<HD>(vs, warp), dot); // dPᵀ = V·dOᵀ
+            // Pᵀ and dV first, then dPᵀ, dSᵀ and dK: the two score tiles and the two packed operands are never all live
+            // at once (with both accumulators, that passed the 255 registers at hd 128 and spilled).
+            float st[8][4] = {};
+            product_with_rows<HD>(st, SharedRows<HD>(ks, warp), qt); // Sᵀ = K·Qᵀ
             // Padding queries are masked (their lse and D are zeros); padding keys give rows that are never written.
             const bool whole = rows == kRows && k_last <= qa && (window <= 0 || k_first > qa + kRows - 1 - window);
-            softmax_backward(
-                st, dpt, scale_log2, scale,
+            probabilities(
+                st, scale_log2,
                 [&](int nt, int e) {
                     const int c = nt * 8 + 2 * t + (e & 1);
                     const int64_t tk = k_first + g + (e >= 2 ? 8 : 0), tq = qa + c;
                     return whole || (c < rows && attn::visible(tq, tk, window));
                 },
-                [&](int nt, int e) { return lse2[nt * 8 + 2 * t + (e & 1)]; },
-                [&](int nt, int e) { return dd[nt * 8 + 2 * t + (e & 1)]; });
-            uint32_t pa[4][4], dsa[4][4];
-            scores_as_a(pa, st);
+                [&](int nt, int e) { return lse2[nt * 8 + 2 * t + (e & 1)]; });
+            {
+                uint32_t pa[4][4];
+                scores_as_a(pa, st);
+                product_with_columns<HD>(dv_acc, pa, dot); // dV += Pᵀ·dO
+            }
+            float dpt[8][4] = {};
+            product_with_rows<HD>(dpt, SharedRows<HD>(vs, warp), dot); // dPᵀ = V·dOᵀ
+            score_gradients(dpt, st, scale, [&](int nt, int e) { return dd[nt * 8 + 2 * t + (e & 1)]; });
+            uint32_t dsa[4][4];
             scores_as_a(dsa, dpt);
-            product_with_columns<HD>(dv_acc, pa, dot); // dV += Pᵀ·dO
             product_with_columns<HD>(dk_acc, dsa, qt); // dK += dSᵀ·Q
             __syncthreads(); // every warp has read this buffer before the next step's copies refill it
         }
