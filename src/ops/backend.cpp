@@ -50,7 +50,8 @@ std::vector<PhaseTime> Backend::phase_report() {
     const int64_t end = record_mark();
     synchronize();
     for (size_t i = 0; i < phase_marks_.size(); ++i) {
-        const auto &[name, at] = phase_marks_[i];
+        const char *name = phase_marks_[i].first; // (not a structured binding: clang's lambdas cannot capture one)
+        const int64_t at = phase_marks_[i].second;
         const int64_t next = i + 1 < phase_marks_.size() ? phase_marks_[i + 1].second : end;
         auto it = std::find_if(out.begin(), out.end(), [&](const PhaseTime &p) { return p.name == name; });
         if (it == out.end()) it = out.insert(out.end(), PhaseTime{name, 0.0, 0});

@@ -42,6 +42,24 @@ __device__ inline void load_rows_async(__nv_bfloat16 *dst, const __nv_bfloat16 *
     }
 }
 
+// The key-tile pipeline of the forward and dq kernels, before their work on key tile ka (keys < hi) in buffer buf
+// of ks and vs: the next key and value tiles start loading into the other buffer, and this thread's copies of the
+// current one are waited for (the caller's barrier then makes every thread's visible).
+template <int HD>
+__device__ inline void next_key_tiles(__nv_bfloat16 *ks, __nv_bfloat16 *vs, int buf, const __nv_bfloat16 *k,
+                                      const __nv_bfloat16 *v, int64_t t0, int64_t ka, int64_t hi, int nkv, int j) {
+    constexpr int kTile = kRows * kLd<HD>;
+    if (ka + kRows < hi) {
+        const int next = int(min(int64_t(kRows), hi - ka - kRows));
+        load_rows_async<HD>(ks + (buf ^ 1) * kTile, k, t0 + ka + kRows, next, nkv, j);
+        load_rows_async<HD>(vs + (buf ^ 1) * kTile, v, t0 + ka + kRows, next, nkv, j);
+        mma::cp_async_commit();
+        mma::cp_async_wait<1>();
+    } else {
+        mma::cp_async_wait<0>();
+    }
+}
+
 // The four-lane reductions of a row held by lanes 4g … 4g+3 (a C fragment's row).
 __device__ inline float quad_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));

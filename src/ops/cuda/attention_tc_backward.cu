@@ -79,15 +79,7 @@ __global__ void __launch_bounds__(kThreads)
         int buf = 0;
         for (int64_t ka = lo; ka < hi; ka += kRows, buf ^= 1) {
             const int cols = int(min(int64_t(kRows), hi - ka));
-            if (ka + kRows < hi) {
-                const int next = int(min(int64_t(kRows), hi - ka - kRows));
-                load_rows_async<HD>(ks + (buf ^ 1) * kTile, k, t0 + ka + kRows, next, nkv, j);
-                load_rows_async<HD>(vs + (buf ^ 1) * kTile, v, t0 + ka + kRows, next, nkv, j);
-                mma::cp_async_commit();
-                mma::cp_async_wait<1>();
-            } else {
-                mma::cp_async_wait<0>();
-            }
+            next_key_tiles<HD>(ks, vs, buf, k, v, t0, ka, hi, nkv, j);
             __syncthreads(); // this key tile (and on the first, the query and dout tiles) landed
             const bf16 *kt = ks + buf * kTile, *vt = vs + buf * kTile;
             float s[8][4] = {}, dp[8][4] = {};
