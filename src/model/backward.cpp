@@ -104,7 +104,7 @@ void router_backward(Backend &be, const ZayaConfig &c, const LayerWeights &w, La
 } // namespace
 
 double model_backward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets, GradScratch &s,
-                    real *grads, real loss_scale, const std::function<void(int64_t)> &layer_done) {
+                      real *grads, real loss_scale, const std::function<void(int64_t)> &layer_done) {
     const ZayaConfig &c = m.config;
     if (!acts.keep_all_layers) fail("model_backward needs activations planned with keep_all_layers");
     const int64_t N = batch.num_tokens(), D = c.hidden_size, V = c.vocab_size;
@@ -119,8 +119,8 @@ double model_backward(const Model &m, const Batch &batch, Activations &acts, con
     if (count == 0) return 0.0;
     // Loss → logits → LM head → final norm.
     be.phase("bwd.lm_head");
-    const double loss = be.lm_head_backward(s.d_x, gw.lm_head, gw.lm_head_bias, acts.logits, acts.final_norm, m.w.lm_head,
-                        m.w.lm_head_bias, acts.targets, N, D, V, loss_scale, count);
+    const double loss = be.lm_head_backward(s.d_x, gw.lm_head, gw.lm_head_bias, acts.logits, acts.final_norm,
+                                            m.w.lm_head, m.w.lm_head_bias, acts.targets, N, D, V, loss_scale, count);
     // Each norm's backward runs fused with the residual scaling whose output it read (see model_forward): the final
     // norm and each layer's input_norm with the MoE residual below them, post_norm with the attention residual.
     if (L == 0)

@@ -47,6 +47,6 @@ struct GradScratch {
 // where the backend took it from the forward's stored logits instead; 0 when no token has a target) — the loss of a
 // model_forward run with loss_in_backward.
 double model_backward(const Model &m, const Batch &batch, Activations &acts, const int32_t *targets, GradScratch &s,
-                    real *grads, real loss_scale = 1, const std::function<void(int64_t)> &layer_done = {});
+                      real *grads, real loss_scale = 1, const std::function<void(int64_t)> &layer_done = {});
 
 } // namespace zaya

@@ -76,6 +76,11 @@ template <class Term> float dot(int64_t K, Term term) {
 // orientation (tall: A = XᵀX, X ← X·Pᵀ + a·X):
 //   X = bf16(U);  norm = max(bf16(√ΣX²), bf16(eps));  X = bf16(X / norm)
 //   steps times: A = bf16(X·Xᵀ);  P = bf16(c·(A·A) + b·A);  X = bf16(P·X + a·X)
+// Matrix m of a batch of n-element matrices stored back to back.
+std::vector<float> matrix_of(const std::vector<float> &batch, int64_t m, int64_t n) {
+    return std::vector<float>(batch.begin() + m * n, batch.begin() + (m + 1) * n);
+}
+
 std::vector<float> newton_schulz_bf16_reference(const std::vector<float> &x, int64_t rows, int64_t cols,
                                                 const cuda::NewtonSchulzParams &q) {
     const int64_t n = rows * cols;
@@ -199,11 +204,11 @@ TEST_F(CudaMuon, NewtonSchulzBatchedMatchesOneByOne) {
         ns.run(x_d.data(), rows, cols, q, count);
         const auto got = download(x_d);
         for (int64_t m = 0; m < count; ++m) {
-            const std::vector<float> one_in(g.begin() + m * n, g.begin() + (m + 1) * n);
+            const std::vector<float> one_in = matrix_of(g, m, n);
             auto one_d = upload(one_in);
             ns.run(one_d.data(), rows, cols, q);
             const auto one = download(one_d);
-            const std::vector<float> mine(got.begin() + m * n, got.begin() + (m + 1) * n);
+            const std::vector<float> mine = matrix_of(got, m, n);
             EXPECT_LT(frobenius_rel_err(mine, one), kRoundedTol) << "matrix " << m;
             EXPECT_LE(max_err_bf16_ulps(mine, one), kRoundedUlps) << "matrix " << m;
             EXPECT_LT(frobenius_rel_err(mine, newton_schulz_bf16_reference(one_in, rows, cols, q)), kRoundedTol);
@@ -244,8 +249,7 @@ TEST_F(CudaMuon, NewtonSchulzNormOverSeveralChunks) {
     ns.run(x_d.data(), rows, cols, q, count);
     const auto got = download(x_d);
     for (int64_t m = 0; m < count; ++m) {
-        const std::vector<float> one(g.begin() + m * n, g.begin() + (m + 1) * n);
-        const auto ref = newton_schulz_bf16_reference(one, rows, cols, q);
+        const auto ref = newton_schulz_bf16_reference(matrix_of(g, m, n), rows, cols, q);
         EXPECT_EQ(std::memcmp(got.data() + m * n, ref.data(), ref.size() * sizeof(float)), 0) << "matrix " << m;
     }
 }

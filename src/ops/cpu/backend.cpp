@@ -10,8 +10,8 @@
 #include "ops/cpu/reduce.h"
 #include "optim/sum_squares.h"
 
-#include <limits>
 #include <cstring>
+#include <limits>
 
 namespace zaya {
 

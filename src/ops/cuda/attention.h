@@ -40,8 +40,9 @@ void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout,
                              const float *q, const float *k, const float *v, const VarlenBatch &batch,
                              const AttnShape &s);
 
-// Whether the tensor-core kernels take this shape: hd a multiple of 16 up to 128 (their per-thread output
-// fragments are sized by it at compile time).
-inline bool attention_on_tensor_cores(const AttnShape &s) { return s.hd % 16 == 0 && s.hd <= 128; }
+// Whether the tensor-core kernels take this shape: hd a multiple of 16 up to kTensorCoreMaxHeadDim (their
+// per-thread output fragments are sized by it at compile time).
+constexpr int64_t kTensorCoreMaxHeadDim = 128;
+inline bool attention_on_tensor_cores(const AttnShape &s) { return s.hd % 16 == 0 && s.hd <= kTensorCoreMaxHeadDim; }
 
 } // namespace zaya::cuda

@@ -15,13 +15,14 @@ namespace zaya::cuda::attn_fa {
 
 constexpr int kRows = 64, kWarps = 4, kThreads = 32 * kWarps, kWarpRows = kRows / kWarps;
 static_assert(kWarpRows == 16, "one m16 fragment of rows per warp");
-constexpr int kMaxHeadDim = 128; // the output fragments are hd/2 registers per thread
+constexpr int kMaxHeadDim = int(kTensorCoreMaxHeadDim); // the output fragments are hd/2 registers per thread
 
 // Row stride of a bf16 [kRows][hd] tile: 16 bytes of padding, so ldmatrix's eight 16-byte rows of one 8×8 matrix
 // fall in the eight distinct 16-byte bank groups of 128 bytes (a stride of 2·hd + 16 bytes = 16 × an odd number for
 // hd a multiple of 16): no bank conflicts.
 template <int HD> constexpr int kLd = HD + 8;
-template <int HD> constexpr size_t kTileBytes = size_t(kRows) * kLd<HD> * 2;
+template <int HD> constexpr int kTileElems = kRows * kLd<HD>; // bf16 elements of one tile
+template <int HD> constexpr size_t kTileBytes = size_t(kTileElems<HD>) * 2;
 
 // Dynamic shared memory is only promised 16-byte alignment; kernels carve from the next 128 (launches add 128).
 __device__ inline __nv_bfloat16 *shared_tiles(float *smem) {
@@ -48,7 +49,7 @@ __device__ inline void load_rows_async(__nv_bfloat16 *dst, const __nv_bfloat16 *
 template <int HD>
 __device__ inline void next_key_tiles(__nv_bfloat16 *ks, __nv_bfloat16 *vs, int buf, const __nv_bfloat16 *k,
                                       const __nv_bfloat16 *v, int64_t t0, int64_t ka, int64_t hi, int nkv, int j) {
-    constexpr int kTile = kRows * kLd<HD>;
+    constexpr int kTile = kTileElems<HD>;
     if (ka + kRows < hi) {
         const int next = int(min(int64_t(kRows), hi - ka - kRows));
         load_rows_async<HD>(ks + (buf ^ 1) * kTile, k, t0 + ka + kRows, next, nkv, j);
@@ -165,13 +166,8 @@ struct Bf16Inputs {
 Bf16Inputs round_inputs(const float *q, const float *k, const float *v, const float *dout, int64_t N,
                         const AttnShape &s);
 
-inline void check_head_dim(const AttnShape &s) {
-    static_assert(kMaxHeadDim == 128, "attention_on_tensor_cores (attention.h) says the same");
-    if (!attention_on_tensor_cores(s))
-        fail("attention on tensor cores: head size {} is not a multiple of 16 up to {}", s.hd, kMaxHeadDim);
-}
-
-// f(std::integral_constant<int, HD>{}) for hd = HD, a multiple of 16 up to kMaxHeadDim.
+// f(std::integral_constant<int, HD>{}) for hd = HD, a multiple of 16 up to kMaxHeadDim (the head sizes
+// attention_on_tensor_cores accepts); fails naming any other.
 template <class F> void with_head_dim(int64_t hd, F &&f) {
     switch (hd) {
     case 16: return f(std::integral_constant<int, 16>{});
@@ -182,7 +178,7 @@ template <class F> void with_head_dim(int64_t hd, F &&f) {
     case 96: return f(std::integral_constant<int, 96>{});
     case 112: return f(std::integral_constant<int, 112>{});
     case 128: return f(std::integral_constant<int, 128>{});
-    default: fail("flash attention: head size {} is not a multiple of 16 up to {}", hd, kMaxHeadDim);
+    default: fail("attention on tensor cores: head size {} is not a multiple of 16 up to {}", hd, kMaxHeadDim);
     }
 }
 

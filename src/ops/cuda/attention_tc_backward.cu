@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kThreads)
                            const bf16 *k, const bf16 *v, const int64_t *seq_start, int nq, int nkv, float scale,
                            int64_t window) {
     extern __shared__ float smem[];
-    constexpr int kTile = kRows * kLd<HD>;
+    constexpr int kTile = kTileElems<HD>;
     bf16 *qs = shared_tiles(smem), *dos = qs + kTile, *ks = dos + kTile, *vs = ks + 2 * kTile;
 
     const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreads)
                              const bf16 *k, const bf16 *v, const int64_t *seq_start, int nq, int nkv, float scale,
                              int64_t window) {
     extern __shared__ float smem[];
-    constexpr int kTile = kRows * kLd<HD>;
+    constexpr int kTile = kTileElems<HD>;
     bf16 *ks = shared_tiles(smem), *vs = ks + kTile, *qs = vs + kTile, *dos = qs + 2 * kTile;
     float *lse2_s = reinterpret_cast<float *>(dos + 2 * kTile), *d_s = lse2_s + 2 * kRows; // [2][kRows] each
 
@@ -218,13 +218,12 @@ void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout,
                              const float *q, const float *k, const float *v, const VarlenBatch &batch,
                              const AttnShape &s) {
     attn::check_shape(s);
-    check_head_dim(s);
-    if (batch.N == 0 || batch.B == 0) return;
     const int nq = int(s.nq), nkv = int(s.nkv);
-    const float *rd = attn::softmax_row_dots(dout, out, batch.N * nq, int(s.hd));
-    const Bf16Inputs in = round_inputs(q, k, v, dout, batch.N, s);
-    with_head_dim(s.hd, [&](auto hd) {
+    with_head_dim(s.hd, [&](auto hd) { // (a head size the kernels lack fails here, even for an empty batch)
         constexpr int HD = decltype(hd)::value;
+        if (batch.N == 0 || batch.B == 0) return;
+        const float *rd = attn::softmax_row_dots(dout, out, batch.N * nq, HD);
+        const Bf16Inputs in = round_inputs(q, k, v, dout, batch.N, s);
         attn::allow_shared_bytes(attention_dq_fa_kernel<HD>, dq_bytes<HD>());
         attention_dq_fa_kernel<HD><<<attn::tile_grid(batch, nq, kRows), kThreads, dq_bytes<HD>()>>>(
             dq, in.dout, lse, rd, in.q, in.k, in.v, batch.seq_start, nq, nkv, float(s.scale), s.window);

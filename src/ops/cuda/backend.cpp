@@ -233,7 +233,8 @@ class CudaBackend final : public Backend {
                            const cpu::AttnShape &s) override {
         // Flash attention on tensor cores under bf16 matmuls (head sizes in steps of 16 up to 128, as every preset
         // has); else true fp32.
-        if (bf16() && cuda::attention_on_tensor_cores(s)) return cuda::attention_forward_bf16(out, lse, q, k, v, varlen(b), s);
+        if (bf16() && cuda::attention_on_tensor_cores(s))
+            return cuda::attention_forward_bf16(out, lse, q, k, v, varlen(b), s);
         cuda::attention_forward(out, lse, q, k, v, varlen(b), s);
     }
     void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,

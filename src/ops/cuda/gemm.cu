@@ -1,12 +1,14 @@
-// Row-major GEMMs through cuBLASLt with fp32 accumulation: bf16 or fp32 operands, fp32 C. The algorithm comes from
-// an explicit heuristic query that states the operands' real alignment (cuBLASLt otherwise assumes 256-byte
-// aligned pointers, which row offsets into a matrix need not be), made once per shape and alignment and kept.
+// Row-major GEMMs through cuBLASLt with fp32 accumulation: bf16 or fp32 operands, fp32 C (bf16 C and D for the
+// batched products of Newton–Schulz). The algorithm comes from an explicit heuristic query that states the
+// operands' real alignment (cuBLASLt otherwise assumes 256-byte aligned pointers, which row offsets into a matrix
+// need not be), made once per shape and alignment and kept.
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/ops.h"
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -78,8 +80,8 @@ void destroy(const Plan &p) {
 
 // D[M,N] = alpha·op(A)·op(B) + beta·C, all row-major, A/B of element type `ab`, C and D of type `cd` with one
 // layout: a new plan for this shape.
-Plan make_plan(cudaDataType_t ab, cudaDataType_t cd, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
-               int64_t ldb, int64_t ldc, const Batch &batch, uint32_t align_first, uint32_t align_second,
+Plan make_plan(cudaDataType_t ab, cudaDataType_t cd, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+               int64_t lda, int64_t ldb, int64_t ldc, const Batch &batch, uint32_t align_first, uint32_t align_second,
                uint32_t align_c) {
     // cuBLAS is column-major, and a row-major X[r,c] (leading dimension ld) is the column-major c×r matrix Xᵀ. So
     // row-major C = op(A)·op(B) is column-major Cᵀ[N×M] = op(B)ᵀ·op(A)ᵀ: cuBLAS's first operand is B, its second A.
