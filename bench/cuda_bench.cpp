@@ -128,17 +128,22 @@ void bench_experts() {
     auto dgu = filled<float>(size_t(E * 2 * I * D), 0), ddown = filled<float>(size_t(E * D * I), 0);
     auto dy = filled<float>(size_t(N * D), 0), da = filled<float>(size_t(N * I), 0);
     auto dh = filled<float>(size_t(N * 2 * I), 0), dxg = filled<float>(size_t(N * D), 0);
+    // The weights' bf16 copies, as the backend keeps them through a training step's micro-batches.
+    cuda::DeviceArray<uint16_t> gate_up16(gate_up.size()), down16(down.size());
+    cuda::to_bf16(gate_up16.data(), gate_up.data(), int64_t(gate_up.size()));
+    cuda::to_bf16(down16.data(), down.data(), int64_t(down.size()));
+    const cuda::ExpertWeightsBf16 w16{gate_up16.data(), down16.data()};
     const double tf = best_seconds(
         [&] {
             cuda::moe_experts_forward(out.data(), xg.data(), h.data(), a.data(), y.data(), x.data(), order.data(),
-                                      offsets.data(), p.data(), gate_up.data(), down.data(), N, s, true);
+                                      offsets.data(), p.data(), gate_up.data(), down.data(), N, s, &w16);
         },
         3);
     const double tb = best_seconds(
         [&] {
             cuda::moe_experts_backward(dx.data(), dp.data(), dgu.data(), ddown.data(), dy.data(), da.data(), dh.data(),
                                        dxg.data(), dout.data(), order.data(), offsets.data(), p.data(), xg.data(),
-                                       h.data(), a.data(), y.data(), gate_up.data(), down.data(), N, s, true);
+                                       h.data(), a.data(), y.data(), gate_up.data(), down.data(), N, s, &w16);
         },
         3);
     const double product = 2.0 * double(N) * double(D) * double(I);

@@ -67,6 +67,10 @@ class Backend {
     virtual void synchronize() const {}
     // The operand precision of the model's matmuls on this backend (cpu: the process-wide cpu::matmul_precision).
     virtual void set_matmul_precision(cpu::MatmulPrecision p) = 0;
+    // While on (WeightsUnchanged below: a training step's micro-batches), the weights the ops are given do not
+    // change, so a backend may keep what it derives from them from one call to the next (a GPU's bf16 copies of the
+    // matrices: converted once per step, not once per use). Off drops what was kept. The CPU keeps nothing.
+    virtual void set_weights_unchanged(bool) {}
 
     // Linear layers: y[:, 0:O] (row stride ldy) = x[N,I]·W[O,I]ᵀ + b (b may be null);
     // dx[N,I] = (or +=) dy·W, dW[O,I] += dyᵀ·x, db[O] += Σ_n dy, dy with row stride ldy (dx, db may be null).
@@ -248,6 +252,18 @@ class Backend {
     bool phase_timing_ = false;
     std::vector<std::pair<const char *, int64_t>> phase_marks_;
     std::vector<double> host_marks_; // seconds on the steady clock
+};
+
+// The scope in which the weights given to `backend`'s ops do not change (Backend::set_weights_unchanged).
+class WeightsUnchanged {
+  public:
+    explicit WeightsUnchanged(Backend &backend) : backend_(backend) { backend_.set_weights_unchanged(true); }
+    ~WeightsUnchanged() { backend_.set_weights_unchanged(false); }
+    WeightsUnchanged(const WeightsUnchanged &) = delete;
+    WeightsUnchanged &operator=(const WeightsUnchanged &) = delete;
+
+  private:
+    Backend &backend_;
 };
 
 Backend &cpu_backend();

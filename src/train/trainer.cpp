@@ -186,6 +186,7 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
     backend_.zero(counts, counts_.size() * sizeof(int64_t));
     const Model &m = run_model();
     const cpu::MatmulPrecisionScope precision(matmul_precision_); // forward + backward only
+    const WeightsUnchanged frozen(backend_); // until the optimizer: a GPU converts each matrix to bf16 once per step
     for (int64_t a = 0; a < accum; ++a) {
         TokenBatch tb = next_micro_batch(micro);
         if (batch_log) batch_log->insert(batch_log->end(), tb.tokens.begin(), tb.tokens.end());

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace zaya {
@@ -150,6 +152,53 @@ void check_linears(bool bf16) {
             EXPECT_EQ(download(dW1), download(dW[i])) << "dW one by one, part " << i;
         }
         EXPECT_EQ(download(dx1), download(dx)) << "dx one by one";
+    }
+    be.set_matmul_precision(cpu::MatmulPrecision::F32);
+}
+
+// Under bf16 matmuls the backend keeps each weight's bf16 copy while the weights are unchanged (WeightsUnchanged: a
+// training step's micro-batches) and converts afresh once the scope ends: a weight changed inside the scope — what
+// the scope promises never happens — is not seen until it ends, and outside any scope every call sees the current
+// weight. For a linear's weight and for the experts' (the tensor-core grouped GEMMs).
+TEST_F(CudaLinears, Bf16WeightCopiesKeptOnlyWhileWeightsUnchanged) {
+    Backend &be = cuda_backend();
+    be.set_matmul_precision(cpu::MatmulPrecision::BF16);
+    const int64_t N = 8, I = 16, O = 8;
+    const cpu::MoeShape s{I, O, 2, false};
+    auto x = upload(random_vec(size_t(N * I), 300));
+    const auto W1 = random_vec(size_t(O * I), 301), W2 = random_vec(size_t(O * I), 302);
+    const auto gu1 = random_vec(size_t(2 * 2 * O * I), 303), gu2 = random_vec(size_t(2 * 2 * O * I), 304);
+    const auto dn = random_vec(size_t(2 * I * O), 305);
+    auto W = upload(W1), gate_up = upload(gu1), down = upload(dn);
+    auto order = upload(std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7});
+    auto offsets = upload(std::vector<int64_t>{0, 5, 8, 8}); // two experts, no skip-slot rows
+    auto p_sel = upload(std::vector<float>(size_t(N), 1.0f));
+    auto set = [](cuda::DeviceArray<float> &d, const std::vector<float> &h) {
+        cuda::copy_to_device(d.data(), h.data(), h.size() * sizeof(float));
+    };
+    auto forward = [&] { // the linear's output and the experts', side by side
+        auto y = poisoned(size_t(N * O)), out = poisoned(size_t(N * I)), xg = poisoned(size_t(N * I));
+        auto h = poisoned(size_t(N * 2 * O)), a = poisoned(size_t(N * O)), ye = poisoned(size_t(N * I));
+        be.linear_forward(y.data(), O, x.data(), W.data(), nullptr, N, I, O);
+        be.moe_experts_forward(out.data(), xg.data(), h.data(), a.data(), ye.data(), x.data(), order.data(),
+                               offsets.data(), p_sel.data(), gate_up.data(), down.data(), N, s);
+        return std::make_pair(download(y), download(out));
+    };
+    const auto first = forward();
+    set(W, W2), set(gate_up, gu2);
+    const auto second = forward(); // outside a scope: the new weights
+    ASSERT_NE(first.first, second.first);
+    ASSERT_NE(first.second, second.second);
+    {
+        const WeightsUnchanged scope(be);
+        EXPECT_EQ(forward(), second);
+        set(W, W1), set(gate_up, gu1);
+        EXPECT_EQ(forward(), second) << "the copies made at the scope's first use are kept";
+    }
+    EXPECT_EQ(forward(), first) << "after the scope every use converts the current weights";
+    {
+        const WeightsUnchanged scope(be);
+        EXPECT_EQ(forward(), first) << "a new scope converts afresh";
     }
     be.set_matmul_precision(cpu::MatmulPrecision::F32);
 }

@@ -3,14 +3,17 @@
 // (cpu::moe_experts_* runs its GEMMs through oneDNN, which this binary does not carry), with an expert that gets
 // no token, one that gets a single token, and the skip slot in both of its modes.
 #include "cuda_test_util.h"
+#include "core/error.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/moe.h"
 #include "ops/cuda/moe.h"
+#include "ops/cuda/ops.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
+#include <string>
 #include <vector>
 
 namespace zaya {
@@ -157,6 +160,17 @@ std::vector<float> grouped(const std::vector<float> &m, const std::vector<int32_
     return g;
 }
 
+// bf16 copies of the expert weights for the tensor-core path (what the backend makes once per step).
+struct Bf16Weights {
+    cuda::DeviceArray<uint16_t> gate_up, down;
+    cuda::ExpertWeightsBf16 view;
+    Bf16Weights(const cuda::DeviceArray<float> &gu, const cuda::DeviceArray<float> &dn)
+        : gate_up(gu.size()), down(dn.size()), view{gate_up.data(), down.data()} {
+        cuda::to_bf16(gate_up.data(), gu.data(), int64_t(gu.size()));
+        cuda::to_bf16(down.data(), dn.data(), int64_t(dn.size()));
+    }
+};
+
 // bf16: the tensor-core path, against the fp32 reference: both operands of every product rounded to bf16 (relative
 // error 2⁻⁹ each), sums over tens of products — a wrong tile, layout or mask gives errors of order one.
 constexpr double kMoeBf16Tol = 2e-2;
@@ -177,16 +191,19 @@ void check_experts(bool passthrough, bool bf16 = false, int64_t N = 100, int64_t
     auto x = random_vec(size_t(N * D), 1300), p_sel = random_vec(size_t(N), 1301, 0.2, 0.5);
     auto gate_up = random_vec(size_t(E * 2 * I * D), 1302, 0.2), down = random_vec(size_t(E * D * I), 1303, 0.2);
     auto dout = random_vec(size_t(N * D), 1304);
-    auto dgu0 = random_vec(gate_up.size(), 1305, 0.01), ddown0 = random_vec(down.size(), 1306, 0.01);
+    // Weight gradients already holding values as large as a step's (they are +=): compared as increments below.
+    auto dgu0 = random_vec(gate_up.size(), 1305), ddown0 = random_vec(down.size(), 1306);
     const auto ref = experts_reference(x, choice, p_sel, gate_up, down, dout, dgu0, ddown0, N, s);
 
     auto x_d = upload(x), p_d = upload(p_sel), gu_d = upload(gate_up), dn_d = upload(down), dout_d = upload(dout);
     auto order_d = upload(order);
     auto offsets_d = upload(offsets);
+    const Bf16Weights w16(gu_d, dn_d);
+    const cuda::ExpertWeightsBf16 *w = bf16 ? &w16.view : nullptr;
     auto out_d = poisoned(size_t(N * D)), xg_d = poisoned(size_t(N * D)), h_d = poisoned(size_t(N * 2 * I));
     auto a_d = poisoned(size_t(N * I)), y_d = poisoned(size_t(N * D));
     cuda::moe_experts_forward(out_d.data(), xg_d.data(), h_d.data(), a_d.data(), y_d.data(), x_d.data(),
-                              order_d.data(), offsets_d.data(), p_d.data(), gu_d.data(), dn_d.data(), N, s, bf16);
+                              order_d.data(), offsets_d.data(), p_d.data(), gu_d.data(), dn_d.data(), N, s, w);
     const int64_t expert_rows = offsets[size_t(E)]; // h and a exist only for these
     EXPECT_LT(rel_err(download(out_d), ref.out), tol);
     EXPECT_LT(rel_err(download(xg_d), grouped(x, order, N, D)), tol);
@@ -202,23 +219,55 @@ void check_experts(bool passthrough, bool bf16 = false, int64_t N = 100, int64_t
     cuda::moe_experts_backward(dx_d.data(), dp_d.data(), dgu_d.data(), ddn_d.data(), dy_d.data(), da_d.data(),
                                dh_d.data(), dxg_d.data(), dout_d.data(), order_d.data(), offsets_d.data(), p_d.data(),
                                xg_d.data(), h_d.data(), a_d.data(), y_d.data(), gu_d.data(), dn_d.data(), N, s,
-                               bf16);
+                               w);
     EXPECT_LT(rel_err(download(dx_d), ref.dx), tol);
     EXPECT_LT(rel_err(download(dp_d), ref.dp_sel), tol);
-    EXPECT_LT(rel_err(download(dgu_d), ref.dgate_up), tol);
-    EXPECT_LT(rel_err(download(ddn_d), ref.ddown), tol);
+    auto increment = [](std::vector<float> after, const std::vector<float> &before) {
+        for (size_t i = 0; i < after.size(); ++i) after[i] -= before[i];
+        return after;
+    };
+    EXPECT_LT(rel_err(increment(download(dgu_d), dgu0), increment(ref.dgate_up, dgu0)), tol);
+    EXPECT_LT(rel_err(increment(download(ddn_d), ddown0), increment(ref.ddown, ddown0)), tol);
 }
 
 TEST_F(CudaMoe, ExpertsSkipOutputsZero) { check_experts(false); }
 
 TEST_F(CudaMoe, ExpertsSkipPassthrough) { check_experts(true); }
 
-// Tensor cores: groups within one 128-row tile and spanning two with a ragged end, widths within one 128-column
-// tile and across three, k steps of 32 with and without a remainder; widths a multiple of 4 (16-byte loads) and not.
+// Tensor cores (128×128 output tiles, k in steps of 32): groups within one 128-row tile and spanning two with a
+// ragged end, widths within one column tile and across three, k steps with and without a remainder of 8 — in the
+// products over rows (h, y, da, dxg) and in the weight gradients, whose k is a group's rows (an empty group adds
+// nothing; a group of one row, and groups longer than a k step, starting anywhere).
 TEST_F(CudaMoe, ExpertsBf16TensorCores) {
     check_experts(false, true);
-    check_experts(true, true, 300, 70, 38);
-    check_experts(true, true, 600, 136, 140);
+    check_experts(true, true, 300, 72, 40);
+    check_experts(true, true, 600, 136, 152);
+}
+
+// Shapes the tensor-core path cannot take (rows copied in 16-byte pieces) fail, naming the sizes.
+TEST_F(CudaMoe, ExpertsBf16RejectsWidthsNotMultiplesOf8) {
+    const cpu::MoeShape s{44, 24, 2, false};
+    EXPECT_FALSE(cuda::experts_on_tensor_cores(s));
+    EXPECT_TRUE(cuda::experts_on_tensor_cores(cpu::MoeShape{48, 24, 2, false}));
+    const int64_t N = 4;
+    auto x_d = upload(random_vec(size_t(N * s.D), 1410)), p_d = upload(random_vec(size_t(N), 1411));
+    auto gu_d = upload(random_vec(size_t(s.E * 2 * s.I * s.D), 1412));
+    auto dn_d = upload(random_vec(size_t(s.E * s.D * s.I), 1413));
+    auto order_d = upload(std::vector<int32_t>{0, 1, 2, 3});
+    auto offsets_d = upload(std::vector<int64_t>{0, 2, 4, 4});
+    const Bf16Weights w16(gu_d, dn_d);
+    auto out_d = poisoned(size_t(N * s.D)), xg_d = poisoned(size_t(N * s.D)), h_d = poisoned(size_t(N * 2 * s.I));
+    auto a_d = poisoned(size_t(N * s.I)), y_d = poisoned(size_t(N * s.D));
+    try {
+        cuda::moe_experts_forward(out_d.data(), xg_d.data(), h_d.data(), a_d.data(), y_d.data(), x_d.data(),
+                                  order_d.data(), offsets_d.data(), p_d.data(), gu_d.data(), dn_d.data(), N, s,
+                                  &w16.view);
+        ADD_FAILURE() << "no error";
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("hidden size 44 and expert width 24 must be multiples of 8"),
+                  std::string::npos)
+            << e.what();
+    }
 }
 
 // The tensor-core path really rounds to bf16 (it is not the fp32 kernel by mistake) and is deterministic.
@@ -235,11 +284,13 @@ TEST_F(CudaMoe, ExpertsBf16DiffersFromFp32AndRepeats) {
     auto x_d = upload(x), p_d = upload(p_sel), gu_d = upload(gate_up), dn_d = upload(down);
     auto order_d = upload(order);
     auto offsets_d = upload(offsets);
+    const Bf16Weights w16(gu_d, dn_d);
     auto run = [&](bool bf16) {
         auto out_d = poisoned(size_t(N * D)), xg_d = poisoned(size_t(N * D)), h_d = poisoned(size_t(N * 2 * I));
         auto a_d = poisoned(size_t(N * I)), y_d = poisoned(size_t(N * D));
         cuda::moe_experts_forward(out_d.data(), xg_d.data(), h_d.data(), a_d.data(), y_d.data(), x_d.data(),
-                                  order_d.data(), offsets_d.data(), p_d.data(), gu_d.data(), dn_d.data(), N, s, bf16);
+                                  order_d.data(), offsets_d.data(), p_d.data(), gu_d.data(), dn_d.data(), N, s,
+                                  bf16 ? &w16.view : nullptr);
         return download(out_d);
     };
     const auto f32 = run(false), b1 = run(true), b2 = run(true);

@@ -105,7 +105,7 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
     attn::check_shape(s);
     if (batch.N == 0 || batch.B == 0) return;
     const size_t bytes = forward_shared_floats(int(s.hd)) * sizeof(float);
-    attn::allow_shared_bytes(attention_forward_kernel, bytes);
+    allow_shared_bytes(attention_forward_kernel, bytes);
     attention_forward_kernel<<<attn::tile_grid(batch, s.nq, kTileQ), kThreads, bytes>>>(
         out, lse, q, k, v, batch.seq_start, int(s.nq), int(s.nkv), int(s.hd), float(s.scale), s.window);
     ZAYA_CUDA_LAUNCHED();

@@ -210,13 +210,13 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
     const float *rd = attn::softmax_row_dots(dout, out, batch.N * nq, hd);
 
     const size_t dq_bytes = dq_shared_floats(hd) * sizeof(float);
-    attn::allow_shared_bytes(attention_dq_kernel, dq_bytes);
+    allow_shared_bytes(attention_dq_kernel, dq_bytes);
     attention_dq_kernel<<<attn::tile_grid(batch, nq, kTileQ), kThreads, dq_bytes>>>(
         dq, dout, lse, rd, q, k, v, batch.seq_start, nq, nkv, hd, float(s.scale), s.window);
     ZAYA_CUDA_LAUNCHED();
 
     const size_t dkdv_bytes = dkdv_shared_floats(hd) * sizeof(float);
-    attn::allow_shared_bytes(attention_dkdv_kernel, dkdv_bytes);
+    allow_shared_bytes(attention_dkdv_kernel, dkdv_bytes);
     attention_dkdv_kernel<<<attn::tile_grid(batch, nkv, kTileK), kThreads, dkdv_bytes>>>(
         dk, dv, dout, lse, rd, q, k, v, batch.seq_start, nq, nkv, hd, float(s.scale), s.window);
     ZAYA_CUDA_LAUNCHED();

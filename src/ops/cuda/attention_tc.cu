@@ -137,7 +137,7 @@ void attention_forward_bf16(float *out, float *lse, const float *q, const float 
         const Bf16Inputs in = round_inputs(q, k, v, nullptr, batch.N, s);
         const float scale_log2 = float(s.scale) * 1.44269504f;
         const size_t bytes = 128 + 5 * kTileBytes<HD>;
-        attn::allow_shared_bytes(attention_forward_fa_kernel<HD>, bytes);
+        allow_shared_bytes(attention_forward_fa_kernel<HD>, bytes);
         attention_forward_fa_kernel<HD><<<attn::tile_grid(batch, s.nq, kRows), kThreads, bytes>>>(
             out, lse, in.q, in.k, in.v, batch.seq_start, int(s.nq), int(s.nkv), scale_log2, s.window);
         ZAYA_CUDA_LAUNCHED();

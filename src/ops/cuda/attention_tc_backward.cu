@@ -224,11 +224,11 @@ void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout,
         if (batch.N == 0 || batch.B == 0) return;
         const float *rd = attn::softmax_row_dots(dout, out, batch.N * nq, HD);
         const Bf16Inputs in = round_inputs(q, k, v, dout, batch.N, s);
-        attn::allow_shared_bytes(attention_dq_fa_kernel<HD>, dq_bytes<HD>());
+        allow_shared_bytes(attention_dq_fa_kernel<HD>, dq_bytes<HD>());
         attention_dq_fa_kernel<HD><<<attn::tile_grid(batch, nq, kRows), kThreads, dq_bytes<HD>()>>>(
             dq, in.dout, lse, rd, in.q, in.k, in.v, batch.seq_start, nq, nkv, float(s.scale), s.window);
         ZAYA_CUDA_LAUNCHED();
-        attn::allow_shared_bytes(attention_dkdv_fa_kernel<HD>, dkdv_bytes<HD>());
+        allow_shared_bytes(attention_dkdv_fa_kernel<HD>, dkdv_bytes<HD>());
         attention_dkdv_fa_kernel<HD><<<attn::tile_grid(batch, nkv, kRows), kThreads, dkdv_bytes<HD>()>>>(
             dk, dv, in.dout, lse, rd, in.q, in.k, in.v, batch.seq_start, nq, nkv, float(s.scale), s.window);
         ZAYA_CUDA_LAUNCHED();

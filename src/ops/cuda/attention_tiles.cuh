@@ -37,9 +37,4 @@ inline void check_shape(const AttnShape &s) {
 // (Scratch::AttentionRowDots): what the fp32 and the tensor-core backward both read. (attention_backward.cu)
 float *softmax_row_dots(const float *dout, const float *out, int64_t rows, int hd);
 
-// Kernels whose dynamic shared memory may pass the default 48 KiB must say so before launch.
-template <class Kernel> void allow_shared_bytes(Kernel kernel, size_t bytes) {
-    ZAYA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-}
-
 } // namespace zaya::cuda::attn

@@ -17,8 +17,10 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -68,6 +70,26 @@ class CudaBackend final : public Backend {
     void synchronize() const override { cuda::synchronize(); }
     void set_matmul_precision(cpu::MatmulPrecision p) override { precision_ = p; }
     bool bf16() const { return precision_ == cpu::MatmulPrecision::BF16; }
+    void set_weights_unchanged(bool on) override {
+        weights_unchanged_ = on;
+        if (!on)
+            for (auto &entry : weights16_) entry.second.fresh = false;
+    }
+
+    // A bf16 copy of the n-element weight at W. While the weights are unchanged it is converted at its first use
+    // and kept (one buffer per weight, reused by later steps); otherwise it is converted again, into `transient`,
+    // at every use.
+    const uint16_t *weight_bf16(const float *W, size_t n, GrowingBuffer &transient) {
+        if (!weights_unchanged_) {
+            uint16_t *d = transient.at_least(n);
+            cuda::to_bf16(d, W, int64_t(n));
+            return d;
+        }
+        WeightCopy &c = weights16_[W];
+        if (c.data.size() != n) c.data = cuda::DeviceArray<uint16_t>(n), c.fresh = false;
+        if (!c.fresh) cuda::to_bf16(c.data.data(), W, int64_t(n)), c.fresh = true;
+        return c.data.data();
+    }
 
     // bf16 rows must start 16-byte aligned for cuBLASLt's tensor-core kernels: a matmul whose leading dimensions
     // are not all multiples of 8 (the router's E+1 = 17 classes) runs in fp32 instead — a tiny matrix, no algorithm
@@ -109,7 +131,7 @@ class CudaBackend final : public Backend {
         for (const LinearOut &p : parts) {
             if (bf16_matmul(I, I)) {
                 if (!x16) x16 = bf16_copy(x16_, x, N, I, I);
-                const uint16_t *w16 = bf16_copy(b16_, p.W, p.O, I, I);
+                const uint16_t *w16 = weight_bf16(p.W, size_t(p.O * I), b16_);
                 cuda::gemm_bf16(false, true, N, p.O, I, 1.0f, x16, I, w16, I, 0.0f, p.y, p.ldy);
             } else {
                 cuda::gemm_f32(false, true, N, p.O, I, 1.0f, x, I, p.W, I, 0.0f, p.y, p.ldy);
@@ -126,7 +148,7 @@ class CudaBackend final : public Backend {
             if (bf16_matmul(p.ldy, I)) {
                 const uint16_t *dy16 = bf16_copy(a16_, p.dy, N, p.O, p.ldy);
                 if (dx) {
-                    const uint16_t *w16 = bf16_copy(b16_, p.W, p.O, I, I);
+                    const uint16_t *w16 = weight_bf16(p.W, size_t(p.O * I), b16_);
                     cuda::gemm_bf16(false, false, N, I, p.O, 1.0f, dy16, p.ldy, w16, I, beta, dx, I);
                 }
                 if (!x16) x16 = bf16_copy(x16_, x, N, I, I);
@@ -269,14 +291,24 @@ class CudaBackend final : public Backend {
     void moe_experts_forward(real *out, real *xg, real *h, real *a, real *y, const real *x, const int32_t *order,
                              const int64_t *offsets, const real *p_sel, const real *gate_up, const real *down,
                              int64_t N, const cpu::MoeShape &s) override {
-        cuda::moe_experts_forward(out, xg, h, a, y, x, order, offsets, p_sel, gate_up, down, N, s, bf16());
+        const auto w16 = expert_weights_bf16(gate_up, down, s);
+        cuda::moe_experts_forward(out, xg, h, a, y, x, order, offsets, p_sel, gate_up, down, N, s,
+                                  w16 ? &*w16 : nullptr);
     }
     void moe_experts_backward(real *dx, real *dp_sel, real *dgate_up, real *ddown, real *dy, real *da, real *dh,
                               real *dxg, const real *dout, const int32_t *order, const int64_t *offsets,
                               const real *p_sel, const real *xg, const real *h, const real *a, const real *y,
                               const real *gate_up, const real *down, int64_t N, const cpu::MoeShape &s) override {
+        const auto w16 = expert_weights_bf16(gate_up, down, s);
         cuda::moe_experts_backward(dx, dp_sel, dgate_up, ddown, dy, da, dh, dxg, dout, order, offsets, p_sel, xg, h,
-                                   a, y, gate_up, down, N, s, bf16());
+                                   a, y, gate_up, down, N, s, w16 ? &*w16 : nullptr);
+    }
+    // Under bf16 matmuls, the experts on tensor cores (shapes it takes: D and I multiples of 8; else fp32).
+    std::optional<cuda::ExpertWeightsBf16> expert_weights_bf16(const float *gate_up, const float *down,
+                                                               const cpu::MoeShape &s) {
+        if (!bf16() || s.E == 0 || !cuda::experts_on_tensor_cores(s)) return std::nullopt;
+        const size_t n = size_t(s.E * s.D * s.I);
+        return cuda::ExpertWeightsBf16{weight_bf16(gate_up, 2 * n, gate_up16_), weight_bf16(down, n, down16_)};
     }
 
     // The LM head's GEMMs in the backend's precision, as every other matmul (the CPU's do the same); the softmax
@@ -383,8 +415,16 @@ class CudaBackend final : public Backend {
   private:
     cuda::EventTimeline timeline_;
     cpu::MatmulPrecision precision_ = cpu::MatmulPrecision::F32;
-    // bf16 operand copies: matmul's A and B (a linear's dy and W), and a linears op's shared x.
-    GrowingBuffer a16_, b16_, x16_;
+    // bf16 operand copies: matmul's A and B (a linear's dy and W), and a linears op's shared x; the experts' weights
+    // when they are not kept.
+    GrowingBuffer a16_, b16_, x16_, gate_up16_, down16_;
+    // The weights' bf16 copies kept while the weights are unchanged (weight_bf16), by the weight's address.
+    struct WeightCopy {
+        cuda::DeviceArray<uint16_t> data;
+        bool fresh = false; // converted since the weights last changed
+    };
+    std::unordered_map<const float *, WeightCopy> weights16_;
+    bool weights_unchanged_ = false;
     std::map<std::pair<int64_t, double>, cuda::DeviceArray<float>> inv_freq_;
     std::unique_ptr<cuda::NewtonSchulzBf16> ns_;
     cuda::DeviceArray<float> muon_u_; // the update u, orthogonalised in place

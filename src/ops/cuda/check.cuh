@@ -19,4 +19,9 @@
 namespace zaya::cuda {
 inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 inline cudaStream_t launch_stream() { return static_cast<cudaStream_t>(launch_stream_handle()); }
+
+// Kernels whose dynamic shared memory may pass the default 48 KiB must say so before launch.
+template <class Kernel> void allow_shared_bytes(Kernel kernel, size_t bytes) {
+    ZAYA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
 } // namespace zaya::cuda

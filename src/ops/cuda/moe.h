@@ -33,19 +33,29 @@ void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, i
 // sizes[g] += offsets[g+1] − offsets[g], g < groups (device pointers).                 (Backend::add_group_sizes)
 void add_group_sizes(int64_t *sizes, const int64_t *offsets, int64_t groups);
 
+// bf16 copies of the expert weights (raw bf16 bits), gate_up [E,2I,D] and down [E,D,I]: given to moe_experts_*, they
+// run every expert matmul, forward and backward, on tensor cores with bf16 operands and fp32 accumulation
+// (autocast's treatment; the activations' bf16 copies are made on the way); without them, true fp32. The caller
+// makes them (Backend: once per training step while the weights do not change).
+struct ExpertWeightsBf16 {
+    const uint16_t *gate_up, *down;
+};
+// Whether the tensor-core path runs this shape: D and I multiples of 8 (bf16 rows copied in 16-byte pieces).
+bool experts_on_tensor_cores(const MoeShape &s);
+
 // out[N,D]; saved in grouped order: xg[N,D], h[N,2I], a[N,I], y[N,D] (h and a only for rows < offsets[E]).
-// gate_up[E,2I,D], down[E,D,I]; order and offsets from moe_group_tokens. bf16: the expert matmuls (forward and
-// backward) on tensor cores with both operands rounded to bf16, fp32 accumulation; else true fp32.
-//                                                                                  (cpu::moe_experts_forward)
+// gate_up[E,2I,D], down[E,D,I]; order and offsets from moe_group_tokens. w16: see ExpertWeightsBf16 (fails for a
+// shape experts_on_tensor_cores rejects).                                          (cpu::moe_experts_forward)
 void moe_experts_forward(float *out, float *xg, float *h, float *a, float *y, const float *x, const int32_t *order,
                          const int64_t *offsets, const float *p_sel, const float *gate_up, const float *down,
-                         int64_t N, const MoeShape &s, bool bf16 = false);
+                         int64_t N, const MoeShape &s, const ExpertWeightsBf16 *w16 = nullptr);
 
-// dx[N,D] (=), dp_sel[N] (=), dgate_up, ddown (+=); scratch dy[N,D], da[N,I], dh[N,2I], dxg[N,D].
+// dx[N,D] (=), dp_sel[N] (=), dgate_up, ddown (+=); scratch dy[N,D], da[N,I], dh[N,2I] (unused with w16), dxg[N,D].
 //                                                                                  (cpu::moe_experts_backward)
 void moe_experts_backward(float *dx, float *dp_sel, float *dgate_up, float *ddown, float *dy, float *da, float *dh,
                           float *dxg, const float *dout, const int32_t *order, const int64_t *offsets,
                           const float *p_sel, const float *xg, const float *h, const float *a, const float *y,
-                          const float *gate_up, const float *down, int64_t N, const MoeShape &s, bool bf16 = false);
+                          const float *gate_up, const float *down, int64_t N, const MoeShape &s,
+                          const ExpertWeightsBf16 *w16 = nullptr);
 
 } // namespace zaya::cuda

@@ -35,6 +35,7 @@ enum class Scratch {
     CcaTempRows,          // cca_qk_backward's per-token key-temperature gradients
     ColumnSums,           // column_sum_add's per-chunk partial sums (column_sum.cuh), the conv weight gradient's too
     MoeGroupCounts,       // moe_group_tokens' per-chunk expert counts and bases
+    MoeBf16,              // the tensor-core experts' bf16 rows (gathered inputs, SwiGLU outputs, their gradients)
     EmbeddingIndex,       // embedding_backward's rows grouped by token id, and each id's first row
     Count
 };

@@ -174,7 +174,11 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 template <class T> T min(T a, T b) { return b < a ? b : a; }
 template <class T> T max(T a, T b) { return a < b ? b : a; }
 
-// 16-byte vector types (the decode kernels' weight loads) and the bit cast that widens bf16.
+// Vector types (the decode kernels' 16-byte weight loads, the grouped GEMMs' 8-byte stores; CUDA's alignment, so a
+// misaligned vector access is UB the sanitizer reports) and the bit cast that widens bf16.
+struct alignas(8) float2 {
+    float x, y;
+};
 struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };
