@@ -69,7 +69,8 @@ void carve(const ZayaConfig &c, int64_t N, int64_t B, bool store_logits, Activat
         L.res2 = f.take(N * D);
     }
 }
-// The integer arrays, carved in bytes out of the same kind of buffer (every array 64-byte aligned).
+// The integer arrays and the bf16 copies (raw bits), carved in bytes out of the same kind of buffer (every array
+// 64-byte aligned).
 struct IntCarver {
     char *base = nullptr;
     size_t used = 0;
@@ -80,7 +81,7 @@ struct IntCarver {
     }
 };
 
-void carve_ints(const ZayaConfig &c, int64_t N, int64_t B, Activations &a, IntCarver &f) {
+void carve_ints(const ZayaConfig &c, int64_t N, int64_t B, bool bf16_copies, Activations &a, IntCarver &f) {
     a.tokens = f.take<int32_t>(N);
     a.positions = f.take<int32_t>(N);
     a.targets = f.take<int32_t>(N);
@@ -89,6 +90,9 @@ void carve_ints(const ZayaConfig &c, int64_t N, int64_t B, Activations &a, IntCa
         L.choice = f.take<int32_t>(N);
         L.order = f.take<int32_t>(N);
         L.offsets = f.take<int64_t>(c.num_experts + 2);
+        L.x_norm1_16 = bf16_copies ? f.take<uint16_t>(N * c.hidden_size) : nullptr;
+        L.x_norm2_16 = bf16_copies ? f.take<uint16_t>(N * c.hidden_size) : nullptr;
+        L.att16 = bf16_copies ? f.take<uint16_t>(N * c.q_dim()) : nullptr;
     }
 }
 
@@ -96,13 +100,13 @@ size_t reals_for(size_t bytes) { return (bytes + sizeof(real) - 1) / sizeof(real
 } // namespace
 
 size_t Activations::bytes_needed(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers,
-                                 bool store_logits) {
+                                 bool store_logits, bool bf16_copies) {
     Activations a;
     a.layers.resize(keep_all_layers ? size_t(c.num_hidden_layers) : 1);
     Carver measure;
     carve(c, max_tokens, max_seqs, store_logits, a, measure);
     IntCarver measure_ints;
-    carve_ints(c, max_tokens, max_seqs, a, measure_ints);
+    carve_ints(c, max_tokens, max_seqs, bf16_copies, a, measure_ints);
     return (measure.used + reals_for(measure_ints.used)) * sizeof(real);
 }
 
@@ -111,7 +115,7 @@ Activations Activations::plan(const ZayaConfig &c, int64_t max_tokens, int64_t m
 }
 
 Activations Activations::plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers,
-                              Backend &backend) {
+                              Backend &backend, bool bf16_copies) {
     Activations a;
     a.max_tokens = max_tokens;
     a.max_seqs = max_seqs;
@@ -126,10 +130,10 @@ Activations Activations::plan(const ZayaConfig &c, int64_t max_tokens, int64_t m
     Carver carver{a.fbuf.data(), 0};
     carve(c, max_tokens, max_seqs, store_logits, a, carver);
     IntCarver measure_ints;
-    carve_ints(c, max_tokens, max_seqs, a, measure_ints);
+    carve_ints(c, max_tokens, max_seqs, bf16_copies, a, measure_ints);
     a.ibuf = backend.alloc(reals_for(measure_ints.used));
     IntCarver int_carver{a.ibuf.as<char>(), 0};
-    carve_ints(c, max_tokens, max_seqs, a, int_carver);
+    carve_ints(c, max_tokens, max_seqs, bf16_copies, a, int_carver);
     return a;
 }
 

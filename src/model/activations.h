@@ -43,6 +43,11 @@ struct LayerActs {
     int32_t *choice; // [N]
     int32_t *order;  // [N]
     int64_t *offsets;// [E+2]
+    // bf16 copies of the matmul inputs (MatmulInput), written by the ops that produce them and read by the linears
+    // forward and backward: planned for a device's bf16 matmuls only, else null.
+    uint16_t *x_norm1_16; // [N,D]
+    uint16_t *x_norm2_16; // [N,D]
+    uint16_t *att16;      // [N,Dq]
 };
 
 class Backend;
@@ -63,12 +68,14 @@ struct Activations {
     int64_t *seq_start;                    // [B+1]
     std::vector<LayerActs> layers;         // L entries (keep_all_layers) or 1
 
+    // bf16_copies: plan the layers' bf16 copies of matmul inputs (a device training with bf16 matmuls, whose
+    // linears would otherwise convert those inputs at every use).
     static Activations plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers,
-                            Backend &backend);
+                            Backend &backend, bool bf16_copies = false);
     static Activations plan(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers);
     // Bytes plan() would allocate, without allocating (for `zaya info`); store_logits as the backend would.
     static size_t bytes_needed(const ZayaConfig &c, int64_t max_tokens, int64_t max_seqs, bool keep_all_layers,
-                               bool store_logits = true);
+                               bool store_logits = true, bool bf16_copies = false);
     LayerActs &layer(int64_t l) { return layers[keep_all_layers ? size_t(l) : 0]; }
     size_t bytes() const { return (fbuf.size + ibuf.size) * sizeof(real); }
 };

@@ -56,7 +56,7 @@ void cca_attention_backward(Backend &be, const ZayaConfig &c, int64_t l, const L
     const int type = c.layer_types[size_t(l)] == LayerType::HybridSliding ? 1 : 0;
 
     // 8. o_proj; 7. attention.
-    be.linear_backward(s.d_att, g.o_proj, g.o_bias, s.d_tmp, D, A.att, w.o_proj, N, Dq, D, false);
+    be.linear_backward(s.d_att, g.o_proj, g.o_bias, s.d_tmp, D, {A.att, A.att16}, w.o_proj, N, Dq, D, false);
     cpu::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(real(hd)), type == 1 ? *c.sliding_window : 0};
     be.phase("bwd.attn.core");
     be.attention_backward(s.dq, s.dk, s.dv, s.d_att, A.att, A.lse, A.q, A.k, A.v, sb, as);
@@ -77,7 +77,7 @@ void cca_attention_backward(Backend &be, const ZayaConfig &c, int64_t l, const L
                                {s.dz + Dq, C, w.k_proj, Dk, g.k_proj, g.k_bias},
                                {s.dv, Dk, w.v_cur, Dv, g.v_cur, g.v_cur_bias},
                                {s.d_vdel, Dv, w.v_del, Dv, g.v_del, g.v_del_bias}};
-    be.linears_backward(s.d_x, proj, A.x_norm1, N, D, false);
+    be.linears_backward(s.d_x, proj, {A.x_norm1, A.x_norm1_16}, N, D, false);
 }
 
 // Backward of the router: dp_sel (s.dp_sel) → d_x_norm2 (s.d_x, accumulated), and the EDA state gradient carried
@@ -95,7 +95,8 @@ void router_backward(Backend &be, const ZayaConfig &c, const LayerWeights &w, La
     be.rmsnorm_backward(s.d_carry, g.router_norm, s.d_r2, A.rho, w.router_norm, A.r_rstd, N, R, /*accumulate=*/true);
     std::swap(s.d_rho, s.d_carry);
     // ρ = down(x) + b + γ⊙ρ_prev
-    be.linear_backward(s.d_x, g.router_down, g.router_down_bias, s.d_rho, R, A.x_norm2, w.router_down, N, D, R, true);
+    be.linear_backward(s.d_x, g.router_down, g.router_down_bias, s.d_rho, R, {A.x_norm2, A.x_norm2_16}, w.router_down,
+                       N, D, R, true);
     const bool mixes = w.router_state_scale && rho_prev;
     if (mixes) be.column_dot_add(g.router_state_scale, s.d_rho, R, rho_prev, R, N, R);
     be.eda_carry_backward(s.d_carry, mixes ? w.router_state_scale : nullptr, s.d_rho, N, R);

@@ -36,7 +36,7 @@ void cca_attention_forward(Backend &be, const ZayaConfig &c, int64_t l, const La
                               {A.v, Dk, w.v_cur, w.v_cur_bias, Dv},
                               {A.v_del, Dv, w.v_del, w.v_del_bias, Dv}};
     be.phase("fwd.attn.proj");
-    be.linears_forward(proj, A.x_norm1, N, D);
+    be.linears_forward(proj, {A.x_norm1, A.x_norm1_16}, N, D);
     be.delayed_values_forward(A.v + Dv, Dk, A.v_del, w.v_del_bias, sb, Dv);
     // 2. causal depthwise + grouped conv over time; 3. q-k mean residual paths; 5. L2 QK-norm to √hd with the
     // linear key temperature; 6. partial neox RoPE.
@@ -48,9 +48,9 @@ void cca_attention_forward(Backend &be, const ZayaConfig &c, int64_t l, const La
     // 7. causal GQA attention; 8. output projection.
     cpu::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(real(hd)), type == 1 ? *c.sliding_window : 0};
     be.phase("fwd.attn.core");
-    be.attention_forward(A.att, A.lse, A.q, A.k, A.v, sb, as);
+    be.attention_forward(A.att, A.att16, A.lse, A.q, A.k, A.v, sb, as);
     be.phase("fwd.attn.out"); // the output projection and the residual norm after it
-    be.linear_forward(A.attn_out, D, A.att, w.o_proj, w.o_bias, N, Dq, D);
+    be.linear_forward(A.attn_out, D, {A.att, A.att16}, w.o_proj, w.o_bias, N, Dq, D);
 }
 
 // Router (spec A.4): x_norm2 and the previous layer's state → choice, p_sel, and this layer's state (A.rho).
@@ -58,7 +58,7 @@ void router_forward(Backend &be, const ZayaConfig &c, const LayerWeights &w, int
                     LayerActs &A) {
     const int64_t D = c.hidden_size, R = c.router_hidden_size, K = c.router_classes();
     // Down-projection into scratch first: with one reused activation set, rho_prev aliases A.rho.
-    be.linear_forward(A.h1, R, A.x_norm2, w.router_down, w.router_down_bias, N, D, R);
+    be.linear_forward(A.h1, R, {A.x_norm2, A.x_norm2_16}, w.router_down, w.router_down_bias, N, D, R);
     be.eda_forward(A.rho, A.h1, w.router_state_scale, rho_prev, N, R);
     // RMSNorm → fc1 → GELU → fc2 → GELU → out → softmax and selection, as one op.
     be.router_mlp_forward(A.r_norm, A.r_rstd, A.h1, A.a1, A.h2, A.a2, A.r_logits, A.probs, A.choice, A.p_sel, A.rho,
@@ -108,18 +108,18 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
     const int64_t L = c.num_hidden_layers;
     const real eps = real(c.rms_norm_eps);
     if (L == 0)
-        be.rmsnorm_forward(acts.final_norm, acts.final_rstd, acts.embed, m.w.final_norm, N, D, eps);
+        be.rmsnorm_forward(acts.final_norm, nullptr, acts.final_rstd, acts.embed, m.w.final_norm, N, D, eps);
     else
-        be.rmsnorm_forward(acts.layer(0).x_norm1, acts.layer(0).rstd1, acts.embed, m.w.layers[0].input_norm, N, D,
-                           eps);
+        be.rmsnorm_forward(acts.layer(0).x_norm1, acts.layer(0).x_norm1_16, acts.layer(0).rstd1, acts.embed,
+                           m.w.layers[0].input_norm, N, D, eps);
     const real *residual = acts.embed;
     const real *rho_prev = nullptr;
     for (int64_t l = 0; l < L; ++l) {
         const LayerWeights &w = m.w.layers[size_t(l)];
         LayerActs &A = acts.layer(l);
         cca_attention_forward(be, c, l, w, sb, A, acts);
-        be.residual_rmsnorm_forward(A.res1, A.x_norm2, A.rstd2, A.attn_out, residual, w.attn_res[0], w.attn_res[1],
-                                    w.attn_res[2], w.attn_res[3], w.post_norm, N, D, eps);
+        be.residual_rmsnorm_forward(A.res1, A.x_norm2, A.x_norm2_16, A.rstd2, A.attn_out, residual, w.attn_res[0],
+                                    w.attn_res[1], w.attn_res[2], w.attn_res[3], w.post_norm, N, D, eps);
         be.phase("fwd.router"); // with the grouping of tokens by expert
         router_forward(be, c, w, N, rho_prev, A);
         be.moe_group_tokens(A.order, A.offsets, A.choice, N, c.num_experts);
@@ -131,9 +131,10 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
         const bool last = l + 1 == L;
         real *normed = last ? acts.final_norm : acts.layer(l + 1).x_norm1;
         real *rstd = last ? acts.final_rstd : acts.layer(l + 1).rstd1;
+        uint16_t *normed16 = last ? nullptr : acts.layer(l + 1).x_norm1_16;
         const real *norm_w = last ? m.w.final_norm : m.w.layers[size_t(l + 1)].input_norm;
-        be.residual_rmsnorm_forward(A.res2, normed, rstd, A.moe_out, A.res1, w.mlp_res[0], w.mlp_res[1], w.mlp_res[2],
-                                    w.mlp_res[3], norm_w, N, D, eps);
+        be.residual_rmsnorm_forward(A.res2, normed, normed16, rstd, A.moe_out, A.res1, w.mlp_res[0], w.mlp_res[1],
+                                    w.mlp_res[2], w.mlp_res[3], norm_w, N, D, eps);
         residual = A.res2;
         rho_prev = A.rho;
     }

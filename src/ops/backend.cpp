@@ -11,7 +11,7 @@ void Backend::router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1,
                                  real *probs, int32_t *choice, real *p_sel, const real *rho, const real *norm_w,
                                  const real *fc1, const real *fc1_b, const real *fc2, const real *fc2_b,
                                  const real *out, const real *bias, int64_t N, int64_t R, int64_t K, real eps) {
-    rmsnorm_forward(r_norm, r_rstd, rho, norm_w, N, R, eps);
+    rmsnorm_forward(r_norm, nullptr, r_rstd, rho, norm_w, N, R, eps);
     linear_forward(h1, R, r_norm, fc1, fc1_b, N, R, R);
     gelu_forward(a1, h1, N * R);
     linear_forward(h2, R, a1, fc2, fc2_b, N, R, R);
@@ -20,11 +20,11 @@ void Backend::router_mlp_forward(real *r_norm, real *r_rstd, real *h1, real *a1,
     router_select_forward(probs, choice, p_sel, logits, bias, N, K);
 }
 
-void Backend::linears_forward(std::span<const LinearOut> parts, const real *x, int64_t N, int64_t I) {
+void Backend::linears_forward(std::span<const LinearOut> parts, MatmulInput x, int64_t N, int64_t I) {
     for (const LinearOut &p : parts) linear_forward(p.y, p.ldy, x, p.W, p.b, N, I, p.O);
 }
 
-void Backend::linears_backward(real *dx, std::span<const LinearGrad> parts, const real *x, int64_t N, int64_t I,
+void Backend::linears_backward(real *dx, std::span<const LinearGrad> parts, MatmulInput x, int64_t N, int64_t I,
                                bool accumulate_dx) {
     for (const LinearGrad &p : parts) {
         linear_backward(dx, p.dW, p.db, p.dy, p.ldy, x, p.W, N, I, p.O, accumulate_dx);

@@ -34,6 +34,16 @@ struct PhaseTime {
     int64_t marks = 0;
 };
 
+// A matmul input x [rows, cols] (fp32) and, where the op that produced it also wrote one, x16 = bf16(x) (raw bits,
+// the same layout): a backend running bf16 matmuls reads x16 instead of converting x; null, it converts. Built
+// implicitly from a plain pointer (no copy).
+struct MatmulInput {
+    const real *x;
+    const uint16_t *x16 = nullptr;
+    MatmulInput(const real *x_) : x(x_) {} // NOLINT(google-explicit-constructor): a plain input converts
+    MatmulInput(const real *x_, const uint16_t *x16_) : x(x_), x16(x16_) {}
+};
+
 // One of several linear layers that read the same input (Backend::linears_forward / linears_backward): its weight
 // W[O, I], bias b[O] (may be null) and output y[:, 0:O] (row stride ldy).
 struct LinearOut {
@@ -74,21 +84,23 @@ class Backend {
 
     // Linear layers: y[:, 0:O] (row stride ldy) = x[N,I]·W[O,I]ᵀ + b (b may be null);
     // dx[N,I] = (or +=) dy·W, dW[O,I] += dyᵀ·x, db[O] += Σ_n dy, dy with row stride ldy (dx, db may be null).
-    virtual void linear_forward(real *y, int64_t ldy, const real *x, const real *W, const real *b, int64_t N,
+    virtual void linear_forward(real *y, int64_t ldy, MatmulInput x, const real *W, const real *b, int64_t N,
                                 int64_t I, int64_t O) = 0;
-    virtual void linear_backward(real *dx, real *dW, real *db, const real *dy, int64_t ldy, const real *x,
+    virtual void linear_backward(real *dx, real *dW, real *db, const real *dy, int64_t ldy, MatmulInput x,
                                  const real *W, int64_t N, int64_t I, int64_t O, bool accumulate_dx) = 0;
     // Several linears that read the same x[N,I] (a block's q, k and value projections): linear_forward for each
     // part in order; linear_backward for each part in order with dx = (or += by accumulate_dx) Σ_p dy_p·W_p. The
     // defaults call linear_forward / linear_backward part by part; a backend that converts matmul operands (bf16
     // on a GPU) converts x once for all the parts instead of once per matmul.
-    virtual void linears_forward(std::span<const LinearOut> parts, const real *x, int64_t N, int64_t I);
-    virtual void linears_backward(real *dx, std::span<const LinearGrad> parts, const real *x, int64_t N, int64_t I,
+    virtual void linears_forward(std::span<const LinearOut> parts, MatmulInput x, int64_t N, int64_t I);
+    virtual void linears_backward(real *dx, std::span<const LinearGrad> parts, MatmulInput x, int64_t N, int64_t I,
                                   bool accumulate_dx);
 
-    // Norms and elementwise (ops/cpu/norm.h, elementwise.h, reduce.h).
-    virtual void rmsnorm_forward(real *y, real *rstd, const real *x, const real *w, int64_t N, int64_t D,
-                                 real eps) = 0;
+    // Norms and elementwise (ops/cpu/norm.h, elementwise.h, reduce.h). An output named `y16` (or `out16`) beside
+    // an output y may be null; when given, it receives bf16(y) too (raw bits, y's layout): the MatmulInput copy of
+    // an activation that feeds matmuls, written where it is produced.
+    virtual void rmsnorm_forward(real *y, uint16_t *y16, real *rstd, const real *x, const real *w, int64_t N,
+                                 int64_t D, real eps) = 0;
     virtual void rmsnorm_backward(real *dx, real *dw, const real *dy, const real *x, const real *w, const real *rstd,
                                   int64_t N, int64_t D, bool accumulate_dx) = 0;
     virtual void embedding_forward(real *out, const int32_t *tokens, const real *table, const real *bias,
@@ -132,8 +144,8 @@ class Backend {
                                         int64_t Dv) = 0;
     virtual void delayed_values_backward(real *d_vdel, real *dbias, const real *dv, int64_t ldv, const SeqBatch &b,
                                          int64_t Dv) = 0;
-    virtual void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v,
-                                   const SeqBatch &b, const cpu::AttnShape &s) = 0;
+    virtual void attention_forward(real *out, uint16_t *out16, real *lse, const real *q, const real *k,
+                                   const real *v, const SeqBatch &b, const cpu::AttnShape &s) = 0;
     virtual void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
                                     const real *q, const real *k, const real *v, const SeqBatch &b,
                                     const cpu::AttnShape &s) = 0;
@@ -192,8 +204,9 @@ class Backend {
     // are bit-identical; a GPU fuses the passes over memory).
     //
     // residual_scale_forward then rmsnorm_forward of its output: out[N,D] = (x + hs_bias) ⊙ hs_scale +
-    // (res + res_bias) ⊙ res_scale (=); y[N,D] = w ⊙ out·rstd (=), rstd[N] = 1/√(mean(out²) + eps) (=).
-    virtual void residual_rmsnorm_forward(real *out, real *y, real *rstd, const real *x, const real *res,
+    // (res + res_bias) ⊙ res_scale (=); y[N,D] = w ⊙ out·rstd (=) (and y16 = bf16(y) when given), rstd[N] =
+    // 1/√(mean(out²) + eps) (=).
+    virtual void residual_rmsnorm_forward(real *out, real *y, uint16_t *y16, real *rstd, const real *x, const real *res,
                                           const real *hs_scale, const real *hs_bias, const real *res_scale,
                                           const real *res_bias, const real *w, int64_t N, int64_t D, real eps) = 0;
     // rmsnorm_backward of dy[N,D] through the norm of `out` (w, rstd) into g[N,D] (= or += by accumulate_g), dw[D]

@@ -60,7 +60,9 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
     : tc_(tc), matmul_precision_(cpu::matmul_precision_from_string(tc.precision)),
       backend_(backend_named(tc.device)), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_, backend_),
       balance_(model_.layout, model_.config, balancing_config(tc)),
-      acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true, backend_)),
+      // A device with bf16 matmuls: the linears' inputs get bf16 copies where they are produced (no conversions).
+      acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true, backend_,
+                              !backend_.host_memory() && matmul_precision_ == cpu::MatmulPrecision::BF16)),
       scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro(), backend_)),
       grads_(RealBuffer::zeros(backend_.host_memory() ? model_.layout.total : 0)),
       counts_(size_t(model_.config.num_hidden_layers * model_.config.router_classes()), 0), guard_(guard_config(tc)),

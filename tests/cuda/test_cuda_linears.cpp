@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "cuda_test_util.h"
 #include "ops/backend.h"
+#include "ops/cuda/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -200,6 +201,36 @@ TEST_F(CudaLinears, Bf16WeightCopiesKeptOnlyWhileWeightsUnchanged) {
         const WeightsUnchanged scope(be);
         EXPECT_EQ(forward(), first) << "a new scope converts afresh";
     }
+    be.set_matmul_precision(cpu::MatmulPrecision::F32);
+}
+
+// A linear given its input's bf16 copy (MatmulInput, written by the op that produced the input) reads it instead of
+// converting x: bf16(x) gives the converting path's bits; the copy of another input gives that input's result, so
+// the copy — not x — was read; forward and backward (dW).
+TEST_F(CudaLinears, Bf16InputCopyReadInsteadOfConverting) {
+    Backend &be = cuda_backend();
+    be.set_matmul_precision(cpu::MatmulPrecision::BF16);
+    const int64_t N = 8, I = 16, O = 8;
+    auto x1 = upload(random_vec(size_t(N * I), 310)), x2 = upload(random_vec(size_t(N * I), 311));
+    auto W = upload(random_vec(size_t(O * I), 312)), dy = upload(random_vec(size_t(N * O), 313));
+    cuda::DeviceArray<uint16_t> x1_16(size_t(N * I)), x2_16(size_t(N * I));
+    cuda::to_bf16(x1_16.data(), x1.data(), N * I);
+    cuda::to_bf16(x2_16.data(), x2.data(), N * I);
+    auto forward = [&](MatmulInput x) {
+        auto y = poisoned(size_t(N * O));
+        be.linear_forward(y.data(), O, x, W.data(), nullptr, N, I, O);
+        return download(y);
+    };
+    auto weight_grad = [&](MatmulInput x) {
+        auto dW = upload(std::vector<float>(size_t(O * I), 0.0f));
+        be.linear_backward(nullptr, dW.data(), nullptr, dy.data(), O, x, W.data(), N, I, O, false);
+        return download(dW);
+    };
+    EXPECT_EQ(forward({x1.data(), x1_16.data()}), forward(x1.data()));
+    EXPECT_EQ(forward({x1.data(), x2_16.data()}), forward(x2.data()));
+    EXPECT_NE(forward(x1.data()), forward(x2.data()));
+    EXPECT_EQ(weight_grad({x1.data(), x1_16.data()}), weight_grad(x1.data()));
+    EXPECT_EQ(weight_grad({x1.data(), x2_16.data()}), weight_grad(x2.data()));
     be.set_matmul_precision(cpu::MatmulPrecision::F32);
 }
 

@@ -1,6 +1,7 @@
 // The whole model on both backends: model_forward and model_backward (one source, ops/backend.h) run on the CPU
 // backend and on the CUDA backend from the same random weights and varlen batch; loss, logits, routing choices
 // and every parameter's gradient must agree. Without a GPU it skips and says why.
+#include "core/dtype.h"
 #include "cuda_test_util.h"
 #include "model/backward.h"
 #include "model/forward.h"
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 namespace zaya {
@@ -45,28 +47,40 @@ Batch test_batch(int64_t V) {
     return Batch::from_sequences(seqs);
 }
 
-struct Run {
+struct ModelRun {
     double loss = 0;
     std::vector<float> logits, grads;
-    std::vector<int32_t> choices; // every layer's, in layer order
+    std::vector<int32_t> choices;       // every layer's, in layer order
+    std::vector<float> x_norm1, att;    // layer 0's (training activations)
+    std::vector<uint16_t> x_norm1_16, att16; // their bf16 copies, where planned
 };
 
-Run run_on(Backend &be, const Model &host, const Batch &batch, bool want_logits) {
+// bf16_copies: training activations with the bf16 copies of the linears' inputs (Activations::plan).
+ModelRun run_on(Backend &be, const Model &host, const Batch &batch, bool want_logits, bool bf16_copies = false) {
     const ZayaConfig &c = host.config;
     const int64_t N = batch.num_tokens(), B = batch.num_sequences();
     Model dev = model_on(host, be);
     std::vector<int32_t> targets = batch.next_token_targets();
-    Run r;
+    ModelRun r;
     if (want_logits) { // inference activations: logits stored
         Activations acts = Activations::plan(c, N, B, false, be);
         model_forward(dev, batch, acts, targets.data());
         r.logits.resize(size_t(N * c.vocab_size));
         be.download(r.logits.data(), acts.logits, r.logits.size() * sizeof(float));
     }
-    Activations acts = Activations::plan(c, N, B, true, be);
+    Activations acts = Activations::plan(c, N, B, true, be, bf16_copies);
     GradScratch scratch = GradScratch::plan(c, N, B, be);
     RealBuffer grads = be.alloc(host.layout.total);
     r.loss = model_forward(dev, batch, acts, targets.data()).loss;
+    const LayerActs &A = acts.layer(0);
+    r.x_norm1.resize(size_t(N * c.hidden_size)), r.att.resize(size_t(N * c.q_dim()));
+    be.download(r.x_norm1.data(), A.x_norm1, r.x_norm1.size() * sizeof(float));
+    be.download(r.att.data(), A.att, r.att.size() * sizeof(float));
+    if (bf16_copies) {
+        r.x_norm1_16.resize(r.x_norm1.size()), r.att16.resize(r.att.size());
+        be.download(r.x_norm1_16.data(), A.x_norm1_16, r.x_norm1_16.size() * sizeof(uint16_t));
+        be.download(r.att16.data(), A.att16, r.att16.size() * sizeof(uint16_t));
+    }
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         std::vector<int32_t> ch(static_cast<size_t>(N));
         be.download(ch.data(), acts.layer(l).choice, ch.size() * sizeof(int32_t));
@@ -84,7 +98,7 @@ void expect_backends_agree(bool all_options, cpu::MatmulPrecision cuda_precision
     const Batch batch = test_batch(m.config.vocab_size);
     Backend &gpu = cuda_backend();
     gpu.set_matmul_precision(cuda_precision);
-    const Run ref = run_on(cpu_backend(), m, batch, true), got = run_on(gpu, m, batch, true);
+    const ModelRun ref = run_on(cpu_backend(), m, batch, true), got = run_on(gpu, m, batch, true);
     gpu.set_matmul_precision(cpu::MatmulPrecision::F32);
 
     EXPECT_NEAR(got.loss, ref.loss, tol * ref.loss);
@@ -104,6 +118,30 @@ TEST_F(CudaOps, ModelWithEveryOptionMatchesCpu) { expect_backends_agree(true, cp
 
 // bf16 matmul operands on the GPU against the fp32 CPU: the bf16 level, routing kept (tiny model, clear margins).
 TEST_F(CudaOps, ModelBf16MatmulsTrackFp32) { expect_backends_agree(false, cpu::MatmulPrecision::BF16, 3e-2); }
+
+std::vector<uint16_t> rounded_bits(const std::vector<float> &v) {
+    std::vector<uint16_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = f32_to_bf16(v[i]);
+    return b;
+}
+
+// Under bf16 matmuls on the GPU, training's bf16 copies of the linears' inputs — written by the norms and the
+// attention that produce them, read by the linears forward and backward instead of converting — hold exactly
+// bf16(x), and change no bit of the loss, the routing or any gradient.
+TEST_F(CudaOps, ModelBf16CopiesOfMatmulInputsChangeNothing) {
+    Model m = Model::create(full_config(true));
+    model_init_random(m, 13);
+    const Batch batch = test_batch(m.config.vocab_size);
+    Backend &gpu = cuda_backend();
+    gpu.set_matmul_precision(cpu::MatmulPrecision::BF16);
+    const ModelRun plain = run_on(gpu, m, batch, false), copies = run_on(gpu, m, batch, false, true);
+    gpu.set_matmul_precision(cpu::MatmulPrecision::F32);
+    EXPECT_EQ(copies.x_norm1_16, rounded_bits(copies.x_norm1));
+    EXPECT_EQ(copies.att16, rounded_bits(copies.att));
+    EXPECT_EQ(copies.loss, plain.loss);
+    EXPECT_EQ(copies.choices, plain.choices);
+    EXPECT_EQ(copies.grads, plain.grads);
+}
 
 // Training's loss_in_backward: on the GPU the forward skips the LM head (its backward recomputes the logits) and
 // model_backward returns the loss the forward would have — the same value, and the same gradients bit for bit.

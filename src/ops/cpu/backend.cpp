@@ -1,6 +1,7 @@
 // The CPU backend: the backend table (ops/backend.h) over the ops/cpu functions, on host memory.
 #include "ops/backend.h"
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "ops/cpu/block.h"
 #include "ops/cpu/elementwise.h"
@@ -16,6 +17,12 @@
 namespace zaya {
 
 namespace {
+
+// y16 = bf16(y), n values, where a caller asked for the copy (Backend's y16 outputs).
+void write_bf16(uint16_t *y16, const real *y, int64_t n) {
+    if (y16)
+        for (int64_t i = 0; i < n; ++i) y16[i] = f32_to_bf16(float(y[i]));
+}
 
 class CpuBackend final : public Backend {
   public:
@@ -33,18 +40,21 @@ class CpuBackend final : public Backend {
     // The CPU's matmul precision is process-wide (cpu::MatmulPrecisionScope): the Trainer scopes it.
     void set_matmul_precision(cpu::MatmulPrecision) override {}
 
-    void linear_forward(real *y, int64_t ldy, const real *x, const real *W, const real *b, int64_t N, int64_t I,
+    // A matmul input's bf16 copy is not read here: the GEMMs round their operands themselves (the same bits).
+    void linear_forward(real *y, int64_t ldy, MatmulInput x, const real *W, const real *b, int64_t N, int64_t I,
                         int64_t O) override {
-        if (ldy == O) return cpu::linear_forward(y, x, W, b, N, I, O);
-        cpu::gemm(false, true, N, O, I, 1.0f, x, I, W, I, 0.0f, y, ldy);
+        if (ldy == O) return cpu::linear_forward(y, x.x, W, b, N, I, O);
+        cpu::gemm(false, true, N, O, I, 1.0f, x.x, I, W, I, 0.0f, y, ldy);
         if (b) cpu::add_bias_rows(y, ldy, b, N, O);
     }
-    void linear_backward(real *dx, real *dW, real *db, const real *dy, int64_t ldy, const real *x, const real *W,
+    void linear_backward(real *dx, real *dW, real *db, const real *dy, int64_t ldy, MatmulInput x, const real *W,
                          int64_t N, int64_t I, int64_t O, bool accumulate_dx) override {
-        cpu::linear_backward(dx, dW, db, dy, ldy, x, W, N, I, O, accumulate_dx);
+        cpu::linear_backward(dx, dW, db, dy, ldy, x.x, W, N, I, O, accumulate_dx);
     }
-    void rmsnorm_forward(real *y, real *rstd, const real *x, const real *w, int64_t N, int64_t D, real eps) override {
+    void rmsnorm_forward(real *y, uint16_t *y16, real *rstd, const real *x, const real *w, int64_t N, int64_t D,
+                         real eps) override {
         cpu::rmsnorm_forward(y, rstd, x, w, N, D, eps);
+        write_bf16(y16, y, N * D);
     }
     void rmsnorm_backward(real *dx, real *dw, const real *dy, const real *x, const real *w, const real *rstd,
                           int64_t N, int64_t D, bool accumulate_dx) override {
@@ -124,9 +134,10 @@ class CpuBackend final : public Backend {
                                  int64_t Dv) override {
         cpu::delayed_values_backward(d_vdel, dbias, dv, ldv, b.seq_start, b.B, Dv);
     }
-    void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const SeqBatch &b,
-                           const cpu::AttnShape &s) override {
+    void attention_forward(real *out, uint16_t *out16, real *lse, const real *q, const real *k, const real *v,
+                           const SeqBatch &b, const cpu::AttnShape &s) override {
         cpu::attention_forward(out, lse, q, k, v, b.seq_start, b.B, s);
+        write_bf16(out16, out, b.N * s.nq * s.hd);
     }
     void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
                             const real *q, const real *k, const real *v, const SeqBatch &b,
@@ -200,11 +211,12 @@ class CpuBackend final : public Backend {
 
     // Fused ops: the chains themselves, so the numbers are those of the unfused ops (the router MLP: the table's
     // default, Backend::router_mlp_forward).
-    void residual_rmsnorm_forward(real *out, real *y, real *rstd, const real *x, const real *res,
+    void residual_rmsnorm_forward(real *out, real *y, uint16_t *y16, real *rstd, const real *x, const real *res,
                                   const real *hs_scale, const real *hs_bias, const real *res_scale,
                                   const real *res_bias, const real *w, int64_t N, int64_t D, real eps) override {
         cpu::residual_scale_forward(out, x, res, hs_scale, hs_bias, res_scale, res_bias, N, D);
         cpu::rmsnorm_forward(y, rstd, out, w, N, D, eps);
+        write_bf16(y16, y, N * D);
     }
     void rmsnorm_residual_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias, real *d_res_scale,
                                    real *d_res_bias, real *dw, real *g, const real *dy, const real *out,

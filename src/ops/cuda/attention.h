@@ -24,9 +24,10 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
 
 // The same on bf16 tensor cores, flash-attention 2 style (attention_tc.cu: mma.sync with scores, probabilities and
 // output in registers, tiles streamed by cp.async): q, k, v and the probabilities rounded to bf16, fp32
-// accumulation and softmax; 64×64 tiles. For head sizes that attention_on_tensor_cores accepts.
+// accumulation and softmax; 64×64 tiles. For head sizes that attention_on_tensor_cores accepts. out16: bf16(out)
+// too, when given (the output projection's operand).
 void attention_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
-                            const VarlenBatch &batch, const AttnShape &s);
+                            const VarlenBatch &batch, const AttnShape &s, uint16_t *out16 = nullptr);
 
 // dq[N,nq,hd], dk, dv[N,nkv,hd] written (=) from dout, out[N,nq,hd] and the saved lse[N,nq]. Deterministic: dq by
 // query tiles, dk/dv by key tiles, each element summed by one thread in a fixed order.  (cpu::attention_backward)

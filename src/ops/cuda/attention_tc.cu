@@ -21,7 +21,7 @@ using bf16 = __nv_bfloat16;
 // base 2 (exp2 is one instruction), lse is converted back.
 template <int HD>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_fa_kernel(float *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+    attention_forward_fa_kernel(float *out, uint32_t *out16, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                                 const int64_t *seq_start, int nq, int nkv, float scale_log2, int64_t window) {
     extern __shared__ float smem[];
     bf16 *qs = shared_tiles(smem);         // [kRows][kLd] queries
@@ -102,9 +102,13 @@ __global__ void __launch_bounds__(kThreads)
             const int row = warp * kWarpRows + g + 8 * r;
             const float sum = quad_sum(l[r]);
             if (row >= rows) continue;
-            float *dst = out + ((t0 + qa + row) * nq + h) * HD + 2 * t;
+            const int64_t at = ((t0 + qa + row) * nq + h) * HD + 2 * t; // this lane's column pairs: at + 8·nt
 #pragma unroll
-            for (int nt = 0; nt < HD / 8; ++nt) dst[nt * 8] = o[nt][2 * r] / sum, dst[nt * 8 + 1] = o[nt][2 * r + 1] / sum;
+            for (int nt = 0; nt < HD / 8; ++nt) {
+                const float o0 = o[nt][2 * r] / sum, o1 = o[nt][2 * r + 1] / sum;
+                out[at + nt * 8] = o0, out[at + nt * 8 + 1] = o1;
+                if (out16) out16[(at + nt * 8) / 2] = mma::pack_bf16x2(o0, o1);
+            }
             if (lse && t == 0) lse[(t0 + qa + row) * nq + h] = (m[r] + log2f(sum)) * 0.69314718f;
         }
     }
@@ -129,7 +133,7 @@ Bf16Inputs round_inputs(const float *q, const float *k, const float *v, const fl
 } // namespace attn_fa
 
 void attention_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
-                            const VarlenBatch &batch, const AttnShape &s) {
+                            const VarlenBatch &batch, const AttnShape &s, uint16_t *out16) {
     attn::check_shape(s);
     with_head_dim(s.hd, [&](auto hd) { // (a head size the kernels lack fails here, even for an empty batch)
         constexpr int HD = decltype(hd)::value;
@@ -139,7 +143,8 @@ void attention_forward_bf16(float *out, float *lse, const float *q, const float 
         const size_t bytes = 128 + 5 * kTileBytes<HD>;
         allow_shared_bytes(attention_forward_fa_kernel<HD>, bytes);
         attention_forward_fa_kernel<HD><<<attn::tile_grid(batch, s.nq, kRows), kThreads, bytes>>>(
-            out, lse, in.q, in.k, in.v, batch.seq_start, int(s.nq), int(s.nkv), scale_log2, s.window);
+            out, reinterpret_cast<uint32_t *>(out16), lse, in.q, in.k, in.v, batch.seq_start, int(s.nq), int(s.nkv),
+            scale_log2, s.window);
         ZAYA_CUDA_LAUNCHED();
     });
 }

@@ -113,36 +113,37 @@ class CudaBackend final : public Backend {
         cuda::gemm_bf16(ta, tb, M, N, K, 1.0f, a16, lda, b16, ldb, beta, C, ldc);
     }
 
-    void linear_forward(real *y, int64_t ldy, const real *x, const real *W, const real *b, int64_t N, int64_t I,
+    void linear_forward(real *y, int64_t ldy, MatmulInput x, const real *W, const real *b, int64_t N, int64_t I,
                         int64_t O) override {
         const LinearOut part{y, ldy, W, b, O};
         linears_forward({&part, 1}, x, N, I);
     }
-    void linear_backward(real *dx, real *dW, real *db, const real *dy, int64_t ldy, const real *x, const real *W,
+    void linear_backward(real *dx, real *dW, real *db, const real *dy, int64_t ldy, MatmulInput x, const real *W,
                          int64_t N, int64_t I, int64_t O, bool accumulate_dx) override {
         const LinearGrad part{dy, ldy, W, O, dW, db};
         linears_backward(dx, {&part, 1}, x, N, I, accumulate_dx);
     }
-    // Under bf16 matmuls x is converted once for all the parts, and each part's dy once for both of its matmuls
-    // (dx and dW): a linear's operands cross memory once each, not once per GEMM that reads them.
-    void linears_forward(std::span<const LinearOut> parts, const real *x, int64_t N, int64_t I) override {
+    // Under bf16 matmuls x is converted once for all the parts (not at all when its producer wrote the bf16 copy),
+    // and each part's dy once for both of its matmuls (dx and dW): a linear's operands cross memory once each, not
+    // once per GEMM that reads them.
+    void linears_forward(std::span<const LinearOut> parts, MatmulInput x, int64_t N, int64_t I) override {
         if (N == 0) return;
-        const uint16_t *x16 = nullptr; // converted at its first use
+        const uint16_t *x16 = x.x16; // else converted at its first use
         for (const LinearOut &p : parts) {
             if (bf16_matmul(I, I)) {
-                if (!x16) x16 = bf16_copy(x16_, x, N, I, I);
+                if (!x16) x16 = bf16_copy(x16_, x.x, N, I, I);
                 const uint16_t *w16 = weight_bf16(p.W, size_t(p.O * I), b16_);
                 cuda::gemm_bf16(false, true, N, p.O, I, 1.0f, x16, I, w16, I, 0.0f, p.y, p.ldy);
             } else {
-                cuda::gemm_f32(false, true, N, p.O, I, 1.0f, x, I, p.W, I, 0.0f, p.y, p.ldy);
+                cuda::gemm_f32(false, true, N, p.O, I, 1.0f, x.x, I, p.W, I, 0.0f, p.y, p.ldy);
             }
             if (p.b) cuda::add_bias_rows(p.y, p.ldy, p.b, N, p.O);
         }
     }
-    void linears_backward(real *dx, std::span<const LinearGrad> parts, const real *x, int64_t N, int64_t I,
+    void linears_backward(real *dx, std::span<const LinearGrad> parts, MatmulInput x, int64_t N, int64_t I,
                           bool accumulate_dx) override {
         if (N == 0) return;
-        const uint16_t *x16 = nullptr;
+        const uint16_t *x16 = x.x16;
         for (const LinearGrad &p : parts) {
             const float beta = accumulate_dx ? 1.0f : 0.0f;
             if (bf16_matmul(p.ldy, I)) {
@@ -151,18 +152,19 @@ class CudaBackend final : public Backend {
                     const uint16_t *w16 = weight_bf16(p.W, size_t(p.O * I), b16_);
                     cuda::gemm_bf16(false, false, N, I, p.O, 1.0f, dy16, p.ldy, w16, I, beta, dx, I);
                 }
-                if (!x16) x16 = bf16_copy(x16_, x, N, I, I);
+                if (!x16) x16 = bf16_copy(x16_, x.x, N, I, I);
                 cuda::gemm_bf16(true, false, p.O, I, N, 1.0f, dy16, p.ldy, x16, I, 1.0f, p.dW, I);
             } else {
                 if (dx) cuda::gemm_f32(false, false, N, I, p.O, 1.0f, p.dy, p.ldy, p.W, I, beta, dx, I);
-                cuda::gemm_f32(true, false, p.O, I, N, 1.0f, p.dy, p.ldy, x, I, 1.0f, p.dW, I);
+                cuda::gemm_f32(true, false, p.O, I, N, 1.0f, p.dy, p.ldy, x.x, I, 1.0f, p.dW, I);
             }
             if (p.db) cuda::column_dot_add(p.db, p.dy, p.ldy, nullptr, 0, N, p.O);
             accumulate_dx = true; // the later parts add to what the first wrote
         }
     }
-    void rmsnorm_forward(real *y, real *rstd, const real *x, const real *w, int64_t N, int64_t D, real eps) override {
-        cuda::rmsnorm_forward(y, rstd, x, w, N, D, eps);
+    void rmsnorm_forward(real *y, uint16_t *y16, real *rstd, const real *x, const real *w, int64_t N, int64_t D,
+                         real eps) override {
+        cuda::rmsnorm_forward(y, rstd, x, w, N, D, eps, y16);
     }
     void rmsnorm_backward(real *dx, real *dw, const real *dy, const real *x, const real *w, const real *rstd,
                           int64_t N, int64_t D, bool accumulate_dx) override {
@@ -251,13 +253,14 @@ class CudaBackend final : public Backend {
                                  int64_t Dv) override {
         cuda::delayed_values_backward(d_vdel, dbias, dv, ldv, b.seq_start, b.B, b.N, Dv);
     }
-    void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const SeqBatch &b,
-                           const cpu::AttnShape &s) override {
+    void attention_forward(real *out, uint16_t *out16, real *lse, const real *q, const real *k, const real *v,
+                           const SeqBatch &b, const cpu::AttnShape &s) override {
         // Flash attention on tensor cores under bf16 matmuls (head sizes in steps of 16 up to 128, as every preset
-        // has); else true fp32.
+        // has; it writes out16 itself); else true fp32.
         if (bf16() && cuda::attention_on_tensor_cores(s))
-            return cuda::attention_forward_bf16(out, lse, q, k, v, varlen(b), s);
+            return cuda::attention_forward_bf16(out, lse, q, k, v, varlen(b), s, out16);
         cuda::attention_forward(out, lse, q, k, v, varlen(b), s);
+        if (out16) cuda::to_bf16(out16, out, b.N * s.nq * s.hd);
     }
     void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
                             const real *q, const real *k, const real *v, const SeqBatch &b,
@@ -365,10 +368,11 @@ class CudaBackend final : public Backend {
     }
 
     // Fused ops (ops/cuda/residual_norm.cu, cca_fused.cu, router_fused.cu).
-    void residual_rmsnorm_forward(real *out, real *y, real *rstd, const real *x, const real *res,
+    void residual_rmsnorm_forward(real *out, real *y, uint16_t *y16, real *rstd, const real *x, const real *res,
                                   const real *hs_scale, const real *hs_bias, const real *res_scale,
                                   const real *res_bias, const real *w, int64_t N, int64_t D, real eps) override {
-        cuda::residual_rmsnorm_forward(out, y, rstd, x, res, hs_scale, hs_bias, res_scale, res_bias, w, N, D, eps);
+        cuda::residual_rmsnorm_forward(out, y, rstd, x, res, hs_scale, hs_bias, res_scale, res_bias, w, N, D, eps,
+                                       y16);
     }
     void rmsnorm_residual_backward(real *dx, real *dres, real *d_hs_scale, real *d_hs_bias, real *d_res_scale,
                                    real *d_res_bias, real *dw, real *g, const real *dy, const real *out,

@@ -4,6 +4,8 @@
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/ops.h"
 
+#include <cuda_bf16.h>
+
 namespace zaya::cuda {
 
 namespace {
@@ -23,7 +25,8 @@ __device__ float block_sum(float v) {
     return total;
 }
 
-__global__ void rmsnorm_forward_kernel(float *y, float *rstd, const float *x, const float *w, int64_t D, float eps) {
+__global__ void rmsnorm_forward_kernel(float *y, __nv_bfloat16 *y16, float *rstd, const float *x, const float *w,
+                                       int64_t D, float eps) {
     await_previous_kernel();
     const float *xr = x + blockIdx.x * D;
     float ss = 0;
@@ -31,7 +34,12 @@ __global__ void rmsnorm_forward_kernel(float *y, float *rstd, const float *x, co
     const float r = rsqrtf(block_sum(ss) / float(D) + eps);
     if (rstd && threadIdx.x == 0) rstd[blockIdx.x] = r;
     float *yr = y + blockIdx.x * D;
-    for (int64_t i = threadIdx.x; i < D; i += kThreads) yr[i] = w[i] * (xr[i] * r);
+    __nv_bfloat16 *y16r = y16 ? y16 + blockIdx.x * D : nullptr;
+    for (int64_t i = threadIdx.x; i < D; i += kThreads) {
+        const float v = w[i] * (xr[i] * r);
+        yr[i] = v;
+        if (y16r) y16r[i] = __float2bfloat16_rn(v);
+    }
 }
 
 __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dy, const float *x, const float *w,
@@ -58,9 +66,11 @@ struct RmsnormWeightGrad {
 
 } // namespace
 
-void rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t N, int64_t D, float eps) {
+void rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t N, int64_t D, float eps,
+                     uint16_t *y16) {
     if (N == 0) return;
-    launch_kernel(rmsnorm_forward_kernel, unsigned(N), kThreads, 0, y, rstd, x, w, D, eps);
+    launch_kernel(rmsnorm_forward_kernel, unsigned(N), kThreads, 0, y, reinterpret_cast<__nv_bfloat16 *>(y16), rstd, x,
+                  w, D, eps);
 }
 
 void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,

@@ -7,8 +7,9 @@
 
 namespace zaya::cuda {
 
-// y[N,D] = w ⊙ x·rstd, rstd[N] = 1/√(mean(x²) + eps)                        (cpu::rmsnorm_forward)
-void rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t N, int64_t D, float eps);
+// y[N,D] = w ⊙ x·rstd, rstd[N] = 1/√(mean(x²) + eps); y16 = bf16(y) when given  (cpu::rmsnorm_forward)
+void rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t N, int64_t D, float eps,
+                     uint16_t *y16 = nullptr);
 // dx[N,D] (= or +=), dw[D] += — column sums over rows in a fixed order: deterministic  (cpu::rmsnorm_backward)
 void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
                       int64_t N, int64_t D, bool accumulate_dx);
@@ -17,10 +18,12 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
 void residual_scale_forward(float *out, const float *x, const float *res, const float *hs_scale, const float *hs_bias,
                             const float *res_scale, const float *res_bias, int64_t N, int64_t D);
 // Fused residual_scale_forward → rmsnorm_forward of its output (ops/cuda/residual_norm.cu): out[N,D] (=) the
-// residual scaling, y[N,D] = w ⊙ out·rstd, rstd[N] (=). One pass per row.        (Backend::residual_rmsnorm_forward)
+// residual scaling, y[N,D] = w ⊙ out·rstd, rstd[N] (=), y16 = bf16(y) when given. One pass per row.
+//                                                                               (Backend::residual_rmsnorm_forward)
 void residual_rmsnorm_forward(float *out, float *y, float *rstd, const float *x, const float *res,
                               const float *hs_scale, const float *hs_bias, const float *res_scale,
-                              const float *res_bias, const float *w, int64_t N, int64_t D, float eps);
+                              const float *res_bias, const float *w, int64_t N, int64_t D, float eps,
+                              uint16_t *y16 = nullptr);
 // Fused rmsnorm_backward (dy through the norm of `out`, into g: = or +=) → residual_scale_backward of g: dx (=),
 // dres (= or +=), dw and the four residual parameter grads [D] += (column sums over rows in a fixed order); g is
 // clobbered. No output may alias an input.                                        (Backend::rmsnorm_residual_backward)

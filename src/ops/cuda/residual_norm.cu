@@ -6,6 +6,8 @@
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/ops.h"
 
+#include <cuda_bf16.h>
+
 namespace zaya::cuda {
 
 namespace {
@@ -29,7 +31,7 @@ template <int kThreads> __device__ float row_sum(float v) {
 // One block per row: out = residual scaling, y = w ⊙ out·rstd.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
-    residual_rmsnorm_forward_kernel(float *out, float *y, float *rstd, const float *x, const float *res,
+    residual_rmsnorm_forward_kernel(float *out, float *y, __nv_bfloat16 *y16, float *rstd, const float *x, const float *res,
                                     const float *hs_scale, const float *hs_bias, const float *res_scale,
                                     const float *res_bias, const float *w, int64_t D, float eps) {
     await_previous_kernel();
@@ -51,7 +53,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
         const int64_t i = threadIdx.x + int64_t(j) * kThreads;
-        if (i < D) y[base + i] = w[i] * (v[j] * r);
+        if (i < D) {
+            const float yv = w[i] * (v[j] * r);
+            y[base + i] = yv;
+            if (y16) y16[base + i] = __float2bfloat16_rn(yv);
+        }
     }
 }
 
@@ -128,11 +134,11 @@ int threads_for(int64_t D) {
 }
 
 template <int kThreads>
-void launch_forward(int64_t N, float *out, float *y, float *rstd, const float *x, const float *res,
+void launch_forward(int64_t N, float *out, float *y, __nv_bfloat16 *y16, float *rstd, const float *x, const float *res,
                     const float *hs_scale, const float *hs_bias, const float *res_scale, const float *res_bias,
                     const float *w, int64_t D, float eps) {
-    launch_kernel(residual_rmsnorm_forward_kernel<kThreads>, unsigned(N), kThreads, 0, out, y, rstd, x, res, hs_scale,
-                  hs_bias, res_scale, res_bias, w, D, eps);
+    launch_kernel(residual_rmsnorm_forward_kernel<kThreads>, unsigned(N), kThreads, 0, out, y, y16, rstd, x, res,
+                  hs_scale, hs_bias, res_scale, res_bias, w, D, eps);
 }
 template <int kThreads>
 void launch_backward(int64_t blocks, float *partial, float *dx, float *dres, const float *g, const float *dy,
@@ -159,14 +165,15 @@ int launch_index(int threads) {
 
 void residual_rmsnorm_forward(float *out, float *y, float *rstd, const float *x, const float *res,
                               const float *hs_scale, const float *hs_bias, const float *res_scale,
-                              const float *res_bias, const float *w, int64_t N, int64_t D, float eps) {
+                              const float *res_bias, const float *w, int64_t N, int64_t D, float eps, uint16_t *y16) {
     if (N == 0) return;
     const int threads = threads_for(D);
     if (threads == 0) { // rows too wide for registers: the two unfused kernels
         residual_scale_forward(out, x, res, hs_scale, hs_bias, res_scale, res_bias, N, D);
-        return rmsnorm_forward(y, rstd, out, w, N, D, eps);
+        return rmsnorm_forward(y, rstd, out, w, N, D, eps, y16);
     }
-    kForward[launch_index(threads)](N, out, y, rstd, x, res, hs_scale, hs_bias, res_scale, res_bias, w, D, eps);
+    kForward[launch_index(threads)](N, out, y, reinterpret_cast<__nv_bfloat16 *>(y16), rstd, x, res, hs_scale, hs_bias,
+                                    res_scale, res_bias, w, D, eps);
     ZAYA_CUDA_LAUNCHED();
 }
 
