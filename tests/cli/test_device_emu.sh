@@ -39,9 +39,9 @@ python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1e-3 else 1)" "$comp
         "$(cat "$tmp/run_cpu/metrics.jsonl" "$tmp/run_cuda/metrics.jsonl")"
 
 # bf16 matmuls (--precision bf16) with 2 micro-batches a step: the GPU keeps each matrix's bf16 copy through a step's
-# micro-batches and converts afresh after the update. Both devices round the same operands to bf16, so only the
-# summation order differs: measured ~1.4e-4 on the losses and ~1.3e-3 on the gradient norms. Weights converted once
-# and never again (a copy kept past its step) move them by ~1.5e-3 and ~4e-2 from step 2 on.
+# micro-batches and converts afresh after the update. Both devices round the same operands to bf16 (the CCA conv's
+# too), so only the summation order differs: measured ~4e-5 on the losses and ~4e-4 on the gradient norms. Weights
+# converted once and never again (a copy kept past its step) move them by ~1.5e-3 and ~4e-2 from step 2 on.
 bf16=(--data "$tmp/data" --model tiny --steps 3 --batch 4 --micro-batch 2 --seq 16 --warmup 1 --eval-every 0
       --eval-batches 1 --sample-tokens 0 --precision bf16)
 for device in cpu cuda; do
@@ -58,7 +58,7 @@ print(f"{worst('loss'):.3g} {worst('grad_norm'):.3g}")
 PY
 )
 read -r loss_diff norm_diff <<<"$compare"
-python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 6e-4 and float(sys.argv[2]) <= 1e-2 else 1)" $compare &&
+python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 4e-4 and float(sys.argv[2]) <= 5e-3 else 1)" $compare &&
     pass "bf16: cuda losses and grad norms match the cpu run (max rel diff $loss_diff, $norm_diff)" ||
     fail "bf16: cuda losses and grad norms match the cpu run" "max rel diff: loss $loss_diff, grad norm $norm_diff" \
         "$(cat "$tmp/bf16_cpu/metrics.jsonl" "$tmp/bf16_cuda/metrics.jsonl")"

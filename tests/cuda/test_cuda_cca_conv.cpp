@@ -2,6 +2,7 @@
 // ragged lengths and an empty sequence, head groups with hd 4–32, k0, k1 ∈ {2, 3}; outputs poisoned, gradients
 // accumulated onto random values (dz and the parameter grads are +=), and the backward bit-identical when rerun;
 // one case large enough to split the tiled backward's tiles and chunks.
+#include "core/error.h"
 #include "cuda_test_util.h"
 #include "ops/cpu/cca.h"
 #include "ops/cuda/cca.h"
@@ -27,7 +28,14 @@ bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-void check_conv(const ConvCase &cc, uint64_t seed) {
+// bf16: the grouped conv on tensor cores (cca_conv_forward_bf16, cca_conv_backward with the packed weight) against
+// the fp32 reference: both operands of its products rounded to bf16 (2⁻⁹ relative each), sums of k1·hd or of the
+// tokens' products — a wrong row, tap or group gives errors of order one.
+constexpr double kConvBf16Tol = 2e-2;
+
+void check_conv(const ConvCase &cc, uint64_t seed, bool bf16 = false) {
+    SCOPED_TRACE(bf16 ? "bf16 grouped conv" : "fp32");
+    const double tol = bf16 ? kConvBf16Tol : kFp32Tol;
     const cpu::ConvShape s{cc.groups * cc.hd, cc.groups, cc.k0, cc.k1};
     const int64_t B = int64_t(cc.lens.size()), C = s.C;
     std::vector<int64_t> ss(size_t(B + 1), 0);
@@ -57,10 +65,20 @@ void check_conv(const ConvCase &cc, uint64_t seed) {
     const cuda::VarlenBatch batch{ss_d.data(), B, N, max_len};
     auto z_d = upload(z), dout_d = upload(dout), wd_d = upload(wd), bd_d = upload(bd), wg_d = upload(wg);
     auto bg_d = upload(bg), o_d = poisoned(nNC), p_d = poisoned(nP);
-    cuda::cca_conv_forward(o_d.data(), p_d.data(), z_d.data(), batch, s, wd_d.data(), bd_d.data(), wg_d.data(),
-                           bg_d.data());
-    EXPECT_LT(rel_err(download(o_d), o), kFp32Tol);
-    EXPECT_LT(rel_err(download(p_d), p), kFp32Tol);
+    cuda::DeviceArray<uint16_t> wg16(wg.size());
+    cuda::fill_bytes(wg16.data(), 0xFF, wg.size() * sizeof(uint16_t));
+    if (bf16) cuda::pack_conv_weight_bf16(wg16.data(), wg_d.data(), s);
+    if (bf16)
+        cuda::cca_conv_forward_bf16(o_d.data(), p_d.data(), z_d.data(), batch, s, wd_d.data(), bd_d.data(),
+                                    wg16.data(), bg_d.data());
+    else
+        cuda::cca_conv_forward(o_d.data(), p_d.data(), z_d.data(), batch, s, wd_d.data(), bd_d.data(), wg_d.data(),
+                               bg_d.data());
+    EXPECT_LT(rel_err(download(o_d), o), tol);
+    if (bf16) {
+        EXPECT_GT(rel_err(download(o_d), o), 1e-6) << "the bf16 path rounds (it is not the fp32 kernel)";
+    }
+    EXPECT_LT(rel_err(download(p_d), p), kFp32Tol); // the depthwise stage stays fp32
 
     // Backward twice from the same state: close to the CPU, and bit-identical to each other.
     std::vector<std::vector<float>> first;
@@ -68,13 +86,14 @@ void check_conv(const ConvCase &cc, uint64_t seed) {
         auto dz_d = upload(dz0), dp_d = poisoned(nP), dwd_d = upload(dwd0), dbd_d = upload(dbd0);
         auto dwg_d = upload(dwg0), dbg_d = upload(dbg0);
         cuda::cca_conv_backward(dz_d.data(), dp_d.data(), dwd_d.data(), dbd_d.data(), dwg_d.data(), dbg_d.data(),
-                                dout_d.data(), z_d.data(), p_d.data(), batch, s, wd_d.data(), wg_d.data());
+                                dout_d.data(), z_d.data(), p_d.data(), batch, s, wd_d.data(), wg_d.data(),
+                                bf16 ? wg16.data() : nullptr);
         std::vector<std::vector<float>> got{download(dz_d),  download(dp_d),  download(dwd_d),
                                             download(dbd_d), download(dwg_d), download(dbg_d)};
         const std::vector<float> *ref[] = {&dz, &dp, &dwd, &dbd, &dwg, &dbg};
         const char *names[] = {"dz", "dp", "dwd", "dbd", "dwg", "dbg"};
         for (size_t i = 0; i < got.size(); ++i) {
-            EXPECT_LT(rel_err(got[i], *ref[i]), kFp32Tol) << names[i];
+            EXPECT_LT(rel_err(got[i], *ref[i]), tol) << names[i];
             if (run == 1) {
                 EXPECT_TRUE(same_bits(got[i], first[i])) << names[i] << " differs between two runs";
             }
@@ -97,6 +116,23 @@ TEST_F(CudaCcaConv, ForwardBackwardSingleSequence) {
 // The grouped conv's tiled backward where its tiles split: hd 80 (two 64-wide tiles, the second ragged), p rows over
 // nine 64-row tiles that straddle sequences, tokens over two 512-token chunks of the weight gradient.
 TEST_F(CudaCcaConv, BackwardAcrossTilesAndChunks) { check_conv({{300, 1, 250}, 2, 80, 2, 2}, 1850); }
+
+// The grouped conv as bf16 GEMMs per head group (im2col rows gathered across sequence boundaries and padding, the
+// inverse gather into dp, the packed weight and its gradient unpacked): ragged and empty sequences, k1 2 and 3.
+TEST_F(CudaCcaConv, Bf16TensorCoresVarlen) {
+    check_conv({{5, 1, 0, 19}, 3, 8, 2, 2}, 1860, true);
+    check_conv({{7, 13}, 2, 16, 3, 3}, 1870, true);
+    check_conv({{40, 1, 33}, 2, 24, 2, 2}, 1880, true);
+}
+
+// Head sizes the bf16 rows cannot take are rejected by name.
+TEST_F(CudaCcaConv, Bf16RejectsHeadSizesNotMultiplesOf8) {
+    EXPECT_FALSE(cuda::conv_on_tensor_cores(cpu::ConvShape{12, 3, 2, 2}));
+    EXPECT_TRUE(cuda::conv_on_tensor_cores(cpu::ConvShape{24, 3, 2, 2}));
+    EXPECT_THROW(cuda::cca_conv_forward_bf16(nullptr, nullptr, nullptr, cuda::VarlenBatch{nullptr, 0, 0, 0},
+                                             cpu::ConvShape{12, 3, 2, 2}, nullptr, nullptr, nullptr, nullptr),
+                 Error);
+}
 
 } // namespace
 } // namespace zaya

@@ -157,6 +157,33 @@ TEST_P(CudaFusedCca, ConvQkChainForward) {
     EXPECT_LT(rel_err(download(k_d), k), kFp32Tol) << "k";
     EXPECT_LT(rel_err(download(qn_d), qn), kFp32Tol) << "qn";
     EXPECT_LT(rel_err(download(kn_d), kn), kFp32Tol) << "kn";
+    if (!cuda::conv_on_tensor_cores(s)) return;
+
+    // With the packed bf16 weight: the conv on tensor cores (cca_conv_forward_bf16, the same bits), then the chain
+    // from the mean on in one kernel — against the CPU's mean, norm and RoPE of that conv output.
+    SCOPED_TRACE("bf16 grouped conv");
+    cuda::DeviceArray<uint16_t> wg16(wg.size());
+    cuda::pack_conv_weight_bf16(wg16.data(), wg_d.data(), s);
+    auto o16_d = poisoned(o.size()), p16_d = poisoned(p.size());
+    cuda::cca_conv_forward_bf16(o16_d.data(), p16_d.data(), z_d.data(), batch, s, wd_d.data(), bd_d.data(),
+                                wg16.data(), bg_d.data());
+    const std::vector<float> o16 = download(o16_d);
+    std::vector<float> q16(q.size()), k16(k.size()), qn16(qn.size()), kn16(kn.size());
+    cpu::cca_qk_mean_forward(q16.data(), k16.data(), o16.data(), z.data(), N, cc.nq, cc.nkv, cc.hd);
+    cpu::cca_qk_norm_forward(q16.data(), k16.data(), qn16.data(), kn16.data(), temp.data(), N, cc.nq, cc.nkv, cc.hd);
+    cpu::rope_forward(q16.data(), cos_t.data(), sin_t.data(), N, cc.nq, cc.hd, cc.rot);
+    cpu::rope_forward(k16.data(), cos_t.data(), sin_t.data(), N, cc.nkv, cc.hd, cc.rot);
+    for (auto *d : {&o_d, &p_d, &q_d, &k_d, &qn_d, &kn_d}) cuda::fill_bytes(d->data(), 0xFF, d->size() * sizeof(float));
+    cuda::cca_conv_qk_forward(o_d.data(), p_d.data(), q_d.data(), k_d.data(), qn_d.data(), kn_d.data(), z_d.data(),
+                              batch, s, wd_d.data(), bd_d.data(), wg_d.data(), bg_d.data(), temp_d.data(),
+                              cos_d.data(), sin_d.data(), cc.nq, cc.nkv, cc.rot, wg16.data());
+    EXPECT_EQ(download(o_d), o16) << "conv output";
+    EXPECT_EQ(download(p_d), download(p16_d)) << "depthwise output";
+    EXPECT_LT(rel_err(download(o_d), o), 2e-2) << "conv output against fp32";
+    EXPECT_LT(rel_err(download(q_d), q16), kFp32Tol) << "q";
+    EXPECT_LT(rel_err(download(k_d), k16), kFp32Tol) << "k";
+    EXPECT_LT(rel_err(download(qn_d), qn16), kFp32Tol) << "qn";
+    EXPECT_LT(rel_err(download(kn_d), kn16), kFp32Tol) << "kn";
 }
 
 // cca_qk_backward against cpu::rope_backward (q, k) → cca_qk_mean_forward → cca_qk_norm_backward →

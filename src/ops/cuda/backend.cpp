@@ -20,7 +20,6 @@
 #include <optional>
 #include <string>
 #include <type_traits>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -76,19 +75,33 @@ class CudaBackend final : public Backend {
             for (auto &entry : weights16_) entry.second.fresh = false;
     }
 
-    // A bf16 copy of the n-element weight at W. While the weights are unchanged it is converted at its first use
-    // and kept (one buffer per weight, reused by later steps); otherwise it is converted again, into `transient`,
-    // at every use.
+    // A bf16 copy of the n-element weight at W (its elements in order), or of the CCA conv weight wg packed per
+    // head group (pack_conv_weight_bf16). While the weights are unchanged it is made at its first use and kept (one
+    // buffer per weight and form, reused by later steps); otherwise it is made again, into `transient`, at every use.
     const uint16_t *weight_bf16(const float *W, size_t n, GrowingBuffer &transient) {
+        return kept_bf16(W, n, WeightForm::Plain, transient, [&](uint16_t *d) { cuda::to_bf16(d, W, int64_t(n)); });
+    }
+    const uint16_t *conv_weight_bf16(const float *wg, const cpu::ConvShape &s) {
+        const size_t n = size_t(s.C * s.k1 * (s.C / s.groups));
+        return kept_bf16(wg, n, WeightForm::ConvPacked, conv16_,
+                         [&](uint16_t *d) { cuda::pack_conv_weight_bf16(d, wg, s); });
+    }
+    enum class WeightForm { Plain, ConvPacked };
+    template <class Make>
+    const uint16_t *kept_bf16(const float *W, size_t n, WeightForm form, GrowingBuffer &transient, Make make) {
         if (!weights_unchanged_) {
             uint16_t *d = transient.at_least(n);
-            cuda::to_bf16(d, W, int64_t(n));
+            make(d);
             return d;
         }
-        WeightCopy &c = weights16_[W];
+        WeightCopy &c = weights16_[{W, form}];
         if (c.data.size() != n) c.data = cuda::DeviceArray<uint16_t>(n), c.fresh = false;
-        if (!c.fresh) cuda::to_bf16(c.data.data(), W, int64_t(n)), c.fresh = true;
+        if (!c.fresh) make(c.data.data()), c.fresh = true;
         return c.data.data();
+    }
+    // Under bf16 matmuls, the CCA conv's grouped stage on tensor cores (head sizes it takes: multiples of 8).
+    const uint16_t *conv_bf16(const float *wg, const cpu::ConvShape &s) {
+        return bf16() && cuda::conv_on_tensor_cores(s) ? conv_weight_bf16(wg, s) : nullptr;
     }
 
     // bf16 rows must start 16-byte aligned for cuBLASLt's tensor-core kernels: a matmul whose leading dimensions
@@ -221,12 +234,14 @@ class CudaBackend final : public Backend {
     }
     void cca_conv_forward(real *o, real *p, const real *z, const SeqBatch &b, const cpu::ConvShape &s, const real *wd,
                           const real *bd, const real *wg, const real *bg) override {
+        if (const uint16_t *wg16 = conv_bf16(wg, s))
+            return cuda::cca_conv_forward_bf16(o, p, z, varlen(b), s, wd, bd, wg16, bg);
         cuda::cca_conv_forward(o, p, z, varlen(b), s, wd, bd, wg, bg);
     }
     void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
                            const real *z, const real *p, const SeqBatch &b, const cpu::ConvShape &s, const real *wd,
                            const real *wg) override {
-        cuda::cca_conv_backward(dz, dp, dwd, dbd, dwg, dbg, dout, z, p, varlen(b), s, wd, wg);
+        cuda::cca_conv_backward(dz, dp, dwd, dbd, dwg, dbg, dout, z, p, varlen(b), s, wd, wg, conv_bf16(wg, s));
     }
     void cca_qk_mean_forward(real *q, real *k, const real *o, const real *z, int64_t N, int64_t nq, int64_t nkv,
                              int64_t hd) override {
@@ -389,7 +404,7 @@ class CudaBackend final : public Backend {
                              const real *temp, const real *cos_t, const real *sin_t, int64_t nq, int64_t nkv,
                              int64_t rot) override {
         cuda::cca_conv_qk_forward(o, p, q, k, qn, kn, z, varlen(b), s, wd, bd, wg, bg, temp, cos_t, sin_t, nq, nkv,
-                                  rot);
+                                  rot, conv_bf16(wg, s));
     }
     void cca_qk_backward(real *dconv, real *dz, real *dtemp, real *dq, real *dk, real *q_pre, real *k_pre,
                          const real *conv, const real *z, const real *qn, const real *kn, const real *temp,
@@ -421,13 +436,13 @@ class CudaBackend final : public Backend {
     cpu::MatmulPrecision precision_ = cpu::MatmulPrecision::F32;
     // bf16 operand copies: matmul's A and B (a linear's dy and W), and a linears op's shared x; the experts' weights
     // when they are not kept.
-    GrowingBuffer a16_, b16_, x16_, gate_up16_, down16_;
-    // The weights' bf16 copies kept while the weights are unchanged (weight_bf16), by the weight's address.
+    GrowingBuffer a16_, b16_, x16_, gate_up16_, down16_, conv16_;
+    // The weights' bf16 copies kept while the weights are unchanged (kept_bf16), by the weight's address and form.
     struct WeightCopy {
         cuda::DeviceArray<uint16_t> data;
-        bool fresh = false; // converted since the weights last changed
+        bool fresh = false; // made since the weights last changed
     };
-    std::unordered_map<const float *, WeightCopy> weights16_;
+    std::map<std::pair<const float *, WeightForm>, WeightCopy> weights16_;
     bool weights_unchanged_ = false;
     std::map<std::pair<int64_t, double>, cuda::DeviceArray<float>> inv_freq_;
     std::unique_ptr<cuda::NewtonSchulzBf16> ns_;

@@ -17,12 +17,21 @@ using cpu::ConvShape;
 //                                                                                         (cpu::cca_conv_forward)
 void cca_conv_forward(float *o, float *p, const float *z, const VarlenBatch &batch, const ConvShape &s,
                       const float *wd, const float *bd, const float *wg, const float *bg);
+// The same with the grouped conv on bf16 tensor cores, as the CPU runs it under bf16 matmuls: one GEMM per head
+// group on the im2col matrix of p (both operands bf16, fp32 accumulation, then the bias), the weight given packed by
+// pack_conv_weight_bf16. For head sizes conv_on_tensor_cores accepts (multiples of 8).
+void cca_conv_forward_bf16(float *o, float *p, const float *z, const VarlenBatch &batch, const ConvShape &s,
+                           const float *wd, const float *bd, const uint16_t *wg16, const float *bg);
+bool conv_on_tensor_cores(const ConvShape &s);
+// wg16[C, k1·hd] = bf16 of wg[C, hd, k1] packed per group as [hd, k1·hd] (row o, column τ·hd + i).
+void pack_conv_weight_bf16(uint16_t *wg16, const float *wg, const ConvShape &s);
 // dz[N,C] += (the q-k mean path also feeds it); dp (cca_conv_p_rows × C) is scratch, written whole; dwd, dbd,
 // dwg, dbg +=. Deterministic: every element has one writer summing in a fixed order (tokens in order, in chunks
-// of 256), no atomics.                                                                 (cpu::cca_conv_backward)
+// of 256), no atomics. wg16 (pack_conv_weight_bf16's): the grouped conv's dp and dwg as bf16 GEMMs per group, as
+// cca_conv_forward_bf16; null: fp32.                                                 (cpu::cca_conv_backward)
 void cca_conv_backward(float *dz, float *dp, float *dwd, float *dbd, float *dwg, float *dbg, const float *dout,
                        const float *z, const float *p, const VarlenBatch &batch, const ConvShape &s, const float *wd,
-                       const float *wg);
+                       const float *wg, const uint16_t *wg16 = nullptr);
 
 // q[N,nq,hd] = o_q + (q_pre + k_pre[h/g])/2, k[N,nkv,hd] = o_k + group mean of (q_pre + k_pre)/2, from the conv
 // output o and its input z = q_pre‖k_pre, both [N, (nq+nkv)·hd].                    (cpu::cca_qk_mean_forward)
@@ -48,11 +57,12 @@ void add_temp_grads(float *dtemp, const double *dtemp_rows, int64_t N, int64_t n
 // The forward chain in one kernel (ops/cuda/cca_fused.cu): cca_conv_forward (o, p), cca_qk_mean_forward,
 // cca_qk_norm_forward (q, k, qn, kn) and rope_forward on q and k (tables [N, rot/2]); every output = (written).
 // Conv groups are the heads (s.groups = nq + nkv, hd = C/groups). Heads too wide for one block's shared memory run
-// the unfused chain.                                                            (Backend::cca_conv_qk_forward)
+// the unfused chain. wg16 (pack_conv_weight_bf16's): the conv by cca_conv_forward_bf16, then the rest of the chain
+// in one kernel.                                                                 (Backend::cca_conv_qk_forward)
 void cca_conv_qk_forward(float *o, float *p, float *q, float *k, float *qn, float *kn, const float *z,
                          const VarlenBatch &batch, const ConvShape &s, const float *wd, const float *bd,
                          const float *wg, const float *bg, const float *temp, const float *cos_t, const float *sin_t,
-                         int64_t nq, int64_t nkv, int64_t rot);
+                         int64_t nq, int64_t nkv, int64_t rot, const uint16_t *wg16 = nullptr);
 
 // Backward of cca_qk_mean_forward → cca_qk_norm_forward → rope_forward (q, k) in one kernel: from dq, dk (w.r.t.
 // the rotated outputs) to dconv[N,C] (=) and dz[N,C] (= the mean path's share), dtemp[nkv] += (tokens in order, in

@@ -4,6 +4,11 @@
 // dz, each parameter gradient) is summed by one thread, or in fixed chunks added in a fixed order, so the backward is
 // deterministic run to run.
 //
+// Under bf16 matmuls the grouped conv runs as the CPU runs it, as GEMMs per head group on an im2col matrix
+// (cols[γ][n][τ·hd + i] = p[n's p row + τ][γ·hd + i]) and the weight packed as [hd, k1·hd] per group — here bf16
+// operands on cuBLASLt's tensor cores with fp32 accumulation (the CUDA-core fp32 kernels above spend milliseconds
+// per layer at 16k tokens on FLOPs the tensor cores run in tens of microseconds).
+//
 // Row bookkeeping (as the CPU op): sequence b owns z/o rows [ss[b], ss[b+1]) (T = ss[b+1] − ss[b] tokens) and p rows
 // [ss[b] + b·(k1−1), ss[b+1] + (b+1)·(k1−1)): T + k1 − 1 rows, local p row r ∈ [0, T+k1−1) holding depthwise
 // position j = r − (k1−1) ∈ [−(k1−1), T). Output position t reads p local rows t … t+k1−1 (taps τ = 0 … k1−1), and
@@ -11,10 +16,13 @@
 #include "core/error.h"
 #include "ops/cuda/cca.h"
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/block.h"
 #include "ops/cuda/column_sum.cuh"
+#include "ops/cuda/ops.h"
 #include "ops/cuda/varlen.cuh"
 
 #include <algorithm>
+#include <cuda_bf16.h>
 
 namespace zaya::cuda {
 
@@ -193,7 +201,112 @@ __global__ void __launch_bounds__(kTileThreads)
         }
 }
 
+using bf16 = __nv_bfloat16;
+
+// cols[(γ·N + n)·k1·hd + τ·hd + i] = bf16(p[n's p row + τ][γ·hd + i]) for the tokens n of sequence b = blockIdx.y;
+// element e = (t·k1 + τ)·C + c, so consecutive threads read consecutive channels of one p row.
+__global__ void im2col_bf16_kernel(bf16 *cols, const float *p, const int64_t *ss, int64_t N, int64_t C, int64_t hd,
+                                   int64_t k1) {
+    const int64_t b = blockIdx.y, t0 = ss[b], T = ss[b + 1] - t0, p0 = t0 + b * (k1 - 1), kw = k1 * hd;
+    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < T * k1 * C;
+         e += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t c = e % C, tau = e / C % k1, t = e / (C * k1), g = c / hd, i = c % hd;
+        cols[(g * N + t0 + t) * kw + tau * hd + i] = __float2bfloat16_rn(p[(p0 + t + tau) * C + c]);
+    }
+}
+
+// dp[p row of local row r][γ·hd + i] (=) = Σ_{τ<k1} dcols[(γ·N + t0 + r − τ)·k1·hd + τ·hd + i] over the positions
+// r − τ ∈ [0, T) of sequence b = blockIdx.y (the inverse gather; rows nobody read get 0).
+__global__ void col2im_kernel(float *dp, const float *dcols, const int64_t *ss, int64_t N, int64_t C, int64_t hd,
+                              int64_t k1) {
+    const int64_t b = blockIdx.y, t0 = ss[b], T = ss[b + 1] - t0, p0 = t0 + b * (k1 - 1), kw = k1 * hd;
+    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < (T + k1 - 1) * C;
+         e += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = e / C, c = e % C, g = c / hd, i = c % hd;
+        float acc = 0.0f;
+        for (int64_t tau = 0; tau < k1; ++tau) {
+            const int64_t t = r - tau;
+            if (t >= 0 && t < T) acc += dcols[(g * N + t0 + t) * kw + tau * hd + i];
+        }
+        dp[(p0 + r) * C + c] = acc;
+    }
+}
+
+// packed[(c·k1 + τ)·hd + i] = bf16(wg[(c·hd + i)·k1 + τ]): each group's weight as one [hd, k1·hd] matrix (W_γ of
+// cpu::cca_conv_forward).
+__global__ void pack_weight_bf16_kernel(bf16 *packed, const float *wg, int64_t C, int64_t hd, int64_t k1) {
+    const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= C * k1 * hd) return;
+    const int64_t i = e % hd, tau = e / hd % k1, c = e / (hd * k1);
+    packed[e] = __float2bfloat16_rn(wg[(c * hd + i) * k1 + tau]);
+}
+
+// dwg[(c·hd + i)·k1 + τ] += dpacked[(c·k1 + τ)·hd + i]: a packed weight gradient back into Conv1d's layout.
+__global__ void unpack_add_weight_grad_kernel(float *dwg, const float *dpacked, int64_t C, int64_t hd, int64_t k1) {
+    const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= C * hd * k1) return;
+    const int64_t tau = e % k1, i = e / k1 % hd, c = e / (k1 * hd);
+    dwg[e] += dpacked[(c * k1 + tau) * hd + i];
+}
+
+// The tensor-core path's scratch, carved from one grow-once buffer (256-byte aligned pieces): cols [groups, N, k1·hd]
+// bf16; for the backward also dout's bf16 copy [N, C], dcols [groups, N, k1·hd] and the packed weight gradient
+// [C, k1·hd], fp32.
+struct ConvScratch {
+    bf16 *cols = nullptr, *dout = nullptr;
+    float *dcols = nullptr, *dpacked = nullptr;
+    ConvScratch(int64_t N, const ConvShape &s, bool backward) {
+        auto up = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+        const size_t nk = size_t(N * s.C * s.k1), packed = size_t(s.C * s.k1 * (s.C / s.groups));
+        const size_t cols_b = up(nk * 2), dout_b = backward ? up(size_t(N * s.C) * 2) : 0;
+        const size_t dcols_b = backward ? up(nk * 4) : 0, dpacked_b = backward ? up(packed * 4) : 0;
+        auto *base = static_cast<unsigned char *>(
+            device_scratch(Scratch::CcaConvBf16, cols_b + dout_b + dcols_b + dpacked_b));
+        cols = reinterpret_cast<bf16 *>(base);
+        if (!backward) return;
+        dout = reinterpret_cast<bf16 *>(base + cols_b);
+        dcols = reinterpret_cast<float *>(base + cols_b + dout_b);
+        dpacked = reinterpret_cast<float *>(base + cols_b + dout_b + dcols_b);
+    }
+};
+
+const uint16_t *bits(const bf16 *p) { return reinterpret_cast<const uint16_t *>(p); }
+
+void im2col_bf16(bf16 *cols, const float *p, const VarlenBatch &batch, const ConvShape &s) {
+    im2col_bf16_kernel<<<seq_grid(batch, batch.max_len * s.k1, s.C), kThreads, 0, launch_stream()>>>(
+        cols, p, batch.seq_start, batch.N, s.C, s.C / s.groups, s.k1);
+    ZAYA_CUDA_LAUNCHED();
+}
+
 } // namespace
+
+bool conv_on_tensor_cores(const ConvShape &s) { return s.groups > 0 && s.C % s.groups == 0 && s.C / s.groups % 8 == 0; }
+
+void pack_conv_weight_bf16(uint16_t *packed, const float *wg, const ConvShape &s) {
+    check_shape(s);
+    const int64_t n = s.C * s.k1 * (s.C / s.groups);
+    pack_weight_bf16_kernel<<<blocks_for(n, kThreads), kThreads, 0, launch_stream()>>>(
+        reinterpret_cast<bf16 *>(packed), wg, s.C, s.C / s.groups, s.k1);
+    ZAYA_CUDA_LAUNCHED();
+}
+
+void cca_conv_forward_bf16(float *o, float *p, const float *z, const VarlenBatch &batch, const ConvShape &s,
+                           const float *wd, const float *bd, const uint16_t *wg16, const float *bg) {
+    check_shape(s);
+    if (!conv_on_tensor_cores(s)) fail("cca_conv: head size {} is not a multiple of 8 (bf16 rows)", s.C / s.groups);
+    if (batch.B == 0) return;
+    const int64_t C = s.C, hd = C / s.groups, kw = s.k1 * hd, N = batch.N;
+    depthwise_forward_kernel<<<seq_grid(batch, batch.max_len + s.k1 - 1, C), kThreads, 0, launch_stream()>>>(
+        p, z, batch.seq_start, C, s.k0, s.k1, wd, bd);
+    ZAYA_CUDA_LAUNCHED();
+    if (N == 0) return;
+    const ConvScratch w(N, s, false);
+    im2col_bf16(w.cols, p, batch, s);
+    for (int64_t g = 0; g < s.groups; ++g) // o[:, γ] = cols_γ · W_γᵀ
+        gemm_bf16(false, true, N, hd, kw, 1.0f, bits(w.cols) + g * N * kw, kw, wg16 + g * hd * kw, kw, 0.0f,
+                  o + g * hd, C);
+    add_bias_rows(o, C, bg, N, C);
+}
 
 void cca_conv_forward(float *o, float *p, const float *z, const VarlenBatch &batch, const ConvShape &s,
                       const float *wd, const float *bd, const float *wg, const float *bg) {
@@ -211,16 +324,35 @@ void cca_conv_forward(float *o, float *p, const float *z, const VarlenBatch &bat
 
 void cca_conv_backward(float *dz, float *dp, float *dwd, float *dbd, float *dwg, float *dbg, const float *dout,
                        const float *z, const float *p, const VarlenBatch &batch, const ConvShape &s, const float *wd,
-                       const float *wg) {
+                       const float *wg, const uint16_t *wg16) {
     check_shape(s);
+    if (wg16 && !conv_on_tensor_cores(s))
+        fail("cca_conv: head size {} is not a multiple of 8 (bf16 rows)", s.C / s.groups);
     if (batch.B == 0) return;
-    const int64_t C = s.C, hd = C / s.groups, P = batch.N + batch.B * (s.k1 - 1);
+    const int64_t C = s.C, hd = C / s.groups, P = batch.N + batch.B * (s.k1 - 1), N = batch.N, kw = s.k1 * hd;
     // dp first (everything of the depthwise stage reads it), then each gradient by its own kernel: stream order.
     const int64_t tiles = (hd + kTile - 1) / kTile;
     if ((P + kTile - 1) / kTile > (int64_t(1) << 31) - 1 || s.groups * tiles > 65535)
         fail("cca_conv: {} rows × {} groups exceed the CUDA grid", P, s.groups);
-    grouped_backward_dp_kernel<<<dim3(unsigned((P + kTile - 1) / kTile), unsigned(s.groups * tiles)), kTileThreads, 0,
-                                 launch_stream()>>>(dp, dout, batch.seq_start, batch.B, P, C, hd, s.k1, wg);
+    if (wg16 && N > 0) { // the grouped conv's two products as bf16 GEMMs per group (dwg's here, first)
+        const ConvScratch w(N, s, true);
+        to_bf16(reinterpret_cast<uint16_t *>(w.dout), dout, N * C);
+        im2col_bf16(w.cols, p, batch, s);
+        for (int64_t g = 0; g < s.groups; ++g) {
+            const uint16_t *dout_g = bits(w.dout) + g * hd, *cols_g = bits(w.cols) + g * N * kw;
+            gemm_bf16(true, false, hd, kw, N, 1.0f, dout_g, C, cols_g, kw, 0.0f, w.dpacked + g * hd * kw, kw); // dW_γ
+            gemm_bf16(false, false, N, kw, hd, 1.0f, dout_g, C, wg16 + g * hd * kw, kw, 0.0f, w.dcols + g * N * kw,
+                      kw); // dcols_γ = dout_γ · W_γ
+        }
+        unpack_add_weight_grad_kernel<<<blocks_for(C * hd * s.k1, kThreads), kThreads, 0, launch_stream()>>>(
+            dwg, w.dpacked, C, hd, s.k1);
+        ZAYA_CUDA_LAUNCHED();
+        col2im_kernel<<<seq_grid(batch, batch.max_len + s.k1 - 1, C), kThreads, 0, launch_stream()>>>(
+            dp, w.dcols, batch.seq_start, N, C, hd, s.k1);
+    } else {
+        grouped_backward_dp_kernel<<<dim3(unsigned((P + kTile - 1) / kTile), unsigned(s.groups * tiles)), kTileThreads,
+                                     0, launch_stream()>>>(dp, dout, batch.seq_start, batch.B, P, C, hd, s.k1, wg);
+    }
     ZAYA_CUDA_LAUNCHED();
     column_sum_add<float>(dbd, ColumnOf<float>{dp, C}, P, C);
     if (batch.N == 0) return;
@@ -228,6 +360,8 @@ void cca_conv_backward(float *dz, float *dp, float *dwd, float *dbd, float *dwg,
         dz, dp, batch.seq_start, C, s.k0, s.k1, wd);
     ZAYA_CUDA_LAUNCHED();
     column_sum_add<float>(dwd, DepthwiseWeightGrad{dp, z, batch.seq_start, batch.B, C, s.k0, s.k1}, batch.N, C * s.k0);
+    column_sum_add<float>(dbg, ColumnOf<float>{dout, C}, batch.N, C);
+    if (wg16) return; // dwg came with dp
     const int64_t chunks = (batch.N + kDwChunkRows - 1) / kDwChunkRows, weights = C * hd * s.k1;
     if (chunks > 65535) fail("cca_conv: {} tokens exceed the CUDA grid", batch.N);
     auto *partial = static_cast<float *>(device_scratch(Scratch::ColumnSums, size_t(chunks * weights) * sizeof(float)));
@@ -236,7 +370,6 @@ void cca_conv_backward(float *dz, float *dp, float *dwd, float *dbd, float *dwg,
     ZAYA_CUDA_LAUNCHED();
     launch_kernel(column_sum_finish_kernel<float, float>, dim3(blocks_for(weights, 256)), dim3(256), 0, dwg,
                   static_cast<const float *>(partial), chunks, weights);
-    column_sum_add<float>(dbg, ColumnOf<float>{dout, C}, batch.N, C);
 }
 
 } // namespace zaya::cuda

@@ -35,8 +35,10 @@ struct ChainArgs {
 };
 
 // Dynamic shared memory: the tile's depthwise rows [kTile + k1 − 1, hd], a weight chunk [kChunk, kWsRow], one
-// row buffer [hd] per warp.
-size_t shared_floats(int64_t hd, int64_t k1) { return size_t((kTile + k1 - 1) * hd + kChunk * kWsRow + kWarps * hd); }
+// row buffer [hd] per warp (without the conv: the row buffers alone).
+size_t shared_floats(int64_t hd, int64_t k1, bool conv = true) {
+    return size_t((conv ? (kTile + k1 - 1) * hd + kChunk * kWsRow : 0) + kWarps * hd);
+}
 
 __device__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -44,8 +46,9 @@ __device__ float warp_sum(float v) {
 }
 
 // Grid: (token tile, KV group j, sequence b). (Launch bounds with a minimum of one block per SM: without it ptxas
-// held the kernel to 96 registers and spilled the accumulators.)
-__global__ void __launch_bounds__(kThreads, 1) cca_chain_kernel(ChainArgs a) {
+// held the kernel to 96 registers and spilled the accumulators.) kConv false: the conv output o is already there
+// (cca_conv_forward_bf16); the chain from the mean on.
+template <bool kConv> __global__ void __launch_bounds__(kThreads, 1) cca_chain_kernel(ChainArgs a) {
     await_previous_kernel();
     extern __shared__ float smem[];
     const int64_t C = a.C, hd = a.hd, k0 = a.k0, k1 = a.k1, g = a.nq / a.nkv, j = blockIdx.y, b = blockIdx.z;
@@ -54,12 +57,13 @@ __global__ void __launch_bounds__(kThreads, 1) cca_chain_kernel(ChainArgs a) {
     // Tile 0 always runs: it writes the sequence's padding rows of p, even for an empty sequence.
     if (ts >= T && blockIdx.x != 0) return;
     const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
-    float *ps = smem, *ws = ps + (kTile + k1 - 1) * hd, *row = ws + kChunk * kWsRow + warp * hd;
+    float *ps = smem, *ws = ps + (kTile + k1 - 1) * hd;
+    float *row = (kConv ? ws + kChunk * kWsRow : smem) + warp * hd;
     // Local p rows [ts, te + k1 − 1) feed the tile; this block writes those of its positions [ts, te) and, tile 0,
     // the padding rows before position 0.
     const int64_t prow0 = ts, prows = max(te, ts) - ts + k1 - 1, own0 = blockIdx.x == 0 ? 0 : ts + k1 - 1;
 
-    for (int64_t hh = 0; hh <= g; ++hh) {
+    for (int64_t hh = 0; kConv && hh <= g; ++hh) {
         const int64_t g0 = (hh < g ? j * g + hh : a.nq + j) * hd; // the head's channels: conv group = head
         // Depthwise: ps[r − prow0][i] = p[local row r][g0 + i] (as the unfused kernel, position r − (k1 − 1)).
         for (int64_t e = tid; e < prows * hd; e += kThreads) {
@@ -254,12 +258,13 @@ bool qk_backward_fits(int64_t g, int64_t hd) {
 void cca_conv_qk_forward(float *o, float *p, float *q, float *k, float *qn, float *kn, const float *z,
                          const VarlenBatch &batch, const ConvShape &s, const float *wd, const float *bd,
                          const float *wg, const float *bg, const float *temp, const float *cos_t, const float *sin_t,
-                         int64_t nq, int64_t nkv, int64_t rot) {
+                         int64_t nq, int64_t nkv, int64_t rot, const uint16_t *wg16) {
     const int64_t hd = s.C / s.groups;
     if (s.groups != nq + nkv || nkv <= 0 || nq % nkv != 0)
         fail("cca_conv_qk_forward: {} conv groups for {} query and {} key heads", s.groups, nq, nkv);
+    if (wg16) cca_conv_forward_bf16(o, p, z, batch, s, wd, bd, wg16, bg); // then the chain without its conv
     if (!fusable(hd, s.k1)) { // a tile too large for shared memory: the unfused chain
-        cca_conv_forward(o, p, z, batch, s, wd, bd, wg, bg);
+        if (!wg16) cca_conv_forward(o, p, z, batch, s, wd, bd, wg, bg);
         cca_qk_mean_forward(q, k, o, z, batch.N, nq, nkv, hd);
         cca_qk_norm_forward(q, k, qn, kn, temp, batch.N, nq, nkv, hd);
         rope_forward(q, cos_t, sin_t, batch.N, nq, hd, rot);
@@ -272,8 +277,9 @@ void cca_conv_qk_forward(float *o, float *p, float *q, float *k, float *qn, floa
                       wg,  bg,  temp, cos_t, sin_t, s.C, hd, s.k0,          s.k1,    nq,
                       nkv, rot / 2, sqrtf(float(hd))};
     const unsigned tiles = unsigned(std::max<int64_t>(1, (batch.max_len + kTile - 1) / kTile));
-    launch_kernel(cca_chain_kernel, dim3(tiles, unsigned(nkv), unsigned(batch.B)), kThreads,
-                  shared_floats(hd, s.k1) * sizeof(float), a);
+    const dim3 grid(tiles, unsigned(nkv), unsigned(batch.B));
+    if (wg16) launch_kernel(cca_chain_kernel<false>, grid, kThreads, shared_floats(hd, s.k1, false) * sizeof(float), a);
+    else launch_kernel(cca_chain_kernel<true>, grid, kThreads, shared_floats(hd, s.k1) * sizeof(float), a);
 }
 
 void cca_qk_backward(float *dconv, float *dz, float *dtemp, float *dq, float *dk, float *q_pre, float *k_pre,

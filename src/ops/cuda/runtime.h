@@ -33,6 +33,7 @@ enum class Scratch {
     AttentionBf16,        // the flash attention kernels' bf16 copies of q, k, v (and dout)
     NormResidualPartials, // rmsnorm_residual_backward's per-block parameter-gradient sums
     CcaTempRows,          // cca_qk_backward's per-token key-temperature gradients
+    CcaConvBf16,          // the grouped conv's im2col rows in bf16 (and the backward's dout copy, dcols, dW)
     ColumnSums,           // column_sum_add's per-chunk partial sums (column_sum.cuh), the conv weight gradient's too
     MoeGroupCounts,       // moe_group_tokens' per-chunk expert counts and bases
     MoeBf16,              // the tensor-core experts' bf16 rows (gathered inputs, SwiGLU outputs, their gradients)
