@@ -1,8 +1,9 @@
 // The CUDA backend's linear layers (ops/backend.h: linears_forward / linears_backward, and linear_forward /
 // linear_backward as one part) against double loops, in fp32 and under bf16 matmuls, where the reference rounds x,
 // W and dy to bf16 as the backend's one conversion of each must: four parts reading one x, two of them packed into
-// one output of stride 40 (as q‖k into the conv input), one whose dy stride of 12 is not a multiple of 8 (its
-// backward fp32 even under bf16), biases present and absent, dx written over poison and accumulated, dW and db
+// one output of stride 40 (as q‖k into the conv input), one whose dy width of 12 is not a multiple of 8 (its
+// backward fp32 even under bf16), one 8 wide at column 4 of rows 12 apart (its dy packed for bf16: the stride
+// need not be a multiple of 8), biases present and absent, dx written over poison and accumulated, dW and db
 // accumulated. Two calls with different x catch a stale converted copy; the parts one by one must give the grouped
 // op's bits.
 #include "core/dtype.h"
@@ -34,7 +35,7 @@ struct HostPart {
 
 std::vector<HostPart> host_parts() {
     std::vector<HostPart> p = {{0, 0, 40, 24, {}, {}}, {0, 24, 40, 16, {}, {}}, {1, 0, 12, 12, {}, {}},
-                               {2, 0, 8, 8, {}, {}}};
+                               {2, 4, 12, 8, {}, {}}};
     for (size_t i = 0; i < p.size(); ++i) {
         p[i].W = random_vec(size_t(p[i].O * kI), 100 + i, 0.3);
         if (i != 2) p[i].b = random_vec(size_t(p[i].O), 200 + i);
@@ -47,9 +48,10 @@ std::vector<float> rounded(std::vector<float> v, bool bf16) {
         for (float &x : v) x = bf16_to_f32(f32_to_bf16(x));
     return v;
 }
-// Whether the backend runs this part's backward on bf16 tensor cores: dy's row stride a multiple of 8 (the forward's
-// operands, x and W, have rows of kI = 40: always bf16 under bf16 matmuls).
-bool backward_bf16(const HostPart &p, bool bf16) { return bf16 && p.ld % 8 == 0; }
+// Whether the backend runs this part's backward on bf16 tensor cores: dy's width a multiple of 8 (its columns are
+// packed into rows of that width; the forward's operands, x and W, have rows of kI = 40: always bf16 under bf16
+// matmuls).
+bool backward_bf16(const HostPart &p, bool bf16) { return bf16 && p.O % 8 == 0; }
 
 void check_linears(bool bf16) {
     SCOPED_TRACE(bf16 ? "bf16 matmuls" : "fp32 matmuls");
@@ -57,7 +59,7 @@ void check_linears(bool bf16) {
     be.set_matmul_precision(bf16 ? cpu::MatmulPrecision::BF16 : cpu::MatmulPrecision::F32);
     const double tol = 2e-5; // the operands match the reference's exactly; only the summation differs
     auto parts = host_parts();
-    const int64_t buf_ld[3] = {40, 12, 8};
+    const int64_t buf_ld[3] = {40, 12, 12};
     std::vector<cuda::DeviceArray<float>> W, b;
     for (const auto &p : parts) {
         W.push_back(upload(p.W));
@@ -94,7 +96,7 @@ void check_linears(bool bf16) {
     // Backward: dx written (over poison) and accumulated (onto dx0); dW, db accumulated onto their start values.
     const auto x = random_vec(size_t(kN * kI), 3), dx0 = random_vec(size_t(kN * kI), 4);
     std::vector<std::vector<float>> dy_host, dW0, db0;
-    for (int64_t ld : buf_ld) dy_host.push_back(random_vec(size_t(kN * ld), 10 + uint64_t(ld)));
+    for (size_t i = 0; i < 3; ++i) dy_host.push_back(random_vec(size_t(kN * buf_ld[i]), 10 + i));
     for (size_t i = 0; i < parts.size(); ++i) {
         dW0.push_back(random_vec(size_t(parts[i].O * kI), 300 + i));
         db0.push_back(random_vec(size_t(parts[i].O), 400 + i));

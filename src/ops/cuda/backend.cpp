@@ -159,14 +159,17 @@ class CudaBackend final : public Backend {
         const uint16_t *x16 = x.x16;
         for (const LinearGrad &p : parts) {
             const float beta = accumulate_dx ? 1.0f : 0.0f;
-            if (bf16_matmul(p.ldy, I)) {
-                const uint16_t *dy16 = bf16_copy(a16_, p.dy, N, p.O, p.ldy);
+            if (bf16_matmul(p.O, I)) {
+                // dy's own columns, packed (a part of a wider gradient, as q and k of the conv input's, is read
+                // alone, not with the stride's worth of its neighbours).
+                uint16_t *dy16 = a16_.at_least(size_t(N * p.O));
+                cuda::to_bf16_rows(dy16, p.dy, N, p.O, p.ldy);
                 if (dx) {
                     const uint16_t *w16 = weight_bf16(p.W, size_t(p.O * I), b16_);
-                    cuda::gemm_bf16(false, false, N, I, p.O, 1.0f, dy16, p.ldy, w16, I, beta, dx, I);
+                    cuda::gemm_bf16(false, false, N, I, p.O, 1.0f, dy16, p.O, w16, I, beta, dx, I);
                 }
                 if (!x16) x16 = bf16_copy(x16_, x.x, N, I, I);
-                cuda::gemm_bf16(true, false, p.O, I, N, 1.0f, dy16, p.ldy, x16, I, 1.0f, p.dW, I);
+                cuda::gemm_bf16(true, false, p.O, I, N, 1.0f, dy16, p.O, x16, I, 1.0f, p.dW, I);
             } else {
                 if (dx) cuda::gemm_f32(false, false, N, I, p.O, 1.0f, p.dy, p.ldy, p.W, I, beta, dx, I);
                 cuda::gemm_f32(true, false, p.O, I, N, 1.0f, p.dy, p.ldy, x.x, I, 1.0f, p.dW, I);

@@ -53,6 +53,11 @@ __global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, int64_t n) 
     if (k < n) dst[k] = __float2bfloat16_rn(src[k]);
 }
 
+__global__ void to_bf16_rows_kernel(__nv_bfloat16 *dst, const float *src, int64_t cols, int64_t ld, int64_t n) {
+    const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (k < n) dst[k] = __float2bfloat16_rn(src[k / cols * ld + k % cols]);
+}
+
 } // namespace
 
 void residual_scale_forward(float *out, const float *x, const float *res, const float *hs_scale, const float *hs_bias,
@@ -86,6 +91,14 @@ void swiglu_backward(float *dh, const float *da, const float *h, int64_t N, int6
 void gelu_forward(float *y, const float *x, int64_t n) {
     if (n == 0) return;
     gelu_kernel<<<blocks_for(n, kThreads), kThreads, 0, launch_stream()>>>(y, x, n);
+    ZAYA_CUDA_LAUNCHED();
+}
+
+void to_bf16_rows(uint16_t *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+    if (rows * cols == 0) return;
+    if (ld == cols) return to_bf16(dst, src, rows * cols);
+    to_bf16_rows_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, launch_stream()>>>(
+        reinterpret_cast<__nv_bfloat16 *>(dst), src, cols, ld, rows * cols);
     ZAYA_CUDA_LAUNCHED();
 }
 

@@ -61,6 +61,8 @@ void adamw_update(float *param, const float *grad, float *exp_avg, float *exp_av
 
 // bf16 (raw uint16 bits) from fp32, round to nearest even (as torch and core/dtype.h).
 void to_bf16(uint16_t *dst, const float *src, int64_t n);
+// dst[rows, cols] (row stride cols) = bf16 of the rows × cols block at src (row stride ld).
+void to_bf16_rows(uint16_t *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
 
 // Row-major GEMMs with fp32 accumulation and fp32 C (cuBLASLt), the convention of cpu::gemm:
 // C[M,N] (row stride ldc) = alpha·op(A)·op(B) + beta·C, with A [M,K] (or [K,M] if trans_a, row stride lda) and B
