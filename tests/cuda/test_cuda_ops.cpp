@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace zaya {
@@ -107,6 +108,54 @@ TEST_F(CudaOps, EmbeddingBackwardSkipsAndIsDeterministic) {
             for (int k = 0; k < 3; ++k) EXPECT_EQ(got[k], first[k]) << "output " << k << " differs on a rerun";
         }
     }
+}
+
+// The device groups rows by id with a radix sort of 11-bit digits: ids equal in their low digits but not above
+// (every digit of the three differs somewhere), over more rows than one 256-row chunk of the counting sort, the skip
+// token among them; against the CPU, id by id.
+TEST_F(CudaOps, EmbeddingBackwardGroupsIdsAcrossEveryDigit) {
+    const int32_t d1 = 1 << 11, d2 = 1 << 22;
+    const std::vector<int32_t> ids = {1, 1 + d1, 1 + d2, d1, d2, d2 + d1 + 1, 5, 5 + 3 * d1, 0};
+    const int64_t N = 600, D = 2, V = d2 + d1 + 2;
+    std::vector<int32_t> tokens(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) tokens[size_t(n)] = ids[size_t((n * 5 + n / 11) % int64_t(ids.size()))];
+    const auto dout = random_vec(size_t(N * D), 37), scale = random_vec(size_t(D), 38, 0.2, 1.0);
+    const std::vector<float> table(size_t(V * D), 0.5f), bias(size_t(D), 0.0f), zeros(size_t(V * D), 0.0f);
+    std::vector<float> dtable = zeros, dbias(size_t(D), 0.0f), dscale(size_t(D), 0.0f);
+    cpu::embedding_backward(dtable.data(), dbias.data(), dscale.data(), dout.data(), tokens.data(), table.data(),
+                            bias.data(), scale.data(), N, D, d1);
+    auto t_d = upload(tokens);
+    auto g_d = upload(dout), s_d = upload(scale), tab_d = upload(table), b_d = upload(bias);
+    auto dt_d = upload(zeros), db_d = upload(std::vector<float>(size_t(D), 0.0f));
+    auto ds_d = upload(std::vector<float>(size_t(D), 0.0f));
+    cuda::embedding_backward(dt_d.data(), db_d.data(), ds_d.data(), g_d.data(), t_d.data(), tab_d.data(), b_d.data(),
+                             s_d.data(), N, D, d1);
+    const std::vector<float> got = download(dt_d);
+    for (int32_t id : ids) {
+        SCOPED_TRACE(::testing::Message() << "id " << id);
+        const std::vector<float> row(got.begin() + id * D, got.begin() + (id + 1) * D);
+        EXPECT_LT(rel_err(row, std::vector<float>(dtable.begin() + id * D, dtable.begin() + (id + 1) * D)), kFp32Tol);
+        if (id != d1) {
+            EXPECT_NE(row, std::vector<float>(size_t(D), 0.0f)) << "an id's rows were not added";
+        }
+    }
+    EXPECT_EQ(got[size_t(d1 * D)], 0.0f) << "the skip token's row";
+    EXPECT_LT(rel_err(got, dtable), kFp32Tol);
+
+    // The grouping itself (one run per id is what keeps each table row to one writer): the rows stably sorted by
+    // id, the skip token's last.
+    std::vector<int32_t> want(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) want[size_t(n)] = int32_t(n);
+    const auto key = [&](int32_t n) { return tokens[size_t(n)] == d1 ? int64_t(1) << 40 : int64_t(tokens[size_t(n)]); };
+    std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) { return key(a) < key(b); });
+    const int64_t *rows_d = nullptr;
+    const int32_t *order_d = cuda::rows_by_token_id(t_d.data(), N, d1, &rows_d);
+    std::vector<int32_t> order(static_cast<size_t>(N));
+    int64_t rows = 0;
+    cuda::copy_to_host(order.data(), order_d, order.size() * sizeof(int32_t));
+    cuda::copy_to_host(&rows, rows_d, sizeof(rows));
+    EXPECT_EQ(order, want);
+    EXPECT_EQ(rows, N - std::count(tokens.begin(), tokens.end(), d1));
 }
 
 TEST_F(CudaOps, ResidualScaleBackward) {

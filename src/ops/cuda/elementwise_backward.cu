@@ -4,10 +4,12 @@
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/column_sum.cuh"
+#include "ops/cuda/moe.h"
 #include "ops/cuda/ops.h"
 
-#include <algorithm>
-#include <vector>
+#include <climits>
+#include <cstdint>
+#include <utility>
 
 namespace zaya::cuda {
 
@@ -34,17 +36,43 @@ struct EmbeddingScaleGrad {
     }
 };
 
-// Thread (run r, column i): dtable[id, i] += dout[n, i]·scale[i] for the rows n = order[start[r]] … of run r, all of
-// token id, in token order (as the CPU loop adds them). Runs are distinct ids, so each element has one writer.
+// The rows grouped by token id on the device, with no host round trip: a stable LSD radix sort by the id's digits
+// of kDigitBits, each pass one stable counting sort (moe_group_tokens, the experts' grouping), rows of skip_token
+// sent to the extra group past every digit (so they end last and out of the runs). int32 ids need kPasses passes.
+constexpr int kDigitBits = 11, kPasses = 3;
+constexpr int64_t kDigits = int64_t(1) << kDigitBits;
+static_assert(kDigitBits * kPasses >= 31, "the passes cover every non-negative int32 id");
+
+// keys[r] = digit `pass` of the id of row order[r] (order null: row r), or kDigits for skip_token's rows.
+__global__ void id_digit_kernel(int32_t *keys, const int32_t *tokens, const int32_t *order, int64_t N, int pass,
+                                int32_t skip_token) {
+    const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (r >= N) return;
+    const int32_t id = tokens[order ? order[r] : r];
+    keys[r] = id == skip_token ? int32_t(kDigits) : int32_t((id >> (pass * kDigitBits)) & (kDigits - 1));
+}
+
+// next[j] = order[perm[j]]: a pass's stable permutation applied to the order so far.
+__global__ void compose_kernel(int32_t *next, const int32_t *order, const int32_t *perm, int64_t N) {
+    const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (j < N) next[j] = order[perm[j]];
+}
+
+// Thread (sorted position j, column i), j < *rows (the rows that are not skip_token's): where j
+// starts a run of one id, dtable[id, i] += dout[n, i]·scale[i] over the run's rows n = order[j] …, in token order
+// (as the CPU loop adds them). Runs are distinct ids, so each element has one writer.
 __global__ void embedding_table_grad_kernel(float *dtable, const float *dout, const int32_t *tokens,
-                                            const float *scale, const int64_t *order, const int64_t *start,
-                                            int64_t runs, int64_t D) {
+                                            const float *scale, const int32_t *order, const int64_t *rows_of,
+                                            int64_t N, int64_t D) {
     const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (k >= runs * D) return;
-    const int64_t r = k / D, i = k % D;
-    float *dt = dtable + int64_t(tokens[order[start[r]]]) * D + i;
+    if (k >= N * D) return;
+    const int64_t j = k / D, i = k % D, rows = *rows_of;
+    if (j >= rows) return;
+    const int32_t id = tokens[order[j]];
+    if (j > 0 && tokens[order[j - 1]] == id) return; // not a run's first row
+    float *dt = dtable + int64_t(id) * D + i;
     float acc = *dt;
-    for (int64_t j = start[r]; j < start[r + 1]; ++j) acc += dout[order[j] * D + i] * scale[i];
+    for (int64_t r = j; r < rows && tokens[order[r]] == id; ++r) acc += dout[int64_t(order[r]) * D + i] * scale[i];
     *dt = acc;
 }
 
@@ -70,40 +98,42 @@ __global__ void gelu_backward_kernel(float *dx, const float *dy, const float *x,
 
 } // namespace
 
-// The table gradient groups the rows by token id on the host (a stable sort, so each id's rows stay in token
-// order) and runs one thread per (id, column): full parallelism without atomics. Its cost: a device→host copy of
-// the N token ids that waits for the GPU, an O(N log N) host sort (overlapping the column-sum kernels), and an
-// upload of ≤ 2N+1 int64s into scratch.
+// The table gradient groups the rows by token id on the device (id_digit_kernel's radix sort) and runs one thread
+// per (row, column) where a run of one id starts: full parallelism without atomics, and nothing waits for the host.
 void embedding_backward(float *dtable, float *dbias, float *dscale, const float *dout, const int32_t *tokens,
                         const float *table, const float *bias, const float *scale, int64_t N, int64_t D,
                         int32_t skip_token) {
     if (N * D == 0) return;
-    std::vector<int32_t> ids(static_cast<size_t>(N));
-    copy_to_host(ids.data(), tokens, ids.size() * sizeof(int32_t));
-    // index = order[rows] (the rows not of skip_token, grouped by id), then start[runs + 1] (into order, per id)
-    std::vector<int64_t> index;
-    for (int64_t n = 0; n < N; ++n) {
-        const int32_t id = ids[size_t(n)];
-        if (id < 0) fail("embedding_backward: token id {} at row {} is negative", id, n); // the lookup would too
-        if (id != skip_token) index.push_back(n);
-    }
     column_sum_add<float>(dbias, ScaledColumn{dout, nullptr, scale, D}, N, D);
     column_sum_add<float>(dscale, EmbeddingScaleGrad{dout, tokens, table, bias, D}, N, D);
-
-    const auto id_of = [&](int64_t row) { return ids[size_t(row)]; };
-    std::stable_sort(index.begin(), index.end(), [&](int64_t a, int64_t b) { return id_of(a) < id_of(b); });
-    const int64_t rows = int64_t(index.size());
-    for (int64_t j = 0; j < rows; ++j)
-        if (j == 0 || id_of(index[size_t(j)]) != id_of(index[size_t(j - 1)])) index.push_back(j);
-    const int64_t runs = int64_t(index.size()) - rows;
-    if (runs == 0) return; // every row was skip_token's
-    index.push_back(rows);
-    // In grow-once scratch: an allocation here was a cudaMalloc and a cudaFree (which waits for the device) a step.
-    auto *index_d = static_cast<int64_t *>(device_scratch(Scratch::EmbeddingIndex, index.size() * sizeof(int64_t)));
-    copy_to_device(index_d, index.data(), index.size() * sizeof(int64_t));
-    embedding_table_grad_kernel<<<blocks_for(runs * D, kThreads), kThreads>>>(dtable, dout, tokens, scale, index_d,
-                                                                              index_d + rows, runs, D);
+    const int64_t *rows = nullptr;
+    const int32_t *order = rows_by_token_id(tokens, N, skip_token, &rows);
+    embedding_table_grad_kernel<<<blocks_for(N * D, kThreads), kThreads>>>(dtable, dout, tokens, scale, order, rows,
+                                                                          N, D);
     ZAYA_CUDA_LAUNCHED();
+}
+
+const int32_t *rows_by_token_id(const int32_t *tokens, int64_t N, int32_t skip_token, const int64_t **rows) {
+    if (N > INT32_MAX) fail("rows_by_token_id: {} rows exceed the int32 row order", N);
+    // Grow-once scratch: keys, the order so far, a pass's permutation and the composed order [N] int32 each, then the
+    // groups' offsets [kDigits + 2] int64 (an allocation here was a cudaMalloc and a cudaFree, which waits, a step).
+    const size_t ints = (4 * size_t(N) + 1) / 2 * 2; // int64-aligned end
+    auto *base = static_cast<int32_t *>(
+        device_scratch(Scratch::EmbeddingIndex, ints * sizeof(int32_t) + size_t(kDigits + 2) * sizeof(int64_t)));
+    int32_t *keys = base, *order = base + N, *perm = base + 2 * N, *next = base + 3 * N;
+    auto *offsets = reinterpret_cast<int64_t *>(base + ints);
+    for (int pass = 0; pass < kPasses; ++pass) {
+        id_digit_kernel<<<blocks_for(N, kThreads), kThreads>>>(keys, tokens, pass == 0 ? nullptr : order, N, pass,
+                                                              skip_token);
+        ZAYA_CUDA_LAUNCHED();
+        moe_group_tokens(pass == 0 ? order : perm, offsets, keys, N, kDigits);
+        if (pass == 0) continue;
+        compose_kernel<<<blocks_for(N, kThreads), kThreads>>>(next, order, perm, N);
+        ZAYA_CUDA_LAUNCHED();
+        std::swap(order, next);
+    }
+    *rows = offsets + kDigits; // the groups before the skip token's
+    return order;
 }
 
 void residual_scale_backward(float *dx, float *dres, float *d_hs_scale, float *d_hs_bias, float *d_res_scale,

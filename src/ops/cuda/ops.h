@@ -43,10 +43,14 @@ void residual_scale_backward(float *dx, float *dres, float *d_hs_scale, float *d
                              const float *res_bias, int64_t N, int64_t D, bool accumulate_dres);
 // Backward of embedding_forward: dtable[V,D], dbias[D], dscale[D] +=; rows of skip_token (−1: none) get nothing.
 // Every element's terms are summed in a fixed order (the table's in token order), no atomics: deterministic.
-// Reads the token ids back to the host (a synchronisation) to group them by id.  (cpu::embedding_backward)
+// Groups the rows by token id on the device (no host round trip).                (cpu::embedding_backward)
 void embedding_backward(float *dtable, float *dbias, float *dscale, const float *dout, const int32_t *tokens,
                         const float *table, const float *bias, const float *scale, int64_t N, int64_t D,
                         int32_t skip_token);
+// The rows 0 … N−1 sorted by token id, rows of one id in token order, skip_token's rows after all the others
+// (embedding_backward's grouping: a device radix sort, no host round trip): order[N] in device scratch, valid until
+// the next call; *rows (device) = the number of rows that are not skip_token's.
+const int32_t *rows_by_token_id(const int32_t *tokens, int64_t N, int32_t skip_token, const int64_t **rows);
 // a[N,I] = silu(h[:, :I]) ⊙ h[:, I:]; its backward dh[N,2I] from da[N,I]     (cpu::swiglu_forward/backward)
 void swiglu_forward(float *a, const float *h, int64_t N, int64_t I);
 void swiglu_backward(float *dh, const float *da, const float *h, int64_t N, int64_t I);

@@ -37,7 +37,7 @@ enum class Scratch {
     ColumnSums,           // column_sum_add's per-chunk partial sums (column_sum.cuh), the conv weight gradient's too
     MoeGroupCounts,       // moe_group_tokens' per-chunk expert counts and bases
     MoeBf16,              // the tensor-core experts' bf16 rows (gathered inputs, SwiGLU outputs, their gradients)
-    EmbeddingIndex,       // embedding_backward's rows grouped by token id, and each id's first row
+    EmbeddingIndex,       // embedding_backward's radix sort of the rows by token id (keys, orders, offsets)
     Count
 };
 void *device_scratch(Scratch use, size_t bytes);
