@@ -256,19 +256,19 @@ struct ConvScratch {
     bf16 *cols = nullptr, *dout = nullptr;
     float *dcols = nullptr, *dpacked = nullptr;
     ConvScratch(int64_t N, const ConvShape &s, bool backward) {
-        auto up = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-        const size_t nk = size_t(N * s.C * s.k1), packed = size_t(s.C * s.k1 * (s.C / s.groups));
-        const size_t cols_b = up(nk * 2), dout_b = backward ? up(size_t(N * s.C) * 2) : 0;
-        const size_t dcols_b = backward ? up(nk * 4) : 0, dpacked_b = backward ? up(packed * 4) : 0;
-        auto *base = static_cast<unsigned char *>(
-            device_scratch(Scratch::CcaConvBf16, cols_b + dout_b + dcols_b + dpacked_b));
-        cols = reinterpret_cast<bf16 *>(base);
+        const size_t nk = size_t(N * s.C * s.k1), packed = size_t(s.C * s.k1 * (s.C / s.groups)), b = backward;
+        const auto p = scratch_pieces<4>(Scratch::CcaConvBf16, {nk * 2, b * size_t(N * s.C) * 2, b * nk * 4,
+                                                                b * packed * 4});
+        cols = reinterpret_cast<bf16 *>(p[0]);
         if (!backward) return;
-        dout = reinterpret_cast<bf16 *>(base + cols_b);
-        dcols = reinterpret_cast<float *>(base + cols_b + dout_b);
-        dpacked = reinterpret_cast<float *>(base + cols_b + dout_b + dcols_b);
+        dout = reinterpret_cast<bf16 *>(p[1]), dcols = reinterpret_cast<float *>(p[2]);
+        dpacked = reinterpret_cast<float *>(p[3]);
     }
 };
+
+void check_bf16_shape(const ConvShape &s) {
+    if (!conv_on_tensor_cores(s)) fail("cca_conv: head size {} is not a multiple of 8 (bf16 rows)", s.C / s.groups);
+}
 
 const uint16_t *bits(const bf16 *p) { return reinterpret_cast<const uint16_t *>(p); }
 
@@ -293,7 +293,7 @@ void pack_conv_weight_bf16(uint16_t *packed, const float *wg, const ConvShape &s
 void cca_conv_forward_bf16(float *o, float *p, const float *z, const VarlenBatch &batch, const ConvShape &s,
                            const float *wd, const float *bd, const uint16_t *wg16, const float *bg) {
     check_shape(s);
-    if (!conv_on_tensor_cores(s)) fail("cca_conv: head size {} is not a multiple of 8 (bf16 rows)", s.C / s.groups);
+    check_bf16_shape(s);
     if (batch.B == 0) return;
     const int64_t C = s.C, hd = C / s.groups, kw = s.k1 * hd, N = batch.N;
     depthwise_forward_kernel<<<seq_grid(batch, batch.max_len + s.k1 - 1, C), kThreads, 0, launch_stream()>>>(
@@ -326,8 +326,7 @@ void cca_conv_backward(float *dz, float *dp, float *dwd, float *dbd, float *dwg,
                        const float *z, const float *p, const VarlenBatch &batch, const ConvShape &s, const float *wd,
                        const float *wg, const uint16_t *wg16) {
     check_shape(s);
-    if (wg16 && !conv_on_tensor_cores(s))
-        fail("cca_conv: head size {} is not a multiple of 8 (bf16 rows)", s.C / s.groups);
+    if (wg16) check_bf16_shape(s);
     if (batch.B == 0) return;
     const int64_t C = s.C, hd = C / s.groups, P = batch.N + batch.B * (s.k1 - 1), N = batch.N, kw = s.k1 * hd;
     // dp first (everything of the depthwise stage reads it), then each gradient by its own kernel: stream order.

@@ -56,12 +56,10 @@ struct HeadGrads {
 struct Bf16Operands {
     uint16_t *W, *x, *G;
     Bf16Operands(int64_t chunk, int64_t D, int64_t V) {
-        auto up = [](size_t n) { return (n * sizeof(uint16_t) + 255) / 256 * 256; };
-        const size_t w = up(size_t(V * D)), xb = up(size_t(chunk * D)), g = up(size_t(chunk * V));
-        auto *base = static_cast<unsigned char *>(device_scratch(Scratch::LmHeadBf16, w + xb + g));
-        W = reinterpret_cast<uint16_t *>(base);
-        x = reinterpret_cast<uint16_t *>(base + w);
-        G = reinterpret_cast<uint16_t *>(base + w + xb);
+        const auto p = scratch_pieces<3>(Scratch::LmHeadBf16, {size_t(V * D) * 2, size_t(chunk * D) * 2,
+                                                               size_t(chunk * V) * 2});
+        W = reinterpret_cast<uint16_t *>(p[0]), x = reinterpret_cast<uint16_t *>(p[1]);
+        G = reinterpret_cast<uint16_t *>(p[2]);
     }
 };
 

@@ -185,11 +185,10 @@ void grouped_weight_grad(float *dW, const float *L, const float *R, const int64_
 struct Bf16Rows {
     bf16 *xg = nullptr, *a = nullptr, *dy = nullptr, *dh = nullptr; // null on the fp32 path
     static Bf16Rows carve(int64_t N, const MoeShape &s) {
-        auto up = [](int64_t n) { return size_t(n * 2 + 255) / 256 * 256; };
-        const size_t xg_b = up(N * s.D), a_b = up(N * s.I), dy_b = up(N * s.D), dh_b = up(N * 2 * s.I);
-        auto *p = static_cast<unsigned char *>(device_scratch(Scratch::MoeBf16, xg_b + a_b + dy_b + dh_b));
-        return {reinterpret_cast<bf16 *>(p), reinterpret_cast<bf16 *>(p + xg_b),
-                reinterpret_cast<bf16 *>(p + xg_b + a_b), reinterpret_cast<bf16 *>(p + xg_b + a_b + dy_b)};
+        const auto p = scratch_pieces<4>(Scratch::MoeBf16, {size_t(N * s.D) * 2, size_t(N * s.I) * 2,
+                                                           size_t(N * s.D) * 2, size_t(N * 2 * s.I) * 2});
+        return {reinterpret_cast<bf16 *>(p[0]), reinterpret_cast<bf16 *>(p[1]), reinterpret_cast<bf16 *>(p[2]),
+                reinterpret_cast<bf16 *>(p[3])};
     }
 };
 
@@ -221,8 +220,7 @@ void moe_experts_forward(float *out, float *xg, float *h, float *a, float *y, co
         // h = xg·Gate_Upᵀ  [rows, 2I]
         if (tc) grouped_gemm_nt_tc(h, bits(b.xg), w16->gate_up, offsets, N, E, D, 2 * I);
         else grouped_gemm<true>(h, xg, gate_up, offsets, N, E, D, 2 * I);
-        swiglu_expert_rows_kernel<<<blocks_for(N * I, kThreads), kThreads>>>(a, b.a, h, offsets, E,
-                                                                               I);
+        swiglu_expert_rows_kernel<<<blocks_for(N * I, kThreads), kThreads>>>(a, b.a, h, offsets, E, I);
         ZAYA_CUDA_LAUNCHED();
         // y = a·Downᵀ  [rows, D]
         if (tc) grouped_gemm_nt_tc(y, bits(b.a), w16->down, offsets, N, E, I, D);
@@ -250,10 +248,10 @@ void moe_experts_backward(float *dx, float *dp_sel, float *dgate_up, float *ddow
         swiglu_backward_expert_rows_kernel<true>
             <<<blocks_for(N * I, kThreads), kThreads>>>(nullptr, b.dh, b.a, da, h, offsets, E, I);
         ZAYA_CUDA_LAUNCHED();
-        grouped_weight_grad_tc(ddown, bits(b.dy), bits(b.a), offsets, E, D, I);             // dDown += dyᵀ·a
-        grouped_gemm_nn_tc(dxg, bits(b.dh), w16->gate_up, offsets, N, E, 2 * I, D);          // dxg = dh·Gate_Up
+        grouped_weight_grad_tc(ddown, bits(b.dy), bits(b.a), offsets, E, D, I);          // dDown += dyᵀ·a
+        grouped_gemm_nn_tc(dxg, bits(b.dh), w16->gate_up, offsets, N, E, 2 * I, D);       // dxg = dh·Gate_Up
         to_bf16(reinterpret_cast<uint16_t *>(b.xg), xg, N * D);
-        grouped_weight_grad_tc(dgate_up, bits(b.dh), bits(b.xg), offsets, E, 2 * I, D);    // dGate_Up += dhᵀ·xg
+        grouped_weight_grad_tc(dgate_up, bits(b.dh), bits(b.xg), offsets, E, 2 * I, D); // dGate_Up += dhᵀ·xg
     } else if (E > 0) {
         grouped_gemm<false>(da, dy, down, offsets, N, E, D, I); // da = dy·Down  [rows, I]
         grouped_weight_grad(ddown, dy, a, offsets, E, D, I);     // dDown += dyᵀ·a  [D, I]

@@ -83,7 +83,8 @@ __device__ __forceinline__ void mma_stage(float (&acc)[4][4][4], const bf16 *As,
 #pragma unroll
         for (int np = 0; np < 2; ++np) {
             const int n = wn * kWarpN + np * 16;
-            // matrices → b of fragments 2np and 2np+1: (n 0…7, k 0…7), (n 0…7, k 8…15), (n 8…15, k 0…7), (n 8…15, k 8…15).
+            // matrices → b of fragments 2np and 2np+1: (n 0…7, k 0…7), (n 0…7, k 8…15), (n 8…15, k 0…7),
+            // (n 8…15, k 8…15).
             uint32_t r[4];
             if constexpr (kBkn)
                 mma::ldmatrix_x4<true>(r, Bs + (kk + lane % 8 + ((lane / 8) % 2) * 8) * (kBN + kPad) + n +

@@ -31,7 +31,8 @@ template <int kThreads> __device__ float row_sum(float v) {
 // One block per row: out = residual scaling, y = w ⊙ out·rstd.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
-    residual_rmsnorm_forward_kernel(float *out, float *y, __nv_bfloat16 *y16, float *rstd, const float *x, const float *res,
+    residual_rmsnorm_forward_kernel(float *out, float *y, __nv_bfloat16 *y16, float *rstd, const float *x,
+                                    const float *res,
                                     const float *hs_scale, const float *hs_bias, const float *res_scale,
                                     const float *res_bias, const float *w, int64_t D, float eps) {
     await_previous_kernel();

@@ -2,6 +2,7 @@
 // so code compiled by the host compiler can use it. Every CUDA and cuBLAS call is checked; a failure throws
 // zaya::Error naming the call, the file and line, and CUDA's message.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,6 +42,17 @@ enum class Scratch {
     Count
 };
 void *device_scratch(Scratch use, size_t bytes);
+// Consecutive pieces of the scratch for `use` with the given sizes in bytes, each starting 256-byte aligned (one
+// device_scratch covering them all): an op's several temporaries.
+template <size_t K> std::array<unsigned char *, K> scratch_pieces(Scratch use, const std::array<size_t, K> &bytes) {
+    std::array<size_t, K> at{};
+    size_t total = 0;
+    for (size_t i = 0; i < K; ++i) at[i] = total, total += (bytes[i] + 255) / 256 * 256;
+    auto *base = static_cast<unsigned char *>(device_scratch(use, total));
+    std::array<unsigned char *, K> pieces{};
+    for (size_t i = 0; i < K; ++i) pieces[i] = base + at[i];
+    return pieces;
+}
 
 // The stream kernels launch on: the legacy default stream (null), unless a LaunchStreamScope sets another — as a
 // CUDA graph capture needs (graph capture cannot record the legacy stream). Per host thread. Kernels of the ops the
