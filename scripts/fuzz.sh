@@ -11,7 +11,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-fuzz"
 
 CC="${CC:-clang}" CXX="${CXX:-clang++}" cmake -S "$root" -B "$build" -G Ninja \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZAYA_FUZZ=ON -DZAYA_TESTS=OFF
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZAYA_FUZZ=ON -DZAYA_TESTS=OFF -DZAYA_CUDA=OFF
 cmake --build "$build" --target fuzz_safetensors fuzz_openai_request
 
 work="$(mktemp -d)"

@@ -11,7 +11,7 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 
 echo "== ASan+UBSan build of the unit tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZAYA_SANITIZE=ON -DZAYA_NATIVE=OFF -DZAYA_CUDA=OFF >/dev/null
-cmake --build build-asan --target zaya_tests zaya
+cmake --build build-asan --target zaya_tests
 # OpenMP's runtime keeps thread pools alive at exit; that is not a leak of ours.
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 build-asan/zaya_tests --gtest_brief=1
 
