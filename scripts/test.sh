@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: Release build + unit, parity and CLI tests; ASan+UBSan build of the unit tests; the CUDA kernels'
-# tests emulated on the CPU under ASan+UBSan, and training with --device cuda on them; bounded fuzzing of the safetensors and OpenAI request parsers. Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
+# tests emulated on the CPU under ASan+UBSan, their launch shapes against the sm_90 cubins' registers and shared
+# memory, and training with --device cuda on them; bounded fuzzing of the safetensors and OpenAI request parsers.
+# Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -16,7 +18,15 @@ cmake --build build-asan --target zaya_tests
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 build-asan/zaya_tests --gtest_brief=1
 
 echo "== CUDA kernels emulated on the CPU (ASan+UBSan)"
-ZAYA_EMU_SHARDS=$jobs bash scripts/cuda_emulate.sh address --gtest_brief=1
+launches=$(mktemp)
+trap 'rm -f "$launches"' EXIT
+ZAYA_EMU_LAUNCH_LOG=$launches ZAYA_EMU_SHARDS=$jobs bash scripts/cuda_emulate.sh address --gtest_brief=1
+echo "== the emulated launches against the sm_90 cubins (registers, shared memory, launch bounds)"
+if [ -d build/CMakeFiles/zaya_cuda.dir ]; then
+    python3 tests/cuda_emu/check_launches.py build/CMakeFiles/zaya_cuda.dir "$launches"
+else
+    echo "skipped: no CUDA backend in build/ (nvcc not found)"
+fi
 echo "== training on the emulated CUDA backend against the CPU (zaya_emu)"
 nice cmake --build build-emu-address --target zaya_emu -j"$jobs" >/dev/null
 bash tests/cli/test_device_emu.sh build-emu-address/zaya_emu .

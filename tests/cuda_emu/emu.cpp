@@ -1,20 +1,22 @@
 // The CPU emulation behind include/*.h (tests/cuda_emu): device memory is host memory, a kernel launch runs each
-// block in turn with one std::thread per CUDA thread, and cuBLASLt is a naive column-major GEMM.
+// block in turn, its threads as fibers (or OS threads under TSan: threads.h), and cuBLASLt is a naive column-major GEMM.
 #include "cublasLt.h"
 #include "cuda_bf16.h"
 #include "cuda_runtime.h"
+#include "threads.h"
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
+#include <set>
+#include <string>
 #include <vector>
 
 thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
@@ -32,11 +34,50 @@ constexpr int kDefaultShared = 48 << 10, kMaxShared = 227 << 10;
 std::mutex attr_mutex;
 std::map<const void *, int> max_dynamic_shared;
 
+// ZAYA_EMU_LAUNCH_LOG=FILE: each distinct launch shape (kernel, threads per block, dynamic shared memory, the
+// kernel's opted-in dynamic shared memory) is appended to FILE at exit, the kernel named by its executable and offset
+// in it. tests/cuda_emu/check_launches.py holds these against the registers and shared memory the sm_90 cubins
+// declare: a block too large for its registers fails on the GPU ("too many resources requested for launch") and
+// nowhere here.
+struct LaunchShape {
+    std::string exe;
+    uintptr_t offset;
+    uint64_t threads;
+    size_t shared;
+    int opted_in; // cudaFuncAttributeMaxDynamicSharedMemorySize, -1 if never set
+    auto operator<=>(const LaunchShape &) const = default;
+};
+struct LaunchLog {
+    std::mutex mutex;
+    std::set<LaunchShape> shapes;
+    ~LaunchLog() {
+        const char *path = std::getenv("ZAYA_EMU_LAUNCH_LOG");
+        if (!path || !*path || shapes.empty()) return;
+        FILE *f = std::fopen(path, "a");
+        if (!f) {
+            std::fprintf(stderr, "emu: cannot append the launch log to %s\n", path);
+            return;
+        }
+        for (const LaunchShape &s : shapes)
+            std::fprintf(f, "%s\t%#zx\t%llu\t%zu\t%d\n", s.exe.c_str(), size_t(s.offset),
+                         static_cast<unsigned long long>(s.threads), s.shared, s.opted_in);
+        std::fclose(f);
+    }
+    void note(const void *kernel, uint64_t threads, size_t shared, int opted_in) {
+        static const bool on = std::getenv("ZAYA_EMU_LAUNCH_LOG") != nullptr;
+        Dl_info info{};
+        if (!on || !dladdr(kernel, &info) || !info.dli_fname) return;
+        std::lock_guard lock(mutex);
+        shapes.insert({info.dli_fname, reinterpret_cast<uintptr_t>(kernel) - reinterpret_cast<uintptr_t>(info.dli_fbase),
+                       threads, shared, opted_in});
+    }
+} launch_log;
+
 // The state of the block that is running: its barriers and its `extern __shared__` buffer.
 struct BlockState {
     std::atomic<bool> waited{false}; // a thread of this block called grid_dependency_wait()
-    std::unique_ptr<std::barrier<>> block;
-    std::vector<std::unique_ptr<std::barrier<>>> warps;
+    std::unique_ptr<emu::Barrier> block;
+    std::vector<std::unique_ptr<emu::Barrier>> warps;
     std::vector<float> shuffle; // one slot per thread for __shfl_xor_sync
     std::vector<uint32_t> fragments; // six words per thread: an mma's a and b registers
     std::vector<const void *> rows;  // one per thread: ldmatrix's row addresses
@@ -225,11 +266,13 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
               const std::function<void()> &body) {
     const uint64_t threads = uint64_t(block.x) * block.y * block.z;
     const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
-    int allowed = kDefaultShared;
+    int allowed = kDefaultShared, opted_in = -1;
     {
         std::lock_guard lock(attr_mutex);
-        if (auto it = max_dynamic_shared.find(kernel); it != max_dynamic_shared.end())
+        if (auto it = max_dynamic_shared.find(kernel); it != max_dynamic_shared.end()) {
+            opted_in = it->second;
             allowed = std::max(allowed, it->second);
+        }
     }
     if (threads == 0 || threads > 1024 || block.z > 64 || blocks == 0 || grid.x > 0x7fffffffu || grid.y > 65535 ||
         grid.z > 65535) {
@@ -243,6 +286,7 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
         record(cudaErrorInvalidValue);
         return;
     }
+    launch_log.note(kernel, threads, shared_bytes, opted_in);
     // Exactly sized (ASan sees any overrun); malloc aligns to 16 bytes, as CUDA's shared memory is.
     std::unique_ptr<std::byte, decltype(&std::free)> shared(
         static_cast<std::byte *>(std::malloc(shared_bytes + !shared_bytes)), &std::free);
@@ -254,27 +298,42 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
     state.rows.assign(threads, nullptr);
     uint64_t b = 0;
     auto prepare = [&] { // fresh barriers and poisoned shared memory for block b
-        state.block = std::make_unique<std::barrier<>>(std::ptrdiff_t(threads));
+        state.block = std::make_unique<Barrier>(std::ptrdiff_t(threads));
         state.warps.clear();
         for (uint64_t w = 0; w < (threads + 31) / 32; ++w)
-            state.warps.push_back(
-                std::make_unique<std::barrier<>>(std::ptrdiff_t(std::min<uint64_t>(32, threads - 32 * w))));
+            state.warps.push_back(std::make_unique<Barrier>(std::ptrdiff_t(std::min<uint64_t>(32, threads - 32 * w))));
         std::memset(state.shared, 0xFF, shared_bytes);
     };
     prepare();
     current = &state;
     bool unwaited = false; // a block of a dependent launch that never waited for the kernel before it
-    auto next_block = [&]() noexcept {
+    Barrier between_blocks(std::ptrdiff_t(threads), [&] {
         if (dependent && !state.waited) unwaited = true;
         state.waited = false;
         if (++b < blocks) prepare();
+    });
+    // What each thread sees as its own (threads.h: exchanged as a fiber is switched on and off the launching thread).
+    struct Locals {
+        unsigned linear_tid = 0;
+        dim3 thread_idx, block_idx, block_dim, grid_dim;
+        std::vector<AsyncCopy> cp_open;
+        std::vector<std::vector<AsyncCopy>> cp_groups;
     };
-    std::barrier between_blocks(std::ptrdiff_t(threads), next_block);
-    std::vector<std::thread> workers;
-    workers.reserve(threads);
-    for (uint64_t t = 0; t < threads; ++t)
-        workers.emplace_back([&, t] {
-            linear_tid = unsigned(t);
+    std::vector<Locals> saved(threads);
+    const auto switch_locals = [&](unsigned t) {
+        Locals &l = saved[t];
+        std::swap(linear_tid, l.linear_tid);
+        std::swap(threadIdx, l.thread_idx);
+        std::swap(blockIdx, l.block_idx);
+        std::swap(blockDim, l.block_dim);
+        std::swap(gridDim, l.grid_dim);
+        cp_async_open.swap(l.cp_open);
+        cp_async_groups.swap(l.cp_groups);
+    };
+    run_threads(
+        unsigned(threads),
+        [&](unsigned t) {
+            linear_tid = t;
             blockDim = block;
             gridDim = grid;
             threadIdx = dim3(unsigned(t % block.x), unsigned(t / block.x % block.y), unsigned(t / block.x / block.y));
@@ -288,8 +347,8 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
                 state.block->arrive_and_drop();
                 between_blocks.arrive_and_wait();
             }
-        });
-    for (auto &w : workers) w.join();
+        },
+        switch_locals);
     current = nullptr;
     if (unwaited) {
         std::fprintf(stderr, "emu: a block of a kernel launched with programmatic dependent launch did not wait for "

@@ -1,0 +1,153 @@
+// The emulator itself (tests/cuda_emu): CUDA's execution model as the kernels rely on it — threads that exchange
+// data through shared memory at barriers, their own thread and block indices after every switch, warp shuffles,
+// threads that exit early, cp.async landing only at its wait — and a barrier some threads never reach reported as
+// the hang it would be on the GPU. Kernels are written as plain functions and launched through emu::launch, which
+// is what to_cpp.py turns `kernel<<<grid, block, shared>>>(args)` into.
+#include "threads.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+constexpr unsigned kBlock = 256;
+
+// out[block, t] = in[block, kBlock - 1 - t], then again through shared memory: out2 = out reversed back.
+void reverse_kernel(float *out, float *out2, const float *in) {
+    static float s[kBlock]; // __shared__
+    const unsigned t = threadIdx.x, base = blockIdx.x * kBlock;
+    s[t] = in[base + t];
+    __syncthreads();
+    const float v = s[kBlock - 1 - t];
+    out[base + t] = v;
+    __syncthreads(); // every thread has read before any writes again
+    s[t] = v;
+    __syncthreads();
+    out2[base + t] = s[kBlock - 1 - t];
+}
+
+TEST(Emulator, ThreadsExchangeThroughSharedMemoryAtBarriers) {
+    const unsigned blocks = 3, n = blocks * kBlock;
+    std::vector<float> in(n), out(n, -1.0f), out2(n, -1.0f);
+    for (unsigned i = 0; i < n; ++i) in[i] = float(i);
+    emu::launch(reverse_kernel, dim3(blocks), dim3(kBlock))(out.data(), out2.data(), in.data());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    for (unsigned b = 0; b < blocks; ++b)
+        for (unsigned t = 0; t < kBlock; ++t) {
+            EXPECT_EQ(out[b * kBlock + t], in[b * kBlock + kBlock - 1 - t]) << "block " << b << " thread " << t;
+            EXPECT_EQ(out2[b * kBlock + t], in[b * kBlock + t]) << "block " << b << " thread " << t;
+        }
+}
+
+// Each thread notes its indices, waits at barriers and a shuffle (other threads run meanwhile), and notes them
+// again: ids[slot] = the linear thread and block ids seen before and after.
+void indices_kernel(unsigned *ids) {
+    const unsigned before_t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const unsigned before_b = blockIdx.x + gridDim.x * blockIdx.y;
+    __syncthreads();
+    (void)__shfl_xor_sync(0xffffffffu, float(before_t), 1);
+    __syncthreads();
+    const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const unsigned b = blockIdx.x + gridDim.x * blockIdx.y;
+    const unsigned slot = (before_b * blockDim.x * blockDim.y * blockDim.z + before_t) * 4;
+    ids[slot] = before_t, ids[slot + 1] = t, ids[slot + 2] = before_b, ids[slot + 3] = b;
+}
+
+TEST(Emulator, EachThreadKeepsItsIndicesAcrossSwitches) {
+    const dim3 block(8, 4, 2), grid(3, 2);
+    const unsigned threads = 64, blocks = 6;
+    std::vector<unsigned> ids(threads * blocks * 4, ~0u);
+    emu::launch(indices_kernel, grid, block)(ids.data());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    for (unsigned b = 0; b < blocks; ++b)
+        for (unsigned t = 0; t < threads; ++t) {
+            const unsigned *s = &ids[(b * threads + t) * 4];
+            EXPECT_EQ(s[0], t);
+            EXPECT_EQ(s[1], t) << "thread " << t << " of block " << b << " saw another thread's threadIdx";
+            EXPECT_EQ(s[2], b);
+            EXPECT_EQ(s[3], b) << "thread " << t << " of block " << b << " saw another blockIdx";
+        }
+}
+
+// A butterfly sum over each warp: every lane ends with its warp's sum (96 threads: three warps).
+void warp_sum_kernel(float *out, const float *in) {
+    const unsigned t = threadIdx.x;
+    float v = in[t];
+    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+    out[t] = v;
+}
+
+TEST(Emulator, WarpShufflesExchangeWithinEachWarp) {
+    std::vector<float> in(96), out(96, -1.0f);
+    for (unsigned i = 0; i < 96; ++i) in[i] = float(i * i % 17);
+    emu::launch(warp_sum_kernel, dim3(1), dim3(96))(out.data(), in.data());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    for (unsigned w = 0; w < 3; ++w) {
+        float sum = 0.0f;
+        for (unsigned l = 0; l < 32; ++l) sum += in[w * 32 + l];
+        for (unsigned l = 0; l < 32; ++l) EXPECT_EQ(out[w * 32 + l], sum) << "warp " << w << " lane " << l;
+    }
+}
+
+// Threads ≥ live return at once; the rest still meet at two barriers (exited threads no longer count, as on the GPU).
+void early_exit_kernel(float *out, unsigned live) {
+    static float s[kBlock]; // __shared__
+    const unsigned t = threadIdx.x;
+    if (t >= live) return;
+    s[t] = float(t);
+    __syncthreads();
+    const float v = s[live - 1 - t];
+    __syncthreads();
+    out[t] = v;
+}
+
+TEST(Emulator, ThreadsThatExitNoLongerHoldUpBarriers) {
+    const unsigned live = 100;
+    std::vector<float> out(kBlock, -1.0f);
+    emu::launch(early_exit_kernel, dim3(2), dim3(kBlock))(out.data(), live);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    for (unsigned t = 0; t < kBlock; ++t) EXPECT_EQ(out[t], t < live ? float(live - 1 - t) : -1.0f) << t;
+}
+
+// cp.async: 16 bytes land in shared memory only at the wait that covers their group; before it, the poison.
+void cp_async_kernel(float *before, float *after, const float *src) {
+    auto *dst = static_cast<float *>(emu::dynamic_shared());
+    const unsigned t = threadIdx.x;
+    emu::cp_async_16(dst + 4 * t, src + 4 * t, true);
+    emu::cp_async_commit();
+    before[t] = dst[4 * t];
+    emu::cp_async_wait(0);
+    after[t] = dst[4 * t];
+}
+
+TEST(Emulator, CpAsyncLandsOnlyAtItsWait) {
+    alignas(16) float src[4 * 32];
+    for (int i = 0; i < 4 * 32; ++i) src[i] = float(i + 1);
+    std::vector<float> before(32, 0.0f), after(32, 0.0f);
+    emu::launch(cp_async_kernel, dim3(1), dim3(32), sizeof src)(before.data(), after.data(), src);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    for (unsigned t = 0; t < 32; ++t) {
+        EXPECT_TRUE(std::isnan(before[t])) << "thread " << t << " read its copy before waiting: " << before[t];
+        EXPECT_EQ(after[t], src[4 * t]);
+    }
+}
+
+#if !ZAYA_EMU_OS_THREADS
+// Half a warp shuffles while the other half waits at __syncthreads: neither can complete — a hang on the GPU.
+void divergent_barrier_kernel(float *out) {
+    const unsigned t = threadIdx.x;
+    if (t < 16) out[t] = __shfl_xor_sync(0xffffffffu, float(t), 1);
+    else __syncthreads();
+}
+
+TEST(EmulatorDeathTest, ABarrierSomeThreadsNeverReachIsReportedAsADeadlock) {
+    std::vector<float> out(32);
+    EXPECT_DEATH(emu::launch(divergent_barrier_kernel, dim3(1), dim3(32))(out.data()), "deadlock");
+}
+#endif
+
+} // namespace
