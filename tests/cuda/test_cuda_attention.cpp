@@ -164,5 +164,10 @@ TEST_F(CudaAttention, TensorCoresWindowWiderThanTiles) { check_attention_bf16({{
 
 TEST_F(CudaAttention, TensorCoresStrideAndHeadDim128) { check_attention_bf16({{70, 1}, 1, 1, 128, 0, 20}, 700); }
 
+// The head sizes the kernels are instantiated for besides 16, 32 and 128 (each its own register tiling).
+TEST_F(CudaAttention, TensorCoresEveryOtherHeadDim) {
+    for (const int64_t hd : {48, 64, 80, 96, 112}) check_attention_bf16({{70, 3}, 2, 1, hd, 0}, 800 + uint64_t(hd));
+}
+
 } // namespace
 } // namespace zaya

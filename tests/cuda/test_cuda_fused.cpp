@@ -95,10 +95,12 @@ TEST_P(CudaFused, ResidualRmsNormForwardBackward) {
         }
 }
 
-// (N, D): one row, one partial block of rows, several blocks; 32 to 1024 threads; D = 4099 takes the fallback.
+// (N, D): one row, one partial block of rows, several blocks; 32 to 1024 threads (256: D = 1000, as the 1b preset's
+// 1024); D = 4099 takes the fallback.
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaFused,
                          ::testing::Values(std::pair<int64_t, int64_t>{1, 90}, std::pair<int64_t, int64_t>{37, 300},
-                                           std::pair<int64_t, int64_t>{70, 130}, std::pair<int64_t, int64_t>{3, 2048},
+                                           std::pair<int64_t, int64_t>{70, 130}, std::pair<int64_t, int64_t>{9, 1000},
+                                           std::pair<int64_t, int64_t>{3, 2048},
                                            std::pair<int64_t, int64_t>{2, 4096}, std::pair<int64_t, int64_t>{2, 4099}));
 
 struct CcaChainCase {

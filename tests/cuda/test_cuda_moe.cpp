@@ -81,6 +81,22 @@ TEST_F(CudaMoe, GroupTokensIsAStableCountingSort) {
     check_grouping({2, 0, 2, 2}, E);   // one chunk, most groups empty
 }
 
+// The Trainer's expert load counts: sizes[g] += offsets[g+1] − offsets[g], on the device (no download per layer).
+TEST_F(CudaMoe, AddGroupSizesAccumulatesEachGroupsRows) {
+    const int64_t groups = 300; // more than a block's 128 threads
+    std::vector<int64_t> offsets(static_cast<size_t>(groups + 1)), sizes(static_cast<size_t>(groups)),
+        want(static_cast<size_t>(groups));
+    Rng rng(1250, 0);
+    for (int64_t g = 0; g < groups; ++g) {
+        offsets[size_t(g + 1)] = offsets[size_t(g)] + int64_t(rng.next() % 5);
+        sizes[size_t(g)] = int64_t(rng.next() % 100);
+        want[size_t(g)] = sizes[size_t(g)] + offsets[size_t(g + 1)] - offsets[size_t(g)];
+    }
+    auto offsets_d = upload(offsets), sizes_d = upload(sizes);
+    cuda::add_group_sizes(sizes_d.data(), offsets_d.data(), groups);
+    EXPECT_EQ(download(sizes_d), want);
+}
+
 // Per-token reference of the experts (the math of cpu::moe_experts_*), in double accumulation.
 struct ExpertsReference {
     std::vector<float> out, h, a, y;                     // token order: h[N,2I], a[N,I], y[N,D]
