@@ -1,5 +1,5 @@
 // The CPU emulation behind include/*.h (tests/cuda_emu): device memory is host memory, a kernel launch runs each
-// block in turn, its threads as fibers (or OS threads under TSan: threads.h), and cuBLASLt is a naive column-major GEMM.
+// block in turn, its threads as fibers (threads.h), and cuBLASLt is a naive column-major GEMM.
 #include "cublasLt.h"
 #include "cuda_bf16.h"
 #include "cuda_runtime.h"
@@ -85,15 +85,20 @@ struct BlockState {
     size_t shared_bytes = 0;
 };
 BlockState *current = nullptr;
-thread_local unsigned linear_tid = 0;
 
-// This thread's cp.async copies: those not yet committed, and the committed groups not yet waited for (oldest first).
 struct AsyncCopy {
     void *dst;
     const void *src; // null: 16 zero bytes
 };
-thread_local std::vector<AsyncCopy> cp_async_open;
-thread_local std::vector<std::vector<AsyncCopy>> cp_async_groups;
+// What a CUDA thread has of its own besides its registers: its index in the block (threadIdx, linear) and its cp.async
+// copies. `self` is the running thread's: the launcher points it at a fiber's as it switches to it.
+struct CudaThread {
+    unsigned linear_tid = 0;
+    dim3 thread_idx;
+    std::vector<AsyncCopy> cp_open;                // not yet committed
+    std::vector<std::vector<AsyncCopy>> cp_groups; // committed, not yet waited for (oldest first)
+};
+thread_local CudaThread *self = nullptr;
 
 // Graph capture (one at a time): the stream being captured and what it recorded so far.
 cudaStream_t capturing = nullptr;
@@ -312,35 +317,32 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
         state.waited = false;
         if (++b < blocks) prepare();
     });
-    // What each thread sees as its own (threads.h: exchanged as a fiber is switched on and off the launching thread).
-    struct Locals {
-        unsigned linear_tid = 0;
-        dim3 thread_idx, block_idx, block_dim, grid_dim;
-        std::vector<AsyncCopy> cp_open;
-        std::vector<std::vector<AsyncCopy>> cp_groups;
-    };
-    std::vector<Locals> saved(threads);
-    const auto switch_locals = [&](unsigned t) {
-        Locals &l = saved[t];
-        std::swap(linear_tid, l.linear_tid);
-        std::swap(threadIdx, l.thread_idx);
-        std::swap(blockIdx, l.block_idx);
-        std::swap(blockDim, l.block_dim);
-        std::swap(gridDim, l.grid_dim);
-        cp_async_open.swap(l.cp_open);
-        cp_async_groups.swap(l.cp_groups);
+    std::vector<CudaThread> cuda_threads(threads);
+    for (unsigned t = 0; t < threads; ++t) {
+        cuda_threads[t].linear_tid = t;
+        cuda_threads[t].thread_idx =
+            dim3(unsigned(t % block.x), unsigned(t / block.x % block.y), unsigned(t / block.x / block.y));
+    }
+    // The thread-locals every fiber shares, set for the one about to run: bookkeeping TSan is not to see as races.
+    auto block_idx = [&] { return dim3(unsigned(b % grid.x), unsigned(b / grid.x % grid.y), unsigned(b / grid.x / grid.y)); };
+    const auto switch_to = [&](unsigned t) {
+        Untracked u;
+        self = &cuda_threads[t];
+        threadIdx = self->thread_idx;
+        blockIdx = block_idx();
+        blockDim = block;
+        gridDim = grid;
     };
     run_threads(
         unsigned(threads),
         [&](unsigned t) {
-            linear_tid = t;
-            blockDim = block;
-            gridDim = grid;
-            threadIdx = dim3(unsigned(t % block.x), unsigned(t / block.x % block.y), unsigned(t / block.x / block.y));
             while (b < blocks) {
-                blockIdx = dim3(unsigned(b % grid.x), unsigned(b / grid.x % grid.y), unsigned(b / grid.x / grid.y));
-                cp_async_groups.clear(); // nothing left in flight from the block before
-                cp_async_open.clear();
+                {
+                    Untracked u; // (the thread that completed the last block goes on without a switch)
+                    blockIdx = block_idx();
+                }
+                cuda_threads[t].cp_groups.clear(); // nothing left in flight from the block before
+                cuda_threads[t].cp_open.clear();
                 body();
                 // An exited thread no longer holds up its block's barriers (as on the GPU).
                 state.warps[t / 32]->arrive_and_drop();
@@ -348,7 +350,8 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
                 between_blocks.arrive_and_wait();
             }
         },
-        switch_locals);
+        switch_to);
+    self = nullptr;
     current = nullptr;
     if (unwaited) {
         std::fprintf(stderr, "emu: a block of a kernel launched with programmatic dependent launch did not wait for "
@@ -362,21 +365,21 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
 void __syncthreads() { current->block->arrive_and_wait(); }
 
 float __shfl_xor_sync(unsigned, float v, int lane_mask) {
-    auto &warp = *current->warps[linear_tid / 32];
-    current->shuffle[linear_tid] = v;
+    auto &warp = *current->warps[self->linear_tid / 32];
+    current->shuffle[self->linear_tid] = v;
     warp.arrive_and_wait();
-    const float other = current->shuffle[linear_tid ^ unsigned(lane_mask)];
+    const float other = current->shuffle[self->linear_tid ^ unsigned(lane_mask)];
     warp.arrive_and_wait(); // every lane has read before any lane writes its slot again
     return other;
 }
 
 namespace emu {
-void warp_sync() { current->warps[linear_tid / 32]->arrive_and_wait(); }
-unsigned lane_id() { return linear_tid % 32; }
+void warp_sync() { current->warps[self->linear_tid / 32]->arrive_and_wait(); }
+unsigned lane_id() { return self->linear_tid % 32; }
 
 namespace {
 [[noreturn]] void device_fault(const char *what, const void *p) {
-    std::fprintf(stderr, "emu: %s (address %p, thread %u of block (%u,%u,%u))\n", what, p, linear_tid, blockIdx.x,
+    std::fprintf(stderr, "emu: %s (address %p, thread %u of block (%u,%u,%u))\n", what, p, self->linear_tid, blockIdx.x,
                  blockIdx.y, blockIdx.z);
     std::abort();
 }
@@ -388,9 +391,9 @@ float bf16_value(uint16_t bits) { return __bfloat162float(__nv_bfloat16{bits}); 
 // A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]; b0, b1 hold B[2t..2t+1][g], B[2t+8..][g]; c/d hold C[g][2t..2t+1],
 // C[g+8][2t..].
 void mma_bf16_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
-    auto &warp = *current->warps[linear_tid / 32];
-    uint32_t *slots = current->fragments.data() + linear_tid / 32 * 32 * 6;
-    const unsigned lane = linear_tid % 32;
+    auto &warp = *current->warps[self->linear_tid / 32];
+    uint32_t *slots = current->fragments.data() + self->linear_tid / 32 * 32 * 6;
+    const unsigned lane = self->linear_tid % 32;
     for (int i = 0; i < 4; ++i) slots[lane * 6 + unsigned(i)] = a[i];
     slots[lane * 6 + 4] = b[0], slots[lane * 6 + 5] = b[1];
     warp.arrive_and_wait();
@@ -415,9 +418,9 @@ void mma_bf16_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
 // 2(l%4) and 2(l%4)+1 — or with .trans, rows 2(l%4) and 2(l%4)+1 of column l/4.
 void ldmatrix_x4(uint32_t r[4], const void *row, bool trans) {
     if ((reinterpret_cast<uintptr_t>(row) & 15) != 0) device_fault("ldmatrix row address not 16-byte aligned", row);
-    auto &warp = *current->warps[linear_tid / 32];
-    const void **rows = current->rows.data() + linear_tid / 32 * 32;
-    const unsigned lane = linear_tid % 32;
+    auto &warp = *current->warps[self->linear_tid / 32];
+    const void **rows = current->rows.data() + self->linear_tid / 32 * 32;
+    const unsigned lane = self->linear_tid % 32;
     rows[lane] = row;
     warp.arrive_and_wait();
     for (unsigned i = 0; i < 4; ++i) {
@@ -439,21 +442,21 @@ void cp_async_16(void *dst, const void *src, bool fill) {
     if ((reinterpret_cast<uintptr_t>(dst) & 15) != 0) device_fault("cp.async destination not 16-byte aligned", dst);
     if (fill && (reinterpret_cast<uintptr_t>(src) & 15) != 0)
         device_fault("cp.async source not 16-byte aligned", src);
-    cp_async_open.push_back({dst, fill ? src : nullptr});
+    self->cp_open.push_back({dst, fill ? src : nullptr});
 }
 
 void cp_async_commit() {
-    cp_async_groups.push_back(std::move(cp_async_open));
-    cp_async_open.clear();
+    self->cp_groups.push_back(std::move(self->cp_open));
+    self->cp_open.clear();
 }
 
 void cp_async_wait(int groups_left) {
-    while (cp_async_groups.size() > size_t(std::max(groups_left, 0))) {
-        for (const AsyncCopy &c : cp_async_groups.front()) {
+    while (self->cp_groups.size() > size_t(std::max(groups_left, 0))) {
+        for (const AsyncCopy &c : self->cp_groups.front()) {
             if (c.src) std::memcpy(c.dst, c.src, 16);
             else std::memset(c.dst, 0, 16);
         }
-        cp_async_groups.erase(cp_async_groups.begin());
+        self->cp_groups.erase(self->cp_groups.begin());
     }
 }
 } // namespace emu

@@ -3,8 +3,6 @@
 // threads that exit early, cp.async landing only at its wait — and a barrier some threads never reach reported as
 // the hang it would be on the GPU. Kernels are written as plain functions and launched through emu::launch, which
 // is what to_cpp.py turns `kernel<<<grid, block, shared>>>(args)` into.
-#include "threads.h"
-
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -136,7 +134,6 @@ TEST(Emulator, CpAsyncLandsOnlyAtItsWait) {
     }
 }
 
-#if !ZAYA_EMU_OS_THREADS
 // Half a warp shuffles while the other half waits at __syncthreads: neither can complete — a hang on the GPU.
 void divergent_barrier_kernel(float *out) {
     const unsigned t = threadIdx.x;
@@ -148,6 +145,5 @@ TEST(EmulatorDeathTest, ABarrierSomeThreadsNeverReachIsReportedAsADeadlock) {
     std::vector<float> out(32);
     EXPECT_DEATH(emu::launch(divergent_barrier_kernel, dim3(1), dim3(32))(out.data()), "deadlock");
 }
-#endif
 
 } // namespace

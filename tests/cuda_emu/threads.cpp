@@ -1,14 +1,12 @@
-// A block's CUDA threads as OS threads (ThreadSanitizer builds) or as fibers on the launching thread (threads.h).
+// A block's CUDA threads as fibers on the launching thread (threads.h), annotated for ASan and TSan.
 #include "threads.h"
 
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
-#include <vector>
-
-#if !ZAYA_EMU_OS_THREADS
 #include <sys/mman.h>
 #include <unistd.h>
+#include <vector>
+
 #if !defined(__x86_64__)
 #include <ucontext.h>
 #endif
@@ -16,25 +14,16 @@
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+// TSan's dynamic annotations (its runtime has them; no header declares them).
+extern "C" void AnnotateIgnoreReadsBegin(const char *file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char *file, int line);
+extern "C" void AnnotateIgnoreWritesBegin(const char *file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char *file, int line);
 #endif
 
 namespace emu {
-
-#if ZAYA_EMU_OS_THREADS
-
-Barrier::Barrier(std::ptrdiff_t count, std::function<void()> on_completion)
-    : on_completion_(std::move(on_completion)), barrier_(count, Completion{this}) {}
-void Barrier::arrive_and_wait() { barrier_.arrive_and_wait(); }
-void Barrier::arrive_and_drop() { barrier_.arrive_and_drop(); }
-
-void run_threads(unsigned n, const std::function<void(unsigned)> &worker, const std::function<void(unsigned)> &) {
-    std::vector<std::thread> threads;
-    threads.reserve(n);
-    for (unsigned t = 0; t < n; ++t) threads.emplace_back([&worker, t] { worker(t); });
-    for (auto &t : threads) t.join();
-}
-
-#else
 
 namespace {
 
@@ -53,29 +42,21 @@ void finish_switch(void *, const void **, size_t *) {}
 void unpoison(void *, size_t) {}
 #endif
 
-// Stacks: ASan's redzones make a kernel's frame several times its size; the pages are touched only as used.
-constexpr size_t kStackBytes = size_t(1) << 20;
-
-// Stacks are mapped once, with an inaccessible guard page below each (an overflow faults instead of corrupting the
-// next), and reused by later launches.
-std::vector<std::byte *> free_stacks;
-std::byte *take_stack() {
-    if (!free_stacks.empty()) {
-        std::byte *s = free_stacks.back();
-        free_stacks.pop_back();
-        unpoison(s, kStackBytes); // the frames a finished fiber left poisoned
-        return s;
-    }
-    const size_t guard = size_t(sysconf(_SC_PAGESIZE));
-    void *m = mmap(nullptr, kStackBytes + guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (m == MAP_FAILED) {
-        std::perror("emu: mmap of a fiber stack");
-        std::abort();
-    }
-    mprotect(m, guard, PROT_NONE);
-    return static_cast<std::byte *>(m) + guard;
-}
+// TSan: a context per fiber, switched without ordering them (`no_sync`: only barriers order CUDA threads), and
+// release/acquire on a barrier's address for the order it gives.
+#if defined(__SANITIZE_THREAD__)
+void *tsan_current() { return __tsan_get_current_fiber(); }
+void *tsan_create() { return __tsan_create_fiber(0); }
+void tsan_switch(void *f) { __tsan_switch_to_fiber(f, __tsan_switch_to_fiber_no_sync); }
+void release(void *a) { __tsan_release(a); }
+void acquire(void *a) { __tsan_acquire(a); }
+#else
+void *tsan_current() { return nullptr; }
+void *tsan_create() { return nullptr; }
+void tsan_switch(void *) {}
+void release(void *) {}
+void acquire(void *) {}
+#endif
 
 // Switching stacks. On x86-64, six callee-saved registers pushed, the stack pointer swapped, and popped: glibc's
 // swapcontext also saves the signal mask, a system call per switch that cost more than the kernels it switched
@@ -107,7 +88,11 @@ zaya_emu_switch:
 struct Context {
     void *sp = nullptr;
 };
-void switch_context(Context &save, Context &load) { zaya_emu_switch(&save.sp, load.sp); }
+// Not instrumented: it runs after TSan was told of the switch, as the fiber switched to, which has no order with
+// what the contexts were written by.
+__attribute__((no_sanitize("thread"))) void switch_context(Context &save, Context &load) {
+    zaya_emu_switch(&save.sp, load.sp);
+}
 // A fresh context that enters entry() on the stack [stack, stack + bytes): zaya_emu_switch pops six zeros into the
 // registers and returns to entry, with the stack aligned as after a call (entry never returns).
 void make_context(Context &c, std::byte *stack, size_t bytes, void (*entry)()) {
@@ -121,7 +106,9 @@ void make_context(Context &c, std::byte *stack, size_t bytes, void (*entry)()) {
 struct Context {
     ucontext_t uc;
 };
-void switch_context(Context &save, Context &load) { swapcontext(&save.uc, &load.uc); }
+__attribute__((no_sanitize("thread"))) void switch_context(Context &save, Context &load) {
+    swapcontext(&save.uc, &load.uc);
+}
 void make_context(Context &c, std::byte *stack, size_t bytes, void (*entry)()) {
     getcontext(&c.uc);
     c.uc.uc_stack.ss_sp = stack;
@@ -131,10 +118,40 @@ void make_context(Context &c, std::byte *stack, size_t bytes, void (*entry)()) {
 }
 #endif
 
+// Stacks: the sanitizers make a kernel's frame several times its size; the pages are touched only as used.
+constexpr size_t kStackBytes = size_t(1) << 20;
+
+// A fiber's stack and TSan context, made once and reused by later launches (TSan slows down with every context it
+// has seen, and the launches' release/acquire order a context's uses). The stack has an inaccessible guard page below
+// it: an overflow faults instead of corrupting the next.
+struct Slot {
+    std::byte *stack;
+    void *tsan;
+};
+std::vector<Slot> free_slots;
+Slot take_slot() {
+    if (!free_slots.empty()) {
+        Slot s = free_slots.back();
+        free_slots.pop_back();
+        unpoison(s.stack, kStackBytes); // the frames a finished fiber left poisoned
+        return s;
+    }
+    const size_t guard = size_t(sysconf(_SC_PAGESIZE));
+    void *m = mmap(nullptr, kStackBytes + guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (m == MAP_FAILED) {
+        std::perror("emu: mmap of a fiber stack");
+        std::abort();
+    }
+    mprotect(m, guard, PROT_NONE);
+    return {static_cast<std::byte *>(m) + guard, tsan_create()};
+}
+
 struct Fiber {
     Context context;
     std::byte *stack = nullptr;
     void *fake_stack = nullptr; // ASan's, while switched off
+    void *tsan = nullptr;       // TSan's context
     bool done = false;
 };
 
@@ -144,21 +161,43 @@ struct Run {
     const void *launcher_bottom = nullptr;
     size_t launcher_size = 0;
     void *launcher_fake_stack = nullptr;
+    void *launcher_tsan = nullptr;
     std::vector<Fiber> fibers;
     unsigned running = 0;
     const std::function<void(unsigned)> *worker = nullptr;
     bool progress = false; // since the last round: an arrival at a barrier, or a thread that returned
+    char begun = 0, ended = 0; // addresses the launch's start and end order through (TSan)
 };
 Run *run = nullptr;
 
-void fiber_main() {
-    Run &r = *run;
-    const unsigned t = r.running;
-    finish_switch(nullptr, &r.launcher_bottom, &r.launcher_size);
-    (*r.worker)(t);
-    r.fibers[t].done = true;
-    r.progress = true;
-    start_switch(nullptr, r.launcher_bottom, r.launcher_size); // null: this fiber's fake stack goes with it
+// Not instrumented by TSan: it never returns, and its frame would stay on the shadow stack of the context, which the
+// next launch reuses. (The worker it calls is instrumented, and returns.)
+__attribute__((no_sanitize("thread"))) void fiber_main() {
+    unsigned t;
+    Run *launch;
+    {
+        Untracked u;
+        launch = run;
+        finish_switch(nullptr, &launch->launcher_bottom, &launch->launcher_size);
+        t = launch->running;
+    }
+    acquire(&launch->begun); // what the host did before the launch happens before the kernel
+    (*launch->worker)(t);
+    Run &r = *launch;
+    const void *bottom;
+    size_t size;
+    void *launcher_tsan;
+    {
+        Untracked u;
+        r.fibers[t].done = true;
+        r.progress = true;
+        bottom = r.launcher_bottom, size = r.launcher_size, launcher_tsan = r.launcher_tsan;
+    }
+    // The kernel happens before what the host does after it; nothing of the launch (on the host's stack) is read
+    // after this, or TSan would see the host reuse that stack as a race.
+    release(&r.ended);
+    start_switch(nullptr, bottom, size); // null: this fiber's fake stack goes with it
+    tsan_switch(launcher_tsan);
     Context finished;
     switch_context(finished, r.launcher); // never resumed
     std::abort();
@@ -166,50 +205,99 @@ void fiber_main() {
 
 // From a fiber waiting at a barrier: back to the launcher, which resumes the next fiber.
 void yield() {
+    Untracked u;
     Run &r = *run;
     Fiber &f = r.fibers[r.running];
     start_switch(&f.fake_stack, r.launcher_bottom, r.launcher_size);
+    tsan_switch(r.launcher_tsan);
     switch_context(f.context, r.launcher);
     finish_switch(f.fake_stack, &r.launcher_bottom, &r.launcher_size);
 }
 
 } // namespace
 
+#if defined(__SANITIZE_THREAD__)
+Untracked::Untracked() {
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+}
+Untracked::~Untracked() {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+}
+#else
+Untracked::Untracked() {}
+Untracked::~Untracked() {}
+#endif
+
 Barrier::Barrier(std::ptrdiff_t count, std::function<void()> on_completion)
     : on_completion_(std::move(on_completion)), expected_(count) {}
 
-void Barrier::complete() {
-    arrived_ = 0;
-    ++phase_;
+void Barrier::complete(char *sync) {
+    acquire(sync); // every arrival's work happens before the completion
+    {
+        Untracked u;
+        arrived_ = 0;
+        ++phase_;
+    }
     if (on_completion_) on_completion_();
+    release(sync); // and the completion's before what follows the barrier
 }
 
 void Barrier::arrive_and_wait() {
-    run->progress = true;
-    const uint64_t phase = phase_;
-    if (++arrived_ == expected_) return complete();
-    while (phase_ == phase) yield();
+    uint64_t phase;
+    bool last;
+    char *sync;
+    {
+        Untracked u;
+        run->progress = true;
+        phase = phase_;
+        sync = &sync_[phase % 2];
+        last = ++arrived_ == expected_;
+    }
+    release(sync);
+    if (last) complete(sync);
+    for (bool waiting = !last; waiting;) {
+        yield();
+        Untracked u;
+        waiting = phase_ == phase;
+    }
+    acquire(sync);
 }
 
 void Barrier::arrive_and_drop() {
-    run->progress = true;
-    if (arrived_ == --expected_) complete();
+    bool last;
+    char *sync;
+    {
+        Untracked u;
+        run->progress = true;
+        sync = &sync_[phase_ % 2];
+        last = arrived_ == --expected_;
+    }
+    release(sync);
+    if (last) complete(sync);
 }
 
 void run_threads(unsigned n, const std::function<void(unsigned)> &worker,
-                 const std::function<void(unsigned)> &switch_state) {
+                 const std::function<void(unsigned)> &switch_to) {
     if (run) {
         std::fprintf(stderr, "emu: a launch from inside a kernel\n");
         std::abort();
     }
     Run r;
     r.worker = &worker;
+    r.launcher_tsan = tsan_current();
     r.fibers.resize(n);
     for (Fiber &f : r.fibers) {
-        f.stack = take_stack();
+        const Slot slot = take_slot();
+        f.stack = slot.stack, f.tsan = slot.tsan;
         make_context(f.context, f.stack, kStackBytes, fiber_main);
     }
     run = &r;
+    release(&r.begun);
+    // The launcher's bookkeeping goes untracked (the fibers are tracked, each in its own TSan context, created
+    // outside this: a fiber created while its creator ignores accesses would ignore them too).
+    Untracked u;
     // Round robin: each fiber runs until it waits at a barrier (or returns); the barrier's last arrival releases the
     // others, which go on at their next turn.
     for (unsigned alive = n; alive > 0;) {
@@ -218,11 +306,11 @@ void run_threads(unsigned n, const std::function<void(unsigned)> &worker,
             Fiber &f = r.fibers[t];
             if (f.done) continue;
             r.running = t;
-            switch_state(t);
+            switch_to(t);
             start_switch(&r.launcher_fake_stack, f.stack, kStackBytes);
+            tsan_switch(f.tsan);
             switch_context(r.launcher, f.context);
             finish_switch(r.launcher_fake_stack, nullptr, nullptr);
-            switch_state(t);
             alive -= f.done;
         }
         if (alive > 0 && !r.progress) {
@@ -233,10 +321,9 @@ void run_threads(unsigned n, const std::function<void(unsigned)> &worker,
             std::abort();
         }
     }
+    acquire(&r.ended);
     run = nullptr;
-    for (Fiber &f : r.fibers) free_stacks.push_back(f.stack);
+    for (const Fiber &f : r.fibers) free_slots.push_back({f.stack, f.tsan});
 }
-
-#endif
 
 } // namespace emu

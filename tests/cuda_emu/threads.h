@@ -1,26 +1,19 @@
-// How the emulator runs a block's CUDA threads (tests/cuda_emu/README.md). Under ThreadSanitizer each is an OS
-// thread, so TSan sees the races a missing __syncthreads leaves between them. Otherwise each is a fiber on the
-// launching thread, and a barrier switches to the next fiber instead of putting hundreds of OS threads to sleep and
-// waking them through the kernel: with threads, the emulated tests spent twice as long in the kernel's scheduler as
-// in the kernels themselves.
+// How the emulator runs a block's CUDA threads (tests/cuda_emu/README.md): each is a fiber on the launching thread,
+// and a barrier switches to the next fiber. (They were OS threads: a barrier then put hundreds of them to sleep and
+// woke them through the kernel, and the emulated tests spent more time in its scheduler than in the kernels.) Under
+// ThreadSanitizer each fiber is a thread of its own to TSan, ordered with the others only by the barriers — as CUDA
+// threads are — so a missing __syncthreads is still reported as the race it is.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 
-#if defined(__SANITIZE_THREAD__)
-#define ZAYA_EMU_OS_THREADS 1
-#include <barrier>
-#else
-#define ZAYA_EMU_OS_THREADS 0
-#endif
-
 namespace emu {
 
 // A barrier among some of a block's threads, as std::barrier: arrive_and_wait, and arrive_and_drop (an exited thread
 // no longer holds up the barrier, as on the GPU); on_completion runs when a phase completes, before any thread goes
-// on. Not movable (the fibers and the OS threads wait on it in place).
+// on. What a thread did before arriving happens before what any thread does after the phase completes.
 class Barrier {
   public:
     explicit Barrier(std::ptrdiff_t count, std::function<void()> on_completion = {});
@@ -30,28 +23,30 @@ class Barrier {
     void arrive_and_drop();
 
   private:
+    void complete(char *sync);
     std::function<void()> on_completion_;
-#if ZAYA_EMU_OS_THREADS
-    struct Completion {
-        Barrier *self;
-        void operator()() noexcept {
-            if (self->on_completion_) self->on_completion_();
-        }
-    };
-    std::barrier<Completion> barrier_;
-#else
-    void complete();
     std::ptrdiff_t expected_, arrived_ = 0;
     uint64_t phase_ = 0;
-#endif
+    // TSan's release/acquire addresses, one per phase parity: a thread of phase k is released before any thread
+    // arrives at phase k + 2, but threads may arrive at k + 1 first, and their work must not seem ordered before it.
+    char sync_[2] = {};
 };
 
-// Runs worker(t) for t < n as n threads running at once; returns when every one has returned. With fibers,
-// switch_state(t) is called as thread t is switched onto the launching OS thread and again as it is switched off, to
-// exchange the thread-locals it sees (threadIdx, ...) with the ones saved for it; a call where every thread that has
-// not returned waits at a barrier no other can complete (a __syncthreads some threads never reach: a hang on the
-// GPU) aborts, saying so.
-void run_threads(unsigned n, const std::function<void(unsigned)> &worker,
-                 const std::function<void(unsigned)> &switch_state);
+// Runs worker(t) for t < n as n threads running at once (fibers; a round robin in which each runs until it waits at a
+// barrier) and returns when every one has returned. switch_to(t) is called just before each switch to thread t, to
+// give the thread-locals the kernels read (threadIdx, ...) thread t's values. A round in which every thread that has
+// not returned waits at a barrier no other can complete (a __syncthreads some threads never reach: a hang on the GPU)
+// aborts, saying so.
+void run_threads(unsigned n, const std::function<void(unsigned)> &worker, const std::function<void(unsigned)> &switch_to);
+
+// Accesses in its scope go unrecorded by ThreadSanitizer: the emulator's own bookkeeping (the thread-locals every
+// fiber shares, barrier counters), which the fibers touch with no happens-before between them by design. A no-op
+// without TSan.
+struct Untracked {
+    Untracked();
+    ~Untracked();
+    Untracked(const Untracked &) = delete;
+    Untracked &operator=(const Untracked &) = delete;
+};
 
 } // namespace emu

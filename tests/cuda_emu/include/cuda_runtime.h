@@ -1,7 +1,6 @@
 // CPU stand-in for the CUDA runtime and device built-ins, for tests/cuda_emu only (see README.md there): each CUDA
-// thread runs as its own thread of execution — a fiber, or an OS thread under TSan (threads.h), one block at a
-// time — so __syncthreads is a barrier, shared memory is shared, and ASan/TSan see every out-of-bounds access and
-// every missing barrier.
+// thread runs as a fiber of its own (threads.h), one block at a time, so __syncthreads is a barrier, shared memory
+// is shared, and ASan/TSan see every out-of-bounds access and every missing barrier.
 #pragma once
 // Kernels ask for emulated forms of device built-ins through this (src/ops/cuda/launch.cuh).
 #define ZAYA_CUDA_EMULATION 1
