@@ -5,6 +5,7 @@
 # match an uninterrupted one, and `grads --device cuda` give the same loss. Exercises what no op test does: parameters
 # staying on the device with the optimizer there, routing choices and balancing biases crossing, host copies synced
 # for checkpoints and restored on resume; and under bf16 matmuls, the weights' bf16 copies kept through a step only.
+# Last, the speed rows of scripts/gpu_check.sh as its table reads them (bench train/decode on the device).
 #
 # Usage: test_device_emu.sh ZAYA_EMU_BINARY SOURCE_DIR
 set -euo pipefail
@@ -149,6 +150,28 @@ wait $server 2>/dev/null
 
 expect_error "an unknown device is named" "^zaya: error: .*'tpu'" forward tiny --tokens 1,2 --out "$tmp/f.st" \
     --device tpu
+
+# The speed rows of scripts/gpu_check.sh, made as it makes them (bench train with --phases, bench decode with --seqs,
+# generated ids on both devices) on the emulated GPU with tiny shapes, and its table (scripts/gpu_table.py) read
+# from them: a crash in these paths, or a JSON field the table no longer finds, would otherwise first show in the
+# GPU run a session gets.
+table_dir="$tmp/gpu_check"
+mkdir -p "$table_dir"
+expect_ok "bench train --device cuda --phases --json" bench train --device cuda --model tiny --batch 4 \
+    --micro-batch 2 --seq 32 --precision bf16 --iters 1 --phases --json
+echo "$out" >"$table_dir/train_bench.json"
+expect_ok "bench decode --device cuda --seqs 2 --json" bench decode --device cuda --model tiny --dtype bf16 \
+    --prompt-tokens 8 --new-tokens 4 --seqs 2 --json
+echo "$out" >"$table_dir/decode_bench.json"
+for dev in cpu cuda; do
+    "$ZAYA" generate tiny --dtype f32 --tokens 2,40,7,99 -n 6 --print-ids -q --temperature 0 --device "$dev" \
+        >"$table_dir/generate_${dev}_greedy.ids" 2>&1
+done
+table=$(python3 "$SRC/scripts/gpu_table.py" "$table_dir")
+rows=$(grep -cE "^train step tiny bf16 \(4×32 tokens, micro 2\) .* MFU .*%|^  (fwd|bwd|step)\.|^generate f32 cuda vs cpu, greedy +ok|^decode tiny bf16 batch 1 vs HBM bound .* tok/s|^decode tiny bf16, 2 sequences together|^decode tiny bf16 batch 1 without PDL" <<<"$table" || true)
+# 1 train row, its 16 longest phases in 4 lines, 1 generate row, 3 decode rows.
+[[ $rows -eq 9 && $table != *"speed: no result"* ]] && pass "gpu_check's table reads the bench and generate outputs" ||
+    fail "gpu_check's table reads the bench and generate outputs" "$rows of 9 rows" "$table"
 
 echo "test_device_emu: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]
