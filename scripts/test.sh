@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: Release build + unit, parity and CLI tests; ASan+UBSan build of the unit tests; the CUDA kernels'
-# tests emulated on the CPU under ASan+UBSan, their launch shapes against the sm_90 cubins' registers and shared
-# memory, and training with --device cuda on them; bounded fuzzing of the safetensors and OpenAI request parsers.
+# tests emulated on the CPU under ASan+UBSan and under TSan, their launch shapes against the sm_90 cubins' registers
+# and shared memory, and training with --device cuda on them; bounded fuzzing of the safetensors and OpenAI request
+# parsers.
 # Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,8 @@ echo "== CUDA kernels emulated on the CPU (ASan+UBSan)"
 launches=$(mktemp)
 trap 'rm -f "$launches"' EXIT
 ZAYA_EMU_LAUNCH_LOG=$launches ZAYA_EMU_SHARDS=$jobs bash scripts/cuda_emulate.sh address --gtest_brief=1
+echo "== CUDA kernels emulated on the CPU under TSan (races between a block's threads: a missing __syncthreads)"
+ZAYA_EMU_SHARDS=$jobs bash scripts/cuda_emulate.sh thread --gtest_brief=1
 echo "== the emulated launches against the sm_90 cubins (registers, shared memory, launch bounds)"
 if [ -d build/CMakeFiles/zaya_cuda.dir ]; then
     python3 tests/cuda_emu/check_launches.py build/CMakeFiles/zaya_cuda.dir "$launches"
