@@ -117,11 +117,11 @@ const int32_t *rows_by_token_id(const int32_t *tokens, int64_t N, int32_t skip_t
     if (N > INT32_MAX) fail("rows_by_token_id: {} rows exceed the int32 row order", N);
     // Grow-once scratch: keys, the order so far, a pass's permutation and the composed order [N] int32 each, then the
     // groups' offsets [kDigits + 2] int64 (an allocation here was a cudaMalloc and a cudaFree, which waits, a step).
-    const size_t ints = (4 * size_t(N) + 1) / 2 * 2; // int64-aligned end
-    auto *base = static_cast<int32_t *>(
-        device_scratch(Scratch::EmbeddingIndex, ints * sizeof(int32_t) + size_t(kDigits + 2) * sizeof(int64_t)));
-    int32_t *keys = base, *order = base + N, *perm = base + 2 * N, *next = base + 3 * N;
-    auto *offsets = reinterpret_cast<int64_t *>(base + ints);
+    const size_t n4 = size_t(N) * sizeof(int32_t);
+    const auto p = scratch_pieces<5>(Scratch::EmbeddingIndex, {n4, n4, n4, n4, size_t(kDigits + 2) * sizeof(int64_t)});
+    int32_t *keys = reinterpret_cast<int32_t *>(p[0]), *order = reinterpret_cast<int32_t *>(p[1]);
+    int32_t *perm = reinterpret_cast<int32_t *>(p[2]), *next = reinterpret_cast<int32_t *>(p[3]);
+    auto *offsets = reinterpret_cast<int64_t *>(p[4]);
     for (int pass = 0; pass < kPasses; ++pass) {
         id_digit_kernel<<<blocks_for(N, kThreads), kThreads>>>(keys, tokens, pass == 0 ? nullptr : order, N, pass,
                                                               skip_token);
