@@ -168,7 +168,10 @@ for dev in cpu cuda; do
         >"$table_dir/generate_${dev}_greedy.ids" 2>&1
 done
 table=$(python3 "$SRC/scripts/gpu_table.py" "$table_dir")
-rows=$(grep -cE "^train step tiny bf16 \(4×32 tokens, micro 2\) .* MFU .*%|^  (fwd|bwd|step)\.|^generate f32 cuda vs cpu, greedy +ok|^decode tiny bf16 batch 1 vs HBM bound .* tok/s|^decode tiny bf16, 2 sequences together|^decode tiny bf16 batch 1 without PDL" <<<"$table" || true)
+expected_rows=("^train step tiny bf16 \(4×32 tokens, micro 2\) .* MFU .*%" "^  (fwd|bwd|step)\."
+               "^generate f32 cuda vs cpu, greedy +ok" "^decode tiny bf16 batch 1 vs HBM bound .* tok/s"
+               "^decode tiny bf16, 2 sequences together" "^decode tiny bf16 batch 1 without PDL")
+rows=$(grep -cE "$(IFS='|'; echo "${expected_rows[*]}")" <<<"$table" || true)
 # 1 train row, its 16 longest phases in 4 lines, 1 generate row, 3 decode rows.
 [[ $rows -eq 9 && $table != *"speed: no result"* ]] && pass "gpu_check's table reads the bench and generate outputs" ||
     fail "gpu_check's table reads the bench and generate outputs" "$rows of 9 rows" "$table"

@@ -15,8 +15,9 @@ foreach(cu ${ZAYA_EMU_CU})
 endforeach()
 file(GLOB ZAYA_EMU_TESTS CONFIGURE_DEPENDS tests/cuda/*.cpp)
 list(FILTER ZAYA_EMU_TESTS EXCLUDE REGEX "test_nccl\\.cpp$")
-add_executable(zaya_cuda_emu_tests ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_TESTS} ${ZAYA_EMU_DIR}/emu.cpp ${ZAYA_EMU_DIR}/threads.cpp ${ZAYA_EMU_DIR}/test_emu.cpp
-               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp)
+add_executable(zaya_cuda_emu_tests ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_TESTS} ${ZAYA_EMU_DIR}/emu.cpp
+               ${ZAYA_EMU_DIR}/threads.cpp ${ZAYA_EMU_DIR}/test_emu.cpp ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp
+               ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp)
 # The stand-in headers come first, so <cuda_runtime.h>, <cuda_bf16.h> and <cublasLt.h> resolve to them.
 target_include_directories(zaya_cuda_emu_tests BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
 target_include_directories(zaya_cuda_emu_tests PRIVATE src tests/cuda)
@@ -27,7 +28,8 @@ else()
 endif()
 target_compile_options(zaya_cuda_emu_tests PRIVATE ${ZAYA_EMU_SAN} -fno-omit-frame-pointer -g -O1)
 target_link_options(zaya_cuda_emu_tests PRIVATE ${ZAYA_EMU_SAN})
-target_link_libraries(zaya_cuda_emu_tests PRIVATE zaya_cpu_ref GTest::gtest GTest::gtest_main fmt::fmt Threads::Threads ${CMAKE_DL_LIBS})
+target_link_libraries(zaya_cuda_emu_tests PRIVATE zaya_cpu_ref GTest::gtest GTest::gtest_main fmt::fmt Threads::Threads
+                      ${CMAKE_DL_LIBS})
 
 # zaya_emu: the zaya CLI with the emulated kernels behind `--device cuda` (no sanitizer), to run the Trainer's device
 # path — parameters uploaded, gradients and routing choices downloaded — end to end before any GPU time:

@@ -68,8 +68,8 @@ struct LaunchLog {
         Dl_info info{};
         if (!on || !dladdr(kernel, &info) || !info.dli_fname) return;
         std::lock_guard lock(mutex);
-        shapes.insert({info.dli_fname, reinterpret_cast<uintptr_t>(kernel) - reinterpret_cast<uintptr_t>(info.dli_fbase),
-                       threads, shared, opted_in});
+        const uintptr_t offset = reinterpret_cast<uintptr_t>(kernel) - reinterpret_cast<uintptr_t>(info.dli_fbase);
+        shapes.insert({info.dli_fname, offset, threads, shared, opted_in});
     }
 } launch_log;
 
@@ -324,7 +324,9 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
             dim3(unsigned(t % block.x), unsigned(t / block.x % block.y), unsigned(t / block.x / block.y));
     }
     // The thread-locals every fiber shares, set for the one about to run: bookkeeping TSan is not to see as races.
-    auto block_idx = [&] { return dim3(unsigned(b % grid.x), unsigned(b / grid.x % grid.y), unsigned(b / grid.x / grid.y)); };
+    auto block_idx = [&] {
+        return dim3(unsigned(b % grid.x), unsigned(b / grid.x % grid.y), unsigned(b / grid.x / grid.y));
+    };
     const auto switch_to = [&](unsigned t) {
         Untracked u;
         self = &cuda_threads[t];

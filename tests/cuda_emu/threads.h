@@ -37,7 +37,8 @@ class Barrier {
 // give the thread-locals the kernels read (threadIdx, ...) thread t's values. A round in which every thread that has
 // not returned waits at a barrier no other can complete (a __syncthreads some threads never reach: a hang on the GPU)
 // aborts, saying so.
-void run_threads(unsigned n, const std::function<void(unsigned)> &worker, const std::function<void(unsigned)> &switch_to);
+void run_threads(unsigned n, const std::function<void(unsigned)> &worker,
+                 const std::function<void(unsigned)> &switch_to);
 
 // Accesses in its scope go unrecorded by ThreadSanitizer: the emulator's own bookkeeping (the thread-locals every
 // fiber shares, barrier counters), which the fibers touch with no happens-before between them by design. A no-op

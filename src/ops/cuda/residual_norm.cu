@@ -32,9 +32,9 @@ template <int kThreads> __device__ float row_sum(float v) {
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     residual_rmsnorm_forward_kernel(float *out, float *y, __nv_bfloat16 *y16, float *rstd, const float *x,
-                                    const float *res,
-                                    const float *hs_scale, const float *hs_bias, const float *res_scale,
-                                    const float *res_bias, const float *w, int64_t D, float eps) {
+                                    const float *res, const float *hs_scale, const float *hs_bias,
+                                    const float *res_scale, const float *res_bias, const float *w, int64_t D,
+                                    float eps) {
     await_previous_kernel();
     const int64_t base = int64_t(blockIdx.x) * D;
     float v[kCols];
