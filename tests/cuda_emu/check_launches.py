@@ -158,9 +158,11 @@ def main():
     resolved = collections.defaultdict(set)  # demangled name -> {(threads, dynamic, opted in)}
     unmatched = set()
     symbols = {exe: symbols_at(exe) for exe in {l[0] for l in launches}}
+    # One c++filt for every name at a launched offset.
+    plain = demangle({m for exe, offset, *_ in launches for m in symbols[exe].get(offset, [])})
     others = set()  # the emulator's own test kernels (test_emu.cpp), not zaya's
     for exe, offset, threads, dyn, opted in launches:
-        found = demangle(symbols[exe].get(offset, [])).values()
+        found = [plain[m] for m in symbols[exe].get(offset, [])]
         names = [n for n in found if n in by_name]
         if found and not names and not any("zaya::" in n for n in found):
             others.update(found)
