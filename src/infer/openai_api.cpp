@@ -83,7 +83,8 @@ void parse_messages(const json &m, ApiRequest &r) {
         if (c.is_string()) content = c.get<std::string>();
         else if (c.is_array()) { // [{"type": "text", "text": "..."}, ...]
             for (const json &part : c) {
-                if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+                // (json == "text" compares without converting: a "type" of another JSON type is just not text.)
+                if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
                     !part["text"].is_string())
                     bad(where + ".content", "only text content parts are supported");
                 content += part["text"].get<std::string>();

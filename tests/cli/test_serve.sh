@@ -115,6 +115,9 @@ expect_status "max_tokens negative" 400 /v1/completions '{"prompt": [1], "max_to
 expect_status "token id outside the vocabulary" 400 /v1/completions '{"prompt": [1, 99999]}' prompt
 expect_status "messages missing" 400 /v1/chat/completions '{"prompt": "x"}' messages
 expect_status "unknown role" 400 /v1/chat/completions '{"messages": [{"role": "robot", "content": "x"}]}' 'messages[0].role'
+# (A number as a part's type threw nlohmann's type_error out of the parser: found by fuzz_openai_request.)
+expect_status "content part with a number as its type" 400 /v1/chat/completions \
+    '{"messages": [{"role": "user", "content": [{"type": 4.0, "text": "hi"}]}]}' 'messages[0].content'
 long=$(seq -s, 1 1030 | sed 's/[0-9][0-9]*/5/g')
 expect_status "prompt over the context length (1024)" 400 /v1/completions "{\"prompt\": [$long]}" prompt
 big=$(head -c 150000 /dev/zero | tr '\0' 'a')
