@@ -86,6 +86,35 @@ TEST(Gemm, Bf16PrecisionRoundsOperandsAndAccumulatesInFp32) {
     }
 }
 
+// gemm_bf16 (oneDNN's bf16 matmul where the CPU has one) and its fallback for CPUs without (operands widened to
+// fp32, an SGEMM): both the product of the bf16 operands, summed in fp32.
+TEST(Gemm, Bf16NativeAndWidenedBothMatchTheRoundedOperandProduct) {
+    const auto exact = [](float x) { return x; };
+    struct Case { bool ta, tb; int64_t M, N, K; };
+    const Case cases[] = {{false, true, 37, 48, 64}, {true, false, 24, 40, 100}, {true, true, 5, 7, 9},
+                          {false, false, 300, 96, 32}};
+    uint64_t seed = 50;
+    for (const Case &c : cases) {
+        SCOPED_TRACE(testing::Message() << c.ta << c.tb << " " << c.M << "x" << c.N << "x" << c.K);
+        const int64_t lda = (c.ta ? c.M : c.K) + 3, ldb = (c.tb ? c.K : c.N) + 5, ldc = c.N + 2;
+        auto A = random_matrix(size_t((c.ta ? c.K : c.M) * lda), seed++);
+        auto B = random_matrix(size_t((c.tb ? c.N : c.K) * ldb), seed++);
+        const auto C0 = random_matrix(size_t(c.M * ldc), seed++);
+        std::vector<uint16_t> A16(A.size()), B16(B.size());
+        for (size_t i = 0; i < A.size(); ++i) A16[i] = f32_to_bf16(A[i]), A[i] = bf16_to_f32(A16[i]);
+        for (size_t i = 0; i < B.size(); ++i) B16[i] = f32_to_bf16(B[i]), B[i] = bf16_to_f32(B16[i]);
+        const auto ref = reference(c.ta, c.tb, c.M, c.N, c.K, 0.5, A, lda, B, ldb, 1.0, C0, ldc, exact);
+        std::vector<float> native = C0, widened = C0;
+        cpu::gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A16.data(), lda, B16.data(), ldb, 1.0f, native.data(), ldc);
+        cpu::gemm_bf16_widened(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A16.data(), lda, B16.data(), ldb, 1.0f,
+                               widened.data(), ldc);
+        EXPECT_LE(max_rel_diff(native, ref, c.M, c.N, ldc), 1e-5);
+        EXPECT_LE(max_rel_diff(widened, ref, c.M, c.N, ldc), 1e-5);
+        for (int64_t i = 0; i < c.M; ++i)
+            for (int64_t j = c.N; j < ldc; ++j) ASSERT_EQ(widened[size_t(i * ldc + j)], C0[size_t(i * ldc + j)]);
+    }
+}
+
 TEST(Gemm, PrecisionNamesAndErrors) {
     EXPECT_EQ(cpu::matmul_precision_from_string("fp32"), cpu::MatmulPrecision::F32);
     EXPECT_EQ(cpu::matmul_precision_from_string("bf16"), cpu::MatmulPrecision::BF16);

@@ -143,6 +143,21 @@ const dnnl::engine &cpu_engine() {
     return eng;
 }
 
+// Whether oneDNN runs bf16 matmuls on this CPU (AVX-512 with BF16, AMX, or AVX2-VNNI-2): asked once, with a small
+// primitive of the kind gemm_bf16 makes.
+bool onednn_bf16() {
+    static const bool ok = [] {
+        try {
+            const dnnl::memory::desc a({4, 16}, dt::bf16, dims{16, 1}), b({16, 8}, dt::bf16, dims{8, 1});
+            const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c_desc(4, 8, 8)), cpu_engine());
+            return true;
+        } catch (const dnnl::error &) {
+            return false;
+        }
+    }();
+    return ok;
+}
+
 const Bf16Matmul &bf16_matmul(const Bf16MatmulKey &k) {
     thread_local std::map<Bf16MatmulKey, std::unique_ptr<Bf16Matmul>> cache;
     auto &slot = cache[k];
@@ -177,6 +192,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
             for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
     }
+    if (!onednn_bf16()) return gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     const Bf16Matmul &mm = bf16_matmul({trans_a, trans_b, N, K, lda, ldb, ldc, alpha, beta});
     thread_local dnnl::stream stream(cpu_engine());
     const dnnl::engine &eng = cpu_engine();
@@ -184,6 +200,26 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
     dnnl::memory b(mm.b, eng, const_cast<uint16_t *>(B)), c(c_desc(M, N, ldc), eng, C);
     mm.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
     stream.wait();
+}
+
+bool gemm_bf16_native() { return onednn_bf16(); }
+
+// Without it (an AVX2-only CPU: Zen 3, Haswell to Alder Lake): the bf16 operands widened to fp32, exactly, and an
+// SGEMM. A product of two bf16 values is exact in fp32 and the sums are fp32, as in the bf16 kernels: the same
+// matmul up to the order of the additions (at the fp32 rate).
+void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    thread_local std::vector<float> a32, b32; // per thread, grown to the largest seen
+    const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+    const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    if (a32.size() < size_t(a_rows * a_cols)) a32.resize(size_t(a_rows * a_cols));
+    if (b32.size() < size_t(b_rows * b_cols)) b32.resize(size_t(b_rows * b_cols));
+    for (int64_t r = 0; r < a_rows; ++r)
+        for (int64_t j = 0; j < a_cols; ++j) a32[size_t(r * a_cols + j)] = bf16_to_f32(A[r * lda + j]);
+    for (int64_t r = 0; r < b_rows; ++r)
+        for (int64_t j = 0; j < b_cols; ++j) b32[size_t(r * b_cols + j)] = bf16_to_f32(B[r * ldb + j]);
+    gemm_with(gemm_default_lib(), trans_a, trans_b, M, N, K, alpha, a32.data(), a_cols, b32.data(), b_cols, beta, C,
+              ldc);
 }
 
 double matmul_peak_gflops(MatmulPrecision p, int64_t n, int reps) {

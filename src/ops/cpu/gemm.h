@@ -34,11 +34,16 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 void gemm_with(GemmLib lib, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
-// bf16 GEMM with fp32 accumulation and output (oneDNN matmul; ~1.9× the fp32 rate here, machine.md): A and B hold
-// raw bf16 bits, layouts as in gemm(). Primitives are cached per thread and shape, so repeated shapes cost one
-// lookup. Inside an OpenMP parallel region it runs on the calling thread only.
+// bf16 GEMM with fp32 accumulation and output (oneDNN matmul; ~1.9× the fp32 rate on AVX512_BF16, machine.md): A and
+// B hold raw bf16 bits, layouts as in gemm(). Primitives are cached per thread and shape, so repeated shapes cost one
+// lookup. Inside an OpenMP parallel region it runs on the calling thread only. On a CPU where oneDNN has no bf16
+// matmul (AVX2 only), the operands are widened to fp32 (exactly) for an SGEMM: the same products and fp32 sums.
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
                int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
+bool gemm_bf16_native(); // false: this CPU's bf16 GEMMs run widened to fp32 (no faster than fp32)
+// That fallback itself, on any CPU (tests hold it against the native one where there is one).
+void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 // fp64 GEMM (OpenBLAS dgemm), used by the double-precision build of the ops for finite-difference tests.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
