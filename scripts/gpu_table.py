@@ -55,6 +55,9 @@ try:
     print(f"{label:45s} {'':8s} {b['median_step_s']:.3f} s, "
           f"{b['tokens_per_s']:.0f} tok/s, MFU {100 * b['mfu_989']:.1f}% of 989 TFLOP/s; fwd+bwd alone "
           f"{b['median_fwd_bwd_s']:.3f} s = MFU {100 * b['mfu_fwd_bwd_989']:.1f}%")
+    peak, planned = b["peak_device_bytes"], b["planned_device_bytes"]
+    print(f"{'  GPU memory':45s} {'':8s} peak {peak / 2**30:.2f} GiB of zaya's allocations, planned "
+          f"{planned / 2**30:.2f} GiB ({100 * (peak / planned - 1):+.1f}%)")
     # Device time by phase of one more step (Backend::phase: events in stream order), the largest first.
     phases = sorted(b.get("phases", []), key=lambda p: -p["seconds"])
     timed = sum(p["seconds"] for p in phases) or 1.0

@@ -53,7 +53,8 @@ nlohmann::json phase_step(Trainer &trainer, RandomTokens &next, bool json) {
 // On a GPU: whole training steps (forward, backward, gradient norm, Muon and AdamW, balancing) and, apart, forward +
 // backward alone, each the median after one warm-up: model FLOPs over H200's dense bf16 peak (989 TFLOP/s; the
 // device's measured matrix rate is zaya_cuda_bench's).
-void bench_device_train(const BenchArgs &a, const TrainConfig &tc, Trainer &trainer, RandomTokens &next) {
+void bench_device_train(const BenchArgs &a, const TrainConfig &tc, const ZayaConfig &c, Trainer &trainer,
+                        RandomTokens &next) {
     constexpr double kH200DenseBf16 = 989e12;
     auto median = [](std::vector<double> v) {
         std::sort(v.begin(), v.end());
@@ -70,11 +71,16 @@ void bench_device_train(const BenchArgs &a, const TrainConfig &tc, Trainer &trai
     const double step_s = median(steps), fwd_bwd_s = median(passes), flops = trainer.flops_per_step();
     const double tok_s = double(tc.batch * tc.seq) / step_s, mfu = flops / step_s / kH200DenseBf16;
     const double mfu_fb = flops / fwd_bwd_s / kH200DenseBf16;
+    const size_t peak_bytes = backend_named("cuda").peak_device_bytes();
+    const std::vector<MemoryItem> plan = device_train_memory(c, tc.micro(), tc.seq, 1, tc.precision == "bf16");
+    const size_t planned = total_bytes(plan);
     if (a.json) {
         nlohmann::json j = {{"model", a.model},       {"device", "cuda"},       {"batch", tc.batch},
                             {"micro_batch", tc.micro()}, {"seq", tc.seq},       {"median_step_s", step_s},
                             {"median_fwd_bwd_s", fwd_bwd_s}, {"tokens_per_s", tok_s}, {"mfu_989", mfu},
-                            {"mfu_fwd_bwd_989", mfu_fb}, {"precision", tc.precision}};
+                            {"mfu_fwd_bwd_989", mfu_fb}, {"precision", tc.precision},
+                            {"peak_device_bytes", peak_bytes}, {"planned_device_bytes", planned}};
+        for (const MemoryItem &i : plan) j["planned_device_items"][i.name] = i.bytes;
         if (a.phases) j["phases"] = phase_step(trainer, next, true);
         fmt::print("{}\n", j.dump());
         return;
@@ -87,6 +93,10 @@ void bench_device_train(const BenchArgs &a, const TrainConfig &tc, Trainer &trai
                step_s, tok_s, flops / step_s / 1e12, 100 * mfu);
     fmt::print("  forward+backward alone: {:.3f} s = MFU {:.1f}%; the rest (norm, optimizer, balancing): {:.3f} s\n",
                fwd_bwd_s, 100 * mfu_fb, step_s - fwd_bwd_s);
+    fmt::print("  GPU memory: peak {:.1f} MiB of zaya's allocations, planned {:.1f} MiB (zaya info --train --device "
+               "cuda; {:+.1f}%)\n",
+               double(peak_bytes) / (1 << 20), double(planned) / (1 << 20),
+               100.0 * (double(peak_bytes) / double(planned) - 1));
     if (a.phases) phase_step(trainer, next, false);
 }
 
@@ -108,7 +118,7 @@ void bench_train(const BenchArgs &a) {
     const ZayaConfig c = m.config;
     Trainer trainer(tc, std::move(m), nullptr);
     RandomTokens next(tc.seq, c.vocab_size);
-    if (a.device == "cuda") return bench_device_train(a, tc, trainer, next);
+    if (a.device == "cuda") return bench_device_train(a, tc, c, trainer, next);
     trainer.step_on(std::ref(next)); // warm-up: first-touch of every buffer, GEMM kernel generation
     std::vector<double> times;
     for (int64_t i = 0; i < a.iters; ++i) times.push_back(trainer.step_on(std::ref(next)).seconds);

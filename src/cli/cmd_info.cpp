@@ -29,7 +29,21 @@ struct InfoArgs {
     bool train = false;
     int64_t micro_batch = 8;
     int ranks = 1;
+    std::string device = "cpu", precision = "fp32";
 };
+
+// The GPU's plan (train/memory_device.cpp): what zaya allocates on each rank's device.
+void print_device_train_memory(const ZayaConfig &c, const InfoArgs &a) {
+    const std::vector<MemoryItem> items = device_train_memory(c, a.micro_batch, a.seq_len, a.ranks, a.precision == "bf16");
+    fmt::print("training memory  micro-batch {} × {} tokens, matmuls {}, on the GPU{}, allocated by the end of the "
+               "first step:\n",
+               a.micro_batch, a.seq_len, a.precision, a.ranks > 1 ? fmt::format(", per rank of {}", a.ranks) : "");
+    for (const MemoryItem &i : items)
+        fmt::print("  {:<14} {:9.1f} MiB  ({})\n", i.name, double(i.bytes) / double(1 << 20), i.what);
+    const size_t total = total_bytes(items);
+    fmt::print("  total          {:9.1f} MiB  = {} (the CUDA context and cuBLASLt's own allocations come on top)\n",
+               double(total) / double(1 << 20), gib(double(total)));
+}
 
 void run_info(const InfoArgs &a) {
     const std::string &target = a.target;
@@ -69,10 +83,12 @@ void run_info(const InfoArgs &a) {
     fmt::print("forward memory   {} activations for one {}-token sequence (inference, fp32)\n",
                gib(double(Activations::bytes_needed(c, seq_len, 1, false))), seq_len);
     if (!a.train) return;
-    TrainMemory tm = train_memory(c, a.micro_batch, seq_len, a.ranks);
+    if (a.device == "cuda") return print_device_train_memory(c, a);
+    TrainMemory tm = train_memory(c, a.micro_batch, seq_len, a.ranks, NsPrecision::BF16, 0, a.precision == "bf16");
     auto mib = [](size_t b) { return fmt::format("{:9.1f} MiB", double(b) / double(1 << 20)); };
-    fmt::print("training memory  micro-batch {} × {} tokens, fp32, allocated once before the first step{}:\n",
-               a.micro_batch, seq_len, a.ranks > 1 ? fmt::format(", per rank of {}", a.ranks) : "");
+    fmt::print("training memory  micro-batch {} × {} tokens, fp32 weights, matmuls {}, allocated once before the first "
+               "step{}:\n",
+               a.micro_batch, seq_len, a.precision, a.ranks > 1 ? fmt::format(", per rank of {}", a.ranks) : "");
     fmt::print("  parameters     {}\n", mib(tm.params));
     fmt::print("  gradients      {}\n", mib(tm.grads));
     fmt::print("  optimizer      {}  (Muon momentum, AdamW moments, balancing biases' AdamW{})\n", mib(tm.optimizer),
@@ -88,6 +104,9 @@ void run_info(const InfoArgs &a) {
     fmt::print("  activations    {}  (every layer kept for the backward pass)\n", mib(tm.activations));
     fmt::print("  backward       {}\n", mib(tm.scratch));
     fmt::print("  conv im2col    {}\n", mib(tm.conv_im2col));
+    if (tm.bf16_operands)
+        fmt::print("  bf16 operands  {}  (the largest GEMM's operands rounded to bf16: the LM head's)\n",
+                   mib(tm.bf16_operands));
     const size_t base = process_rss_bytes();
     fmt::print("  program        {}  (zaya and its libraries, resident now)\n", mib(base));
     fmt::print("  total          {}\n", mib(tm.total() + base));
@@ -108,6 +127,13 @@ void register_info(CLI::App &app) {
         ->capture_default_str();
     cmd->add_option("--ranks", a->ranks, "Data-parallel ranks, for --train (the optimizer state is sharded over them)")
         ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--device", a->device, "Where the training run would be, for --train: cpu (host memory) or cuda "
+                                           "(the GPU's memory)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    cmd->add_option("--precision", a->precision, "Matmul operand precision of the run, for --train: fp32 or bf16")
+        ->check(CLI::IsMember({"fp32", "bf16"}))
         ->capture_default_str();
     cmd->callback([a] { run_info(*a); });
 }

@@ -43,7 +43,7 @@ class Nccl final : public NcclCommunicator {
         ZAYA_CUDA_CHECK(cudaStreamCreate(&stream_));
     }
     ~Nccl() override {
-        if (staging_) cudaFree(staging_);
+        cuda::device_free(staging_);
         if (stream_) cudaStreamDestroy(stream_);
         if (comm_) ncclCommDestroy(comm_);
     }
@@ -113,9 +113,9 @@ class Nccl final : public NcclCommunicator {
     // The staging buffer, grown to `bytes`; filled from `host` when `upload`.
     void *stage(const void *host, size_t bytes, bool upload) {
         if (bytes > staging_bytes_) {
-            if (staging_) ZAYA_CUDA_CHECK(cudaFree(staging_));
+            cuda::device_free(staging_); // through zaya's allocator: counted in its device memory (runtime.h)
             staging_ = nullptr;
-            ZAYA_CUDA_CHECK(cudaMalloc(&staging_, bytes));
+            staging_ = cuda::device_alloc(bytes);
             staging_bytes_ = bytes;
         }
         if (upload && bytes) ZAYA_CUDA_CHECK(cudaMemcpy(staging_, host, bytes, cudaMemcpyHostToDevice));

@@ -67,6 +67,9 @@ class Backend {
     virtual ~Backend() = default;
     virtual const char *name() const = 0; // "cpu" | "cuda"
     virtual bool host_memory() const = 0; // pointers are host pointers (upload/download are plain copies)
+    // The most device memory this process's allocations on the backend held at once so far (0 on the host: the
+    // CPU's is the process's peak resident memory).
+    virtual size_t peak_device_bytes() const { return 0; }
 
     // Memory. alloc: n reals, zero-filled, 64-byte aligned, freed with the buffer.
     virtual RealBuffer alloc(size_t n) const = 0;
@@ -77,9 +80,10 @@ class Backend {
     virtual void synchronize() const {}
     // The operand precision of the model's matmuls on this backend (cpu: the process-wide cpu::matmul_precision).
     virtual void set_matmul_precision(cpu::MatmulPrecision p) = 0;
-    // While on (WeightsUnchanged below: a training step's micro-batches), the weights the ops are given do not
-    // change, so a backend may keep what it derives from them from one call to the next (a GPU's bf16 copies of the
-    // matrices: converted once per step, not once per use). Off drops what was kept. The CPU keeps nothing.
+    // While on (WeightsUnchanged below: a training step's micro-batches, an evaluation), the weights the ops are
+    // given do not change, so a backend may keep what it derives from them from one call to the next (a GPU's bf16
+    // copies of the matrices: converted once per step, not once per use). Off drops what was kept. The CPU keeps
+    // nothing.
     virtual void set_weights_unchanged(bool) {}
 
     // Linear layers: y[:, 0:O] (row stride ldy) = x[N,I]·W[O,I]ᵀ + b (b may be null);

@@ -65,19 +65,7 @@ Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimC
     std::stable_sort(muon_order_.begin(), muon_order_.end(), [&](size_t a, size_t b) {
         return local_.muon[a].rows * local_.muon[a].cols > local_.muon[b].rows * local_.muon[b].cols;
     });
-    for (size_t i = 0; i < local_.muon.size(); ++i) {
-        const MuonMatrix &m = local_.muon[i];
-        if (!device_muon_runs_.empty()) {
-            auto &[first, count] = device_muon_runs_.back();
-            const MuonMatrix &last = local_.muon[first + size_t(count) - 1];
-            if (m.name == last.name && m.rows == last.rows && m.cols == last.cols &&
-                m.offset == last.offset + last.numel() && m.state_offset == last.state_offset + last.numel()) {
-                ++count;
-                continue;
-            }
-        }
-        device_muon_runs_.emplace_back(i, 1);
-    }
+    device_muon_runs_ = local_.muon_runs();
 }
 
 const RealBuffer &Optimizer::host(const RealBuffer &state) const {

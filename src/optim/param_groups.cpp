@@ -85,4 +85,22 @@ int64_t ParamGroups::max_muon_min_dim() const {
     return k;
 }
 
+std::vector<std::pair<size_t, int64_t>> ParamGroups::muon_runs() const {
+    std::vector<std::pair<size_t, int64_t>> runs;
+    for (size_t i = 0; i < muon.size(); ++i) {
+        const MuonMatrix &m = muon[i];
+        if (!runs.empty()) {
+            auto &[first, count] = runs.back();
+            const MuonMatrix &last = muon[first + size_t(count) - 1];
+            if (m.name == last.name && m.rows == last.rows && m.cols == last.cols &&
+                m.offset == last.offset + last.numel() && m.state_offset == last.state_offset + last.numel()) {
+                ++count;
+                continue;
+            }
+        }
+        runs.emplace_back(i, 1);
+    }
+    return runs;
+}
+
 } // namespace zaya

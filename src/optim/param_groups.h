@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zaya {
@@ -62,6 +63,11 @@ struct ParamGroups {
 
     size_t max_muon_numel() const;
     int64_t max_muon_min_dim() const; // largest min(rows, cols): the Gram matrix side
+
+    // The Muon matrices as runs (first index into `muon`, count) of consecutive matrices of one view with one shape,
+    // stored back to back in the parameters and the state (a layer's experts): the batches a device orthogonalises
+    // together.
+    std::vector<std::pair<size_t, int64_t>> muon_runs() const;
 };
 
 } // namespace zaya

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace zaya {
@@ -27,6 +28,21 @@ struct TrainMemory {
 // `bf16_matmuls`: --precision bf16.
 TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks = 1,
                          NsPrecision ns = NsPrecision::BF16, int threads = 0, bool bf16_matmuls = false);
+
+// One line of a memory plan.
+struct MemoryItem {
+    std::string name;
+    size_t bytes = 0;
+    std::string what;
+};
+size_t total_bytes(const std::vector<MemoryItem> &items);
+
+// The device memory a training run on a CUDA GPU allocates per rank (train/memory_device.cpp), item by item: zaya's
+// own allocations, as cuda::device_memory() counts them (the CUDA context and cuBLASLt's and NCCL's own allocations
+// come on top). All of it is allocated by the end of the first step and kept, so the total is also the run's peak.
+// `bf16_matmuls`: --precision bf16.
+std::vector<MemoryItem> device_train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks,
+                                            bool bf16_matmuls);
 
 // Resident memory of this process now (VmRSS): the program and its libraries before a run allocates anything.
 size_t process_rss_bytes();

@@ -117,9 +117,12 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
                pc.active_non_embedding, mc.vocab_size, mc.num_hidden_layers, mc.num_experts);
     fmt::print("  data {}: {} train / {} val tokens\n", tc.data, data->train().tokens, data->val().tokens);
     fmt::print("  {} steps × {} sequences × {} tokens (micro-batch {}), lr {} {} warmup {}, balancing {}, device {}, "
-               "matmuls {}\n",
+               "matmuls {}{}\n",
                tc.steps, tc.batch, tc.seq, tc.micro(), tc.lr, tc.schedule, tc.warmup_steps(), tc.balance ? "on" : "off",
-               tc.device, tc.precision);
+               tc.device, tc.precision,
+               !on_gpu && tc.precision == "bf16" && !cpu::gemm_bf16_native()
+                   ? " (this CPU has no bf16 GEMM: operands widened to fp32)"
+                   : "");
     if (comm->size() > 1)
         fmt::print("  data parallel: {} ranks ({}), {} sequences per rank per forward/backward\n", comm->size(),
                    comm->name(), tc.micro());
@@ -138,6 +141,12 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
                       : std::string(),
                omp_get_max_threads(), on_gpu ? "MFU against H200 dense bf16" : "matmul peak measured now",
                peak / 1e9);
+    // On a GPU: what `zaya info --train --device cuda` plans, printed now and held against the peak at the end.
+    const size_t planned_gpu =
+        on_gpu ? total_bytes(device_train_memory(mc, tc.micro(), tc.seq, int(comm->size()), tc.precision == "bf16")) : 0;
+    if (on_gpu)
+        fmt::print("  GPU memory planned {:.1f} MiB per rank (zaya info --train --device cuda)\n",
+                   double(planned_gpu) / (1 << 20));
     std::fflush(stdout);
 
     if (resuming) {
@@ -310,6 +319,15 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         std::string list;
         for (int64_t b : peak_rss) list += fmt::format("{}{:.1f}", list.empty() ? "" : " / ", double(b) / (1 << 20));
         fmt::print("peak resident memory per rank: {} MiB\n", list);
+    }
+    if (on_gpu) { // and of every rank's GPU, against the plan
+        std::vector<int64_t> gpu_peak(size_t(comm->size()), 0);
+        gpu_peak[size_t(comm->rank())] = int64_t(backend_named(tc.device).peak_device_bytes());
+        comm->allreduce_sum(gpu_peak.data(), gpu_peak.size());
+        std::string list;
+        for (int64_t b : gpu_peak) list += fmt::format("{}{:.1f}", list.empty() ? "" : " / ", double(b) / (1 << 20));
+        fmt::print("peak GPU memory per rank: {} MiB (zaya's allocations; planned {:.1f} MiB)\n", list,
+                   double(planned_gpu) / (1 << 20));
     }
     if (!root) return 0;
 

@@ -303,6 +303,9 @@ double Trainer::evaluate() {
     const int64_t max_batches = tc_.eval_batches * (tc_.batch / (tc_.micro() * ranks));
     const cpu::MatmulPrecisionScope precision(matmul_precision_);
     const Model &m = run_model();
+    // The weights hold still through an evaluation: a GPU converts each matrix to bf16 once for all its batches
+    // (into the copies a step keeps), not at every use into buffers of its own.
+    const WeightsUnchanged frozen(backend_);
     while ((max_batches == 0 || batches < max_batches) && val.next(tb)) {
         ++batches;
         if (tb.sequences == 0) continue; // this rank's share of a short last batch

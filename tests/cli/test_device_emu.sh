@@ -169,12 +169,45 @@ for dev in cpu cuda; do
 done
 table=$(python3 "$SRC/scripts/gpu_table.py" "$table_dir")
 expected_rows=("^train step tiny bf16 \(4×32 tokens, micro 2\) .* MFU .*%" "^  (fwd|bwd|step)\."
+               "^  GPU memory +peak [0-9.]+ GiB of zaya's allocations, planned [0-9.]+ GiB"
                "^generate f32 cuda vs cpu, greedy +ok" "^decode tiny bf16 batch 1 vs HBM bound .* tok/s"
                "^decode tiny bf16, 2 sequences together" "^decode tiny bf16 batch 1 without PDL")
 rows=$(grep -cE "$(IFS='|'; echo "${expected_rows[*]}")" <<<"$table" || true)
-# 1 train row, its 16 longest phases in 4 lines, 1 generate row, 3 decode rows.
-[[ $rows -eq 9 && $table != *"speed: no result"* ]] && pass "gpu_check's table reads the bench and generate outputs" ||
-    fail "gpu_check's table reads the bench and generate outputs" "$rows of 9 rows" "$table"
+# 1 train row, its GPU memory, its 16 longest phases in 4 lines, 1 generate row, 3 decode rows.
+[[ $rows -eq 10 && $table != *"speed: no result"* ]] && pass "gpu_check's table reads the bench and generate outputs" ||
+    fail "gpu_check's table reads the bench and generate outputs" "$rows of 10 rows" "$table"
+
+# GPU memory: the plan `zaya info --train --device cuda` prints (train/memory_device.cpp) against the peak of what the
+# emulated device's allocations held (cuda::device_memory), for both matmul precisions, at a sequence length where
+# the model- and batch-dependent items outweigh cuBLASLt's fixed 32 MiB. The error is taken relative to those items:
+# a forgotten buffer (the LM head's chunk, the experts' bf16 rows, Newton–Schulz's workspace, the weights' bf16
+# copies) is each several % of them.
+for prec in fp32 bf16; do
+    expect_ok "bench train --device cuda --precision $prec --json (GPU memory)" bench train --device cuda --model tiny \
+        --batch 2 --micro-batch 2 --seq 256 --precision "$prec" --iters 1 --json
+    memory=$(python3 -c '
+import json, sys
+b = json.loads(sys.argv[1])
+peak, planned = b["peak_device_bytes"], b["planned_device_bytes"]
+varying = planned - b["planned_device_items"]["cuBLASLt"]
+print(f"{(peak - planned) / varying:+.4f} {peak} {planned}")
+' "$out")
+    read -r rel peak planned <<<"$memory"
+    python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1])) <= 0.01 else 1)" "$rel" &&
+        pass "$prec: the GPU memory plan matches the emulated peak within 1% (peak $peak, planned $planned, $rel)" ||
+        fail "$prec: the GPU memory plan matches the emulated peak within 1%" "peak $peak, planned $planned ($rel)" \
+            "$out"
+done
+expect_ok "info --train --device cuda --precision bf16" info tiny --train --seq 256 --micro-batch 2 --device cuda \
+    --precision bf16
+grep -q "bf16 weights" <<<"$out" && grep -Eq "^  total +[0-9.]+ MiB += [0-9.]+ GiB" <<<"$out" &&
+    pass "info --train --device cuda itemises the GPU plan" || fail "info --train --device cuda itemises the GPU plan" "$out"
+# A GPU too small for the run: the allocation that fails names its size, what zaya holds and what the device has.
+export ZAYA_EMU_DEVICE_BYTES=$((24 << 20))
+expect_error "a full GPU names the allocation, what zaya holds and the device" \
+    "^zaya: error: cannot allocate [0-9.]+ MiB on the GPU \(out of memory\): zaya holds [0-9.]+ GiB, the device has [0-9.]+ GiB free of 0.02 GiB; a smaller --micro-batch" \
+    train "${args[@]}" --out "$tmp/oom" --device cuda
+unset ZAYA_EMU_DEVICE_BYTES
 
 echo "test_device_emu: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -23,6 +23,25 @@ thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace {
 
+// The emulated device's size: ZAYA_EMU_DEVICE_BYTES if set (an allocation past it fails as cudaMalloc does when the
+// GPU is full), else 16 GiB. What is allocated is counted, for cudaMemGetInfo.
+size_t device_bytes() {
+    static const size_t bytes = [] {
+        const char *v = std::getenv("ZAYA_EMU_DEVICE_BYTES");
+        return v && *v ? size_t(std::strtoull(v, nullptr, 10)) : size_t(1) << 34;
+    }();
+    return bytes;
+}
+struct Allocated {
+    std::mutex mu;
+    std::map<void *, size_t> sizes;
+    size_t bytes = 0;
+};
+Allocated &allocated() {
+    static auto *a = new Allocated; // never destroyed: static device buffers are freed at exit, in any order
+    return *a;
+}
+
 cudaError_t last_error = cudaSuccess;
 cudaError_t record(cudaError_t e) {
     if (e != cudaSuccess) last_error = e;
@@ -127,7 +146,7 @@ cudaError_t cudaGetDevice(int *device) {
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int) {
     std::memset(prop, 0, sizeof(*prop));
     std::snprintf(prop->name, sizeof(prop->name), "CPU emulation");
-    prop->totalGlobalMem = size_t(1) << 34;
+    prop->totalGlobalMem = device_bytes();
     prop->major = 9;
     return cudaSuccess;
 }
@@ -137,13 +156,28 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int) {
     return cudaSuccess;
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) {
+    Allocated &a = allocated();
+    const std::lock_guard lock(a.mu);
+    *p = nullptr;
+    if (bytes > device_bytes() - a.bytes) return record(cudaErrorMemoryAllocation);
     *p = std::malloc(bytes);
     if (!*p) return record(cudaErrorMemoryAllocation);
     std::memset(*p, 0xA5, bytes); // cudaMalloc'd memory is garbage, never zero: make it so here too
+    a.sizes[*p] = bytes;
+    a.bytes += bytes;
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
+    Allocated &a = allocated();
+    const std::lock_guard lock(a.mu);
+    if (auto it = a.sizes.find(p); it != a.sizes.end()) a.bytes -= it->second, a.sizes.erase(it);
     std::free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    Allocated &a = allocated();
+    const std::lock_guard lock(a.mu);
+    *free_bytes = device_bytes() - a.bytes, *total_bytes = device_bytes();
     return cudaSuccess;
 }
 // Synchronous copies and memsets are not allowed while a capture is open (CUDA's global and thread-local modes).

@@ -4,6 +4,7 @@
 #pragma once
 #include "ops/cpu/attention.h"
 
+#include <cstddef>
 #include <cstdint>
 
 namespace zaya::cuda {
@@ -45,5 +46,11 @@ void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout,
 // per-thread output fragments are sized by it at compile time).
 constexpr int64_t kTensorCoreMaxHeadDim = 128;
 inline bool attention_on_tensor_cores(const AttnShape &s) { return s.hd % 16 == 0 && s.hd <= kTensorCoreMaxHeadDim; }
+// The tensor-core kernels' bf16 copies of q [N,nq,hd], k and v [N,nkv,hd] and, for the backward, dout [N,nq,hd]: one
+// scratch of this many bytes.
+inline size_t attention_bf16_bytes(int64_t N, const AttnShape &s, bool backward) {
+    const int64_t nqe = N * s.nq * s.hd, nke = N * s.nkv * s.hd;
+    return size_t(nqe + 2 * nke + (backward ? nqe : 0)) * 2;
+}
 
 } // namespace zaya::cuda

@@ -121,8 +121,7 @@ namespace attn_fa {
 Bf16Inputs round_inputs(const float *q, const float *k, const float *v, const float *dout, int64_t N,
                         const AttnShape &s) {
     const int64_t nqe = N * s.nq * s.hd, nke = N * s.nkv * s.hd;
-    const int64_t total = nqe + 2 * nke + (dout ? nqe : 0);
-    auto *p = static_cast<uint16_t *>(device_scratch(Scratch::AttentionBf16, size_t(total) * 2));
+    auto *p = static_cast<uint16_t *>(device_scratch(Scratch::AttentionBf16, attention_bf16_bytes(N, s, dout)));
     to_bf16(p, q, nqe);
     to_bf16(p + nqe, k, nke);
     to_bf16(p + nqe + nke, v, nke);

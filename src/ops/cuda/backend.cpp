@@ -37,7 +37,7 @@ VarlenBatch varlen(const SeqBatch &b) { return VarlenBatch{b.seq_start, b.B, b.N
 struct GrowingBuffer {
     cuda::DeviceArray<uint16_t> data;
     uint16_t *at_least(size_t n) {
-        if (data.size() < n) data = cuda::DeviceArray<uint16_t>(n);
+        if (data.size() < n) data = {}, data = cuda::DeviceArray<uint16_t>(n); // the old freed first
         return data.data();
     }
 };
@@ -46,6 +46,7 @@ class CudaBackend final : public Backend {
   public:
     const char *name() const override { return "cuda"; }
     bool host_memory() const override { return false; }
+    size_t peak_device_bytes() const override { return cuda::device_memory().peak; }
     RealBuffer alloc(size_t n) const override {
         const size_t bytes = (n * sizeof(real) + 63) / 64 * 64;
         RealBuffer b;
@@ -373,7 +374,7 @@ class CudaBackend final : public Backend {
             ns_numel_ = std::max(ns_numel_, size_t(n));
             ns_min_dim_ = std::max(ns_min_dim_, k);
             ns_count_ = std::max(ns_count_, count);
-            ns_.reset();
+            ns_.reset(), muon_u_ = {}; // the old freed first: growing never holds both
             ns_ = std::make_unique<cuda::NewtonSchulzBf16>(ns_numel_, ns_min_dim_, ns_count_);
             muon_u_ = cuda::DeviceArray<float>(ns_numel_ * size_t(ns_count_));
         }

@@ -157,12 +157,13 @@ void cca_qk_norm_backward(float *dq, float *dk, float *dtemp, const float *q_pre
                           const float *kn, const float *temp, int64_t N, int64_t nq, int64_t nkv, int64_t hd) {
     const int64_t rows = N * (nq + nkv);
     if (rows == 0) return;
-    DeviceArray<double> dtemp_rows(size_t(N * nkv));
+    // The per-token key-temperature gradients in grow-once scratch (as the fused cca_qk_backward's): no allocation,
+    // and no wait for the device before a free.
+    auto *dtemp_rows = static_cast<double *>(device_scratch(Scratch::CcaTempRows, size_t(N * nkv) * sizeof(double)));
     qk_norm_backward_kernel<<<blocks_for(rows, kThreads), kThreads, 0, launch_stream()>>>(
-        dq, dk, dtemp_rows.data(), q_pre, k_pre, qn, kn, temp, N, nq, nkv, hd, sqrtf(float(hd)));
+        dq, dk, dtemp_rows, q_pre, k_pre, qn, kn, temp, N, nq, nkv, hd, sqrtf(float(hd)));
     ZAYA_CUDA_LAUNCHED();
-    add_temp_grads(dtemp, dtemp_rows.data(), N, nkv);
-    synchronize(); // `dtemp_rows` is freed on return
+    add_temp_grads(dtemp, dtemp_rows, N, nkv);
 }
 
 void add_temp_grads(float *dtemp, const double *dtemp_rows, int64_t N, int64_t nkv) {

@@ -5,6 +5,7 @@
 #include "ops/cpu/cca.h"
 #include "ops/cuda/attention.h" // VarlenBatch
 
+#include <array>
 #include <cstdint>
 
 namespace zaya::cuda {
@@ -22,7 +23,15 @@ void cca_conv_forward(float *o, float *p, const float *z, const VarlenBatch &bat
 // pack_conv_weight_bf16. For head sizes conv_on_tensor_cores accepts (multiples of 8).
 void cca_conv_forward_bf16(float *o, float *p, const float *z, const VarlenBatch &batch, const ConvShape &s,
                            const float *wd, const float *bd, const uint16_t *wg16, const float *bg);
-bool conv_on_tensor_cores(const ConvShape &s);
+inline bool conv_on_tensor_cores(const ConvShape &s) {
+    return s.groups > 0 && s.C % s.groups == 0 && s.C / s.groups % 8 == 0;
+}
+// The tensor-core path's scratch for N rows, pieces of one buffer: cols [groups, N, k1·hd] bf16; for the backward
+// also dout's bf16 copy [N, C], dcols [groups, N, k1·hd] and the packed weight gradient [C, k1·hd], fp32.
+inline std::array<size_t, 4> conv_bf16_pieces(int64_t N, const ConvShape &s, bool backward) {
+    const size_t nk = size_t(N * s.C * s.k1), packed = size_t(s.C * s.k1 * (s.C / s.groups)), b = backward;
+    return {nk * 2, b * size_t(N * s.C) * 2, b * nk * 4, b * packed * 4};
+}
 // wg16[C, k1·hd] = bf16 of wg[C, hd, k1] packed per group as [hd, k1·hd] (row o, column τ·hd + i).
 void pack_conv_weight_bf16(uint16_t *wg16, const float *wg, const ConvShape &s);
 // dz[N,C] += (the q-k mean path also feeds it); dp (cca_conv_p_rows × C) is scratch, written whole; dwd, dbd,

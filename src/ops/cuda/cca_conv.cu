@@ -249,16 +249,12 @@ __global__ void unpack_add_weight_grad_kernel(float *dwg, const float *dpacked, 
     dwg[e] += dpacked[(c * k1 + tau) * hd + i];
 }
 
-// The tensor-core path's scratch, carved from one grow-once buffer (256-byte aligned pieces): cols [groups, N, k1·hd]
-// bf16; for the backward also dout's bf16 copy [N, C], dcols [groups, N, k1·hd] and the packed weight gradient
-// [C, k1·hd], fp32.
+// The tensor-core path's scratch (cca.h conv_bf16_pieces), carved from one grow-once buffer.
 struct ConvScratch {
     bf16 *cols = nullptr, *dout = nullptr;
     float *dcols = nullptr, *dpacked = nullptr;
     ConvScratch(int64_t N, const ConvShape &s, bool backward) {
-        const size_t nk = size_t(N * s.C * s.k1), packed = size_t(s.C * s.k1 * (s.C / s.groups)), b = backward;
-        const auto p = scratch_pieces<4>(Scratch::CcaConvBf16, {nk * 2, b * size_t(N * s.C) * 2, b * nk * 4,
-                                                                b * packed * 4});
+        const auto p = scratch_pieces(Scratch::CcaConvBf16, conv_bf16_pieces(N, s, backward));
         cols = reinterpret_cast<bf16 *>(p[0]);
         if (!backward) return;
         dout = reinterpret_cast<bf16 *>(p[1]), dcols = reinterpret_cast<float *>(p[2]);
@@ -280,7 +276,6 @@ void im2col_bf16(bf16 *cols, const float *p, const VarlenBatch &batch, const Con
 
 } // namespace
 
-bool conv_on_tensor_cores(const ConvShape &s) { return s.groups > 0 && s.C % s.groups == 0 && s.C / s.groups % 8 == 0; }
 
 void pack_conv_weight_bf16(uint16_t *packed, const float *wg, const ConvShape &s) {
     check_shape(s);

@@ -39,7 +39,7 @@ struct EmbeddingScaleGrad {
 // The rows grouped by token id on the device, with no host round trip: a stable LSD radix sort by the id's digits
 // of kDigitBits, each pass one stable counting sort (moe_group_tokens, the experts' grouping), rows of skip_token
 // sent to the extra group past every digit (so they end last and out of the runs). int32 ids need kPasses passes.
-constexpr int kDigitBits = 11, kPasses = 3;
+constexpr int kDigitBits = kTokenIdDigitBits, kPasses = 3;
 constexpr int64_t kDigits = int64_t(1) << kDigitBits;
 static_assert(kDigitBits * kPasses >= 31, "the passes cover every non-negative int32 id");
 

@@ -29,8 +29,8 @@ cublasLtHandle_t handle() {
     return h;
 }
 
-// Workspace for split-K and similar algorithms: 32 MiB, NVIDIA's recommendation for Hopper. Allocated once, kept.
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+// Workspace for split-K and similar algorithms (runtime.h kGemmWorkspaceBytes). Allocated once, kept.
+constexpr size_t kWorkspaceBytes = kGemmWorkspaceBytes;
 void *workspace() {
     static void *w = device_alloc(kWorkspaceBytes);
     return w;

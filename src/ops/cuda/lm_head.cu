@@ -56,8 +56,7 @@ struct HeadGrads {
 struct Bf16Operands {
     uint16_t *W, *x, *G;
     Bf16Operands(int64_t chunk, int64_t D, int64_t V) {
-        const auto p = scratch_pieces<3>(Scratch::LmHeadBf16, {size_t(V * D) * 2, size_t(chunk * D) * 2,
-                                                               size_t(chunk * V) * 2});
+        const auto p = scratch_pieces(Scratch::LmHeadBf16, lm_head_bf16_pieces(chunk, D, V));
         W = reinterpret_cast<uint16_t *>(p[0]), x = reinterpret_cast<uint16_t *>(p[1]);
         G = reinterpret_cast<uint16_t *>(p[2]);
     }

@@ -1,5 +1,6 @@
 // The LM head with its softmax cross-entropy on the GPU, in row chunks so the [N,V] logits never exist whole.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -20,6 +21,12 @@ double lm_head_cross_entropy(float *dx, float *dW, float *dbias, const float *x,
 // their mean over the rows with a target (0 if none), as lm_head_cross_entropy; same chunking, no gradient.
 double lm_head_loss(float *losses, const float *x, const float *W, const float *bias, const int32_t *targets,
                     int64_t N, int64_t D, int64_t V, int64_t chunk_rows, bool bf16 = false);
+
+// The bf16 operand copies under bf16 matmuls, pieces of one scratch: W [V,D], a chunk's x rows [chunk,D] and its
+// logit gradient [chunk,V].
+inline std::array<size_t, 3> lm_head_bf16_pieces(int64_t chunk, int64_t D, int64_t V) {
+    return {size_t(V * D) * 2, size_t(chunk * D) * 2, size_t(chunk * V) * 2};
+}
 
 // Rows per chunk that keep the logits scratch within `scratch_bytes` (at least one row).
 inline int64_t lm_head_chunk_rows(int64_t V, size_t scratch_bytes = size_t(256) << 20) {

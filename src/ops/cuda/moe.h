@@ -4,6 +4,7 @@
 #pragma once
 #include "ops/cpu/moe.h"
 
+#include <array>
 #include <cstdint>
 
 namespace zaya::cuda {
@@ -30,6 +31,14 @@ void router_select_backward(float *dlogits, const float *dp_sel, const float *pr
 // order[N], offsets[E+2]: tokens grouped by choice[N] ∈ [0, E] (E = skip slot), ascending within each group — a
 // stable counting sort.                                                             (cpu::moe_group_tokens)
 void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, int64_t N, int64_t E);
+// Its scratch for N tokens in E + 1 groups: per-chunk counts and bases (chunks of kGroupChunk tokens).
+constexpr int64_t kGroupChunk = 256;
+inline size_t group_tokens_scratch_bytes(int64_t N, int64_t E) {
+    return 2 * size_t((N + kGroupChunk - 1) / kGroupChunk * (E + 1)) * sizeof(int64_t);
+}
+// The embedding backward's grouping of rows by token id (ops.h rows_by_token_id): a radix sort, each pass
+// moe_group_tokens over a digit of kTokenIdDigitBits bits.
+constexpr int kTokenIdDigitBits = 11;
 // sizes[g] += offsets[g+1] − offsets[g], g < groups (device pointers).                 (Backend::add_group_sizes)
 void add_group_sizes(int64_t *sizes, const int64_t *offsets, int64_t groups);
 
@@ -40,8 +49,13 @@ void add_group_sizes(int64_t *sizes, const int64_t *offsets, int64_t groups);
 struct ExpertWeightsBf16 {
     const uint16_t *gate_up, *down;
 };
-// Whether the tensor-core path runs this shape: D and I multiples of 8 (bf16 rows copied in 16-byte pieces).
-bool experts_on_tensor_cores(const MoeShape &s);
+// Whether the tensor-core path runs this shape: D and I multiples of 8 (bf16 rows copied in 16-byte pieces: the
+// grouped GEMM's grouped_tc_fits for both products).
+inline bool experts_on_tensor_cores(const MoeShape &s) { return s.D > 0 && s.I > 0 && s.D % 8 == 0 && s.I % 8 == 0; }
+// The tensor-core path's bf16 rows for N tokens, pieces of one scratch: xg [N,D], a [N,I], dy [N,D], dh [N,2I].
+inline std::array<size_t, 4> moe_bf16_pieces(int64_t N, const MoeShape &s) {
+    return {size_t(N * s.D) * 2, size_t(N * s.I) * 2, size_t(N * s.D) * 2, size_t(N * 2 * s.I) * 2};
+}
 
 // out[N,D]; saved in grouped order: xg[N,D], h[N,2I], a[N,I], y[N,D] (h and a only for rows < offsets[E]).
 // gate_up[E,2I,D], down[E,D,I]; order and offsets from moe_group_tokens. w16: see ExpertWeightsBf16 (fails for a

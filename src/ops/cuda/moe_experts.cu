@@ -185,8 +185,7 @@ void grouped_weight_grad(float *dW, const float *L, const float *R, const int64_
 struct Bf16Rows {
     bf16 *xg = nullptr, *a = nullptr, *dy = nullptr, *dh = nullptr; // null on the fp32 path
     static Bf16Rows carve(int64_t N, const MoeShape &s) {
-        const auto p = scratch_pieces<4>(Scratch::MoeBf16, {size_t(N * s.D) * 2, size_t(N * s.I) * 2,
-                                                           size_t(N * s.D) * 2, size_t(N * 2 * s.I) * 2});
+        const auto p = scratch_pieces(Scratch::MoeBf16, moe_bf16_pieces(N, s));
         return {reinterpret_cast<bf16 *>(p[0]), reinterpret_cast<bf16 *>(p[1]), reinterpret_cast<bf16 *>(p[2]),
                 reinterpret_cast<bf16 *>(p[3])};
     }
@@ -204,8 +203,6 @@ bool use_tensor_cores(const ExpertWeightsBf16 *w16, const MoeShape &s) {
 }
 
 } // namespace
-
-bool experts_on_tensor_cores(const MoeShape &s) { return grouped_tc_fits(s.D, 2 * s.I) && grouped_tc_fits(s.I, s.D); }
 
 void moe_experts_forward(float *out, float *xg, float *h, float *a, float *y, const float *x, const int32_t *order,
                          const int64_t *offsets, const float *p_sel, const float *gate_up, const float *down,

@@ -28,7 +28,7 @@ __global__ void router_select_backward_kernel(float *dlogits, const float *dp_se
 }
 
 // Tokens are sorted in chunks of kChunk, one block (of kChunk threads) per chunk.
-constexpr int kChunk = 256;
+constexpr int kChunk = int(kGroupChunk);
 
 // The block's chunk of choices into shared memory (ch[kChunk]); returns the chunk's length. Ends with a barrier.
 __device__ int load_chunk(int32_t *ch, const int32_t *choice, int64_t N) {
@@ -128,7 +128,7 @@ void moe_group_tokens(int32_t *order, int64_t *offsets, const int32_t *choice, i
     }
     // Per-chunk counts and bases in grow-once scratch: no allocation, and no synchronisation, per layer.
     const size_t n = size_t(chunks * (E + 1));
-    auto *counts = static_cast<int64_t *>(device_scratch(Scratch::MoeGroupCounts, 2 * n * sizeof(int64_t)));
+    auto *counts = static_cast<int64_t *>(device_scratch(Scratch::MoeGroupCounts, group_tokens_scratch_bytes(N, E)));
     int64_t *base = counts + n;
     count_by_expert_kernel<<<unsigned(chunks), kChunk, 0, launch_stream()>>>(counts, choice, N, E);
     ZAYA_CUDA_LAUNCHED();

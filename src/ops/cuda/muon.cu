@@ -27,7 +27,8 @@ __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(_
 // strided partial per thread, then a fixed tree) into partial[b·chunks + c]; then one thread per matrix adds its
 // chunks in order. One block per matrix had a layer's 16 expert matrices (8 MB each at the 1b preset) read by 16
 // SMs; the order of every addition still depends on the shapes alone, so the norm is deterministic.
-constexpr int64_t kNormChunk = 64 * kNormThreads;
+constexpr int64_t kNormChunk = NewtonSchulzBf16::kNormChunk;
+static_assert(kNormChunk % kNormThreads == 0);
 
 __global__ void __launch_bounds__(kNormThreads)
     norm_partials_kernel(double *partial, const float *x, int64_t n, int64_t chunks) {

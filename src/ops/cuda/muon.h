@@ -23,6 +23,14 @@ struct NewtonSchulzParams {
 class NewtonSchulzBf16 {
   public:
     NewtonSchulzBf16(size_t max_numel, int64_t max_min_dim, int64_t max_count = 1);
+    // The elements whose squares one block of the norm sums (a partial per chunk, then the chunks in order).
+    static constexpr int64_t kNormChunk = int64_t(64) * 1024;
+    // The device bytes the constructor allocates (a memory plan's figure: train/memory.cpp).
+    static size_t bytes_needed(size_t max_numel, int64_t max_min_dim, int64_t max_count) {
+        const size_t count = size_t(max_count), gram = size_t(max_min_dim) * size_t(max_min_dim) * count;
+        const size_t chunks = (max_numel + size_t(kNormChunk) - 1) / size_t(kNormChunk) * count;
+        return count * sizeof(float) + chunks * sizeof(double) + 2 * max_numel * count * 2 + 2 * gram * 2;
+    }
 
     // x[count, rows, cols] (device, fp32) ← the bf16 iteration above, matrix by matrix, returned as fp32 (every value
     // a bf16). For rows > cols the iteration runs on Xᵀ, computed as A = XᵀX, X ← X·Pᵀ + a·X (muon.cpp) with the same

@@ -2,8 +2,11 @@
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/launch.cuh"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -36,16 +39,57 @@ std::string device_description() {
     return fmt::format("{} (sm_{}{}, {:.1f} GiB)", p.name, p.major, p.minor, double(p.totalGlobalMem) / (1 << 30));
 }
 
+namespace {
+// What device_alloc handed out and not yet freed (pointer → bytes), and the most it held at once.
+struct Allocations {
+    std::mutex mu;
+    std::unordered_map<void *, size_t> sizes;
+    size_t in_use = 0, peak = 0;
+};
+Allocations &allocations() {
+    static Allocations *a = new Allocations; // never destroyed: static DeviceArrays free into it at exit
+    return *a;
+}
+double gib(size_t bytes) { return double(bytes) / double(size_t(1) << 30); }
+} // namespace
+
 void *device_alloc(size_t bytes) {
     void *p = nullptr;
     if (bytes == 0) return nullptr;
     const cudaError_t e = cudaMalloc(&p, bytes);
-    if (e != cudaSuccess) fail("cannot allocate {:.1f} MiB on the GPU: {}", double(bytes) / (1 << 20), cudaGetErrorString(e));
+    if (e != cudaSuccess) {
+        cudaGetLastError(); // an allocation failure is not sticky: clear it before asking the device
+        size_t free_b = 0, total_b = 0;
+        const bool known = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess;
+        const size_t held = device_memory().in_use;
+        fail("cannot allocate {:.1f} MiB on the GPU ({}): zaya holds {:.2f} GiB{}; a smaller --micro-batch or "
+             "--seq needs less (zaya info MODEL --train --device cuda plans it)",
+             double(bytes) / (1 << 20), cudaGetErrorString(e), gib(held),
+             known ? fmt::format(", the device has {:.2f} GiB free of {:.2f} GiB", gib(free_b), gib(total_b))
+                   : std::string());
+    }
+    Allocations &a = allocations();
+    const std::lock_guard lock(a.mu);
+    a.sizes[p] = bytes;
+    a.in_use += bytes;
+    a.peak = std::max(a.peak, a.in_use);
     return p;
 }
 
 void device_free(void *p) {
-    if (p) cudaFree(p); // never throws: called from destructors
+    if (!p) return;
+    { // forgotten before it is freed: once freed, another thread's cudaMalloc may return the same address
+        Allocations &a = allocations();
+        const std::lock_guard lock(a.mu);
+        if (auto it = a.sizes.find(p); it != a.sizes.end()) a.in_use -= it->second, a.sizes.erase(it);
+    }
+    cudaFree(p); // never throws: called from destructors
+}
+
+DeviceMemory device_memory() {
+    Allocations &a = allocations();
+    const std::lock_guard lock(a.mu);
+    return {a.in_use, a.peak};
 }
 
 void copy_to_device(void *dst, const void *src, size_t bytes) {
@@ -88,8 +132,10 @@ double EventTimeline::seconds(int64_t from, int64_t to) const {
 void *device_scratch(Scratch use, size_t bytes) {
     static DeviceArray<char> buffers[size_t(Scratch::Count)];
     DeviceArray<char> &b = buffers[size_t(use)];
-    if (b.size() < bytes) b = DeviceArray<char>(bytes); // (the old one is freed: nothing is in flight that uses it
-                                                        // across calls, and cudaFree waits for the device)
+    if (b.size() < bytes) { // the old one freed first (nothing in flight uses it across calls, and cudaFree waits
+        b = {};             // for the device): growing never holds both
+        b = DeviceArray<char>(bytes);
+    }
     return b.data();
 }
 

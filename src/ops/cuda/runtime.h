@@ -14,8 +14,17 @@ namespace zaya::cuda {
 bool device_available(std::string *why = nullptr);
 std::string device_description(); // "NVIDIA H200 (sm_90, 139.8 GiB)"
 
-void *device_alloc(size_t bytes); // throws on failure, naming the size
+// cuBLASLt's workspace for split-K and similar algorithms: 32 MiB, NVIDIA's recommendation for Hopper.
+constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+
+void *device_alloc(size_t bytes); // throws on failure, naming the size, what zaya holds and what the device has free
 void device_free(void *p);
+// The device memory zaya's allocations (device_alloc) hold now and held at most so far. Not counted: the CUDA
+// context, cuBLASLt's and NCCL's own allocations.
+struct DeviceMemory {
+    size_t in_use = 0, peak = 0;
+};
+DeviceMemory device_memory();
 void copy_to_device(void *dst, const void *src, size_t bytes);
 void copy_to_host(void *dst, const void *src, size_t bytes);
 void copy_on_device(void *dst, const void *src, size_t bytes); // device to device, in stream order
@@ -44,10 +53,17 @@ enum class Scratch {
 void *device_scratch(Scratch use, size_t bytes);
 // Consecutive pieces of the scratch for `use` with the given sizes in bytes, each starting 256-byte aligned (one
 // device_scratch covering them all): an op's several temporaries.
+// pieces_bytes: the bytes scratch_pieces takes for them (a memory plan's figure: train/memory.cpp).
+constexpr size_t piece_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
+template <size_t K> constexpr size_t pieces_bytes(const std::array<size_t, K> &bytes) {
+    size_t total = 0;
+    for (size_t b : bytes) total += piece_bytes(b);
+    return total;
+}
 template <size_t K> std::array<unsigned char *, K> scratch_pieces(Scratch use, const std::array<size_t, K> &bytes) {
     std::array<size_t, K> at{};
     size_t total = 0;
-    for (size_t i = 0; i < K; ++i) at[i] = total, total += (bytes[i] + 255) / 256 * 256;
+    for (size_t i = 0; i < K; ++i) at[i] = total, total += piece_bytes(bytes[i]);
     auto *base = static_cast<unsigned char *>(device_scratch(use, total));
     std::array<unsigned char *, K> pieces{};
     for (size_t i = 0; i < K; ++i) pieces[i] = base + at[i];
