@@ -14,7 +14,6 @@
 #include "train/memory.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace zaya {
 

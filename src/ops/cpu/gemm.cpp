@@ -206,7 +206,10 @@ bool gemm_bf16_native() { return onednn_bf16(); }
 
 // Without it (an AVX2-only CPU: Zen 3, Haswell to Alder Lake): the bf16 operands widened to fp32, exactly, and an
 // SGEMM. A product of two bf16 values is exact in fp32 and the sums are fp32, as in the bf16 kernels: the same
-// matmul up to the order of the additions (at the fp32 rate).
+// matmul up to the order of the additions. The SGEMM runs on one thread wherever it is called: a multithreaded one
+// may split K over the threads, and a matrix's result must not depend on whether it ran inside a parallel region
+// (Muon's, a thread per matrix) or outside (determinism; the native bf16 matmul never splits K). So this path is
+// slower than fp32 outside parallel regions: on such a CPU, --precision fp32 is the faster choice.
 void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
                        int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     thread_local std::vector<float> a32, b32; // per thread, grown to the largest seen
@@ -218,8 +221,12 @@ void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t
         for (int64_t j = 0; j < a_cols; ++j) a32[size_t(r * a_cols + j)] = bf16_to_f32(A[r * lda + j]);
     for (int64_t r = 0; r < b_rows; ++r)
         for (int64_t j = 0; j < b_cols; ++j) b32[size_t(r * b_cols + j)] = bf16_to_f32(B[r * ldb + j]);
-    gemm_with(gemm_default_lib(), trans_a, trans_b, M, N, K, alpha, a32.data(), a_cols, b32.data(), b_cols, beta, C,
-              ldc);
+    struct OneThread { // this thread's OpenMP thread count (a per-thread setting), restored on the way out
+        int saved = omp_get_max_threads();
+        OneThread() { omp_set_num_threads(1); }
+        ~OneThread() { omp_set_num_threads(saved); }
+    } one;
+    gemm_with(GemmLib::OneDNN, trans_a, trans_b, M, N, K, alpha, a32.data(), a_cols, b32.data(), b_cols, beta, C, ldc);
 }
 
 double matmul_peak_gflops(MatmulPrecision p, int64_t n, int reps) {
