@@ -22,6 +22,7 @@ std::string human(double v) {
     return fmt::format("{:.2f}{}", v, units[u]);
 }
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(1ull << 30)); }
+std::string mib(size_t bytes) { return fmt::format("{:9.1f} MiB", double(bytes) / double(1 << 20)); } // a column
 
 struct InfoArgs {
     std::string target;
@@ -39,10 +40,10 @@ void print_device_train_memory(const ZayaConfig &c, const InfoArgs &a) {
                "first step:\n",
                a.micro_batch, a.seq_len, a.precision, a.ranks > 1 ? fmt::format(", per rank of {}", a.ranks) : "");
     for (const MemoryItem &i : items)
-        fmt::print("  {:<14} {:9.1f} MiB  ({})\n", i.name, double(i.bytes) / double(1 << 20), i.what);
+        fmt::print("  {:<14} {}  ({})\n", i.name, mib(i.bytes), i.what);
     const size_t total = total_bytes(items);
-    fmt::print("  total          {:9.1f} MiB  = {} (the CUDA context and cuBLASLt's own allocations come on top)\n",
-               double(total) / double(1 << 20), gib(double(total)));
+    fmt::print("  total          {}  = {} (the CUDA context and cuBLASLt's own allocations come on top)\n", mib(total),
+               gib(double(total)));
 }
 
 void run_info(const InfoArgs &a) {
@@ -85,7 +86,6 @@ void run_info(const InfoArgs &a) {
     if (!a.train) return;
     if (a.device == "cuda") return print_device_train_memory(c, a);
     TrainMemory tm = train_memory(c, a.micro_batch, seq_len, a.ranks, NsPrecision::BF16, 0, a.precision == "bf16");
-    auto mib = [](size_t b) { return fmt::format("{:9.1f} MiB", double(b) / double(1 << 20)); };
     fmt::print("training memory  micro-batch {} × {} tokens, fp32 weights, matmuls {}, allocated once before the first "
                "step{}:\n",
                a.micro_batch, seq_len, a.precision, a.ranks > 1 ? fmt::format(", per rank of {}", a.ranks) : "");

@@ -46,6 +46,16 @@ ZayaConfig model_config_for(const TrainConfig &tc, const DataManifest &dm) {
     return c;
 }
 
+// Every rank's `bytes` as "a / b / c" MiB with `decimals` places: a collective, every rank calls it.
+std::string per_rank_mib(Communicator &comm, size_t bytes, int decimals) {
+    std::vector<int64_t> all(size_t(comm.size()), 0);
+    all[size_t(comm.rank())] = int64_t(bytes);
+    comm.allreduce_sum(all.data(), all.size());
+    std::string list;
+    for (int64_t b : all) list += fmt::format("{}{:.{}f}", list.empty() ? "" : " / ", double(b) / (1 << 20), decimals);
+    return list;
+}
+
 std::string duration(double s) {
     if (s < 60) return fmt::format("{:.0f}s", s);
     if (s < 3600) return fmt::format("{}m{:02d}s", int(s / 60), int(s) % 60);
@@ -127,12 +137,8 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         fmt::print("  data parallel: {} ranks ({}), {} sequences per rank per forward/backward\n", comm->size(),
                    comm->name(), tc.micro());
     if (comm->size() > 1) { // ZeRO-1: what each rank allocated for its share of the optimizer state
-        std::vector<int64_t> bytes(size_t(comm->size()), 0);
-        bytes[size_t(comm->rank())] = int64_t(trainer.optimizer().state_bytes());
-        comm->allreduce_sum(bytes.data(), bytes.size());
-        std::string list;
-        for (int64_t b : bytes) list += fmt::format("{}{:.2f}", list.empty() ? "" : " / ", double(b) / (1 << 20));
-        fmt::print("  optimizer state per rank (ZeRO-1): {} MiB\n", list);
+        fmt::print("  optimizer state per rank (ZeRO-1): {} MiB\n",
+                   per_rank_mib(*comm, trainer.optimizer().state_bytes(), 2));
     } else {
         fmt::print("  optimizer state {:.2f} MiB\n", double(trainer.optimizer().state_bytes()) / (1 << 20));
     }
@@ -312,23 +318,12 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
     }
     metrics.flush();
     double final_val = validate(tc.steps);
-    { // peak resident memory of every rank (ZeRO-1 shrinks each rank's optimizer share)
-        std::vector<int64_t> peak_rss(size_t(comm->size()), 0);
-        peak_rss[size_t(comm->rank())] = int64_t(process_peak_rss_bytes());
-        comm->allreduce_sum(peak_rss.data(), peak_rss.size());
-        std::string list;
-        for (int64_t b : peak_rss) list += fmt::format("{}{:.1f}", list.empty() ? "" : " / ", double(b) / (1 << 20));
-        fmt::print("peak resident memory per rank: {} MiB\n", list);
-    }
-    if (on_gpu) { // and of every rank's GPU, against the plan
-        std::vector<int64_t> gpu_peak(size_t(comm->size()), 0);
-        gpu_peak[size_t(comm->rank())] = int64_t(backend_named(tc.device).peak_device_bytes());
-        comm->allreduce_sum(gpu_peak.data(), gpu_peak.size());
-        std::string list;
-        for (int64_t b : gpu_peak) list += fmt::format("{}{:.1f}", list.empty() ? "" : " / ", double(b) / (1 << 20));
-        fmt::print("peak GPU memory per rank: {} MiB (zaya's allocations; planned {:.1f} MiB)\n", list,
+    // Peak resident memory of every rank (ZeRO-1 shrinks each rank's optimizer share), and of every rank's GPU.
+    fmt::print("peak resident memory per rank: {} MiB\n", per_rank_mib(*comm, process_peak_rss_bytes(), 1));
+    if (on_gpu)
+        fmt::print("peak GPU memory per rank: {} MiB (zaya's allocations; planned {:.1f} MiB)\n",
+                   per_rank_mib(*comm, backend_named(tc.device).peak_device_bytes(), 1),
                    double(planned_gpu) / (1 << 20));
-    }
     if (!root) return 0;
 
     const std::string model_dir = (fs::path(tc.out) / "model").string();

@@ -83,6 +83,12 @@ void pack_bf16(uint16_t *dst, const float *src, int64_t rows, int64_t cols, int6
     for (int64_t r = 0; r < rows; ++r) f32_to_bf16_n(src + r * ld, dst + r * cols, size_t(cols));
 }
 
+// The reverse, exactly (every bf16 is an fp32): rows×cols bf16 of src (row stride ld) into dst packed, one thread.
+void widen_bf16(float *dst, const uint16_t *src, int64_t rows, int64_t cols, int64_t ld) {
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < cols; ++j) dst[r * cols + j] = bf16_to_f32(src[r * ld + j]);
+}
+
 } // namespace
 
 MatmulPrecision matmul_precision() { return g_matmul_precision.load(std::memory_order_relaxed); }
@@ -143,9 +149,11 @@ const dnnl::engine &cpu_engine() {
     return eng;
 }
 
+} // namespace
+
 // Whether oneDNN runs bf16 matmuls on this CPU (AVX-512 with BF16, AMX, or AVX2-VNNI-2): asked once, with a small
 // primitive of the kind gemm_bf16 makes.
-bool onednn_bf16() {
+bool gemm_bf16_native() {
     static const bool ok = [] {
         try {
             const dnnl::memory::desc a({4, 16}, dt::bf16, dims{16, 1}), b({16, 8}, dt::bf16, dims{8, 1});
@@ -157,6 +165,8 @@ bool onednn_bf16() {
     }();
     return ok;
 }
+
+namespace {
 
 const Bf16Matmul &bf16_matmul(const Bf16MatmulKey &k) {
     thread_local std::map<Bf16MatmulKey, std::unique_ptr<Bf16Matmul>> cache;
@@ -192,7 +202,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
             for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
     }
-    if (!onednn_bf16()) return gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (!gemm_bf16_native()) return gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     const Bf16Matmul &mm = bf16_matmul({trans_a, trans_b, N, K, lda, ldb, ldc, alpha, beta});
     thread_local dnnl::stream stream(cpu_engine());
     const dnnl::engine &eng = cpu_engine();
@@ -201,8 +211,6 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
     mm.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
     stream.wait();
 }
-
-bool gemm_bf16_native() { return onednn_bf16(); }
 
 // Without it (an AVX2-only CPU: Zen 3, Haswell to Alder Lake): the bf16 operands widened to fp32, exactly, and an
 // SGEMM. A product of two bf16 values is exact in fp32 and the sums are fp32, as in the bf16 kernels: the same
@@ -217,10 +225,8 @@ void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t
     const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
     if (a32.size() < size_t(a_rows * a_cols)) a32.resize(size_t(a_rows * a_cols));
     if (b32.size() < size_t(b_rows * b_cols)) b32.resize(size_t(b_rows * b_cols));
-    for (int64_t r = 0; r < a_rows; ++r)
-        for (int64_t j = 0; j < a_cols; ++j) a32[size_t(r * a_cols + j)] = bf16_to_f32(A[r * lda + j]);
-    for (int64_t r = 0; r < b_rows; ++r)
-        for (int64_t j = 0; j < b_cols; ++j) b32[size_t(r * b_cols + j)] = bf16_to_f32(B[r * ldb + j]);
+    widen_bf16(a32.data(), A, a_rows, a_cols, lda);
+    widen_bf16(b32.data(), B, b_rows, b_cols, ldb);
     struct OneThread { // this thread's OpenMP thread count (a per-thread setting), restored on the way out
         int saved = omp_get_max_threads();
         OneThread() { omp_set_num_threads(1); }
