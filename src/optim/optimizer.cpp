@@ -9,6 +9,7 @@
 #include "core/profile.h"
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "optim/clip.h"
 
 #include <cmath>
@@ -133,12 +134,16 @@ void Optimizer::update(real *params, const real *grads, double lr) {
     // Whole matrices per thread, each with its own workspace and single-threaded GEMMs: the matrices are small
     // (hundreds of rows), where one GEMM split over threads runs well below the per-thread rate. A matrix's result
     // does not depend on which thread computed it, so the step is deterministic.
+    FirstError error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(muon_.workspaces())
     for (size_t i = 0; i < muon_order_.size(); ++i) {
-        const MuonMatrix &m = local_.muon[muon_order_[i]];
-        muon_.step(params + m.offset, grads + m.offset, momentum_.data() + m.state_offset, m.rows, m.cols, lr,
-                   config_.weight_decay, omp_get_thread_num());
+        error.run([&] {
+            const MuonMatrix &m = local_.muon[muon_order_[i]];
+            muon_.step(params + m.offset, grads + m.offset, momentum_.data() + m.state_offset, m.rows, m.cols, lr,
+                       config_.weight_decay, omp_get_thread_num());
+        });
     }
+    error.rethrow();
     for (const AdamWRange &r : local_.adamw)
         adamw_update(params + r.offset, grads + r.offset, exp_avg_.data() + r.state_offset,
                      exp_avg_sq_.data() + r.state_offset, r.numel, lr, r.decay ? config_.weight_decay : 0.0,

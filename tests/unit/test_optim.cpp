@@ -3,6 +3,7 @@
 // spectrum and the Optimizer as a whole on the `tiny` preset.
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/rng.h"
 #include "optim/balancing.h"
 #include "optim/clip.h"
@@ -665,6 +666,31 @@ TEST(Balancing, ErrorAndEntropy) {
     EXPECT_DOUBLE_EQ(normalised_routing_entropy(one, 4), 0.0);
     const int64_t none[5] = {0, 0, 0, 0, 0};
     EXPECT_THROW(balancing_error(none, 4, err), Error);
+}
+
+// Muon runs its matrices in an OpenMP loop; an error there (a failed GEMM) must reach the caller as the Error it is,
+// not end the process in std::terminate.
+TEST(FirstError, CarriesTheFirstExceptionOutOfAnOpenMpLoopAfterEveryIterationRan) {
+    constexpr int n = 64;
+    std::vector<int> ran(n, 0);
+    FirstError error;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(4)
+    for (int i = 0; i < n; ++i) {
+        error.run([&] {
+            ran[size_t(i)] = 1;
+            if (i == 17) fail("matrix {} failed", i);
+        });
+    }
+    try {
+        error.rethrow();
+        ADD_FAILURE() << "rethrow() did not throw";
+    } catch (const Error &e) {
+        EXPECT_STREQ(e.what(), "matrix 17 failed");
+    }
+    EXPECT_EQ(std::count(ran.begin(), ran.end(), 1), n);
+    FirstError none;
+    none.run([] {});
+    EXPECT_NO_THROW(none.rethrow());
 }
 
 } // namespace
