@@ -1,5 +1,5 @@
-# zaya_cuda_emu_tests: src/ops/cuda/*.cu rewritten to C++ (to_cpp.py) and built against the CPU stand-ins in
-# include/ and emu.cpp, with the tests of tests/cuda (NCCL's excepted), under ZAYA_CUDA_EMU_SANITIZER.
+# zaya_cuda_emu_tests[_tsan]: src/ops/cuda/*.cu rewritten to C++ (to_cpp.py) and built against the CPU stand-ins in
+# include/ and emu.cpp, with the tests of tests/cuda (NCCL's excepted), under ASan+UBSan and under TSan; and zaya_emu.
 # Included from the top-level CMakeLists.txt when ZAYA_CUDA_EMU is ON; scripts/cuda_emulate.sh drives it.
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 find_package(Threads REQUIRED)
@@ -15,31 +15,39 @@ foreach(cu ${ZAYA_EMU_CU})
 endforeach()
 file(GLOB ZAYA_EMU_TESTS CONFIGURE_DEPENDS tests/cuda/*.cpp)
 list(FILTER ZAYA_EMU_TESTS EXCLUDE REGEX "test_nccl\\.cpp$")
-add_executable(zaya_cuda_emu_tests ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_TESTS} ${ZAYA_EMU_DIR}/emu.cpp
-               ${ZAYA_EMU_DIR}/threads.cpp ${ZAYA_EMU_DIR}/test_emu.cpp ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp
-               ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp)
-# The stand-in headers come first, so <cuda_runtime.h>, <cuda_bf16.h> and <cublasLt.h> resolve to them.
-target_include_directories(zaya_cuda_emu_tests BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
-target_include_directories(zaya_cuda_emu_tests PRIVATE src tests/cuda)
-if(ZAYA_CUDA_EMU_SANITIZER STREQUAL "thread")
-  set(ZAYA_EMU_SAN -fsanitize=thread)
-else()
-  set(ZAYA_EMU_SAN -fsanitize=address,undefined -fno-sanitize-recover=undefined)
-endif()
-target_compile_options(zaya_cuda_emu_tests PRIVATE ${ZAYA_EMU_SAN} -fno-omit-frame-pointer -g -O1)
-target_link_options(zaya_cuda_emu_tests PRIVATE ${ZAYA_EMU_SAN})
-target_link_libraries(zaya_cuda_emu_tests PRIVATE zaya_cpu_ref GTest::gtest GTest::gtest_main fmt::fmt Threads::Threads
-                      ${CMAKE_DL_LIBS})
+# The kernels and their tests once per sanitizer: zaya_cuda_emu_tests under ASan+UBSan (bounds, in global and shared
+# memory, and UB), zaya_cuda_emu_tests_tsan under TSan (races between a block's threads: a missing __syncthreads).
+# The CPU reference ops (zaya_cpu_ref) are not instrumented: they run on one thread beside the kernels.
+function(zaya_emu_tests name host_opt)
+  # The tests and the host code at host_opt, the kernels and the emulator at -O1 (they run every CUDA thread of every
+  # launch). Under ASan the host code at -O0 compiles in a third of the time and adds ~20 s to the run; under TSan
+  # -O0 would instrument every local variable's access and double the run.
+  add_library(${name}_host OBJECT ${ZAYA_EMU_TESTS} ${ZAYA_EMU_DIR}/test_emu.cpp
+              ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp)
+  target_compile_options(${name}_host PRIVATE ${ARGN} -fno-omit-frame-pointer -g ${host_opt})
+  zaya_unity(${name}_host) # not the kernels: each file's anonymous namespace may reuse a kernel's name
+  add_executable(${name} ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_DIR}/emu.cpp ${ZAYA_EMU_DIR}/threads.cpp)
+  target_compile_options(${name} PRIVATE ${ARGN} -fno-omit-frame-pointer -g -O1)
+  target_link_options(${name} PRIVATE ${ARGN})
+  foreach(target ${name}_host ${name})
+    # The stand-in headers come first, so <cuda_runtime.h>, <cuda_bf16.h> and <cublasLt.h> resolve to them.
+    target_include_directories(${target} BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
+    target_include_directories(${target} PRIVATE src tests/cuda)
+    target_link_libraries(${target} PRIVATE zaya_cpu_ref GTest::gtest fmt::fmt)
+  endforeach()
+  target_link_libraries(${name} PRIVATE ${name}_host GTest::gtest_main Threads::Threads ${CMAKE_DL_LIBS})
+endfunction()
+zaya_emu_tests(zaya_cuda_emu_tests -O0 -fsanitize=address,undefined -fno-sanitize-recover=undefined)
+zaya_emu_tests(zaya_cuda_emu_tests_tsan -O1 -fsanitize=thread)
 
 # zaya_emu: the zaya CLI with the emulated kernels behind `--device cuda` (no sanitizer), to run the Trainer's device
 # path — parameters uploaded, gradients and routing choices downloaded — end to end before any GPU time:
-#   build-emu-address/zaya_emu train --device cuda --model tiny ...   (scripts/cuda_emulate.sh builds it)
-# The kernels, ops/cuda/backend.cpp and infer/cuda_decoder.cpp are linked as objects, so zaya_lib's ops/no_cuda.cpp
-# and infer/no_cuda_decoder.cpp are never pulled in.
-file(GLOB ZAYA_EMU_CLI CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/*.cpp)
-add_executable(zaya_emu ${ZAYA_EMU_CLI} ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_DIR}/emu.cpp ${ZAYA_EMU_DIR}/threads.cpp
-               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp)
+#   build/zaya_emu train --device cuda --model tiny ...
+# It shares zaya's objects (zaya_core, zaya_cli) and adds the kernels, ops/cuda/backend.cpp, infer/cuda_decoder.cpp
+# and the communicators (comm.cpp without NCCL) in place of zaya_lib's backend part.
+add_executable(zaya_emu ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_DIR}/emu.cpp ${ZAYA_EMU_DIR}/threads.cpp
+               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp
+               ${CMAKE_SOURCE_DIR}/src/dist/comm.cpp)
 target_include_directories(zaya_emu BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
-target_include_directories(zaya_emu PRIVATE src)
 target_compile_options(zaya_emu PRIVATE -O2)
-target_link_libraries(zaya_emu PRIVATE zaya_lib CLI11::CLI11 Threads::Threads ${CMAKE_DL_LIBS})
+target_link_libraries(zaya_emu PRIVATE zaya_cli zaya_core Threads::Threads ${CMAKE_DL_LIBS})

@@ -77,8 +77,6 @@ class SafetensorsTest : public ::testing::Test {
     fs::path dir;
 };
 
-} // namespace
-
 // ---- dtype ----
 
 TEST(DTypeTest, Names) {
@@ -481,3 +479,5 @@ TEST_F(SafetensorShardIndexTest, ShardIsCorrupt) {
     std::string msg = open_error(R"({"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}})");
     EXPECT_NE(msg.find("s2.safetensors: header length"), std::string::npos) << msg;
 }
+
+} // namespace
