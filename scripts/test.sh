@@ -24,12 +24,11 @@ echo "== CUDA kernels emulated on the CPU (ASan+UBSan)"
 launches=$(mktemp)
 launches_tsan=$(mktemp)
 trap 'rm -f "$launches" "$launches_tsan"' EXIT
-ZAYA_EMU_LAUNCH_LOG=$launches ZAYA_EMU_SHARDS=$jobs bash scripts/cuda_emulate.sh address --gtest_brief=1
+ZAYA_EMU_LAUNCH_LOG=$launches ZAYA_EMU_JOBS=$jobs bash scripts/cuda_emulate.sh address --gtest_brief=1
 echo "== CUDA kernels emulated on the CPU under TSan (races between a block's threads: a missing __syncthreads)"
 # Races live in the kernels, so TSan runs the op tests, not the model and decoder tests that compose the same kernels
-# (they took ~8 of its ~15 CPU-minutes); kernels_covered.py then fails if that left any kernel unlaunched. One shard
-# per core: with twice as many the shard holding CudaMoe.ExpertsBf16TensorCores (~2.5 min alone) ran longer.
-ZAYA_EMU_LAUNCH_LOG=$launches_tsan ZAYA_EMU_SHARDS=$jobs bash scripts/cuda_emulate.sh thread --gtest_brief=1 \
+# (they took ~8 of its ~15 CPU-minutes); kernels_covered.py then fails if that left any kernel unlaunched.
+ZAYA_EMU_LAUNCH_LOG=$launches_tsan ZAYA_EMU_JOBS=$jobs bash scripts/cuda_emulate.sh thread --gtest_brief=1 \
     --gtest_filter='-CudaOps.DecoderGraph*:CudaOps.DecoderSlots*:CudaOps.DecoderEveryOption*:CudaOps.Model*:CudaOps.Training*'
 python3 tests/cuda_emu/kernels_covered.py "$launches" "$launches_tsan"
 echo "== the emulated launches against the sm_90 cubins (registers, shared memory, launch bounds)"

@@ -130,6 +130,28 @@ def blocks_per_sm(threads, regs, smem):
     return min(limits), warps * regs_per_warp
 
 
+def read_launches(log):
+    """{(executable, offset, threads per block, dynamic shared memory, opted-in maximum)}: a launch log's shapes."""
+    try:
+        lines = open(log).read().splitlines()
+    except OSError as e:
+        fail(f"cannot read the launch log {log}: {e.strerror} (run the emulated tests with ZAYA_EMU_LAUNCH_LOG={log})")
+    launches = set()
+    for line in lines:
+        exe, offset, threads, dyn, opted = line.split("\t")
+        launches.add((exe, int(offset, 16), int(threads), int(dyn), int(opted)))
+    if not launches:
+        fail(f"{log} lists no launch")
+    return launches
+
+
+def launched_names(launches):
+    """{(executable, offset): the demangled names of the functions there} for every launch; one c++filt for all."""
+    symbols = {exe: symbols_at(exe) for exe in {l[0] for l in launches}}
+    plain = demangle({m for exe, offset, *_ in launches for m in symbols[exe].get(offset, [])})
+    return {(exe, offset): [plain[m] for m in symbols[exe].get(offset, [])] for exe, offset, *_ in launches}
+
+
 def main():
     if len(sys.argv) != 3:
         fail(__doc__.strip().splitlines()[-1])
@@ -147,27 +169,18 @@ def main():
     for mangled, name in demangle(kernels).items():
         by_name[name].append(kernels[mangled])
 
-    if not os.path.exists(log):
-        fail(f"no launch log {log} (run the emulated tests with ZAYA_EMU_LAUNCH_LOG={log})")
-    launches = set()
-    for line in open(log):
-        exe, offset, threads, dyn, opted = line.rstrip("\n").split("\t")
-        launches.add((exe, int(offset, 16), int(threads), int(dyn), int(opted)))
-    if not launches:
-        fail(f"{log} lists no launch")
+    launches = read_launches(log)
+    launched = launched_names(launches)
     resolved = collections.defaultdict(set)  # demangled name -> {(threads, dynamic, opted in)}
     unmatched = set()
-    symbols = {exe: symbols_at(exe) for exe in {l[0] for l in launches}}
-    # One c++filt for every name at a launched offset.
-    plain = demangle({m for exe, offset, *_ in launches for m in symbols[exe].get(offset, [])})
     others = set()  # the emulator's own test kernels (test_emu.cpp), not zaya's
     for exe, offset, threads, dyn, opted in launches:
-        found = [plain[m] for m in symbols[exe].get(offset, [])]
+        found = launched[exe, offset]
         names = [n for n in found if n in by_name]
         if found and not names and not any("zaya::" in n for n in found):
             others.update(found)
         elif not names:
-            unmatched.add(f"{exe}+{offset:#x}: {symbols[exe].get(offset) or 'no symbol'}")
+            unmatched.add(f"{exe}+{offset:#x}: {', '.join(found) or 'no symbol'}")
         for n in names:
             resolved[n].add((threads, dyn, opted))
 

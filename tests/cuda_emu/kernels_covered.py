@@ -10,20 +10,12 @@ Usage: kernels_covered.py FULL_LOG PART_LOG
 """
 import sys
 
-from check_launches import demangle, fail, symbols_at
+from check_launches import fail, launched_names, read_launches
 
 
 def kernels(log):
     """The demangled names of the functions a launch log's launches started."""
-    try:
-        launches = [line.rstrip("\n").split("\t") for line in open(log)]
-    except OSError as e:
-        fail(f"cannot read the launch log {log}: {e.strerror}")
-    if not launches:
-        fail(f"{log} lists no launch")
-    symbols = {exe: symbols_at(exe) for exe in {l[0] for l in launches}}
-    mangled = {m for exe, offset, *_ in launches for m in symbols[exe].get(int(offset, 16), [])}
-    return set(demangle(mangled).values())
+    return {name for names in launched_names(read_launches(log)).values() for name in names}
 
 
 def main():

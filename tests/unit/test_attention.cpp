@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <omp.h>
 #include <sstream>
@@ -197,6 +199,46 @@ TEST(Attention, BitIdenticalForOneAndTwoThreads) {
             EXPECT_EQ(std::memcmp(a->data(), b->data(), a->size() * sizeof(float)), 0)
                 << what << " (" << describe(c) << ")";
     }
+}
+
+
+// An exception may not leave an OpenMP region (the runtime calls std::terminate), and attention's GEMMs run inside
+// one: a failing GEMM must reach the caller as zaya's error (FirstError, core/parallel.h). ZAYA_GEMM=bogus fails the
+// first GEMM of a fresh process, and a threadsafe death test is one: it runs the test binary again for this test.
+// The child exits 3 with the error it caught; an exception lost in the region would abort it instead.
+[[noreturn]] void run_attention_with_a_failing_gemm(bool backward) {
+    setenv("ZAYA_GEMM", "bogus", 1);
+    omp_set_num_threads(2);
+    const Case c{{300, 129}, 4, 2, 16, 0};
+    const Data d = make_data(c, 7);
+    try {
+        if (backward) { // any finite output and lse will do: the first GEMM fails
+            const int64_t B = int64_t(c.lengths.size());
+            const cpu::AttnShape s{c.nq, c.nkv, c.hd, 0.25f, c.window};
+            std::vector<float> out(d.q.size()), lse(d.q.size() / size_t(c.hd)), dq(d.q.size()), dk(d.k.size()),
+                dv(d.v.size());
+            cpu::attention_backward(dq.data(), dk.data(), dv.data(), d.g.data(), out.data(), lse.data(), d.q.data(),
+                                    d.k.data(), d.v.data(), d.seq_start.data(), B, s);
+        } else {
+            run_cpu(c, d);
+        }
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "caught: %s\n", e.what());
+        std::_Exit(3);
+    }
+    std::_Exit(0);
+}
+
+TEST(AttentionDeathTest, AGemmErrorInTheForwardRegionReachesTheCaller) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(run_attention_with_a_failing_gemm(false), ::testing::ExitedWithCode(3),
+                "caught: ZAYA_GEMM must be 'onednn' or 'openblas', got 'bogus'");
+}
+
+TEST(AttentionDeathTest, AGemmErrorInTheBackwardRegionReachesTheCaller) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(run_attention_with_a_failing_gemm(true), ::testing::ExitedWithCode(3),
+                "caught: ZAYA_GEMM must be 'onednn' or 'openblas', got 'bogus'");
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 // one GEMM against the kv head's keys, read in place as a strided view (row stride nkv·hd), and so do P·V and the
 // backward products. Blocks are bounded (query_block(g) × kBlockK*): scratch memory does not grow with the sequence.
 #include "core/fastmath.h"
+#include "core/parallel.h"
 #include "core/profile.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/gemm.h"
@@ -87,6 +88,7 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
     }
     sort_by_work(tasks);
 
+    FirstError error; // a failing GEMM must not leave the region (core/parallel.h)
 #pragma omp parallel
     {
         // Per-thread scratch, once per call: packed Q and output accumulator [R, hd], scores/probabilities
@@ -94,7 +96,7 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
         std::vector<real> qp(size_t(R_max * hd)), acc(size_t(R_max * hd)), sp(size_t(R_max * kBlockKF));
         std::vector<real> row_max(static_cast<size_t>(R_max)), row_sum(static_cast<size_t>(R_max));
 #pragma omp for schedule(dynamic)
-        for (size_t ti = 0; ti < tasks.size(); ++ti) {
+        for (size_t ti = 0; ti < tasks.size(); ++ti) error.run([&] {
             const Task &tk = tasks[ti];
             const int64_t t0 = seq_start[tk.b], T = seq_start[tk.b + 1] - t0, j = tk.j;
             const int64_t qa = tk.a, qb = std::min(qa + bq, T), rq = qb - qa, R = g * rq;
@@ -148,8 +150,9 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
                 row_sum[size_t(r)] = real(1) / l; // the factor unpack_group applies
             }
             unpack_group(out, acc.data(), row_sum.data(), t0 + qa, rq, nq, j * g, g, hd);
-        }
+        });
     }
+    error.rethrow();
 }
 
 namespace {
@@ -302,11 +305,12 @@ void attention_backward(real *dq, real *dk, real *dv, const real *dout, const re
     }
     sort_by_work(tasks);
 
+    FirstError error;
 #pragma omp parallel
     {
         BackwardScratch sc(g * bq, hd);
 #pragma omp for schedule(dynamic)
-        for (size_t ti = 0; ti < tasks.size(); ++ti) {
+        for (size_t ti = 0; ti < tasks.size(); ++ti) error.run([&] {
             const Task &tk = tasks[ti];
             const int64_t t0 = seq_start[tk.b], T = seq_start[tk.b + 1] - t0;
             switch (tk.span) {
@@ -322,8 +326,9 @@ void attention_backward(real *dq, real *dk, real *dv, const real *dout, const re
                 key_block_grads(dk, dv, sc, in, t0, T, tk.a, tk.j);
                 break;
             }
-        }
+        });
     }
+    error.rethrow();
 }
 
 void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
