@@ -12,11 +12,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
@@ -72,15 +74,19 @@ struct LaunchLog {
     ~LaunchLog() {
         const char *path = std::getenv("ZAYA_EMU_LAUNCH_LOG");
         if (!path || !*path || shapes.empty()) return;
-        FILE *f = std::fopen(path, "a");
-        if (!f) {
-            std::fprintf(stderr, "emu: cannot append the launch log to %s\n", path);
-            return;
+        // One write(2) with O_APPEND: test processes running at once (scripts/cuda_emulate.sh) share the file, and a
+        // stdio stream would flush its lines in 4 KiB pieces that another process's could split.
+        std::string text;
+        char line[4096];
+        for (const LaunchShape &s : shapes) {
+            std::snprintf(line, sizeof line, "%s\t%#zx\t%llu\t%zu\t%d\n", s.exe.c_str(), size_t(s.offset),
+                          static_cast<unsigned long long>(s.threads), s.shared, s.opted_in);
+            text += line;
         }
-        for (const LaunchShape &s : shapes)
-            std::fprintf(f, "%s\t%#zx\t%llu\t%zu\t%d\n", s.exe.c_str(), size_t(s.offset),
-                         static_cast<unsigned long long>(s.threads), s.shared, s.opted_in);
-        std::fclose(f);
+        const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+        if (fd < 0 || write(fd, text.data(), text.size()) != ssize_t(text.size()))
+            std::fprintf(stderr, "emu: cannot append the launch log to %s\n", path);
+        if (fd >= 0) close(fd);
     }
     void note(const void *kernel, uint64_t threads, size_t shared, int opted_in) {
         static const bool on = std::getenv("ZAYA_EMU_LAUNCH_LOG") != nullptr;
