@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace zaya {
@@ -103,15 +104,23 @@ TEST(Gemm, Bf16NativeAndWidenedBothMatchTheRoundedOperandProduct) {
         std::vector<uint16_t> A16(A.size()), B16(B.size());
         for (size_t i = 0; i < A.size(); ++i) A16[i] = f32_to_bf16(A[i]), A[i] = bf16_to_f32(A16[i]);
         for (size_t i = 0; i < B.size(); ++i) B16[i] = f32_to_bf16(B[i]), B[i] = bf16_to_f32(B16[i]);
-        const auto ref = reference(c.ta, c.tb, c.M, c.N, c.K, 0.5, A, lda, B, ldb, 1.0, C0, ldc, exact);
-        std::vector<float> native = C0, widened = C0;
-        cpu::gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A16.data(), lda, B16.data(), ldb, 1.0f, native.data(), ldc);
-        cpu::gemm_bf16_widened(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A16.data(), lda, B16.data(), ldb, 1.0f,
-                               widened.data(), ldc);
-        EXPECT_LE(max_rel_diff(native, ref, c.M, c.N, ldc), 1e-5);
-        EXPECT_LE(max_rel_diff(widened, ref, c.M, c.N, ldc), 1e-5);
-        for (int64_t i = 0; i < c.M; ++i)
-            for (int64_t j = c.N; j < ldc; ++j) ASSERT_EQ(widened[size_t(i * ldc + j)], C0[size_t(i * ldc + j)]);
+        // alpha ≠ 1 is applied outside oneDNN (gemm_bf16), with and without beta.
+        for (auto [alpha, beta] : {std::pair{0.5f, 1.0f}, {0.5f, 0.0f}, {1.0f, 1.0f}, {1.0f, 0.0f}}) {
+            SCOPED_TRACE(testing::Message() << "alpha " << alpha << " beta " << beta);
+            const auto ref = reference(c.ta, c.tb, c.M, c.N, c.K, alpha, A, lda, B, ldb, beta, C0, ldc, exact);
+            std::vector<float> native = C0, widened = C0;
+            cpu::gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, alpha, A16.data(), lda, B16.data(), ldb, beta, native.data(),
+                           ldc);
+            cpu::gemm_bf16_widened(c.ta, c.tb, c.M, c.N, c.K, alpha, A16.data(), lda, B16.data(), ldb, beta,
+                                   widened.data(), ldc);
+            EXPECT_LE(max_rel_diff(native, ref, c.M, c.N, ldc), 1e-5);
+            EXPECT_LE(max_rel_diff(widened, ref, c.M, c.N, ldc), 1e-5);
+            for (int64_t i = 0; i < c.M; ++i)
+                for (int64_t j = c.N; j < ldc; ++j) {
+                    ASSERT_EQ(native[size_t(i * ldc + j)], C0[size_t(i * ldc + j)]);
+                    ASSERT_EQ(widened[size_t(i * ldc + j)], C0[size_t(i * ldc + j)]);
+                }
+        }
     }
 }
 
