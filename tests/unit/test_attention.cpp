@@ -61,9 +61,11 @@ struct Result {
     std::vector<float> out, lse, dq, dk, dv;
 };
 
+cpu::AttnShape shape_of(const Case &c) { return {c.nq, c.nkv, c.hd, float(1.0 / std::sqrt(double(c.hd))), c.window}; }
+
 Result run_cpu(const Case &c, const Data &d) {
     const int64_t N = d.seq_start.back(), B = int64_t(c.lengths.size());
-    const cpu::AttnShape s{c.nq, c.nkv, c.hd, float(1.0 / std::sqrt(double(c.hd))), c.window};
+    const cpu::AttnShape s = shape_of(c);
     Result r;
     // Outputs start as NaN: every element must be written.
     const float nan = std::nanf("");
@@ -201,7 +203,6 @@ TEST(Attention, BitIdenticalForOneAndTwoThreads) {
     }
 }
 
-
 // An exception may not leave an OpenMP region (the runtime calls std::terminate), and attention's GEMMs run inside
 // one: a failing GEMM must reach the caller as zaya's error (FirstError, core/parallel.h). ZAYA_GEMM=bogus fails the
 // first GEMM of a fresh process, and a threadsafe death test is one: it runs the test binary again for this test.
@@ -214,7 +215,7 @@ TEST(Attention, BitIdenticalForOneAndTwoThreads) {
     try {
         if (backward) { // any finite output and lse will do: the first GEMM fails
             const int64_t B = int64_t(c.lengths.size());
-            const cpu::AttnShape s{c.nq, c.nkv, c.hd, 0.25f, c.window};
+            const cpu::AttnShape s = shape_of(c);
             std::vector<float> out(d.q.size()), lse(d.q.size() / size_t(c.hd)), dq(d.q.size()), dk(d.k.size()),
                 dv(d.v.size());
             cpu::attention_backward(dq.data(), dk.data(), dv.data(), d.g.data(), out.data(), lse.data(), d.q.data(),
