@@ -8,6 +8,8 @@
 #     unpacks it there);
 #   - a prepared corpus (data/pydocs, made by `zaya prepare` if missing) for the training parity run.
 # Run after building (scripts/build.sh, with nvcc present). The whole folder stays under the device tool's 64 MiB.
+# Last, scripts/gpu_rehearse.sh runs the bundle on a root holding glibc and CUDA's libraries alone, as the GPU
+# machine will: a library left out fails here, not in the lease's minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for bin in zaya_cuda_tests zaya_cuda_bench zaya; do
@@ -38,3 +40,4 @@ done
 tar -C "$stage" -cf - zaya-libs | xz -6 -T2 > build-gpu/zaya-libs.tar.xz
 rm -rf "$stage"
 du -sh build-gpu | sed 's/^/gpu_bundle: /'
+bash scripts/gpu_rehearse.sh
