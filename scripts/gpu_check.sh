@@ -22,6 +22,18 @@ fi
 export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 start=$(date +%s)
+# One deadline for the whole script (GPU_CHECK_SECONDS, default 540: the device tool's call limit is 600), so that the
+# table is always printed: each stage's timeout is its own limit or what is left, less 20 s for the table, and a
+# stage with under 10 s left is skipped, saying so. Without it a hanging kernel in a few suites (120 s each) would
+# use up the call, and the table with it.
+deadline=$((start + ${GPU_CHECK_SECONDS:-540}))
+# limit SECONDS: prints min(SECONDS, time left before the deadline less 20 s); fails when under 10 s are left.
+limit() {
+    local left=$((deadline - $(date +%s) - 20))
+    ((left >= 10)) || return 1
+    echo $((left < $1 ? left : $1))
+}
+skipped() { echo "gpu_check: out of time, skipped: $1"; rc=1; }
 # The op tests one suite per process: a kernel fault leaves its CUDA context unusable (and a crash writes no JSON),
 # so it costs that suite alone, not every test after it. Each suite's exit code lands beside its JSON.
 rc=0
@@ -29,15 +41,18 @@ rm -rf "$out/cuda_ops" && mkdir -p "$out/cuda_ops"
 for suite in $(build-gpu/zaya_cuda_tests --gtest_list_tests | grep -E '^[A-Za-z].*\.$'); do
     name=${suite%.}
     name=${name//\//_}
-    timeout 120 build-gpu/zaya_cuda_tests --gtest_filter="$suite*" --gtest_brief=1 \
+    t=$(limit 120) || { skipped "op tests $suite"; continue; }
+    timeout "$t" build-gpu/zaya_cuda_tests --gtest_filter="$suite*" --gtest_brief=1 \
         --gtest_output=json:"$out/cuda_ops/$name.json" 2>&1 | tail -20
     code=${PIPESTATUS[0]}
     echo "$code" >"$out/cuda_ops/$name.rc"
     [[ $code -eq 0 ]] || { rc=1; echo "gpu_check: op tests $suite exited with $code"; }
 done
 echo "== benchmarks (matrix rate, HBM, kernels at ZAYA1-8B shapes)"
-if [[ -x build-gpu/zaya_cuda_bench ]]; then
-    timeout 180 build-gpu/zaya_cuda_bench | tee "$out/cuda_bench.jsonl"
+if ! t=$(limit 180); then
+    skipped "zaya_cuda_bench"
+elif [[ -x build-gpu/zaya_cuda_bench ]]; then
+    timeout "$t" build-gpu/zaya_cuda_bench | tee "$out/cuda_bench.jsonl"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
 fi
 echo "== zaya on the GPU: 20-step training parity (CPU vs CUDA) and training speed (~1B preset)"
@@ -49,16 +64,20 @@ if [[ -x build-gpu/zaya && -f build-gpu/zaya-libs.tar.xz ]]; then
     for run in "cpu fp32" "cuda fp32" "cuda bf16"; do
         set -- $run
         rm -rf "$out/parity_$1_$2"
-        timeout 150 "${zaya[@]}" train "${common[@]}" --device "$1" --precision "$2" --out "$out/parity_$1_$2" 2>&1 | tail -3
+        t=$(limit 150) || { skipped "train $1 $2"; continue; }
+        timeout "$t" "${zaya[@]}" train "${common[@]}" --device "$1" --precision "$2" --out "$out/parity_$1_$2" 2>&1 | tail -3
         [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
     done
     # 16 micro-batches of 8 × 2048 tokens a step (262k tokens): Muon's Newton–Schulz on the experts (~34 TFLOP a
     # step at this preset, more than a micro-batch's forward + backward) is paid once per step, as in training with a
     # large global batch (ZAYA1's was 16M tokens), not once per 16k tokens.
-    timeout 240 "${zaya[@]}" bench train --device cuda --model 1b --batch 128 --micro-batch 8 --seq 2048 \
-        --precision bf16 --iters 3 --phases --json \
-        | tee "$out/train_bench.json"
-    [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+    if t=$(limit 240); then
+        timeout "$t" "${zaya[@]}" bench train --device cuda --model 1b --batch 128 --micro-batch 8 --seq 2048 \
+            --precision bf16 --iters 3 --phases --json | tee "$out/train_bench.json"
+        [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+    else
+        skipped "bench train"
+    fi
     # Generation through the engine on the GPU (greedy: argmax on the device; sampled: logits downloaded) against
     # the CPU, same random f32 weights: the ids should agree (fp32 on both sides).
     for mode in "greedy --temperature 0" "sampled --temperature 0.8 --seed 5"; do
@@ -66,13 +85,18 @@ if [[ -x build-gpu/zaya && -f build-gpu/zaya-libs.tar.xz ]]; then
         name=$1
         shift
         for dev in cpu cuda; do
-            timeout 60 "${zaya[@]}" generate small --dtype f32 --tokens 2,40,7,99,512 -n 48 --print-ids -q "$@" \
+            t=$(limit 60) || { skipped "generate $dev $name"; continue; }
+            timeout "$t" "${zaya[@]}" generate small --dtype f32 --tokens 2,40,7,99,512 -n 48 --print-ids -q "$@" \
                 --device "$dev" >"$out/generate_${dev}_$name.ids" 2>&1 || rc=1
         done
     done
-    timeout 300 "${zaya[@]}" bench decode --device cuda --model zaya1-8b --dtype bf16 --prompt-tokens 128 \
-        --new-tokens 64 --seqs 8 --json | tee "$out/decode_bench.json"
-    [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+    if t=$(limit 300); then
+        timeout "$t" "${zaya[@]}" bench decode --device cuda --model zaya1-8b --dtype bf16 --prompt-tokens 128 \
+            --new-tokens 64 --seqs 8 --json | tee "$out/decode_bench.json"
+        [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+    else
+        skipped "bench decode"
+    fi
 fi
 echo
 echo "== zaya gpu_check ($(($(date +%s) - start)) s)"
