@@ -7,10 +7,20 @@
 # far shows they load. Runs each binary as gpu_check.sh does (the same LD_LIBRARY_PATH order), and the CPU work `zaya`
 # does there: training on the carried corpus and generation. Needs root (chroot, and mounts in a private namespace).
 #
+# First, the binaries hold no AVX-512 instruction (zmm or mask registers, xmm/ymm 16–31, or an instruction only
+# AVX-512 has): they are built for x86-64-v3 (AVX2), which the GPU machine's CPU has; whether it has AVX-512 is not
+# known.
+#
 # Usage: scripts/gpu_rehearse.sh   (from anywhere; gpu_bundle.sh runs it last)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ -x build-gpu/zaya && -f build-gpu/zaya-libs.tar.xz ]] || { echo "gpu_rehearse: build-gpu/ missing: run scripts/gpu_bundle.sh" >&2; exit 1; }
+for bin in build-gpu/zaya build-gpu/zaya_cuda_tests build-gpu/zaya_cuda_bench; do
+    n=$(objdump -d --no-show-raw-insn "$bin" |
+        grep -cE 'zmm|%k[0-7]|[xy]mm(1[6-9]|2[0-9]|3[01])|vpternlog|vpermt2|vpermi2|vpro[lr]|vcvtne2?ps2bf16|vdpbf16ps' || true)
+    [[ $n -eq 0 ]] || { echo "gpu_rehearse: FAIL  $bin holds $n AVX-512 instructions: build it for x86-64-v3" >&2; exit 1; }
+done
+echo "gpu_rehearse: ok    no AVX-512 instruction in the three binaries"
 if [[ $(id -u) -ne 0 ]]; then
     echo "gpu_rehearse: skipped (needs root for chroot)"
     exit 0
