@@ -100,5 +100,5 @@ if [[ -x build-gpu/zaya && -f build-gpu/zaya-libs.tar.xz ]]; then
 fi
 echo
 echo "== zaya gpu_check ($(($(date +%s) - start)) s)"
-python3 scripts/gpu_table.py "$out"
+python3 scripts/gpu_table.py "$out" || rc=1
 exit "$rc"

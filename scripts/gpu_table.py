@@ -5,7 +5,7 @@ train` (train_bench.json), generated ids (generate_*.ids) and `zaya bench decode
 files are missing or unreadable prints as a failure or "no result", saying why. tests/cli/test_device_emu.sh makes the
 bench files on the emulated GPU and checks the table reads them.
 
-Usage: gpu_table.py OUT_DIR
+Usage: gpu_table.py OUT_DIR   (exits 1 if a check's row reads FAILED; a speed goal missed is no failure)
 """
 import glob
 import json
@@ -16,6 +16,7 @@ if len(sys.argv) != 2:
     sys.exit("usage: gpu_table.py OUT_DIR")
 out = sys.argv[1]
 ops_dir, bench_path = os.path.join(out, "cuda_ops"), os.path.join(out, "cuda_bench.jsonl")
+failed = 0
 print(f"{'check':45s} {'result':8s} time")
 for rc_path in sorted(glob.glob(os.path.join(ops_dir, "*.rc"))):
     name, code = os.path.basename(rc_path)[:-3], open(rc_path).read().strip()
@@ -24,9 +25,11 @@ for rc_path in sorted(glob.glob(os.path.join(ops_dir, "*.rc"))):
         for suite in r["testsuites"]:
             for t in suite["testsuite"]:
                 res = "FAILED" if t.get("failures") else ("skipped" if t.get("result") == "SKIPPED" else "ok")
+                failed += res == "FAILED"
                 print(f"{suite['name'] + '.' + t['name']:45s} {res:8s} {t['time']}")
     except Exception as e:
         print(f"{'op tests ' + name:45s} {'FAILED':8s} exit code {code}, no result ({e})")
+        failed += 1
 try:
     for line in open(bench_path):
         b = json.loads(line)
@@ -44,9 +47,11 @@ for name, tol in (("parity_cuda_fp32", 1e-3), ("parity_cuda_bf16", 3e-2)):
     label = f"train 20 steps {name[7:]} vs cpu fp32"
     if len(got) != 20 or len(ref) != 20:
         print(f"{label:45s} {'FAILED':8s} steps: cpu {len(ref)}, gpu {len(got)}")
+        failed += 1
         continue
     worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
     res = "ok" if worst <= tol else "FAILED"
+    failed += res == "FAILED"
     print(f"{label:45s} {res:8s} max rel loss diff {worst:.2e} (≤ {tol:g}); final loss {got[-1]:.4f} vs {ref[-1]:.4f};"
           f" val {val[-1] if val else float('nan'):.4f} vs {ref_val[-1] if ref_val else float('nan'):.4f}")
 try:
@@ -77,6 +82,7 @@ for cpu_path in sorted(glob.glob(os.path.join(out, "generate_cpu_*.ids"))):
         ia, ib = a.split(","), b.split(",")
         first = next((i for i, (x, y) in enumerate(zip(ia, ib)) if x != y), min(len(ia), len(ib)))
         print(f"{label:45s} {'FAILED':8s} first difference at token {first}: cpu {a[:60]} | cuda {b[:60]}")
+        failed += 1
 try:
     b = json.load(open(os.path.join(out, "decode_bench.json")))
     res = "ok" if b["fraction_of_bound"] >= 0.6 else "below"
@@ -95,3 +101,6 @@ try:
               f"{100 * plain / b['bound_tokens_per_s']:.0f}% of bound (PDL: {b['decode_tokens_per_s'] / plain:.2f}×)")
 except Exception as e:
     print(f"decode speed: no result ({e})")
+if failed:
+    print(f"{failed} FAILED")
+sys.exit(1 if failed else 0)
