@@ -16,6 +16,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 namespace zaya {
@@ -69,21 +70,22 @@ DevMat upload_stacked(const std::vector<Mat> &ms) {
 const uint16_t *bf16_of(const DevMat &W) { return reinterpret_cast<const uint16_t *>(W.buf.data()); }
 const float *f32_of(const DevMat &W) { return reinterpret_cast<const float *>(W.buf.data()); }
 
-// y[N, W.rows] (row stride ldy) = act(x · Wᵀ + b), outputs from second.from on into second.y.
+// y[N, W.rows] (row stride ldy) = act(x · Wᵀ + b), outputs from second.from on into second.y, then `after`.
 // rows: rows computed (null: all; a decode step's stepped slots), the others zeros.
 void linear(float *y, int64_t ldy, const float *x, const DevMat &W, const float *b, int64_t N, const int32_t *rows,
-            const cuda::SecondOutput &second = {}) {
+            const cuda::SecondOutput &second = {}, const cuda::ResidualNormAfter &after = {}) {
     const cuda::Epilogue none = cuda::Epilogue::None;
     if (W.dtype == DType::BF16)
-        cuda::linear_rows_bf16(y, ldy, x, bf16_of(W), b, N, W.cols, W.rows, none, rows, second);
-    else cuda::linear_rows_f32(y, ldy, x, f32_of(W), b, N, W.cols, W.rows, none, rows, second);
+        cuda::linear_rows_bf16(y, ldy, x, bf16_of(W), b, N, W.cols, W.rows, none, rows, second, after);
+    else cuda::linear_rows_f32(y, ldy, x, f32_of(W), b, N, W.cols, W.rows, none, rows, second, after);
 }
 
 // The routed form over stacked experts: O = rows per expert.
-void expert_linear(float *y, int64_t ldy, const float *x, const DevMat &W, const cuda::ExpertRows &r, int64_t N) {
+void expert_linear(float *y, int64_t ldy, const float *x, const DevMat &W, const cuda::ExpertRows &r, int64_t N,
+                   const cuda::ResidualNormAfter &after = {}) {
     const int64_t O = W.rows / r.E;
-    if (W.dtype == DType::BF16) cuda::expert_linear_bf16(y, ldy, x, bf16_of(W), r, N, W.cols, O);
-    else cuda::expert_linear_f32(y, ldy, x, f32_of(W), r, N, W.cols, O);
+    if (W.dtype == DType::BF16) cuda::expert_linear_bf16(y, ldy, x, bf16_of(W), r, N, W.cols, O, after);
+    else cuda::expert_linear_f32(y, ldy, x, f32_of(W), r, N, W.cols, O, after);
 }
 
 struct DevLayer {
@@ -118,6 +120,7 @@ struct CudaDecoder::Impl {
     DeviceArray<float> probs, psel, hh, moe, logits, part_o, part_ml, cos_t[2], sin_t[2], inv_freq[2];
     DeviceArray<int32_t> tokens, pos, choice, len, active, best, best_part_i; // best: the argmax of each logits row
     DeviceArray<float> best_part_v;
+    DeviceArray<unsigned> counters; // the kernels finished by their last block (decode.h): zeros between kernels
     DeviceArray<int64_t> seq_one, seq_slots; // the conv's batches: one slot's [state ; n rows], every slot's region
     int64_t rot_half[2] = {0, 0};
 
@@ -227,6 +230,8 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
     for (auto *b : {&rho[0], &rho[1], &h1}) *b = f(N * R);
     probs = f(N * K), hh = f(N * 2 * I), logits = f(S * V);
     part_o = f(o.attn_splits * N * nq * hd), part_ml = f(o.attn_splits * N * nq * 2);
+    counters = DeviceArray<unsigned>(size_t(N * std::max<int64_t>(nq, 1))); // attention's n·nq, the most of any
+    cuda::fill_bytes(counters.data(), 0, counters.size() * sizeof(unsigned));
     tokens = DeviceArray<int32_t>(size_t(N)), pos = DeviceArray<int32_t>(size_t(ext));
     choice = DeviceArray<int32_t>(size_t(N)), len = DeviceArray<int32_t>(size_t(S));
     active = DeviceArray<int32_t>(size_t(S));
@@ -282,50 +287,58 @@ void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
         cuda::append_kv_slots(d.kc.data(), d.vc.data(), k_new, SR * Dk, v.data(), len.data(), active.data(), S, Dk,
                               o.max_len, d.vstate.data(), Dv, cuda::ConvStateMove{d.zx.data(), P, C, SR});
         cuda::attention_decode_slots(att.data(), part_o.data(), part_ml.data(), q_new, SR * Dq, d.kc.data(),
-                                     d.vc.data(), len.data(), active.data(), S, o.max_len, as, o.attn_splits);
+                                     d.vc.data(), len.data(), active.data(), S, o.max_len, as, o.attn_splits,
+                                     counters.data());
     } else {
         const int64_t cache = slot * o.max_len * Dk;
         cuda::append_kv(d.kc.data() + cache, d.vc.data() + cache, k_new, v.data(), len.data() + slot, n, Dk,
                         d.vstate.data() + slot * Dv, Dv);
         cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q_new, d.kc.data() + cache,
-                               d.vc.data() + cache, len.data() + slot, n, as, o.attn_splits);
+                               d.vc.data() + cache, len.data() + slot, n, as, o.attn_splits, counters.data());
     }
-    linear(tmp.data(), D, att.data(), d.o_proj, d.o_bias, n, stepped);
-    // The residual scaling and the post-attention norm in one kernel (in place on x: each element is read, then
-    // written, by one thread).
-    cuda::residual_rmsnorm_forward(x.data(), xn.data(), rstd.data(), tmp.data(), x.data(), d.attn_res[0],
-                                   d.attn_res[1], d.attn_res[2], d.attn_res[3], d.post_norm, n, D, eps);
+    // The output projection; its last block to finish then does the residual scaling and the post-attention norm
+    // (in place on x: each element is read, then written, by one thread).
+    linear(tmp.data(), D, att.data(), d.o_proj, d.o_bias, n, stepped, {},
+           cuda::ResidualNormAfter{x.data(), xn.data(), rstd.data(), d.attn_res[0], d.attn_res[1], d.attn_res[2],
+                                   d.attn_res[3], d.post_norm, eps, counters.data()});
 
-    // Router (spec A.4): the down projection, then in one kernel the EDA state (mixing in the previous layer's, same
-    // token), its norm, the MLP and the top-1 choice; a slot not stepped takes the skip slot (no expert is read).
-    linear(h1.data(), R, xn.data(), d.router_down, d.router_down_bias, n, stepped);
+    // Router (spec A.4): the down projection, then in its last block the EDA state (mixing in the previous layer's,
+    // same token), its norm, the MLP and the top-1 choice; a slot not stepped takes the skip slot (no expert is
+    // read). Matrices of different dtypes (a checkpoint may keep the router's small ones in fp32) take two kernels.
     const int cur = int(l % 2);
     const float *prev_scale = l > 0 ? d.router_state_scale : nullptr, *prev = l > 0 ? rho[cur ^ 1].data() : nullptr;
-    if (d.router_fc1.dtype == DType::BF16)
-        cuda::router_decode(cuda::RouterDecode<uint16_t>{rho[cur].data(), probs.data(), choice.data(), psel.data(),
-                                                         h1.data(), prev_scale, prev, d.router_norm,
-                                                         bf16_of(d.router_fc1), d.router_fc1_bias, bf16_of(d.router_fc2),
-                                                         d.router_fc2_bias, bf16_of(d.router_out), d.balancing_biases,
-                                                         R, K, eps, stepped},
-                            n);
-    else
-        cuda::router_decode(cuda::RouterDecode<float>{rho[cur].data(), probs.data(), choice.data(), psel.data(),
-                                                      h1.data(), prev_scale, prev, d.router_norm, f32_of(d.router_fc1),
-                                                      d.router_fc1_bias, f32_of(d.router_fc2), d.router_fc2_bias,
-                                                      f32_of(d.router_out), d.balancing_biases, R, K, eps, stepped},
-                            n);
+    auto route = [&](const auto *Wt) {
+        using T = std::remove_cv_t<std::remove_pointer_t<decltype(Wt)>>;
+        auto of = [](const DevMat &m) { return reinterpret_cast<const T *>(m.buf.data()); };
+        const cuda::RouterDecode<T> a{rho[cur].data(), probs.data(), choice.data(), psel.data(), h1.data(),
+                                      prev_scale, prev, d.router_norm, of(d.router_fc1), d.router_fc1_bias,
+                                      of(d.router_fc2), d.router_fc2_bias, of(d.router_out), d.balancing_biases,
+                                      R, K, eps, stepped};
+        const bool fused = d.router_down.dtype == d.router_fc1.dtype && d.router_fc2.dtype == d.router_fc1.dtype &&
+                           d.router_out.dtype == d.router_fc1.dtype;
+        if (fused) {
+            cuda::router_down_decode(h1.data(), xn.data(), of(d.router_down), d.router_down_bias, n, D, stepped, a,
+                                     counters.data());
+        } else {
+            linear(h1.data(), R, xn.data(), d.router_down, d.router_down_bias, n, stepped);
+            cuda::router_decode(a, n);
+        }
+    };
+    if (d.router_fc1.dtype == DType::BF16) route(bf16_of(d.router_fc1));
+    else route(f32_of(d.router_fc1));
     // Experts (A.5), the choice read on the device: the skip slot gives zeros (then silu(0)·0 = 0) and, under
     // passthrough, the expert input itself at the end; every row is scaled by its chosen probability.
     // The SwiGLU between the two is computed as the down projection stages its input.
     cuda::ExpertRows gate{choice.data(), nullptr, nullptr, 0, E};
     expert_linear(hh.data(), 2 * I, xn.data(), d.gate_up, gate, n);
-    cuda::ExpertRows down{choice.data(), psel.data(), c.skip_passthrough ? xn.data() : nullptr, D, E, true};
-    expert_linear(moe.data(), D, hh.data(), d.down, down, n);
-    // The residual scaling with the next norm: the next layer's input norm, or after the last layer the final norm
-    // (xn is then what the LM head reads). The down projection above has read xn (the skip passthrough) already.
+    // Then, by the last block of each row, the residual scaling with the next norm: the next layer's input norm, or
+    // after the last layer the final norm (xn is then what the LM head reads). Every other block of the row has
+    // read xn (the skip passthrough) by then.
     const float *next_norm = l + 1 < c.num_hidden_layers ? layers[size_t(l + 1)].input_norm : final_norm;
-    cuda::residual_rmsnorm_forward(x.data(), xn.data(), rstd.data(), moe.data(), x.data(), d.mlp_res[0], d.mlp_res[1],
-                                   d.mlp_res[2], d.mlp_res[3], next_norm, n, D, eps);
+    cuda::ExpertRows down{choice.data(), psel.data(), c.skip_passthrough ? xn.data() : nullptr, D, E, true};
+    expert_linear(moe.data(), D, hh.data(), d.down, down, n,
+                  cuda::ResidualNormAfter{x.data(), xn.data(), rstd.data(), d.mlp_res[0], d.mlp_res[1], d.mlp_res[2],
+                                          d.mlp_res[3], next_norm, eps, counters.data()});
 }
 
 void CudaDecoder::Impl::check_slot(int64_t slot) const {
@@ -367,7 +380,7 @@ void CudaDecoder::Impl::head(const Pass &p) {
     const int64_t rows = p.every() ? S : 1;
     linear(logits.data(), V, xn.data() + (p.every() ? 0 : (p.rows - 1) * D), lm_head.buf.data() ? lm_head : embed,
            lm_head_bias, rows, p.every() ? active.data() : nullptr);
-    cuda::argmax(best.data(), best_part_v.data(), best_part_i.data(), logits.data(), V, rows);
+    cuda::argmax(best.data(), best_part_v.data(), best_part_i.data(), logits.data(), V, rows, counters.data());
 }
 
 void CudaDecoder::Impl::reset(int64_t slot) {
@@ -422,7 +435,7 @@ void CudaDecoder::Impl::step(std::span<const int32_t> toks, float *out, int32_t 
     }
     cuda::copy_to_device(tokens.data(), feed.data(), feed.size() * sizeof(int32_t));
     cuda::copy_to_device(active.data(), on.data(), on.size() * sizeof(int32_t));
-    // One eager step first (modules loaded, every kernel launched once), then the step as one graph launch: ~14
+    // One eager step first (modules loaded, every kernel launched once), then the step as one graph launch: 8
     // kernels per layer would otherwise cost more in launch overhead than a small step reads from memory.
     const Pass every{S, kEverySlot};
     if (o.graph && eager_steps > 0) {

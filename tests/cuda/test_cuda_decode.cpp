@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -39,6 +40,14 @@ std::vector<float> widened(const std::vector<uint16_t> &b) {
     std::vector<float> v(b.size());
     for (size_t i = 0; i < b.size(); ++i) v[i] = bf16_to_f32(b[i]);
     return v;
+}
+
+// Arrival counters for the kernels their last block finishes (decode.h): zeros, as the decoder allocates them.
+cuda::DeviceArray<unsigned> zeroed_counters(size_t n) { return upload(std::vector<unsigned>(n, 0u)); }
+// Every launch leaves its counters zero again (the next launch, a graph replay, counts from there).
+void expect_counters_zero(const cuda::DeviceArray<unsigned> &c, const std::string &ctx) {
+    const std::vector<unsigned> got = download(c);
+    EXPECT_EQ(std::count(got.begin(), got.end(), 0u), std::ptrdiff_t(got.size())) << "counters left nonzero: " << ctx;
 }
 
 // y[n, o] (row stride ldy) = Σ_i x[n, i]·W[o, i] + b[o], in double.
@@ -173,6 +182,141 @@ TEST_F(CudaOps, DecodeExpertLinearMatchesReference) {
     }
 }
 
+// The residual parameters of ResidualNormAfter, random, and the same steps on the host in double: stream ←
+// (y + hs_bias)·hs_scale + (stream + res_bias)·res_scale, rstd = 1/√(mean(stream²) + eps), normed = w·stream·rstd.
+struct ResidualCase {
+    int64_t N, D;
+    std::vector<float> hs_scale, hs_bias, res_scale, res_bias, w, stream;
+    ResidualCase(int64_t n, int64_t d, uint64_t seed)
+        : N(n), D(d), hs_scale(random_vec(size_t(d), seed, 0.5, 1.0)), hs_bias(random_vec(size_t(d), seed + 1, 0.1)),
+          res_scale(random_vec(size_t(d), seed + 2, 0.5, 1.0)), res_bias(random_vec(size_t(d), seed + 3, 0.1)),
+          w(random_vec(size_t(d), seed + 4, 0.2, 1.0)), stream(random_vec(size_t(n * d), seed + 5)) {}
+
+    struct Result {
+        std::vector<float> stream, normed, rstd;
+    };
+    Result reference(const std::vector<float> &y, float eps) const {
+        Result r{stream, std::vector<float>(stream.size()), std::vector<float>(size_t(N))};
+        for (int64_t n = 0; n < N; ++n) {
+            double ss = 0;
+            for (int64_t i = 0; i < D; ++i) {
+                const size_t at = size_t(n * D + i);
+                const double v = (double(y[at]) + hs_bias[size_t(i)]) * hs_scale[size_t(i)] +
+                                 (double(stream[at]) + res_bias[size_t(i)]) * res_scale[size_t(i)];
+                r.stream[at] = float(v), ss += v * v;
+            }
+            const double rs = 1.0 / std::sqrt(ss / double(D) + eps);
+            r.rstd[size_t(n)] = float(rs);
+            for (int64_t i = 0; i < D; ++i)
+                r.normed[size_t(n * D + i)] = float(w[size_t(i)] * double(r.stream[size_t(n * D + i)]) * rs);
+        }
+        return r;
+    }
+
+    // On the device: the parameters, the stream uploaded afresh, the normed rows and rstd poisoned.
+    struct Device {
+        cuda::DeviceArray<float> hs_scale, hs_bias, res_scale, res_bias, w, stream, normed, rstd;
+        cuda::ResidualNormAfter after(float eps, unsigned *counters) {
+            return {stream.data(), normed.data(), rstd.data(), hs_scale.data(), hs_bias.data(), res_scale.data(),
+                    res_bias.data(), w.data(),      eps,         counters};
+        }
+    };
+    Device upload_all() const {
+        return {upload(hs_scale), upload(hs_bias), upload(res_scale), upload(res_bias), upload(w), upload(stream),
+                poisoned(stream.size()), poisoned(size_t(N))};
+    }
+};
+
+void expect_residual(ResidualCase::Device &d, const ResidualCase::Result &ref, const std::string &ctx) {
+    EXPECT_LT(rel_err(download(d.stream), ref.stream), kFp32Tol) << ctx;
+    EXPECT_LT(rel_err(download(d.normed), ref.normed), kFp32Tol) << ctx;
+    EXPECT_LT(rel_err(download(d.rstd), ref.rstd), kFp32Tol) << ctx;
+}
+
+// A linear whose last block does the residual scaling and norm of its rows (the decoder's output projection):
+// one pass and several (each pass's last block its own rows), a row not stepped (zeros into the residual), D past
+// the block's 256 threads, fp32 and bf16 weights. Run twice on one counter array, the second from the same
+// inputs: the same bits, so the counters were as the first launch found them.
+TEST_F(CudaOps, DecodeLinearResidualNormMatchesReference) {
+    const float eps = 1e-6f;
+    for (bool bf16 : {false, true})
+        for (int64_t D : {40, 300})
+            for (int64_t N : {1, 11}) {
+                const int64_t I = N == 1 ? 2048 : 64;
+                const ResidualCase rc(N, D, 70);
+                std::vector<float> x = random_vec(size_t(N * I), 71), W = random_vec(size_t(D * I), 72, 0.1);
+                const std::vector<float> b = random_vec(size_t(D), 73);
+                const std::vector<uint16_t> Wb = to_bf16_bits(W);
+                if (bf16) W = widened(Wb);
+                std::vector<int32_t> active(size_t(N), 1);
+                if (N > 1) active[2] = active[9] = 0;
+                std::vector<float> y(size_t(N * D));
+                ref_linear(y, D, x, W.data(), b.data(), N, I, D);
+                for (int64_t n = 0; n < N; ++n)
+                    if (!active[size_t(n)]) std::fill(y.begin() + n * D, y.begin() + (n + 1) * D, 0.0f);
+                const ResidualCase::Result ref = rc.reference(y, eps);
+                auto dx = upload(x), db = upload(b), dW32 = upload(W);
+                auto dW16 = upload(Wb);
+                auto dact = upload(active);
+                auto counters = zeroed_counters(1);
+                std::vector<float> first;
+                for (int run = 0; run < 2; ++run) {
+                    const std::string ctx = fmt::format("bf16 {} D={} N={} run {}", bf16, D, N, run);
+                    ResidualCase::Device d = rc.upload_all();
+                    auto dy = poisoned(size_t(N * D));
+                    const cuda::ResidualNormAfter after = d.after(eps, counters.data());
+                    if (bf16)
+                        cuda::linear_rows_bf16(dy.data(), D, dx.data(), dW16.data(), db.data(), N, I, D,
+                                               cuda::Epilogue::None, dact.data(), {}, after);
+                    else
+                        cuda::linear_rows_f32(dy.data(), D, dx.data(), dW32.data(), db.data(), N, I, D,
+                                              cuda::Epilogue::None, dact.data(), {}, after);
+                    EXPECT_LT(rel_err(download(dy), y), kFp32Tol) << ctx;
+                    expect_residual(d, ref, ctx);
+                    expect_counters_zero(counters, ctx);
+                    if (run == 0) first = download(d.normed);
+                    else EXPECT_EQ(download(d.normed), first) << ctx;
+                }
+            }
+}
+
+// The routed form with the residual norm after it, as the decoder's down projection runs it: SwiGLU rows in,
+// the combine's scale, the skip passthrough reading the very rows the norm then overwrites (each row's other blocks
+// have read them first), a row per expert, the skip slot among them.
+TEST_F(CudaOps, DecodeExpertLinearResidualNormMatchesReference) {
+    const int64_t E = 3, I = 24, D = 300, N = 5;
+    const float eps = 1e-5f;
+    const std::vector<int32_t> choice = {2, 3, 0, 2, 1}; // 3 = the skip slot
+    const std::vector<float> h = random_vec(size_t(N * 2 * I), 80), W = random_vec(size_t(E * D * I), 81, 0.3);
+    const std::vector<float> p = random_vec(size_t(N), 82, 0.2, 0.5), xn = random_vec(size_t(N * D), 83);
+    const ResidualCase rc(N, D, 84);
+    std::vector<float> y(size_t(N * D));
+    for (int64_t n = 0; n < N; ++n) {
+        const int32_t e = choice[size_t(n)];
+        std::vector<float> row(static_cast<size_t>(I)), out(static_cast<size_t>(D));
+        for (int64_t i = 0; i < I; ++i) {
+            const double g = h[size_t(n * 2 * I + i)], u = h[size_t(n * 2 * I + I + i)];
+            row[size_t(i)] = float(g / (1.0 + std::exp(-g)) * u);
+        }
+        if (e < E) ref_linear(out, D, row, W.data() + e * D * I, nullptr, 1, I, D);
+        for (int64_t o = 0; o < D; ++o)
+            y[size_t(n * D + o)] = p[size_t(n)] * (e < E ? out[size_t(o)] : xn[size_t(n * D + o)]);
+    }
+    const ResidualCase::Result ref = rc.reference(y, eps);
+    ResidualCase::Device d = rc.upload_all();
+    d.normed = upload(xn); // the normed rows are the passthrough's input, as in the decoder
+    auto dh = upload(h), dW = upload(W), dp = upload(p);
+    auto dchoice = upload(choice);
+    auto dy = poisoned(size_t(N * D));
+    auto counters = zeroed_counters(size_t(N));
+    cuda::expert_linear_f32(dy.data(), D, dh.data(), dW.data(),
+                            cuda::ExpertRows{dchoice.data(), dp.data(), d.normed.data(), D, E, true}, N, I, D,
+                            d.after(eps, counters.data()));
+    EXPECT_LT(rel_err(download(dy), y), kFp32Tol);
+    expect_residual(d, ref, "routed");
+    expect_counters_zero(counters, "routed");
+}
+
 // New queries at positions p0 … p0+n−1 over a cache whose rows past p0+n hold NaN (never read): keys in one piece
 // and split several ways (more pieces than keys: empty ones), full causal and a sliding window, and pieces longer
 // than one tile of kAttnMaxChunk keys (the online softmax across tiles).
@@ -199,10 +343,12 @@ TEST_F(CudaOps, DecodeAttentionMatchesCpu) {
         auto dlen = upload(std::vector<int32_t>{int32_t(cs.p0)});
         auto out = poisoned(size_t(cs.n * Dq)), po = poisoned(size_t(cs.splits * cs.n * Dq)),
              pml = poisoned(size_t(cs.splits * cs.n * nq * 2));
+        auto counters = zeroed_counters(size_t(cs.n * nq));
+        const std::string ctx = fmt::format("p0={} n={} window={} splits={}", cs.p0, cs.n, cs.window, cs.splits);
         cuda::attention_decode(out.data(), po.data(), pml.data(), dq.data(), dk.data(), dv.data(), dlen.data(), cs.n,
-                               s, cs.splits);
-        EXPECT_LT(rel_err(download(out), ref), kFp32Tol)
-            << fmt::format("p0={} n={} window={} splits={}", cs.p0, cs.n, cs.window, cs.splits);
+                               s, cs.splits, counters.data());
+        EXPECT_LT(rel_err(download(out), ref), kFp32Tol) << ctx;
+        expect_counters_zero(counters, ctx);
     }
 }
 
@@ -319,8 +465,10 @@ TEST_F(CudaOps, DecodeSlotHelpers) {
                              vv = random_vec(size_t(S * max_len * Dk), 57);
     auto dq = upload(q), dkk = upload(kk), dvv = upload(vv);
     auto out = poisoned(size_t(S * Dq)), po = poisoned(size_t(2 * S * Dq)), pml = poisoned(size_t(2 * S * nq * 2));
+    auto counters = zeroed_counters(size_t(S * nq));
     cuda::attention_decode_slots(out.data(), po.data(), pml.data(), dq.data(), ldq, dkk.data(), dvv.data(),
-                                 dlen.data(), dact.data(), S, max_len, as, 2);
+                                 dlen.data(), dact.data(), S, max_len, as, 2, counters.data());
+    expect_counters_zero(counters, "attention over slots");
     const std::vector<float> got = download(out);
     for (int64_t sl = 0; sl < S; ++sl) {
         std::vector<float> ref(static_cast<size_t>(Dq), 0.0f);
@@ -351,7 +499,8 @@ TEST_F(CudaOps, DecodeSlotHelpers) {
     auto dx = upload(x);
     cuda::DeviceArray<int32_t> best(static_cast<size_t>(S)), part_i(static_cast<size_t>(S * cuda::kArgmaxPartials));
     cuda::DeviceArray<float> part_v(static_cast<size_t>(S * cuda::kArgmaxPartials));
-    cuda::argmax(best.data(), part_v.data(), part_i.data(), dx.data(), 700, S);
+    cuda::argmax(best.data(), part_v.data(), part_i.data(), dx.data(), 700, S, counters.data());
+    expect_counters_zero(counters, "argmax over slots");
     const std::vector<int32_t> gb = download(best);
     for (int64_t r = 0; r < S; ++r)
         EXPECT_EQ(gb[size_t(r)], int32_t(std::max_element(x.begin() + r * 700, x.begin() + (r + 1) * 700) -
@@ -370,6 +519,7 @@ TEST_F(CudaOps, DecodeArgmaxIsTheFirstMaximum) {
     };
     cuda::DeviceArray<int32_t> out(1), part_i(static_cast<size_t>(cuda::kArgmaxPartials));
     cuda::DeviceArray<float> part_v(static_cast<size_t>(cuda::kArgmaxPartials));
+    auto counters = zeroed_counters(1); // one array for every case: each launch leaves it zero for the next
     const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
     for (int64_t n : {1, 300, 40000}) {
         const std::vector<float> base = random_vec(size_t(n), 31 + uint64_t(n));
@@ -392,7 +542,7 @@ TEST_F(CudaOps, DecodeArgmaxIsTheFirstMaximum) {
         }
         for (size_t k = 0; k < cases.size(); ++k) {
             auto dx = upload(cases[k]);
-            cuda::argmax(out.data(), part_v.data(), part_i.data(), dx.data(), n);
+            cuda::argmax(out.data(), part_v.data(), part_i.data(), dx.data(), n, 1, counters.data());
             EXPECT_EQ(download(out)[0], host_argmax(cases[k])) << fmt::format("n={} case {}", n, k);
         }
     }
@@ -447,6 +597,73 @@ TEST_F(CudaOps, DecodeRouterMatchesCpuChain) {
         check(upload(fc1), upload(fc2), upload(out), "fp32");
         check(upload(fc1_16), upload(fc2_16), upload(out_16), "bf16");
     }
+}
+
+// The bits of a float vector (NaN poison included), for bit-for-bit comparisons.
+std::vector<uint32_t> bits_of(const std::vector<float> &v) {
+    std::vector<uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+    return b;
+}
+
+// The down projection with the router in its last block (router_down_decode) against the two kernels it replaces
+// (linear_rows, then router_decode, itself checked against the CPU above), bit for bit: one pass and two (each
+// pass's last block routes its own rows), rows not stepped (zero h1, the skip slot), x rows needing more shared
+// memory than the router and fewer; fp32 and bf16 matrices.
+TEST_F(CudaOps, DecodeRouterDownFusedEqualsTwoKernels) {
+    const int64_t R = 40, K = 5;
+    const float eps = 1e-6f;
+    for (int64_t n : {3, 11})
+        for (int64_t I : {24, 2048}) {
+            const std::vector<float> x = random_vec(size_t(n * I), 90), Wd = random_vec(size_t(R * I), 91, 0.1),
+                                     bd = random_vec(size_t(R), 92), prev = random_vec(size_t(n * R), 93),
+                                     scale = random_vec(size_t(R), 94), norm_w = random_vec(size_t(R), 95, 0.2, 1.0),
+                                     fc1_b = random_vec(size_t(R), 96, 0.1), fc2_b = random_vec(size_t(R), 97, 0.1),
+                                     bias = random_vec(size_t(K), 98, 0.05), fc1 = random_vec(size_t(R * R), 99, 0.3),
+                                     fc2 = random_vec(size_t(R * R), 100, 0.3), out = random_vec(size_t(K * R), 101);
+            std::vector<int32_t> active(size_t(n), 1);
+            active[1] = 0;
+            if (n > 8) active[8] = 0;
+            auto dx = upload(x), dbd = upload(bd), dprev = upload(prev), dscale = upload(scale),
+                 dnorm = upload(norm_w), db1 = upload(fc1_b), db2 = upload(fc2_b), dbias = upload(bias);
+            auto dact = upload(active);
+            auto counters = zeroed_counters(1);
+            auto run = [&](auto Wd_d, auto fc1_d, auto fc2_d, auto out_d, bool fused) {
+                using T = std::remove_cv_t<std::remove_pointer_t<decltype(fc1_d.data())>>;
+                auto h1 = poisoned(size_t(n * R)), rho = poisoned(size_t(n * R)), probs = poisoned(size_t(n * K)),
+                     psel = poisoned(size_t(n));
+                cuda::DeviceArray<int32_t> choice(static_cast<size_t>(n));
+                const cuda::RouterDecode<T> a{rho.data(),   probs.data(),  choice.data(), psel.data(), h1.data(),
+                                              dscale.data(), dprev.data(), dnorm.data(),  fc1_d.data(), db1.data(),
+                                              fc2_d.data(), db2.data(),    out_d.data(),  dbias.data(), R,
+                                              K,            eps,           dact.data()};
+                if (fused) {
+                    cuda::router_down_decode(h1.data(), dx.data(), Wd_d.data(), dbd.data(), n, I, dact.data(), a,
+                                             counters.data());
+                } else {
+                    if constexpr (std::is_same_v<T, uint16_t>)
+                        cuda::linear_rows_bf16(h1.data(), R, dx.data(), Wd_d.data(), dbd.data(), n, I, R,
+                                               cuda::Epilogue::None, dact.data());
+                    else
+                        cuda::linear_rows_f32(h1.data(), R, dx.data(), Wd_d.data(), dbd.data(), n, I, R,
+                                              cuda::Epilogue::None, dact.data());
+                    cuda::router_decode(a, n);
+                }
+                std::vector<uint32_t> all = bits_of(download(h1));
+                for (const auto &part : {bits_of(download(rho)), bits_of(download(probs)), bits_of(download(psel))})
+                    all.insert(all.end(), part.begin(), part.end());
+                for (int32_t c : download(choice)) all.push_back(uint32_t(c));
+                return all;
+            };
+            const std::string ctx = fmt::format("n={} I={}", n, I);
+            EXPECT_EQ(run(upload(Wd), upload(fc1), upload(fc2), upload(out), true),
+                      run(upload(Wd), upload(fc1), upload(fc2), upload(out), false))
+                << "fp32 " << ctx;
+            auto b16 = [](const std::vector<float> &v) { return upload(to_bf16_bits(v)); };
+            EXPECT_EQ(run(b16(Wd), b16(fc1), b16(fc2), b16(out), true), run(b16(Wd), b16(fc1), b16(fc2), b16(out), false))
+                << "bf16 " << ctx;
+            expect_counters_zero(counters, ctx);
+        }
 }
 
 // ---- the decoder ----
@@ -594,10 +811,13 @@ TEST_F(CudaOps, DecoderGraphStepsEqualEager) {
         next = got;
     }
     EXPECT_EQ(graph.length(), eager.length());
-    // The step graph holds the fused layer's kernels, 12 per layer, and 9 around them: positions, the two RoPE
-    // tables, the embedding, the first input norm, the length advance, the LM head and its two-kernel argmax.
+    // The step graph holds the fused layer's kernels, 8 per layer (the q‖k‖v projection, the CCA chain, the KV
+    // append, attention, the output projection with the residual norm, the router's down projection with the
+    // router, the gate-up and the down projection with the residual norm), and 8 around them: positions, the two
+    // RoPE tables, the embedding, the first input norm, the length advance, the LM head and the argmax.
+    const size_t step_kernels = size_t(8 * m.config.num_hidden_layers + 8);
     EXPECT_EQ(eager.step_kernels(), 0u);
-    EXPECT_EQ(graph.step_kernels(), size_t(12 * m.config.num_hidden_layers + 9));
+    EXPECT_EQ(graph.step_kernels(), step_kernels);
     // The graph captured again with ordinary launches (no PDL) steps the same.
     EXPECT_TRUE(graph.dependent_launch()); // the emulated device is sm_90
     graph.set_dependent_launch(false);
@@ -611,7 +831,7 @@ TEST_F(CudaOps, DecoderGraphStepsEqualEager) {
         eager.step(tokens[t], b.data());
         EXPECT_EQ(a, b) << "step without PDL at position " << t;
     }
-    EXPECT_EQ(graph.step_kernels(), size_t(12 * m.config.num_hidden_layers + 9));
+    EXPECT_EQ(graph.step_kernels(), step_kernels);
 }
 
 // Three sequences in three slots, prefilled at different times and stepped in different groups (two together, one

@@ -504,6 +504,7 @@ void cp_async_wait(int groups_left) {
 } // namespace emu
 
 int atomicAdd(int *p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
+unsigned atomicAdd(unsigned *p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
 
 // ---- cuBLASLt ----
 

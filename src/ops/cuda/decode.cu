@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/decode.h"
+#include "ops/cuda/last_block.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/router_select.cuh"
 #include "ops/cuda/swiglu.cuh"
@@ -54,14 +55,13 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// grid (ceil(O/8), rows), block 256. Plain: blockIdx.y = 0 and the block takes rows [0, nrows) of x with one W.
-// Routed (ex.choice): blockIdx.y = the row, W = that row's expert. vec: 16-byte loads (I a multiple of the piece,
-// W 16-byte aligned).
+// A block's part of a linear: outputs [8·blockIdx.x, +8) of its rows, a warp each. Plain: blockIdx.y = 0 and the
+// block takes rows [0, nrows) of x with one W. Routed (ex.choice): blockIdx.y = the row, W = that row's expert.
+// vec: 16-byte loads (I a multiple of the piece, W 16-byte aligned). Waits for the previous kernel.
 template <class T>
-__global__ void __launch_bounds__(256)
-    linear_rows_kernel(float *y, int64_t ldy, const float *x, const T *W, const float *b, int nrows, int64_t I,
-                       int64_t O, ExpertRows ex, bool vec, Epilogue act, const int32_t *row_active,
-                       SecondOutput second) {
+__device__ void linear_rows_part(float *y, int64_t ldy, const float *x, const T *W, const float *b, int nrows,
+                                 int64_t I, int64_t O, const ExpertRows &ex, bool vec, Epilogue act,
+                                 const int32_t *row_active, const SecondOutput &second) {
     extern __shared__ float xs[]; // [nrows, I]
     const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
     const int64_t o = int64_t(blockIdx.x) * kLinearWarps + warp;
@@ -135,6 +135,51 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+// Σ over a block of kBlockThreads threads of each thread's v, in a fixed order (warp shuffles, then the warps' sums
+// in turn); every thread gets it. `scratch` holds kBlockThreads / 32 floats.
+constexpr int kBlockThreads = kLinearWarps * kWarp; // the linears' and the router's blocks
+__device__ float block_total(float v, float *scratch) {
+    v = warp_sum(v);
+    const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < kBlockThreads / kWarp; ++w) total += scratch[w];
+    __syncthreads(); // scratch reusable
+    return total;
+}
+
+// Rows [row0, row0 + n) of y (written by the other blocks too: read from L2) go into the residual stream, which
+// is then normed (ResidualNormAfter), by one block.
+__device__ void residual_norm_rows(const ResidualNormAfter &a, const float *y, int64_t row0, int n, int64_t D) {
+    __shared__ float scratch[kBlockThreads / kWarp];
+    for (int64_t row = row0; row < row0 + n; ++row) {
+        const int64_t base = row * D;
+        float ss = 0.0f;
+        for (int64_t i = threadIdx.x; i < D; i += kBlockThreads) {
+            const float v = (load_l2(y + base + i) + a.hs_bias[i]) * a.hs_scale[i] +
+                            (a.stream[base + i] + a.res_bias[i]) * a.res_scale[i];
+            a.stream[base + i] = v;
+            ss += v * v;
+        }
+        const float r = rsqrtf(block_total(ss, scratch) / float(D) + a.eps);
+        if (threadIdx.x == 0) a.rstd[row] = r;
+        for (int64_t i = threadIdx.x; i < D; i += kBlockThreads) a.normed[base + i] = a.w[i] * (a.stream[base + i] * r);
+    }
+}
+
+// grid (ceil(O/8), rows), block 256: linear_rows_part, then (after.stream) the residual scaling and norm of the
+// block row's rows — a plain pass's nrows rows, or the routed form's one row — by the last of its blocks.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    linear_rows_kernel(float *y, int64_t ldy, const float *x, const T *W, const float *b, int nrows, int64_t I,
+                       int64_t O, ExpertRows ex, bool vec, Epilogue act, const int32_t *row_active,
+                       SecondOutput second, ResidualNormAfter after) {
+    linear_rows_part(y, ldy, x, W, b, nrows, I, O, ex, vec, act, row_active, second);
+    if (after.stream && arrive_last(after.counters + blockIdx.y, gridDim.x))
+        residual_norm_rows(after, y, blockIdx.y, nrows, O);
+}
+
 template <class T> bool can_vectorise(const T *W, int64_t I) {
     return I % Piece<T>::n == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
 }
@@ -149,61 +194,65 @@ int64_t rows_per_pass(int64_t I) {
 
 // The opt-in above 48 KiB, once per kernel instantiation, on its first launch (a prefill pass or the eager step
 // before any graph capture).
-template <class T> void allow_linear_shared() {
+template <auto kKernel> void allow_linear_shared() {
     static const bool done = [] {
-        ZAYA_CUDA_CHECK(cudaFuncSetAttribute(linear_rows_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             int(kLinearSharedLimit)));
+        ZAYA_CUDA_CHECK(
+            cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kLinearSharedLimit)));
         return true;
     }();
     (void)done;
 }
 
+// The residual stream and norm after a linear of O outputs into y (row stride ldy): it reads whole rows of y.
+void check_after(const ResidualNormAfter &a, int64_t ldy, int64_t O, const SecondOutput &second) {
+    if (!a.stream) return;
+    if (ldy != O || second.y || !a.counters)
+        fail("decode linear: a residual norm after it needs rows of y {} wide (not {}), no second output and counters",
+             O, ldy);
+}
+
+// after's rows from r0 on.
+ResidualNormAfter rows_from(ResidualNormAfter a, int64_t r0, int64_t D) {
+    if (a.stream) a.stream += r0 * D, a.normed += r0 * D, a.rstd += r0;
+    return a;
+}
+
 template <class T>
 void linear_rows(float *y, int64_t ldy, const float *x, const T *W, const float *b, int64_t N, int64_t I, int64_t O,
-                 Epilogue act, const int32_t *row_active, SecondOutput second) {
+                 Epilogue act, const int32_t *row_active, SecondOutput second, const ResidualNormAfter &after) {
     if (N == 0 || O == 0) return;
+    check_after(after, ldy, O, second);
     const int64_t per = rows_per_pass(I);
     const bool vec = can_vectorise(W, I);
-    allow_linear_shared<T>();
+    allow_linear_shared<linear_rows_kernel<T>>();
     for (int64_t r0 = 0; r0 < N; r0 += per) {
         const int n = int(std::min(per, N - r0));
-        launch_kernel(linear_rows_kernel<T>, dim3(blocks_for(O, kLinearWarps), 1), kLinearWarps * kWarp,
+        launch_kernel(linear_rows_kernel<T>, dim3(blocks_for(O, kLinearWarps), 1), kBlockThreads,
                       size_t(n * I) * sizeof(float), y + r0 * ldy, ldy, x + r0 * I, W, b, n, I, O, ExpertRows{}, vec,
-                      act, row_active ? row_active + r0 : nullptr, second);
+                      act, row_active ? row_active + r0 : nullptr, second, rows_from(after, r0, O));
         if (second.y) second.y += per * second.ld;
     }
 }
 
 template <class T>
 void expert_linear(float *y, int64_t ldy, const float *x, const T *W, const ExpertRows &r, int64_t N, int64_t I,
-                   int64_t O) {
+                   int64_t O, const ResidualNormAfter &after) {
     if (N == 0 || O == 0) return;
     ZAYA_ASSERT(r.choice != nullptr);
+    check_after(after, ldy, O, SecondOutput{});
+    if (N > 65535) fail("decode expert linear: {} rows exceed the grid", N);
     rows_per_pass(I); // checks the width
-    allow_linear_shared<T>();
-    launch_kernel(linear_rows_kernel<T>, dim3(blocks_for(O, kLinearWarps), unsigned(N)), kLinearWarps * kWarp,
+    allow_linear_shared<linear_rows_kernel<T>>();
+    launch_kernel(linear_rows_kernel<T>, dim3(blocks_for(O, kLinearWarps), unsigned(N)), kBlockThreads,
                   size_t(I) * sizeof(float), y, ldy, x, W, nullptr, 1, I, O, r, can_vectorise(W, I), Epilogue::None,
-                  nullptr, SecondOutput{});
+                  nullptr, SecondOutput{}, after);
 }
 
-// ---- the router after its down projection, one block per row ----
+// ---- the router after its down projection, a block per row ----
 
-constexpr int kRouterThreads = 256;
+constexpr int kRouterThreads = kBlockThreads;
 
 __device__ __forceinline__ float gelu_exact(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
-
-// Σ over the block of each thread's v, in a fixed order (warp shuffles, then the warps' sums in turn); every thread
-// gets it. `scratch` holds kRouterThreads / 32 floats.
-__device__ float router_block_sum(float v, float *scratch) {
-    v = warp_sum(v);
-    const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    float total = 0.0f;
-    for (int w = 0; w < kRouterThreads / kWarp; ++w) total += scratch[w];
-    __syncthreads(); // scratch reusable
-    return total;
-}
 
 // y[O] = act(W[O, I]·x + b) for one row (x, y in shared memory): a warp per output, lanes over the inputs. Ends
 // with a barrier.
@@ -220,16 +269,21 @@ __device__ void router_block_linear(float *y, const float *x, const T *W, const 
     __syncthreads();
 }
 
-// grid n, block 256, shared (2R + K + 8) floats. Row i: rho = h1 + scale ⊙ rho_prev (EDA; without a previous
-// layer rho = h1), the RMSNorm, fc1 → GELU → fc2 → GELU → out, then softmax and top-1 selection.
-template <class T>
-__global__ void __launch_bounds__(kRouterThreads) router_decode_kernel(RouterDecode<T> a) {
-    extern __shared__ float sm[];
-    const int64_t sq = a.R * a.R * int64_t(sizeof(T)); // the MLP's weights, into L2 while the down projection runs
-    prefetch_l2(a.fc1, sq, int(threadIdx.x), kRouterThreads), prefetch_l2(a.fc2, sq, int(threadIdx.x), kRouterThreads);
-    prefetch_l2(a.out, a.K * a.R * int64_t(sizeof(T)), int(threadIdx.x), kRouterThreads);
-    await_previous_kernel();
-    const int64_t R = a.R, K = a.K, i = blockIdx.x;
+// The router's MLP weights, into L2 by the `threads` threads of one block while earlier work runs.
+template <class T> __device__ void prefetch_router(const RouterDecode<T> &a, int threads) {
+    const int64_t sq = a.R * a.R * int64_t(sizeof(T));
+    prefetch_l2(a.fc1, sq, int(threadIdx.x), threads), prefetch_l2(a.fc2, sq, int(threadIdx.x), threads);
+    prefetch_l2(a.out, a.K * a.R * int64_t(sizeof(T)), int(threadIdx.x), threads);
+}
+
+// Bytes of shared memory router_row needs: (2R + K + 8) floats.
+size_t router_shared_bytes(int64_t R, int64_t K) { return size_t(2 * R + K + kRouterThreads / kWarp) * sizeof(float); }
+
+// Row i, by the whole block (sm: router_shared_bytes): rho = h1 + scale ⊙ rho_prev (EDA; without a previous layer
+// rho = h1), the RMSNorm, fc1 → GELU → fc2 → GELU → out, then softmax and top-1 selection. h1 is read from L2 (the
+// fused down projection's other blocks wrote it). Ends with every thread past its last use of sm but thread 0's.
+template <class T> __device__ void router_row(const RouterDecode<T> &a, int64_t i, float *sm) {
+    const int64_t R = a.R, K = a.K;
     float *xs = sm, *ys = xs + R, *ls = ys + R, *scratch = ls + K;
     if (a.active && !a.active[i]) { // a slot not stepped: the skip slot, so the experts read no weights for it
         if (threadIdx.x == 0) a.choice[i] = int32_t(K - 1), a.p_sel[i] = 0.0f;
@@ -237,19 +291,44 @@ __global__ void __launch_bounds__(kRouterThreads) router_decode_kernel(RouterDec
     }
     float ss = 0.0f;
     for (int64_t j = threadIdx.x; j < R; j += kRouterThreads) {
-        float v = a.h1[i * R + j];
+        float v = load_l2(a.h1 + i * R + j);
         if (a.state_scale && a.rho_prev) v += a.state_scale[j] * a.rho_prev[i * R + j];
         a.rho[i * R + j] = v;
         ys[j] = v;
         ss += v * v;
     }
-    const float r = rsqrtf(router_block_sum(ss, scratch) / float(R) + a.eps);
+    const float r = rsqrtf(block_total(ss, scratch) / float(R) + a.eps);
     for (int64_t j = threadIdx.x; j < R; j += kRouterThreads) xs[j] = a.norm_w[j] * (ys[j] * r);
     __syncthreads();
     router_block_linear(ys, xs, a.fc1, a.fc1_b, R, R, true);
     router_block_linear(xs, ys, a.fc2, a.fc2_b, R, R, true);
     router_block_linear(ls, xs, a.out, nullptr, K, R, false);
     if (threadIdx.x == 0) router_select_token(a.probs + i * K, a.choice[i], a.p_sel[i], ls, a.bias, K);
+}
+
+// grid n, block 256, shared router_shared_bytes: router_row of row blockIdx.x.
+template <class T>
+__global__ void __launch_bounds__(kRouterThreads) router_decode_kernel(RouterDecode<T> a) {
+    extern __shared__ float sm[];
+    prefetch_router(a, kRouterThreads); // while the down projection runs
+    await_previous_kernel();
+    router_row(a, blockIdx.x, sm);
+}
+
+// grid ceil(R/8), block 256: the down projection h1 = x·Wᵀ + b of nrows rows (linear_rows_part), then router_row
+// of each by the last block to finish (its shared memory: x's rows, or router_shared_bytes if more).
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    router_down_kernel(float *h1, const float *x, const T *W, const float *b, int nrows, int64_t I, bool vec,
+                       const int32_t *row_active, RouterDecode<T> a, unsigned *counter) {
+    extern __shared__ float sm[];
+    if (blockIdx.x == 0) prefetch_router(a, kBlockThreads); // one block's worth: the weights are the same for all
+    linear_rows_part(h1, a.R, x, W, b, nrows, I, a.R, ExpertRows{}, vec, Epilogue::None, row_active, SecondOutput{});
+    if (!arrive_last(counter, gridDim.x)) return;
+    for (int i = 0; i < nrows; ++i) {
+        router_row(a, i, sm);
+        __syncthreads(); // thread 0 has read the logits in sm before the next row overwrites them
+    }
 }
 
 // One thread per element of out[N, D].
@@ -355,9 +434,9 @@ __device__ __forceinline__ KeyPiece key_piece(int64_t p, int64_t window, int64_t
     return {t0, min(p + 1, t0 + per)};
 }
 
-// grid (splits, nq, n), block 128: the partial softmax of query (i, h) over its piece of keys, in tiles of
-// kAttnMaxChunk with an online softmax (running max m, sum l, and each thread's ≤ 2 output dims rescaled when m
-// grows). part_o gets Σ exp(s − m)·v (unnormalised), part_ml (m, l); l = 0 marks an empty piece.
+// Block (c, h, i) of a grid (splits, nq, n), block 128: the partial softmax of query (i, h) over its piece c of
+// keys, in tiles of kAttnMaxChunk with an online softmax (running max m, sum l, and each thread's ≤ 2 output dims
+// rescaled when m grows). part_o gets Σ exp(s − m)·v (unnormalised), part_ml (m, l); l = 0 marks an empty piece.
 // Where query i's sequence lives: one sequence (per_slot false: row i is its token at *length + i) or one slot per
 // row (row i at lengths[i], over cache rows i·cache_rows …, skipped when not active).
 struct AttnRows {
@@ -367,10 +446,9 @@ struct AttnRows {
     const int32_t *active;
 };
 
-__global__ void __launch_bounds__(kAttnThreads)
-    attention_partial_kernel(float *part_o, float *part_ml, const float *q, const float *k, const float *v,
-                             const int32_t *length, int64_t n, AttnShape s, int64_t splits, AttnRows rows) {
-    await_previous_kernel();
+__device__ void attention_part(float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+                               const int32_t *length, int64_t n, const AttnShape &s, int64_t splits,
+                               const AttnRows &rows) {
     __shared__ float qs[kAttnMaxHeadDim];
     __shared__ float ps[kAttnMaxChunk];
     constexpr int kDims = kAttnMaxHeadDim / kAttnThreads; // output dims per thread
@@ -425,30 +503,37 @@ __global__ void __launch_bounds__(kAttnThreads)
     if (threadIdx.x == 0) part_ml[2 * slot] = m, part_ml[2 * slot + 1] = l;
 }
 
-// grid (nq, n), block 128: out[i, h, :] from the `splits` pieces of query i.
-__global__ void __launch_bounds__(kAttnThreads)
-    attention_combine_kernel(float *out, const float *part_o, const float *part_ml, int64_t n, AttnShape s,
-                             int64_t splits) {
-    await_previous_kernel();
-    const int64_t h = blockIdx.x, i = blockIdx.y, nq = s.nq, hd = s.hd;
+// out[i, h, :] from the `splits` pieces of query (i, h), by one block (the pieces come from L2: other blocks wrote
+// them).
+__device__ void attention_combine(float *out, const float *part_o, const float *part_ml, int64_t n, const AttnShape &s,
+                                  int64_t splits, int64_t h, int64_t i) {
+    const int64_t nq = s.nq, hd = s.hd;
+    auto m_of = [&](int64_t c) { return load_l2(part_ml + 2 * ((c * n + i) * nq + h)); };
+    auto l_of = [&](int64_t c) { return load_l2(part_ml + 2 * ((c * n + i) * nq + h) + 1); };
     float M = -INFINITY;
-    for (int64_t c = 0; c < splits; ++c) {
-        const int64_t slot = (c * n + i) * nq + h;
-        if (part_ml[2 * slot + 1] > 0.0f) M = max(M, part_ml[2 * slot]);
-    }
+    for (int64_t c = 0; c < splits; ++c)
+        if (l_of(c) > 0.0f) M = max(M, m_of(c));
     float L = 0.0f;
-    for (int64_t c = 0; c < splits; ++c) {
-        const int64_t slot = (c * n + i) * nq + h;
-        if (part_ml[2 * slot + 1] > 0.0f) L += part_ml[2 * slot + 1] * expf(part_ml[2 * slot] - M);
-    }
+    for (int64_t c = 0; c < splits; ++c)
+        if (l_of(c) > 0.0f) L += l_of(c) * expf(m_of(c) - M);
     for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
-        for (int64_t c = 0; c < splits; ++c) {
-            const int64_t slot = (c * n + i) * nq + h;
-            if (part_ml[2 * slot + 1] > 0.0f) acc += part_o[slot * hd + d] * expf(part_ml[2 * slot] - M);
-        }
+        for (int64_t c = 0; c < splits; ++c)
+            if (l_of(c) > 0.0f) acc += load_l2(part_o + ((c * n + i) * nq + h) * hd + d) * expf(m_of(c) - M);
         out[(i * nq + h) * hd + d] = L > 0.0f ? acc / L : 0.0f; // L = 0: an inactive slot's row
     }
+}
+
+// grid (splits, nq, n), block 128: attention_part of block (c, h, i), then the combine of query (i, h) by the last
+// of its `splits` blocks to finish (counters[i·nq + h]).
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_decode_kernel(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+                            const int32_t *length, int64_t n, AttnShape s, int64_t splits, AttnRows rows,
+                            unsigned *counters) {
+    await_previous_kernel();
+    attention_part(part_o, part_ml, q, k, v, length, n, s, splits, rows);
+    const int64_t h = blockIdx.y, i = blockIdx.z;
+    if (arrive_last(counters + i * s.nq + h, unsigned(splits))) attention_combine(out, part_o, part_ml, n, s, splits, h, i);
 }
 
 constexpr int kArgmaxThreads = 256;
@@ -467,9 +552,10 @@ __device__ void block_argmax(float *sv, int32_t *si) {
     }
 }
 
-// grid (kArgmaxPartials, rows), block 256: block b's winner over row x[r, i], i ≡ b·256 + t (mod gridDim·256).
+// grid (kArgmaxPartials, rows), block 256: block b's winner over row x[r, i], i ≡ b·256 + t (mod gridDim·256)
+// into the partials; the last of a row's blocks to finish then takes the row's winner of its partials into out[r].
 __global__ void __launch_bounds__(kArgmaxThreads)
-    argmax_partial_kernel(float *part_v, int32_t *part_i, const float *x, int64_t n) {
+    argmax_kernel(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n, unsigned *counters) {
     await_previous_kernel();
     __shared__ float sv[kArgmaxThreads];
     __shared__ int32_t si[kArgmaxThreads];
@@ -482,21 +568,14 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     block_argmax(sv, si);
     const int64_t at = int64_t(blockIdx.y) * kArgmaxPartials + blockIdx.x;
     if (threadIdx.x == 0) part_v[at] = sv[0], part_i[at] = si[0];
-}
-
-// grid rows, block 256: each row's winner of its partials.
-__global__ void __launch_bounds__(kArgmaxThreads)
-    argmax_combine_kernel(int32_t *out, const float *part_v, const int32_t *part_i) {
-    await_previous_kernel();
-    __shared__ float sv[kArgmaxThreads];
-    __shared__ int32_t si[kArgmaxThreads];
+    if (!arrive_last(counters + blockIdx.y, gridDim.x)) return;
     const int t = int(threadIdx.x);
-    part_v += int64_t(blockIdx.x) * kArgmaxPartials, part_i += int64_t(blockIdx.x) * kArgmaxPartials;
-    out += blockIdx.x;
-    sv[t] = t < kArgmaxPartials ? part_v[t] : -INFINITY;
-    si[t] = t < kArgmaxPartials ? part_i[t] : INT32_MAX;
+    part_v += int64_t(blockIdx.y) * kArgmaxPartials, part_i += int64_t(blockIdx.y) * kArgmaxPartials;
+    __syncthreads(); // thread 0 has read the block's own winner from sv, si
+    sv[t] = t < kArgmaxPartials ? load_l2(part_v + t) : -INFINITY;
+    si[t] = t < kArgmaxPartials ? load_l2(part_i + t) : INT32_MAX;
     block_argmax(sv, si);
-    if (t == 0) *out = si[0] == INT32_MAX ? 0 : si[0];
+    if (t == 0) out[blockIdx.y] = si[0] == INT32_MAX ? 0 : si[0];
 }
 
 // A grid-stride read of 16-byte words; the xor is written only if it hits a value no buffer gives in practice,
@@ -513,20 +592,22 @@ __global__ void read_kernel(const uint4 *p, int64_t n, unsigned *sink) {
 } // namespace
 
 void linear_rows_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                      int64_t O, Epilogue act, const int32_t *row_active, const SecondOutput &second) {
-    linear_rows(y, ldy, x, W, b, N, I, O, act, row_active, second);
+                      int64_t O, Epilogue act, const int32_t *row_active, const SecondOutput &second,
+                      const ResidualNormAfter &after) {
+    linear_rows(y, ldy, x, W, b, N, I, O, act, row_active, second, after);
 }
 void linear_rows_f32(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
-                     int64_t O, Epilogue act, const int32_t *row_active, const SecondOutput &second) {
-    linear_rows(y, ldy, x, W, b, N, I, O, act, row_active, second);
+                     int64_t O, Epilogue act, const int32_t *row_active, const SecondOutput &second,
+                     const ResidualNormAfter &after) {
+    linear_rows(y, ldy, x, W, b, N, I, O, act, row_active, second, after);
 }
 void expert_linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const ExpertRows &r, int64_t N,
-                        int64_t I, int64_t O) {
-    expert_linear(y, ldy, x, W, r, N, I, O);
+                        int64_t I, int64_t O, const ResidualNormAfter &after) {
+    expert_linear(y, ldy, x, W, r, N, I, O, after);
 }
 void expert_linear_f32(float *y, int64_t ldy, const float *x, const float *W, const ExpertRows &r, int64_t N, int64_t I,
-                       int64_t O) {
-    expert_linear(y, ldy, x, W, r, N, I, O);
+                       int64_t O, const ResidualNormAfter &after) {
+    expert_linear(y, ldy, x, W, r, N, I, O, after);
 }
 
 void embed_rows_bf16(float *out, const int32_t *tokens, const uint16_t *table, const float *bias, const float *scale,
@@ -542,13 +623,40 @@ void embed_rows_f32(float *out, const int32_t *tokens, const float *table, const
 
 template <class T> void router_decode(const RouterDecode<T> &a, int64_t n) {
     if (n == 0) return;
-    const size_t shared = size_t(2 * a.R + a.K + kRouterThreads / kWarp) * sizeof(float);
+    const size_t shared = router_shared_bytes(a.R, a.K);
     if (int64_t(shared) > kSharedLimit)
         fail("router_decode: router width {} and {} classes do not fit shared memory", a.R, a.K);
     launch_kernel(router_decode_kernel<T>, unsigned(n), kRouterThreads, shared, a);
 }
 template void router_decode<uint16_t>(const RouterDecode<uint16_t> &, int64_t);
 template void router_decode<float>(const RouterDecode<float> &, int64_t);
+
+template <class T>
+void router_down_decode(float *h1, const float *x, const T *W, const float *b, int64_t n, int64_t I,
+                        const int32_t *row_active, const RouterDecode<T> &a, unsigned *counters) {
+    if (n == 0) return;
+    if (a.h1 != h1 || !counters) fail("router_down_decode: the router must read the h1 written here, with counters");
+    const size_t router_shared = router_shared_bytes(a.R, a.K);
+    if (int64_t(router_shared) > kSharedLimit)
+        fail("router_decode: router width {} and {} classes do not fit shared memory", a.R, a.K);
+    const int64_t per = rows_per_pass(I);
+    const bool vec = can_vectorise(W, I);
+    allow_linear_shared<router_down_kernel<T>>();
+    for (int64_t r0 = 0; r0 < n; r0 += per) {
+        const int rows = int(std::min(per, n - r0));
+        RouterDecode<T> p = a; // this pass's rows
+        p.rho += r0 * a.R, p.probs += r0 * a.K, p.choice += r0, p.p_sel += r0, p.h1 += r0 * a.R;
+        if (p.rho_prev) p.rho_prev += r0 * a.R;
+        if (p.active) p.active += r0;
+        launch_kernel(router_down_kernel<T>, blocks_for(a.R, kLinearWarps), kBlockThreads,
+                      std::max(size_t(rows * I) * sizeof(float), router_shared), h1 + r0 * a.R, x + r0 * I, W, b,
+                      rows, I, vec, row_active ? row_active + r0 : nullptr, p, counters);
+    }
+}
+template void router_down_decode<uint16_t>(float *, const float *, const uint16_t *, const float *, int64_t, int64_t,
+                                           const int32_t *, const RouterDecode<uint16_t> &, unsigned *);
+template void router_down_decode<float>(float *, const float *, const float *, const float *, int64_t, int64_t,
+                                        const int32_t *, const RouterDecode<float> &, unsigned *);
 
 void decode_positions(int32_t *pos, const int32_t *lengths, int64_t n, int64_t first, int64_t slots) {
     if (n * slots == 0) return;
@@ -584,35 +692,38 @@ void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols) {
 
 namespace {
 void attention_launch(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
-                      const int32_t *length, int64_t n, const AttnShape &s, int64_t splits, const AttnRows &rows) {
+                      const int32_t *length, int64_t n, const AttnShape &s, int64_t splits, const AttnRows &rows,
+                      unsigned *counters) {
     if (splits < 1 || splits > kAttnMaxSplits) fail("attention_decode: {} splits outside [1, {}]", splits, kAttnMaxSplits);
     if (s.hd > kAttnMaxHeadDim) fail("attention_decode: head_dim {} above {}", s.hd, kAttnMaxHeadDim);
     if (n > 65535 || s.nq > 65535) fail("attention_decode: {} rows of {} heads exceed the grid", n, s.nq);
     if (n == 0) return;
-    launch_kernel(attention_partial_kernel, dim3(unsigned(splits), unsigned(s.nq), unsigned(n)), kAttnThreads, 0,
-                  part_o, part_ml, q, k, v, length, n, s, splits, rows);
-    launch_kernel(attention_combine_kernel, dim3(unsigned(s.nq), unsigned(n)), kAttnThreads, 0, out, part_o, part_ml, n,
-                  s, splits);
+    if (!counters) fail("attention_decode: no counters");
+    launch_kernel(attention_decode_kernel, dim3(unsigned(splits), unsigned(s.nq), unsigned(n)), kAttnThreads, 0, out,
+                  part_o, part_ml, q, k, v, length, n, s, splits, rows, counters);
 }
 } // namespace
 
 void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
-                      const int32_t *length, int64_t n, const AttnShape &s, int64_t splits) {
-    attention_launch(out, part_o, part_ml, q, k, v, length, n, s, splits, AttnRows{s.nq * s.hd, false, 0, nullptr});
+                      const int32_t *length, int64_t n, const AttnShape &s, int64_t splits, unsigned *counters) {
+    attention_launch(out, part_o, part_ml, q, k, v, length, n, s, splits, AttnRows{s.nq * s.hd, false, 0, nullptr},
+                     counters);
 }
 void attention_decode_slots(float *out, float *part_o, float *part_ml, const float *q, int64_t ldq, const float *k,
                             const float *v, const int32_t *lengths, const int32_t *active, int64_t slots,
-                            int64_t max_len, const AttnShape &s, int64_t splits) {
-    attention_launch(out, part_o, part_ml, q, k, v, lengths, slots, s, splits, AttnRows{ldq, true, max_len, active});
+                            int64_t max_len, const AttnShape &s, int64_t splits, unsigned *counters) {
+    attention_launch(out, part_o, part_ml, q, k, v, lengths, slots, s, splits, AttnRows{ldq, true, max_len, active},
+                     counters);
 }
 
-void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n, int64_t rows) {
+void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n, int64_t rows,
+            unsigned *counters) {
     if (n < 1 || n > INT32_MAX) fail("argmax: {} elements (1 … 2³¹−1)", n);
     if (rows < 1 || rows > 65535) fail("argmax: {} rows (1 … 65535)", rows);
+    if (!counters) fail("argmax: no counters");
     static_assert(kArgmaxPartials <= kArgmaxThreads, "the combine block holds every partial");
-    launch_kernel(argmax_partial_kernel, dim3(kArgmaxPartials, unsigned(rows)), kArgmaxThreads, 0, part_v, part_i, x,
-                  n);
-    launch_kernel(argmax_combine_kernel, unsigned(rows), kArgmaxThreads, 0, out, part_v, part_i);
+    launch_kernel(argmax_kernel, dim3(kArgmaxPartials, unsigned(rows)), kArgmaxThreads, 0, out, part_v, part_i, x, n,
+                  counters);
 }
 
 double time_device_read(const void *p, int64_t bytes) {

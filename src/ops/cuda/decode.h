@@ -26,17 +26,35 @@ struct SecondOutput {
     int64_t ld = 0;
 };
 
+// Some decode kernels end with a short step that needs every block's part (a row's norm needs all its outputs; a
+// query's softmax, all its key splits): the last of the blocks to finish does it (ops/cuda/last_block.cuh), so the
+// step costs no kernel of its own. They count arrivals in `counters`: device memory zeroed once when allocated
+// (every launch leaves its counters zero again), so one array serves each such call of a step in turn; each call
+// says how many it uses.
+
+// What a linear does once every output of a row is written: the residual scaling of those outputs y into the
+// residual stream and the RMSNorm of the result, as residual_rmsnorm_forward(stream, normed, rstd, y, stream, …)
+// (y's row stride must equal its width O, the stream's). Done by the last of the row's blocks; `stream` null: nothing.
+struct ResidualNormAfter {
+    float *stream = nullptr; // [N, O], in place: (y + hs_bias) ⊙ hs_scale + (stream + res_bias) ⊙ res_scale
+    float *normed = nullptr; // [N, O] = w ⊙ stream · rstd
+    float *rstd = nullptr;   // [N]
+    const float *hs_scale = nullptr, *hs_bias = nullptr, *res_scale = nullptr, *res_bias = nullptr, *w = nullptr;
+    float eps = 0.0f;
+    unsigned *counters = nullptr; // a linear: 1; the routed form: N
+};
+
 // y[N, O] (row stride ldy) = act(x[N, I] · W[O, I]ᵀ + b[O]) (b may be null), in passes of ≤ kDecodeRowsPerPass
 // rows; W bf16 (raw uint16 bits, widened exactly) or fp32. A warp per output, 16-byte loads of W, x in shared
 // memory. y must not overlap x (other blocks still read x while one writes y). row_active[N] (device; null: every
 // row): rows with 0 get zeros and cost no arithmetic — a decode step's slots not stepped. second: outputs from
-// `second.from` on go there.
+// `second.from` on go there. after: the residual scaling and norm that follow, on every row.
 void linear_rows_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
                       int64_t O, Epilogue act = Epilogue::None, const int32_t *row_active = nullptr,
-                      const SecondOutput &second = {});
+                      const SecondOutput &second = {}, const ResidualNormAfter &after = {});
 void linear_rows_f32(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
                      int64_t O, Epilogue act = Epilogue::None, const int32_t *row_active = nullptr,
-                     const SecondOutput &second = {});
+                     const SecondOutput &second = {}, const ResidualNormAfter &after = {});
 
 // The routed form: row n uses expert choice[n] (device int32, ∈ [0, E]) of stacked weights W[E, O, I]; the skip
 // slot (choice == E) gives skip_x[n, :] (row stride ld_skip; null: zeros). Every row is then scaled by p_sel[n]
@@ -51,9 +69,9 @@ struct ExpertRows {
     bool swiglu_input = false;
 };
 void expert_linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const ExpertRows &r, int64_t N,
-                        int64_t I, int64_t O);
+                        int64_t I, int64_t O, const ResidualNormAfter &after = {});
 void expert_linear_f32(float *y, int64_t ldy, const float *x, const float *W, const ExpertRows &r, int64_t N, int64_t I,
-                       int64_t O);
+                       int64_t O, const ResidualNormAfter &after = {});
 
 // The router after its down projection, for n decode rows, in one kernel (a block per row; at decode the router's
 // R×R matrices are small, and six launches per layer would cost more than reading them): rho[n,R] (=) the EDA
@@ -76,6 +94,12 @@ template <class T> struct RouterDecode {
     const int32_t *active = nullptr; // rows with active[i] == 0 take the skip slot (K − 1; p_sel 0): no expert read
 };
 template <class T> void router_decode(const RouterDecode<T> &a, int64_t n);
+// The router's down projection h1[n, R] = x[n, I] · W[R, I]ᵀ + b (row_active as linear_rows) and then, in the last
+// of its blocks, router_decode on those rows (a.h1 is the h1 written here): one kernel per ≤ kDecodeRowsPerPass
+// rows instead of two. W and the router's matrices share the type T. counters: 1.
+template <class T>
+void router_down_decode(float *h1, const float *x, const T *W, const float *b, int64_t n, int64_t I,
+                        const int32_t *row_active, const RouterDecode<T> &a, unsigned *counters);
 
 // out[N,D] = (table[tokens[n]] + bias) ⊙ scale with a bf16 or fp32 table        (cpu embedding with the input scale)
 void embed_rows_bf16(float *out, const int32_t *tokens, const uint16_t *table, const float *bias, const float *scale,
@@ -118,26 +142,27 @@ void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols);
 // cache k, v [·, nkv·hd]: causal, GQA, sliding window as cpu::attention_cached. out[n, nq, hd].
 // Split over the key axis (flash-decoding): each query's visible keys are cut into `splits` pieces of equal size,
 // each block takes one piece of one (query, head) in tiles of kAttnMaxChunk keys with an online softmax and leaves
-// a partial result — part_o [splits, n, nq, hd], part_ml [splits, n, nq, 2] — that a second kernel combines. The
-// grid is splits × nq × n whatever the cache's capacity or the sequence's length, so a CUDA graph captured once
-// serves every step, and one head at long context still fills the GPU.
+// a partial result — part_o [splits, n, nq, hd], part_ml [splits, n, nq, 2] — that the last of the query's blocks
+// to finish combines (counters: n·nq). The grid is splits × nq × n whatever the cache's capacity or the sequence's
+// length, so a CUDA graph captured once serves every step, and one head at long context still fills the GPU.
 inline constexpr int64_t kAttnMaxChunk = 128;
 inline constexpr int64_t kAttnMaxSplits = 1024;
 void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
-                      const int32_t *length, int64_t n, const AttnShape &s, int64_t splits);
+                      const int32_t *length, int64_t n, const AttnShape &s, int64_t splits, unsigned *counters);
 // One query per slot: row s is slot s's new token at position lengths[s] (its key appended), q rows ldq apart, over
 // slot s's cache (k, v + s·max_len·nkv·hd); inactive rows give zeros and read nothing.
 void attention_decode_slots(float *out, float *part_o, float *part_ml, const float *q, int64_t ldq, const float *k,
                             const float *v, const int32_t *lengths, const int32_t *active, int64_t slots,
-                            int64_t max_len, const AttnShape &s, int64_t splits);
+                            int64_t max_len, const AttnShape &s, int64_t splits, unsigned *counters);
 
 // out[r] = the index of the largest of x[r, 0:n) for r < rows (lowest index on ties; NaN never wins; 0 if nothing
-// does): the greedy token, so a greedy decode step downloads 4 bytes per row instead of V logits. Two kernels, each
+// does): the greedy token, so a greedy decode step downloads 4 bytes per row instead of V logits. One kernel, each
 // element read once: kArgmaxPartials blocks per row leave (value, index) pairs in part_v, part_i
-// [rows, kArgmaxPartials], one block per row combines them. Deterministic: the pairs combine in a fixed order with
-// the tie rule, whatever order blocks run in.
+// [rows, kArgmaxPartials], and the last of a row's blocks to finish combines them (counters: rows). Deterministic:
+// the pairs combine in a fixed order with the tie rule, whatever order blocks run in.
 inline constexpr int kArgmaxPartials = 64;
-void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n, int64_t rows = 1);
+void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n, int64_t rows,
+            unsigned *counters);
 
 // Reads `bytes` (a multiple of 16) of p once and returns the seconds it took (synchronises): the read bandwidth
 // the decode bound divides by.

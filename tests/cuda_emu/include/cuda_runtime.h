@@ -171,6 +171,12 @@ void cp_async_wait(int groups_left);
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::warp_sync(); }
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
 int atomicAdd(int *p, int v);
+unsigned atomicAdd(unsigned *p, unsigned v);
+// Blocks run one after another here, so every write of an earlier block is visible: the fence and the L2 load
+// (ld.global.cg, which bypasses L1) are plain.
+inline void __threadfence() {}
+inline float __ldcg(const float *p) { return *p; }
+inline int __ldcg(const int *p) { return *p; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 template <class T> T min(T a, T b) { return b < a ? b : a; }
 template <class T> T max(T a, T b) { return a < b ? b : a; }
