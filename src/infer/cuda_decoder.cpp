@@ -230,7 +230,7 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
     for (auto *b : {&rho[0], &rho[1], &h1}) *b = f(N * R);
     probs = f(N * K), hh = f(N * 2 * I), logits = f(S * V);
     part_o = f(o.attn_splits * N * nq * hd), part_ml = f(o.attn_splits * N * nq * 2);
-    counters = DeviceArray<unsigned>(size_t(N * std::max<int64_t>(nq, 1))); // attention's n·nq, the most of any
+    counters = DeviceArray<unsigned>(size_t(N * (nq + 1))); // attention's, the most of any: n·nq (+ n appending)
     cuda::fill_bytes(counters.data(), 0, counters.size() * sizeof(unsigned));
     tokens = DeviceArray<int32_t>(size_t(N)), pos = DeviceArray<int32_t>(size_t(ext));
     choice = DeviceArray<int32_t>(size_t(N)), len = DeviceArray<int32_t>(size_t(S));
@@ -280,15 +280,14 @@ void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
                               cuda::ConvShape{C, nq + nkv, c.cca_time0, c.cca_time1}, d.conv_dw, d.conv_dw_bias,
                               d.conv_g, d.conv_g_bias, d.temp, cos_t[t].data(), sin_t[t].data(), nq, nkv,
                               c.rotary_dim(l));
-    if (!every) cuda::shift_rows_up(zx, P, n, C); // (a step's move is done by its KV append, below)
+    if (!every) cuda::shift_rows_up(zx, P, n, C); // (a step's move is done with its KV append, in attention below)
     const float *q_new = q.data() + P * Dq, *k_new = k.data() + P * Dk;
     const cuda::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), sliding ? *c.sliding_window : 0};
-    if (every) {
-        cuda::append_kv_slots(d.kc.data(), d.vc.data(), k_new, SR * Dk, v.data(), len.data(), active.data(), S, Dk,
-                              o.max_len, d.vstate.data(), Dv, cuda::ConvStateMove{d.zx.data(), P, C, SR});
-        cuda::attention_decode_slots(att.data(), part_o.data(), part_ml.data(), q_new, SR * Dq, d.kc.data(),
-                                     d.vc.data(), len.data(), active.data(), S, o.max_len, as, o.attn_splits,
-                                     counters.data());
+    if (every) { // the KV append (with the conv state's move) inside the attention kernel
+        cuda::attention_decode_slots(att.data(), part_o.data(), part_ml.data(), q_new, SR * Dq, len.data(),
+                                     active.data(), S, o.max_len, as, o.attn_splits, counters.data(),
+                                     cuda::KvAppend{d.kc.data(), d.vc.data(), k_new, SR * Dk, v.data(),
+                                                    d.vstate.data(), Dv, cuda::ConvStateMove{d.zx.data(), P, C, SR}});
     } else {
         const int64_t cache = slot * o.max_len * Dk;
         cuda::append_kv(d.kc.data() + cache, d.vc.data() + cache, k_new, v.data(), len.data() + slot, n, Dk,
@@ -435,7 +434,7 @@ void CudaDecoder::Impl::step(std::span<const int32_t> toks, float *out, int32_t 
     }
     cuda::copy_to_device(tokens.data(), feed.data(), feed.size() * sizeof(int32_t));
     cuda::copy_to_device(active.data(), on.data(), on.size() * sizeof(int32_t));
-    // One eager step first (modules loaded, every kernel launched once), then the step as one graph launch: 8
+    // One eager step first (modules loaded, every kernel launched once), then the step as one graph launch: 7
     // kernels per layer would otherwise cost more in launch overhead than a small step reads from memory.
     const Pass every{S, kEverySlot};
     if (o.graph && eager_steps > 0) {

@@ -419,38 +419,71 @@ TEST_F(CudaOps, DecodeLinearGeluEpilogue) {
 // The slot forms (one new token per slot; inactive slots change nothing): positions, lengths, the conv-state move,
 // the KV append with the delayed values, attention over each slot's own cache (inactive rows: zeros), row argmax.
 TEST_F(CudaOps, DecodeSlotHelpers) {
-    const int64_t S = 3, W = 4, Dv = 2, max_len = 6;
+    const int64_t S = 3, max_len = 6;
     const std::vector<int32_t> lengths = {2, 0, 4}, active = {1, 0, 1};
     auto dlen = upload(lengths), dact = upload(active);
     cuda::DeviceArray<int32_t> pos(static_cast<size_t>(S * 3));
     cuda::decode_positions(pos.data(), dlen.data(), 3, -1, S);
     EXPECT_EQ(download(pos), (std::vector<int32_t>{1, 2, 3, -1, 0, 1, 3, 4, 5}));
-    // The KV append: slot s's row goes to its cache at lengths[s]; the delayed columns take the slot's state.
-    const std::vector<float> k = random_vec(size_t(S * 2 * W), 51), v = random_vec(size_t(S * W), 52),
-                             state = random_vec(size_t(S * Dv), 53);
-    auto dk = upload(k), dv = upload(v), dstate = upload(state);
-    auto kc = poisoned(size_t(S * max_len * W)), vc = poisoned(size_t(S * max_len * W));
-    // With it, the conv-state move per slot (regions of 4 rows of 5 columns, keep 2), inactive slot 1 untouched.
+    // Attention with the KV append: slot s's query at position lengths[s] over its own cache, whose row lengths[s]
+    // (and every row past it) holds NaN — the new key and value are read from their rows, the delayed value columns
+    // from the slot's state — against the CPU's one-sequence attention over the cache with the new row in place.
+    const int64_t nq = 4, nkv = 2, hd = 16, W = nkv * hd, Dq = nq * hd, ldq = 3 * Dq, ldk = 2 * W, Dv = hd;
+    const cpu::AttnShape as{nq, nkv, hd, 0.25f, 3};
+    const std::vector<float> q = random_vec(size_t(S * ldq), 55), k = random_vec(size_t(S * ldk), 51),
+                             v = random_vec(size_t(S * W), 52), state = random_vec(size_t(S * Dv), 53);
+    std::vector<float> kk = random_vec(size_t(S * max_len * W), 56), vv = random_vec(size_t(S * max_len * W), 57);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t sl = 0; sl < S; ++sl)
+        for (int64_t t = lengths[size_t(sl)]; t < max_len; ++t)
+            for (int64_t col = 0; col < W; ++col) {
+                const size_t at = size_t((sl * max_len + t) * W + col);
+                kk[at] = vv[at] = nan;
+            }
+    // The new row of each slot: k, the current value columns, then the state's delayed ones.
+    auto new_k = [&](int64_t sl, int64_t col) { return k[size_t(sl * ldk + col)]; };
+    auto new_v = [&](int64_t sl, int64_t col) {
+        return col < W - Dv ? v[size_t(sl * W + col)] : state[size_t(sl * Dv + col - (W - Dv))];
+    };
+    // The conv-state move per slot with it (regions of 4 rows of 5 columns, keep 2), inactive slot 1 untouched.
     const int64_t cols = 5;
     const std::vector<float> rows_in = random_vec(size_t(S * 4 * cols), 54);
+    auto dq = upload(q), dk = upload(k), dv = upload(v), dstate = upload(state), dkk = upload(kk), dvv = upload(vv);
     auto buf = upload(rows_in);
-    cuda::append_kv_slots(kc.data(), vc.data(), dk.data(), 2 * W, dv.data(), dlen.data(), dact.data(), S, W, max_len,
-                          dstate.data(), Dv, cuda::ConvStateMove{buf.data(), 2, cols, 4});
-    const std::vector<float> gk = download(kc), gv = download(vc), gs = download(dstate);
-    for (int64_t sl = 0; sl < S; ++sl)
+    auto out = poisoned(size_t(S * Dq)), po = poisoned(size_t(2 * S * Dq)), pml = poisoned(size_t(2 * S * nq * 2));
+    auto counters = zeroed_counters(size_t(S * (nq + 1)));
+    cuda::attention_decode_slots(out.data(), po.data(), pml.data(), dq.data(), ldq, dlen.data(), dact.data(), S,
+                                 max_len, as, 2, counters.data(),
+                                 cuda::KvAppend{dkk.data(), dvv.data(), dk.data(), ldk, dv.data(), dstate.data(), Dv,
+                                                cuda::ConvStateMove{buf.data(), 2, cols, 4}});
+    expect_counters_zero(counters, "attention over slots");
+    const std::vector<float> got = download(out), gk = download(dkk), gv = download(dvv), gs = download(dstate);
+    for (int64_t sl = 0; sl < S; ++sl) {
+        std::vector<float> ref(static_cast<size_t>(Dq), 0.0f);
+        const int64_t p = lengths[size_t(sl)];
+        if (active[size_t(sl)]) {
+            std::vector<float> kc(kk.begin() + sl * max_len * W, kk.begin() + (sl + 1) * max_len * W),
+                vc(vv.begin() + sl * max_len * W, vv.begin() + (sl + 1) * max_len * W);
+            for (int64_t col = 0; col < W; ++col)
+                kc[size_t(p * W + col)] = new_k(sl, col), vc[size_t(p * W + col)] = new_v(sl, col);
+            cpu::attention_cached(ref.data(), q.data() + sl * ldq, kc.data(), vc.data(), 1, p, as);
+        }
+        EXPECT_LT(rel_err(std::vector<float>(got.begin() + sl * Dq, got.begin() + (sl + 1) * Dq), ref), kFp32Tol)
+            << "slot " << sl;
+        // The append: the new row at lengths[s] of an active slot's cache; an inactive slot's row keeps its NaN.
         for (int64_t col = 0; col < W; ++col) {
-            const size_t at = size_t((sl * max_len + lengths[size_t(sl)]) * W + col);
+            const size_t at = size_t((sl * max_len + p) * W + col);
             if (!active[size_t(sl)]) {
                 EXPECT_TRUE(std::isnan(gk[at]) && std::isnan(gv[at])) << "inactive slot " << sl << " written";
                 continue;
             }
-            EXPECT_EQ(gk[at], k[size_t(sl * 2 * W + col)]);
-            EXPECT_EQ(gv[at], col < W - Dv ? v[size_t(sl * W + col)] : state[size_t(sl * Dv + col - (W - Dv))]);
+            EXPECT_EQ(gk[at], new_k(sl, col));
+            EXPECT_EQ(gv[at], new_v(sl, col));
         }
-    for (int64_t sl = 0; sl < S; ++sl)
-        for (int64_t d = 0; d < Dv; ++d)
+        for (int64_t d = 0; d < Dv; ++d) // the state takes this token's delayed projection
             EXPECT_EQ(gs[size_t(sl * Dv + d)],
                       active[size_t(sl)] ? v[size_t(sl * W + W - Dv + d)] : state[size_t(sl * Dv + d)]);
+    }
     const std::vector<float> moved = download(buf);
     for (int64_t sl = 0; sl < S; ++sl)
         for (int64_t r = 0; r < 4; ++r)
@@ -458,26 +491,6 @@ TEST_F(CudaOps, DecodeSlotHelpers) {
                 EXPECT_EQ(moved[size_t((sl * 4 + r) * cols + col)],
                           rows_in[size_t((sl * 4 + r + (active[size_t(sl)] && r < 2 ? 1 : 0)) * cols + col)])
                     << fmt::format("slot {} row {} column {}", sl, r, col);
-    // Attention: slot s's query at position lengths[s] over its own cache, against the CPU's one-sequence attention.
-    const int64_t nq = 4, nkv = 2, hd = 16, Dk = nkv * hd, Dq = nq * hd, ldq = 3 * Dq;
-    const cpu::AttnShape as{nq, nkv, hd, 0.25f, 3};
-    const std::vector<float> q = random_vec(size_t(S * ldq), 55), kk = random_vec(size_t(S * max_len * Dk), 56),
-                             vv = random_vec(size_t(S * max_len * Dk), 57);
-    auto dq = upload(q), dkk = upload(kk), dvv = upload(vv);
-    auto out = poisoned(size_t(S * Dq)), po = poisoned(size_t(2 * S * Dq)), pml = poisoned(size_t(2 * S * nq * 2));
-    auto counters = zeroed_counters(size_t(S * nq));
-    cuda::attention_decode_slots(out.data(), po.data(), pml.data(), dq.data(), ldq, dkk.data(), dvv.data(),
-                                 dlen.data(), dact.data(), S, max_len, as, 2, counters.data());
-    expect_counters_zero(counters, "attention over slots");
-    const std::vector<float> got = download(out);
-    for (int64_t sl = 0; sl < S; ++sl) {
-        std::vector<float> ref(static_cast<size_t>(Dq), 0.0f);
-        if (active[size_t(sl)])
-            cpu::attention_cached(ref.data(), q.data() + sl * ldq, kk.data() + sl * max_len * Dk,
-                                  vv.data() + sl * max_len * Dk, 1, lengths[size_t(sl)], as);
-        EXPECT_LT(rel_err(std::vector<float>(got.begin() + sl * Dq, got.begin() + (sl + 1) * Dq), ref), kFp32Tol)
-            << "slot " << sl;
-    }
     // A linear over the slots' rows: the inactive row gets zeros, the others x·Wᵀ + b.
     {
         const int64_t In = 24, O = 10;
@@ -660,7 +673,8 @@ TEST_F(CudaOps, DecodeRouterDownFusedEqualsTwoKernels) {
                       run(upload(Wd), upload(fc1), upload(fc2), upload(out), false))
                 << "fp32 " << ctx;
             auto b16 = [](const std::vector<float> &v) { return upload(to_bf16_bits(v)); };
-            EXPECT_EQ(run(b16(Wd), b16(fc1), b16(fc2), b16(out), true), run(b16(Wd), b16(fc1), b16(fc2), b16(out), false))
+            EXPECT_EQ(run(b16(Wd), b16(fc1), b16(fc2), b16(out), true),
+                      run(b16(Wd), b16(fc1), b16(fc2), b16(out), false))
                 << "bf16 " << ctx;
             expect_counters_zero(counters, ctx);
         }
@@ -811,11 +825,11 @@ TEST_F(CudaOps, DecoderGraphStepsEqualEager) {
         next = got;
     }
     EXPECT_EQ(graph.length(), eager.length());
-    // The step graph holds the fused layer's kernels, 8 per layer (the q‖k‖v projection, the CCA chain, the KV
-    // append, attention, the output projection with the residual norm, the router's down projection with the
+    // The step graph holds the fused layer's kernels, 7 per layer (the q‖k‖v projection, the CCA chain, attention
+    // with the KV append, the output projection with the residual norm, the router's down projection with the
     // router, the gate-up and the down projection with the residual norm), and 8 around them: positions, the two
     // RoPE tables, the embedding, the first input norm, the length advance, the LM head and the argmax.
-    const size_t step_kernels = size_t(8 * m.config.num_hidden_layers + 8);
+    const size_t step_kernels = size_t(7 * m.config.num_hidden_layers + 8);
     EXPECT_EQ(eager.step_kernels(), 0u);
     EXPECT_EQ(graph.step_kernels(), step_kernels);
     // The graph captured again with ordinary launches (no PDL) steps the same.

@@ -382,32 +382,6 @@ __device__ __forceinline__ void shift_column_up(float *b, int64_t keep, int64_t 
     for (int64_t r = 0; r < keep; ++r) b[r * cols + c] = b[(r + shift) * cols + c];
 }
 
-// Threads [0, slots·width): one per (slot, column): k and the current values copied; a delayed column's thread
-// reads the slot's state into the cache, then replaces it with this row's own delayed projection. Then
-// slots·move.cols threads, one per (slot, conv-state column), move the conv state.
-__global__ void append_kv_slots_kernel(float *kc, float *vc, const float *k, int64_t ldk, const float *v,
-                                       const int32_t *lengths, const int32_t *active, int64_t slots, int64_t width,
-                                       int64_t max_len, float *v_state, int64_t Dv, ConvStateMove move) {
-    await_previous_kernel();
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= slots * width) {
-        const int64_t j = i - slots * width, s = move.cols > 0 ? j / move.cols : 0;
-        if (j >= slots * move.cols || (active && !active[s])) return;
-        return shift_column_up(move.buf + s * move.slot_rows * move.cols, move.keep, 1, move.cols, j % move.cols);
-    }
-    const int64_t s = i / width, c = i % width;
-    if (active && !active[s]) return;
-    const int64_t at = (s * max_len + lengths[s]) * width + c;
-    kc[at] = k[s * ldk + c];
-    if (c < width - Dv) {
-        vc[at] = v[s * width + c];
-    } else {
-        float &state = v_state[s * Dv + c - (width - Dv)];
-        vc[at] = state;
-        state = v[s * width + c];
-    }
-}
-
 // grid ceil(cols/128).
 __global__ void shift_rows_up_kernel(float *buf, int64_t keep, int64_t shift, int64_t cols) {
     await_previous_kernel();
@@ -446,9 +420,33 @@ struct AttnRows {
     const int32_t *active;
 };
 
+// Column col of slot i's new value row (KvAppend): the current projection, or in the last Dv columns the state (the
+// previous token's delayed projection).
+__device__ __forceinline__ float fresh_value(const KvAppend &ap, int64_t width, int64_t i, int64_t col) {
+    const int64_t delayed = col - (width - ap.Dv);
+    return delayed < 0 ? ap.v[i * width + col] : ap.v_state[i * ap.Dv + delayed];
+}
+
+// KvAppend's writes for active slot i, by one block, once every block that reads the slot's value state has read
+// it: the cache row at the slot's length (the delayed columns from the state, which then takes this token's
+// delayed projection; one thread per column, so each reads its state before replacing it), then the conv-state move.
+__device__ void append_slot(const KvAppend &ap, int64_t i, int64_t width, int64_t max_len, int32_t length) {
+    const int64_t at = (i * max_len + length) * width;
+    for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+        ap.kc[at + c] = ap.k[i * ap.ldk + c];
+        ap.vc[at + c] = fresh_value(ap, width, i, c);
+        if (c >= width - ap.Dv) ap.v_state[i * ap.Dv + c - (width - ap.Dv)] = ap.v[i * width + c];
+    }
+    const ConvStateMove &m = ap.move;
+    if (m.buf)
+        for (int64_t c = threadIdx.x; c < m.cols; c += blockDim.x)
+            shift_column_up(m.buf + i * m.slot_rows * m.cols, m.keep, 1, m.cols, c);
+}
+
+// ap.k: each slot's newest key and value are read from KvAppend's rows, not the cache (not written yet).
 __device__ void attention_part(float *part_o, float *part_ml, const float *q, const float *k, const float *v,
                                const int32_t *length, int64_t n, const AttnShape &s, int64_t splits,
-                               const AttnRows &rows) {
+                               const AttnRows &rows, const KvAppend &ap) {
     __shared__ float qs[kAttnMaxHeadDim];
     __shared__ float ps[kAttnMaxChunk];
     constexpr int kDims = kAttnMaxHeadDim / kAttnThreads; // output dims per thread
@@ -472,7 +470,7 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
         const int64_t b = min(piece.t1, a + kAttnMaxChunk); // this tile's keys [a, b)
         __syncthreads(); // qs written; the previous tile's ps read by every thread
         for (int64_t t = a + warp; t < b; t += kAttnThreads / kWarp) { // a warp per key, lanes over dims
-            const float *kr = k + t * ldk + j * hd;
+            const float *kr = ap.k && t == p ? ap.k + i * ap.ldk + j * hd : k + t * ldk + j * hd;
             float dot = 0.0f;
             for (int64_t d = lane; d < hd; d += kWarp) dot += qs[d] * kr[d];
             dot = warp_sum(dot);
@@ -492,7 +490,10 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
             const int64_t d = threadIdx.x + int64_t(r) * kAttnThreads;
             if (d >= hd) break;
             float sum = 0.0f;
-            for (int64_t t = a; t < b; ++t) sum += ps[t - a] * v[t * ldk + j * hd + d];
+            const bool fresh = ap.k && p >= a && p < b; // the newest key is in this tile, not yet in the cache
+            const int64_t cached = fresh ? p : b;
+            for (int64_t t = a; t < cached; ++t) sum += ps[t - a] * v[t * ldk + j * hd + d];
+            if (fresh) sum += ps[p - a] * fresh_value(ap, ldk, i, j * hd + d);
             acc[r] = acc[r] * rescale + sum;
         }
     }
@@ -525,15 +526,19 @@ __device__ void attention_combine(float *out, const float *part_o, const float *
 }
 
 // grid (splits, nq, n), block 128: attention_part of block (c, h, i), then the combine of query (i, h) by the last
-// of its `splits` blocks to finish (counters[i·nq + h]).
+// of its `splits` blocks to finish (counters[i·nq + h]); with ap.k, then KvAppend's writes for slot i by the last
+// of the slot's splits·nq blocks (counters[n·nq + i]).
 __global__ void __launch_bounds__(kAttnThreads)
     attention_decode_kernel(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
                             const int32_t *length, int64_t n, AttnShape s, int64_t splits, AttnRows rows,
-                            unsigned *counters) {
+                            unsigned *counters, KvAppend ap) {
     await_previous_kernel();
-    attention_part(part_o, part_ml, q, k, v, length, n, s, splits, rows);
+    attention_part(part_o, part_ml, q, k, v, length, n, s, splits, rows, ap);
     const int64_t h = blockIdx.y, i = blockIdx.z;
-    if (arrive_last(counters + i * s.nq + h, unsigned(splits))) attention_combine(out, part_o, part_ml, n, s, splits, h, i);
+    if (arrive_last(counters + i * s.nq + h, unsigned(splits)))
+        attention_combine(out, part_o, part_ml, n, s, splits, h, i);
+    if (ap.k && arrive_last(counters + n * s.nq + i, unsigned(splits * s.nq)) && (!rows.active || rows.active[i]))
+        append_slot(ap, i, s.nkv * s.hd, rows.cache_rows, length[i]);
 }
 
 constexpr int kArgmaxThreads = 256;
@@ -674,17 +679,6 @@ void append_kv(float *kc, float *vc, const float *k, const float *v, const int32
     launch_kernel(append_kv_kernel, blocks_for(threads, 256), 256, 0, kc, vc, k, v, length, n, width, v_state,
                   v_state ? Dv : 0);
 }
-void append_kv_slots(float *kc, float *vc, const float *k, int64_t ldk, const float *v, const int32_t *lengths,
-                     const int32_t *active, int64_t slots, int64_t width, int64_t max_len, float *v_state, int64_t Dv,
-                     const ConvStateMove &move) {
-    if (slots * width == 0) return;
-    if (!v_state || Dv < 1 || Dv > width) fail("append_kv_slots: {} delayed columns of {}", Dv, width);
-    if (move.buf && (move.keep < 0 || move.cols < 0 || move.slot_rows < move.keep + 1))
-        fail("append_kv_slots: a conv state of {} rows cannot move up within {} rows", move.keep, move.slot_rows);
-    const int64_t threads = slots * width + (move.buf ? slots * move.cols : 0);
-    launch_kernel(append_kv_slots_kernel, blocks_for(threads, 256), 256, 0, kc, vc, k, ldk, v, lengths, active, slots,
-                  width, max_len, v_state, Dv, move.buf ? move : ConvStateMove{});
-}
 void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols) {
     if (keep * cols == 0 || shift == 0) return;
     launch_kernel(shift_rows_up_kernel, blocks_for(cols, 128), 128, 0, buf, keep, shift, cols);
@@ -693,27 +687,34 @@ void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols) {
 namespace {
 void attention_launch(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
                       const int32_t *length, int64_t n, const AttnShape &s, int64_t splits, const AttnRows &rows,
-                      unsigned *counters) {
+                      unsigned *counters, const KvAppend &ap) {
     if (splits < 1 || splits > kAttnMaxSplits) fail("attention_decode: {} splits outside [1, {}]", splits, kAttnMaxSplits);
     if (s.hd > kAttnMaxHeadDim) fail("attention_decode: head_dim {} above {}", s.hd, kAttnMaxHeadDim);
     if (n > 65535 || s.nq > 65535) fail("attention_decode: {} rows of {} heads exceed the grid", n, s.nq);
     if (n == 0) return;
     if (!counters) fail("attention_decode: no counters");
     launch_kernel(attention_decode_kernel, dim3(unsigned(splits), unsigned(s.nq), unsigned(n)), kAttnThreads, 0, out,
-                  part_o, part_ml, q, k, v, length, n, s, splits, rows, counters);
+                  part_o, part_ml, q, k, v, length, n, s, splits, rows, counters, ap);
 }
 } // namespace
 
 void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
                       const int32_t *length, int64_t n, const AttnShape &s, int64_t splits, unsigned *counters) {
     attention_launch(out, part_o, part_ml, q, k, v, length, n, s, splits, AttnRows{s.nq * s.hd, false, 0, nullptr},
-                     counters);
+                     counters, KvAppend{});
 }
-void attention_decode_slots(float *out, float *part_o, float *part_ml, const float *q, int64_t ldq, const float *k,
-                            const float *v, const int32_t *lengths, const int32_t *active, int64_t slots,
-                            int64_t max_len, const AttnShape &s, int64_t splits, unsigned *counters) {
-    attention_launch(out, part_o, part_ml, q, k, v, lengths, slots, s, splits, AttnRows{ldq, true, max_len, active},
-                     counters);
+void attention_decode_slots(float *out, float *part_o, float *part_ml, const float *q, int64_t ldq,
+                            const int32_t *lengths, const int32_t *active, int64_t slots, int64_t max_len,
+                            const AttnShape &s, int64_t splits, unsigned *counters, const KvAppend &append) {
+    const int64_t width = s.nkv * s.hd;
+    const ConvStateMove &m = append.move;
+    if (!append.kc || !append.vc || !append.k || !append.v || !append.v_state || append.Dv < 1 || append.Dv > width)
+        fail("attention_decode_slots: the KV append needs the caches, k, v and a state of 1 … {} delayed columns, "
+             "got {}", width, append.Dv);
+    if (m.buf && (m.keep < 0 || m.cols < 0 || m.slot_rows < m.keep + 1))
+        fail("attention_decode_slots: a conv state of {} rows cannot move up within {} rows", m.keep, m.slot_rows);
+    attention_launch(out, part_o, part_ml, q, append.kc, append.vc, lengths, slots, s, splits,
+                     AttnRows{ldq, true, max_len, active}, counters, append);
 }
 
 void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n, int64_t rows,

@@ -122,18 +122,25 @@ void advance_length(int32_t *lengths, int64_t n, int64_t slots = 1, const int32_
 // thread per delayed column walks the rows, so the state is read before it is replaced.)
 void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width,
                float *v_state = nullptr, int64_t Dv = 0);
-// A decode step's conv-state move, which append_kv_slots does in the same kernel: in each active slot's region of
-// buf (slot s's rows start at s·slot_rows; rows of `cols` floats) rows 1 … keep move up one row, so the state is
-// the last `keep` rows of [state ; new row].
+// A decode step's conv-state move, which the step's KV append does too: in each active slot's region of buf (slot
+// s's rows start at s·slot_rows; rows of `cols` floats) rows 1 … keep move up one row, so the state is the last
+// `keep` rows of [state ; new row].
 struct ConvStateMove {
     float *buf = nullptr;
     int64_t keep = 0, cols = 0, slot_rows = 0;
 };
-// The same for one new token per slot: active slot s appends k[s·ldk, :] and v[s, :] at row lengths[s] of its cache
-// (kc, vc + s·max_len·width), the last Dv columns of v delayed through v_state[s, Dv]; and `move`, if given.
-void append_kv_slots(float *kc, float *vc, const float *k, int64_t ldk, const float *v, const int32_t *lengths,
-                     const int32_t *active, int64_t slots, int64_t width, int64_t max_len, float *v_state, int64_t Dv,
-                     const ConvStateMove &move = {});
+// The same append for one new token per slot, done by attention_decode_slots: active slot s appends k[s·ldk, :]
+// and v[s, :] at row lengths[s] of its cache (kc, vc + s·max_len·width), the last Dv columns of v delayed through
+// v_state[s, Dv] as in append_kv; and `move`, if given.
+struct KvAppend {
+    float *kc = nullptr, *vc = nullptr; // the caches [slots, max_len, width]
+    const float *k = nullptr;           // [slots, ldk]
+    int64_t ldk = 0;
+    const float *v = nullptr; // [slots, width]
+    float *v_state = nullptr; // [slots, Dv]
+    int64_t Dv = 0;
+    ConvStateMove move;
+};
 // buf[r, :] = buf[r + shift, :] for r < keep (rows of `cols` floats), in place: the conv state after a prefill pass
 // is the last `keep` rows of [state ; new rows].
 void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols);
@@ -149,11 +156,13 @@ inline constexpr int64_t kAttnMaxChunk = 128;
 inline constexpr int64_t kAttnMaxSplits = 1024;
 void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
                       const int32_t *length, int64_t n, const AttnShape &s, int64_t splits, unsigned *counters);
-// One query per slot: row s is slot s's new token at position lengths[s] (its key appended), q rows ldq apart, over
-// slot s's cache (k, v + s·max_len·nkv·hd); inactive rows give zeros and read nothing.
-void attention_decode_slots(float *out, float *part_o, float *part_ml, const float *q, int64_t ldq, const float *k,
-                            const float *v, const int32_t *lengths, const int32_t *active, int64_t slots,
-                            int64_t max_len, const AttnShape &s, int64_t splits, unsigned *counters);
+// One query per slot: row s is slot s's new token at position lengths[s], q rows ldq apart, over slot s's cache
+// (append.kc, append.vc + s·max_len·nkv·hd) and its new key and value, which are read from append's rows and then
+// appended (KvAppend) by the last of the slot's blocks to finish; inactive rows give zeros and read and append
+// nothing. One kernel for what were two (the append, then attention). counters: slots·(nq + 1).
+void attention_decode_slots(float *out, float *part_o, float *part_ml, const float *q, int64_t ldq,
+                            const int32_t *lengths, const int32_t *active, int64_t slots, int64_t max_len,
+                            const AttnShape &s, int64_t splits, unsigned *counters, const KvAppend &append);
 
 // out[r] = the index of the largest of x[r, 0:n) for r < rows (lowest index on ties; NaN never wins; 0 if nothing
 // does): the greedy token, so a greedy decode step downloads 4 bytes per row instead of V logits. One kernel, each

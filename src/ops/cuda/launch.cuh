@@ -1,5 +1,5 @@
 // Launches for the kernels of a decode step: programmatic dependent launch (PDL, sm_90+). A decode step at batch 1
-// is 8 short kernels per layer; between two dependent kernels the GPU would otherwise drain the first, then
+// is 7 short kernels per layer; between two dependent kernels the GPU would otherwise drain the first, then
 // launch the second. With PDL the next kernel's blocks are launched while the previous one still runs, wait in
 // `await_previous_kernel()` until it has finished (its writes visible), and can meanwhile pull their weights into
 // L2 (`prefetch_l2`): the weights are never written by a step, so reading them early is safe.
