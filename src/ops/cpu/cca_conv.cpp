@@ -37,6 +37,46 @@ void im2col_grouped(std::vector<real> &cols, const real *p, const int64_t *seq_s
     }
 }
 
+// Rows up to which the grouped conv runs as direct dot products (grouped_conv_few_rows) instead of packing the
+// weights and one GEMM per group: cached decoding's [state ; new] rows. Packing touches every weight once, as many
+// operations as the products of one row, so for a few rows it alone would cost more than the products.
+constexpr int64_t kDirectRows = 16;
+
+// o[n, c] = bg[c] + Σ_{i,τ} wg[(c·hd + i)·k1 + τ] · p[row of (n, t+τ)][γ·hd + i] for c in group γ: each output one
+// contiguous dot product of its channel's weights, in their stored order, with the row's inputs gathered once per
+// (row, group) into that order. Every output is one thread's, summed in a fixed order: the thread count changes
+// nothing.
+void grouped_conv_few_rows(real *o, const real *p, const int64_t *seq_start, int64_t B, const ConvShape &s,
+                           const real *wg, const real *bg) {
+    const int64_t C = s.C, k1 = s.k1, hd = C / s.groups, N = seq_start[B], kw = k1 * hd;
+    thread_local std::vector<real> scratch; // this (calling) thread's: the parallel loop below uses its pointer
+    scratch.resize(size_t(N * C * k1));
+    real *const xs = scratch.data(); // [N, groups, hd·k1]: x[n, γ][i·k1 + τ]
+    for (int64_t b = 0; b < B; ++b) {
+        const real *ps = p + (seq_start[b] + b * (k1 - 1)) * C;
+        for (int64_t n = seq_start[b]; n < seq_start[b + 1]; ++n) {
+            const int64_t t = n - seq_start[b];
+            for (int64_t tau = 0; tau < k1; ++tau) {
+                const real *row = ps + (t + tau) * C;
+                real *x = xs + n * C * k1 + tau;
+                for (int64_t c = 0; c < C; ++c) x[c * k1] = row[c]; // channel c = γ·hd + i, at (γ·hd + i)·k1 + τ
+            }
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < C; ++c) {
+        const real *w = wg + c * kw;
+        const int64_t group_at = c / hd * kw;
+        for (int64_t n = 0; n < N; ++n) {
+            const real *x = xs + n * C * k1 + group_at;
+            real acc = 0;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t m = 0; m < kw; ++m) acc += w[m] * x[m];
+            o[n * C + c] = bg[c] + acc;
+        }
+    }
+}
+
 } // namespace
 
 void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
@@ -60,6 +100,7 @@ void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start,
             }
         }
     }
+    if (seq_start[B] <= kDirectRows) return grouped_conv_few_rows(o, p, seq_start, B, s, wg, bg);
     // Grouped conv as one GEMM per head group γ over all tokens: o[n, γ] = bg + X_γ[n] · W_γᵀ with the im2col
     // row X_γ[n] = (p_{t}, …, p_{t+k1−1})[γ] (p rows of n's sequence, padding included) and W_γ[o][τ·hd + i].
     // thread_local scratch grows once; only this (calling) thread touches the vectors themselves.
