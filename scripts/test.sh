@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: Release build + unit, parity and CLI tests; ASan+UBSan build of the unit tests; the CUDA kernels'
-# tests emulated on the CPU under ASan+UBSan and under TSan, their launch shapes against the sm_90 cubins' registers
+# tests emulated on the CPU under ASan+UBSan (the op tests again with the blocks run last first) and under TSan, their
+# launch shapes against the sm_90 cubins' registers
 # and shared memory, and training with --device cuda on them; bounded fuzzing of the safetensors and OpenAI request
 # parsers.
 # Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
@@ -25,11 +26,18 @@ launches=$(mktemp)
 launches_tsan=$(mktemp)
 trap 'rm -f "$launches" "$launches_tsan"' EXIT
 ZAYA_EMU_LAUNCH_LOG=$launches ZAYA_EMU_JOBS=$jobs bash scripts/cuda_emulate.sh address --gtest_brief=1
+# The op tests, not the model and decoder tests that compose the same kernels (they took ~8 of TSan's ~15
+# CPU-minutes): races live in the kernels.
+op_tests='-CudaOps.DecoderGraph*:CudaOps.DecoderSlots*:CudaOps.DecoderEveryOption*:CudaOps.Model*:CudaOps.Training*'
+echo "== the op tests emulated with each grid's blocks run last first (a block reading another's unsynchronised writes)"
+# The emulator runs a grid's blocks one after another, a GPU in any order: in index order a block that reads a
+# lower block's output without waiting for it sees it written; run last first, it reads the poison (~40 s).
+ZAYA_EMU_BLOCK_ORDER=reverse ZAYA_EMU_JOBS=$jobs bash scripts/cuda_emulate.sh address --gtest_brief=1 \
+    --gtest_filter="$op_tests"
 echo "== CUDA kernels emulated on the CPU under TSan (races between a block's threads: a missing __syncthreads)"
-# Races live in the kernels, so TSan runs the op tests, not the model and decoder tests that compose the same kernels
-# (they took ~8 of its ~15 CPU-minutes); kernels_covered.py then fails if that left any kernel unlaunched.
+# kernels_covered.py then fails if the op tests left any kernel the ASan run launched unlaunched.
 ZAYA_EMU_LAUNCH_LOG=$launches_tsan ZAYA_EMU_JOBS=$jobs bash scripts/cuda_emulate.sh thread --gtest_brief=1 \
-    --gtest_filter='-CudaOps.DecoderGraph*:CudaOps.DecoderSlots*:CudaOps.DecoderEveryOption*:CudaOps.Model*:CudaOps.Training*'
+    --gtest_filter="$op_tests"
 python3 tests/cuda_emu/kernels_covered.py "$launches" "$launches_tsan"
 echo "== the emulated launches against the sm_90 cubins (registers, shared memory, launch bounds)"
 if [ -d build/CMakeFiles/zaya_cuda.dir ]; then

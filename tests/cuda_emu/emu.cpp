@@ -18,6 +18,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unistd.h>
 #include <vector>
 
@@ -364,8 +365,16 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
             dim3(unsigned(t % block.x), unsigned(t / block.x % block.y), unsigned(t / block.x / block.y));
     }
     // The thread-locals every fiber shares, set for the one about to run: bookkeeping TSan is not to see as races.
+    // Block b of the run is block b of the grid, or with ZAYA_EMU_BLOCK_ORDER=reverse the last first: a kernel whose
+    // blocks read each other's writes without waiting for them (a race on the GPU, where blocks run in any order)
+    // then reads them unwritten (the tests poison their outputs).
+    static const bool reverse = [] {
+        const char *e = std::getenv("ZAYA_EMU_BLOCK_ORDER");
+        return e && std::string_view(e) == "reverse";
+    }();
     auto block_idx = [&] {
-        return dim3(unsigned(b % grid.x), unsigned(b / grid.x % grid.y), unsigned(b / grid.x / grid.y));
+        const uint64_t i = reverse ? blocks - 1 - b : b;
+        return dim3(unsigned(i % grid.x), unsigned(i / grid.x % grid.y), unsigned(i / grid.x / grid.y));
     };
     const auto switch_to = [&](unsigned t) {
         Untracked u;
