@@ -276,8 +276,14 @@ template <class T> __device__ void prefetch_router(const RouterDecode<T> &a, int
     prefetch_l2(a.out, a.K * a.R * int64_t(sizeof(T)), int(threadIdx.x), threads);
 }
 
-// Bytes of shared memory router_row needs: (2R + K + 8) floats.
-size_t router_shared_bytes(int64_t R, int64_t K) { return size_t(2 * R + K + kRouterThreads / kWarp) * sizeof(float); }
+// Bytes of shared memory router_row needs: (2R + K + 8) floats; fails if that is more than a block has without
+// opting in.
+size_t router_shared_bytes(int64_t R, int64_t K) {
+    const size_t bytes = size_t(2 * R + K + kRouterThreads / kWarp) * sizeof(float);
+    if (int64_t(bytes) > kSharedLimit)
+        fail("router_decode: router width {} and {} classes do not fit shared memory", R, K);
+    return bytes;
+}
 
 // Row i, by the whole block (sm: router_shared_bytes): rho = h1 + scale ⊙ rho_prev (EDA; without a previous layer
 // rho = h1), the RMSNorm, fc1 → GELU → fc2 → GELU → out, then softmax and top-1 selection. h1 is read from L2 (the
@@ -486,12 +492,12 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
         float lt = 0.0f;
         for (int64_t t = 0; t < b - a; ++t) lt += ps[t];
         l = l * rescale + lt, m = mt;
+        const bool fresh = ap.k && p >= a && p < b; // the newest key is in this tile, not yet in the cache
+        const int64_t cached = fresh ? p : b;
         for (int r = 0; r < kDims; ++r) {
             const int64_t d = threadIdx.x + int64_t(r) * kAttnThreads;
             if (d >= hd) break;
             float sum = 0.0f;
-            const bool fresh = ap.k && p >= a && p < b; // the newest key is in this tile, not yet in the cache
-            const int64_t cached = fresh ? p : b;
             for (int64_t t = a; t < cached; ++t) sum += ps[t - a] * v[t * ldk + j * hd + d];
             if (fresh) sum += ps[p - a] * fresh_value(ap, ldk, i, j * hd + d);
             acc[r] = acc[r] * rescale + sum;
@@ -628,10 +634,7 @@ void embed_rows_f32(float *out, const int32_t *tokens, const float *table, const
 
 template <class T> void router_decode(const RouterDecode<T> &a, int64_t n) {
     if (n == 0) return;
-    const size_t shared = router_shared_bytes(a.R, a.K);
-    if (int64_t(shared) > kSharedLimit)
-        fail("router_decode: router width {} and {} classes do not fit shared memory", a.R, a.K);
-    launch_kernel(router_decode_kernel<T>, unsigned(n), kRouterThreads, shared, a);
+    launch_kernel(router_decode_kernel<T>, unsigned(n), kRouterThreads, router_shared_bytes(a.R, a.K), a);
 }
 template void router_decode<uint16_t>(const RouterDecode<uint16_t> &, int64_t);
 template void router_decode<float>(const RouterDecode<float> &, int64_t);
@@ -642,8 +645,6 @@ void router_down_decode(float *h1, const float *x, const T *W, const float *b, i
     if (n == 0) return;
     if (a.h1 != h1 || !counters) fail("router_down_decode: the router must read the h1 written here, with counters");
     const size_t router_shared = router_shared_bytes(a.R, a.K);
-    if (int64_t(router_shared) > kSharedLimit)
-        fail("router_decode: router width {} and {} classes do not fit shared memory", a.R, a.K);
     const int64_t per = rows_per_pass(I);
     const bool vec = can_vectorise(W, I);
     allow_linear_shared<router_down_kernel<T>>();
