@@ -1,7 +1,8 @@
-// CudaDecoder (cuda_decoder.h): Decoder::layer_forward's sequence of ops for one sequence, as device kernels.
+// CudaDecoder (cuda_decoder.h): Decoder::layer_forward's sequence of ops for one sequence, as device kernels (long
+// prompts: cuda_decoder_prefill.cpp).
 // Each layer's conv state and the new q‖k rows share one buffer zx = [state rows ; new rows], so the conv reads the
 // state in place, the projections write straight into it, and one kernel moves the last rows up after the step.
-#include "infer/cuda_decoder.h"
+#include "infer/cuda_decoder_impl.h"
 
 #include "core/error.h"
 #include "ops/cpu/cca.h"
@@ -21,16 +22,9 @@
 
 namespace zaya {
 
+using namespace cuda_decoding;
+
 namespace {
-
-using cuda::DeviceArray;
-
-// A matrix on the device, in its dtype ([rows, cols]; experts stacked as [E·rows, cols]).
-struct DevMat {
-    DeviceArray<uint8_t> buf;
-    DType dtype = DType::F32;
-    int64_t rows = 0, cols = 0;
-};
 
 DevMat upload_mat(const Mat &m) {
     DevMat d{DeviceArray<uint8_t>(m.bytes()), m.dtype, m.rows, m.cols};
@@ -67,9 +61,6 @@ DevMat upload_stacked(const std::vector<Mat> &ms) {
     return d;
 }
 
-const uint16_t *bf16_of(const DevMat &W) { return reinterpret_cast<const uint16_t *>(W.buf.data()); }
-const float *f32_of(const DevMat &W) { return reinterpret_cast<const float *>(W.buf.data()); }
-
 // y[N, W.rows] (row stride ldy) = act(x · Wᵀ + b), outputs from second.from on into second.y, then `after`.
 // rows: rows computed (null: all; a decode step's stepped slots), the others zeros.
 void linear(float *y, int64_t ldy, const float *x, const DevMat &W, const float *b, int64_t N, const int32_t *rows,
@@ -88,104 +79,46 @@ void expert_linear(float *y, int64_t ldy, const float *x, const DevMat &W, const
     else cuda::expert_linear_f32(y, ldy, x, f32_of(W), r, N, W.cols, O, after);
 }
 
-struct DevLayer {
-    DevMat qkv, o_proj, router_down, router_fc1, router_fc2, router_out, gate_up, down; // qkv = q‖k‖v_cur‖v_del
-    const float *input_norm, *qkv_bias, *conv_dw, *conv_dw_bias, *conv_g, *conv_g_bias, *temp, *o_bias,
-        *attn_res[4], *post_norm, *router_down_bias, *router_state_scale, *router_norm, *router_fc1_bias,
-        *router_fc2_bias, *balancing_biases, *mlp_res[4];
-    // Per slot (Options::max_seqs of them), slot-major:
-    DeviceArray<float> kc, vc;  // [slots, max_len, Dk]
-    DeviceArray<float> zx;      // [slots, P + max_chunk, C]: the conv state (first P rows), then new rows' q‖k
-    DeviceArray<float> vstate;  // [slots, Dv]: the delayed-value state
-    std::vector<float> vstate0; // [Dv] its value for a fresh sequence (the delayed projection's bias, or zeros)
-};
-
 } // namespace
 
-struct CudaDecoder::Impl {
-    ZayaConfig c;
-    Options o;
-    int64_t D, C, P, Dq, Dk, Dv, nq, nkv, hd, R, K, E, I, V;
-    int64_t S, SR;               // slots; rows of a slot's zx region (P + max_chunk)
-    std::vector<DeviceArray<float>> vectors; // every small fp32 vector
-    DevMat embed, lm_head;
-    const float *input_scale, *input_bias, *final_norm, *lm_head_bias;
-    std::vector<DevLayer> layers;
-    std::vector<int64_t> lengths; // per slot, on the host (the device's copy: len)
-    int64_t seq_n = -1;
-    size_t weight_bytes = 0;
+// The uploads, each counted in weight_bytes.
+const float *CudaDecoder::Impl::up(const float *h, int64_t n) {
+    if (!h) return nullptr;
+    vectors.emplace_back(size_t(n));
+    cuda::copy_to_device(vectors.back().data(), h, size_t(n) * sizeof(float));
+    weight_bytes += size_t(n) * sizeof(float);
+    return vectors.back().data();
+}
 
-    // Rows of x: a prefill pass's tokens (≤ max_chunk) or a step's slots. Conv rows: every slot's zx region.
-    DeviceArray<float> x, xn, rstd, convx, pbuf, q, k, v, qn, kn, att, tmp, rho[2], h1;
-    DeviceArray<float> probs, psel, hh, moe, logits, part_o, part_ml, cos_t[2], sin_t[2], inv_freq[2];
-    DeviceArray<int32_t> tokens, pos, choice, len, active, best, best_part_i; // best: the argmax of each logits row
-    DeviceArray<float> best_part_v;
-    DeviceArray<unsigned> counters; // the kernels finished by their last block (decode.h): zeros between kernels
-    DeviceArray<int64_t> seq_one, seq_slots; // the conv's batches: one slot's [state ; n rows], every slot's region
-    int64_t rot_half[2] = {0, 0};
+DevMat CudaDecoder::Impl::mat(const Mat &m) {
+    weight_bytes += m.bytes();
+    return upload_mat(m);
+}
 
-    const float *up(const float *h, int64_t n) {
-        if (!h) return nullptr;
-        vectors.emplace_back(size_t(n));
-        cuda::copy_to_device(vectors.back().data(), h, size_t(n) * sizeof(float));
-        weight_bytes += size_t(n) * sizeof(float);
-        return vectors.back().data();
+DevMat CudaDecoder::Impl::mats(const std::vector<Mat> &ms) {
+    for (const Mat &m : ms) weight_bytes += m.bytes();
+    return upload_rows(ms);
+}
+
+const float *CudaDecoder::Impl::up_stacked(std::initializer_list<std::pair<const float *, int64_t>> parts) {
+    std::vector<float> h;
+    bool any = false;
+    for (const auto &[p, n] : parts) {
+        any = any || p;
+        const size_t at = h.size();
+        h.resize(at + size_t(n), 0.0f);
+        if (p) std::copy(p, p + n, h.begin() + std::ptrdiff_t(at));
     }
-    DevMat mat(const Mat &m) {
-        weight_bytes += m.bytes();
-        return upload_mat(m);
-    }
-    DevMat mats(const std::vector<Mat> &ms) {
-        for (const Mat &m : ms) weight_bytes += m.bytes();
-        return upload_rows(ms);
-    }
-    // Bias vectors back to back (null if all are; a missing one is zeros), as their matrices are stacked.
-    const float *up_stacked(std::initializer_list<std::pair<const float *, int64_t>> parts) {
-        std::vector<float> h;
-        bool any = false;
-        for (const auto &[p, n] : parts) {
-            any = any || p;
-            const size_t at = h.size();
-            h.resize(at + size_t(n), 0.0f);
-            if (p) std::copy(p, p + n, h.begin() + std::ptrdiff_t(at));
-        }
-        return any ? up(h.data(), int64_t(h.size())) : nullptr;
-    }
-
-    // A decode step of every slot: device_pass + head, captured after one eager step (again after a change of pdl).
-    std::optional<cuda::Graph> step_graph;
-    int64_t eager_steps = 0;
-    bool pdl = true; // capture with programmatic dependent launch (where enabled)
-
-    // A pass: `rows` consecutive tokens of one slot's sequence (prefill; slot ≥ 0), or one token per slot, every
-    // slot, those with active[s] advancing (a decode step; slot = kEverySlot).
-    static constexpr int64_t kEverySlot = -1;
-    struct Pass {
-        int64_t rows, slot;
-        bool every() const { return slot == kEverySlot; }
-    };
-
-    Impl(const DecodeWeights &w, const Options &opt);
-    void check_slot(int64_t slot) const;
-    void check_room(int64_t slot, int64_t n) const; // n more tokens fit the slot's sequence
-    void device_pass(const Pass &p);
-    void layer(int64_t l, const Pass &p);
-    void head(const Pass &p);
-    void reset(int64_t slot);
-    // Appends tokens to one slot; the last one's logits[V] into out, or (out null) their argmax, returned.
-    int32_t prefill(int64_t slot, std::span<const int32_t> toks, float *out);
-    // One step of the slots with tokens[s] ≥ 0; logits rows [slots, V] into out (stepped rows only) or the argmax
-    // of each stepped slot into greedy[s].
-    void step(std::span<const int32_t> toks, float *out, int32_t *greedy);
-};
+    return any ? up(h.data(), int64_t(h.size())) : nullptr;
+}
 
 CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config), o(opt) {
-    // max_chunk and max_seqs rows go into grid dimensions y and z (at most 65535).
+    // max_chunk, prefill_chunk and max_seqs rows go into grid dimensions y and z (at most 65535).
     if (o.max_len < 1 || o.max_chunk < 1 || o.max_chunk > 65535 || o.max_seqs < 1 || o.max_seqs > 65535 ||
-        o.attn_splits < 1 || o.attn_splits > cuda::kAttnMaxSplits)
-        fail("cuda decoder: max_len ({}) must be ≥ 1, max_chunk ({}) and max_seqs ({}) in [1, 65535], attn_splits "
-             "({}) in [1, {}]",
-             o.max_len, o.max_chunk, o.max_seqs, o.attn_splits, cuda::kAttnMaxSplits);
+        o.prefill_chunk < 0 || o.prefill_chunk > 65535 || o.attn_splits < 1 || o.attn_splits > cuda::kAttnMaxSplits)
+        fail("cuda decoder: max_len ({}) must be ≥ 1, max_chunk ({}) and max_seqs ({}) in [1, 65535], prefill_chunk "
+             "({}) in [0, 65535], attn_splits ({}) in [1, {}]",
+             o.max_len, o.max_chunk, o.max_seqs, o.prefill_chunk, o.attn_splits, cuda::kAttnMaxSplits);
     D = c.hidden_size, C = c.conv_channels(), P = c.conv_padding(), Dq = c.q_dim(), Dk = c.kv_dim(), Dv = Dk / 2;
     nq = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim, R = c.router_hidden_size;
     K = c.router_classes(), E = c.num_experts, I = c.moe_intermediate_size, V = c.vocab_size;
@@ -220,7 +153,15 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
         d.vstate0 =
             lw.v_del_bias ? std::vector<float>(lw.v_del_bias, lw.v_del_bias + Dv) : std::vector<float>(size_t(Dv));
     }
-    const int64_t N = std::max(o.max_chunk, S), ext = S * SR; // rows of x; conv rows (every slot's region)
+    // GEMM prefill passes need the experts' two matrices in one form: both fp32, or both bf16 with D and I
+    // multiples of 8 (the grouped tensor-core GEMM's); otherwise every prefill pass is a GEMV one.
+    bool gemm_ok = o.prefill_chunk > 0;
+    for (const DevLayer &d : layers)
+        gemm_ok = gemm_ok && d.gate_up.dtype == d.down.dtype &&
+                  (d.gate_up.dtype != DType::BF16 || cuda::experts_on_tensor_cores(cuda::MoeShape{D, I, E, false}));
+    NP = gemm_ok ? o.prefill_chunk : 0, N0 = std::max(o.max_chunk, S);
+    // Rows of x; conv rows (every slot's region, or a GEMM pass's [state ; new rows]).
+    const int64_t N = std::max(N0, NP), ext = std::max(S * SR, NP > 0 ? P + NP : 0);
     auto f = [](int64_t n) { return DeviceArray<float>(size_t(std::max<int64_t>(n, 1))); };
     x = f(N * D), xn = f(N * D), tmp = f(N * D), moe = f(N * D), rstd = f(N), psel = f(N);
     convx = f(ext * C);
@@ -229,7 +170,14 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
     q = f(ext * Dq), k = f(ext * Dk), qn = f(ext * nq), kn = f(ext * nkv), att = f(N * Dq), v = f(N * Dk);
     for (auto *b : {&rho[0], &rho[1], &h1}) *b = f(N * R);
     probs = f(N * K), hh = f(N * 2 * I), logits = f(S * V);
-    part_o = f(o.attn_splits * N * nq * hd), part_ml = f(o.attn_splits * N * nq * 2);
+    // Attention's partial results: splits × rows ≤ attn_splits × N0 (a GEMM pass takes fewer splits: layer_gemm).
+    const int64_t part_rows = std::max(o.attn_splits * N0, NP);
+    part_o = f(part_rows * nq * hd), part_ml = f(part_rows * nq * 2);
+    if (NP > 0) {
+        rows16 = DeviceArray<uint16_t>(size_t(NP * std::max(D, Dq)));
+        zx_pass = f((P + NP) * C), xg = f(NP * D), ey = f(NP * D), ea = f(NP * I);
+        order = DeviceArray<int32_t>(size_t(NP)), offsets = DeviceArray<int64_t>(size_t(E + 2));
+    }
     counters = DeviceArray<unsigned>(size_t(N * (nq + 1))); // attention's, the most of any: n·nq (+ n appending)
     cuda::fill_bytes(counters.data(), 0, counters.size() * sizeof(unsigned));
     tokens = DeviceArray<int32_t>(size_t(N)), pos = DeviceArray<int32_t>(size_t(ext));
@@ -304,27 +252,18 @@ void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
     // Router (spec A.4): the down projection, then in its last block the EDA state (mixing in the previous layer's,
     // same token), its norm, the MLP and the top-1 choice; a slot not stepped takes the skip slot (no expert is
     // read). Matrices of different dtypes (a checkpoint may keep the router's small ones in fp32) take two kernels.
-    const int cur = int(l % 2);
-    const float *prev_scale = l > 0 ? d.router_state_scale : nullptr, *prev = l > 0 ? rho[cur ^ 1].data() : nullptr;
-    auto route = [&](const auto *Wt) {
-        using T = std::remove_cv_t<std::remove_pointer_t<decltype(Wt)>>;
-        auto of = [](const DevMat &m) { return reinterpret_cast<const T *>(m.buf.data()); };
-        const cuda::RouterDecode<T> a{rho[cur].data(), probs.data(), choice.data(), psel.data(), h1.data(),
-                                      prev_scale, prev, d.router_norm, of(d.router_fc1), d.router_fc1_bias,
-                                      of(d.router_fc2), d.router_fc2_bias, of(d.router_out), d.balancing_biases,
-                                      R, K, eps, stepped};
+    with_router(l, stepped, [&](const auto &a) {
+        using T = std::remove_cv_t<std::remove_pointer_t<decltype(a.fc1)>>;
         const bool fused = d.router_down.dtype == d.router_fc1.dtype && d.router_fc2.dtype == d.router_fc1.dtype &&
                            d.router_out.dtype == d.router_fc1.dtype;
         if (fused) {
-            cuda::router_down_decode(h1.data(), xn.data(), of(d.router_down), d.router_down_bias, n, D, stepped, a,
-                                     counters.data());
+            cuda::router_down_decode(h1.data(), xn.data(), reinterpret_cast<const T *>(d.router_down.buf.data()),
+                                     d.router_down_bias, n, D, stepped, a, counters.data());
         } else {
             linear(h1.data(), R, xn.data(), d.router_down, d.router_down_bias, n, stepped);
             cuda::router_decode(a, n);
         }
-    };
-    if (d.router_fc1.dtype == DType::BF16) route(bf16_of(d.router_fc1));
-    else route(f32_of(d.router_fc1));
+    });
     // Experts (A.5), the choice read on the device: the skip slot gives zeros (then silu(0)·0 = 0) and, under
     // passthrough, the expert input itself at the end; every row is scaled by its chosen probability.
     // The SwiGLU between the two is computed as the down projection stages its input.
@@ -367,7 +306,10 @@ void CudaDecoder::Impl::device_pass(const Pass &p) {
         cuda::embed_rows_bf16(x.data(), tokens.data(), bf16_of(embed), input_bias, input_scale, p.rows, D);
     else
         cuda::embed_rows_f32(x.data(), tokens.data(), f32_of(embed), input_bias, input_scale, p.rows, D);
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) layer(l, p);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        if (p.gemm) layer_gemm(l, p);
+        else layer(l, p);
+    }
     if (p.every()) cuda::advance_length(len.data(), 1, S, active.data());
     else cuda::advance_length(len.data() + p.slot, p.rows);
 }
@@ -400,14 +342,16 @@ int32_t CudaDecoder::Impl::prefill(int64_t slot, std::span<const int32_t> toks, 
         if (t < 0 || t >= V) fail("token id {} is outside the vocabulary [0, {})", t, V);
     int64_t n = 0;
     for (size_t at = 0; at < toks.size(); at += size_t(n)) {
-        n = std::min<int64_t>(int64_t(toks.size() - at), o.max_chunk);
+        const int64_t left = int64_t(toks.size() - at);
+        const bool gemm = NP > 0 && left > o.max_chunk; // many rows: GEMMs, each weight read once for all of them
+        n = std::min(left, gemm ? NP : o.max_chunk);
         cuda::copy_to_device(tokens.data(), toks.data() + at, size_t(n) * sizeof(int32_t));
         if (n != seq_n) { // the conv's one-sequence batch [state ; n rows]
             const int64_t ss[2] = {0, P + n};
             cuda::copy_to_device(seq_one.data(), ss, sizeof ss);
             seq_n = n;
         }
-        device_pass(Pass{n, slot});
+        device_pass(Pass{n, slot, gemm});
         lengths[size_t(slot)] += n;
     }
     head(Pass{n, slot});

@@ -28,7 +28,11 @@ class CudaDecoder {
   public:
     struct Options {
         int64_t max_len = 4096;   // tokens the device cache holds, per sequence
-        int64_t max_chunk = 8;    // rows per forward pass (prefill runs in passes of this many)
+        int64_t max_chunk = 8;    // rows per GEMV pass: a prefill of at most this many tokens (and a prompt's
+                                  // last few) runs as matrix-vector kernels, reading the weights once per pass
+        int64_t prefill_chunk = 512; // rows per GEMM pass: a longer prompt is prefilled in passes of up to this many
+                                     // rows through cuBLASLt and the grouped expert GEMMs, each weight read once per
+                                     // pass (0: GEMV passes only). Also the GEMM passes' buffers' height.
         int64_t attn_splits = 32; // blocks per (query, head) in attention (flash-decoding; 32 × ZAYA1-8B's 8 heads
                                   // = 256 blocks, about 2 per H200 SM)
         bool graph = true;        // replay decode steps as a CUDA graph (captured after one eager step)
@@ -43,7 +47,8 @@ class CudaDecoder {
 
     // One sequence (slot 0).
     void reset(); // every slot empty
-    // Appends the tokens (in passes of max_chunk) and writes the last one's logits to logits[V].
+    // Appends the tokens (in passes of prefill_chunk rows while more than max_chunk are left, then of max_chunk) and
+    // writes the last one's logits to logits[V].
     void prefill(std::span<const int32_t> tokens, float *logits);
     // Appends one token; logits[V] of it. Between the upload of the token and the download of the logits, nothing
     // waits for the device.

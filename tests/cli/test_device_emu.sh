@@ -118,6 +118,13 @@ for mode in "--temperature 0" "--temperature 0.9 --top-k 0 --seed 7 --repetition
 done
 [[ $err == *"CPU emulation (sm_"* ]] && pass "generate's statistics name the GPU" ||
     fail "generate's statistics name the GPU" "stderr: $err"
+# A prompt longer than the decoder's 8-row GEMV passes is prefilled in a GEMM pass (cuBLASLt, grouped experts).
+long=(generate tiny --dtype f32 --tokens 5,17,3,99,4,8,8,2,100,7,42,42,1,60 -n 6 --print-ids -q --temperature 0)
+expect_ok "generate a 14-token prompt --device cpu" "${long[@]}"
+cpu_ids=$out
+expect_ok "generate a 14-token prompt --device cuda (a GEMM prefill pass)" "${long[@]}" --device cuda
+[[ $out == "$cpu_ids" && -n $out ]] && pass "generate a 14-token prompt: the same ids on both devices ($out)" ||
+    fail "generate a 14-token prompt: the same ids on both devices" "cpu: $cpu_ids" "cuda: $out"
 # The server on the device: three concurrent requests share decode steps (slots of the GPU decoder) and each gets
 # the ids `zaya generate --device cpu` gives it alone.
 "$ZAYA" serve tiny --dtype f32 --port 0 --device cuda --max-batch 3 >"$tmp/serve.log" 2>&1 &
@@ -125,7 +132,7 @@ server=$!
 port=$(server_port "$tmp/serve.log" 300)
 if [[ -n $port ]]; then
     grep -q "batch ≤ 3" "$tmp/serve.log" && pass "serve --device cuda: 3 slots" || fail "serve --device cuda: 3 slots" "$(head -2 "$tmp/serve.log")"
-    prompts=("5,17,3,99" "8,8,2" "100,7,42,42,1")
+    prompts=("5,17,3,99" "8,8,2" "100,7,42,42,1,5,17,3,99,4,8,8,2") # the third prefilled in a GEMM pass
     for i in 0 1 2; do
         curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
             -d "{\"prompt\":[${prompts[$i]}],\"max_tokens\":4,\"temperature\":0}" >"$tmp/gpu_serve.$i" &
@@ -161,7 +168,7 @@ expect_ok "bench train --device cuda --phases --json" bench train --device cuda 
     --micro-batch 2 --seq 32 --precision bf16 --iters 1 --phases --json
 echo "$out" >"$table_dir/train_bench.json"
 expect_ok "bench decode --device cuda --seqs 2 --json" bench decode --device cuda --model tiny --dtype bf16 \
-    --prompt-tokens 8 --new-tokens 4 --seqs 2 --json
+    --prompt-tokens 12 --new-tokens 4 --seqs 2 --json
 echo "$out" >"$table_dir/decode_bench.json"
 for dev in cpu cuda; do
     "$ZAYA" generate tiny --dtype f32 --tokens 2,40,7,99 -n 6 --print-ids -q --temperature 0 --device "$dev" \

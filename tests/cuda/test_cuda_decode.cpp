@@ -759,26 +759,30 @@ std::vector<int32_t> test_tokens(int64_t n, int64_t V) {
     return t;
 }
 
-// A prompt of 5 tokens in passes of 3 rows, then 3 single steps, past the sliding window (4), with keys split 3
-// ways: each step's logits against the full-sequence logits of the same position. (A fresh sequence on reused
-// buffers, after reset(), is DecoderSlotsMatchCpuPerSequence's and DecoderGraphStepsEqualEager's.)
-void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol) {
+// A prompt of 12 tokens in two prefill calls (7, then 5 more: a prefill that extends a sequence), then 3 single
+// steps, past the sliding window (4), keys split 3 ways: the logits of each call's last token and of each step against
+// the full-sequence logits at that position. GEMV passes take max_chunk = 2 rows; with prefill_chunk = 4 the first
+// call runs GEMM passes of 4 and 3 rows, the second one of 4 and a GEMV pass of 1 (prefill_chunk 0: GEMV passes only).
+void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol, int64_t prefill_chunk) {
     Model m = Model::create(decode_config(all_options));
     model_init_random(m, 21);
     HostWeights hw(m, dtype);
     const ZayaConfig &c = m.config;
-    const int64_t V = c.vocab_size, prompt = 5, steps = 3;
+    const int64_t V = c.vocab_size, first = 7, prompt = 12, steps = 3;
     const std::vector<int32_t> tokens = test_tokens(prompt + steps, V);
     const std::vector<float> ref = cpu_logits(m, tokens);
+    auto ref_row = [&](int64_t t) { return std::vector<float>(ref.begin() + t * V, ref.begin() + (t + 1) * V); };
     CudaDecoder dec(DecodeWeights{c, m.w, hw.embed, hw.lm_head, hw.layers},
-                    CudaDecoder::Options{.max_len = 16, .max_chunk = 3, .attn_splits = 3});
+                    CudaDecoder::Options{
+                        .max_len = 16, .max_chunk = 2, .prefill_chunk = prefill_chunk, .attn_splits = 3});
     std::vector<float> got(static_cast<size_t>(V));
-    dec.prefill(std::span(tokens).first(size_t(prompt)), got.data());
-    EXPECT_LT(rel_err(got, std::vector<float>(ref.begin() + (prompt - 1) * V, ref.begin() + prompt * V)), tol);
+    dec.prefill(std::span(tokens).first(size_t(first)), got.data());
+    EXPECT_LT(rel_err(got, ref_row(first - 1)), tol) << "first prefill";
+    dec.prefill(std::span(tokens).subspan(size_t(first), size_t(prompt - first)), got.data());
+    EXPECT_LT(rel_err(got, ref_row(prompt - 1)), tol) << "second prefill";
     for (int64_t t = prompt; t < prompt + steps; ++t) {
         dec.step(tokens[size_t(t)], got.data());
-        EXPECT_LT(rel_err(got, std::vector<float>(ref.begin() + t * V, ref.begin() + (t + 1) * V)), tol)
-            << "step at position " << t;
+        EXPECT_LT(rel_err(got, ref_row(t)), tol) << "step at position " << t;
     }
     EXPECT_EQ(dec.length(), prompt + steps);
     std::vector<int32_t> too_long(17, 1);
@@ -786,10 +790,24 @@ void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol) {
     EXPECT_THROW(dec.prefill(too_long, got.data()), Error);
 }
 
-TEST_F(CudaOps, DecoderMatchesCpuF32) { expect_decoder_matches_cpu(false, DType::F32, 1e-4); }
-TEST_F(CudaOps, DecoderEveryOptionMatchesCpuF32) { expect_decoder_matches_cpu(true, DType::F32, 1e-4); }
+TEST_F(CudaOps, DecoderMatchesCpuF32) { expect_decoder_matches_cpu(false, DType::F32, 1e-4, 0); }
+TEST_F(CudaOps, DecoderEveryOptionMatchesCpuF32) { expect_decoder_matches_cpu(true, DType::F32, 1e-4, 0); }
 // bf16 weights on both sides (the reference's rounded the same): only summation order and x staying fp32 differ.
-TEST_F(CudaOps, DecoderMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-3); }
+TEST_F(CudaOps, DecoderMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-3, 0); }
+// Prefill in GEMM passes: fp32 GEMMs are true fp32; bf16 ones multiply the rows' bf16 copies (as the training
+// forward does), which the CPU reference's fp32 rows do not, hence the looser bound.
+TEST_F(CudaOps, DecoderGemmPrefillMatchesCpuF32) { expect_decoder_matches_cpu(true, DType::F32, 1e-4, 4); }
+TEST_F(CudaOps, DecoderGemmPrefillMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-2, 4); }
+
+TEST_F(CudaOps, DecoderRejectsBadOptions) {
+    Model m = Model::create(decode_config(false));
+    HostWeights hw(m, DType::F32);
+    const DecodeWeights w{m.config, m.w, hw.embed, hw.lm_head, hw.layers};
+    EXPECT_THROW(CudaDecoder(w, CudaDecoder::Options{.prefill_chunk = -1}), Error);
+    EXPECT_THROW(CudaDecoder(w, CudaDecoder::Options{.prefill_chunk = 65536}), Error);
+    EXPECT_THROW(CudaDecoder(w, CudaDecoder::Options{.max_chunk = 0}), Error);
+    EXPECT_THROW(CudaDecoder(w, CudaDecoder::Options{.attn_splits = 0}), Error);
+}
 
 // Decode steps replayed from a CUDA graph (in the emulator: recorded launches replayed in order) against eager
 // steps: the same kernels in the same order, deterministic, so the logits are bit for bit the same.

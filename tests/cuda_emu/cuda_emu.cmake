@@ -14,6 +14,9 @@ foreach(cu ${ZAYA_EMU_CU})
   list(APPEND ZAYA_EMU_GENERATED ${out})
 endforeach()
 file(GLOB ZAYA_EMU_TESTS CONFIGURE_DEPENDS tests/cuda/*.cpp)
+# Cached decoding on the device (infer/cuda_decoder.h): host C++ over the kernels, as in zaya_cuda.
+set(ZAYA_EMU_DECODER ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp
+                     ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder_prefill.cpp)
 list(FILTER ZAYA_EMU_TESTS EXCLUDE REGEX "test_nccl\\.cpp$")
 # The kernels and their tests once per sanitizer: zaya_cuda_emu_tests under ASan+UBSan (bounds, in global and shared
 # memory, and UB), zaya_cuda_emu_tests_tsan under TSan (races between a block's threads: a missing __syncthreads).
@@ -23,12 +26,11 @@ function(zaya_emu_tests name host_opt)
   # launch). Under ASan the host code at -O0 compiles in a third of the time and adds ~20 s to the run; under TSan
   # -O0 would instrument every local variable's access and double the run.
   add_library(${name}_host OBJECT ${ZAYA_EMU_TESTS} ${ZAYA_EMU_DIR}/test_emu.cpp
-              ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp)
+              ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${ZAYA_EMU_DECODER})
   target_compile_options(${name}_host PRIVATE ${ARGN} -fno-omit-frame-pointer -g ${host_opt})
   zaya_unity(${name}_host) # not the kernels: each file's anonymous namespace may reuse a kernel's name
-  # cuda_decoder.cpp alone: its Impl, a member of an exported class, holds types of the file's anonymous namespace,
-  # which GCC flags (-Wsubobject-linkage) wherever the file is not the main file, as in a unity source.
-  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+  # The decoder's files alone: they name the decoder's internal namespace in a using-directive.
+  set_source_files_properties(${ZAYA_EMU_DECODER} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
   add_executable(${name} ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_DIR}/emu.cpp ${ZAYA_EMU_DIR}/threads.cpp)
   target_compile_options(${name} PRIVATE ${ARGN} -fno-omit-frame-pointer -g -O1)
   target_link_options(${name} PRIVATE ${ARGN})
@@ -46,11 +48,10 @@ zaya_emu_tests(zaya_cuda_emu_tests_tsan -O1 -fsanitize=thread)
 # zaya_emu: the zaya CLI with the emulated kernels behind `--device cuda` (no sanitizer), to run the Trainer's device
 # path — parameters uploaded, gradients and routing choices downloaded — end to end before any GPU time:
 #   build/zaya_emu train --device cuda --model tiny ...
-# It shares zaya's objects (zaya_core, zaya_cli) and adds the kernels, ops/cuda/backend.cpp, infer/cuda_decoder.cpp
-# and the communicators (comm.cpp without NCCL) in place of zaya_lib's backend part.
+# It shares zaya's objects (zaya_core, zaya_cli) and adds the kernels, ops/cuda/backend.cpp, the GPU decoder
+# (infer/cuda_decoder*.cpp) and the communicators (comm.cpp without NCCL) in place of zaya_lib's backend part.
 add_executable(zaya_emu ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_DIR}/emu.cpp ${ZAYA_EMU_DIR}/threads.cpp
-               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp
-               ${CMAKE_SOURCE_DIR}/src/dist/comm.cpp)
+               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${ZAYA_EMU_DECODER} ${CMAKE_SOURCE_DIR}/src/dist/comm.cpp)
 target_include_directories(zaya_emu BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
 target_compile_options(zaya_emu PRIVATE -O2)
 target_link_libraries(zaya_emu PRIVATE zaya_cli zaya_core Threads::Threads ${CMAKE_DL_LIBS})
