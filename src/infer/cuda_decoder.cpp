@@ -183,7 +183,8 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
     tokens = DeviceArray<int32_t>(size_t(N)), pos = DeviceArray<int32_t>(size_t(ext));
     choice = DeviceArray<int32_t>(size_t(N)), len = DeviceArray<int32_t>(size_t(S));
     active = DeviceArray<int32_t>(size_t(S));
-    seq_one = DeviceArray<int64_t>(2), seq_slots = DeviceArray<int64_t>(size_t(S + 1));
+    seq_one = DeviceArray<int64_t>(2), seq_new = DeviceArray<int64_t>(2);
+    seq_slots = DeviceArray<int64_t>(size_t(S + 1));
     std::vector<int64_t> starts(size_t(S + 1));
     for (int64_t i = 0; i <= S; ++i) starts[size_t(i)] = i * SR;
     cuda::copy_to_device(seq_slots.data(), starts.data(), starts.size() * sizeof(int64_t));
@@ -346,9 +347,10 @@ int32_t CudaDecoder::Impl::prefill(int64_t slot, std::span<const int32_t> toks, 
         const bool gemm = NP > 0 && left > o.max_chunk; // many rows: GEMMs, each weight read once for all of them
         n = std::min(left, gemm ? NP : o.max_chunk);
         cuda::copy_to_device(tokens.data(), toks.data() + at, size_t(n) * sizeof(int32_t));
-        if (n != seq_n) { // the conv's one-sequence batch [state ; n rows]
-            const int64_t ss[2] = {0, P + n};
+        if (n != seq_n) { // the conv's one-sequence batch [state ; n rows], and the n rows alone
+            const int64_t ss[2] = {0, P + n}, rows[2] = {0, n};
             cuda::copy_to_device(seq_one.data(), ss, sizeof ss);
+            cuda::copy_to_device(seq_new.data(), rows, sizeof rows);
             seq_n = n;
         }
         device_pass(Pass{n, slot, gemm});

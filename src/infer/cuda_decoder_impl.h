@@ -68,6 +68,7 @@ struct CudaDecoder::Impl {
     DeviceArray<float> best_part_v;
     DeviceArray<unsigned> counters; // the kernels finished by their last block (decode.h): zeros between kernels
     DeviceArray<int64_t> seq_one, seq_slots; // the conv's batches: one slot's [state ; n rows], every slot's region
+    DeviceArray<int64_t> seq_new;            // {0, n}: a GEMM pass's n new rows as one sequence (its attention)
     int64_t rot_half[2] = {0, 0};
     // A GEMM pass's own (NP > 0): the bf16 copy of the rows a bf16 GEMM reads [NP, max(D, Dq)]; [state ; new rows]
     // of the conv [P + NP, C] (the slot's zx region holds only max_chunk new rows); the experts' grouped rows.

@@ -6,10 +6,13 @@
 #include "ops/cpu/attention.h"
 #include "ops/cuda/attention.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 #include <vector>
 
 namespace zaya {
@@ -167,6 +170,39 @@ TEST_F(CudaAttention, TensorCoresStrideAndHeadDim128) { check_attention_bf16({{7
 // The head sizes the kernels are instantiated for besides 16, 32 and 128 (each its own register tiling).
 TEST_F(CudaAttention, TensorCoresEveryOtherHeadDim) {
     for (const int64_t hd : {48, 64, 80, 96, 112}) check_attention_bf16({{70, 3}, 2, 1, hd, 0}, 800 + uint64_t(hd));
+}
+
+// A prefill pass over a cache (attention_prefill_bf16, the GPU decoder's): n new queries after `cached` keys, against
+// cpu::attention_cached on the same inputs rounded to bf16, with the key and value rows past cached + n NaN (a read
+// of them would show). Queries in several tiles of 64 whose first position is mid key tile; a window reaching back
+// into the cache, wider than a tile; none cached; GQA; the output's bf16 copy.
+TEST_F(CudaAttention, TensorCoresPrefillOverCache) {
+    struct Case {
+        int64_t cached, n, window, nq, nkv, hd;
+    };
+    for (const Case &cs : {Case{0, 70, 0, 4, 2, 16}, Case{45, 70, 0, 4, 2, 16}, Case{45, 130, 20, 4, 1, 16},
+                           Case{100, 129, 90, 2, 2, 32}, Case{130, 3, 0, 8, 2, 128}}) {
+        const std::string ctx = fmt::format("cached={} n={} window={} nq={} nkv={} hd={}", cs.cached, cs.n, cs.window,
+                                            cs.nq, cs.nkv, cs.hd);
+        const int64_t Dq = cs.nq * cs.hd, Dk = cs.nkv * cs.hd, T = cs.cached + cs.n, rows = T + 5;
+        const cpu::AttnShape s{cs.nq, cs.nkv, cs.hd, 1.0f / std::sqrt(float(cs.hd)), cs.window};
+        const auto q = bf16_rounded(random_vec(size_t(cs.n * Dq), 31));
+        auto k = bf16_rounded(random_vec(size_t(rows * Dk), 32)), v = bf16_rounded(random_vec(size_t(rows * Dk), 33));
+        std::vector<float> ref(size_t(cs.n * Dq));
+        cpu::attention_cached(ref.data(), q.data(), k.data(), v.data(), cs.n, cs.cached, s);
+        for (size_t i = size_t(T * Dk); i < k.size(); ++i) k[i] = v[i] = std::numeric_limits<float>::quiet_NaN();
+        auto q_d = upload(q), k_d = upload(k), v_d = upload(v), out = poisoned(size_t(cs.n * Dq));
+        auto seq = upload(std::vector<int64_t>{0, cs.n});
+        auto out16 = upload(std::vector<uint16_t>(size_t(cs.n * Dq), 0xFFFF));
+        cuda::attention_prefill_bf16(out.data(), q_d.data(), k_d.data(), v_d.data(), seq.data(), cs.n, cs.cached, s,
+                                     out16.data());
+        const auto got = download(out);
+        EXPECT_LT(rel_err(got, ref), kAttnBf16Tol) << ctx;
+        const auto got16 = download(out16);
+        size_t differ = 0;
+        for (size_t i = 0; i < got.size(); ++i) differ += got16[i] != f32_to_bf16(got[i]);
+        EXPECT_EQ(differ, 0u) << ctx << ": the bf16 copy is bf16(out)";
+    }
 }
 
 } // namespace

@@ -30,6 +30,13 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
 void attention_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
                             const VarlenBatch &batch, const AttnShape &s, uint16_t *out16 = nullptr);
 
+// attention_forward_bf16 of n new queries over a cache: q [n, nq, hd] at positions cached … cached + n − 1, k and v
+// [cached + n, nkv, hd] the keys and values of positions 0 … cached + n − 1 (the new rows' already appended), causal
+// and windowed by position; seq_start (device) = {0, n}. out [n, nq, hd]; out16 = bf16(out) when given. A prefill
+// pass of the GPU decoder: each block takes a tile of 64 queries of one head, so a key tile is read once for them.
+void attention_prefill_bf16(float *out, const float *q, const float *k, const float *v, const int64_t *seq_start,
+                            int64_t n, int64_t cached, const AttnShape &s, uint16_t *out16 = nullptr);
+
 // dq[N,nq,hd], dk, dv[N,nkv,hd] written (=) from dout, out[N,nq,hd] and the saved lse[N,nq]. Deterministic: dq by
 // query tiles, dk/dv by key tiles, each element summed by one thread in a fixed order.  (cpu::attention_backward)
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,

@@ -18,11 +18,14 @@ using namespace attn_fa;
 using bf16 = __nv_bfloat16;
 
 // Rows are (position, head) pairs as in attention_forward_kernel. scale_log2 = scale·log2(e): the softmax runs in
-// base 2 (exp2 is one instruction), lse is converted back.
+// base 2 (exp2 is one instruction), lse is converted back. cached > 0 (one sequence, seq_start {0, T}): the T
+// queries are the last of cached + T positions, k and v hold the keys of all of them (a prefill pass over a cache);
+// query i is at position cached + i, key row r at position r.
 template <int HD>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_fa_kernel(float *out, uint32_t *out16, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
-                                const int64_t *seq_start, int nq, int nkv, float scale_log2, int64_t window) {
+                                const int64_t *seq_start, int nq, int nkv, float scale_log2, int64_t window,
+                                int64_t cached) {
     extern __shared__ float smem[];
     bf16 *qs = shared_tiles(smem);         // [kRows][kLd] queries
     bf16 *ks = qs + kRows * kLd<HD>;       // [2][kRows][kLd] keys, double-buffered
@@ -34,9 +37,9 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t t0 = seq_start[blockIdx.z], T = seq_start[blockIdx.z + 1] - t0, tiles = (T + kRows - 1) / kRows;
     // The last query tiles see the most keys: blocks take them first, so the long ones start early.
     for (int64_t i = blockIdx.x; i < tiles; i += gridDim.x) {
-        const int64_t qa = (tiles - 1 - i) * kRows;
+        const int64_t qa = (tiles - 1 - i) * kRows, qp = cached + qa; // the tile's first query row, its position
         const int rows = int(min(int64_t(kRows), T - qa)); // queries qa … qa+rows−1
-        const int64_t lo = window > 0 ? max(int64_t(0), qa - window + 1) : 0, hi = qa + rows;
+        const int64_t lo = window > 0 ? max(int64_t(0), qp - window + 1) : 0, hi = qp + rows; // their keys' positions
         __syncthreads(); // every warp is done with the previous query tile's shared tiles
         load_rows_async<HD>(qs, q, t0 + qa, rows, nq, h);
         mma::cp_async_commit();
@@ -50,7 +53,7 @@ __global__ void __launch_bounds__(kThreads)
 
         float o[HD / 8][4] = {};
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; // rows g and g + 8: running max, lane's sum
-        const int64_t q_first = qa + warp * kWarpRows, q_last = q_first + kWarpRows - 1; // this warp's queries
+        const int64_t q_first = qp + warp * kWarpRows, q_last = q_first + kWarpRows - 1; // this warp's queries
         int buf = 0;
         for (int64_t ka = lo; ka < hi; ka += kRows, buf ^= 1) {
             const int cols = int(min(int64_t(kRows), hi - ka));
@@ -143,7 +146,31 @@ void attention_forward_bf16(float *out, float *lse, const float *q, const float 
         allow_shared_bytes(attention_forward_fa_kernel<HD>, bytes);
         attention_forward_fa_kernel<HD><<<attn::tile_grid(batch, s.nq, kRows), kThreads, bytes>>>(
             out, reinterpret_cast<uint32_t *>(out16), lse, in.q, in.k, in.v, batch.seq_start, int(s.nq), int(s.nkv),
-            scale_log2, s.window);
+            scale_log2, s.window, int64_t(0));
+        ZAYA_CUDA_LAUNCHED();
+    });
+}
+
+void attention_prefill_bf16(float *out, const float *q, const float *k, const float *v, const int64_t *seq_start,
+                            int64_t n, int64_t cached, const AttnShape &s, uint16_t *out16) {
+    attn::check_shape(s);
+    if (cached < 0) fail("attention_prefill_bf16: {} cached keys", cached);
+    with_head_dim(s.hd, [&](auto hd) {
+        constexpr int HD = decltype(hd)::value;
+        if (n == 0) return;
+        // bf16 copies: the n queries, the cached + n keys and values.
+        const int64_t nqe = n * s.nq * s.hd, nke = (cached + n) * s.nkv * s.hd;
+        auto *p = static_cast<uint16_t *>(device_scratch(Scratch::AttentionBf16, size_t(nqe + 2 * nke) * 2));
+        to_bf16(p, q, nqe);
+        to_bf16(p + nqe, k, nke);
+        to_bf16(p + nqe + nke, v, nke);
+        const auto *b = reinterpret_cast<const bf16 *>(p);
+        const size_t bytes = 128 + 5 * kTileBytes<HD>;
+        allow_shared_bytes(attention_forward_fa_kernel<HD>, bytes);
+        const VarlenBatch one{seq_start, 1, n, n};
+        attention_forward_fa_kernel<HD><<<attn::tile_grid(one, s.nq, kRows), kThreads, bytes>>>(
+            out, reinterpret_cast<uint32_t *>(out16), nullptr, b, b + nqe, b + nqe + nke, seq_start, int(s.nq),
+            int(s.nkv), float(s.scale) * 1.44269504f, s.window, cached);
         ZAYA_CUDA_LAUNCHED();
     });
 }
