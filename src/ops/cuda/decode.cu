@@ -6,6 +6,7 @@
 #include "ops/cuda/decode.h"
 #include "ops/cuda/last_block.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/residual_scale.cuh"
 #include "ops/cuda/router_select.cuh"
 #include "ops/cuda/swiglu.cuh"
 
@@ -157,8 +158,8 @@ __device__ void residual_norm_rows(const ResidualNormAfter &a, const float *y, i
         const int64_t base = row * D;
         float ss = 0.0f;
         for (int64_t i = threadIdx.x; i < D; i += kBlockThreads) {
-            const float v = (load_l2(y + base + i) + a.hs_bias[i]) * a.hs_scale[i] +
-                            (a.stream[base + i] + a.res_bias[i]) * a.res_scale[i];
+            const float v = residual_scaled(load_l2(y + base + i), a.stream[base + i], a.hs_scale, a.hs_bias,
+                                            a.res_scale, a.res_bias, i);
             a.stream[base + i] = v;
             ss += v * v;
         }

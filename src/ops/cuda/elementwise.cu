@@ -1,6 +1,7 @@
 // Elementwise ops of the ZAYA1 block on the GPU: residual scaling, embedding, SwiGLU, GELU, bf16 conversion.
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/ops.h"
+#include "ops/cuda/residual_scale.cuh"
 #include "ops/cuda/swiglu.cuh"
 
 #include <cuda_bf16.h>
@@ -17,7 +18,7 @@ __global__ void residual_scale_kernel(float *out, const float *x, const float *r
     const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (k >= n) return;
     const int64_t i = k % D;
-    out[k] = (x[k] + hs_bias[i]) * hs_scale[i] + (res[k] + res_bias[i]) * res_scale[i];
+    out[k] = residual_scaled(x[k], res[k], hs_scale, hs_bias, res_scale, res_bias, i);
 }
 
 __global__ void embedding_kernel(float *out, const int32_t *tokens, const float *table, const float *bias,

@@ -5,6 +5,7 @@
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/ops.h"
+#include "ops/cuda/residual_scale.cuh"
 
 #include <cuda_bf16.h>
 
@@ -44,7 +45,7 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t i = threadIdx.x + int64_t(j) * kThreads;
         v[j] = 0;
         if (i < D) {
-            v[j] = (x[base + i] + hs_bias[i]) * hs_scale[i] + (res[base + i] + res_bias[i]) * res_scale[i];
+            v[j] = residual_scaled(x[base + i], res[base + i], hs_scale, hs_bias, res_scale, res_bias, i);
             out[base + i] = v[j];
             ss += v[j] * v[j];
         }
