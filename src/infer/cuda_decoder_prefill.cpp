@@ -58,10 +58,9 @@ void CudaDecoder::Impl::layer_gemm(int64_t l, const Pass &p) {
     cuda::copy_on_device(state, zx + n * C, size_t(P * C) * sizeof(float));
     // The KV append, then attention of the new rows over the cache.
     const int64_t cache = slot * o.max_len * Dk;
-    const float *q_new = q.data() + P * Dq, *k_new = k.data() + P * Dk, *kc = d.kc.data() + cache,
-                *vc = d.vc.data() + cache;
-    cuda::append_kv(d.kc.data() + cache, d.vc.data() + cache, k_new, v.data(), len.data() + slot, n, Dk,
-                    d.vstate.data() + slot * Dv, Dv);
+    const float *q_new = q.data() + P * Dq, *k_new = k.data() + P * Dk;
+    float *kc = d.kc.data() + cache, *vc = d.vc.data() + cache;
+    cuda::append_kv(kc, vc, k_new, v.data(), len.data() + slot, n, Dk, d.vstate.data() + slot * Dv, Dv);
     const cuda::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), sliding ? *c.sliding_window : 0};
     const bool o16 = d.o_proj.dtype == DType::BF16;
     if (d.qkv.dtype == DType::BF16 && cuda::attention_on_tensor_cores(as)) {

@@ -159,12 +159,13 @@ __device__ inline void product_with_columns(float (*acc)[4], const uint32_t a[4]
     }
 }
 
-// q, k, v (and for the backward dout) rounded to bf16 into the attention scratch (attention_tc.cu).
+// q, k, v (and for the backward dout) rounded to bf16 into the attention scratch (attention_tc.cu): N rows of q
+// (and dout), cached + N rows of k and v (cached > 0: keys before the queries, attention_prefill_bf16's).
 struct Bf16Inputs {
     const __nv_bfloat16 *q, *k, *v, *dout;
 };
 Bf16Inputs round_inputs(const float *q, const float *k, const float *v, const float *dout, int64_t N,
-                        const AttnShape &s);
+                        const AttnShape &s, int64_t cached = 0);
 
 // f(std::integral_constant<int, HD>{}) for hd = HD, a multiple of 16 up to kMaxHeadDim (the head sizes
 // attention_on_tensor_cores accepts); fails naming any other.

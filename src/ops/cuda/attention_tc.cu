@@ -120,11 +120,12 @@ __global__ void __launch_bounds__(kThreads)
 } // namespace
 
 namespace attn_fa {
-// [N·nq·hd] q, [N·nkv·hd] k and v, then [N·nq·hd] dout if given.
+// [N·nq·hd] q, [(cached + N)·nkv·hd] k and v, then [N·nq·hd] dout if given.
 Bf16Inputs round_inputs(const float *q, const float *k, const float *v, const float *dout, int64_t N,
-                        const AttnShape &s) {
-    const int64_t nqe = N * s.nq * s.hd, nke = N * s.nkv * s.hd;
-    auto *p = static_cast<uint16_t *>(device_scratch(Scratch::AttentionBf16, attention_bf16_bytes(N, s, dout)));
+                        const AttnShape &s, int64_t cached) {
+    const int64_t nqe = N * s.nq * s.hd, nke = (cached + N) * s.nkv * s.hd;
+    const size_t bytes = attention_bf16_bytes(N, s, dout) + size_t(2 * cached * s.nkv * s.hd) * 2;
+    auto *p = static_cast<uint16_t *>(device_scratch(Scratch::AttentionBf16, bytes));
     to_bf16(p, q, nqe);
     to_bf16(p + nqe, k, nke);
     to_bf16(p + nqe + nke, v, nke);
@@ -134,45 +135,37 @@ Bf16Inputs round_inputs(const float *q, const float *k, const float *v, const fl
 }
 } // namespace attn_fa
 
-void attention_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
-                            const VarlenBatch &batch, const AttnShape &s, uint16_t *out16) {
+namespace {
+
+// Both forwards: the inputs rounded, the kernel launched (cached: see attention_forward_fa_kernel).
+void forward_fa(float *out, uint16_t *out16, float *lse, const float *q, const float *k, const float *v,
+                const VarlenBatch &batch, const AttnShape &s, int64_t cached) {
     attn::check_shape(s);
     with_head_dim(s.hd, [&](auto hd) { // (a head size the kernels lack fails here, even for an empty batch)
         constexpr int HD = decltype(hd)::value;
         if (batch.N == 0 || batch.B == 0) return;
-        const Bf16Inputs in = round_inputs(q, k, v, nullptr, batch.N, s);
+        const Bf16Inputs in = round_inputs(q, k, v, nullptr, batch.N, s, cached);
         const float scale_log2 = float(s.scale) * 1.44269504f;
         const size_t bytes = 128 + 5 * kTileBytes<HD>;
         allow_shared_bytes(attention_forward_fa_kernel<HD>, bytes);
         attention_forward_fa_kernel<HD><<<attn::tile_grid(batch, s.nq, kRows), kThreads, bytes>>>(
             out, reinterpret_cast<uint32_t *>(out16), lse, in.q, in.k, in.v, batch.seq_start, int(s.nq), int(s.nkv),
-            scale_log2, s.window, int64_t(0));
+            scale_log2, s.window, cached);
         ZAYA_CUDA_LAUNCHED();
     });
 }
 
+} // namespace
+
+void attention_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
+                            const VarlenBatch &batch, const AttnShape &s, uint16_t *out16) {
+    forward_fa(out, out16, lse, q, k, v, batch, s, 0);
+}
+
 void attention_prefill_bf16(float *out, const float *q, const float *k, const float *v, const int64_t *seq_start,
                             int64_t n, int64_t cached, const AttnShape &s, uint16_t *out16) {
-    attn::check_shape(s);
     if (cached < 0) fail("attention_prefill_bf16: {} cached keys", cached);
-    with_head_dim(s.hd, [&](auto hd) {
-        constexpr int HD = decltype(hd)::value;
-        if (n == 0) return;
-        // bf16 copies: the n queries, the cached + n keys and values.
-        const int64_t nqe = n * s.nq * s.hd, nke = (cached + n) * s.nkv * s.hd;
-        auto *p = static_cast<uint16_t *>(device_scratch(Scratch::AttentionBf16, size_t(nqe + 2 * nke) * 2));
-        to_bf16(p, q, nqe);
-        to_bf16(p + nqe, k, nke);
-        to_bf16(p + nqe + nke, v, nke);
-        const auto *b = reinterpret_cast<const bf16 *>(p);
-        const size_t bytes = 128 + 5 * kTileBytes<HD>;
-        allow_shared_bytes(attention_forward_fa_kernel<HD>, bytes);
-        const VarlenBatch one{seq_start, 1, n, n};
-        attention_forward_fa_kernel<HD><<<attn::tile_grid(one, s.nq, kRows), kThreads, bytes>>>(
-            out, reinterpret_cast<uint32_t *>(out16), nullptr, b, b + nqe, b + nqe + nke, seq_start, int(s.nq),
-            int(s.nkv), float(s.scale) * 1.44269504f, s.window, cached);
-        ZAYA_CUDA_LAUNCHED();
-    });
+    forward_fa(out, out16, nullptr, q, k, v, VarlenBatch{seq_start, 1, n, n}, s, cached);
 }
 
 } // namespace zaya::cuda
