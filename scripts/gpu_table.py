@@ -90,7 +90,8 @@ try:
     print(f"{name + ' batch 1 vs HBM bound':45s} {res:8s} {b['decode_tokens_per_s']:.1f} tok/s = "
           f"{100 * b['fraction_of_bound']:.0f}% of {b['bound_tokens_per_s']:.1f} (goal ≥ 60%; "
           f"{b['weight_bytes_per_token'] / 1e9:.2f} GB/token ÷ {b['read_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s); "
-          f"prefill {b['prefill_tokens_per_s']:.0f} tok/s ({b.get('prefill_flops_per_s', 0) / 1e12:.0f} TFLOP/s); with logits downloaded {b['decode_with_logits_tokens_per_s']:.1f} "
+          f"prefill {b['prefill_tokens_per_s']:.0f} tok/s ({b.get('prefill_flops_per_s', 0) / 1e12:.0f} TFLOP/s); "
+          f"with logits downloaded {b['decode_with_logits_tokens_per_s']:.1f} "
           f"tok/s; {b['step_kernels']} kernels per step")
     together = f"{name}, {b['seqs']} sequences together"
     print(f"{together:45s} {'':8s} {b['batch_decode_tokens_per_s']:.1f} tok/s in all "

@@ -3,7 +3,8 @@
 // 1 GiB buffer, far past the L2) ÷ bytes of weights one token reads (InferModel::bytes_per_token). Also prefill
 // tokens/s and model FLOP/s (a prompt longer than 8 tokens runs as GEMM passes). The decode steps are greedy with
 // the argmax on the device (4 bytes downloaded per token, as `zaya generate --device cuda --temperature 0`); a second
-// pass downloads every step's logits (what sampling needs) and is reported next to it. Without a usable GPU (or a build without CUDA) it fails, saying why.
+// pass downloads every step's logits (what sampling needs) and is reported next to it. Without a usable GPU (or a
+// build without CUDA) it fails, saying why.
 #include "cli/bench.h"
 #include "cli/infer_args.h"
 #include "core/clock.h"
