@@ -6,8 +6,8 @@
 # Newton–Schulz and LM-head kernels at ZAYA1-8B shapes), then `zaya train` for 20 steps on the CPU and on the GPU (fp32 and bf16 matmuls) from the same seed and
 # data, `zaya bench train --device cuda` on the ~1B preset, `zaya generate --device cuda` against the CPU (the same
 # ids, greedy and sampled), and `zaya bench decode --device cuda` (batch-1 decode tokens/s against the HBM bound, then
-# batch 1 again without programmatic dependent launch, and 8 sequences stepped together) at ZAYA1-8B shapes with
-# random bf16 weights; prints a compact table last.
+# batch 1 again without programmatic dependent launch, 8 sequences stepped together, and batch 1 after a 32k-token
+# prompt) at ZAYA1-8B shapes with random bf16 weights; prints a compact table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp}
@@ -92,7 +92,7 @@ if [[ -x build-gpu/zaya && -f build-gpu/zaya-libs.tar.xz ]]; then
     done
     if t=$(limit 300); then
         timeout "$t" "${zaya[@]}" bench decode --device cuda --model zaya1-8b --dtype bf16 --prompt-tokens 128 \
-            --new-tokens 64 --seqs 8 --json | tee "$out/decode_bench.json"
+            --new-tokens 64 --seqs 8 --context-tokens 32768 --json | tee "$out/decode_bench.json"
         [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
     else
         skipped "bench decode"

@@ -96,6 +96,11 @@ try:
     together = f"{name}, {b['seqs']} sequences together"
     print(f"{together:45s} {'':8s} {b['batch_decode_tokens_per_s']:.1f} tok/s in all "
           f"({1e3 * b['batch_step_s']:.3f} ms a step; {b['batch_decode_tokens_per_s'] / b['decode_tokens_per_s']:.2f}× batch 1)")
+    if b.get("context_tokens", 0) > 0:
+        n, tps, bound = b["context_tokens"], b["context_decode_tokens_per_s"], b["context_bound_tokens_per_s"]
+        print(f"{name + f' after {n} tokens':45s} {'':8s} {tps:.1f} tok/s = {100 * tps / bound:.0f}% of {bound:.1f} "
+              f"(+ {b['context_kv_bytes_per_token'] / 1e9:.2f} GB of {b['kv_dtype'].lower()} KV cache per token); "
+              f"prefill {n / b['context_prefill_s']:.0f} tok/s ({b['context_prefill_flops_per_s'] / 1e12:.0f} TFLOP/s)")
     if b["dependent_launch"]:
         plain = b["decode_without_pdl_tokens_per_s"]
         print(f"{name + ' batch 1 without PDL':45s} {'':8s} {plain:.1f} tok/s = "

@@ -1,8 +1,10 @@
 // Shared by the `zaya bench` subcommands (cmd_bench.cpp, bench_checkpoint.cpp).
 #pragma once
+#include "core/dtype.h"
 #include "data/loader.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace zaya::cli {
@@ -18,6 +20,8 @@ struct BenchArgs {
     std::string dtype = "bf16";
     int64_t layers = 0, prompt_tokens = 128, new_tokens = 32;
     int64_t seqs = 1; // decode --device cuda: sequences stepped together (slots), measured after batch 1
+    std::optional<DType> kv_dtype{}; // decode: the KV cache's element (unset: the device's default)
+    int64_t context_tokens = 0;      // decode --device cuda: also decode after a prompt this long (0: no)
 };
 
 // Random token rows (seq + 1 tokens each) from a fixed-seed generator: a training step costs the same whatever

@@ -2,6 +2,7 @@
 // same run (SGEMM peak; for checkpoints, disk write bandwidth: bench_checkpoint.cpp).
 #include "cli/bench.h"
 #include "cli/commands.h"
+#include "cli/infer_args.h"
 #include "cli/model_arg.h"
 #include "core/clock.h"
 #include "core/error.h"
@@ -262,6 +263,12 @@ void register_bench(CLI::App &app) {
     cmd->add_option("--seqs", a->seqs,
                     "decode --device cuda: also time N sequences decoded together (GPU decoder slots, ≤ 8)")
         ->check(CLI::Range(1, 8))
+        ->capture_default_str();
+    add_kv_dtype_option(cmd, a->kv_dtype);
+    cmd->add_option("--context-tokens", a->context_tokens,
+                    "decode --device cuda: also prefill a prompt of N tokens (GEMM passes) and time decoding after "
+                    "it, where each step reads the KV cache too (0 = no)")
+        ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     cmd->add_option("--ns-precision", a->ns_precision, "train: Muon Newton-Schulz precision (bf16|fp32)")
         ->capture_default_str();

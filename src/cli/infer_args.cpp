@@ -70,6 +70,23 @@ void add_engine_device_options(CLI::App *cmd, EngineOptions &o) {
                     "32768, as the device cache is allocated up front)")
         ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
         ->capture_default_str();
+    add_kv_dtype_option(cmd, o.kv_dtype);
+}
+
+std::optional<DType> parse_kv_dtype(const std::string &name) {
+    if (name == "auto") return std::nullopt;
+    if (name == "bf16") return DType::BF16;
+    if (name == "f32") return DType::F32;
+    fail("--kv-dtype must be auto, bf16 or f32, got '{}'", name);
+}
+
+void add_kv_dtype_option(CLI::App *cmd, std::optional<DType> &kv) {
+    cmd->add_option_function<std::string>(
+           "--kv-dtype", [&kv](const std::string &v) { kv = parse_kv_dtype(v); },
+           "The KV cache's element: auto (cuda: bf16 for a bf16 model, half the cache's bytes; cpu: f32), bf16 "
+           "(cuda only) or f32")
+        ->check(CLI::IsMember({"auto", "bf16", "f32"}))
+        ->default_str("auto");
 }
 
 } // namespace zaya::cli

@@ -27,7 +27,10 @@ std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a);
 DType parse_weight_dtype(const std::string &name); // "bf16" | "f32"
 
 void add_sampling_options(CLI::App *cmd, SampleOptions &o);
-// --device and --max-context: where the engine decodes, and how long a sequence may grow.
+// --device, --max-context and --kv-dtype: where the engine decodes, how long a sequence may grow, and the element
+// of its KV cache.
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o);
+void add_kv_dtype_option(CLI::App *cmd, std::optional<DType> &kv);
+std::optional<DType> parse_kv_dtype(const std::string &name); // "auto" (unset) | "bf16" | "f32"
 
 } // namespace zaya::cli

@@ -119,6 +119,7 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
         fail("cuda decoder: max_len ({}) must be ≥ 1, max_chunk ({}) and max_seqs ({}) in [1, 65535], prefill_chunk "
              "({}) in [0, 65535], attn_splits ({}) in [1, {}]",
              o.max_len, o.max_chunk, o.max_seqs, o.prefill_chunk, o.attn_splits, cuda::kAttnMaxSplits);
+    kv = kv_dtype_for(o.kv_dtype, w.layers.empty() ? DType::F32 : w.layers[0].q_proj.dtype);
     D = c.hidden_size, C = c.conv_channels(), P = c.conv_padding(), Dq = c.q_dim(), Dk = c.kv_dim(), Dv = Dk / 2;
     nq = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim, R = c.router_hidden_size;
     K = c.router_classes(), E = c.num_experts, I = c.moe_intermediate_size, V = c.vocab_size;
@@ -148,7 +149,8 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
         d.router_down_bias = up(lw.router_down_bias, R), d.router_state_scale = up(lw.router_state_scale, R);
         d.router_norm = up(lw.router_norm, R), d.router_fc1_bias = up(lw.router_fc1_bias, R);
         d.router_fc2_bias = up(lw.router_fc2_bias, R), d.balancing_biases = up(lw.balancing_biases, K);
-        d.kc = DeviceArray<float>(size_t(S * o.max_len * Dk)), d.vc = DeviceArray<float>(size_t(S * o.max_len * Dk));
+        const size_t cache_bytes = size_t(S * o.max_len * Dk) * dtype_size(kv);
+        d.kc = DeviceArray<uint8_t>(cache_bytes), d.vc = DeviceArray<uint8_t>(cache_bytes);
         d.zx = DeviceArray<float>(size_t(S * SR * C)), d.vstate = DeviceArray<float>(size_t(S * Dv));
         d.vstate0 =
             lw.v_del_bias ? std::vector<float>(lw.v_del_bias, lw.v_del_bias + Dv) : std::vector<float>(size_t(Dv));
@@ -232,18 +234,19 @@ void CudaDecoder::Impl::layer(int64_t l, const Pass &p) {
     if (!every) cuda::shift_rows_up(zx, P, n, C); // (a step's move is done with its KV append, in attention below)
     const float *q_new = q.data() + P * Dq, *k_new = k.data() + P * Dk;
     const cuda::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), sliding ? *c.sliding_window : 0};
-    if (every) { // the KV append (with the conv state's move) inside the attention kernel
-        cuda::attention_decode_slots(att.data(), part_o.data(), part_ml.data(), q_new, SR * Dq, len.data(),
-                                     active.data(), S, o.max_len, as, o.attn_splits, counters.data(),
-                                     cuda::KvAppend{d.kc.data(), d.vc.data(), k_new, SR * Dk, v.data(),
-                                                    d.vstate.data(), Dv, cuda::ConvStateMove{d.zx.data(), P, C, SR}});
-    } else {
-        const int64_t cache = slot * o.max_len * Dk;
-        cuda::append_kv(d.kc.data() + cache, d.vc.data() + cache, k_new, v.data(), len.data() + slot, n, Dk,
-                        d.vstate.data() + slot * Dv, Dv);
-        cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q_new, d.kc.data() + cache,
-                               d.vc.data() + cache, len.data() + slot, n, as, o.attn_splits, counters.data());
-    }
+    with_kv(d, slot, [&](auto *kc, auto *vc) {
+        if (every) { // the KV append (with the conv state's move) inside the attention kernel
+            using T = std::remove_pointer_t<decltype(kc)>;
+            cuda::attention_decode_slots(att.data(), part_o.data(), part_ml.data(), q_new, SR * Dq, len.data(),
+                                         active.data(), S, o.max_len, as, o.attn_splits, counters.data(),
+                                         cuda::KvAppendT<T>{kc, vc, k_new, SR * Dk, v.data(), d.vstate.data(), Dv,
+                                                            cuda::ConvStateMove{d.zx.data(), P, C, SR}});
+        } else {
+            cuda::append_kv(kc, vc, k_new, v.data(), len.data() + slot, n, Dk, d.vstate.data() + slot * Dv, Dv);
+            cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q_new, kc, vc, len.data() + slot, n,
+                                   as, o.attn_splits, counters.data());
+        }
+    });
     // The output projection; its last block to finish then does the residual scaling and the post-attention norm
     // (in place on x: each element is read, then written, by one thread).
     linear(tmp.data(), D, att.data(), d.o_proj, d.o_bias, n, stepped, {},
@@ -473,6 +476,7 @@ int64_t CudaDecoder::length(int64_t slot) const {
 }
 int64_t CudaDecoder::max_seqs() const { return impl_->S; }
 size_t CudaDecoder::weight_bytes() const { return impl_->weight_bytes; }
+DType CudaDecoder::kv_dtype() const { return impl_->kv; }
 size_t CudaDecoder::step_kernels() const { return impl_->step_graph ? impl_->step_graph->nodes() : 0; }
 void CudaDecoder::set_dependent_launch(bool on) {
     if (on != impl_->pdl) impl_->step_graph.reset();

@@ -6,10 +6,12 @@
 // them there (ops/cuda/decode.h).
 // Built into the CUDA library (zaya_cuda); without CUDA, infer/no_cuda_decoder.cpp fails with a clear message.
 #pragma once
+#include "core/error.h"
 #include "infer/weights.h"
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +40,9 @@ class CudaDecoder {
         bool graph = true;        // replay decode steps as a CUDA graph (captured after one eager step)
         int64_t max_seqs = 1;     // sequences held at once ("slots"); a step advances any of them together,
                                   // reading the weights once for all (every slot's row is computed)
+        std::optional<DType> kv_dtype{}; // the KV cache's element, F32 or BF16. Unset: BF16 when the attention
+                                         // projections are bf16 (half the bytes to hold, and to read at long context;
+                                         // each key and value rounded once, as it is appended), else F32
     };
     CudaDecoder(const InferModel &m, const Options &o);
     CudaDecoder(const DecodeWeights &w, const Options &o);
@@ -76,6 +81,13 @@ class CudaDecoder {
     bool dependent_launch() const; // on, and the device and environment allow it
 
     size_t weight_bytes() const; // device bytes of the uploaded weights
+    DType kv_dtype() const;      // the KV cache's element (Options::kv_dtype, resolved)
+    // Options::kv_dtype resolved for attention projections of this dtype (fails if asked for neither F32 nor BF16).
+    static DType kv_dtype_for(std::optional<DType> asked, DType attention_weights) {
+        if (asked && *asked != DType::F32 && *asked != DType::BF16)
+            fail("cuda decoder: the KV cache's dtype must be f32 or bf16, got {}", dtype_name(*asked));
+        return asked.value_or(attention_weights == DType::BF16 ? DType::BF16 : DType::F32);
+    }
     size_t step_kernels() const; // kernels in the captured decode step graph (0 before the second step)
 
     // The device's read bandwidth in bytes/s: the best of `reps` timed reads of a `bytes` buffer.

@@ -33,7 +33,7 @@ struct DevLayer {
         *attn_res[4], *post_norm, *router_down_bias, *router_state_scale, *router_norm, *router_fc1_bias,
         *router_fc2_bias, *balancing_biases, *mlp_res[4];
     // Per slot (Options::max_seqs of them), slot-major:
-    DeviceArray<float> kc, vc;  // [slots, max_len, Dk]
+    DeviceArray<uint8_t> kc, vc; // [slots, max_len, Dk] of Impl::kv (Impl::with_kv gives them typed)
     DeviceArray<float> zx;      // [slots, P + max_chunk, C]: the conv state (first P rows), then new rows' q‖k
     DeviceArray<float> vstate;  // [slots, Dv]: the delayed-value state
     std::vector<float> vstate0; // [Dv] its value for a fresh sequence (the delayed projection's bias, or zeros)
@@ -59,6 +59,7 @@ struct CudaDecoder::Impl {
     std::vector<int64_t> lengths; // per slot, on the host (the device's copy: len)
     int64_t seq_n = -1;
     size_t weight_bytes = 0;
+    DType kv = DType::F32; // the KV cache's element: F32 or BF16 (Options::kv_dtype)
 
     // Rows of x: a prefill pass's tokens (≤ max_chunk, or ≤ NP in a GEMM pass) or a step's slots. Conv rows: every
     // slot's zx region, or a pass's [state ; new rows].
@@ -105,6 +106,8 @@ struct CudaDecoder::Impl {
     void layer_gemm(int64_t l, const Pass &p); // cuda_decoder_prefill.cpp
     // f(a) with a the layer's router arguments (RouterDecode<T>, T its matrices' type), rows `rows_on` (null: all).
     template <class F> void with_router(int64_t l, const int32_t *rows_on, F &&f);
+    // f(kc, vc): layer d's caches from slot `slot` on, as their element type (float, or uint16_t for bf16).
+    template <class F> void with_kv(DevLayer &d, int64_t slot, F &&f);
     void head(const Pass &p);
     void reset(int64_t slot);
     // Appends tokens to one slot; the last one's logits[V] into out, or (out null) their argmax, returned.
@@ -127,6 +130,16 @@ template <class F> void CudaDecoder::Impl::with_router(int64_t l, const int32_t 
     };
     if (d.router_fc1.dtype == DType::BF16) call(cuda_decoding::bf16_of(d.router_fc1));
     else call(cuda_decoding::f32_of(d.router_fc1));
+}
+
+template <class F> void CudaDecoder::Impl::with_kv(DevLayer &d, int64_t slot, F &&f) {
+    const int64_t at = slot * o.max_len * Dk;
+    auto call = [&](auto *typed) {
+        using T = std::remove_pointer_t<decltype(typed)>;
+        f(reinterpret_cast<T *>(d.kc.data()) + at, reinterpret_cast<T *>(d.vc.data()) + at);
+    };
+    if (kv == DType::BF16) call(static_cast<uint16_t *>(nullptr));
+    else call(static_cast<float *>(nullptr));
 }
 
 } // namespace zaya

@@ -57,26 +57,27 @@ void CudaDecoder::Impl::layer_gemm(int64_t l, const Pass &p) {
                               c.rotary_dim(l));
     cuda::copy_on_device(state, zx + n * C, size_t(P * C) * sizeof(float));
     // The KV append, then attention of the new rows over the cache.
-    const int64_t cache = slot * o.max_len * Dk;
     const float *q_new = q.data() + P * Dq, *k_new = k.data() + P * Dk;
-    float *kc = d.kc.data() + cache, *vc = d.vc.data() + cache;
-    cuda::append_kv(kc, vc, k_new, v.data(), len.data() + slot, n, Dk, d.vstate.data() + slot * Dv, Dv);
     const cuda::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), sliding ? *c.sliding_window : 0};
     const bool o16 = d.o_proj.dtype == DType::BF16;
-    if (d.qkv.dtype == DType::BF16 && cuda::attention_on_tensor_cores(as)) {
-        // bf16 weights: flash attention on tensor cores, a block per 64 rows of a head reading each key tile once
-        // for all of them (and writing the output's bf16 copy the output projection reads).
-        cuda::attention_prefill_bf16(att.data(), q_new, kc, vc, seq_new.data(), n, lengths[size_t(slot)], as,
-                                     o16 ? x16 : nullptr);
-    } else {
-        // fp32: the decode kernel, exact fp32, each row's keys read on their own. With many rows the (row, head)
-        // blocks fill the GPU by themselves: fewer key splits, so the partial results fit the buffers sized for a
-        // GEMV pass's.
-        const int64_t splits = std::clamp<int64_t>(o.attn_splits * N0 / n, 1, o.attn_splits);
-        cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q_new, kc, vc, len.data() + slot, n, as,
-                               splits, counters.data());
-        if (o16) cuda::to_bf16_rows(x16, att.data(), n, Dq, Dq);
-    }
+    with_kv(d, slot, [&](auto *kc, auto *vc) {
+        cuda::append_kv(kc, vc, k_new, v.data(), len.data() + slot, n, Dk, d.vstate.data() + slot * Dv, Dv);
+        if (d.qkv.dtype == DType::BF16 && cuda::attention_on_tensor_cores(as)) {
+            // bf16 weights: flash attention on tensor cores, a block per 64 rows of a head reading each key tile
+            // once for all of them (and writing the output's bf16 copy the output projection reads); a bf16 cache
+            // is read as it is, an fp32 one rounded first.
+            cuda::attention_prefill_bf16(att.data(), q_new, kc, vc, seq_new.data(), n, lengths[size_t(slot)], as,
+                                         o16 ? x16 : nullptr);
+        } else {
+            // fp32: the decode kernel, each row's keys read on their own. With many rows the (row, head) blocks fill
+            // the GPU by themselves: fewer key splits, so the partial results fit the buffers sized for a GEMV
+            // pass's.
+            const int64_t splits = std::clamp<int64_t>(o.attn_splits * N0 / n, 1, o.attn_splits);
+            cuda::attention_decode(att.data(), part_o.data(), part_ml.data(), q_new, kc, vc, len.data() + slot, n,
+                                   as, splits, counters.data());
+            if (o16) cuda::to_bf16_rows(x16, att.data(), n, Dq, Dq);
+        }
+    });
     // The output projection, then the residual scaling and the post-attention norm (in place on x).
     gemm_linear(tmp.data(), D, att.data(), x16, d.o_proj, 0, D, d.o_bias, n);
     cuda::residual_rmsnorm_forward(x.data(), xn.data(), rstd.data(), tmp.data(), x.data(), d.attn_res[0],

@@ -28,6 +28,7 @@ struct EngineOptions {
     int64_t prefill_chunk = 256; // prompt tokens fed per step
     std::string device = "cpu";  // cpu | cuda
     int64_t max_context = 0;     // tokens per sequence (prompt + generated); 0: EngineDecoderOptions' default
+    std::optional<DType> kv_dtype{}; // the KV cache's element; unset: the device's default (EngineDecoderOptions)
 };
 
 struct Completion {
@@ -54,6 +55,7 @@ class Engine {
     int64_t max_batch() const { return opts_.max_batch; }     // as run: capped by what the decoder holds
     int64_t max_context() const { return max_context_; }      // tokens per sequence
     std::string device() const { return decoder_->device(); } // "cpu" or the GPU's description
+    DType kv_dtype() const { return decoder_->kv_dtype(); }     // the KV cache's element
     // Stop ids used when a request gives none: the config's EOS, the tokenizer's EOS and <end_of_turn>.
     std::vector<int32_t> default_stop_tokens() const;
 

@@ -22,6 +22,7 @@ class CpuEngineDecoder final : public EngineDecoder {
     int64_t max_seqs() const override { return dec_.max_seqs(); }
     int64_t max_length() const override { return max_length_; }
     std::string device() const override { return "cpu"; }
+    DType kv_dtype() const override { return DType::F32; }
     SequenceCache new_sequence() override { return dec_.new_sequence(); }
     void forward(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks, float *logits,
                  int32_t *greedy) override {
@@ -41,8 +42,8 @@ class CpuEngineDecoder final : public EngineDecoder {
 };
 
 // The GPU decoder's sequences (slots): up to 8, the rows one pass of its linears takes. Its cache length, allocated
-// up front for every slot (80 KiB per token for ZAYA1-8B: 2.5 GiB a slot at 32k): the model's context, up to 32k
-// tokens unless asked for more.
+// up front for every slot (ZAYA1-8B in bf16: 40 KiB per token, 1.25 GiB a slot at 32k; twice that with an fp32
+// cache): the model's context, up to 32k tokens unless asked for more.
 int64_t gpu_slots(const EngineDecoderOptions &o) { return std::clamp<int64_t>(o.max_seqs, 1, 8); }
 int64_t gpu_max_length(const InferModel &m, const EngineDecoderOptions &o) {
     return std::min<int64_t>(o.max_length > 0 ? o.max_length : 32768, m.config.max_position_embeddings);
@@ -54,7 +55,7 @@ class CudaEngineDecoder final : public EngineDecoder {
   public:
     CudaEngineDecoder(const InferModel &m, const EngineDecoderOptions &o)
         : max_length_(gpu_max_length(m, o)),
-          dec_(m, CudaDecoder::Options{.max_len = max_length_, .max_seqs = gpu_slots(o)}),
+          dec_(m, CudaDecoder::Options{.max_len = max_length_, .max_seqs = gpu_slots(o), .kv_dtype = o.kv_dtype}),
           V_(m.config.vocab_size), description_(CudaDecoder::device_description()),
           free_(std::make_shared<std::vector<int64_t>>()) {
         for (int64_t s = dec_.max_seqs() - 1; s >= 0; --s) free_->push_back(s);
@@ -62,6 +63,7 @@ class CudaEngineDecoder final : public EngineDecoder {
     int64_t max_seqs() const override { return dec_.max_seqs(); }
     int64_t max_length() const override { return max_length_; }
     std::string device() const override { return description_; }
+    DType kv_dtype() const override { return dec_.kv_dtype(); }
     SequenceCache new_sequence() override {
         if (free_->empty()) fail("the GPU decoder's {} sequence slots are all in use", dec_.max_seqs());
         const int64_t slot = free_->back();
@@ -124,17 +126,24 @@ class CudaEngineDecoder final : public EngineDecoder {
 
 std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const EngineDecoderOptions &o) {
     if (o.max_length < 0) fail("the maximum sequence length must be ≥ 0 (0: default), got {}", o.max_length);
-    if (o.device == "cpu") return std::make_unique<CpuEngineDecoder>(m, o);
+    if (o.device == "cpu") {
+        if (o.kv_dtype && *o.kv_dtype != DType::F32)
+            fail("the CPU decoder's KV cache is f32 only, not {} (a {} cache needs --device cuda)",
+                 dtype_name(*o.kv_dtype), dtype_name(*o.kv_dtype));
+        return std::make_unique<CpuEngineDecoder>(m, o);
+    }
     if (o.device == "cuda") {
         try {
             return std::make_unique<CudaEngineDecoder>(m, o);
         } catch (const Error &e) { // out of device memory: say what the cache takes and how to make it smaller
             if (std::string_view(e.what()).find("cannot allocate") == std::string_view::npos) throw;
             const int64_t slots = gpu_slots(o), len = gpu_max_length(m, o);
-            fail("{} (the GPU decoder holds the weights and {} sequence(s) × {} tokens of cache, {:.1f} GiB; "
+            const DType kv =
+                CudaDecoder::kv_dtype_for(o.kv_dtype, m.layers.empty() ? DType::F32 : m.layers[0].q_proj.dtype);
+            fail("{} (the GPU decoder holds the weights and {} sequence(s) × {} tokens of {} cache, {:.1f} GiB; "
                  "--max-batch and --max-context make it smaller)",
-                 e.what(), slots, len,
-                 double(slots * len) * double(SequenceCache::bytes_per_token(m.config)) / double(1 << 30));
+                 e.what(), slots, len, dtype_name(kv),
+                 double(slots * len) * double(SequenceCache::bytes_per_token(m.config, kv)) / double(1 << 30));
         }
     }
     fail("--device must be cpu or cuda, got '{}'", o.device);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -18,6 +19,7 @@ class EngineDecoder {
     virtual int64_t max_seqs() const = 0;   // sequences alive at once
     virtual int64_t max_length() const = 0; // tokens one sequence may hold, prompt and generated
     virtual std::string device() const = 0; // "cpu", or the GPU's description
+    virtual DType kv_dtype() const = 0;     // the KV cache's element: F32 (cpu), F32 or BF16 (cuda)
     // A fresh sequence. The GPU's one device cache is reset: the engine asks only when no other sequence is alive.
     virtual SequenceCache new_sequence() = 0;
     // Appends chunks[i] to seqs[i]. Writes the logits of each chunk's last token to logits[i, V] or, when logits is
@@ -32,6 +34,8 @@ struct EngineDecoderOptions {
     int64_t max_tokens = 272;   // cpu: new tokens per forward (a prompt chunk plus one per decoding sequence)
     int64_t max_seqs = 16;      // sequences per forward (cuda: at most 8, each a slot of the device cache)
     int64_t max_length = 0;     // tokens per sequence; 0: the model's context (cpu), min(context, 32768) (cuda)
+    std::optional<DType> kv_dtype{}; // the KV cache's element; unset: the device's default (cpu: F32; cuda: BF16 for a
+                                     // bf16 model, see CudaDecoder::Options). The CPU's cache is F32 only
 };
 
 // Fails naming the device if it is unknown or unavailable (no GPU, or a build without CUDA).

@@ -8,8 +8,8 @@ size_t SequenceCache::bytes() const {
     return total;
 }
 
-size_t SequenceCache::bytes_per_token(const ZayaConfig &c) {
-    return 2 * size_t(c.num_hidden_layers * c.kv_dim()) * sizeof(float);
+size_t SequenceCache::bytes_per_token(const ZayaConfig &c, DType element) {
+    return 2 * size_t(c.num_hidden_layers * c.kv_dim()) * dtype_size(element);
 }
 
 } // namespace zaya

@@ -4,6 +4,7 @@
 //   - the delayed-value state: the previous token's delayed value projection (its bias for a fresh sequence).
 // The router's depth state (EDA) needs no cache: it runs across layers within one token.
 #pragma once
+#include "core/dtype.h"
 #include "model/config.h"
 
 #include <cstdint>
@@ -23,8 +24,9 @@ struct SequenceCache {
 
     // Bytes held: grows linearly with length (the KV cache) on top of a constant (conv and value state).
     size_t bytes() const;
-    // Bytes per cached token, for a config: 2 (K and V) × layers × kv_dim × 4.
-    static size_t bytes_per_token(const ZayaConfig &c);
+    // Bytes per cached token, for a config: 2 (K and V) × layers × kv_dim × the element's bytes (4 here; the GPU
+    // decoder's cache may be bf16: 2).
+    static size_t bytes_per_token(const ZayaConfig &c, DType element = DType::F32);
 };
 
 } // namespace zaya

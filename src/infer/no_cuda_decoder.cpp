@@ -30,6 +30,7 @@ void CudaDecoder::step(std::span<const int32_t>, float *, int32_t *) { no_cuda()
 int64_t CudaDecoder::length(int64_t) const { no_cuda(); }
 int64_t CudaDecoder::max_seqs() const { no_cuda(); }
 size_t CudaDecoder::weight_bytes() const { no_cuda(); }
+DType CudaDecoder::kv_dtype() const { no_cuda(); }
 size_t CudaDecoder::step_kernels() const { no_cuda(); }
 void CudaDecoder::set_dependent_launch(bool) { no_cuda(); }
 bool CudaDecoder::dependent_launch() const { no_cuda(); }

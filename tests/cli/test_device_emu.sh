@@ -125,6 +125,18 @@ cpu_ids=$out
 expect_ok "generate a 14-token prompt --device cuda (a GEMM prefill pass)" "${long[@]}" --device cuda
 [[ $out == "$cpu_ids" && -n $out ]] && pass "generate a 14-token prompt: the same ids on both devices ($out)" ||
     fail "generate a 14-token prompt: the same ids on both devices" "cpu: $cpu_ids" "cuda: $out"
+# The KV cache's element: bf16 by default for a bf16 model on the device, half the bytes per token of --kv-dtype f32
+# (generate's statistics); the CPU's cache is fp32 only, and says so.
+kv_gen=(generate tiny --dtype bf16 --tokens 5,17,3,99,4,8,8,2,100,7,42,42,1,60 -n 4 --temperature 0 --device cuda)
+expect_ok "generate bf16 --device cuda" "${kv_gen[@]}"
+kv_auto=$(grep -oE "KV cache [0-9.]+ KiB/token \([A-Z0-9]+\)" <<<"$err" || true)
+expect_ok "generate bf16 --device cuda --kv-dtype f32" "${kv_gen[@]}" --kv-dtype f32
+kv_f32=$(grep -oE "KV cache [0-9.]+ KiB/token \([A-Z0-9]+\)" <<<"$err" || true)
+[[ $kv_auto == "KV cache 0.2 KiB/token (BF16)" && $kv_f32 == "KV cache 0.5 KiB/token (F32)" ]] &&
+    pass "a bf16 model's device cache is bf16 by default, f32 when asked ($kv_auto; $kv_f32)" ||
+    fail "a bf16 model's device cache is bf16 by default, f32 when asked" "default: '$kv_auto'" "f32: '$kv_f32'"
+expect_error "--kv-dtype bf16 on the cpu is refused" "^zaya: error: .*f32 only.*--device cuda" \
+    generate tiny --tokens 5,17 -n 2 --kv-dtype bf16
 # The server on the device: three concurrent requests share decode steps (slots of the GPU decoder) and each gets
 # the ids `zaya generate --device cpu` gives it alone.
 "$ZAYA" serve tiny --dtype f32 --port 0 --device cuda --max-batch 3 >"$tmp/serve.log" 2>&1 &
@@ -167,8 +179,8 @@ mkdir -p "$table_dir"
 expect_ok "bench train --device cuda --phases --json" bench train --device cuda --model tiny --batch 4 \
     --micro-batch 2 --seq 32 --precision bf16 --iters 1 --phases --json
 echo "$out" >"$table_dir/train_bench.json"
-expect_ok "bench decode --device cuda --seqs 2 --json" bench decode --device cuda --model tiny --dtype bf16 \
-    --prompt-tokens 12 --new-tokens 4 --seqs 2 --json
+expect_ok "bench decode --device cuda --seqs 2 --context-tokens 40 --json" bench decode --device cuda --model tiny \
+    --dtype bf16 --prompt-tokens 12 --new-tokens 4 --seqs 2 --context-tokens 40 --json
 echo "$out" >"$table_dir/decode_bench.json"
 for dev in cpu cuda; do
     "$ZAYA" generate tiny --dtype f32 --tokens 2,40,7,99 -n 6 --print-ids -q --temperature 0 --device "$dev" \
@@ -178,11 +190,12 @@ table=$(python3 "$SRC/scripts/gpu_table.py" "$table_dir" || true) # its parity r
 expected_rows=("^train step tiny bf16 \(4×32 tokens, micro 2\) .* MFU .*%" "^  (fwd|bwd|step)\."
                "^  GPU memory +peak [0-9.]+ GiB of zaya's allocations, planned [0-9.]+ GiB"
                "^generate f32 cuda vs cpu, greedy +ok" "^decode tiny bf16 batch 1 vs HBM bound .* tok/s"
-               "^decode tiny bf16, 2 sequences together" "^decode tiny bf16 batch 1 without PDL")
+               "^decode tiny bf16, 2 sequences together" "^decode tiny bf16 batch 1 without PDL"
+               "^decode tiny bf16 after 40 tokens .* tok/s = .* of bf16 KV cache per token")
 rows=$(grep -cE "$(IFS='|'; echo "${expected_rows[*]}")" <<<"$table" || true)
-# 1 train row, its GPU memory, its 16 longest phases in 4 lines, 1 generate row, 3 decode rows.
-[[ $rows -eq 10 && $table != *"speed: no result"* ]] && pass "gpu_check's table reads the bench and generate outputs" ||
-    fail "gpu_check's table reads the bench and generate outputs" "$rows of 10 rows" "$table"
+# 1 train row, its GPU memory, its 16 longest phases in 4 lines, 1 generate row, 4 decode rows.
+[[ $rows -eq 11 && $table != *"speed: no result"* ]] && pass "gpu_check's table reads the bench and generate outputs" ||
+    fail "gpu_check's table reads the bench and generate outputs" "$rows of 11 rows" "$table"
 
 # GPU memory: the plan `zaya info --train --device cuda` prints (train/memory_device.cpp) against the peak of what the
 # emulated device's allocations held (cuda::device_memory), for both matmul precisions, at a sequence length where

@@ -202,6 +202,15 @@ TEST_F(CudaAttention, TensorCoresPrefillOverCache) {
         size_t differ = 0;
         for (size_t i = 0; i < got.size(); ++i) differ += got16[i] != f32_to_bf16(got[i]);
         EXPECT_EQ(differ, 0u) << ctx << ": the bf16 copy is bf16(out)";
+        // Over a bf16 cache (a bf16 model's in the decoder): the keys and values read as they are, the same inputs
+        // as the fp32 cache rounded, so the same output to the bit.
+        std::vector<uint16_t> k16(k.size()), v16(v.size());
+        for (size_t i = 0; i < k.size(); ++i) k16[i] = f32_to_bf16(k[i]), v16[i] = f32_to_bf16(v[i]);
+        auto k16_d = upload(k16), v16_d = upload(v16);
+        auto out_b = poisoned(size_t(cs.n * Dq));
+        cuda::attention_prefill_bf16(out_b.data(), q_d.data(), k16_d.data(), v16_d.data(), seq.data(), cs.n,
+                                     cs.cached, s);
+        EXPECT_EQ(download(out_b), got) << ctx << ", bf16 cache";
     }
 }
 

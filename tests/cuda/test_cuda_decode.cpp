@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -41,6 +42,22 @@ std::vector<float> widened(const std::vector<uint16_t> &b) {
     for (size_t i = 0; i < b.size(); ++i) v[i] = bf16_to_f32(b[i]);
     return v;
 }
+
+// The KV cache as the tests hold it (decode.h): fp32, or bf16 bits. cache_of rounds values into the cache's
+// element, values_of reads them back, kept is what the cache keeps of one value.
+template <class T> std::vector<T> cache_of(const std::vector<float> &v) {
+    if constexpr (std::is_same_v<T, float>) return v;
+    else return to_bf16_bits(v);
+}
+template <class T> std::vector<float> values_of(const std::vector<T> &c) {
+    if constexpr (std::is_same_v<T, float>) return c;
+    else return widened(c);
+}
+template <class T> float kept(float x) {
+    if constexpr (std::is_same_v<T, float>) return x;
+    else return bf16_to_f32(f32_to_bf16(x));
+}
+template <class T> const char *cache_name() { return std::is_same_v<T, float> ? "f32 cache" : "bf16 cache"; }
 
 // Arrival counters for the kernels their last block finishes (decode.h): zeros, as the decoder allocates them.
 cuda::DeviceArray<unsigned> zeroed_counters(size_t n) { return upload(std::vector<unsigned>(n, 0u)); }
@@ -319,8 +336,9 @@ TEST_F(CudaOps, DecodeExpertLinearResidualNormMatchesReference) {
 
 // New queries at positions p0 … p0+n−1 over a cache whose rows past p0+n hold NaN (never read): keys in one piece
 // and split several ways (more pieces than keys: empty ones), full causal and a sliding window, and pieces longer
-// than one tile of kAttnMaxChunk keys (the online softmax across tiles).
-TEST_F(CudaOps, DecodeAttentionMatchesCpu) {
+// than one tile of kAttnMaxChunk keys (the online softmax across tiles). An fp32 cache, and a bf16 one against the
+// reference on its rounded keys and values.
+template <class T> void expect_decode_attention_matches_cpu() {
     const int64_t nq = 4, nkv = 2, hd = 16, max_len = 310, Dk = nkv * hd, Dq = nq * hd;
     struct Case {
         int64_t p0, n, window, splits;
@@ -334,22 +352,28 @@ TEST_F(CudaOps, DecodeAttentionMatchesCpu) {
     for (const Case &cs : cases) {
         const cpu::AttnShape s{nq, nkv, hd, 0.25f, cs.window};
         const std::vector<float> q = random_vec(size_t(cs.n * Dq), 8);
-        std::vector<float> k = random_vec(size_t(max_len * Dk), 9), v = random_vec(size_t(max_len * Dk), 10);
+        std::vector<float> k = values_of(cache_of<T>(random_vec(size_t(max_len * Dk), 9))),
+                           v = values_of(cache_of<T>(random_vec(size_t(max_len * Dk), 10)));
         std::vector<float> ref(size_t(cs.n * Dq));
         cpu::attention_cached(ref.data(), q.data(), k.data(), v.data(), cs.n, cs.p0, s);
         for (size_t i = size_t((cs.p0 + cs.n) * Dk); i < k.size(); ++i)
             k[i] = v[i] = std::numeric_limits<float>::quiet_NaN();
-        auto dq = upload(q), dk = upload(k), dv = upload(v);
+        auto dq = upload(q), dk = upload(cache_of<T>(k)), dv = upload(cache_of<T>(v));
         auto dlen = upload(std::vector<int32_t>{int32_t(cs.p0)});
         auto out = poisoned(size_t(cs.n * Dq)), po = poisoned(size_t(cs.splits * cs.n * Dq)),
              pml = poisoned(size_t(cs.splits * cs.n * nq * 2));
         auto counters = zeroed_counters(size_t(cs.n * nq));
-        const std::string ctx = fmt::format("p0={} n={} window={} splits={}", cs.p0, cs.n, cs.window, cs.splits);
+        const std::string ctx =
+            fmt::format("{} p0={} n={} window={} splits={}", cache_name<T>(), cs.p0, cs.n, cs.window, cs.splits);
         cuda::attention_decode(out.data(), po.data(), pml.data(), dq.data(), dk.data(), dv.data(), dlen.data(), cs.n,
                                s, cs.splits, counters.data());
         EXPECT_LT(rel_err(download(out), ref), kFp32Tol) << ctx;
         expect_counters_zero(counters, ctx);
     }
+}
+TEST_F(CudaOps, DecodeAttentionMatchesCpu) {
+    expect_decode_attention_matches_cpu<float>();
+    expect_decode_attention_matches_cpu<uint16_t>();
 }
 
 TEST_F(CudaOps, DecodeCacheHelpers) {
@@ -402,6 +426,34 @@ TEST_F(CudaOps, DecodeCacheHelpers) {
     }
 }
 
+// append_kv into a bf16 cache: each key and value rounded to nearest even (the delayed columns from the state as in
+// fp32), the rows around untouched, the state kept in fp32.
+TEST_F(CudaOps, DecodeAppendIntoBf16Cache) {
+    const int64_t Dv = 3, W = 2 * Dv, rows = 3, at = 2, cap = 6;
+    const std::vector<float> k = random_vec(size_t(rows * W), 15), v = random_vec(size_t(rows * W), 12),
+                             state = random_vec(size_t(Dv), 13);
+    auto dk = upload(k), dv = upload(v), dstate = upload(state);
+    const std::vector<uint16_t> poison(size_t(cap * W), 0xFFFF); // bf16 NaN
+    auto kc = upload(poison), vc = upload(poison);
+    auto len = upload(std::vector<int32_t>{int32_t(at)});
+    cuda::append_kv(kc.data(), vc.data(), dk.data(), dv.data(), len.data(), rows, W, dstate.data(), Dv);
+    const std::vector<uint16_t> gk = download(kc), gv = download(vc);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t col = 0; col < W; ++col) {
+            const size_t c = size_t((at + r) * W + col), own = size_t(r * W + col);
+            const float value = col < Dv ? v[own] : r == 0 ? state[size_t(col - Dv)] : v[size_t((r - 1) * W + col)];
+            EXPECT_EQ(gk[c], f32_to_bf16(k[own])) << "key row " << r << " column " << col;
+            EXPECT_EQ(gv[c], f32_to_bf16(value)) << "value row " << r << " column " << col;
+        }
+    for (int64_t i = 0; i < cap * W; ++i) {
+        if (i >= at * W && i < (at + rows) * W) continue; // the new rows
+        EXPECT_EQ(gk[size_t(i)], 0xFFFF) << "key element " << i << " written";
+        EXPECT_EQ(gv[size_t(i)], 0xFFFF) << "value element " << i << " written";
+    }
+    const std::vector<float> new_state = download(dstate);
+    for (int64_t d = 0; d < Dv; ++d) EXPECT_EQ(new_state[size_t(d)], v[size_t((rows - 1) * W + Dv + d)]);
+}
+
 // The fused GELU epilogue (the router MLP's): the exact erf GELU of the biased output.
 TEST_F(CudaOps, DecodeLinearGeluEpilogue) {
     const int64_t N = 2, I = 32, O = 9;
@@ -416,23 +468,19 @@ TEST_F(CudaOps, DecodeLinearGeluEpilogue) {
     EXPECT_LT(rel_err(download(dy), ref), kFp32Tol);
 }
 
-// The slot forms (one new token per slot; inactive slots change nothing): positions, lengths, the conv-state move,
-// the KV append with the delayed values, attention over each slot's own cache (inactive rows: zeros), row argmax.
-TEST_F(CudaOps, DecodeSlotHelpers) {
-    const int64_t S = 3, max_len = 6;
-    const std::vector<int32_t> lengths = {2, 0, 4}, active = {1, 0, 1};
-    auto dlen = upload(lengths), dact = upload(active);
-    cuda::DeviceArray<int32_t> pos(static_cast<size_t>(S * 3));
-    cuda::decode_positions(pos.data(), dlen.data(), 3, -1, S);
-    EXPECT_EQ(download(pos), (std::vector<int32_t>{1, 2, 3, -1, 0, 1, 3, 4, 5}));
-    // Attention with the KV append: slot s's query at position lengths[s] over its own cache, whose row lengths[s]
-    // (and every row past it) holds NaN — the new key and value are read from their rows, the delayed value columns
-    // from the slot's state — against the CPU's one-sequence attention over the cache with the new row in place.
+// Attention with the KV append (attention_decode_slots), slots of lengths[s] and active[s]: slot s's query at position
+// lengths[s] over its own cache, whose row lengths[s] (and every row past it) holds NaN — the new key and value are
+// read from their rows, the delayed value columns from the slot's state, as the cache keeps them — against the CPU's
+// one-sequence attention over the cache with the new row in place; then the append and the conv-state move.
+template <class T>
+void expect_slot_attention(const std::vector<int32_t> &lengths, const std::vector<int32_t> &active, int64_t max_len) {
+    const int64_t S = int64_t(lengths.size());
     const int64_t nq = 4, nkv = 2, hd = 16, W = nkv * hd, Dq = nq * hd, ldq = 3 * Dq, ldk = 2 * W, Dv = hd;
     const cpu::AttnShape as{nq, nkv, hd, 0.25f, 3};
     const std::vector<float> q = random_vec(size_t(S * ldq), 55), k = random_vec(size_t(S * ldk), 51),
                              v = random_vec(size_t(S * W), 52), state = random_vec(size_t(S * Dv), 53);
-    std::vector<float> kk = random_vec(size_t(S * max_len * W), 56), vv = random_vec(size_t(S * max_len * W), 57);
+    std::vector<float> kk = values_of(cache_of<T>(random_vec(size_t(S * max_len * W), 56))),
+                       vv = values_of(cache_of<T>(random_vec(size_t(S * max_len * W), 57)));
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (int64_t sl = 0; sl < S; ++sl)
         for (int64_t t = lengths[size_t(sl)]; t < max_len; ++t)
@@ -440,24 +488,27 @@ TEST_F(CudaOps, DecodeSlotHelpers) {
                 const size_t at = size_t((sl * max_len + t) * W + col);
                 kk[at] = vv[at] = nan;
             }
-    // The new row of each slot: k, the current value columns, then the state's delayed ones.
-    auto new_k = [&](int64_t sl, int64_t col) { return k[size_t(sl * ldk + col)]; };
+    // The new row of each slot as the cache keeps it: k, the current value columns, then the state's delayed ones.
+    auto new_k = [&](int64_t sl, int64_t col) { return kept<T>(k[size_t(sl * ldk + col)]); };
     auto new_v = [&](int64_t sl, int64_t col) {
-        return col < W - Dv ? v[size_t(sl * W + col)] : state[size_t(sl * Dv + col - (W - Dv))];
+        return kept<T>(col < W - Dv ? v[size_t(sl * W + col)] : state[size_t(sl * Dv + col - (W - Dv))]);
     };
     // The conv-state move per slot with it (regions of 4 rows of 5 columns, keep 2), inactive slot 1 untouched.
     const int64_t cols = 5;
     const std::vector<float> rows_in = random_vec(size_t(S * 4 * cols), 54);
-    auto dq = upload(q), dk = upload(k), dv = upload(v), dstate = upload(state), dkk = upload(kk), dvv = upload(vv);
+    auto dq = upload(q), dk = upload(k), dv = upload(v), dstate = upload(state);
+    auto dkk = upload(cache_of<T>(kk)), dvv = upload(cache_of<T>(vv));
+    auto dlen = upload(lengths), dact = upload(active);
     auto buf = upload(rows_in);
     auto out = poisoned(size_t(S * Dq)), po = poisoned(size_t(2 * S * Dq)), pml = poisoned(size_t(2 * S * nq * 2));
     auto counters = zeroed_counters(size_t(S * (nq + 1)));
     cuda::attention_decode_slots(out.data(), po.data(), pml.data(), dq.data(), ldq, dlen.data(), dact.data(), S,
                                  max_len, as, 2, counters.data(),
-                                 cuda::KvAppend{dkk.data(), dvv.data(), dk.data(), ldk, dv.data(), dstate.data(), Dv,
-                                                cuda::ConvStateMove{buf.data(), 2, cols, 4}});
-    expect_counters_zero(counters, "attention over slots");
-    const std::vector<float> got = download(out), gk = download(dkk), gv = download(dvv), gs = download(dstate);
+                                 cuda::KvAppendT<T>{dkk.data(), dvv.data(), dk.data(), ldk, dv.data(), dstate.data(),
+                                                    Dv, cuda::ConvStateMove{buf.data(), 2, cols, 4}});
+    expect_counters_zero(counters, cache_name<T>());
+    const std::vector<float> got = download(out), gk = values_of(download(dkk)), gv = values_of(download(dvv)),
+                             gs = download(dstate);
     for (int64_t sl = 0; sl < S; ++sl) {
         std::vector<float> ref(static_cast<size_t>(Dq), 0.0f);
         const int64_t p = lengths[size_t(sl)];
@@ -469,16 +520,17 @@ TEST_F(CudaOps, DecodeSlotHelpers) {
             cpu::attention_cached(ref.data(), q.data() + sl * ldq, kc.data(), vc.data(), 1, p, as);
         }
         EXPECT_LT(rel_err(std::vector<float>(got.begin() + sl * Dq, got.begin() + (sl + 1) * Dq), ref), kFp32Tol)
-            << "slot " << sl;
+            << cache_name<T>() << " slot " << sl;
         // The append: the new row at lengths[s] of an active slot's cache; an inactive slot's row keeps its NaN.
         for (int64_t col = 0; col < W; ++col) {
             const size_t at = size_t((sl * max_len + p) * W + col);
             if (!active[size_t(sl)]) {
-                EXPECT_TRUE(std::isnan(gk[at]) && std::isnan(gv[at])) << "inactive slot " << sl << " written";
+                EXPECT_TRUE(std::isnan(gk[at]) && std::isnan(gv[at]))
+                    << cache_name<T>() << " inactive slot " << sl << " written";
                 continue;
             }
-            EXPECT_EQ(gk[at], new_k(sl, col));
-            EXPECT_EQ(gv[at], new_v(sl, col));
+            EXPECT_EQ(gk[at], new_k(sl, col)) << cache_name<T>();
+            EXPECT_EQ(gv[at], new_v(sl, col)) << cache_name<T>();
         }
         for (int64_t d = 0; d < Dv; ++d) // the state takes this token's delayed projection
             EXPECT_EQ(gs[size_t(sl * Dv + d)],
@@ -490,7 +542,21 @@ TEST_F(CudaOps, DecodeSlotHelpers) {
             for (int64_t col = 0; col < cols; ++col)
                 EXPECT_EQ(moved[size_t((sl * 4 + r) * cols + col)],
                           rows_in[size_t((sl * 4 + r + (active[size_t(sl)] && r < 2 ? 1 : 0)) * cols + col)])
-                    << fmt::format("slot {} row {} column {}", sl, r, col);
+                    << fmt::format("{} slot {} row {} column {}", cache_name<T>(), sl, r, col);
+}
+
+// The slot forms (one new token per slot; inactive slots change nothing): positions, lengths, the conv-state move,
+// the KV append with the delayed values, attention over each slot's own cache (inactive rows: zeros), row argmax.
+TEST_F(CudaOps, DecodeSlotHelpers) {
+    const int64_t S = 3, max_len = 6;
+    const std::vector<int32_t> lengths = {2, 0, 4}, active = {1, 0, 1};
+    auto dlen = upload(lengths), dact = upload(active);
+    cuda::DeviceArray<int32_t> pos(static_cast<size_t>(S * 3));
+    cuda::decode_positions(pos.data(), dlen.data(), 3, -1, S);
+    EXPECT_EQ(download(pos), (std::vector<int32_t>{1, 2, 3, -1, 0, 1, 3, 4, 5}));
+    expect_slot_attention<float>(lengths, active, max_len);
+    expect_slot_attention<uint16_t>(lengths, active, max_len);
+    auto counters = zeroed_counters(size_t(S));
     // A linear over the slots' rows: the inactive row gets zeros, the others x·Wᵀ + b.
     {
         const int64_t In = 24, O = 10;
@@ -763,7 +829,9 @@ std::vector<int32_t> test_tokens(int64_t n, int64_t V) {
 // steps, past the sliding window (4), keys split 3 ways: the logits of each call's last token and of each step against
 // the full-sequence logits at that position. GEMV passes take max_chunk = 2 rows; with prefill_chunk = 4 the first
 // call runs GEMM passes of 4 and 3 rows, the second one of 4 and a GEMV pass of 1 (prefill_chunk 0: GEMV passes only).
-void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol, int64_t prefill_chunk) {
+// kv: the cache's element (unset: the decoder's default, bf16 for bf16 weights).
+void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol, int64_t prefill_chunk,
+                                std::optional<DType> kv = std::nullopt) {
     Model m = Model::create(decode_config(all_options));
     model_init_random(m, 21);
     HostWeights hw(m, dtype);
@@ -773,8 +841,12 @@ void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol, int64
     const std::vector<float> ref = cpu_logits(m, tokens);
     auto ref_row = [&](int64_t t) { return std::vector<float>(ref.begin() + t * V, ref.begin() + (t + 1) * V); };
     CudaDecoder dec(DecodeWeights{c, m.w, hw.embed, hw.lm_head, hw.layers},
-                    CudaDecoder::Options{
-                        .max_len = 16, .max_chunk = 2, .prefill_chunk = prefill_chunk, .attn_splits = 3});
+                    CudaDecoder::Options{.max_len = 16,
+                                         .max_chunk = 2,
+                                         .prefill_chunk = prefill_chunk,
+                                         .attn_splits = 3,
+                                         .kv_dtype = kv});
+    EXPECT_EQ(dec.kv_dtype(), kv.value_or(dtype)); // the default follows the weights
     std::vector<float> got(static_cast<size_t>(V));
     dec.prefill(std::span(tokens).first(size_t(first)), got.data());
     EXPECT_LT(rel_err(got, ref_row(first - 1)), tol) << "first prefill";
@@ -792,12 +864,51 @@ void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol, int64
 
 TEST_F(CudaOps, DecoderMatchesCpuF32) { expect_decoder_matches_cpu(false, DType::F32, 1e-4, 0); }
 TEST_F(CudaOps, DecoderEveryOptionMatchesCpuF32) { expect_decoder_matches_cpu(true, DType::F32, 1e-4, 0); }
-// bf16 weights on both sides (the reference's rounded the same): only summation order and x staying fp32 differ.
-TEST_F(CudaOps, DecoderMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-3, 0); }
+// bf16 weights on both sides (the reference's rounded the same), an fp32 cache: only summation order and x staying
+// fp32 differ.
+TEST_F(CudaOps, DecoderMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-3, 0, DType::F32); }
+// The bf16 cache (the default for bf16 weights) rounds every key and value, which the CPU reference does not.
+TEST_F(CudaOps, DecoderBf16CacheMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-2, 0); }
 // Prefill in GEMM passes: fp32 GEMMs are true fp32; bf16 ones multiply the rows' bf16 copies (as the training
-// forward does), which the CPU reference's fp32 rows do not, hence the looser bound.
+// forward does), which the CPU reference's fp32 rows do not, hence the looser bound (with the bf16 cache).
 TEST_F(CudaOps, DecoderGemmPrefillMatchesCpuF32) { expect_decoder_matches_cpu(true, DType::F32, 1e-4, 4); }
 TEST_F(CudaOps, DecoderGemmPrefillMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-2, 4); }
+// fp32 weights over a bf16 cache: the fp32 decode kernels reading bf16 keys and values, in GEMV and GEMM passes.
+TEST_F(CudaOps, DecoderBf16CacheMatchesCpuF32) {
+    expect_decoder_matches_cpu(true, DType::F32, 1e-2, 0, DType::BF16);
+    expect_decoder_matches_cpu(true, DType::F32, 1e-2, 4, DType::BF16);
+}
+
+// A bf16 cache keeps each key and value rounded. A decode step reads its own new key and value before they are
+// appended, rounded the same way, so its logits equal those of a prefill of the same tokens (which reads them from
+// the cache) up to summation order: far inside the cache's rounding (~1e-3). fp32 weights, so that only the cache
+// rounds; the prefills in GEMV passes and in GEMM passes.
+TEST_F(CudaOps, DecoderBf16CacheStepsEqualPrefill) {
+    Model m = Model::create(decode_config(true));
+    model_init_random(m, 24);
+    HostWeights hw(m, DType::F32);
+    const DecodeWeights w{m.config, m.w, hw.embed, hw.lm_head, hw.layers};
+    const int64_t V = m.config.vocab_size, prompt = 6, steps = 3;
+    const std::vector<int32_t> tokens = test_tokens(prompt + steps, V);
+    auto options = [](int64_t prefill_chunk) {
+        return CudaDecoder::Options{.max_len = 12,
+                                    .max_chunk = 2,
+                                    .prefill_chunk = prefill_chunk,
+                                    .attn_splits = 3,
+                                    .kv_dtype = DType::BF16};
+    };
+    CudaDecoder stepped(w, options(0)), gemv(w, options(0)), gemm(w, options(4));
+    std::vector<float> a(static_cast<size_t>(V)), b(static_cast<size_t>(V));
+    stepped.prefill(std::span(tokens).first(size_t(prompt)), a.data());
+    for (int64_t t = prompt; t < prompt + steps; ++t) {
+        stepped.step(tokens[size_t(t)], a.data());
+        for (CudaDecoder *whole : {&gemv, &gemm}) {
+            whole->reset();
+            whole->prefill(std::span(tokens).first(size_t(t + 1)), b.data());
+            EXPECT_LT(rel_err(a, b), 1e-5) << "position " << t << (whole == &gemm ? ", GEMM prefill" : "");
+        }
+    }
+}
 
 TEST_F(CudaOps, DecoderRejectsBadOptions) {
     Model m = Model::create(decode_config(false));
@@ -807,6 +918,7 @@ TEST_F(CudaOps, DecoderRejectsBadOptions) {
     EXPECT_THROW(CudaDecoder(w, CudaDecoder::Options{.prefill_chunk = 65536}), Error);
     EXPECT_THROW(CudaDecoder(w, CudaDecoder::Options{.max_chunk = 0}), Error);
     EXPECT_THROW(CudaDecoder(w, CudaDecoder::Options{.attn_splits = 0}), Error);
+    EXPECT_THROW(CudaDecoder(w, CudaDecoder::Options{.kv_dtype = DType::F16}), Error);
 }
 
 // Decode steps replayed from a CUDA graph (in the emulator: recorded launches replayed in order) against eager

@@ -238,6 +238,17 @@ TEST(Engine, MaxContextBoundsEachSequence) {
               std::string::npos);
 }
 
+// The CPU decoder's cache is fp32: that is the default there, and asking for a bf16 one fails, naming the device
+// that has it.
+TEST(Engine, CpuKvCacheIsF32) {
+    EXPECT_EQ(Engine(tiny_model(), std::nullopt, EngineOptions{}).kv_dtype(), DType::F32);
+    EXPECT_EQ(Engine(tiny_model(), std::nullopt, EngineOptions{.kv_dtype = DType::F32}).kv_dtype(), DType::F32);
+    const std::string err =
+        test::error_of([] { Engine(tiny_model(), std::nullopt, EngineOptions{.kv_dtype = DType::BF16}); });
+    EXPECT_NE(err.find("f32 only"), std::string::npos) << err;
+    EXPECT_NE(err.find("--device cuda"), std::string::npos) << err;
+}
+
 TEST(Engine, StopTokenCancelAndBadRequests) {
     Engine e(tiny_model(), std::nullopt, EngineOptions{2, 8});
     SampleOptions o;

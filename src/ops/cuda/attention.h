@@ -36,6 +36,10 @@ void attention_forward_bf16(float *out, float *lse, const float *q, const float 
 // pass of the GPU decoder: each block takes a tile of 64 queries of one head, so a key tile is read once for them.
 void attention_prefill_bf16(float *out, const float *q, const float *k, const float *v, const int64_t *seq_start,
                             int64_t n, int64_t cached, const AttnShape &s, uint16_t *out16 = nullptr);
+// The same over a bf16 cache (the GPU decoder's for a bf16 model): k and v are read as they are, q alone is rounded.
+void attention_prefill_bf16(float *out, const float *q, const uint16_t *k, const uint16_t *v,
+                            const int64_t *seq_start, int64_t n, int64_t cached, const AttnShape &s,
+                            uint16_t *out16 = nullptr);
 
 // dq[N,nq,hd], dk, dv[N,nkv,hd] written (=) from dout, out[N,nq,hd] and the saved lse[N,nq]. Deterministic: dq by
 // query tiles, dk/dv by key tiles, each element summed by one thread in a fixed order.  (cpu::attention_backward)

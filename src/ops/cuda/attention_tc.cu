@@ -137,14 +137,11 @@ Bf16Inputs round_inputs(const float *q, const float *k, const float *v, const fl
 
 namespace {
 
-// Both forwards: the inputs rounded, the kernel launched (cached: see attention_forward_fa_kernel).
-void forward_fa(float *out, uint16_t *out16, float *lse, const float *q, const float *k, const float *v,
-                const VarlenBatch &batch, const AttnShape &s, int64_t cached) {
-    attn::check_shape(s);
-    with_head_dim(s.hd, [&](auto hd) { // (a head size the kernels lack fails here, even for an empty batch)
+// Every forward: the kernel launched on bf16 inputs (cached: see attention_forward_fa_kernel).
+void forward_fa(float *out, uint16_t *out16, float *lse, const Bf16Inputs &in, const VarlenBatch &batch,
+                const AttnShape &s, int64_t cached) {
+    with_head_dim(s.hd, [&](auto hd) {
         constexpr int HD = decltype(hd)::value;
-        if (batch.N == 0 || batch.B == 0) return;
-        const Bf16Inputs in = round_inputs(q, k, v, nullptr, batch.N, s, cached);
         const float scale_log2 = float(s.scale) * 1.44269504f;
         const size_t bytes = 128 + 5 * kTileBytes<HD>;
         allow_shared_bytes(attention_forward_fa_kernel<HD>, bytes);
@@ -153,6 +150,20 @@ void forward_fa(float *out, uint16_t *out16, float *lse, const float *q, const f
             scale_log2, s.window, cached);
         ZAYA_CUDA_LAUNCHED();
     });
+}
+
+// The shape checked first (a head size the kernels lack fails even for an empty batch); whether there is work.
+bool fa_work(const AttnShape &s, const VarlenBatch &batch) {
+    attn::check_shape(s);
+    with_head_dim(s.hd, [](auto) {});
+    return batch.N > 0 && batch.B > 0;
+}
+
+// Both fp32-input forwards: the inputs rounded, then the kernel.
+void forward_fa(float *out, uint16_t *out16, float *lse, const float *q, const float *k, const float *v,
+                const VarlenBatch &batch, const AttnShape &s, int64_t cached) {
+    if (!fa_work(s, batch)) return;
+    forward_fa(out, out16, lse, round_inputs(q, k, v, nullptr, batch.N, s, cached), batch, s, cached);
 }
 
 } // namespace
@@ -166,6 +177,18 @@ void attention_prefill_bf16(float *out, const float *q, const float *k, const fl
                             int64_t n, int64_t cached, const AttnShape &s, uint16_t *out16) {
     if (cached < 0) fail("attention_prefill_bf16: {} cached keys", cached);
     forward_fa(out, out16, nullptr, q, k, v, VarlenBatch{seq_start, 1, n, n}, s, cached);
+}
+
+void attention_prefill_bf16(float *out, const float *q, const uint16_t *k, const uint16_t *v,
+                            const int64_t *seq_start, int64_t n, int64_t cached, const AttnShape &s,
+                            uint16_t *out16) {
+    if (cached < 0) fail("attention_prefill_bf16: {} cached keys", cached);
+    const VarlenBatch batch{seq_start, 1, n, n};
+    if (!fa_work(s, batch)) return;
+    auto *q16 = static_cast<uint16_t *>(device_scratch(Scratch::AttentionBf16, size_t(n * s.nq * s.hd) * 2));
+    to_bf16(q16, q, n * s.nq * s.hd); // only the queries: the cache's keys and values are bf16 already
+    auto b = [](const uint16_t *p) { return reinterpret_cast<const bf16 *>(p); };
+    forward_fa(out, out16, nullptr, Bf16Inputs{b(q16), b(k), b(v), nullptr}, batch, s, cached);
 }
 
 } // namespace zaya::cuda

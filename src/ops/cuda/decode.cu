@@ -10,6 +10,8 @@
 #include "ops/cuda/router_select.cuh"
 #include "ops/cuda/swiglu.cuh"
 
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -27,6 +29,20 @@ constexpr int64_t kSharedLimit = 48 * 1024; // dynamic shared memory without opt
 constexpr int64_t kLinearSharedLimit = 96 * 1024;
 
 __device__ __forceinline__ float widen(uint16_t b) { return __uint_as_float(unsigned(b) << 16); }
+
+// The KV cache's elements (decode.h): fp32, or bf16 bits rounded to nearest even as they are stored. kept(x) is what
+// the cache keeps of x: attention reads a newest key or value from its fp32 row through it, before the append.
+template <class T> struct Kv;
+template <> struct Kv<float> {
+    __device__ static float load(const float *p) { return *p; }
+    __device__ static float store(float x) { return x; }
+    __device__ static float kept(float x) { return x; }
+};
+template <> struct Kv<uint16_t> {
+    __device__ static float load(const uint16_t *p) { return widen(*p); }
+    __device__ static uint16_t store(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+    __device__ static float kept(float x) { return widen(store(x)); }
+};
 
 // One 16-byte piece of a weight row, as floats: 8 bf16 or 4 fp32 values.
 template <class T> struct Piece;
@@ -365,18 +381,19 @@ __global__ void advance_length_kernel(int32_t *lengths, int64_t n, int64_t slots
 
 // Threads [0, n·width): one element of k and of v (the delayed columns skipped when v_state is given); then Dv
 // threads, one per delayed column, walking the rows.
-__global__ void append_kv_kernel(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n,
+template <class T>
+__global__ void append_kv_kernel(T *kc, T *vc, const float *k, const float *v, const int32_t *length, int64_t n,
                                  int64_t width, float *v_state, int64_t Dv) {
     await_previous_kernel();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, base = int64_t(*length) * width;
     if (i < n * width) {
-        kc[base + i] = k[i];
-        if (!v_state || i % width < width - Dv) vc[base + i] = v[i];
+        kc[base + i] = Kv<T>::store(k[i]);
+        if (!v_state || i % width < width - Dv) vc[base + i] = Kv<T>::store(v[i]);
     } else if (v_state && i < n * width + Dv) {
         const int64_t col = width - Dv + (i - n * width);
         float carry = v_state[col - (width - Dv)];
         for (int64_t r = 0; r < n; ++r) {
-            vc[base + r * width + col] = carry;
+            vc[base + r * width + col] = Kv<T>::store(carry);
             carry = v[r * width + col];
         }
         v_state[col - (width - Dv)] = carry;
@@ -429,7 +446,8 @@ struct AttnRows {
 
 // Column col of slot i's new value row (KvAppend): the current projection, or in the last Dv columns the state (the
 // previous token's delayed projection).
-__device__ __forceinline__ float fresh_value(const KvAppend &ap, int64_t width, int64_t i, int64_t col) {
+template <class T>
+__device__ __forceinline__ float fresh_value(const KvAppendT<T> &ap, int64_t width, int64_t i, int64_t col) {
     const int64_t delayed = col - (width - ap.Dv);
     return delayed < 0 ? ap.v[i * width + col] : ap.v_state[i * ap.Dv + delayed];
 }
@@ -437,11 +455,12 @@ __device__ __forceinline__ float fresh_value(const KvAppend &ap, int64_t width, 
 // KvAppend's writes for active slot i, by one block, once every block that reads the slot's value state has read
 // it: the cache row at the slot's length (the delayed columns from the state, which then takes this token's
 // delayed projection; one thread per column, so each reads its state before replacing it), then the conv-state move.
-__device__ void append_slot(const KvAppend &ap, int64_t i, int64_t width, int64_t max_len, int32_t length) {
+template <class T>
+__device__ void append_slot(const KvAppendT<T> &ap, int64_t i, int64_t width, int64_t max_len, int32_t length) {
     const int64_t at = (i * max_len + length) * width;
     for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
-        ap.kc[at + c] = ap.k[i * ap.ldk + c];
-        ap.vc[at + c] = fresh_value(ap, width, i, c);
+        ap.kc[at + c] = Kv<T>::store(ap.k[i * ap.ldk + c]);
+        ap.vc[at + c] = Kv<T>::store(fresh_value(ap, width, i, c));
         if (c >= width - ap.Dv) ap.v_state[i * ap.Dv + c - (width - ap.Dv)] = ap.v[i * width + c];
     }
     const ConvStateMove &m = ap.move;
@@ -450,10 +469,12 @@ __device__ void append_slot(const KvAppend &ap, int64_t i, int64_t width, int64_
             shift_column_up(m.buf + i * m.slot_rows * m.cols, m.keep, 1, m.cols, c);
 }
 
-// ap.k: each slot's newest key and value are read from KvAppend's rows, not the cache (not written yet).
-__device__ void attention_part(float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+// ap.k: each slot's newest key and value are read from KvAppend's rows, not the cache (not written yet), as the
+// cache will keep them (Kv::kept).
+template <class T>
+__device__ void attention_part(float *part_o, float *part_ml, const float *q, const T *k, const T *v,
                                const int32_t *length, int64_t n, const AttnShape &s, int64_t splits,
-                               const AttnRows &rows, const KvAppend &ap) {
+                               const AttnRows &rows, const KvAppendT<T> &ap) {
     __shared__ float qs[kAttnMaxHeadDim];
     __shared__ float ps[kAttnMaxChunk];
     constexpr int kDims = kAttnMaxHeadDim / kAttnThreads; // output dims per thread
@@ -477,9 +498,12 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
         const int64_t b = min(piece.t1, a + kAttnMaxChunk); // this tile's keys [a, b)
         __syncthreads(); // qs written; the previous tile's ps read by every thread
         for (int64_t t = a + warp; t < b; t += kAttnThreads / kWarp) { // a warp per key, lanes over dims
-            const float *kr = ap.k && t == p ? ap.k + i * ap.ldk + j * hd : k + t * ldk + j * hd;
+            const bool own = ap.k && t == p; // the newest key: its fp32 row, as the cache will keep it
+            const float *kf = own ? ap.k + i * ap.ldk + j * hd : nullptr;
+            const T *kr = k + t * ldk + j * hd;
             float dot = 0.0f;
-            for (int64_t d = lane; d < hd; d += kWarp) dot += qs[d] * kr[d];
+            for (int64_t d = lane; d < hd; d += kWarp)
+                dot += qs[d] * (own ? Kv<T>::kept(kf[d]) : Kv<T>::load(kr + d));
             dot = warp_sum(dot);
             if (lane == 0) ps[t - a] = dot * s.scale;
         }
@@ -499,8 +523,8 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
             const int64_t d = threadIdx.x + int64_t(r) * kAttnThreads;
             if (d >= hd) break;
             float sum = 0.0f;
-            for (int64_t t = a; t < cached; ++t) sum += ps[t - a] * v[t * ldk + j * hd + d];
-            if (fresh) sum += ps[p - a] * fresh_value(ap, ldk, i, j * hd + d);
+            for (int64_t t = a; t < cached; ++t) sum += ps[t - a] * Kv<T>::load(v + t * ldk + j * hd + d);
+            if (fresh) sum += ps[p - a] * Kv<T>::kept(fresh_value(ap, ldk, i, j * hd + d));
             acc[r] = acc[r] * rescale + sum;
         }
     }
@@ -535,10 +559,11 @@ __device__ void attention_combine(float *out, const float *part_o, const float *
 // grid (splits, nq, n), block 128: attention_part of block (c, h, i), then the combine of query (i, h) by the last
 // of its `splits` blocks to finish (counters[i·nq + h]); with ap.k, then KvAppend's writes for slot i by the last
 // of the slot's splits·nq blocks (counters[n·nq + i]).
+template <class T>
 __global__ void __launch_bounds__(kAttnThreads)
-    attention_decode_kernel(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+    attention_decode_kernel(float *out, float *part_o, float *part_ml, const float *q, const T *k, const T *v,
                             const int32_t *length, int64_t n, AttnShape s, int64_t splits, AttnRows rows,
-                            unsigned *counters, KvAppend ap) {
+                            unsigned *counters, KvAppendT<T> ap) {
     await_previous_kernel();
     attention_part(part_o, part_ml, q, k, v, length, n, s, splits, rows, ap);
     const int64_t h = blockIdx.y, i = blockIdx.z;
@@ -673,41 +698,49 @@ void advance_length(int32_t *lengths, int64_t n, int64_t slots, const int32_t *a
     if (slots == 0) return;
     launch_kernel(advance_length_kernel, blocks_for(slots, 128), 128, 0, lengths, n, slots, active);
 }
-void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width,
+template <class T>
+void append_kv(T *kc, T *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width,
                float *v_state, int64_t Dv) {
     if (n * width == 0) return;
     if (v_state && (Dv < 1 || Dv > width)) fail("append_kv: {} delayed columns of {}", Dv, width);
     const int64_t threads = n * width + (v_state ? Dv : 0);
-    launch_kernel(append_kv_kernel, blocks_for(threads, 256), 256, 0, kc, vc, k, v, length, n, width, v_state,
+    launch_kernel(append_kv_kernel<T>, blocks_for(threads, 256), 256, 0, kc, vc, k, v, length, n, width, v_state,
                   v_state ? Dv : 0);
 }
+template void append_kv<float>(float *, float *, const float *, const float *, const int32_t *, int64_t, int64_t,
+                               float *, int64_t);
+template void append_kv<uint16_t>(uint16_t *, uint16_t *, const float *, const float *, const int32_t *, int64_t,
+                                  int64_t, float *, int64_t);
 void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols) {
     if (keep * cols == 0 || shift == 0) return;
     launch_kernel(shift_rows_up_kernel, blocks_for(cols, 128), 128, 0, buf, keep, shift, cols);
 }
 
 namespace {
-void attention_launch(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+template <class T>
+void attention_launch(float *out, float *part_o, float *part_ml, const float *q, const T *k, const T *v,
                       const int32_t *length, int64_t n, const AttnShape &s, int64_t splits, const AttnRows &rows,
-                      unsigned *counters, const KvAppend &ap) {
+                      unsigned *counters, const KvAppendT<T> &ap) {
     if (splits < 1 || splits > kAttnMaxSplits) fail("attention_decode: {} splits outside [1, {}]", splits, kAttnMaxSplits);
     if (s.hd > kAttnMaxHeadDim) fail("attention_decode: head_dim {} above {}", s.hd, kAttnMaxHeadDim);
     if (n > 65535 || s.nq > 65535) fail("attention_decode: {} rows of {} heads exceed the grid", n, s.nq);
     if (n == 0) return;
     if (!counters) fail("attention_decode: no counters");
-    launch_kernel(attention_decode_kernel, dim3(unsigned(splits), unsigned(s.nq), unsigned(n)), kAttnThreads, 0, out,
+    launch_kernel(attention_decode_kernel<T>, dim3(unsigned(splits), unsigned(s.nq), unsigned(n)), kAttnThreads, 0, out,
                   part_o, part_ml, q, k, v, length, n, s, splits, rows, counters, ap);
 }
 } // namespace
 
-void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+template <class T>
+void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const T *k, const T *v,
                       const int32_t *length, int64_t n, const AttnShape &s, int64_t splits, unsigned *counters) {
     attention_launch(out, part_o, part_ml, q, k, v, length, n, s, splits, AttnRows{s.nq * s.hd, false, 0, nullptr},
-                     counters, KvAppend{});
+                     counters, KvAppendT<T>{});
 }
+template <class T>
 void attention_decode_slots(float *out, float *part_o, float *part_ml, const float *q, int64_t ldq,
                             const int32_t *lengths, const int32_t *active, int64_t slots, int64_t max_len,
-                            const AttnShape &s, int64_t splits, unsigned *counters, const KvAppend &append) {
+                            const AttnShape &s, int64_t splits, unsigned *counters, const KvAppendT<T> &append) {
     const int64_t width = s.nkv * s.hd;
     const ConvStateMove &m = append.move;
     if (!append.kc || !append.vc || !append.k || !append.v || !append.v_state || append.Dv < 1 || append.Dv > width)
@@ -718,6 +751,16 @@ void attention_decode_slots(float *out, float *part_o, float *part_ml, const flo
     attention_launch(out, part_o, part_ml, q, append.kc, append.vc, lengths, slots, s, splits,
                      AttnRows{ldq, true, max_len, active}, counters, append);
 }
+template void attention_decode<float>(float *, float *, float *, const float *, const float *, const float *,
+                                      const int32_t *, int64_t, const AttnShape &, int64_t, unsigned *);
+template void attention_decode<uint16_t>(float *, float *, float *, const float *, const uint16_t *, const uint16_t *,
+                                         const int32_t *, int64_t, const AttnShape &, int64_t, unsigned *);
+template void attention_decode_slots<float>(float *, float *, float *, const float *, int64_t, const int32_t *,
+                                            const int32_t *, int64_t, int64_t, const AttnShape &, int64_t, unsigned *,
+                                            const KvAppendT<float> &);
+template void attention_decode_slots<uint16_t>(float *, float *, float *, const float *, int64_t, const int32_t *,
+                                               const int32_t *, int64_t, int64_t, const AttnShape &, int64_t,
+                                               unsigned *, const KvAppendT<uint16_t> &);
 
 void argmax(int32_t *out, float *part_v, int32_t *part_i, const float *x, int64_t n, int64_t rows,
             unsigned *counters) {

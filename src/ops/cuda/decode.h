@@ -116,11 +116,17 @@ void embed_rows_f32(float *out, const int32_t *tokens, const float *table, const
 void decode_positions(int32_t *pos, const int32_t *lengths, int64_t n, int64_t first = 0, int64_t slots = 1);
 // lengths[s] += n for the active s < slots (after the step's last layer).
 void advance_length(int32_t *lengths, int64_t n, int64_t slots = 1, const int32_t *active = nullptr);
+// The KV cache's element type T, for each function below that takes a cache: float, or uint16_t for bf16 (a bf16
+// model's cache: half the bytes to hold and to read at long context). A bf16 cache keeps each key and value rounded
+// to nearest even as it is appended; attention reads a newest key or value that is not yet in the cache rounded the
+// same way, so every query sees the cache's values.
+//
 // kc[*length + i, :] = k[i, :] and vc[*length + i, :] = v[i, :] for i < n: k, v [n, width]; kc, vc [max_len, width].
 // With v_state [Dv]: the last Dv columns of v hold each row's own delayed value projection (spec A.3 step 4), and
 // the cache gets them one row later — row 0 the state's, row i row i−1's — while row n−1's becomes the state. (One
-// thread per delayed column walks the rows, so the state is read before it is replaced.)
-void append_kv(float *kc, float *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width,
+// thread per delayed column walks the rows, so the state is read before it is replaced; the state stays fp32.)
+template <class T>
+void append_kv(T *kc, T *vc, const float *k, const float *v, const int32_t *length, int64_t n, int64_t width,
                float *v_state = nullptr, int64_t Dv = 0);
 // A decode step's conv-state move, which the step's KV append does too: in each active slot's region of buf (slot
 // s's rows start at s·slot_rows; rows of `cols` floats) rows 1 … keep move up one row, so the state is the last
@@ -132,8 +138,8 @@ struct ConvStateMove {
 // The same append for one new token per slot, done by attention_decode_slots: active slot s appends k[s·ldk, :]
 // and v[s, :] at row lengths[s] of its cache (kc, vc + s·max_len·width), the last Dv columns of v delayed through
 // v_state[s, Dv] as in append_kv; and `move`, if given.
-struct KvAppend {
-    float *kc = nullptr, *vc = nullptr; // the caches [slots, max_len, width]
+template <class T> struct KvAppendT {
+    T *kc = nullptr, *vc = nullptr;     // the caches [slots, max_len, width]
     const float *k = nullptr;           // [slots, ldk]
     int64_t ldk = 0;
     const float *v = nullptr; // [slots, width]
@@ -141,6 +147,7 @@ struct KvAppend {
     int64_t Dv = 0;
     ConvStateMove move;
 };
+using KvAppend = KvAppendT<float>;
 // buf[r, :] = buf[r + shift, :] for r < keep (rows of `cols` floats), in place: the conv state after a prefill pass
 // is the last `keep` rows of [state ; new rows].
 void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols);
@@ -154,15 +161,17 @@ void shift_rows_up(float *buf, int64_t keep, int64_t shift, int64_t cols);
 // length, so a CUDA graph captured once serves every step, and one head at long context still fills the GPU.
 inline constexpr int64_t kAttnMaxChunk = 128;
 inline constexpr int64_t kAttnMaxSplits = 1024;
-void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const float *k, const float *v,
+template <class T>
+void attention_decode(float *out, float *part_o, float *part_ml, const float *q, const T *k, const T *v,
                       const int32_t *length, int64_t n, const AttnShape &s, int64_t splits, unsigned *counters);
 // One query per slot: row s is slot s's new token at position lengths[s], q rows ldq apart, over slot s's cache
 // (append.kc, append.vc + s·max_len·nkv·hd) and its new key and value, which are read from append's rows and then
 // appended (KvAppend) by the last of the slot's blocks to finish; inactive rows give zeros and read and append
 // nothing. One kernel for what were two (the append, then attention). counters: slots·(nq + 1).
+template <class T>
 void attention_decode_slots(float *out, float *part_o, float *part_ml, const float *q, int64_t ldq,
                             const int32_t *lengths, const int32_t *active, int64_t slots, int64_t max_len,
-                            const AttnShape &s, int64_t splits, unsigned *counters, const KvAppend &append);
+                            const AttnShape &s, int64_t splits, unsigned *counters, const KvAppendT<T> &append);
 
 // out[r] = the index of the largest of x[r, 0:n) for r < rows (lowest index on ties; NaN never wins; 0 if nothing
 // does): the greedy token, so a greedy decode step downloads 4 bytes per row instead of V logits. One kernel, each

@@ -1,4 +1,4 @@
-// CPU stand-in for cuda_bf16.h (tests/cuda_emu): the two conversions the kernels use.
+// CPU stand-in for cuda_bf16.h (tests/cuda_emu): the conversions the kernels use.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -22,3 +22,5 @@ inline float __bfloat162float(__nv_bfloat16 h) {
     std::memcpy(&f, &u, 4);
     return f;
 }
+
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.bits; }
