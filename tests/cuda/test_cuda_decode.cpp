@@ -337,20 +337,26 @@ TEST_F(CudaOps, DecodeExpertLinearResidualNormMatchesReference) {
 // New queries at positions p0 … p0+n−1 over a cache whose rows past p0+n hold NaN (never read): keys in one piece
 // and split several ways (more pieces than keys: empty ones), full causal and a sliding window, and pieces longer
 // than one tile of kAttnMaxChunk keys (the online softmax across tiles). An fp32 cache, and a bf16 one against the
-// reference on its rounded keys and values.
+// reference on its rounded keys and values. Head sizes whose rows the kernel reads in 16-byte chunks (16, 128, 256;
+// 96: rows of 12 or 24 chunks, which do not divide the block, so some threads sit out the values) and in pairs (6,
+// and 16 with the caches two elements off 16-byte alignment).
 template <class T> void expect_decode_attention_matches_cpu() {
-    const int64_t nq = 4, nkv = 2, hd = 16, max_len = 310, Dk = nkv * hd, Dq = nq * hd;
+    const int64_t nq = 4, nkv = 2, max_len = 310;
     struct Case {
-        int64_t p0, n, window, splits;
+        int64_t p0, n, window, splits, hd = 16, offset = 0;
     };
-    std::vector<Case> cases = {{300, 2, 200, 40}, {13, 1, 0, 40}, {290, 3, 0, 2}};
+    std::vector<Case> cases = {{300, 2, 200, 40},      {13, 1, 0, 40},        {290, 3, 0, 2},
+                               {13, 3, 0, 3, 6},       {290, 2, 5, 2, 6},     {200, 2, 0, 3, 128},
+                               {130, 1, 50, 1, 128},   {140, 1, 0, 2, 256},   {150, 2, 0, 2, 96},
+                               {140, 2, 0, 3, 16, 2}};
     for (int64_t p0 : {0, 13, 300})
         for (int64_t n : {1, 3})
             for (int64_t window : {0, 5})
                 for (int64_t splits : {1, 3})
                     if (p0 + n <= max_len) cases.push_back({p0, n, window, splits});
     for (const Case &cs : cases) {
-        const cpu::AttnShape s{nq, nkv, hd, 0.25f, cs.window};
+        const int64_t hd = cs.hd, Dk = nkv * hd, Dq = nq * hd;
+        const cpu::AttnShape s{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), cs.window};
         const std::vector<float> q = random_vec(size_t(cs.n * Dq), 8);
         std::vector<float> k = values_of(cache_of<T>(random_vec(size_t(max_len * Dk), 9))),
                            v = values_of(cache_of<T>(random_vec(size_t(max_len * Dk), 10)));
@@ -358,15 +364,17 @@ template <class T> void expect_decode_attention_matches_cpu() {
         cpu::attention_cached(ref.data(), q.data(), k.data(), v.data(), cs.n, cs.p0, s);
         for (size_t i = size_t((cs.p0 + cs.n) * Dk); i < k.size(); ++i)
             k[i] = v[i] = std::numeric_limits<float>::quiet_NaN();
-        auto dq = upload(q), dk = upload(cache_of<T>(k)), dv = upload(cache_of<T>(v));
+        std::vector<T> kc = cache_of<T>(k), vc = cache_of<T>(v);
+        kc.insert(kc.begin(), size_t(cs.offset), T{}), vc.insert(vc.begin(), size_t(cs.offset), T{});
+        auto dq = upload(q), dk = upload(kc), dv = upload(vc);
         auto dlen = upload(std::vector<int32_t>{int32_t(cs.p0)});
         auto out = poisoned(size_t(cs.n * Dq)), po = poisoned(size_t(cs.splits * cs.n * Dq)),
              pml = poisoned(size_t(cs.splits * cs.n * nq * 2));
         auto counters = zeroed_counters(size_t(cs.n * nq));
-        const std::string ctx =
-            fmt::format("{} p0={} n={} window={} splits={}", cache_name<T>(), cs.p0, cs.n, cs.window, cs.splits);
-        cuda::attention_decode(out.data(), po.data(), pml.data(), dq.data(), dk.data(), dv.data(), dlen.data(), cs.n,
-                               s, cs.splits, counters.data());
+        const std::string ctx = fmt::format("{} p0={} n={} window={} splits={} hd={} offset={}", cache_name<T>(),
+                                            cs.p0, cs.n, cs.window, cs.splits, hd, cs.offset);
+        cuda::attention_decode(out.data(), po.data(), pml.data(), dq.data(), dk.data() + cs.offset,
+                               dv.data() + cs.offset, dlen.data(), cs.n, s, cs.splits, counters.data());
         EXPECT_LT(rel_err(download(out), ref), kFp32Tol) << ctx;
         expect_counters_zero(counters, ctx);
     }

@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace zaya::cuda {
 
@@ -427,7 +429,8 @@ struct KeyPiece {
     int64_t t0, t1;
 };
 __device__ __forceinline__ KeyPiece key_piece(int64_t p, int64_t window, int64_t c, int64_t splits) {
-    const int64_t lo = window_start(p, window), per = (p + 1 - lo + splits - 1) / splits;
+    // A 32-bit division (positions fit: the lengths are int32), as a 64-bit one is a call whose saved registers spill.
+    const int64_t lo = window_start(p, window), per = unsigned(p + 1 - lo + splits - 1) / unsigned(splits);
     const int64_t t0 = lo + c * per;
     return {t0, min(p + 1, t0 + per)};
 }
@@ -469,17 +472,38 @@ __device__ void append_slot(const KvAppendT<T> &ap, int64_t i, int64_t width, in
             shift_column_up(m.buf + i * m.slot_rows * m.cols, m.keep, 1, m.cols, c);
 }
 
-// ap.k: each slot's newest key and value are read from KvAppend's rows, not the cache (not written yet), as the
-// cache will keep them (Kv::kept).
-template <class T>
+// E consecutive cache elements as floats, one load: 16 bytes (Piece<T>: 8 bf16 or 4 fp32) or a pair (4 or 8 bytes).
+// The caller guarantees the alignment (attention_launch picks E).
+template <class T, int E> __device__ __forceinline__ void load_kv_chunk(float *w, const T *p) {
+    if constexpr (E == Piece<T>::n) {
+        Piece<T>::load(w, p);
+    } else if constexpr (std::is_same_v<T, float>) {
+        const float2 f = *reinterpret_cast<const float2 *>(p);
+        w[0] = f.x, w[1] = f.y;
+    } else {
+        const unsigned u = *reinterpret_cast<const unsigned *>(p);
+        w[0] = __uint_as_float(u << 16), w[1] = __uint_as_float(u & 0xFFFF0000u);
+    }
+}
+
+// Block (c, h, i) of a grid (splits, nq, n), block 128: the partial softmax of query (i, h) over its piece c of keys,
+// in tiles of kAttnMaxChunk (128) keys with an online softmax. A thread per key computes its score (its row read in
+// E-element chunks, all independent loads: the many bytes in flight a long cache needs to stream at the memory's
+// speed); then for the values each thread owns an E-element chunk of the output and a row group (L = hd/E threads
+// span a row, R = 128/L rows at once), summing its rows of the tile, and the R groups' sums are added at the end.
+// part_o gets Σ exp(s − m)·v (unnormalised), part_ml (m, l); l = 0 marks an empty piece. ap.k: each slot's newest
+// key and value are read from KvAppend's rows, not the cache (not written yet), as the cache will keep them
+// (Kv::kept), so the sums are those a read of the cache would give, in the same order.
+template <class T, int E>
 __device__ void attention_part(float *part_o, float *part_ml, const float *q, const T *k, const T *v,
                                const int32_t *length, int64_t n, const AttnShape &s, int64_t splits,
                                const AttnRows &rows, const KvAppendT<T> &ap) {
     __shared__ float qs[kAttnMaxHeadDim];
     __shared__ float ps[kAttnMaxChunk];
-    constexpr int kDims = kAttnMaxHeadDim / kAttnThreads; // output dims per thread
+    __shared__ float sums[kAttnThreads * Piece<uint16_t>::n]; // the row groups' value sums: R·hd ≤ 128·E floats
+    static_assert(kAttnMaxChunk == kAttnThreads, "a thread per key of a tile");
     const int64_t c = blockIdx.x, h = blockIdx.y, i = blockIdx.z, nq = s.nq, hd = s.hd;
-    const int64_t j = h / (nq / s.nkv), ldk = s.nkv * hd;
+    const int64_t j = int(h) / (int(nq) / int(s.nkv)), ldk = s.nkv * hd;
     const int64_t p = rows.per_slot ? int64_t(length[i]) : int64_t(*length) + i;
     if (rows.per_slot) {
         const int64_t cache_off = i * rows.cache_rows * ldk;
@@ -492,20 +516,27 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
         return;
     }
     for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[i * rows.ldq + h * hd + d];
-    const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
-    float m = -INFINITY, l = 0.0f, acc[kDims] = {};
+    const int L = int(hd) / E, R = kAttnThreads / L, r = int(threadIdx.x) / L, col = (int(threadIdx.x) % L) * E;
+    float m = -INFINITY, l = 0.0f, acc[E] = {};
     for (int64_t a = piece.t0; a < piece.t1; a += kAttnMaxChunk) {
         const int64_t b = min(piece.t1, a + kAttnMaxChunk); // this tile's keys [a, b)
         __syncthreads(); // qs written; the previous tile's ps read by every thread
-        for (int64_t t = a + warp; t < b; t += kAttnThreads / kWarp) { // a warp per key, lanes over dims
-            const bool own = ap.k && t == p; // the newest key: its fp32 row, as the cache will keep it
-            const float *kf = own ? ap.k + i * ap.ldk + j * hd : nullptr;
-            const T *kr = k + t * ldk + j * hd;
+        const int64_t key = a + threadIdx.x; // this thread's
+        if (key < b) {
             float dot = 0.0f;
-            for (int64_t d = lane; d < hd; d += kWarp)
-                dot += qs[d] * (own ? Kv<T>::kept(kf[d]) : Kv<T>::load(kr + d));
-            dot = warp_sum(dot);
-            if (lane == 0) ps[t - a] = dot * s.scale;
+            if (ap.k && key == p) { // the newest key: its fp32 row, as the cache will keep it
+                const float *kf = ap.k + i * ap.ldk + j * hd;
+                for (int64_t d = 0; d < hd; ++d) dot += qs[d] * Kv<T>::kept(kf[d]);
+            } else {
+                const T *kr = k + key * ldk + j * hd;
+#pragma unroll 4
+                for (int64_t d = 0; d < hd; d += E) {
+                    float w[E];
+                    load_kv_chunk<T, E>(w, kr + d);
+                    for (int e = 0; e < E; ++e) dot += qs[d + e] * w[e];
+                }
+            }
+            ps[key - a] = dot * s.scale;
         }
         __syncthreads();
         float mt = m;
@@ -517,20 +548,27 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
         float lt = 0.0f;
         for (int64_t t = 0; t < b - a; ++t) lt += ps[t];
         l = l * rescale + lt, m = mt;
+        for (int e = 0; e < E; ++e) acc[e] *= rescale;
+        if (r >= R) continue; // a thread past the last whole row group (L does not divide 128)
         const bool fresh = ap.k && p >= a && p < b; // the newest key is in this tile, not yet in the cache
         const int64_t cached = fresh ? p : b;
-        for (int r = 0; r < kDims; ++r) {
-            const int64_t d = threadIdx.x + int64_t(r) * kAttnThreads;
-            if (d >= hd) break;
-            float sum = 0.0f;
-            for (int64_t t = a; t < cached; ++t) sum += ps[t - a] * Kv<T>::load(v + t * ldk + j * hd + d);
-            if (fresh) sum += ps[p - a] * Kv<T>::kept(fresh_value(ap, ldk, i, j * hd + d));
-            acc[r] = acc[r] * rescale + sum;
+        const T *vr = v + (a * ldk + j * hd + col);
+#pragma unroll 4
+        for (int u = r; u < int(cached - a); u += R) { // (32-bit: the unrolled loop's trip count is a division)
+            float w[E];
+            load_kv_chunk<T, E>(w, vr + int64_t(u) * ldk);
+            for (int e = 0; e < E; ++e) acc[e] += ps[u] * w[e];
         }
+        if (fresh && int(p - a) % R == r) // the newest row, last in its group's order as it would be from the cache
+            for (int e = 0; e < E; ++e) acc[e] += ps[p - a] * Kv<T>::kept(fresh_value(ap, ldk, i, j * hd + col + e));
     }
-    for (int r = 0; r < kDims; ++r) {
-        const int64_t d = threadIdx.x + int64_t(r) * kAttnThreads;
-        if (d < hd) part_o[slot * hd + d] = acc[r];
+    if (r < R)
+        for (int e = 0; e < E; ++e) sums[r * hd + col + e] = acc[e];
+    __syncthreads();
+    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+        float o = 0.0f;
+        for (int64_t g = 0; g < R; ++g) o += sums[g * hd + d];
+        part_o[slot * hd + d] = o;
     }
     if (threadIdx.x == 0) part_ml[2 * slot] = m, part_ml[2 * slot + 1] = l;
 }
@@ -559,13 +597,13 @@ __device__ void attention_combine(float *out, const float *part_o, const float *
 // grid (splits, nq, n), block 128: attention_part of block (c, h, i), then the combine of query (i, h) by the last
 // of its `splits` blocks to finish (counters[i·nq + h]); with ap.k, then KvAppend's writes for slot i by the last
 // of the slot's splits·nq blocks (counters[n·nq + i]).
-template <class T>
-__global__ void __launch_bounds__(kAttnThreads)
+template <class T, int E>
+__global__ void __launch_bounds__(kAttnThreads, 4) // (4 blocks an SM: ptxas then keeps everything in registers)
     attention_decode_kernel(float *out, float *part_o, float *part_ml, const float *q, const T *k, const T *v,
                             const int32_t *length, int64_t n, AttnShape s, int64_t splits, AttnRows rows,
                             unsigned *counters, KvAppendT<T> ap) {
     await_previous_kernel();
-    attention_part(part_o, part_ml, q, k, v, length, n, s, splits, rows, ap);
+    attention_part<T, E>(part_o, part_ml, q, k, v, length, n, s, splits, rows, ap);
     const int64_t h = blockIdx.y, i = blockIdx.z;
     if (arrive_last(counters + i * s.nq + h, unsigned(splits)))
         attention_combine(out, part_o, part_ml, n, s, splits, h, i);
@@ -726,8 +764,20 @@ void attention_launch(float *out, float *part_o, float *part_ml, const float *q,
     if (n > 65535 || s.nq > 65535) fail("attention_decode: {} rows of {} heads exceed the grid", n, s.nq);
     if (n == 0) return;
     if (!counters) fail("attention_decode: no counters");
-    launch_kernel(attention_decode_kernel<T>, dim3(unsigned(splits), unsigned(s.nq), unsigned(n)), kAttnThreads, 0, out,
-                  part_o, part_ml, q, k, v, length, n, s, splits, rows, counters, ap);
+    // 16-byte chunks where the head size and the caches' alignment allow (every cache row then starts 16-byte
+    // aligned), else pairs (the head size is even).
+    auto aligned = [](const void *x, size_t bytes) { return reinterpret_cast<uintptr_t>(x) % bytes == 0; };
+    constexpr int wide = Piece<T>::n;
+    const dim3 grid(unsigned(splits), unsigned(s.nq), unsigned(n));
+    if (s.hd % wide == 0 && aligned(k, 16) && aligned(v, 16))
+        launch_kernel(attention_decode_kernel<T, wide>, grid, kAttnThreads, 0, out, part_o, part_ml, q, k, v, length,
+                      n, s, splits, rows, counters, ap);
+    else if (s.hd % 2 == 0 && aligned(k, 2 * sizeof(T)) && aligned(v, 2 * sizeof(T)))
+        launch_kernel(attention_decode_kernel<T, 2>, grid, kAttnThreads, 0, out, part_o, part_ml, q, k, v, length, n,
+                      s, splits, rows, counters, ap);
+    else
+        fail("attention_decode: head_dim {} (must be even) or caches at {}, {} not aligned to pairs", s.hd,
+             static_cast<const void *>(k), static_cast<const void *>(v));
 }
 } // namespace
 
