@@ -56,8 +56,8 @@ struct LongContext {
 };
 
 // Decoding after a prompt of a.context_tokens (its own one-slot decoder): the prompt's prefill in GEMM passes (after
-// a warm-up on its first 1024 tokens: cuBLASLt's choices for the pass shapes), then the median of a.new_tokens greedy
-// steps, each reading the whole cache (sliding layers their window).
+// a warm-up on its first two passes' worth of tokens: cuBLASLt's choices for the pass shapes), then the median of
+// a.new_tokens greedy steps, each reading the whole cache (sliding layers their window).
 LongContext bench_long_context(const InferModel &im, const BenchArgs &a, CudaDecoder::Options o) {
     const ZayaConfig &c = im.config;
     const int64_t n = a.context_tokens;
@@ -67,7 +67,8 @@ LongContext bench_long_context(const InferModel &im, const BenchArgs &a, CudaDec
     o.max_seqs = 1;
     CudaDecoder dec(im, o);
     const std::vector<int32_t> prompt = random_prompt(n, c.vocab_size, 7);
-    dec.prefill_greedy(std::span(prompt).first(size_t(std::min<int64_t>(n, 1024))));
+    const int64_t warm = std::min<int64_t>(n, std::max<int64_t>(2 * o.prefill_chunk, 16));
+    dec.prefill_greedy(std::span(prompt).first(size_t(warm)));
     dec.reset();
     LongContext r;
     double t0 = monotonic_seconds();

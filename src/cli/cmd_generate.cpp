@@ -6,6 +6,7 @@
 #include "infer/engine.h"
 #include "train/memory.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
 
@@ -45,6 +46,9 @@ void run_generate(GenerateArgs a) {
         if (lists.size() != 1) fail("--tokens takes one sequence (no ';')");
         prompt = lists[0];
     }
+    // One sequence: on the GPU the whole prompt is one engine step (the decoder cuts it into its own GEMM passes, as
+    // long as it allows); the CPU decoder's working memory grows with the chunk, so it keeps 256.
+    if (a.engine.device == "cuda") a.engine.prefill_chunk = std::max<int64_t>(int64_t(prompt.size()), 1);
     Engine engine(std::move(model), std::move(tok), a.engine);
     if (a.sample.stop_tokens.empty()) a.sample.stop_tokens = engine.default_stop_tokens();
     const bool stream_text = engine.tokenizer() != nullptr;
