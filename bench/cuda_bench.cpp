@@ -9,8 +9,14 @@
 //                 tensor cores), the grouped SwiGLU experts forward/backward on bf16 tensor cores (8192 tokens over
 //                 16 experts, D = I = 2048), Newton–Schulz on a 2048 × 8192 matrix, the chunked LM head +
 //                 cross-entropy (4096 rows, D 2048, V 262272)
+//   decode        the batch-1 decode kernels at ZAYA1-8B shapes, each launched back to back in a CUDA graph as a
+//                 step's are, over copies of its operands together larger than the L2 (each launch reads its own,
+//                 from HBM): the matrix-vector linears (q‖k‖v, output projection, an expert's gate-up and down, the
+//                 LM head) as weight bytes per second, and decode attention over a bf16 cache of 4k and 32k tokens
+//                 as cache bytes per second: what each makes of the HBM bandwidth a decode step is bound by
 // Timings are the best of `reps` runs after a warm-up, each ended by a device synchronise.
 #include "ops/cuda/attention.h"
+#include "ops/cuda/decode.h"
 #include "ops/cuda/lm_head.h"
 #include "ops/cuda/moe.h"
 #include "ops/cuda/muon.h"
@@ -189,6 +195,68 @@ void bench_lm_head() {
           ", \"tflops\": " + std::to_string(flop / sec / 1e12) + "}");
 }
 
+// Seconds per launch of launch(0 … n−1), launched back to back as one CUDA graph (as a decode step's kernels are):
+// one eager launch first (kernel attributes, first touch), then the best of 3 replays.
+double graph_seconds_per_launch(int n, const std::function<void(int)> &launch) {
+    launch(0);
+    cuda::Graph g;
+    g.capture([&] {
+        for (int i = 0; i < n; ++i) launch(i);
+    });
+    return best_seconds([&] { g.launch(); }, 3) / n;
+}
+
+// Copies of a buffer of `bytes` that together pass 512 MiB (the L2 holds 50 MiB), at most 64: launch i reads copy
+// i % copies, so each launch streams its operand from HBM as a step's layers do.
+int copies_past_l2(double bytes) { return int(std::clamp(std::ceil(double(512 << 20) / bytes), 4.0, 64.0)); }
+
+void bench_decode() {
+    const int64_t D = 2048, I = 2048, V = 262272, Dq = 1024, C = 1536; // ZAYA1-8B: q‖k‖v rows, 8 heads of 128
+    auto x = filled<float>(size_t(2 * I), 0x3C);
+    auto y = filled<float>(size_t(V), 0);
+    struct Linear {
+        const char *name;
+        int64_t O, In;
+    };
+    for (const Linear &m : {Linear{"qkv", C, D}, Linear{"o_proj", D, Dq}, Linear{"expert_gate_up", 2 * I, D},
+                            Linear{"expert_down", D, I}, Linear{"lm_head", V, D}}) {
+        const double bytes = 2.0 * double(m.O) * double(m.In);
+        const int n = m.O == V ? 4 : copies_past_l2(bytes); // the LM head alone is 1 GiB
+        auto W = filled<uint16_t>(size_t(m.O * m.In) * size_t(m.O == V ? 1 : n), 0x3C);
+        const double t = graph_seconds_per_launch(n, [&](int i) {
+            const uint16_t *w = W.data() + (m.O == V ? 0 : size_t(i) * size_t(m.O * m.In));
+            cuda::linear_rows_bf16(y.data(), m.O, x.data(), w, nullptr, 1, m.In, m.O);
+        });
+        print(std::string("{\"bench\": \"decode_linear_bf16\", \"name\": \"") + m.name + "\", \"rows\": " +
+              std::to_string(m.O) + ", \"cols\": " + std::to_string(m.In) + ", \"us\": " + std::to_string(t * 1e6) +
+              ", \"weight_tbps\": " + std::to_string(bytes / t / 1e12) + "}");
+    }
+    // Attention of one new token over `ctx` cached ones: 8 query heads over 2 kv heads of 128, 32 key splits.
+    const cuda::AttnShape s{8, 2, 128, float(1.0 / std::sqrt(128.0)), 0};
+    for (const int64_t ctx : {int64_t(4096), int64_t(32768)}) {
+        const int64_t width = s.nkv * s.hd;
+        const double bytes = 2.0 * double(ctx * width) * 2.0; // keys and values, bf16
+        const int n = copies_past_l2(bytes);
+        auto kc = filled<uint16_t>(size_t(ctx * width) * size_t(n), 0x3C);
+        auto vc = filled<uint16_t>(size_t(ctx * width) * size_t(n), 0x3C);
+        auto q = filled<float>(size_t(s.nq * s.hd), 0x3C), out = filled<float>(size_t(s.nq * s.hd), 0);
+        const int64_t splits = 32;
+        auto part_o = filled<float>(size_t(splits * s.nq * s.hd), 0);
+        auto part_ml = filled<float>(size_t(splits * s.nq * 2), 0);
+        auto counters = filled<unsigned>(size_t(s.nq + 1), 0);
+        const int32_t at = int32_t(ctx - 1); // the new token's position: it sees all ctx keys
+        cuda::DeviceArray<int32_t> length(1);
+        cuda::copy_to_device(length.data(), &at, sizeof at);
+        const double t = graph_seconds_per_launch(n, [&](int i) {
+            const size_t off = size_t(i) * size_t(ctx * width);
+            cuda::attention_decode(out.data(), part_o.data(), part_ml.data(), q.data(), kc.data() + off,
+                                   vc.data() + off, length.data(), 1, s, splits, counters.data());
+        });
+        print("{\"bench\": \"decode_attention_bf16_cache\", \"context\": " + std::to_string(ctx) +
+              ", \"us\": " + std::to_string(t * 1e6) + ", \"cache_tbps\": " + std::to_string(bytes / t / 1e12) + "}");
+    }
+}
+
 } // namespace
 
 int main() {
@@ -205,7 +273,8 @@ int main() {
                                                        {"attention", bench_attention},
                                                        {"experts", bench_experts},
                                                        {"newton_schulz", bench_newton_schulz},
-                                                       {"lm_head", bench_lm_head}};
+                                                       {"lm_head", bench_lm_head},
+                                                       {"decode", bench_decode}};
     int failed = 0;
     for (const auto &[name, f] : all) {
         try {
