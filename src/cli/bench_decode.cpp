@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/membw.h"
 #include "infer/decoder.h"
+#include "infer/engine_decoder.h"
 #include "train/memory.h"
 
 #include <algorithm>
@@ -19,9 +20,7 @@ namespace zaya::cli {
 
 void bench_decode(const BenchArgs &a) {
     if (a.device == "cuda") return bench_decode_cuda(a);
-    if (a.kv_dtype && *a.kv_dtype != DType::F32)
-        fail("the CPU decoder's KV cache is f32 only, not {} (a {} cache needs --device cuda)",
-             dtype_name(*a.kv_dtype), dtype_name(*a.kv_dtype));
+    check_cpu_kv_dtype(a.kv_dtype);
     // A generic reading first (a 1 GiB buffer), for reference.
     std::vector<double> generic = read_bandwidth_samples();
     std::sort(generic.begin(), generic.end());

@@ -119,7 +119,7 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
         fail("cuda decoder: max_len ({}) must be ≥ 1, max_chunk ({}) and max_seqs ({}) in [1, 65535], prefill_chunk "
              "({}) in [0, 65535], attn_splits ({}) in [1, {}]",
              o.max_len, o.max_chunk, o.max_seqs, o.prefill_chunk, o.attn_splits, cuda::kAttnMaxSplits);
-    kv = kv_dtype_for(o.kv_dtype, w.layers.empty() ? DType::F32 : w.layers[0].q_proj.dtype);
+    kv = kv_dtype_for(o.kv_dtype, w.layers);
     D = c.hidden_size, C = c.conv_channels(), P = c.conv_padding(), Dq = c.q_dim(), Dk = c.kv_dim(), Dv = Dk / 2;
     nq = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim, R = c.router_hidden_size;
     K = c.router_classes(), E = c.num_experts, I = c.moe_intermediate_size, V = c.vocab_size;

@@ -85,11 +85,13 @@ class CudaDecoder {
 
     size_t weight_bytes() const; // device bytes of the uploaded weights
     DType kv_dtype() const;      // the KV cache's element (Options::kv_dtype, resolved)
-    // Options::kv_dtype resolved for attention projections of this dtype (fails if asked for neither F32 nor BF16).
-    static DType kv_dtype_for(std::optional<DType> asked, DType attention_weights) {
+    // Options::kv_dtype resolved for these layers (BF16 when their attention projections are; fails if asked for
+    // neither F32 nor BF16).
+    static DType kv_dtype_for(std::optional<DType> asked, const std::vector<LayerMats> &layers) {
         if (asked && *asked != DType::F32 && *asked != DType::BF16)
             fail("cuda decoder: the KV cache's dtype must be f32 or bf16, got {}", dtype_name(*asked));
-        return asked.value_or(attention_weights == DType::BF16 ? DType::BF16 : DType::F32);
+        const bool bf16 = !layers.empty() && layers[0].q_proj.dtype == DType::BF16;
+        return asked.value_or(bf16 ? DType::BF16 : DType::F32);
     }
     size_t step_kernels() const; // kernels in the captured decode step graph (0 before the second step)
 

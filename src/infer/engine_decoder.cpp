@@ -124,12 +124,16 @@ class CudaEngineDecoder final : public EngineDecoder {
 
 } // namespace
 
+void check_cpu_kv_dtype(std::optional<DType> kv) {
+    if (kv && *kv != DType::F32)
+        fail("the CPU decoder's KV cache is f32 only, not {} (a {} cache needs --device cuda)", dtype_name(*kv),
+             dtype_name(*kv));
+}
+
 std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const EngineDecoderOptions &o) {
     if (o.max_length < 0) fail("the maximum sequence length must be ≥ 0 (0: default), got {}", o.max_length);
     if (o.device == "cpu") {
-        if (o.kv_dtype && *o.kv_dtype != DType::F32)
-            fail("the CPU decoder's KV cache is f32 only, not {} (a {} cache needs --device cuda)",
-                 dtype_name(*o.kv_dtype), dtype_name(*o.kv_dtype));
+        check_cpu_kv_dtype(o.kv_dtype);
         return std::make_unique<CpuEngineDecoder>(m, o);
     }
     if (o.device == "cuda") {
@@ -138,8 +142,7 @@ std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const En
         } catch (const Error &e) { // out of device memory: say what the cache takes and how to make it smaller
             if (std::string_view(e.what()).find("cannot allocate") == std::string_view::npos) throw;
             const int64_t slots = gpu_slots(o), len = gpu_max_length(m, o);
-            const DType kv =
-                CudaDecoder::kv_dtype_for(o.kv_dtype, m.layers.empty() ? DType::F32 : m.layers[0].q_proj.dtype);
+            const DType kv = CudaDecoder::kv_dtype_for(o.kv_dtype, m.layers);
             fail("{} (the GPU decoder holds the weights and {} sequence(s) × {} tokens of {} cache, {:.1f} GiB; "
                  "--max-batch and --max-context make it smaller)",
                  e.what(), slots, len, dtype_name(kv),

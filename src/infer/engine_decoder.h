@@ -38,6 +38,9 @@ struct EngineDecoderOptions {
                                      // bf16 model, see CudaDecoder::Options). The CPU's cache is F32 only
 };
 
+// Fails, saying so, unless kv (unset or F32) is what the CPU decoder's cache holds.
+void check_cpu_kv_dtype(std::optional<DType> kv);
+
 // Fails naming the device if it is unknown or unavailable (no GPU, or a build without CUDA).
 std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const EngineDecoderOptions &o);
 

@@ -32,16 +32,15 @@ constexpr int64_t kLinearSharedLimit = 96 * 1024;
 
 __device__ __forceinline__ float widen(uint16_t b) { return __uint_as_float(unsigned(b) << 16); }
 
-// The KV cache's elements (decode.h): fp32, or bf16 bits rounded to nearest even as they are stored. kept(x) is what
-// the cache keeps of x: attention reads a newest key or value from its fp32 row through it, before the append.
+// The KV cache's elements (decode.h): fp32, or bf16 bits rounded to nearest even as they are stored (read back
+// through Piece, below). kept(x) is what the cache keeps of x: attention reads a newest key or value from its fp32
+// row through it, before the append.
 template <class T> struct Kv;
 template <> struct Kv<float> {
-    __device__ static float load(const float *p) { return *p; }
     __device__ static float store(float x) { return x; }
     __device__ static float kept(float x) { return x; }
 };
 template <> struct Kv<uint16_t> {
-    __device__ static float load(const uint16_t *p) { return widen(*p); }
     __device__ static uint16_t store(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
     __device__ static float kept(float x) { return widen(store(x)); }
 };
