@@ -17,7 +17,7 @@ namespace {
 struct GenerateArgs {
     InferModelArgs model;
     SampleOptions sample;
-    EngineOptions engine{.max_batch = 1, .prefill_chunk = 256};
+    EngineOptions engine{.max_batch = 1};
     std::string prompt, tokens, system;
     bool chat = false, print_ids = false, no_bos = false, quiet = false;
 };
@@ -47,7 +47,7 @@ void run_generate(GenerateArgs a) {
         prompt = lists[0];
     }
     // One sequence: on the GPU the whole prompt is one engine step (the decoder cuts it into its own GEMM passes, as
-    // long as it allows); the CPU decoder's working memory grows with the chunk, so it keeps 256.
+    // long as it allows); the CPU decoder's working memory grows with the chunk, so it keeps its default.
     if (a.engine.device == "cuda") a.engine.prefill_chunk = std::max<int64_t>(int64_t(prompt.size()), 1);
     Engine engine(std::move(model), std::move(tok), a.engine);
     if (a.sample.stop_tokens.empty()) a.sample.stop_tokens = engine.default_stop_tokens();

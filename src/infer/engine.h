@@ -25,7 +25,7 @@ namespace zaya {
 
 struct EngineOptions {
     int64_t max_batch = 16;      // sequences decoded together (at most 8 on the GPU: its decoder's slots)
-    int64_t prefill_chunk = 256; // prompt tokens fed per step
+    int64_t prefill_chunk = 0;   // prompt tokens fed per step; 0: default_prefill_chunk(device)
     std::string device = "cpu";  // cpu | cuda
     int64_t max_context = 0;     // tokens per sequence (prompt + generated); 0: EngineDecoderOptions' default
     std::optional<DType> kv_dtype{}; // the KV cache's element; unset: the device's default (EngineDecoderOptions)
@@ -54,6 +54,7 @@ class Engine {
     const Tokenizer *tokenizer() const { return tok_ ? &*tok_ : nullptr; }
     int64_t max_batch() const { return opts_.max_batch; }     // as run: capped by what the decoder holds
     int64_t max_context() const { return max_context_; }      // tokens per sequence
+    int64_t prefill_chunk() const { return opts_.prefill_chunk; } // prompt tokens per step, as run
     std::string device() const { return decoder_->device(); } // "cpu" or the GPU's description
     DType kv_dtype() const { return decoder_->kv_dtype(); }     // the KV cache's element
     // Stop ids used when a request gives none: the config's EOS, the tokenizer's EOS and <end_of_turn>.

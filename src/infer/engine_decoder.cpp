@@ -124,6 +124,10 @@ class CudaEngineDecoder final : public EngineDecoder {
 
 } // namespace
 
+int64_t default_prefill_chunk(const std::string &device) {
+    return device == "cuda" ? CudaDecoder::Options{}.prefill_chunk : 256;
+}
+
 void check_cpu_kv_dtype(std::optional<DType> kv) {
     if (kv && *kv != DType::F32)
         fail("the CPU decoder's KV cache is f32 only, not {} (a {} cache needs --device cuda)", dtype_name(*kv),

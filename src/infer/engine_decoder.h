@@ -38,6 +38,11 @@ struct EngineDecoderOptions {
                                      // bf16 model, see CudaDecoder::Options). The CPU's cache is F32 only
 };
 
+// Prompt tokens an engine step feeds by default: 256 on the CPU (its decoder's working memory grows with the chunk);
+// on the GPU one full GEMM prefill pass (CudaDecoder::Options::prefill_chunk, 2048), which reads ZAYA1-8B's ~16 GB
+// of experts once for 2048 rows where 256-row pieces read them 8 times; the other sequences' steps wait for one pass.
+int64_t default_prefill_chunk(const std::string &device);
+
 // Fails, saying so, unless kv (unset or F32) is what the CPU decoder's cache holds.
 void check_cpu_kv_dtype(std::optional<DType> kv);
 

@@ -144,6 +144,8 @@ server=$!
 port=$(server_port "$tmp/serve.log" 300)
 if [[ -n $port ]]; then
     grep -q "batch ≤ 3" "$tmp/serve.log" && pass "serve --device cuda: 3 slots" || fail "serve --device cuda: 3 slots" "$(head -2 "$tmp/serve.log")"
+    grep -q "prompts fed 2048 tokens per step" "$tmp/serve.log" && pass "serve --device cuda: one GEMM pass per prompt step" ||
+        fail "serve --device cuda: one GEMM pass per prompt step" "$(head -1 "$tmp/serve.log")"
     prompts=("5,17,3,99" "8,8,2" "100,7,42,42,1,5,17,3,99,4,8,8,2") # the third prefilled in a GEMM pass
     for i in 0 1 2; do
         curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \

@@ -249,6 +249,18 @@ TEST(Engine, CpuKvCacheIsF32) {
     EXPECT_NE(err.find("--device cuda"), std::string::npos) << err;
 }
 
+// The prompt chunk per step: the device's default when not given (the CPU's 256), kept when given, and a
+// negative one fails naming the option's meaning.
+TEST(Engine, PrefillChunkDefaultsPerDevice) {
+    EXPECT_EQ(default_prefill_chunk("cpu"), 256);
+    EXPECT_EQ(default_prefill_chunk("cuda"), 2048);
+    EXPECT_EQ(Engine(tiny_model(), std::nullopt, EngineOptions{}).prefill_chunk(), 256);
+    EXPECT_EQ(Engine(tiny_model(), std::nullopt, EngineOptions{.prefill_chunk = 3}).prefill_chunk(), 3);
+    const std::string err =
+        test::error_of([] { Engine(tiny_model(), std::nullopt, EngineOptions{.prefill_chunk = -2}); });
+    EXPECT_NE(err.find("prefill chunk must be ≥ 1"), std::string::npos) << err;
+}
+
 TEST(Engine, StopTokenCancelAndBadRequests) {
     Engine e(tiny_model(), std::nullopt, EngineOptions{2, 8});
     SampleOptions o;
