@@ -41,10 +41,16 @@ class Communicator {
         size_t offset = 0, count = 0; // in floats from `base`
     };
     virtual void broadcast_blocks(float *base, const std::vector<Block> &blocks, int root) = 0;
-    // The same two on buffers in a device backend's memory (a GPU trainer's gradients and parameters). NCCL works
-    // on them directly; the default stages them through host memory with the backend's copies (correct with any
+    // The same on buffers in a device backend's memory (a GPU trainer's gradients and parameters). NCCL works on
+    // them directly; the default stages them through host memory with the backend's copies (correct with any
     // communicator, and what the emulated GPU's tests use).
-    virtual void allreduce_sum_device(float *data, size_t n, Backend &backend);
+    // start_allreduce_sum_device starts summing `data` once the work queued so far on the backend's stream (the
+    // backward kernels that write it) is done, and returns without waiting for either; wait_all_device() completes
+    // every sum started, after which the backend's later work sees them. Started in the same order on every rank.
+    // NCCL runs the sums on a stream of their own while the backward pass goes on; the default downloads the
+    // buffer at once (waiting for the device), starts a host sum, and uploads it in wait_all_device.
+    virtual void start_allreduce_sum_device(float *data, size_t n, Backend &backend);
+    virtual void wait_all_device(Backend &backend);
     virtual void broadcast_blocks_device(float *base, const std::vector<Block> &blocks, int root, Backend &backend);
     // Point to point (checkpoint gathering): `n` floats to / from one other rank, matched in call order.
     virtual void send(const float *data, size_t n, int dest) = 0;
@@ -57,6 +63,14 @@ class Communicator {
     // Ends every process of the job with `code` (a rank that fails alone must not leave the others waiting).
     [[noreturn]] virtual void abort(int code) = 0;
     bool is_root() const { return rank() == 0; }
+
+  private:
+    struct Staged { // a device buffer's host copy, summed between start_allreduce_sum_device and wait_all_device
+        float *device = nullptr;
+        std::vector<float> host; // kept (and reused) across steps: no allocation per step once grown
+    };
+    std::vector<Staged> staged_;
+    size_t staged_used_ = 0;
 };
 
 class SingleProcess : public Communicator { // not final: tests derive fake ranks from it

@@ -2,6 +2,7 @@
 #include "core/error.h"
 #include "dist/comm_nccl.h"
 #include "ops/cuda/check.cuh"
+#include "ops/cuda/runtime.h"
 
 #include <nccl.h>
 
@@ -44,6 +45,8 @@ class Nccl final : public NcclCommunicator {
     }
     ~Nccl() override {
         cuda::device_free(staging_);
+        if (queued_) cudaEventDestroy(queued_);
+        if (overlap_) cudaStreamDestroy(overlap_);
         if (stream_) cudaStreamDestroy(stream_);
         if (comm_) ncclCommDestroy(comm_);
     }
@@ -55,10 +58,23 @@ class Nccl final : public NcclCommunicator {
     void allreduce_sum(float *data, size_t n) override { host_allreduce(data, n); }
     void allreduce_sum(double *data, size_t n) override { host_allreduce(data, n); }
     void allreduce_sum(int64_t *data, size_t n) override { host_allreduce(data, n); }
-    using NcclCommunicator::allreduce_sum_device; // the Communicator's (with a backend) forwards here
-    void allreduce_sum_device(float *d, size_t n) override {
-        check_nccl(ncclAllReduce(d, d, n, ncclFloat, ncclSum, comm_, stream_), "allreduce");
-        wait("allreduce");
+    using NcclCommunicator::start_allreduce_sum_device; // the Communicator's (with a backend) forward here
+    using NcclCommunicator::wait_all_device;
+    void start_allreduce_sum_device(float *d, size_t n) override {
+        if (!overlap_) { // non-blocking: the legacy stream's kernels do not wait for it, nor it for them
+            ZAYA_CUDA_CHECK(cudaStreamCreateWithFlags(&overlap_, cudaStreamNonBlocking));
+            ZAYA_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+        }
+        // The sum waits for what the launch stream holds now (the kernels writing d), not for what comes after.
+        ZAYA_CUDA_CHECK(cudaEventRecord(queued_, static_cast<cudaStream_t>(cuda::launch_stream_handle())));
+        ZAYA_CUDA_CHECK(cudaStreamWaitEvent(overlap_, queued_, 0));
+        check_nccl(ncclAllReduce(d, d, n, ncclFloat, ncclSum, comm_, overlap_), "allreduce");
+        overlapping_ = true;
+    }
+    void wait_all_device() override {
+        if (!overlapping_) return;
+        overlapping_ = false;
+        wait(overlap_, "allreduce of gradient buckets"); // the host waits, so the launches after it follow the sums
     }
     // Host buffers gain nothing from overlap here (each sum is staged): started sums complete at once.
     void start_allreduce_sum(float *data, size_t n) override { host_allreduce(data, n); }
@@ -126,10 +142,11 @@ class Nccl final : public NcclCommunicator {
         ZAYA_CUDA_CHECK(cudaMemcpy(host, d, n * sizeof(float), cudaMemcpyDeviceToHost));
     }
     // Waits for the stream; past the watchdog's timeout a rank that died or hangs ends the job.
-    void wait(const char *what) {
+    void wait(const char *what) { wait(stream_, what); }
+    void wait(cudaStream_t stream, const char *what) {
         const auto start = std::chrono::steady_clock::now();
         for (;;) {
-            const cudaError_t e = cudaStreamQuery(stream_);
+            const cudaError_t e = cudaStreamQuery(stream);
             if (e == cudaSuccess) return;
             if (e != cudaErrorNotReady) ZAYA_CUDA_CHECK(e);
             if (timeout_s_ > 0 &&
@@ -145,6 +162,9 @@ class Nccl final : public NcclCommunicator {
     std::shared_ptr<Communicator> boot_;
     ncclComm_t comm_ = nullptr;
     cudaStream_t stream_ = nullptr;
+    cudaStream_t overlap_ = nullptr; // the gradient buckets' sums (start_allreduce_sum_device)
+    cudaEvent_t queued_ = nullptr;   // the launch stream's work so far, which a started sum waits for
+    bool overlapping_ = false;       // sums started and not yet awaited
     void *staging_ = nullptr;
     size_t staging_bytes_ = 0;
     double timeout_s_ = 0;

@@ -3,7 +3,9 @@
 // unique id from rank 0 to the others. Built with the CUDA backend (ZAYA_CUDA); chosen with ZAYA_COMM=nccl.
 //
 // The interface's buffers are host memory (the CPU trainer's); they are staged through one device buffer. GPU
-// buffers (the trainer on --device cuda) use the *_device calls without staging.
+// buffers (the trainer on --device cuda) use the *_device calls without staging; the gradient buckets' sums run on
+// a non-blocking stream of their own, each after an event recorded on the launch stream when its layer's backward
+// kernels were queued, so they overlap the backward pass of the layers below.
 #pragma once
 #include "dist/comm.h"
 
@@ -13,10 +15,13 @@ namespace zaya {
 
 class NcclCommunicator : public Communicator {
   public:
-    // In-place sum of n floats held in GPU memory.
-    virtual void allreduce_sum_device(float *device_data, size_t n) = 0;
-    // The Communicator's device collectives, without staging (the backend is not needed).
-    void allreduce_sum_device(float *data, size_t n, Backend &) override { allreduce_sum_device(data, n); }
+    // The Communicator's device collectives, without staging (the backend is not needed): sums of GPU memory
+    // started on a stream of their own after the work queued so far on the launch stream (cuda::launch_stream_handle),
+    // then awaited together.
+    virtual void start_allreduce_sum_device(float *device_data, size_t n) = 0;
+    virtual void wait_all_device() = 0;
+    void start_allreduce_sum_device(float *data, size_t n, Backend &) override { start_allreduce_sum_device(data, n); }
+    void wait_all_device(Backend &) override { wait_all_device(); }
 };
 
 // Throws zaya::Error naming what is missing (no GPU, NCCL failure).

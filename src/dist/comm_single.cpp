@@ -9,11 +9,22 @@
 
 namespace zaya {
 
-void Communicator::allreduce_sum_device(float *data, size_t n, Backend &backend) {
-    std::vector<float> host(n);
-    backend.download(host.data(), data, n * sizeof(float));
-    allreduce_sum(host.data(), n);
-    backend.upload(data, host.data(), n * sizeof(float));
+void Communicator::start_allreduce_sum_device(float *data, size_t n, Backend &backend) {
+    // Growing staged_ moves the earlier entries' vectors, which keeps their heap buffers (and so the host sums
+    // already started on them) where they are.
+    if (staged_used_ == staged_.size()) staged_.emplace_back();
+    Staged &s = staged_[staged_used_++];
+    s.device = data;
+    s.host.resize(n);
+    backend.download(s.host.data(), data, n * sizeof(float));
+    start_allreduce_sum(s.host.data(), n);
+}
+
+void Communicator::wait_all_device(Backend &backend) {
+    wait_all();
+    for (size_t i = 0; i < staged_used_; ++i)
+        backend.upload(staged_[i].device, staged_[i].host.data(), staged_[i].host.size() * sizeof(float));
+    staged_used_ = 0;
 }
 
 void Communicator::broadcast_blocks_device(float *base, const std::vector<Block> &blocks, int root, Backend &backend) {

@@ -125,6 +125,11 @@ void Trainer::plan_gradient_buckets() {
     if (at < layout.total) other_buckets_.push_back({at, layout.total});
 }
 
+void Trainer::start_gradient_sum(size_t begin, size_t end) {
+    if (device_model_) comm_->start_allreduce_sum_device(device_grads_.data() + begin, end - begin, backend_);
+    else comm_->start_allreduce_sum(grads_.data() + begin, end - begin);
+}
+
 const Model &Trainer::run_model() {
     if (!device_model_) return model_;
     if (device_stale_) { // the host copies were handed out (checkpoint restore, tests): they may hold news
@@ -200,14 +205,14 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
         for (int64_t l = 0; l < c.num_hidden_layers; ++l)
             backend_.add_group_sizes(counts + l * K, acts_.layer(l).offsets, K);
         // Last micro-batch, data parallel: each layer's gradients are final once its backward is done (layers come
-        // last to first), and are summed over the ranks while the layers below it are differentiated (host
-        // gradients only: a device's are summed in one collective after the backward pass, in step_on).
-        const bool overlap = ranks > 1 && a == accum - 1 && !device_model_;
+        // last to first), and are summed over the ranks while the layers below it are differentiated (on a GPU
+        // with NCCL: on a stream of their own, after the layer's kernels, while the next layers' run).
+        const bool overlap = ranks > 1 && a == accum - 1;
         int64_t next = c.num_hidden_layers - 1; // the next layer to start: the same order on every rank
         auto start_through = [&](int64_t l) {
             for (; next >= l; --next) {
                 const auto [b, e] = layer_buckets_[size_t(next)];
-                comm_->start_allreduce_sum(grads_.data() + b, e - b);
+                start_gradient_sum(b, e);
             }
             comm_->progress();
         };
@@ -241,12 +246,9 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
     if (ranks > 1) { // the global batch's mean gradient, loss and routing counts on every rank
         backend_.phase("step.grad_sync");
         const auto c0 = std::chrono::steady_clock::now();
-        if (device_model_) { // one sum of the whole buffer after the backward pass (NCCL: on the devices)
-            comm_->allreduce_sum_device(grads, total_grads(), backend_);
-        } else {
-            for (const auto &[b, e] : other_buckets_) comm_->start_allreduce_sum(grads_.data() + b, e - b);
-            comm_->wait_all();
-        }
+        for (const auto &[b, e] : other_buckets_) start_gradient_sum(b, e); // the embedding, final norm, head
+        if (device_model_) comm_->wait_all_device(backend_);
+        else comm_->wait_all();
         comm_->allreduce_sum(counts_.data(), counts_.size());
         double sums[2] = {r.loss, double(r.tokens)};
         comm_->allreduce_sum(sums, 2);

@@ -106,6 +106,8 @@ class Trainer {
 
   private:
     void plan_gradient_buckets();
+    // Starts the sum over the ranks of gradients [begin, end) (host or device, where backward accumulates).
+    void start_gradient_sum(size_t begin, size_t end);
     // The model forward and backward run on: model_ itself on the CPU, else its device copy refreshed from model_.
     const Model &run_model();
     void sync_host_params() const; // device → host parameters, if the device's are newer

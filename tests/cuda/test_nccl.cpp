@@ -35,7 +35,11 @@ TEST(NcclCommunicator, OneRankCollectivesKeepTheData) {
     comm->barrier();
     cuda::DeviceArray<float> dev(f.size());
     cuda::copy_to_device(dev.data(), f.data(), f.size() * sizeof(float));
-    comm->allreduce_sum_device(dev.data(), f.size());
+    // Two buckets summed on NCCL's own stream after the copy queued before them, awaited together.
+    comm->start_allreduce_sum_device(dev.data() + 600, 400);
+    comm->start_allreduce_sum_device(dev.data(), 600);
+    comm->wait_all_device();
+    comm->wait_all_device(); // nothing left: returns at once
     std::vector<float> back(f.size());
     cuda::copy_to_host(back.data(), dev.data(), back.size() * sizeof(float));
     EXPECT_EQ(back, f0);
