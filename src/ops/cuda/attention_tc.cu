@@ -166,6 +166,12 @@ void forward_fa(float *out, uint16_t *out16, float *lse, const float *q, const f
     forward_fa(out, out16, lse, round_inputs(q, k, v, nullptr, batch.N, s, cached), batch, s, cached);
 }
 
+// A prefill's one-sequence batch: n new rows after `cached` keys.
+VarlenBatch prefill_batch(const int64_t *seq_start, int64_t n, int64_t cached) {
+    if (cached < 0) fail("attention_prefill_bf16: {} cached keys", cached);
+    return VarlenBatch{seq_start, 1, n, n};
+}
+
 } // namespace
 
 void attention_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -175,15 +181,13 @@ void attention_forward_bf16(float *out, float *lse, const float *q, const float 
 
 void attention_prefill_bf16(float *out, const float *q, const float *k, const float *v, const int64_t *seq_start,
                             int64_t n, int64_t cached, const AttnShape &s, uint16_t *out16) {
-    if (cached < 0) fail("attention_prefill_bf16: {} cached keys", cached);
-    forward_fa(out, out16, nullptr, q, k, v, VarlenBatch{seq_start, 1, n, n}, s, cached);
+    forward_fa(out, out16, nullptr, q, k, v, prefill_batch(seq_start, n, cached), s, cached);
 }
 
 void attention_prefill_bf16(float *out, const float *q, const uint16_t *k, const uint16_t *v,
                             const int64_t *seq_start, int64_t n, int64_t cached, const AttnShape &s,
                             uint16_t *out16) {
-    if (cached < 0) fail("attention_prefill_bf16: {} cached keys", cached);
-    const VarlenBatch batch{seq_start, 1, n, n};
+    const VarlenBatch batch = prefill_batch(seq_start, n, cached);
     if (!fa_work(s, batch)) return;
     auto *q16 = static_cast<uint16_t *>(device_scratch(Scratch::AttentionBf16, size_t(n * s.nq * s.hd) * 2));
     to_bf16(q16, q, n * s.nq * s.hd); // only the queries: the cache's keys and values are bf16 already

@@ -46,16 +46,18 @@ template <> struct Kv<uint16_t> {
 };
 
 // One 16-byte piece of a weight row, as floats: 8 bf16 or 4 fp32 values.
+// Two bf16 in one 32-bit word (the lower element in the low half) as two floats.
+__device__ __forceinline__ void widen_pair(float *w, unsigned u) {
+    w[0] = __uint_as_float(u << 16), w[1] = __uint_as_float(u & 0xFFFF0000u);
+}
+
 template <class T> struct Piece;
 template <> struct Piece<uint16_t> {
     static constexpr int n = 8;
     __device__ static void load(float *w, const uint16_t *p) {
         const uint4 u = *reinterpret_cast<const uint4 *>(p);
         const unsigned words[4] = {u.x, u.y, u.z, u.w};
-        for (int k = 0; k < 4; ++k) {
-            w[2 * k] = __uint_as_float(words[k] << 16);
-            w[2 * k + 1] = __uint_as_float(words[k] & 0xFFFF0000u);
-        }
+        for (int k = 0; k < 4; ++k) widen_pair(w + 2 * k, words[k]);
     }
     __device__ static float one(const uint16_t *p) { return widen(*p); }
 };
@@ -480,8 +482,7 @@ template <class T, int E> __device__ __forceinline__ void load_kv_chunk(float *w
         const float2 f = *reinterpret_cast<const float2 *>(p);
         w[0] = f.x, w[1] = f.y;
     } else {
-        const unsigned u = *reinterpret_cast<const unsigned *>(p);
-        w[0] = __uint_as_float(u << 16), w[1] = __uint_as_float(u & 0xFFFF0000u);
+        widen_pair(w, *reinterpret_cast<const unsigned *>(p));
     }
 }
 
