@@ -13,6 +13,16 @@ foreach(cu ${ZAYA_EMU_CU})
                      DEPENDS ${cu} ${ZAYA_EMU_DIR}/to_cpp.py COMMENT "to_cpp ${name}.cu")
   list(APPEND ZAYA_EMU_GENERATED ${out})
 endforeach()
+# The kernels' headers (*.cuh, which only kernel files include) rewritten too, into cuda_emu/ops/cuda/: the kernel
+# targets find them there first (-iquote), so their __shared__ variables are poisoned per block as well.
+file(GLOB ZAYA_EMU_CUH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/ops/cuda/*.cuh)
+foreach(cuh ${ZAYA_EMU_CUH})
+  get_filename_component(name ${cuh} NAME)
+  set(out ${CMAKE_BINARY_DIR}/cuda_emu/ops/cuda/${name})
+  add_custom_command(OUTPUT ${out} COMMAND Python3::Interpreter ${ZAYA_EMU_DIR}/to_cpp.py ${cuh} ${out}
+                     DEPENDS ${cuh} ${ZAYA_EMU_DIR}/to_cpp.py COMMENT "to_cpp ${name}")
+  list(APPEND ZAYA_EMU_GENERATED ${out})
+endforeach()
 file(GLOB ZAYA_EMU_TESTS CONFIGURE_DEPENDS tests/cuda/*.cpp)
 # Cached decoding on the device (infer/cuda_decoder.h): host C++ over the kernels, as in zaya_cuda.
 set(ZAYA_EMU_DECODER ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp
@@ -32,7 +42,7 @@ function(zaya_emu_tests name host_opt)
   # The decoder's files alone: they name the decoder's internal namespace in a using-directive.
   set_source_files_properties(${ZAYA_EMU_DECODER} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
   add_executable(${name} ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_DIR}/emu.cpp ${ZAYA_EMU_DIR}/threads.cpp)
-  target_compile_options(${name} PRIVATE ${ARGN} -fno-omit-frame-pointer -g -O1)
+  target_compile_options(${name} PRIVATE ${ARGN} -fno-omit-frame-pointer -g -O1 -iquote ${CMAKE_BINARY_DIR}/cuda_emu)
   target_link_options(${name} PRIVATE ${ARGN})
   foreach(target ${name}_host ${name})
     # The stand-in headers come first, so <cuda_runtime.h>, <cuda_bf16.h> and <cublasLt.h> resolve to them.
@@ -53,5 +63,5 @@ zaya_emu_tests(zaya_cuda_emu_tests_tsan -O1 -fsanitize=thread)
 add_executable(zaya_emu ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_DIR}/emu.cpp ${ZAYA_EMU_DIR}/threads.cpp
                ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${ZAYA_EMU_DECODER} ${CMAKE_SOURCE_DIR}/src/dist/comm.cpp)
 target_include_directories(zaya_emu BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
-target_compile_options(zaya_emu PRIVATE -O2)
+target_compile_options(zaya_emu PRIVATE -O2 -iquote ${CMAKE_BINARY_DIR}/cuda_emu)
 target_link_libraries(zaya_emu PRIVATE zaya_cli zaya_core Threads::Threads ${CMAKE_DL_LIBS})

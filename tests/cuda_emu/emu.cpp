@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unistd.h>
+#include <unordered_set>
 #include <vector>
 
 thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
@@ -109,6 +110,7 @@ struct BlockState {
     std::vector<const void *> rows;  // one per thread: ldmatrix's row addresses
     std::byte *shared = nullptr;
     size_t shared_bytes = 0;
+    std::unordered_set<const void *> fresh; // the static __shared__ variables poisoned in this block so far
 };
 BlockState *current = nullptr;
 
@@ -295,6 +297,11 @@ cudaError_t set_max_dynamic_shared(const void *kernel, int bytes) {
 
 void *dynamic_shared() { return current->shared; }
 
+void fresh_shared(void *p, size_t bytes) {
+    Untracked u; // the first thread to reach the declaration poisons it; TSan is not to see that as a write of its own
+    if (current->fresh.insert(p).second) std::memset(p, 0xFF, bytes);
+}
+
 void grid_dependency_wait() { current->waited = true; }
 
 bool capture_launch(cudaStream_t s, std::function<void()> replay) {
@@ -349,6 +356,7 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
         for (uint64_t w = 0; w < (threads + 31) / 32; ++w)
             state.warps.push_back(std::make_unique<Barrier>(std::ptrdiff_t(std::min<uint64_t>(32, threads - 32 * w))));
         std::memset(state.shared, 0xFF, shared_bytes);
+        state.fresh.clear();
     };
     prepare();
     current = &state;

@@ -41,6 +41,34 @@ TEST(Emulator, ThreadsExchangeThroughSharedMemoryAtBarriers) {
         }
 }
 
+// A static __shared__ variable as to_cpp.py rewrites it: each block finds it poisoned (NaN), whatever the block before
+// left there, and only once per block: thread 0 writes before the other threads reach the declaration, and they see
+// that write. seen[block, t] = what thread t read before the block's first barrier and after it.
+void stale_shared_kernel(float *seen) {
+    const unsigned t = threadIdx.x, base = 2 * blockIdx.x * 32;
+    if (t > 0) __syncthreads(); // thread 0 declares and writes first
+    static float s[2]; // __shared__
+    ::emu::fresh_shared(&s, sizeof(s));
+    if (t == 0) {
+        seen[base] = s[0]; // the block's first look: poisoned
+        s[0] = float(blockIdx.x) + 1.0f;
+        __syncthreads();
+    }
+    seen[base + 32 + t] = s[0]; // every thread: thread 0's write (its declaration did not poison again)
+    if (t == 0) s[1] = 7.0f;    // what the next block must not see
+}
+
+TEST(Emulator, StaticSharedMemoryIsPoisonedOncePerBlock) {
+    const unsigned blocks = 3;
+    std::vector<float> seen(2 * 32 * blocks, -1.0f);
+    emu::launch(stale_shared_kernel, dim3(blocks), dim3(32))(seen.data());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    for (unsigned b = 0; b < blocks; ++b) {
+        EXPECT_TRUE(std::isnan(seen[2 * 32 * b])) << "block " << b << " found " << seen[2 * 32 * b];
+        for (unsigned t = 0; t < 32; ++t) EXPECT_EQ(seen[2 * 32 * b + 32 + t], float(b) + 1.0f) << b << " " << t;
+    }
+}
+
 // Each thread notes its indices, waits at barriers and a shuffle (other threads run meanwhile), and notes them
 // again: ids[slot] = the linear thread and block ids seen before and after.
 void indices_kernel(unsigned *ids) {

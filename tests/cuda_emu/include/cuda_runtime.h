@@ -110,6 +110,10 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
               const std::function<void()> &body);
 void grid_dependency_wait(); // griddepcontrol.wait: here only noted for the check above
 void *dynamic_shared(); // this block's `extern __shared__` buffer, poisoned (NaN bytes) before each block
+// A `__shared__` variable (a function static here) reached by a thread of the running block: the first time in each
+// block it is poisoned (NaN bytes), as uninitialised as the GPU's, not zero or the previous block's values
+// (to_cpp.py adds the call after each declaration).
+void fresh_shared(void *p, size_t bytes);
 // Graph capture: true if a launch on `s` is to be recorded rather than run (it records it); a launch on another
 // stream while a capture is open is an error, as the real capture treats the legacy stream.
 bool capture_launch(cudaStream_t s, std::function<void()> replay);
