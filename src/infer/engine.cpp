@@ -29,7 +29,8 @@ Engine::Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> token
     : model_(std::move(model)), tok_(std::move(tokenizer)), opts_(opts) {
     if (opts_.max_batch < 1) fail("max batch must be ≥ 1, got {}", opts_.max_batch);
     if (opts_.prefill_chunk == 0) opts_.prefill_chunk = default_prefill_chunk(opts_.device);
-    if (opts_.prefill_chunk < 1) fail("prefill chunk must be ≥ 1 (0: the device's default), got {}", opts_.prefill_chunk);
+    if (opts_.prefill_chunk < 1)
+        fail("prefill chunk must be ≥ 1 (0: the device's default), got {}", opts_.prefill_chunk);
     if (tok_ && tok_->vocab_size() > model_->config.vocab_size)
         fail("tokenizer '{}' has {} tokens but the model's vocabulary is {}", tok_->path(), tok_->vocab_size(),
              model_->config.vocab_size);

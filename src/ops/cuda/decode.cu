@@ -45,12 +45,12 @@ template <> struct Kv<uint16_t> {
     __device__ static float kept(float x) { return widen(store(x)); }
 };
 
-// One 16-byte piece of a weight row, as floats: 8 bf16 or 4 fp32 values.
 // Two bf16 in one 32-bit word (the lower element in the low half) as two floats.
 __device__ __forceinline__ void widen_pair(float *w, unsigned u) {
     w[0] = __uint_as_float(u << 16), w[1] = __uint_as_float(u & 0xFFFF0000u);
 }
 
+// One 16-byte piece of a weight row, as floats: 8 bf16 or 4 fp32 values.
 template <class T> struct Piece;
 template <> struct Piece<uint16_t> {
     static constexpr int n = 8;
