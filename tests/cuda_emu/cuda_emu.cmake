@@ -23,19 +23,25 @@ foreach(cuh ${ZAYA_EMU_CUH})
                      DEPENDS ${cuh} ${ZAYA_EMU_DIR}/to_cpp.py COMMENT "to_cpp ${name}")
   list(APPEND ZAYA_EMU_GENERATED ${out})
 endforeach()
+# The emulator's own tests declare shared memory as kernels do, so they are rewritten too.
+set(ZAYA_EMU_SELF_TEST ${CMAKE_BINARY_DIR}/cuda_emu/test_emu.cpp)
+add_custom_command(OUTPUT ${ZAYA_EMU_SELF_TEST}
+                   COMMAND Python3::Interpreter ${ZAYA_EMU_DIR}/to_cpp.py ${ZAYA_EMU_DIR}/test_emu.cpp ${ZAYA_EMU_SELF_TEST}
+                   DEPENDS ${ZAYA_EMU_DIR}/test_emu.cpp ${ZAYA_EMU_DIR}/to_cpp.py COMMENT "to_cpp test_emu.cpp")
 file(GLOB ZAYA_EMU_TESTS CONFIGURE_DEPENDS tests/cuda/*.cpp)
 # Cached decoding on the device (infer/cuda_decoder.h): host C++ over the kernels, as in zaya_cuda.
 set(ZAYA_EMU_DECODER ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp
                      ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder_prefill.cpp)
 list(FILTER ZAYA_EMU_TESTS EXCLUDE REGEX "test_nccl\\.cpp$")
 # The kernels and their tests once per sanitizer: zaya_cuda_emu_tests under ASan+UBSan (bounds, in global and shared
-# memory, and UB), zaya_cuda_emu_tests_tsan under TSan (races between a block's threads: a missing __syncthreads).
+# memory, and UB), zaya_cuda_emu_tests_tsan under TSan (races between a block's threads, a missing __syncthreads, and
+# between blocks).
 # The CPU reference ops (zaya_cpu_ref) are not instrumented: they run on one thread beside the kernels.
 function(zaya_emu_tests name host_opt)
   # The tests and the host code at host_opt, the kernels and the emulator at -O1 (they run every CUDA thread of every
   # launch). Under ASan the host code at -O0 compiles in a third of the time and adds ~20 s to the run; under TSan
   # -O0 would instrument every local variable's access and double the run.
-  add_library(${name}_host OBJECT ${ZAYA_EMU_TESTS} ${ZAYA_EMU_DIR}/test_emu.cpp
+  add_library(${name}_host OBJECT ${ZAYA_EMU_TESTS} ${ZAYA_EMU_SELF_TEST}
               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${ZAYA_EMU_DECODER})
   target_compile_options(${name}_host PRIVATE ${ARGN} -fno-omit-frame-pointer -g ${host_opt})
   zaya_unity(${name}_host) # not the kernels: each file's anonymous namespace may reuse a kernel's name

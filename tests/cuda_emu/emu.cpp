@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unistd.h>
-#include <unordered_set>
+#include <utility>
 #include <vector>
 
 thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
@@ -100,17 +100,36 @@ struct LaunchLog {
     }
 } launch_log;
 
-// The state of the block that is running: its barriers and its `extern __shared__` buffer.
+// Memory a block has of its own (its shared memory, the emulator's per-thread slots): allocated for each block and
+// freed after it, untracked by TSan, so that to TSan each block's is new memory (an allocation resets what TSan knows
+// of the addresses) and two blocks using the same addresses are not a race.
+struct BlockBytes {
+    std::byte *p = nullptr;
+    BlockBytes() = default;
+    explicit BlockBytes(size_t bytes) : p(static_cast<std::byte *>(std::malloc(bytes + !bytes))) {
+        if (!p) std::abort();
+        std::memset(p, 0xFF, bytes); // NaN bytes: as uninitialised as the GPU's
+    }
+    BlockBytes(BlockBytes &&o) noexcept : p(std::exchange(o.p, nullptr)) {}
+    BlockBytes &operator=(BlockBytes &&o) noexcept {
+        std::swap(p, o.p);
+        return *this;
+    }
+    ~BlockBytes() { std::free(p); }
+};
+
+// The state of the block that is running: its barriers, its shared memory (the `extern __shared__` buffer and the
+// static `__shared__` variables) and the slots the emulated warp collectives exchange through.
 struct BlockState {
-    std::atomic<bool> waited{false}; // a thread of this block called grid_dependency_wait()
+    bool waited = false; // a thread of this block called grid_dependency_wait() (untracked: no order from it)
     std::unique_ptr<emu::Barrier> block;
     std::vector<std::unique_ptr<emu::Barrier>> warps;
-    std::vector<float> shuffle; // one slot per thread for __shfl_xor_sync
-    std::vector<uint32_t> fragments; // six words per thread: an mma's a and b registers
-    std::vector<const void *> rows;  // one per thread: ldmatrix's row addresses
-    std::byte *shared = nullptr;
+    BlockBytes shuffle;   // one float per thread for __shfl_xor_sync
+    BlockBytes fragments; // six words per thread: an mma's a and b registers
+    BlockBytes rows;      // one pointer per thread: ldmatrix's row addresses
+    BlockBytes shared;
     size_t shared_bytes = 0;
-    std::unordered_set<const void *> fresh; // the static __shared__ variables poisoned in this block so far
+    std::vector<std::pair<const void *, BlockBytes>> statics; // each static __shared__ variable reached, by its key
 };
 BlockState *current = nullptr;
 
@@ -295,14 +314,24 @@ cudaError_t set_max_dynamic_shared(const void *kernel, int bytes) {
     return cudaSuccess;
 }
 
-void *dynamic_shared() { return current->shared; }
+void *dynamic_shared() { return current->shared.p; }
 
-void fresh_shared(void *p, size_t bytes) {
-    Untracked u; // the first thread to reach the declaration poisons it; TSan is not to see that as a write of its own
-    if (current->fresh.insert(p).second) std::memset(p, 0xFF, bytes);
+void *block_shared(const void *key, size_t bytes, size_t align) {
+    Untracked u; // the first thread to reach the declaration allocates and poisons; TSan is not to see that as its own
+    if (align > 16) {
+        std::fprintf(stderr, "emu: a __shared__ variable aligned to %zu bytes (16 at most here)\n", align);
+        std::abort();
+    }
+    for (auto &[k, bytes_of] : current->statics)
+        if (k == key) return bytes_of.p;
+    current->statics.emplace_back(key, BlockBytes(bytes));
+    return current->statics.back().second.p;
 }
 
-void grid_dependency_wait() { current->waited = true; }
+void grid_dependency_wait() {
+    Untracked u;
+    current->waited = true;
+}
 
 bool capture_launch(cudaStream_t s, std::function<void()> replay) {
     if (!capturing) return false;
@@ -340,30 +369,30 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
         return;
     }
     launch_log.note(kernel, threads, shared_bytes, opted_in);
-    // Exactly sized (ASan sees any overrun); malloc aligns to 16 bytes, as CUDA's shared memory is.
-    std::unique_ptr<std::byte, decltype(&std::free)> shared(
-        static_cast<std::byte *>(std::malloc(shared_bytes + !shared_bytes)), &std::free);
     BlockState state;
-    state.shared = shared.get();
     state.shared_bytes = shared_bytes;
-    state.shuffle.assign(threads, 0.0f);
-    state.fragments.assign(threads * 6, 0u);
-    state.rows.assign(threads, nullptr);
     uint64_t b = 0;
-    auto prepare = [&] { // fresh barriers and poisoned shared memory for block b
+    auto prepare = [&] { // block b's barriers, shared memory (exactly sized: ASan sees any overrun) and slots
+        Untracked u;
         state.block = std::make_unique<Barrier>(std::ptrdiff_t(threads));
         state.warps.clear();
         for (uint64_t w = 0; w < (threads + 31) / 32; ++w)
             state.warps.push_back(std::make_unique<Barrier>(std::ptrdiff_t(std::min<uint64_t>(32, threads - 32 * w))));
-        std::memset(state.shared, 0xFF, shared_bytes);
-        state.fresh.clear();
+        state.shared = BlockBytes(shared_bytes);
+        state.statics.clear();
+        state.shuffle = BlockBytes(threads * sizeof(float));
+        state.fragments = BlockBytes(threads * 6 * sizeof(uint32_t));
+        state.rows = BlockBytes(threads * sizeof(void *));
     };
-    prepare();
-    current = &state;
     bool unwaited = false; // a block of a dependent launch that never waited for the kernel before it
-    Barrier between_blocks(std::ptrdiff_t(threads), [&] {
+    auto block_done = [&] {
+        Untracked u;
         if (dependent && !state.waited) unwaited = true;
         state.waited = false;
+    };
+    current = &state;
+    Barrier between_blocks(std::ptrdiff_t(threads), [&] {
+        block_done();
         if (++b < blocks) prepare();
     });
     std::vector<CudaThread> cuda_threads(threads);
@@ -384,7 +413,9 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
         const uint64_t i = reverse ? blocks - 1 - b : b;
         return dim3(unsigned(i % grid.x), unsigned(i / grid.x % grid.y), unsigned(i / grid.x / grid.y));
     };
-    const auto switch_to = [&](unsigned t) {
+    // (std::functions made once: the launch's threads read them, so the launcher must not rewrite them before the
+    // launch has ended.)
+    const std::function<void(unsigned)> switch_to = [&](unsigned t) {
         Untracked u;
         self = &cuda_threads[t];
         threadIdx = self->thread_idx;
@@ -392,24 +423,53 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
         blockDim = block;
         gridDim = grid;
     };
-    run_threads(
-        unsigned(threads),
-        [&](unsigned t) {
-            while (b < blocks) {
-                {
-                    Untracked u; // (the thread that completed the last block goes on without a switch)
-                    blockIdx = block_idx();
-                }
-                cuda_threads[t].cp_groups.clear(); // nothing left in flight from the block before
-                cuda_threads[t].cp_open.clear();
-                body();
-                // An exited thread no longer holds up its block's barriers (as on the GPU).
-                state.warps[t / 32]->arrive_and_drop();
-                state.block->arrive_and_drop();
-                between_blocks.arrive_and_wait();
+    // One block's run of thread t: nothing left in flight from the block before (its cp.async lists new), and an
+    // exited thread no longer holds up its block's barriers (as on the GPU).
+    const std::function<void(unsigned)> run_block = [&](unsigned t) {
+        {
+            Untracked u;
+            cuda_threads[t].cp_groups = {};
+            cuda_threads[t].cp_open = {};
+        }
+        body();
+        state.warps[t / 32]->arrive_and_drop();
+        state.block->arrive_and_drop();
+    };
+    // Without TSan: the launch as one run, the threads going from block to block at a barrier (one fiber and stack per
+    // thread of the block, not per block of the grid: faster).
+    const std::function<void(unsigned)> run_blocks_in_turn = [&](unsigned t) {
+        while (b < blocks) {
+            {
+                Untracked u; // (the thread that completed the last block goes on without a switch)
+                blockIdx = block_idx();
             }
-        },
-        switch_to);
+            run_block(t);
+            between_blocks.arrive_and_wait();
+        }
+    };
+    // The launch's threads follow what the host did before it (`begun`), and the host follows them (`ended`).
+    char begun = 0, ended = 0;
+    Order order{&begun, &ended};
+    release(&begun);
+    if (blocks_apart()) {
+        // Under TSan each block is a run of its own, block (x, y, z) on pool (x + y + z) mod 2 (threads.h), so that
+        // neighbours along any axis are different contexts, ordered with each other by nothing but the kernel's own
+        // atomics: TSan sees two blocks touching one address as the race it is on the GPU (README.md, "Races between
+        // blocks"). What the launcher does between blocks goes unrecorded: it has not waited for them.
+        reserve_threads(unsigned(std::min<uint64_t>(blocks, kPools)), unsigned(threads));
+        Untracked u;
+        for (; b < blocks; ++b) {
+            prepare();
+            const dim3 at = block_idx();
+            order.pool = (at.x + at.y + at.z) % kPools;
+            run_threads(unsigned(threads), run_block, switch_to, order);
+            block_done();
+        }
+    } else {
+        prepare();
+        run_threads(unsigned(threads), run_blocks_in_turn, switch_to, order);
+    }
+    acquire(&ended);
     self = nullptr;
     current = nullptr;
     if (unwaited) {
@@ -425,9 +485,10 @@ void __syncthreads() { current->block->arrive_and_wait(); }
 
 float __shfl_xor_sync(unsigned, float v, int lane_mask) {
     auto &warp = *current->warps[self->linear_tid / 32];
-    current->shuffle[self->linear_tid] = v;
+    float *slots = reinterpret_cast<float *>(current->shuffle.p);
+    slots[self->linear_tid] = v;
     warp.arrive_and_wait();
-    const float other = current->shuffle[self->linear_tid ^ unsigned(lane_mask)];
+    const float other = slots[self->linear_tid ^ unsigned(lane_mask)];
     warp.arrive_and_wait(); // every lane has read before any lane writes its slot again
     return other;
 }
@@ -451,7 +512,7 @@ float bf16_value(uint16_t bits) { return __bfloat162float(__nv_bfloat16{bits}); 
 // C[g+8][2t..].
 void mma_bf16_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
     auto &warp = *current->warps[self->linear_tid / 32];
-    uint32_t *slots = current->fragments.data() + self->linear_tid / 32 * 32 * 6;
+    uint32_t *slots = reinterpret_cast<uint32_t *>(current->fragments.p) + self->linear_tid / 32 * 32 * 6;
     const unsigned lane = self->linear_tid % 32;
     for (int i = 0; i < 4; ++i) slots[lane * 6 + unsigned(i)] = a[i];
     slots[lane * 6 + 4] = b[0], slots[lane * 6 + 5] = b[1];
@@ -478,7 +539,7 @@ void mma_bf16_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
 void ldmatrix_x4(uint32_t r[4], const void *row, bool trans) {
     if ((reinterpret_cast<uintptr_t>(row) & 15) != 0) device_fault("ldmatrix row address not 16-byte aligned", row);
     auto &warp = *current->warps[self->linear_tid / 32];
-    const void **rows = current->rows.data() + self->linear_tid / 32 * 32;
+    const void **rows = reinterpret_cast<const void **>(current->rows.p) + self->linear_tid / 32 * 32;
     const unsigned lane = self->linear_tid % 32;
     rows[lane] = row;
     warp.arrive_and_wait();
@@ -501,21 +562,31 @@ void cp_async_16(void *dst, const void *src, bool fill) {
     if ((reinterpret_cast<uintptr_t>(dst) & 15) != 0) device_fault("cp.async destination not 16-byte aligned", dst);
     if (fill && (reinterpret_cast<uintptr_t>(src) & 15) != 0)
         device_fault("cp.async source not 16-byte aligned", src);
+    Untracked u; // (the lists are the emulator's: a thread's, but kept in a slot each block's thread t reuses)
     self->cp_open.push_back({dst, fill ? src : nullptr});
 }
 
 void cp_async_commit() {
+    Untracked u;
     self->cp_groups.push_back(std::move(self->cp_open));
     self->cp_open.clear();
 }
 
 void cp_async_wait(int groups_left) {
-    while (self->cp_groups.size() > size_t(std::max(groups_left, 0))) {
-        for (const AsyncCopy &c : self->cp_groups.front()) {
+    for (;;) {
+        std::vector<AsyncCopy> group;
+        {
+            Untracked u;
+            if (self->cp_groups.size() <= size_t(std::max(groups_left, 0))) return;
+            group = std::move(self->cp_groups.front());
+            self->cp_groups.erase(self->cp_groups.begin());
+        }
+        for (const AsyncCopy &c : group) { // the copies themselves are the thread's reads and writes
             if (c.src) std::memcpy(c.dst, c.src, 16);
             else std::memset(c.dst, 0, 16);
         }
-        self->cp_groups.erase(self->cp_groups.begin());
+        Untracked u;
+        group = {};
     }
 }
 } // namespace emu

@@ -1,6 +1,7 @@
 // A block's CUDA threads as fibers on the launching thread (threads.h), annotated for ASan and TSan.
 #include "threads.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sys/mman.h>
@@ -48,14 +49,10 @@ void unpoison(void *, size_t) {}
 void *tsan_current() { return __tsan_get_current_fiber(); }
 void *tsan_create() { return __tsan_create_fiber(0); }
 void tsan_switch(void *f) { __tsan_switch_to_fiber(f, __tsan_switch_to_fiber_no_sync); }
-void release(void *a) { __tsan_release(a); }
-void acquire(void *a) { __tsan_acquire(a); }
 #else
 void *tsan_current() { return nullptr; }
 void *tsan_create() { return nullptr; }
 void tsan_switch(void *) {}
-void release(void *) {}
-void acquire(void *) {}
 #endif
 
 // Switching stacks. On x86-64, six callee-saved registers pushed, the stack pointer swapped, and popped: glibc's
@@ -121,18 +118,19 @@ void make_context(Context &c, std::byte *stack, size_t bytes, void (*entry)()) {
 // Stacks: the sanitizers make a kernel's frame several times its size; the pages are touched only as used.
 constexpr size_t kStackBytes = size_t(1) << 20;
 
-// A fiber's stack and TSan context, made once and reused by later launches (TSan slows down with every context it
-// has seen, and the launches' release/acquire order a context's uses). The stack has an inaccessible guard page below
-// it: an overflow faults instead of corrupting the next.
+// A fiber's stack and TSan context, made once and reused by later runs on its pool (TSan slows down with every
+// context it has seen). Thread t of a run takes its pool's slot t, so a context and its stack go together: the
+// stack's reuse is in the context's program order. The stack has an inaccessible guard page below it: an overflow
+// faults instead of corrupting the next.
 struct Slot {
     std::byte *stack;
     void *tsan;
 };
-std::vector<Slot> free_slots;
-Slot take_slot() {
-    if (!free_slots.empty()) {
-        Slot s = free_slots.back();
-        free_slots.pop_back();
+std::vector<Slot> pools[kPools];
+Slot take_slot(unsigned pool, unsigned t) {
+    std::vector<Slot> &slots = pools[pool];
+    if (t < slots.size()) {
+        Slot s = slots[t];
         unpoison(s.stack, kStackBytes); // the frames a finished fiber left poisoned
         return s;
     }
@@ -144,7 +142,8 @@ Slot take_slot() {
         std::abort();
     }
     mprotect(m, guard, PROT_NONE);
-    return {static_cast<std::byte *>(m) + guard, tsan_create()};
+    slots.push_back({static_cast<std::byte *>(m) + guard, tsan_create()});
+    return slots.back();
 }
 
 struct Fiber {
@@ -166,7 +165,7 @@ struct Run {
     unsigned running = 0;
     const std::function<void(unsigned)> *worker = nullptr;
     bool progress = false; // since the last round: an arrival at a barrier, or a thread that returned
-    char begun = 0, ended = 0; // addresses the launch's start and end order through (TSan)
+    Order order;
 };
 Run *run = nullptr;
 
@@ -181,7 +180,7 @@ __attribute__((no_sanitize("thread"))) void fiber_main() {
         finish_switch(nullptr, &launch->launcher_bottom, &launch->launcher_size);
         t = launch->running;
     }
-    acquire(&launch->begun); // what the host did before the launch happens before the kernel
+    acquire(launch->order.begun); // what the launcher released before the run happens before the thread
     (*launch->worker)(t);
     Run &r = *launch;
     const void *bottom;
@@ -193,9 +192,9 @@ __attribute__((no_sanitize("thread"))) void fiber_main() {
         r.progress = true;
         bottom = r.launcher_bottom, size = r.launcher_size, launcher_tsan = r.launcher_tsan;
     }
-    // The kernel happens before what the host does after it; nothing of the launch (on the host's stack) is read
-    // after this, or TSan would see the host reuse that stack as a race.
-    release(&r.ended);
+    // The thread happens before what acquires `ended`; nothing of the run (on the launcher's stack) is read after
+    // this, or TSan would see the launcher reuse that stack as a race.
+    release(r.order.ended);
     start_switch(nullptr, bottom, size); // null: this fiber's fake stack goes with it
     tsan_switch(launcher_tsan);
     Context finished;
@@ -278,26 +277,43 @@ void Barrier::arrive_and_drop() {
     if (last) complete(sync);
 }
 
+#if defined(__SANITIZE_THREAD__)
+void release(void *a) { __tsan_release(a); }
+void acquire(void *a) { __tsan_acquire(a); }
+bool blocks_apart() { return true; }
+#else
+void release(void *) {}
+void acquire(void *) {}
+bool blocks_apart() { return false; }
+#endif
+
+void reserve_threads(unsigned pools_used, unsigned n) {
+    for (unsigned p = 0; p < std::min(pools_used, kPools); ++p)
+        for (unsigned t = unsigned(pools[p].size()); t < n; ++t) take_slot(p, t);
+}
+
 void run_threads(unsigned n, const std::function<void(unsigned)> &worker,
-                 const std::function<void(unsigned)> &switch_to) {
+                 const std::function<void(unsigned)> &switch_to, const Order &order) {
     if (run) {
         std::fprintf(stderr, "emu: a launch from inside a kernel\n");
         std::abort();
     }
+    reserve_threads(order.pool % kPools + 1, n); // (none made if the launcher reserved them)
+    // The launcher's bookkeeping goes untracked (the fibers are tracked, each in its own TSan context, created
+    // outside this: a fiber created while its creator ignores accesses would ignore them too).
+    Untracked u;
     Run r;
     r.worker = &worker;
+    r.order = order;
     r.launcher_tsan = tsan_current();
     r.fibers.resize(n);
-    for (Fiber &f : r.fibers) {
-        const Slot slot = take_slot();
+    for (unsigned t = 0; t < n; ++t) {
+        Fiber &f = r.fibers[t];
+        const Slot slot = take_slot(order.pool % kPools, t);
         f.stack = slot.stack, f.tsan = slot.tsan;
         make_context(f.context, f.stack, kStackBytes, fiber_main);
     }
     run = &r;
-    release(&r.begun);
-    // The launcher's bookkeeping goes untracked (the fibers are tracked, each in its own TSan context, created
-    // outside this: a fiber created while its creator ignores accesses would ignore them too).
-    Untracked u;
     // Round robin: each fiber runs until it waits at a barrier (or returns); the barrier's last arrival releases the
     // others, which go on at their next turn.
     for (unsigned alive = n; alive > 0;) {
@@ -321,9 +337,7 @@ void run_threads(unsigned n, const std::function<void(unsigned)> &worker,
             std::abort();
         }
     }
-    acquire(&r.ended);
     run = nullptr;
-    for (const Fiber &f : r.fibers) free_slots.push_back({f.stack, f.tsan});
 }
 
 } // namespace emu

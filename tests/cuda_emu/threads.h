@@ -32,13 +32,37 @@ class Barrier {
     char sync_[2] = {};
 };
 
+// How a run's threads are ordered with the rest of the program, for TSan: each acquires `begun` when it starts and
+// releases `ended` when it returns; run_threads itself adds no order with the launcher, so the caller decides what
+// a launch's threads follow and who sees their work (tests/cuda_emu/README.md). `pool` picks the set of TSan
+// contexts the threads run as: thread t of two runs on one pool is one context, in program order, so runs that
+// must stay unordered with each other (two neighbouring blocks of a launch) take different pools. Contexts are
+// expensive (~1 MB each, and TSan slows down with their number), hence two pools only.
+struct Order {
+    void *begun = nullptr, *ended = nullptr;
+    unsigned pool = 0;
+};
+constexpr unsigned kPools = 2; // (see tests/cuda_emu/README.md, "Races between blocks")
+
 // Runs worker(t) for t < n as n threads running at once (fibers; a round robin in which each runs until it waits at a
 // barrier) and returns when every one has returned. switch_to(t) is called just before each switch to thread t, to
 // give the thread-locals the kernels read (threadIdx, ...) thread t's values. A round in which every thread that has
 // not returned waits at a barrier no other can complete (a __syncthreads some threads never reach: a hang on the GPU)
 // aborts, saying so.
 void run_threads(unsigned n, const std::function<void(unsigned)> &worker,
-                 const std::function<void(unsigned)> &switch_to);
+                 const std::function<void(unsigned)> &switch_to, const Order &order);
+
+// Makes the TSan contexts (and stacks) of pools [0, pools_used) for runs of up to n threads, ahead of runs made
+// while the launcher ignores its own accesses (a context created then would ignore its accesses too).
+void reserve_threads(unsigned pools_used, unsigned n);
+
+// TSan's release and acquire on a sync address (no-ops without TSan): what the calling thread did before
+// release(a) happens before what any thread does after a later acquire(a).
+void release(void *a);
+void acquire(void *a);
+// True under TSan, which can tell two blocks' accesses apart only if they run as different contexts: a launch
+// then runs each block as a run of its own (run_threads per block), neighbours on different pools.
+bool blocks_apart();
 
 // Accesses in its scope go unrecorded by ThreadSanitizer: the emulator's own bookkeeping (the thread-locals every
 // fiber shares, barrier counters), which the fibers touch with no happens-before between them by design. A no-op

@@ -16,8 +16,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-// One block runs at a time, so a function-static array is exactly that block's shared memory.
-#define __shared__ static
+// (__shared__ is rewritten by to_cpp.py: emu::block_shared below.)
 #define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
@@ -110,10 +109,14 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
               const std::function<void()> &body);
 void grid_dependency_wait(); // griddepcontrol.wait: here only noted for the check above
 void *dynamic_shared(); // this block's `extern __shared__` buffer, poisoned (NaN bytes) before each block
-// A `__shared__` variable (a function static here) reached by a thread of the running block: the first time in each
-// block it is poisoned (NaN bytes), as uninitialised as the GPU's, not zero or the previous block's values
-// (to_cpp.py adds the call after each declaration).
-void fresh_shared(void *p, size_t bytes);
+// A static `__shared__` variable of the running block, `key` naming the declaration (one per function instance):
+// memory of the block's own, allocated when the block's first thread reaches the declaration, poisoned (NaN bytes,
+// as uninitialised as the GPU's, not zero or another block's values) and freed after the block. to_cpp.py rewrites
+// `__shared__ T a[M][N];` into `static char a_block_key_; auto &a = ::emu::block_shared<T[M][N]>(&a_block_key_);`.
+void *block_shared(const void *key, size_t bytes, size_t align);
+template <class T> T &block_shared(const void *key) {
+    return *static_cast<T *>(block_shared(key, sizeof(T), alignof(T)));
+}
 // Graph capture: true if a launch on `s` is to be recorded rather than run (it records it); a launch on another
 // stream while a capture is open is an error, as the real capture treats the legacy stream.
 bool capture_launch(cudaStream_t s, std::function<void()> replay);
