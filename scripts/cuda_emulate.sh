@@ -29,8 +29,8 @@ fi
 # long after the others had finished. Each item's output is printed, in queue order, when all are done.
 # The slowest under TSan, longest first (120, 73, 47, 45 and 27 s on this 2-core Sapphire Rapids, 2026-12, with two
 # processes at once): a test that grows slow belongs here.
-slow=(CudaMoe.ExpertsBf16TensorCores CudaAttention.TensorCoresEveryOtherHeadDim CudaOps.DecoderMatchesCpuBf16
-      CudaOps.DecoderMatchesCpuF32 Shapes/CudaFused.ResidualRmsNormForwardBackward/6)
+slow=(CudaMoe.ExpertsBf16TensorCores CudaOps.DecoderGraphStepsEqualEager CudaAttention.TensorCoresEveryOtherHeadDim
+      CudaOps.DecoderMatchesCpuBf16 CudaOps.DecoderMatchesCpuF32 Shapes/CudaFused.ResidualRmsNormForwardBackward/6)
 list=$(OMP_NUM_THREADS=1 build/$target "$@" --gtest_list_tests) || { echo "$list"; exit 1; }
 declare -A listed=() in_suite=() count=()
 suites=()

@@ -122,6 +122,7 @@ struct BlockBytes {
 // static `__shared__` variables) and the slots the emulated warp collectives exchange through.
 struct BlockState {
     bool waited = false; // a thread of this block called grid_dependency_wait() (untracked: no order from it)
+    void *wait_for = nullptr; // what grid_dependency_wait acquires: the end of the kernel a dependent launch overlaps
     std::unique_ptr<emu::Barrier> block;
     std::vector<std::unique_ptr<emu::Barrier>> warps;
     BlockBytes shuffle;   // one float per thread for __shfl_xor_sync
@@ -131,7 +132,7 @@ struct BlockState {
     size_t shared_bytes = 0;
     std::vector<std::pair<const void *, BlockBytes>> statics; // each static __shared__ variable reached, by its key
 };
-BlockState *current = nullptr;
+BlockState *current = nullptr; // (written untracked only: the threads of a launch the host has not waited for read it)
 
 struct AsyncCopy {
     void *dst;
@@ -146,6 +147,71 @@ struct CudaThread {
     std::vector<std::vector<AsyncCopy>> cp_groups; // committed, not yet waited for (oldest first)
 };
 thread_local CudaThread *self = nullptr;
+
+// How TSan sees the stream (README.md, "Launches and the host"): launch i's threads release ends[i % 2] as they
+// finish, and nothing else tells the host they have: the host acquires the ends where it waits for the kernels (a
+// synchronous copy or memset, a free, a synchronize, cuBLASLt's GEMM, which runs here on the host), and a launch
+// acquires its predecessor's predecessor's. A launch's threads acquire what the host did before it and the previous
+// launch's end as they start, or, in a launch made with programmatic dependent launch, that end only at
+// grid_dependency_wait: what a block does before its wait is unordered with the kernel before, which it overlaps on
+// the GPU. A graph's first launch overlaps nothing (the graph follows the stream's earlier work).
+struct StreamOrder {
+    char ends[2] = {};
+    uint64_t launches = 0;
+    bool graph_start = false;
+};
+StreamOrder stream_order;
+
+void host_waits_for_kernels() {
+    for (char &e : stream_order.ends) emu::acquire(&e);
+}
+
+// One launch's state: everything its threads read of the launcher's (with a copy of the kernel's arguments in
+// `body`). On the heap, not on the launcher's stack: under TSan the host goes on without having waited for the
+// launch to end, and its later use of its stack must not meet the threads' reads. Allocated, written and freed
+// untracked (new memory to TSan).
+struct GridRun {
+    dim3 grid, block;
+    uint64_t threads = 0, blocks = 0, b = 0; // b: the block running (of the run's order)
+    bool dependent = false, unwaited = false; // unwaited: a block of a dependent launch never waited
+    std::function<void()> body;
+    BlockState state;
+    std::vector<CudaThread> cuda_threads;
+    std::unique_ptr<emu::Barrier> between_blocks;
+    std::function<void(unsigned)> run_block, run_blocks_in_turn, switch_to;
+    char begun = 0; // TSan: what the host did before the launch
+
+    // Block b of the run is block b of the grid, or with ZAYA_EMU_BLOCK_ORDER=reverse the last first: a kernel whose
+    // blocks read each other's writes without waiting for them (a race on the GPU, where blocks run in any order)
+    // then reads them unwritten (the tests poison their outputs).
+    dim3 block_idx() const {
+        static const bool reverse = [] {
+            const char *e = std::getenv("ZAYA_EMU_BLOCK_ORDER");
+            return e && std::string_view(e) == "reverse";
+        }();
+        const uint64_t i = reverse ? blocks - 1 - b : b;
+        return dim3(unsigned(i % grid.x), unsigned(i / grid.x % grid.y), unsigned(i / grid.x / grid.y));
+    }
+    // Block b's barriers, shared memory (exactly sized: ASan sees any overrun) and slots, new.
+    void prepare() {
+        emu::Untracked u;
+        state.block = std::make_unique<emu::Barrier>(std::ptrdiff_t(threads));
+        state.warps.clear();
+        for (uint64_t w = 0; w < (threads + 31) / 32; ++w)
+            state.warps.push_back(
+                std::make_unique<emu::Barrier>(std::ptrdiff_t(std::min<uint64_t>(32, threads - 32 * w))));
+        state.shared = BlockBytes(state.shared_bytes);
+        state.statics.clear();
+        state.shuffle = BlockBytes(threads * sizeof(float));
+        state.fragments = BlockBytes(threads * 6 * sizeof(uint32_t));
+        state.rows = BlockBytes(threads * sizeof(void *));
+    }
+    void block_done() {
+        emu::Untracked u;
+        if (dependent && !state.waited) unwaited = true;
+        state.waited = false;
+    }
+};
 
 // Graph capture (one at a time): the stream being captured and what it recorded so far.
 cudaStream_t capturing = nullptr;
@@ -196,6 +262,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
+    host_waits_for_kernels();
     Allocated &a = allocated();
     const std::lock_guard lock(a.mu);
     if (auto it = a.sizes.find(p); it != a.sizes.end()) a.bytes -= it->second, a.sizes.erase(it);
@@ -211,11 +278,13 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 // Synchronous copies and memsets are not allowed while a capture is open (CUDA's global and thread-local modes).
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind) {
     if (capturing) return record(cudaErrorStreamCaptureUnsupported);
+    host_waits_for_kernels();
     std::memmove(dst, src, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
     if (capturing) return record(cudaErrorStreamCaptureUnsupported);
+    host_waits_for_kernels();
     std::memset(dst, value, bytes);
     return cudaSuccess;
 }
@@ -249,7 +318,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     delete s;
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    host_waits_for_kernels();
+    return cudaSuccess;
+}
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
     if (!s || capturing) return record(cudaErrorStreamCaptureUnsupported); // the legacy stream cannot be captured
     capturing = s;
@@ -270,6 +342,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned lon
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
     if (capturing) return record(cudaErrorStreamCaptureUnsupported);
+    stream_order.graph_start = true;
     for (auto &w : e->work) w();
     return cudaSuccess;
 }
@@ -279,14 +352,19 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *cou
     return cudaSuccess;
 }
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) {
+    host_waits_for_kernels(); // (its launches' arguments go with it)
     delete e;
     return cudaSuccess;
 }
 cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    host_waits_for_kernels();
     delete g;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+    host_waits_for_kernels();
+    return cudaSuccess;
+}
 cudaError_t cudaGetLastError() {
     const cudaError_t e = last_error;
     last_error = cudaSuccess;
@@ -329,8 +407,13 @@ void *block_shared(const void *key, size_t bytes, size_t align) {
 }
 
 void grid_dependency_wait() {
-    Untracked u;
-    current->waited = true;
+    void *end;
+    {
+        Untracked u;
+        current->waited = true;
+        end = current->wait_for;
+    }
+    if (end) acquire(end); // the kernel before has ended: its writes happen before what follows
 }
 
 bool capture_launch(cudaStream_t s, std::function<void()> replay) {
@@ -369,109 +452,99 @@ void run_grid(const void *kernel, dim3 grid, dim3 block, size_t shared_bytes, bo
         return;
     }
     launch_log.note(kernel, threads, shared_bytes, opted_in);
-    BlockState state;
-    state.shared_bytes = shared_bytes;
-    uint64_t b = 0;
-    auto prepare = [&] { // block b's barriers, shared memory (exactly sized: ASan sees any overrun) and slots
-        Untracked u;
-        state.block = std::make_unique<Barrier>(std::ptrdiff_t(threads));
-        state.warps.clear();
-        for (uint64_t w = 0; w < (threads + 31) / 32; ++w)
-            state.warps.push_back(std::make_unique<Barrier>(std::ptrdiff_t(std::min<uint64_t>(32, threads - 32 * w))));
-        state.shared = BlockBytes(shared_bytes);
-        state.statics.clear();
-        state.shuffle = BlockBytes(threads * sizeof(float));
-        state.fragments = BlockBytes(threads * 6 * sizeof(uint32_t));
-        state.rows = BlockBytes(threads * sizeof(void *));
-    };
-    bool unwaited = false; // a block of a dependent launch that never waited for the kernel before it
-    auto block_done = [&] {
-        Untracked u;
-        if (dependent && !state.waited) unwaited = true;
-        state.waited = false;
-    };
-    current = &state;
-    Barrier between_blocks(std::ptrdiff_t(threads), [&] {
-        block_done();
-        if (++b < blocks) prepare();
-    });
-    std::vector<CudaThread> cuda_threads(threads);
-    for (unsigned t = 0; t < threads; ++t) {
-        cuda_threads[t].linear_tid = t;
-        cuda_threads[t].thread_idx =
-            dim3(unsigned(t % block.x), unsigned(t / block.x % block.y), unsigned(t / block.x / block.y));
-    }
-    // The thread-locals every fiber shares, set for the one about to run: bookkeeping TSan is not to see as races.
-    // Block b of the run is block b of the grid, or with ZAYA_EMU_BLOCK_ORDER=reverse the last first: a kernel whose
-    // blocks read each other's writes without waiting for them (a race on the GPU, where blocks run in any order)
-    // then reads them unwritten (the tests poison their outputs).
-    static const bool reverse = [] {
-        const char *e = std::getenv("ZAYA_EMU_BLOCK_ORDER");
-        return e && std::string_view(e) == "reverse";
-    }();
-    auto block_idx = [&] {
-        const uint64_t i = reverse ? blocks - 1 - b : b;
-        return dim3(unsigned(i % grid.x), unsigned(i / grid.x % grid.y), unsigned(i / grid.x / grid.y));
-    };
-    // (std::functions made once: the launch's threads read them, so the launcher must not rewrite them before the
-    // launch has ended.)
-    const std::function<void(unsigned)> switch_to = [&](unsigned t) {
-        Untracked u;
-        self = &cuda_threads[t];
-        threadIdx = self->thread_idx;
-        blockIdx = block_idx();
-        blockDim = block;
-        gridDim = grid;
-    };
-    // One block's run of thread t: nothing left in flight from the block before (its cp.async lists new), and an
-    // exited thread no longer holds up its block's barriers (as on the GPU).
-    const std::function<void(unsigned)> run_block = [&](unsigned t) {
-        {
-            Untracked u;
-            cuda_threads[t].cp_groups = {};
-            cuda_threads[t].cp_open = {};
+    // The launch's place in the stream's order (StreamOrder above).
+    StreamOrder &stream = stream_order;
+    const uint64_t launch = stream.launches++;
+    char *end = &stream.ends[launch % 2], *previous_end = &stream.ends[(launch + 1) % 2];
+    const bool first_of_graph = std::exchange(stream.graph_start, false);
+    const bool overlaps = dependent && !first_of_graph;
+    acquire(end); // (the slot's last launch, the one before the previous, has ended before this one begins)
+    GridRun *run;
+    {
+        Untracked u; // (new memory to TSan, written unrecorded: the launch's threads read it)
+        run = new GridRun;
+        run->grid = grid, run->block = block, run->threads = threads, run->blocks = blocks;
+        run->dependent = dependent;
+        run->body = body;
+        run->state.shared_bytes = shared_bytes;
+        run->state.wait_for = overlaps ? previous_end : nullptr;
+        run->cuda_threads.resize(threads);
+        for (unsigned t = 0; t < threads; ++t) {
+            run->cuda_threads[t].linear_tid = t;
+            run->cuda_threads[t].thread_idx =
+                dim3(unsigned(t % block.x), unsigned(t / block.x % block.y), unsigned(t / block.x / block.y));
         }
-        body();
-        state.warps[t / 32]->arrive_and_drop();
-        state.block->arrive_and_drop();
-    };
-    // Without TSan: the launch as one run, the threads going from block to block at a barrier (one fiber and stack per
-    // thread of the block, not per block of the grid: faster).
-    const std::function<void(unsigned)> run_blocks_in_turn = [&](unsigned t) {
-        while (b < blocks) {
+        GridRun *g = run;
+        // One block's run of thread t: nothing left in flight from the block before (its cp.async lists new), and an
+        // exited thread no longer holds up its block's barriers (as on the GPU).
+        run->run_block = [g](unsigned t) {
             {
-                Untracked u; // (the thread that completed the last block goes on without a switch)
-                blockIdx = block_idx();
+                Untracked u;
+                g->cuda_threads[t].cp_groups = {};
+                g->cuda_threads[t].cp_open = {};
             }
-            run_block(t);
-            between_blocks.arrive_and_wait();
-        }
-    };
-    // The launch's threads follow what the host did before it (`begun`), and the host follows them (`ended`).
-    char begun = 0, ended = 0;
-    Order order{&begun, &ended};
-    release(&begun);
+            g->body();
+            g->state.warps[t / 32]->arrive_and_drop();
+            g->state.block->arrive_and_drop();
+        };
+        // Without TSan: the launch as one run, the threads going from block to block at a barrier (one fiber and
+        // stack per thread of the block, not per block of the grid: faster).
+        run->between_blocks = std::make_unique<Barrier>(std::ptrdiff_t(threads), [g] {
+            g->block_done();
+            if (++g->b < g->blocks) g->prepare();
+        });
+        run->run_blocks_in_turn = [g](unsigned t) {
+            while (g->b < g->blocks) {
+                {
+                    Untracked u; // (the thread that completed the last block goes on without a switch)
+                    blockIdx = g->block_idx();
+                }
+                g->run_block(t);
+                g->between_blocks->arrive_and_wait();
+            }
+        };
+        // The thread-locals every fiber shares, set for the one about to run.
+        run->switch_to = [g](unsigned t) {
+            Untracked u;
+            self = &g->cuda_threads[t];
+            threadIdx = self->thread_idx;
+            blockIdx = g->block_idx();
+            blockDim = g->block;
+            gridDim = g->grid;
+        };
+        current = &run->state;
+    }
+    // Every thread of the launch follows what the host did before it (`begun`) and, unless the launch overlaps the
+    // kernel before it, that kernel (`previous_end`); each releases `end` as it returns.
+    release(&run->begun);
+    Order order{&run->begun, overlaps ? nullptr : previous_end, end};
     if (blocks_apart()) {
-        // Under TSan each block is a run of its own, block (x, y, z) on pool (x + y + z) mod 2 (threads.h), so that
-        // neighbours along any axis are different contexts, ordered with each other by nothing but the kernel's own
-        // atomics: TSan sees two blocks touching one address as the race it is on the GPU (README.md, "Races between
-        // blocks"). What the launcher does between blocks goes unrecorded: it has not waited for them.
-        reserve_threads(unsigned(std::min<uint64_t>(blocks, kPools)), unsigned(threads));
+        // Under TSan each block is a run of its own, block (x, y, z) of launch i on pool (i + x + y + z) mod 2
+        // (threads.h): neighbouring blocks, and a block and the same block of the next launch, are different
+        // contexts, ordered with each other only by the kernel's own atomics and the stream's order, so TSan sees two
+        // blocks touching one address as the race it is on the GPU (README.md, "Races between blocks"). What the
+        // launcher does between blocks goes unrecorded: it has not waited for them.
+        reserve_threads(0, kPools, unsigned(threads));
         Untracked u;
-        for (; b < blocks; ++b) {
-            prepare();
-            const dim3 at = block_idx();
-            order.pool = (at.x + at.y + at.z) % kPools;
-            run_threads(unsigned(threads), run_block, switch_to, order);
-            block_done();
+        for (; run->b < blocks; ++run->b) {
+            run->prepare();
+            const dim3 at = run->block_idx();
+            order.pool = unsigned((launch + at.x + at.y + at.z) % kPools);
+            run_threads(unsigned(threads), run->run_block, run->switch_to, order);
+            run->block_done();
         }
     } else {
-        prepare();
-        run_threads(unsigned(threads), run_blocks_in_turn, switch_to, order);
+        run->prepare();
+        run_threads(unsigned(threads), run->run_blocks_in_turn, run->switch_to, order);
     }
-    acquire(&ended);
-    self = nullptr;
-    current = nullptr;
+    bool unwaited;
+    {
+        Untracked u; // (the launch's threads may still be running, to TSan: the host has not waited for them)
+        unwaited = run->unwaited;
+        self = nullptr;
+        current = nullptr;
+        delete run;
+    }
     if (unwaited) {
         std::fprintf(stderr, "emu: a block of a kernel launched with programmatic dependent launch did not wait for "
                              "the kernel before it (await_previous_kernel)\n");
@@ -730,6 +803,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const vo
                               const void *C, cublasLtMatrixLayout_t c, void *D, cublasLtMatrixLayout_t dl,
                               const cublasLtMatmulAlgo_t *algo, void *, size_t, cudaStream_t) {
     if (!shapes_agree(*d, *a, *b, *c, *dl)) return CUBLAS_STATUS_INVALID_VALUE;
+    host_waits_for_kernels(); // (the GEMM runs here, on the host)
     if (algo && (!aligned(A, algo->data[0]) || !aligned(B, algo->data[1]) || !aligned(C, algo->data[2]) ||
                  !aligned(D, algo->data[3]))) {
         std::fprintf(stderr, "emu cuBLASLt: an operand is less aligned than the heuristic query promised\n");

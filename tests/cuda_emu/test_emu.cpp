@@ -5,8 +5,8 @@
 // is what to_cpp.py turns `kernel<<<grid, block, shared>>>(args)` into. This file goes through to_cpp.py too (its
 // static shared declarations become emu::block_shared).
 //
-// Under TSan (zaya_cuda_emu_tests_tsan) these tests must run without a report; the ones named Races* (disabled:
-// run by tests/cuda_emu/expect_races.sh) must each be reported as a data race — what the emulator exists to catch.
+// Under TSan (zaya_cuda_emu_tests_tsan) these tests must run without a report; the EmulatorRaces ones (disabled: run
+// by tests/cuda_emu/expect_races.sh) must each be reported as a data race — what the emulator exists to catch.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -37,7 +37,7 @@ TEST(Emulator, ThreadsExchangeThroughSharedMemoryAtBarriers) {
     std::vector<float> in(n), out(n, -1.0f), out2(n, -1.0f);
     for (unsigned i = 0; i < n; ++i) in[i] = float(i);
     emu::launch(reverse_kernel, dim3(blocks), dim3(kBlock))(out.data(), out2.data(), in.data());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); // (under TSan the host sees a kernel's writes only after a wait)
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); // (as CUDA needs before the host reads a kernel's output)
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     for (unsigned b = 0; b < blocks; ++b)
         for (unsigned t = 0; t < kBlock; ++t) {
@@ -205,9 +205,46 @@ TEST(Emulator, BlocksThatCountThemselvesInSeeEachOthersWrites) {
     EXPECT_EQ(counter, 0u);
 }
 
+// x[i] = i, then with programmatic dependent launch y[i] = 2 x[i], reading x after the wait for the kernel that
+// wrote it (wait_first) or before it: a race on the GPU, where a dependent kernel's blocks start while the kernel
+// before still runs.
+void produce_kernel(float *x) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    x[i] = float(i);
+}
+void consume_kernel(float *y, const float *x, bool wait_first) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (wait_first) emu::grid_dependency_wait();
+    const float v = x[i];
+    if (!wait_first) emu::grid_dependency_wait();
+    y[i] = 2.0f * v;
+}
+
+void produce_then_consume(bool wait_first) {
+    const unsigned blocks = 3, threads = 32, n = blocks * threads;
+    std::vector<float> x(n, -1.0f), y(n, -1.0f);
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    emu::launch(produce_kernel, dim3(blocks), dim3(threads), 0, stream)(x.data());
+    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(threads), cfg.stream = stream;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    ASSERT_EQ(cudaLaunchKernelEx(&cfg, consume_kernel, y.data(), static_cast<const float *>(x.data()), wait_first),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+    for (unsigned i = 0; i < n; ++i) EXPECT_EQ(y[i], 2.0f * float(i)) << i; // here, as launches run one after another
+}
+
+TEST(Emulator, ADependentLaunchReadsThePreviousKernelsWritesAfterItsWait) { produce_then_consume(true); }
+
 // The races the emulator is to report under TSan (tests/cuda_emu/expect_races.sh runs each and requires a report):
 // two blocks adding to one element without an atomic (a lost update on the GPU), a block reading what another
-// block of the launch writes, and two blocks writing the same elements, each by the thread of the same index.
+// block of the launch writes, a dependent launch reading the previous kernel's output before its wait, and two
+// blocks writing the same elements, each by the thread of the same index.
 void add_one_kernel(float *sum) {
     if (threadIdx.x == 0) *sum += 1.0f;
 }
@@ -232,6 +269,8 @@ TEST(EmulatorRaces, DISABLED_ABlockReadingAnotherBlocksWrite) {
 // Each thread writes its element of row blockIdx.x, forgetting blockIdx.y: the blocks of a column (4 apart in launch
 // order) write the same elements, each thread the one its counterpart writes.
 void column_kernel(float *out) { out[blockIdx.x * blockDim.x + threadIdx.x] = float(blockIdx.y); }
+TEST(EmulatorRaces, DISABLED_ADependentLaunchReadingBeforeItsWait) { produce_then_consume(false); }
+
 TEST(EmulatorRaces, DISABLED_BlocksOfAColumnWritingOneRow) {
     std::vector<float> out(4 * 32, -1.0f);
     emu::launch(column_kernel, dim3(4, 2), dim3(32))(out.data());

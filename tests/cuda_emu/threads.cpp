@@ -181,6 +181,7 @@ __attribute__((no_sanitize("thread"))) void fiber_main() {
         t = launch->running;
     }
     acquire(launch->order.begun); // what the launcher released before the run happens before the thread
+    if (launch->order.after) acquire(launch->order.after);
     (*launch->worker)(t);
     Run &r = *launch;
     const void *bottom;
@@ -287,8 +288,8 @@ void acquire(void *) {}
 bool blocks_apart() { return false; }
 #endif
 
-void reserve_threads(unsigned pools_used, unsigned n) {
-    for (unsigned p = 0; p < std::min(pools_used, kPools); ++p)
+void reserve_threads(unsigned first, unsigned count, unsigned n) {
+    for (unsigned p = first; p < std::min(first + count, kPools); ++p)
         for (unsigned t = unsigned(pools[p].size()); t < n; ++t) take_slot(p, t);
 }
 
@@ -298,7 +299,7 @@ void run_threads(unsigned n, const std::function<void(unsigned)> &worker,
         std::fprintf(stderr, "emu: a launch from inside a kernel\n");
         std::abort();
     }
-    reserve_threads(order.pool % kPools + 1, n); // (none made if the launcher reserved them)
+    reserve_threads(order.pool % kPools, 1, n); // (none made if the launcher reserved them)
     // The launcher's bookkeeping goes untracked (the fibers are tracked, each in its own TSan context, created
     // outside this: a fiber created while its creator ignores accesses would ignore them too).
     Untracked u;

@@ -32,14 +32,15 @@ class Barrier {
     char sync_[2] = {};
 };
 
-// How a run's threads are ordered with the rest of the program, for TSan: each acquires `begun` when it starts and
-// releases `ended` when it returns; run_threads itself adds no order with the launcher, so the caller decides what
-// a launch's threads follow and who sees their work (tests/cuda_emu/README.md). `pool` picks the set of TSan
-// contexts the threads run as: thread t of two runs on one pool is one context, in program order, so runs that
-// must stay unordered with each other (two neighbouring blocks of a launch) take different pools. Contexts are
-// expensive (~1 MB each, and TSan slows down with their number), hence two pools only.
+// How a run's threads are ordered with the rest of the program, for TSan: each acquires `begun` (and `after`, if
+// set) when it starts and releases `ended` when it returns; run_threads itself adds no order with the launcher, so
+// the caller decides what a launch's threads follow and who sees their work (tests/cuda_emu/README.md). `pool` picks
+// the set of TSan contexts the threads run as: thread t of two runs on one pool is one context, in program order, so
+// runs that must stay unordered with each other (two neighbouring blocks of a launch, a block and the same block of
+// the next launch) take different pools. Contexts are expensive (~1 MB each, and TSan slows down with their number),
+// hence two pools only.
 struct Order {
-    void *begun = nullptr, *ended = nullptr;
+    void *begun = nullptr, *after = nullptr, *ended = nullptr;
     unsigned pool = 0;
 };
 constexpr unsigned kPools = 2; // (see tests/cuda_emu/README.md, "Races between blocks")
@@ -52,9 +53,9 @@ constexpr unsigned kPools = 2; // (see tests/cuda_emu/README.md, "Races between 
 void run_threads(unsigned n, const std::function<void(unsigned)> &worker,
                  const std::function<void(unsigned)> &switch_to, const Order &order);
 
-// Makes the TSan contexts (and stacks) of pools [0, pools_used) for runs of up to n threads, ahead of runs made
-// while the launcher ignores its own accesses (a context created then would ignore its accesses too).
-void reserve_threads(unsigned pools_used, unsigned n);
+// Makes the TSan contexts (and stacks) of pools [first, first + count) for runs of up to n threads, ahead of runs
+// made while the launcher ignores its own accesses (a context created then would ignore its accesses too).
+void reserve_threads(unsigned first, unsigned count, unsigned n);
 
 // TSan's release and acquire on a sync address (no-ops without TSan): what the calling thread did before
 // release(a) happens before what any thread does after a later acquire(a).

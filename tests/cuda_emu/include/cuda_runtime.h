@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <tuple>
 #include <utility>
 
 #define __global__
@@ -133,7 +134,11 @@ template <class Kernel> struct Launch {
         const dim3 g = grid, b = block;
         const size_t sh = shared;
         const bool dep = dependent;
-        auto run = [=] { run_grid(reinterpret_cast<const void *>(k), g, b, sh, dep, [&] { k(args...); }); };
+        // The arguments are copied (decayed, as a launch passes them) into the body: under TSan the host does not
+        // wait for a launch to end, so the launch's threads must not read them from the host's stack.
+        auto run = [=, a = std::make_tuple(args...)] {
+            run_grid(reinterpret_cast<const void *>(k), g, b, sh, dep, [k, a] { std::apply(k, a); });
+        };
         if (!capture_launch(stream, run)) run();
     }
 };
