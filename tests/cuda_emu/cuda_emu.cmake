@@ -14,7 +14,7 @@ foreach(cu ${ZAYA_EMU_CU})
   list(APPEND ZAYA_EMU_GENERATED ${out})
 endforeach()
 # The kernels' headers (*.cuh, which only kernel files include) rewritten too, into cuda_emu/ops/cuda/: the kernel
-# targets find them there first (-iquote), so their __shared__ variables are poisoned per block as well.
+# targets find them there first (-iquote), so their __shared__ variables are each block's own as well.
 file(GLOB ZAYA_EMU_CUH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/ops/cuda/*.cuh)
 foreach(cuh ${ZAYA_EMU_CUH})
   get_filename_component(name ${cuh} NAME)
@@ -26,7 +26,8 @@ endforeach()
 # The emulator's own tests declare shared memory as kernels do, so they are rewritten too.
 set(ZAYA_EMU_SELF_TEST ${CMAKE_BINARY_DIR}/cuda_emu/test_emu.cpp)
 add_custom_command(OUTPUT ${ZAYA_EMU_SELF_TEST}
-                   COMMAND Python3::Interpreter ${ZAYA_EMU_DIR}/to_cpp.py ${ZAYA_EMU_DIR}/test_emu.cpp ${ZAYA_EMU_SELF_TEST}
+                   COMMAND Python3::Interpreter ${ZAYA_EMU_DIR}/to_cpp.py ${ZAYA_EMU_DIR}/test_emu.cpp
+                           ${ZAYA_EMU_SELF_TEST}
                    DEPENDS ${ZAYA_EMU_DIR}/test_emu.cpp ${ZAYA_EMU_DIR}/to_cpp.py COMMENT "to_cpp test_emu.cpp")
 file(GLOB ZAYA_EMU_TESTS CONFIGURE_DEPENDS tests/cuda/*.cpp)
 # Cached decoding on the device (infer/cuda_decoder.h): host C++ over the kernels, as in zaya_cuda.
@@ -34,8 +35,8 @@ set(ZAYA_EMU_DECODER ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp
                      ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder_prefill.cpp)
 list(FILTER ZAYA_EMU_TESTS EXCLUDE REGEX "test_nccl\\.cpp$")
 # The kernels and their tests once per sanitizer: zaya_cuda_emu_tests under ASan+UBSan (bounds, in global and shared
-# memory, and UB), zaya_cuda_emu_tests_tsan under TSan (races between a block's threads, a missing __syncthreads, and
-# between blocks).
+# memory, and UB), zaya_cuda_emu_tests_tsan under TSan (races between a block's threads, a missing __syncthreads,
+# between blocks, and between a dependent launch and the kernel before).
 # The CPU reference ops (zaya_cpu_ref) are not instrumented: they run on one thread beside the kernels.
 function(zaya_emu_tests name host_opt)
   # The tests and the host code at host_opt, the kernels and the emulator at -O1 (they run every CUDA thread of every

@@ -352,13 +352,12 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *cou
     return cudaSuccess;
 }
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) {
-    host_waits_for_kernels(); // (its launches' arguments go with it)
+    host_waits_for_kernels(); // (the arguments its launches' threads read go with it)
     delete e;
     return cudaSuccess;
 }
 cudaError_t cudaGraphDestroy(cudaGraph_t g) {
-    host_waits_for_kernels();
-    delete g;
+    delete g; // (its recorded launches never run: an instantiated graph runs its own copies)
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() {

@@ -266,11 +266,11 @@ TEST(EmulatorRaces, DISABLED_ABlockReadingAnotherBlocksWrite) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
+TEST(EmulatorRaces, DISABLED_ADependentLaunchReadingBeforeItsWait) { produce_then_consume(false); }
+
 // Each thread writes its element of row blockIdx.x, forgetting blockIdx.y: the blocks of a column (4 apart in launch
 // order) write the same elements, each thread the one its counterpart writes.
 void column_kernel(float *out) { out[blockIdx.x * blockDim.x + threadIdx.x] = float(blockIdx.y); }
-TEST(EmulatorRaces, DISABLED_ADependentLaunchReadingBeforeItsWait) { produce_then_consume(false); }
-
 TEST(EmulatorRaces, DISABLED_BlocksOfAColumnWritingOneRow) {
     std::vector<float> out(4 * 32, -1.0f);
     emu::launch(column_kernel, dim3(4, 2), dim3(32))(out.data());
