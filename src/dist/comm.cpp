@@ -164,14 +164,16 @@ class Mpi final : public Communicator {
         Watched w(*watchdog_, "allreduce");
         allreduce(d, n, MPI_INT64_T);
     }
-    void start_allreduce_sum(float *d, size_t n) override {
-        for (size_t at = 0; at < n; at += kPiece) {
-            MPI_Request r;
-            check(MPI_Iallreduce(MPI_IN_PLACE, d + at, int(std::min(kPiece, n - at)), MPI_FLOAT, MPI_SUM,
-                                 MPI_COMM_WORLD, &r),
-                  "iallreduce");
-            pending_.push_back(r);
-        }
+    void start_reduce_sum(float *base, const std::vector<Part> &parts) override {
+        for (const Part &p : parts)
+            for (size_t at = 0; at < p.count; at += kPiece) {
+                float *d = base + p.offset + at;
+                MPI_Request r;
+                check(MPI_Ireduce(p.owner == rank_ ? MPI_IN_PLACE : d, d, int(std::min(kPiece, p.count - at)),
+                                  MPI_FLOAT, MPI_SUM, p.owner, MPI_COMM_WORLD, &r),
+                      "ireduce");
+                pending_.push_back(r);
+            }
     }
     void progress() override {
         if (pending_.empty()) return;
@@ -181,7 +183,7 @@ class Mpi final : public Communicator {
     }
     void wait_all() override {
         if (pending_.empty()) return;
-        Watched w(*watchdog_, "allreduce of gradient buckets");
+        Watched w(*watchdog_, "sums of gradient buckets");
         check(MPI_Waitall(int(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE), "waitall");
         pending_.clear();
     }

@@ -26,10 +26,19 @@ class Communicator {
     virtual void allreduce_sum(float *data, size_t n) = 0;
     virtual void allreduce_sum(double *data, size_t n) = 0;
     virtual void allreduce_sum(int64_t *data, size_t n) = 0;
-    // Non-blocking in-place sum (gradient buckets summed while the backward pass goes on): starts summing `data`
-    // and returns; progress() lets started sums advance (MPI moves data only inside MPI calls), wait_all()
-    // completes all of them. The buffer must not be touched in between. Started in the same order on every rank.
-    virtual void start_allreduce_sum(float *data, size_t n) = 0;
+    // A range of a buffer summed onto one rank: ZeRO-1's gradients, each summed onto the rank that owns it (its
+    // optimizer state), which alone needs the sum.
+    struct Part {
+        size_t offset = 0, count = 0; // in floats from the buffer's base
+        int owner = 0;
+    };
+    // Non-blocking sums onto owners (gradient buckets summed while the backward pass goes on): starts summing each
+    // part of `base` over all ranks into its owner's copy and returns; progress() lets started sums advance (MPI
+    // moves data only inside MPI calls), wait_all() completes all of them, after which each owner's parts hold the
+    // sums (the other ranks' hold what they held). The parts must not be touched in between. Started in the same
+    // order, with the same parts, on every rank. Each rank sends each part once (about the gradient's size over
+    // all parts), where an all-reduce sends twice.
+    virtual void start_reduce_sum(float *base, const std::vector<Part> &parts) = 0;
     virtual void progress() = 0;
     virtual void wait_all() = 0;
     // `data` of rank `root` to every rank.
@@ -44,12 +53,12 @@ class Communicator {
     // The same on buffers in a device backend's memory (a GPU trainer's gradients and parameters). NCCL works on
     // them directly; the default stages them through host memory with the backend's copies (correct with any
     // communicator, and what the emulated GPU's tests use).
-    // start_allreduce_sum_device starts summing `data` once the work queued so far on the backend's stream (the
-    // backward kernels that write it) is done, and returns without waiting for either; wait_all_device() completes
-    // every sum started, after which the backend's later work sees them. Started in the same order on every rank.
-    // NCCL runs the sums on a stream of their own while the backward pass goes on; the default downloads the
-    // buffer at once (waiting for the device), starts a host sum, and uploads it in wait_all_device.
-    virtual void start_allreduce_sum_device(float *data, size_t n, Backend &backend);
+    // start_reduce_sum_device starts the sums once the work queued so far on the backend's stream (the backward
+    // kernels that write them) is done, and returns without waiting for either; wait_all_device() completes every
+    // sum started, after which the backend's later work sees them. NCCL runs them on a stream of their own while
+    // the backward pass goes on; the default downloads the parts at once (waiting for the device), starts a host
+    // sum, and uploads the parts this rank owns in wait_all_device.
+    virtual void start_reduce_sum_device(float *base, const std::vector<Part> &parts, Backend &backend);
     virtual void wait_all_device(Backend &backend);
     virtual void broadcast_blocks_device(float *base, const std::vector<Block> &blocks, int root, Backend &backend);
     // Point to point (checkpoint gathering): `n` floats to / from one other rank, matched in call order.
@@ -65,8 +74,9 @@ class Communicator {
     bool is_root() const { return rank() == 0; }
 
   private:
-    struct Staged { // a device buffer's host copy, summed between start_allreduce_sum_device and wait_all_device
-        float *device = nullptr;
+    struct Staged { // the host copy of the device span the parts lie in, summed between start_ and wait_all_device
+        float *device = nullptr; // the span's first element
+        std::vector<Part> parts; // offsets into the span
         std::vector<float> host; // kept (and reused) across steps: no allocation per step once grown
     };
     std::vector<Staged> staged_;
@@ -81,7 +91,7 @@ class SingleProcess : public Communicator { // not final: tests derive fake rank
     void allreduce_sum(float *, size_t) override {}
     void allreduce_sum(double *, size_t) override {}
     void allreduce_sum(int64_t *, size_t) override {}
-    void start_allreduce_sum(float *, size_t) override {}
+    void start_reduce_sum(float *, const std::vector<Part> &) override {}
     void progress() override {}
     void wait_all() override {}
     void broadcast(float *, size_t, int) override {}

@@ -58,26 +58,39 @@ class Nccl final : public NcclCommunicator {
     void allreduce_sum(float *data, size_t n) override { host_allreduce(data, n); }
     void allreduce_sum(double *data, size_t n) override { host_allreduce(data, n); }
     void allreduce_sum(int64_t *data, size_t n) override { host_allreduce(data, n); }
-    using NcclCommunicator::start_allreduce_sum_device; // the Communicator's (with a backend) forward here
+    using NcclCommunicator::start_reduce_sum_device; // the Communicator's (with a backend) forward here
     using NcclCommunicator::wait_all_device;
-    void start_allreduce_sum_device(float *d, size_t n) override {
+    void start_reduce_sum_device(float *base, const std::vector<Part> &parts) override {
+        if (parts.empty()) return;
         if (!overlap_) { // non-blocking: the legacy stream's kernels do not wait for it, nor it for them
             ZAYA_CUDA_CHECK(cudaStreamCreateWithFlags(&overlap_, cudaStreamNonBlocking));
             ZAYA_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
         }
-        // The sum waits for what the launch stream holds now (the kernels writing d), not for what comes after.
+        // The sums wait for what the launch stream holds now (the kernels writing them), not for what comes after.
         ZAYA_CUDA_CHECK(cudaEventRecord(queued_, static_cast<cudaStream_t>(cuda::launch_stream_handle())));
         ZAYA_CUDA_CHECK(cudaStreamWaitEvent(overlap_, queued_, 0));
-        check_nccl(ncclAllReduce(d, d, n, ncclFloat, ncclSum, comm_, overlap_), "allreduce");
+        check_nccl(ncclGroupStart(), "group start"); // the bucket's parts as one launch
+        for (const Part &p : parts)
+            check_nccl(ncclReduce(base + p.offset, base + p.offset, p.count, ncclFloat, ncclSum, p.owner, comm_,
+                                  overlap_),
+                       "reduce");
+        check_nccl(ncclGroupEnd(), "group end");
         overlapping_ = true;
     }
     void wait_all_device() override {
         if (!overlapping_) return;
         overlapping_ = false;
-        wait(overlap_, "allreduce of gradient buckets"); // the host waits, so the launches after it follow the sums
+        wait(overlap_, "sums of gradient buckets"); // the host waits, so the launches after it follow the sums
     }
     // Host buffers gain nothing from overlap here (each sum is staged): started sums complete at once.
-    void start_allreduce_sum(float *data, size_t n) override { host_allreduce(data, n); }
+    void start_reduce_sum(float *base, const std::vector<Part> &parts) override {
+        for (const Part &p : parts) {
+            auto *d = static_cast<float *>(stage(base + p.offset, p.count * sizeof(float), true));
+            check_nccl(ncclReduce(d, d, p.count, ncclFloat, ncclSum, p.owner, comm_, stream_), "reduce");
+            if (p.owner == rank()) unstage(base + p.offset, d, p.count, "reduce");
+            else wait("reduce");
+        }
+    }
     void progress() override {}
     void wait_all() override {}
 
@@ -162,7 +175,7 @@ class Nccl final : public NcclCommunicator {
     std::shared_ptr<Communicator> boot_;
     ncclComm_t comm_ = nullptr;
     cudaStream_t stream_ = nullptr;
-    cudaStream_t overlap_ = nullptr; // the gradient buckets' sums (start_allreduce_sum_device)
+    cudaStream_t overlap_ = nullptr; // the gradient buckets' sums (start_reduce_sum_device)
     cudaEvent_t queued_ = nullptr;   // the launch stream's work so far, which a started sum waits for
     bool overlapping_ = false;       // sums started and not yet awaited
     void *staging_ = nullptr;

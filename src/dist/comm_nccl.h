@@ -4,8 +4,9 @@
 //
 // The interface's buffers are host memory (the CPU trainer's); they are staged through one device buffer. GPU
 // buffers (the trainer on --device cuda) use the *_device calls without staging; the gradient buckets' sums run on
-// a non-blocking stream of their own, each after an event recorded on the launch stream when its layer's backward
-// kernels were queued, so they overlap the backward pass of the layers below.
+// a non-blocking stream of their own, each bucket's parts reduced onto their owners in one NCCL group after an event
+// recorded on the launch stream when its layer's backward kernels were queued, so they overlap the backward pass of
+// the layers below.
 #pragma once
 #include "dist/comm.h"
 
@@ -15,12 +16,14 @@ namespace zaya {
 
 class NcclCommunicator : public Communicator {
   public:
-    // The Communicator's device collectives, without staging (the backend is not needed): sums of GPU memory
-    // started on a stream of their own after the work queued so far on the launch stream (cuda::launch_stream_handle),
-    // then awaited together.
-    virtual void start_allreduce_sum_device(float *device_data, size_t n) = 0;
+    // The Communicator's device collectives, without staging (the backend is not needed): sums of GPU memory onto
+    // their owners, started on a stream of their own after the work queued so far on the launch stream
+    // (cuda::launch_stream_handle), then awaited together.
+    virtual void start_reduce_sum_device(float *device_base, const std::vector<Part> &parts) = 0;
     virtual void wait_all_device() = 0;
-    void start_allreduce_sum_device(float *data, size_t n, Backend &) override { start_allreduce_sum_device(data, n); }
+    void start_reduce_sum_device(float *base, const std::vector<Part> &parts, Backend &) override {
+        start_reduce_sum_device(base, parts);
+    }
     void wait_all_device(Backend &) override { wait_all_device(); }
 };
 

@@ -4,26 +4,34 @@
 #include "dist/comm.h"
 #include "ops/backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
 namespace zaya {
 
-void Communicator::start_allreduce_sum_device(float *data, size_t n, Backend &backend) {
+void Communicator::start_reduce_sum_device(float *base, const std::vector<Part> &parts, Backend &backend) {
+    if (parts.empty()) return;
+    size_t begin = parts.front().offset, end = begin;
+    for (const Part &p : parts) begin = std::min(begin, p.offset), end = std::max(end, p.offset + p.count);
     // Growing staged_ moves the earlier entries' vectors, which keeps their heap buffers (and so the host sums
     // already started on them) where they are.
     if (staged_used_ == staged_.size()) staged_.emplace_back();
     Staged &s = staged_[staged_used_++];
-    s.device = data;
-    s.host.resize(n);
-    backend.download(s.host.data(), data, n * sizeof(float));
-    start_allreduce_sum(s.host.data(), n);
+    s.device = base + begin;
+    s.parts = parts;
+    for (Part &p : s.parts) p.offset -= begin;
+    s.host.resize(end - begin);
+    backend.download(s.host.data(), s.device, s.host.size() * sizeof(float)); // one copy: the gaps are small
+    start_reduce_sum(s.host.data(), s.parts);
 }
 
 void Communicator::wait_all_device(Backend &backend) {
     wait_all();
     for (size_t i = 0; i < staged_used_; ++i)
-        backend.upload(staged_[i].device, staged_[i].host.data(), staged_[i].host.size() * sizeof(float));
+        for (const Part &p : staged_[i].parts)
+            if (p.owner == rank())
+                backend.upload(staged_[i].device + p.offset, staged_[i].host.data() + p.offset, p.count * sizeof(float));
     staged_used_ = 0;
 }
 

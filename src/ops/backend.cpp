@@ -32,12 +32,6 @@ void Backend::linears_backward(real *dx, std::span<const LinearGrad> parts, Matm
     }
 }
 
-double Backend::sum_squares_ranges(const real *base, std::span<const std::pair<size_t, size_t>> ranges) {
-    double total = 0.0;
-    for (const auto &[offset, n] : ranges) total += sum_squares(base + offset, n);
-    return total;
-}
-
 void Backend::set_phase_timing(bool on) {
     phase_timing_ = on;
     phase_marks_.clear();

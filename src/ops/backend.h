@@ -195,9 +195,11 @@ class Backend {
     // its own Newton–Schulz, the batch in one pass — a layer's experts). Muon is for device backends: on the CPU,
     // Optimizer::update runs its own Muon, whole matrices per thread.
     virtual double sum_squares(const real *x, size_t n) = 0;
-    // Σ over ranges (offset, n) of `base` of x²: each range's sum as sum_squares gives it, added in order (the same
-    // bits as calling sum_squares range by range); a device backend launches once and synchronises once.
-    virtual double sum_squares_ranges(const real *base, std::span<const std::pair<size_t, size_t>> ranges);
+    // partials[i] (host memory) = Σx² over piece i, (offset, n) of `base`, as one chunk (sum_squares_partial: the
+    // pieces are sum_squares's chunks or parts of them, optim/grad_norm.h); a device backend launches once and
+    // synchronises once for all of them (the gradient norm's ~30k chunks cost one synchronisation).
+    virtual void sum_squares_partials(const real *base, std::span<const std::pair<size_t, size_t>> pieces,
+                                      double *partials) = 0;
     virtual void scale(real *x, size_t n, real c) = 0;
     virtual void adamw_update(real *param, const real *grad, real *exp_avg, real *exp_avg_sq, size_t n, double lr,
                               double weight_decay, const AdamWHyper &hyper, int64_t step) = 0;

@@ -1,6 +1,6 @@
 #include "optim/clip.h"
 
-#include "optim/sum_squares.h"
+#include "optim/grad_norm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,10 +10,7 @@
 namespace zaya {
 
 double grad_sum_squares(const ParamLayout &layout, const real *grads, Backend &backend) {
-    std::vector<std::pair<size_t, size_t>> ranges;
-    for (const ParamView &v : layout.views)
-        if (v.trainable) ranges.emplace_back(v.offset, v.numel);
-    return backend.sum_squares_ranges(grads, ranges); // one pass (one device synchronisation) for every view
+    return GradSumSquares(layout)(grads, backend); // one pass (one device synchronisation) for every view
 }
 
 double clip_coefficient(double total_norm, double max_norm) {

@@ -15,8 +15,8 @@
 
 namespace zaya {
 
-// Σ g² over the trainable views (to all-reduce across data-parallel ranks before taking the root); `grads` in the
-// backend's memory.
+// Σ g² over the trainable views of one process's gradients (in the backend's memory); data parallel ranks holding
+// their own parts use GradSumSquares (optim/grad_norm.h), as Optimizer::grad_norm does.
 double grad_sum_squares(const ParamLayout &layout, const real *grads, Backend &backend = cpu_backend());
 
 // min(1, max_norm / (total_norm + 1e-6)); 1 when total_norm is not finite.

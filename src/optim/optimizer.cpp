@@ -44,7 +44,8 @@ Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimC
                      std::shared_ptr<Communicator> comm, Backend &backend)
     : backend_(&backend), layout_(layout), groups_(std::move(groups)), comm_(comm && comm->size() > 1 ? std::move(comm) : nullptr),
       rank_(comm_ ? comm_->rank() : 0), plan_(ShardPlan::make(groups_, comm_ ? comm_->size() : 1)),
-      local_(plan_.local(groups_, rank_)), config_((oc.validate(), oc)), schedule_(oc.lr_schedule()),
+      local_(plan_.local(groups_, rank_)), owners_(comm_ ? plan_.owners(groups_) : std::vector<Communicator::Part>{}),
+      grad_sum_squares_(layout_, owners_, rank_), config_((oc.validate(), oc)), schedule_(oc.lr_schedule()),
       // On a device the backend runs Muon: no CPU workspaces.
       muon_(oc.muon_hyper(), local_.max_muon_numel(), local_.max_muon_min_dim(),
             backend.host_memory() ? omp_get_max_threads() : 0),
@@ -91,7 +92,7 @@ void Optimizer::state_to_device() {
 StepStats Optimizer::step(real *params, real *grads, double lr) {
     ZAYA_PROFILE("optimizer_step");
     StepStats s;
-    s.grad_norm = std::sqrt(grad_sum_squares(layout_, grads, *backend_));
+    s.grad_norm = grad_norm(grads);
     if (!std::isfinite(s.grad_norm)) {
         s.skipped = true;
         return s;
@@ -99,6 +100,10 @@ StepStats Optimizer::step(real *params, real *grads, double lr) {
     if (config_.grad_clip > 0.0) s.clip_coef = clip_coefficient(s.grad_norm, config_.grad_clip);
     clip_and_update(params, grads, lr, s.grad_norm);
     return s;
+}
+
+double Optimizer::grad_norm(const real *grads) {
+    return std::sqrt(grad_sum_squares_(grads, *backend_, comm_.get()));
 }
 
 void Optimizer::clip_and_update(real *params, real *grads, double lr, double grad_norm) {

@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/params.h"
 #include "optim/adamw.h"
+#include "optim/grad_norm.h"
 #include "optim/muon.h"
 #include "optim/param_groups.h"
 #include "optim/schedule.h"
@@ -66,13 +67,21 @@ class Optimizer {
               std::shared_ptr<class Communicator> comm = nullptr, Backend &backend = cpu_backend());
 
     // Clips the gradients in place (when grad_clip > 0), then update(). A non-finite gradient norm updates
-    // nothing and leaves the step count unchanged (torch would write NaNs into the parameters).
+    // nothing and leaves the step count unchanged (torch would write NaNs into the parameters). With N ranks
+    // `grads` need hold the sums of this rank's owned ranges only (owners()).
     StepStats step(real *params, real *grads, double lr);
     // The same with the gradient norm already computed (and found finite) by the caller.
     void clip_and_update(real *params, real *grads, double lr, double grad_norm);
     // Muon on this rank's matrices, AdamW on its ranges, with learning rate `lr`, then the updated parameters
     // of every rank to every rank; increments the step count.
     void update(real *params, const real *grads, double lr);
+
+    // The global L2 norm of the gradients (before clipping): of all of `grads`, or with N ranks of every rank's
+    // owned ranges (the sums each received: Communicator::start_reduce_sum onto owners()), all-reduced.
+    double grad_norm(const real *grads);
+    // Data parallel: every rank's owned ranges of the parameter buffer, in offset order (ShardPlan::owners); empty
+    // with one rank.
+    const std::vector<Communicator::Part> &owners() const { return owners_; }
 
     double last_comm_seconds() const { return comm_seconds_; } // broadcasts of the last update
 
@@ -104,6 +113,8 @@ class Optimizer {
     int rank_ = 0;
     ShardPlan plan_;
     ParamGroups local_;
+    std::vector<Communicator::Part> owners_; // data parallel: who owns (and receives the sum of) each gradient
+    GradSumSquares grad_sum_squares_;
     std::vector<std::vector<Communicator::Block>> blocks_; // per rank: its updated parameters
     OptimConfig config_;
     LrSchedule schedule_;

@@ -76,4 +76,25 @@ size_t ShardPlan::state_floats(const ParamGroups &full, int rank) const {
     return g.muon_state_size + 2 * g.adamw_state_size;
 }
 
+std::vector<Communicator::Part> ShardPlan::owners(const ParamGroups &full) const {
+    std::vector<Communicator::Part> all;
+    for (int r = 0; r < ranks; ++r)
+        for (const Communicator::Block &b : param_blocks(full, r)) all.push_back({b.offset, b.count, r});
+    std::sort(all.begin(), all.end(), [](const auto &a, const auto &b) { return a.offset < b.offset; });
+    return all;
+}
+
+std::vector<Communicator::Part> parts_within(const std::vector<Communicator::Part> &owners, size_t begin,
+                                             size_t end) {
+    std::vector<Communicator::Part> parts;
+    // The first part ending after `begin`, then every part starting before `end`.
+    auto it = std::upper_bound(owners.begin(), owners.end(), begin,
+                               [](size_t at, const Communicator::Part &p) { return at < p.offset + p.count; });
+    for (; it != owners.end() && it->offset < end; ++it) {
+        const size_t a = std::max(begin, it->offset), b = std::min(end, it->offset + it->count);
+        if (a < b) parts.push_back({a, b - a, it->owner});
+    }
+    return parts;
+}
+
 } // namespace zaya

@@ -35,6 +35,13 @@ struct ShardPlan {
     std::vector<Communicator::Block> param_blocks(const ParamGroups &full, int rank) const;
     // Floats of optimizer state rank r holds: its Muon momentum plus two AdamW moments.
     size_t state_floats(const ParamGroups &full, int rank) const;
+    // Every rank's param_blocks tagged with the rank, in offset order: who owns each trainable element (and so
+    // receives its summed gradient).
+    std::vector<Communicator::Part> owners(const ParamGroups &full) const;
 };
+
+// The parts of `owners` (in offset order) within [begin, end), cut at its ends: a gradient bucket's sums, each onto
+// its owner. Elements that nobody owns (alignment gaps, the non-trainable balancing biases) are left out.
+std::vector<Communicator::Part> parts_within(const std::vector<Communicator::Part> &owners, size_t begin, size_t end);
 
 } // namespace zaya

@@ -95,11 +95,11 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
 void Trainer::plan_gradient_buckets() {
     const ParamLayout &layout = model_.layout;
     const int64_t L = model_.config.num_hidden_layers;
-    layer_buckets_.assign(size_t(L), {layout.total, 0});
+    std::vector<std::pair<size_t, size_t>> layers(size_t(L), {layout.total, 0}); // [begin, end) of each layer
     for (const ParamView &v : layout.views) {
         int64_t l = -1;
         if (std::sscanf(v.name.c_str(), "model.layers.%ld.", &l) != 1 || l < 0 || l >= L) continue;
-        auto &[b, e] = layer_buckets_[size_t(l)];
+        auto &[b, e] = layers[size_t(l)];
         b = std::min(b, v.offset);
         e = std::max(e, v.offset + v.numel);
     }
@@ -107,27 +107,31 @@ void Trainer::plan_gradient_buckets() {
     // the embedding, final norm, head) still writes into it.
     for (const ParamView &v : layout.views)
         for (int64_t l = 0; l < L; ++l) {
-            const auto [b, e] = layer_buckets_[size_t(l)];
+            const auto [b, e] = layers[size_t(l)];
             if (v.offset < e && v.offset + v.numel > b && v.name.rfind(fmt::format("model.layers.{}.", l), 0) != 0)
                 fail("train: '{}' lies among layer {}'s parameters; gradient buckets need each layer contiguous",
                      v.name, l);
         }
-    // Everything else, summed after the backward pass: what lies outside the layers' ranges (alignment gaps
-    // included: zero everywhere, and covering them keeps the whole buffer summed).
-    std::vector<std::pair<size_t, size_t>> sorted = layer_buckets_;
+    // Each bucket's gradients are summed onto their owners (ZeRO-1: the rank whose optimizer state they update),
+    // cut at ownership boundaries; what nobody owns (alignment gaps, balancing biases) is not summed at all.
+    const std::vector<Communicator::Part> &owners = opt_.owners();
+    layer_parts_.clear();
+    for (const auto &[b, e] : layers) layer_parts_.push_back(parts_within(owners, b, e));
+    // Everything else, summed after the backward pass: what lies outside the layers' ranges.
+    std::vector<std::pair<size_t, size_t>> sorted = layers;
     std::sort(sorted.begin(), sorted.end());
-    other_buckets_.clear();
+    other_parts_.clear();
     size_t at = 0;
     for (const auto &[b, e] : sorted) {
-        if (b > at) other_buckets_.push_back({at, b});
-        at = e;
+        if (b > at) other_parts_.push_back(parts_within(owners, at, b));
+        at = std::max(at, e);
     }
-    if (at < layout.total) other_buckets_.push_back({at, layout.total});
+    if (at < layout.total) other_parts_.push_back(parts_within(owners, at, layout.total));
 }
 
-void Trainer::start_gradient_sum(size_t begin, size_t end) {
-    if (device_model_) comm_->start_allreduce_sum_device(device_grads_.data() + begin, end - begin, backend_);
-    else comm_->start_allreduce_sum(grads_.data() + begin, end - begin);
+void Trainer::start_gradient_sum(const std::vector<Communicator::Part> &parts) {
+    if (device_model_) comm_->start_reduce_sum_device(device_grads_.data(), parts, backend_);
+    else comm_->start_reduce_sum(grads_.data(), parts);
 }
 
 const Model &Trainer::run_model() {
@@ -210,10 +214,7 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
         const bool overlap = ranks > 1 && a == accum - 1;
         int64_t next = c.num_hidden_layers - 1; // the next layer to start: the same order on every rank
         auto start_through = [&](int64_t l) {
-            for (; next >= l; --next) {
-                const auto [b, e] = layer_buckets_[size_t(next)];
-                start_gradient_sum(b, e);
-            }
+            for (; next >= l; --next) start_gradient_sum(layer_parts_[size_t(next)]);
             comm_->progress();
         };
         const real scale = real(1.0 / double(accum * ranks));
@@ -243,10 +244,10 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
     const int64_t ranks = comm_->size();
     StepResult r;
     real *grads = accumulate(next_micro_batch, batch_log, r); // on a device: there, and so is the optimizer
-    if (ranks > 1) { // the global batch's mean gradient, loss and routing counts on every rank
+    if (ranks > 1) { // the global batch's mean gradient on its owners; loss and routing counts on every rank
         backend_.phase("step.grad_sync");
         const auto c0 = std::chrono::steady_clock::now();
-        for (const auto &[b, e] : other_buckets_) start_gradient_sum(b, e); // the embedding, final norm, head
+        for (const auto &parts : other_parts_) start_gradient_sum(parts); // the embedding, final norm, head
         if (device_model_) comm_->wait_all_device(backend_);
         else comm_->wait_all();
         comm_->allreduce_sum(counts_.data(), counts_.size());
@@ -259,9 +260,15 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
     r.fwd_bwd_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t it = iteration_ + 1;
     const size_t total = total_grads();
-    if (fault_nan_.erase(it)) {
+    if (fault_nan_.erase(it)) { // into a gradient this rank holds the sum of: the global norm sees it
+        size_t at = 0;
+        for (const Communicator::Part &p : opt_.owners())
+            if (p.owner == comm_->rank()) {
+                at = p.offset;
+                break;
+            }
         const real nan = std::numeric_limits<real>::quiet_NaN();
-        backend_.upload(grads, &nan, sizeof(real));
+        backend_.upload(grads + at, &nan, sizeof(real));
     }
     if (fault_hang_.erase(it)) std::this_thread::sleep_for(std::chrono::hours(24 * 365));
     if (fault_spike_.erase(it)) backend_.scale(grads, total, real(1e4));
@@ -270,7 +277,7 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
     {
         ZAYA_PROFILE("grad_norm");
         backend_.phase("step.grad_norm"); // with the guard's verdict and the gradient clipping
-        r.grad_norm = std::sqrt(grad_sum_squares(model_.layout, grads, backend_));
+        r.grad_norm = opt_.grad_norm(grads); // from every rank's owned sums
     }
     r.verdict = guard_.check(r.loss, r.grad_norm);
     guard_.record(r.verdict, r.loss, r.grad_norm);

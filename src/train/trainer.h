@@ -9,9 +9,9 @@
 //
 // Fault injection for the fault-tolerance tests: ZAYA_FAULT_NAN_GRAD=3,7 makes the gradient of iterations 3 and 7
 // NaN, ZAYA_FAULT_SPIKE_GRAD=... multiplies it by 1e4, ZAYA_FAULT_HANG=... hangs (for the supervisor's heartbeat);
-// each fires once per process. Data parallel: ZAYA_FAULT_RANK=R keeps them to rank R (default: every rank) — meant
-// for hangs; a NaN or spike on one rank alone would make the ranks' step guards disagree, which real (all-reduced)
-// gradients cannot.
+// each fires once per process. Data parallel: ZAYA_FAULT_RANK=R keeps them to rank R (default: every rank). A NaN
+// or spike goes into the gradient sums rank R holds (the ranges it owns), so it reaches the global gradient norm
+// that every rank's step guard judges: all ranks skip the step together, as they must.
 #pragma once
 #include "data/dataset.h"
 #include "dist/comm.h"
@@ -51,9 +51,10 @@ class Trainer {
   public:
     // `data` may be null for benchmarks, which then feed step_on() themselves (no evaluate()). With a
     // communicator of N ranks (data parallel, dist/comm.h), each rank takes its slice of every global batch
-    // (`micro_batch` sequences per rank per forward/backward), gradients, routing counts and losses are summed
-    // over ranks before the guard and the optimizer see them. The optimizer state is sharded (ZeRO-1,
-    // optim/zero_shard.h); parameters, the balancing controller and the guard stay replicated.
+    // (`micro_batch` sequences per rank per forward/backward); routing counts and losses are summed over ranks,
+    // and each gradient onto the rank that owns it, before the guard and the optimizer see them. The optimizer
+    // state is sharded (ZeRO-1, optim/zero_shard.h), each rank updating its own parameters from its gradient
+    // sums; parameters, the balancing controller and the guard stay replicated.
     Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data,
             std::shared_ptr<Communicator> comm = nullptr);
 
@@ -106,8 +107,9 @@ class Trainer {
 
   private:
     void plan_gradient_buckets();
-    // Starts the sum over the ranks of gradients [begin, end) (host or device, where backward accumulates).
-    void start_gradient_sum(size_t begin, size_t end);
+    // Starts summing the parts of the gradients over the ranks onto their owners (host or device, where backward
+    // accumulates).
+    void start_gradient_sum(const std::vector<Communicator::Part> &parts);
     // The model forward and backward run on: model_ itself on the CPU, else its device copy refreshed from model_.
     const Model &run_model();
     void sync_host_params() const; // device → host parameters, if the device's are newer
@@ -141,9 +143,10 @@ class Trainer {
     GradScratch scratch_;
     RealBuffer grads_;
     std::vector<int64_t> counts_; // [L, E+1] routing choices of the current step
-    // Data parallel: the gradient buckets summed over ranks while the last micro-batch's backward pass runs — one
-    // per layer (its parameters are contiguous in the layout), then what lies before and after the layers.
-    std::vector<std::pair<size_t, size_t>> layer_buckets_, other_buckets_; // [begin, end) in the gradient buffer
+    // Data parallel: the gradient buckets summed over ranks onto their owners while the last micro-batch's backward
+    // pass runs — one per layer (its parameters are contiguous in the layout), then what lies before and after the
+    // layers; each cut into parts at ownership boundaries.
+    std::vector<std::vector<Communicator::Part>> layer_parts_, other_parts_;
     double flops_per_step_ = 0;
     int64_t iteration_ = 0;
     StepGuard guard_;

@@ -2,7 +2,7 @@
 # Data parallel over MPI: 2 ranks × micro-batch 2 train the same model as 1 rank × micro-batch 4 on the same
 # global batches (per-step and validation losses within 1e-5 relative); a checkpoint written by 2 ranks resumes on
 # 1, on 4 and on 2 (bit-exactly, with the asynchronous and the synchronous writer), one of 1 rank on 2; each rank
-# holds about 1/N of the optimizer state (ZeRO-1); a rank killed with SIGKILL or hanging ends every rank quickly
+# holds about 1/N of the optimizer state (ZeRO-1); a NaN gradient on one rank skips the step on all; a rank killed with SIGKILL or hanging ends every rank quickly
 # with a message, and `zaya train --supervise --launcher mpirun...` restarts the job. Skipped (exit 0, with a note)
 # when mpirun is not installed.
 #
@@ -96,7 +96,7 @@ done
 
 long=(--data "$tmp/data" --model tiny --batch 8 --seq 32 --sample-tokens 0 --eval-every 0 --steps 100000)
 # ZeRO-1: the optimizer state each rank allocates, as the trainer reports it, is about 1/N of one process's.
-declare -A state
+declare -A state nan_rc
 for n in 1 2 4; do
     mpi $n "$ZAYA" train "${long[@]/100000/1}" --micro-batch $((8 / n)) --out "$tmp/mem$n" >"$tmp/mem$n.out" 2>&1 || true
     state[$n]=$(grep -oP "optimizer state( per rank \(ZeRO-1\):)? \K[0-9. /]+(?= MiB)" "$tmp/mem$n.out" || true)
@@ -111,6 +111,22 @@ for n, text in ((2, sys.argv[2]), (4, sys.argv[3])):
     assert max(ranks) <= 1.1 * one / n, (n, ranks, one)            # and balanced
 PY
     fail "optimizer state per rank ≈ 1/N" "1: '${state[1]}', 2: '${state[2]}', 4: '${state[4]}'"
+
+# A NaN gradient on one rank alone: it lands in a sum that rank owns, so the global gradient norm every rank's guard
+# judges is NaN and all skip step 3 together (ranks that disagreed would deadlock in the broadcasts after it), the
+# same run as with the NaN on every rank, bit for bit.
+for who in one both; do
+    rank=(); [[ $who == one ]] && rank=(-x ZAYA_FAULT_RANK)
+    rc=0
+    ZAYA_FAULT_NAN_GRAD=3 ZAYA_FAULT_RANK=1 timeout 120 mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS \
+        -x ZAYA_FAULT_NAN_GRAD "${rank[@]}" "$ZAYA" train "${long[@]/100000/6}" --micro-batch 2 --out "$tmp/nan_$who" \
+        >"$tmp/nan_$who.out" 2>&1 || rc=$?
+    nan_rc[$who]=$rc
+done
+[[ ${nan_rc[one]} -eq 0 && ${nan_rc[both]} -eq 0 ]] && grep -q "step     3/6.*SKIPPED (non-finite" "$tmp/nan_one.out" &&
+    cmp -s "$tmp/nan_one/model/model.safetensors" "$tmp/nan_both/model/model.safetensors" &&
+    pass "a NaN gradient on rank 1 alone: every rank skips step 3, the model bit-identical to a NaN on both" ||
+    fail "a NaN gradient on one rank" "exit ${nan_rc[one]} / ${nan_rc[both]}" "$(grep -E 'step +3/|error' "$tmp/nan_one.out")"
 
 # Faults. mpirun ends the job when a rank is killed; a hung rank leaves the others in a collective until the
 # watchdog (--comm-timeout) aborts the job.

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -28,26 +29,40 @@ TEST_F(CudaOps, SumSquaresMatchesCpuAndIsDeterministic) {
     EXPECT_EQ(cuda::sum_squares(nullptr, 0), 0.0);
 }
 
-// The gradient norm's one-pass form: ranges of every size (empty, below and above a chunk, gaps between them) give
-// exactly the bits of sum_squares range by range, on the GPU and through the backends' table.
-TEST_F(CudaOps, SumSquaresRangesEqualsRangeByRange) {
-    const std::vector<std::pair<size_t, size_t>> ranges = {
+// The gradient norm's pieces (optim/grad_norm.h): pieces of every size (empty, below and above a chunk, gaps between
+// them), each summed as one chunk, in one launch: each the CPU's partial to 1e-12, the same bits through the
+// backends' table and on a rerun; and sum_squares is its chunks' partials added in order, to the bit.
+TEST_F(CudaOps, SumSquaresPartialsArePerPiece) {
+    const std::vector<std::pair<size_t, size_t>> pieces = {
         {0, 5}, {8, 0}, {8, 1000}, {1100, (size_t(1) << 15) + 7}, {40000, 70000}, {110000, 3}};
     auto x = random_vec(110003, 9, 1.5);
     auto d = upload(x);
     std::vector<int64_t> offsets, lengths;
-    double one_by_one = 0.0;
-    for (const auto &[o, n] : ranges) {
-        offsets.push_back(int64_t(o)), lengths.push_back(int64_t(n));
-        one_by_one += cuda::sum_squares(d.data() + o, int64_t(n));
+    for (const auto &[o, n] : pieces) offsets.push_back(int64_t(o)), lengths.push_back(int64_t(n));
+    std::vector<double> got(pieces.size(), -1.0), table(pieces.size(), -1.0), again(pieces.size(), -1.0);
+    cuda::sum_squares_partials(got.data(), d.data(), offsets.data(), lengths.data(), int64_t(pieces.size()));
+    cuda_backend().sum_squares_partials(d.data(), pieces, table.data());
+    cuda::sum_squares_partials(again.data(), d.data(), offsets.data(), lengths.data(), int64_t(pieces.size()));
+    for (size_t p = 0; p < pieces.size(); ++p) {
+        const double cpu = sum_squares_partial(x.data() + pieces[p].first, pieces[p].second);
+        EXPECT_NEAR(got[p], cpu, 1e-12 * cpu) << "piece " << p;
+        EXPECT_EQ(table[p], got[p]) << "piece " << p;
+        EXPECT_EQ(again[p], got[p]) << "piece " << p;
     }
-    EXPECT_EQ(cuda::sum_squares_ranges(d.data(), offsets.data(), lengths.data(), int64_t(ranges.size())), one_by_one);
-    EXPECT_EQ(cuda_backend().sum_squares_ranges(d.data(), ranges), one_by_one);
-    double cpu = 0.0;
-    for (const auto &[o, n] : ranges) cpu += sum_squares(x.data() + o, n);
-    EXPECT_NEAR(one_by_one, cpu, 1e-12 * cpu);
-    EXPECT_EQ(cpu_backend().sum_squares_ranges(x.data(), ranges), cpu);
-    EXPECT_EQ(cuda::sum_squares_ranges(d.data(), nullptr, nullptr, 0), 0.0);
+    std::vector<double> cpu_table(pieces.size(), -1.0);
+    cpu_backend().sum_squares_partials(x.data(), pieces, cpu_table.data());
+    for (size_t p = 0; p < pieces.size(); ++p)
+        EXPECT_EQ(cpu_table[p], sum_squares_partial(x.data() + pieces[p].first, pieces[p].second)) << p;
+
+    const int64_t n = 110003, chunk = int64_t(sum_squares_chunk(size_t(n)));
+    offsets.clear(), lengths.clear();
+    for (int64_t a = 0; a < n; a += chunk) offsets.push_back(a), lengths.push_back(std::min(chunk, n - a));
+    std::vector<double> chunks(offsets.size());
+    cuda::sum_squares_partials(chunks.data(), d.data(), offsets.data(), lengths.data(), int64_t(offsets.size()));
+    double in_order = 0.0;
+    for (double c : chunks) in_order += c;
+    EXPECT_EQ(cuda::sum_squares(d.data(), n), in_order);
+    cuda::sum_squares_partials(nullptr, d.data(), nullptr, nullptr, 0); // nothing to do, nothing touched
 }
 
 TEST_F(CudaOps, ScaleMultipliesEveryElement) {

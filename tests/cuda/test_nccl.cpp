@@ -33,11 +33,15 @@ TEST(NcclCommunicator, OneRankCollectivesKeepTheData) {
     comm->broadcast_blocks(f.data(), {{10, 20}, {500, 3}}, 0);
     EXPECT_EQ(f, f0);
     comm->barrier();
+    comm->start_reduce_sum(f.data(), {{0, 10, 0}, {20, 980, 0}});
+    comm->wait_all();
+    EXPECT_EQ(f, f0);
     cuda::DeviceArray<float> dev(f.size());
     cuda::copy_to_device(dev.data(), f.data(), f.size() * sizeof(float));
-    // Two buckets summed on NCCL's own stream after the copy queued before them, awaited together.
-    comm->start_allreduce_sum_device(dev.data() + 600, 400);
-    comm->start_allreduce_sum_device(dev.data(), 600);
+    // Two buckets summed onto their owner (the one rank) on NCCL's own stream after the copy queued before them,
+    // awaited together; and a host buffer's parts.
+    comm->start_reduce_sum_device(dev.data(), {{600, 300, 0}, {900, 100, 0}});
+    comm->start_reduce_sum_device(dev.data(), {{0, 600, 0}});
     comm->wait_all_device();
     comm->wait_all_device(); // nothing left: returns at once
     std::vector<float> back(f.size());

@@ -196,6 +196,12 @@ class CpuBackend final : public Backend {
     bool lm_head_needs_logits() const override { return true; }
 
     double sum_squares(const real *x, size_t n) override { return zaya::sum_squares(x, n); }
+    void sum_squares_partials(const real *base, std::span<const std::pair<size_t, size_t>> pieces,
+                              double *partials) override {
+#pragma omp parallel for schedule(static) if (pieces.size() > 1)
+        for (size_t i = 0; i < pieces.size(); ++i)
+            partials[i] = sum_squares_partial(base + pieces[i].first, pieces[i].second);
+    }
     void scale(real *x, size_t n, real c) override {
 #pragma omp parallel for simd if (n > (size_t(1) << 15))
         for (size_t i = 0; i < n; ++i) x[i] *= c;

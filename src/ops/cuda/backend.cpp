@@ -353,10 +353,11 @@ class CudaBackend final : public Backend {
     bool lm_head_needs_logits() const override { return false; }
 
     double sum_squares(const real *x, size_t n) override { return cuda::sum_squares(x, int64_t(n)); }
-    double sum_squares_ranges(const real *base, std::span<const std::pair<size_t, size_t>> ranges) override {
+    void sum_squares_partials(const real *base, std::span<const std::pair<size_t, size_t>> pieces,
+                              double *partials) override {
         std::vector<int64_t> offsets, lengths;
-        for (const auto &[offset, n] : ranges) offsets.push_back(int64_t(offset)), lengths.push_back(int64_t(n));
-        return cuda::sum_squares_ranges(base, offsets.data(), lengths.data(), int64_t(ranges.size()));
+        for (const auto &[offset, n] : pieces) offsets.push_back(int64_t(offset)), lengths.push_back(int64_t(n));
+        cuda::sum_squares_partials(partials, base, offsets.data(), lengths.data(), int64_t(pieces.size()));
     }
     void scale(real *x, size_t n, real c) override { cuda::scale(x, int64_t(n), c); }
     void adamw_update(real *param, const real *grad, real *exp_avg, real *exp_avg_sq, size_t n, double lr,

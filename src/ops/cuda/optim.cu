@@ -1,6 +1,7 @@
 // Sums of squares, scaling and Muon's elementwise steps (ops/cuda/optim.h).
 #include "ops/cuda/check.cuh"
 #include "ops/cuda/optim.h"
+#include "optim/sum_squares.h"
 
 #include <algorithm>
 #include <vector>
@@ -10,8 +11,6 @@ namespace zaya::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxChunks = 1024;
-constexpr int64_t kMinChunk = int64_t(1) << 15;
 
 // One chunk of one range: elements [begin, end) of the base array.
 struct Chunk {
@@ -60,23 +59,12 @@ __global__ void muon_apply_kernel(float *param, const float *u, int64_t n, float
 
 } // namespace
 
-double sum_squares(const float *x, int64_t n) {
-    const int64_t offset = 0;
-    return sum_squares_ranges(x, &offset, &n, 1);
-}
-
-double sum_squares_ranges(const float *base, const int64_t *offsets, const int64_t *lengths, int64_t count) {
-    // The chunks of every range (the chunking of optim/sum_squares.cpp per range), then one block per chunk; the
-    // descriptors and the partials share one scratch buffer: [chunks] descriptors, then [chunks] doubles.
-    std::vector<Chunk> chunks;
-    std::vector<int64_t> first(static_cast<size_t>(count + 1), 0);
-    for (int64_t r = 0; r < count; ++r) {
-        const int64_t n = lengths[r];
-        const int64_t chunk = std::max(kMinChunk, (n + kMaxChunks - 1) / kMaxChunks);
-        for (int64_t a = 0; a < n; a += chunk) chunks.push_back({offsets[r] + a, offsets[r] + std::min(n, a + chunk)});
-        first[size_t(r + 1)] = int64_t(chunks.size());
-    }
-    if (chunks.empty()) return 0.0;
+void sum_squares_partials(double *out, const float *base, const int64_t *offsets, const int64_t *lengths,
+                          int64_t count) {
+    if (count == 0) return;
+    // The descriptors and the partials share one scratch buffer: [count] descriptors, then [count] doubles.
+    std::vector<Chunk> chunks(static_cast<size_t>(count));
+    for (int64_t p = 0; p < count; ++p) chunks[size_t(p)] = {offsets[p], offsets[p] + lengths[p]};
     const size_t nc = chunks.size();
     char *scratch = static_cast<char *>(device_scratch(Scratch::SumSquares, nc * (sizeof(Chunk) + sizeof(double))));
     auto *desc = reinterpret_cast<Chunk *>(scratch);
@@ -84,15 +72,18 @@ double sum_squares_ranges(const float *base, const int64_t *offsets, const int64
     copy_to_device(desc, chunks.data(), nc * sizeof(Chunk));
     sum_squares_kernel<<<unsigned(nc), kThreads>>>(partial, base, desc);
     ZAYA_CUDA_LAUNCHED();
-    std::vector<double> host(nc);
-    copy_to_host(host.data(), partial, nc * sizeof(double)); // waits for the kernel
-    double total = 0.0;
-    for (int64_t r = 0; r < count; ++r) {
-        double s = 0.0; // the range's own sum first, as sum_squares returns it, then added to the total
-        for (int64_t c = first[size_t(r)]; c < first[size_t(r + 1)]; ++c) s += host[size_t(c)];
-        total += s;
-    }
-    return total;
+    copy_to_host(out, partial, nc * sizeof(double)); // waits for the kernel
+}
+
+double sum_squares(const float *x, int64_t n) {
+    const int64_t chunk = int64_t(sum_squares_chunk(size_t(std::max<int64_t>(n, 0))));
+    std::vector<int64_t> offsets, lengths;
+    for (int64_t a = 0; a < n; a += chunk) offsets.push_back(a), lengths.push_back(std::min(chunk, n - a));
+    std::vector<double> partials(offsets.size());
+    sum_squares_partials(partials.data(), x, offsets.data(), lengths.data(), int64_t(offsets.size()));
+    double s = 0.0;
+    for (double p : partials) s += p;
+    return s;
 }
 
 void scale(float *x, int64_t n, float c) {

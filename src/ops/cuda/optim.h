@@ -6,14 +6,14 @@
 
 namespace zaya::cuda {
 
-// Σ x[i]² in double: fixed chunks (one block each, a fixed tree inside), the chunks' partial sums added on the host
-// in order — the same bits on every run (sum_squares in optim/sum_squares.h).
+// Σ x[i]² in double: fixed chunks (sum_squares_chunk of optim/sum_squares.h; one block each, a fixed tree inside),
+// the chunks' partial sums added on the host in order — the same bits on every run.
 double sum_squares(const float *x, int64_t n);
-// Σ over the ranges [offsets[r], offsets[r] + lengths[r]) of base (host arrays, `count` ranges) of x²: each range
-// chunked and summed exactly as sum_squares does, the ranges' sums added in order — the same bits as calling
-// sum_squares range by range, but one launch and one download for all of them (the gradient norm of ~700
-// parameter views costs one synchronisation, not 700).
-double sum_squares_ranges(const float *base, const int64_t *offsets, const int64_t *lengths, int64_t count);
+// out[p] (host) = Σ x² over piece p, [offsets[p], offsets[p] + lengths[p]) of base (host arrays, `count` pieces), as
+// one chunk of sum_squares: one launch and one download for all of them (the gradient norm's pieces,
+// optim/grad_norm.h).
+void sum_squares_partials(double *out, const float *base, const int64_t *offsets, const int64_t *lengths,
+                          int64_t count);
 
 // x[n] *= c
 void scale(float *x, int64_t n, float c);
