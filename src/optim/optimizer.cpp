@@ -61,6 +61,7 @@ Optimizer::Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimC
     }
     if (comm_)
         for (int r = 0; r < plan_.ranks; ++r) blocks_.push_back(plan_.param_blocks(groups_, r));
+    own_blocks_ = plan_.param_blocks(groups_, rank_);
     // Largest matrices first, so that the threads finish together (ties keep layout order: a fixed order).
     muon_order_.resize(local_.muon.size());
     for (size_t i = 0; i < muon_order_.size(); ++i) muon_order_[i] = i;
@@ -107,8 +108,10 @@ double Optimizer::grad_norm(const real *grads) {
 }
 
 void Optimizer::clip_and_update(real *params, real *grads, double lr, double grad_norm) {
-    if (config_.grad_clip > 0.0)
-        scale_grads(layout_, grads, clip_coefficient(grad_norm, config_.grad_clip), *backend_);
+    // Only the gradients this rank updates from: with N ranks the rest of the buffer is not summed (and not read).
+    const double coef = config_.grad_clip > 0.0 ? clip_coefficient(grad_norm, config_.grad_clip) : 1.0;
+    if (coef != 1.0)
+        for (const Communicator::Block &b : own_blocks_) backend_->scale(grads + b.offset, b.count, real(coef));
     update(params, grads, lr);
 }
 

@@ -62,7 +62,7 @@ class Optimizer {
     // broadcasts the owners' parameters between the devices (Communicator::broadcast_blocks_device).
     Optimizer(const ParamLayout &layout, const ZayaConfig &config, const OptimConfig &oc,
               std::shared_ptr<class Communicator> comm = nullptr, Backend &backend = cpu_backend());
-    // `groups` may be any subset of the layout's (tests); clipping still uses the whole layout.
+    // `groups` may be any subset of the layout's (tests); the gradient norm still covers the whole layout.
     Optimizer(const ParamLayout &layout, ParamGroups groups, const OptimConfig &oc,
               std::shared_ptr<class Communicator> comm = nullptr, Backend &backend = cpu_backend());
 
@@ -116,6 +116,7 @@ class Optimizer {
     std::vector<Communicator::Part> owners_; // data parallel: who owns (and receives the sum of) each gradient
     GradSumSquares grad_sum_squares_;
     std::vector<std::vector<Communicator::Block>> blocks_; // per rank: its updated parameters
+    std::vector<Communicator::Block> own_blocks_;           // this rank's (adjacent ranges merged): clipped
     OptimConfig config_;
     LrSchedule schedule_;
     Muon muon_;
