@@ -5,7 +5,6 @@
 #include "ops/cpu/gemm.h"
 #include "model/flops.h"
 #include "model/forward.h"
-#include "optim/clip.h"
 
 #include <algorithm>
 #include <chrono>

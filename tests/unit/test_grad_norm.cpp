@@ -110,8 +110,9 @@ TEST(GradSumSquares, RanksHoldingOnlyTheirOwnSumsComputeOneProcesssNorm) {
             for (int r = 1; r < n; ++r) EXPECT_EQ(got[size_t(r)], got[0]) << preset << ", rank " << r << " of " << n;
             if (pieces == one_pieces) {
                 EXPECT_EQ(got[0], one) << preset << ", " << n << " ranks: no chunk straddles";
-            } else {
-                EXPECT_NEAR(got[0], one, 1e-14 * one) << preset << ", " << n << " ranks";
+            } else { // a straddled chunk's pieces are added apart: its rounding differs (~2e-14 unvectorised);
+                     // one element left out would be ~4e-6 of this norm
+                EXPECT_NEAR(got[0], one, 1e-12 * one) << preset << ", " << n << " ranks";
             }
             // tiny's expert matrices (12288 elements) straddle chunks: the split path runs.
             if (std::string(preset) == "tiny") {
