@@ -17,6 +17,8 @@ packages=(
     nlohmann-json3-dev libfmt-dev libcli11-dev libxxhash-dev libzstd-dev libcpp-httplib-dev libsentencepiece-dev
     # data parallel across processes and hosts
     libopenmpi-dev openmpi-bin
+    # the data-parallel traffic test brings up loopback in a network namespace of its own (ip; unshare is util-linux)
+    iproute2
     # tests, benchmarks, fuzzing (clang's libFuzzer runtime)
     libgtest-dev libgmock-dev libbenchmark-dev clang clang-14 libclang-rt-14-dev libomp-dev
     # the server tests talk HTTP with curl and read JSON with jq

@@ -5,6 +5,8 @@
 #include "io/safetensors.h"
 #include "model/activations.h"
 #include "model/params.h"
+#include "optim/param_groups.h"
+#include "optim/zero_shard.h"
 #include "train/memory.h"
 
 #include <filesystem>
@@ -84,6 +86,12 @@ void run_info(const InfoArgs &a) {
     fmt::print("forward memory   {} activations for one {}-token sequence (inference, fp32)\n",
                gib(double(Activations::bytes_needed(c, seq_len, 1, false))), seq_len);
     if (!a.train) return;
+    if (a.ranks > 1)
+        fmt::print("data parallel    {} ranks: collectives move {:.1f} MiB per step over the ranks (gradient sums onto "
+                   "owners, updated parameters)\n",
+                   a.ranks,
+                   double(data_parallel_bytes_per_step(ParamGroups::classify(ParamLayout::build(c), c), a.ranks)) /
+                       (1 << 20));
     if (a.device == "cuda") return print_device_train_memory(c, a);
     TrainMemory tm = train_memory(c, a.micro_batch, seq_len, a.ranks, NsPrecision::BF16, 0, a.precision == "bf16");
     fmt::print("training memory  micro-batch {} × {} tokens, fp32 weights, matmuls {}, allocated once before the first "

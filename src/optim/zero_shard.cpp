@@ -84,6 +84,11 @@ std::vector<Communicator::Part> ShardPlan::owners(const ParamGroups &full) const
     return all;
 }
 
+size_t data_parallel_bytes_per_step(const ParamGroups &full, int ranks) {
+    const size_t trainable = full.muon_state_size + full.adamw_state_size; // every trainable element, once
+    return 2 * size_t(std::max(ranks - 1, 0)) * trainable * sizeof(real);
+}
+
 std::vector<Communicator::Part> parts_within(const std::vector<Communicator::Part> &owners, size_t begin,
                                              size_t end) {
     std::vector<Communicator::Part> parts;

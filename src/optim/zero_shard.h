@@ -40,6 +40,12 @@ struct ShardPlan {
     std::vector<Communicator::Part> owners(const ParamGroups &full) const;
 };
 
+// The bytes one training step's collectives move over all the ranks together: every trainable gradient summed onto
+// its owner (each other rank sends it once) and every updated parameter broadcast from it (each other rank receives
+// it once), 2·(ranks − 1) × the trainable parameters' bytes; the loss, routing counts and gradient-norm pieces are
+// small next to them. 0 for one rank.
+size_t data_parallel_bytes_per_step(const ParamGroups &full, int ranks);
+
 // The parts of `owners` (in offset order) within [begin, end), cut at its ends: a gradient bucket's sums, each onto
 // its owner. Elements that nobody owns (alignment gaps, the non-trainable balancing biases) are left out.
 std::vector<Communicator::Part> parts_within(const std::vector<Communicator::Part> &owners, size_t begin, size_t end);

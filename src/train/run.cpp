@@ -134,8 +134,10 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
                    ? " (this CPU has no bf16 GEMM: operands widened to fp32)"
                    : "");
     if (comm->size() > 1)
-        fmt::print("  data parallel: {} ranks ({}), {} sequences per rank per forward/backward\n", comm->size(),
-                   comm->name(), tc.micro());
+        fmt::print("  data parallel: {} ranks ({}), {} sequences per rank per forward/backward; collectives move {:.1f} "
+                   "MiB per step over the ranks (gradient sums onto owners, updated parameters)\n",
+                   comm->size(), comm->name(), tc.micro(),
+                   double(data_parallel_bytes_per_step(trainer.optimizer().groups(), comm->size())) / (1 << 20));
     if (comm->size() > 1) { // ZeRO-1: what each rank allocated for its share of the optimizer state
         fmt::print("  optimizer state per rank (ZeRO-1): {} MiB\n",
                    per_rank_mib(*comm, trainer.optimizer().state_bytes(), 2));

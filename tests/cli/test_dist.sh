@@ -94,6 +94,43 @@ for async in true false; do
         fail "2 → 2 ranks (--ckpt-async $async)" "$(tail -3 "$tmp/r22.out")"
 done
 
+# What the collectives move per step, measured: 2 ranks over TCP on the loopback of a network namespace of their own
+# (no other test's traffic there), 3 and 6 steps, the difference of lo's byte count over 3 steps. It must be what the
+# trainer's banner says (2·(N−1) × the trainable parameters' bytes: gradient sums onto owners, updated parameters),
+# within TCP's headers; gradients all-reduced instead of summed onto owners would be 1.5× that.
+if unshare -n true 2>/dev/null && command -v ip >/dev/null; then
+    cat >"$tmp/traffic.sh" <<'SH'
+set -euo pipefail
+ip link set lo up
+lo_bytes() { awk '$1 == "lo:" { print $10 }' /proc/net/dev; }
+for steps in 3 6; do
+    before=$(lo_bytes)
+    mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS --mca btl tcp,self --mca btl_tcp_if_include lo \
+        --mca oob_tcp_if_include lo "$@" --steps $steps --out "$OUT/traffic$steps" >"$OUT/traffic$steps.out" 2>&1
+    echo $(($(lo_bytes) - before))
+done
+SH
+    bytes=$(OUT=$tmp unshare -n bash "$tmp/traffic.sh" "$ZAYA" train --data "$tmp/data" --model small --batch 8 --seq 32 \
+        --micro-batch 4 --sample-tokens 0 --eval-every 0 || true)
+    claimed=$(grep -oP "collectives move \K[0-9.]+(?= MiB per step)" "$tmp/traffic3.out" 2>/dev/null || true)
+    verdict=$(python3 - "$claimed" $bytes <<'PY'
+import sys
+try:
+    claimed, short, long = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+except (IndexError, ValueError):
+    sys.exit("no measurement")
+per_step = (long - short) / 3 / 2**20
+print(f"{'ok' if 0.99 * claimed <= per_step <= 1.05 * claimed else 'off'} {per_step:.1f}")
+PY
+    ) || true
+    [[ $verdict == ok* ]] &&
+        pass "collectives per step over loopback TCP: ${verdict#ok } MiB measured, the banner says $claimed MiB" ||
+        fail "collectives per step over loopback TCP" "measured '${verdict}', the banner says '$claimed' MiB" \
+            "$(tail -3 "$tmp/traffic3.out" 2>/dev/null)"
+else
+    echo "skip    collectives per step: no network namespace here (unshare -n) or no ip (iproute2)"
+fi
+
 long=(--data "$tmp/data" --model tiny --batch 8 --seq 32 --sample-tokens 0 --eval-every 0 --steps 100000)
 # ZeRO-1: the optimizer state each rank allocates, as the trainer reports it, is about 1/N of one process's.
 declare -A state nan_rc
