@@ -1,4 +1,5 @@
-// zaya train --data DIR --out RUN_DIR [--model PRESET|CONFIG.json] [--steps N] ... — train from scratch.
+// zaya train --data DIR --out RUN_DIR [--model PRESET|CONFIG.json | --init MODEL_DIR] [--steps N] ... — train from
+// scratch, or on from a trained model.
 #include "cli/commands.h"
 
 #include <sstream>
@@ -19,7 +20,16 @@ void register_train(CLI::App &app) {
     cmd->add_option("--config", *config_file, "JSON file with any of the options below (flag names, '_' for '-')");
     cmd->add_option("--data", tc->data, "Prepared data directory");
     cmd->add_option("--out", tc->out, "Run directory (metrics.jsonl, train_config.json, model/)");
-    cmd->add_option("--model", tc->model, "Preset (tiny, small, base, 1b, zaya1-8b) or config.json")->capture_default_str();
+    auto *model = cmd->add_option("--model", tc->model, "Preset (tiny, small, base, 1b, zaya1-8b) or config.json")
+                      ->capture_default_str();
+    cmd->add_option("--init", tc->init,
+                    "Start from this trained model (model directory or checkpoint) instead of random weights: its "
+                    "shape and weights, a new optimizer state and schedule")
+        ->excludes(model);
+    cmd->add_option("--rope-theta", tc->rope_theta,
+                    "RoPE base of the full-attention layers (0 = the model's own); raise it with --seq to extend "
+                    "the context")
+        ->capture_default_str();
     cmd->add_option("--steps", tc->steps, "Optimizer steps")->capture_default_str();
     cmd->add_option("--batch", tc->batch, "Sequences per optimizer step")->capture_default_str();
     cmd->add_option("--micro-batch", tc->micro_batch, "Sequences per forward/backward (0 = batch)")->capture_default_str();
@@ -79,9 +89,10 @@ void register_train(CLI::App &app) {
         ->capture_default_str();
     cmd->add_flag("--save-init", tc->save_init, "Also write the initial model to RUN_DIR/init/");
     cmd->add_flag("--dump-batches", tc->dump_batches, "Write every step's tokens to RUN_DIR/batches.bin (int32)");
-    cmd->callback([cmd, tc, config_file, sup, supervised, launcher] {
+    cmd->callback([cmd, tc, config_file, sup, supervised, launcher, model] {
         if (!launcher->empty() && !*supervised) fail("train: --launcher is a supervisor option: add --supervise");
         TrainConfig c = *tc;
+        bool model_in_file = false;
         if (!config_file->empty()) {
             std::ifstream in(*config_file);
             if (!in) fail("cannot open train config '{}'", *config_file);
@@ -89,6 +100,7 @@ void register_train(CLI::App &app) {
             if (j.is_discarded()) fail("{}: not valid JSON", *config_file);
             TrainConfig from_file;
             train_config_from_json(from_file, j, *config_file);
+            model_in_file = j.contains("model") && j["model"].is_string() && !j["model"].get<std::string>().empty();
             // Flags given on the command line win over the file.
             c = from_file;
             for (const CLI::Option *o : cmd->get_options()) {
@@ -103,6 +115,12 @@ void register_train(CLI::App &app) {
                     train_config_from_json(c, patch, "--" + o->get_name().substr(2));
                 }
             }
+        }
+        if (!c.init.empty()) {
+            // The shape is --init's own: a --model in the config file would be a second, conflicting answer.
+            if (model_in_file || model->count() > 0)
+                fail("train: 'model' and 'init' both name the model; --init's config.json gives its shape");
+            c.model.clear();
         }
         if (*supervised) {
             c.validate();

@@ -4,15 +4,14 @@
 #include "core/error.h"
 #include "data/tokenizer.h"
 #include "infer/engine.h"
-#include "io/config_json.h"
 #include "io/model_io.h"
-#include "model/init.h"
 #include "ops/cpu/gemm.h"
 #include "dist/comm.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_writer.h"
 #include "train/memory.h"
 #include "train/signals.h"
+#include "train/start_model.h"
 #include "train/supervisor.h"
 #include "train/trainer.h"
 
@@ -34,17 +33,6 @@ namespace zaya {
 namespace fs = std::filesystem;
 
 namespace {
-
-ZayaConfig model_config_for(const TrainConfig &tc, const DataManifest &dm) {
-    ZayaConfig c = tc.model.ends_with(".json") ? config_load(tc.model) : config_preset(tc.model);
-    c.vocab_size = int64_t(dm.vocab_size); // the preset's vocabulary follows the tokenizer
-    if (dm.bos_id >= 0) c.bos_token_id = dm.bos_id;
-    if (dm.eos_id >= 0) c.eos_token_id = dm.eos_id;
-    if (dm.pad_id >= 0) c.pad_token_id = dm.pad_id;
-    c.max_position_embeddings = std::max(c.max_position_embeddings, tc.seq);
-    c.validate();
-    return c;
-}
 
 // Every rank's `bytes` as "a / b / c" MiB with `decimals` places: a collective, every rank calls it.
 std::string per_rank_mib(Communicator &comm, size_t bytes, int decimals) {
@@ -93,9 +81,8 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
     const bool root = comm->is_root();
     if (!root && !std::freopen("/dev/null", "w", stdout)) fail("rank {}: cannot silence stdout", comm->rank());
     auto data = DataSet::open(tc.data);
-    ZayaConfig mc = model_config_for(tc, data->manifest());
-    Model model = Model::create(mc);
-    model_init_random(model, tc.seed);
+    Model model = train_start_model(tc, data->manifest(), data->tokenizer_path());
+    const ZayaConfig mc = model.config;
 
     std::error_code ec;
     const bool resuming = tc.resume || !tc.resume_from.empty();
@@ -125,6 +112,11 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
     }
     fmt::print("zaya train: {} params ({} active non-embedding), vocab {}, {} layers, {} experts\n", pc.total,
                pc.active_non_embedding, mc.vocab_size, mc.num_hidden_layers, mc.num_experts);
+    if (!tc.init.empty())
+        fmt::print("  initialised from {} (its weights and balancing biases; new optimizer state)\n", tc.init);
+    if (tc.rope_theta > 0)
+        fmt::print("  RoPE base of the full-attention layers {:g}, positions up to {}\n", tc.rope_theta,
+                   mc.max_position_embeddings);
     fmt::print("  data {}: {} train / {} val tokens\n", tc.data, data->train().tokens, data->val().tokens);
     fmt::print("  {} steps × {} sequences × {} tokens (micro-batch {}), lr {} {} warmup {}, balancing {}, device {}, "
                "matmuls {}{}\n",

@@ -15,6 +15,8 @@ void TrainConfig::validate() const {
     if (micro_batch < 0 || micro() > batch || batch % micro() != 0)
         fail("train: micro_batch ({}) must divide batch ({})", micro_batch, batch);
     if (seq <= 1) fail("train: seq must be at least 2, got {}", seq);
+    if (model.empty() && init.empty()) fail("train: --model or --init is required");
+    if (!(rope_theta >= 0)) fail("train: rope_theta must be positive (0 = the model's own), got {}", rope_theta);
     if (!(lr > 0)) fail("train: lr must be positive, got {}", lr);
     if (warmup < -1 || warmup > steps) fail("train: warmup must be in [0, steps] (or −1 for 5% of them), got {}", warmup);
     if (ckpt_every < 0) fail("train: ckpt_every must be ≥ 0, got {}", ckpt_every);
@@ -63,6 +65,8 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
         if (k == "data") string(c.data);
         else if (k == "out") string(c.out);
         else if (k == "model") string(c.model);
+        else if (k == "init") string(c.init);
+        else if (k == "rope_theta") number(c.rope_theta);
         else if (k == "steps") integer(c.steps);
         else if (k == "batch") integer(c.batch);
         else if (k == "micro_batch") integer(c.micro_batch);
@@ -101,7 +105,8 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
 
 nlohmann::json train_config_to_json(const TrainConfig &c) {
     return {{"data", c.data},       {"out", c.out},
-            {"model", c.model},     {"steps", c.steps},
+            {"model", c.model},     {"init", c.init},
+            {"rope_theta", c.rope_theta}, {"steps", c.steps},
             {"batch", c.batch},     {"micro_batch", c.micro()},
             {"seq", c.seq},         {"seed", c.seed},
             {"lr", c.lr},           {"weight_decay", c.weight_decay},

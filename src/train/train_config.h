@@ -14,6 +14,10 @@ struct TrainConfig {
     std::string data;          // prepared data directory (zaya prepare)
     std::string out;           // run directory
     std::string model = "small"; // preset or config.json; vocab and special ids follow the tokenizer
+    // Start from this trained model (a model directory or a checkpoint; train/start_model.h) instead of random
+    // weights of `model`'s shape; the optimizer state and the schedule start afresh.
+    std::string init;
+    double rope_theta = 0; // RoPE base of the full-attention layers; 0 = the model's own (context extension)
     int64_t steps = 200;
     int64_t batch = 8;         // sequences per optimizer step (global batch)
     int64_t micro_batch = 0;   // sequences per forward/backward; 0 = batch (no accumulation)

@@ -1,0 +1,84 @@
+#include "train/start_model.h"
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "io/config_json.h"
+#include "io/model_io.h"
+#include "model/init.h"
+#include "train/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+namespace zaya {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// --init's weights: a zaya checkpoint (it has a manifest) or a Hugging Face model directory.
+Model load_init_model(const std::string &dir, const DataManifest &dm, const std::string &tokenizer_path) {
+    if (!fs::is_directory(dir)) fail("--init: '{}' is not a directory (a model directory or a checkpoint)", dir);
+    Model m = fs::exists(fs::path(dir) / "manifest.json") ? checkpoint_load_model(dir) : model_load(dir);
+    if (int64_t(dm.vocab_size) > m.config.vocab_size)
+        fail("--init {}: the data's tokenizer has {} tokens but the model's vocabulary is {}", dir, dm.vocab_size,
+             m.config.vocab_size);
+    // A run's model/ carries the tokenizer it was trained with; a different one would give its ids new meanings.
+    // (A checkpoint has none of its own: its run's data directory is the place to look.)
+    const fs::path own = fs::path(dir) / "tokenizer.model";
+    if (fs::exists(own) && read_file_bytes(own.string()) != read_file_bytes(tokenizer_path))
+        fail("--init {}: its tokenizer.model differs from the one the data was prepared with ({}); prepare the data "
+             "with `zaya prepare --tokenizer {}`",
+             dir, tokenizer_path, own.string());
+    return m;
+}
+
+// A run that started from --init and now resumes: the checkpoint it resumes holds the weights, and its manifest the
+// shape, so --init's directory is neither read again (minutes for a large model) nor needed any more (a previous
+// phase's run may have been cleaned up). The shape of `--from`, else of the run's newest checkpoint whose manifest
+// reads (a run's checkpoints share one); none when there is no such checkpoint.
+std::optional<ZayaConfig> resumed_shape(const TrainConfig &tc) {
+    if (!tc.resume && tc.resume_from.empty()) return std::nullopt;
+    const std::vector<std::string> dirs =
+        tc.resume_from.empty() ? checkpoint_list(tc.out) : std::vector<std::string>{tc.resume_from};
+    for (const std::string &dir : dirs) {
+        try {
+            const nlohmann::json j = checkpoint_manifest(dir);
+            if (j.contains("model_config"))
+                return config_from_json(j.at("model_config"), (fs::path(dir) / "manifest.json").string());
+        } catch (const Error &) {
+            // Not readable: resuming will skip it too, and say why.
+        }
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+Model train_start_model(const TrainConfig &tc, const DataManifest &dm, const std::string &tokenizer_path) {
+    Model m;
+    if (auto shape = tc.init.empty() ? std::nullopt : resumed_shape(tc)) {
+        m = Model::create(*shape); // zeros: the checkpoint's weights replace them
+    } else if (!tc.init.empty()) {
+        m = load_init_model(tc.init, dm, tokenizer_path);
+        m.config.dtype = "float32"; // the weights are widened on load: training keeps fp32 master weights
+    } else {
+        ZayaConfig c = tc.model.ends_with(".json") ? config_load(tc.model) : config_preset(tc.model);
+        c.vocab_size = int64_t(dm.vocab_size); // the preset's vocabulary follows the tokenizer
+        if (dm.bos_id >= 0) c.bos_token_id = dm.bos_id;
+        if (dm.eos_id >= 0) c.eos_token_id = dm.eos_id;
+        if (dm.pad_id >= 0) c.pad_token_id = dm.pad_id;
+        c.validate();
+        m = Model::create(c);
+        model_init_random(m, tc.seed);
+    }
+    // Neither changes the parameters' layout: only what the forward pass computes from positions.
+    if (tc.rope_theta > 0) m.config.rope_hybrid.rope_theta = tc.rope_theta;
+    m.config.max_position_embeddings = std::max(m.config.max_position_embeddings, tc.seq);
+    m.config.validate();
+    return m;
+}
+
+} // namespace zaya
