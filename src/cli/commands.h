@@ -10,6 +10,7 @@ void register_info(CLI::App &app);
 void register_forward(CLI::App &app);
 void register_grads(CLI::App &app);
 void register_train(CLI::App &app);
+void register_eval(CLI::App &app);
 void register_init(CLI::App &app);
 void register_bench(CLI::App &app);
 void register_prepare(CLI::App &app);

@@ -13,6 +13,7 @@ int main(int argc, char **argv) {
     zaya::cli::register_forward(app);
     zaya::cli::register_grads(app);
     zaya::cli::register_train(app);
+    zaya::cli::register_eval(app);
     zaya::cli::register_init(app);
     zaya::cli::register_bench(app);
     zaya::cli::register_prepare(app);

@@ -16,24 +16,24 @@ namespace zaya {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// --init's weights: a zaya checkpoint (it has a manifest) or a Hugging Face model directory.
-Model load_init_model(const std::string &dir, const DataManifest &dm, const std::string &tokenizer_path) {
-    if (!fs::is_directory(dir)) fail("--init: '{}' is not a directory (a model directory or a checkpoint)", dir);
+Model load_trained_model(const std::string &dir, const DataManifest &dm, const std::string &tokenizer_path,
+                         const std::string &who) {
+    if (!fs::is_directory(dir)) fail("{}: '{}' is not a directory (a model directory or a checkpoint)", who, dir);
     Model m = fs::exists(fs::path(dir) / "manifest.json") ? checkpoint_load_model(dir) : model_load(dir);
     if (int64_t(dm.vocab_size) > m.config.vocab_size)
-        fail("--init {}: the data's tokenizer has {} tokens but the model's vocabulary is {}", dir, dm.vocab_size,
+        fail("{} {}: the data's tokenizer has {} tokens but the model's vocabulary is {}", who, dir, dm.vocab_size,
              m.config.vocab_size);
     // A run's model/ carries the tokenizer it was trained with; a different one would give its ids new meanings.
     // (A checkpoint has none of its own: its run's data directory is the place to look.)
     const fs::path own = fs::path(dir) / "tokenizer.model";
     if (fs::exists(own) && read_file_bytes(own.string()) != read_file_bytes(tokenizer_path))
-        fail("--init {}: its tokenizer.model differs from the one the data was prepared with ({}); prepare the data "
+        fail("{} {}: its tokenizer.model differs from the one the data was prepared with ({}); prepare the data "
              "with `zaya prepare --tokenizer {}`",
-             dir, tokenizer_path, own.string());
+             who, dir, tokenizer_path, own.string());
     return m;
 }
+
+namespace {
 
 // A run that started from --init and now resumes: the checkpoint it resumes holds the weights, and its manifest the
 // shape, so --init's directory is neither read again (minutes for a large model) nor needed any more (a previous
@@ -62,7 +62,7 @@ Model train_start_model(const TrainConfig &tc, const DataManifest &dm, const std
     if (auto shape = tc.init.empty() ? std::nullopt : resumed_shape(tc)) {
         m = Model::create(*shape); // zeros: the checkpoint's weights replace them
     } else if (!tc.init.empty()) {
-        m = load_init_model(tc.init, dm, tokenizer_path);
+        m = load_trained_model(tc.init, dm, tokenizer_path, "--init");
         m.config.dtype = "float32"; // the weights are widened on load: training keeps fp32 master weights
     } else {
         ZayaConfig c = tc.model.ends_with(".json") ? config_load(tc.model) : config_preset(tc.model);

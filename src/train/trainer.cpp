@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include "train/evaluate.h"
+
 #include "core/error.h"
 #include "core/profile.h"
 #include "ops/cpu/gemm.h"
@@ -303,30 +305,13 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
 
 double Trainer::evaluate() {
     if (!data_) fail("Trainer::evaluate needs a data set");
-    const int64_t ranks = comm_->size();
-    ValBatches val(data_, tc_.micro() * ranks, tc_.seq, comm_->rank(), int(ranks));
-    TokenBatch tb;
-    double sums[2] = {0, 0}; // loss × tokens, tokens
-    int64_t batches = 0;
-    const int64_t max_batches = tc_.eval_batches * (tc_.batch / (tc_.micro() * ranks));
+    // eval_batches counts batches of `batch` sequences; a forward pass takes micro-batch × ranks of them.
+    const int64_t max_batches = tc_.eval_batches * (tc_.batch / (tc_.micro() * comm_->size()));
     const cpu::MatmulPrecisionScope precision(matmul_precision_);
-    const Model &m = run_model();
     // The weights hold still through an evaluation: a GPU converts each matrix to bf16 once for all its batches
     // (into the copies a step keeps), not at every use into buffers of its own.
     const WeightsUnchanged frozen(backend_);
-    while ((max_batches == 0 || batches < max_batches) && val.next(tb)) {
-        ++batches;
-        if (tb.sequences == 0) continue; // this rank's share of a short last batch
-        Batch batch = tb.inputs();
-        std::vector<int32_t> targets = tb.targets();
-        ForwardResult f = model_forward(m, batch, acts_, targets.data());
-        sums[0] += f.loss * double(f.loss_tokens);
-        sums[1] += double(f.loss_tokens);
-    }
-    comm_->allreduce_sum(sums, 2);
-    const double total = sums[0], tokens = sums[1];
-    if (tokens == 0) fail("validation split of '{}' has no sequence of {} tokens", data_->dir(), tc_.seq + 1);
-    return total / tokens;
+    return evaluate_loss(run_model(), data_, tc_.micro(), tc_.seq, max_batches, acts_, *comm_).loss;
 }
 
 } // namespace zaya

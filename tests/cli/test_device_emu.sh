@@ -2,7 +2,7 @@
 # The Trainer's device path end to end, with the CUDA kernels emulated on the CPU (zaya_emu, tests/cuda_emu): the
 # same 3 training steps and validation with --device cpu and --device cuda must give the same losses (fp32 on both
 # sides; Newton–Schulz in bf16 may round a few elements differently), a run resumed from a device checkpoint must
-# match an uninterrupted one, and `grads --device cuda` give the same loss. Exercises what no op test does: parameters
+# match an uninterrupted one, and `grads --device cuda` and `eval --device cuda` give the same loss. Exercises what no op test does: parameters
 # staying on the device with the optimizer there, routing choices and balancing biases crossing, host copies synced
 # for checkpoints and restored on resume; and under bf16 matmuls, the weights' bf16 copies kept through a step only.
 # Last, the speed rows of scripts/gpu_check.sh as its table reads them (bench train/decode on the device).
@@ -105,6 +105,22 @@ cpu_loss=$out
 expect_ok "grads --device cuda" grads tiny --tokens "5,17,3,99,4;8,8,2" --out "$tmp/g_cuda.st" --device cuda
 [[ $out == "$cpu_loss" ]] && pass "grads: the same loss on both devices ($out)" ||
     fail "grads: the same loss on both devices" "cpu: $cpu_loss" "cuda: $out"
+# zaya eval on the device: the validation loss of the cpu run's model (fp32 on both, and bf16 matmuls, whose bf16
+# copies of the linears' inputs the device plans for the evaluation's activations).
+eval_json=()
+for prec in fp32 bf16; do
+    for device in cpu cuda; do
+        expect_ok "eval --device $device --precision $prec" eval "$tmp/run_cpu/model" --data "$tmp/data" --seq 16 \
+            --batch 2 --precision "$prec" --device "$device" --json
+        eval_json[${#eval_json[@]}]=$out
+    done
+done
+python3 - "${eval_json[@]}" <<'PY' && pass "eval: the same loss on both devices, fp32 within 1e-5, bf16 within 1e-3" ||
+import json, sys
+f32_cpu, f32_cuda, b16_cpu, b16_cuda = (json.loads(a)["loss"] for a in sys.argv[1:5])
+assert abs(f32_cuda - f32_cpu) <= 1e-5 * f32_cpu and abs(b16_cuda - b16_cpu) <= 1e-3 * b16_cpu, sys.argv[1:]
+PY
+    fail "eval: the same loss on both devices" "${eval_json[@]}"
 # Generation on the device (CudaDecoder behind the engine): the same ids as on the CPU, greedy (the argmax taken on
 # the device), and sampled with a repetition penalty (the logits downloaded, the host's Sampler) up to the same
 # "length" stop at a short --max-context.
@@ -204,6 +220,7 @@ rows=$(grep -cE "$(IFS='|'; echo "${expected_rows[*]}")" <<<"$table" || true)
 # the model- and batch-dependent items outweigh cuBLASLt's fixed 32 MiB. The error is taken relative to those items:
 # a forgotten buffer (the LM head's chunk, the experts' bf16 rows, Newton–Schulz's workspace, the weights' bf16
 # copies) is each several % of them.
+eval_json=()
 for prec in fp32 bf16; do
     expect_ok "bench train --device cuda --precision $prec --json (GPU memory)" bench train --device cuda --model tiny \
         --batch 2 --micro-batch 2 --seq 256 --precision "$prec" --iters 1 --json

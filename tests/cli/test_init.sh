@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Training on from a trained model (`zaya train --init DIR`, train/start_model.h): the first step's loss is the
-# loss the loaded model gives that step's batch (`zaya forward`), whether DIR is a run's model/, a checkpoint or a
-# bf16 Hugging Face checkpoint; --rope-theta reaches the forward pass and the written config; mismatched
-# tokenizers, vocabularies and conflicting flags are refused, naming what does not fit.
+# Training on from a trained model (`zaya train --init DIR`, train/start_model.h) and evaluating one (`zaya eval`,
+# train/evaluate.h). The first step's loss is the loss the loaded model gives that step's batch (`zaya forward`),
+# whether DIR is a run's model/, a checkpoint or a bf16 Hugging Face checkpoint; --rope-theta reaches the forward
+# pass and the written config; `zaya eval` gives a run's val_loss bit for bit; mismatched tokenizers, vocabularies
+# and conflicting flags are refused, naming what does not fit.
 #
 # Usage: test_init.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -111,6 +112,45 @@ close "step 1's loss is the bf16 checkpoint's forward loss" "$(step1_loss h)" \
     "$(forward_loss "$bf16" "$(first_batch h)")" 1e-4
 grep -q '"dtype": *"float32"' "$tmp/h/model/config.json" && pass "the trained model is written in fp32" ||
     fail "the trained model is written in fp32" "$(cat "$tmp/h/model/config.json")"
+
+# ---- zaya eval: the loss zaya train reports as val_loss, computed the same way ----
+json_field() { python3 -c 'import json,sys; print(repr(json.loads(sys.argv[1])[sys.argv[2]]))' "$1" "$2"; }
+final_val() { python3 -c 'import json,sys; print(repr([json.loads(l) for l in open(sys.argv[1])][-1]["val_loss"]))' \
+    "$tmp/$1/metrics.jsonl"; }
+# a: --batch 4 (one micro-batch), --eval-batches 8 by default: 8 forward passes of 4 sequences at most.
+expect_ok "eval a/model --json" eval "$tmp/a/model" --data "$tmp/data" --seq 32 --batch 4 --batches 8 --json
+a_eval=$out
+[[ $(json_field "$a_eval" loss) == "$(final_val a)" ]] &&
+    pass "eval's loss is a's final val_loss, bit for bit ($(final_val a))" ||
+    fail "eval's loss is a's final val_loss" "$a_eval vs $(final_val a)"
+expect_ok "eval of a's step-8 checkpoint" eval "$tmp/a/checkpoints/step_00000008" --data "$tmp/data" --seq 32 \
+    --batch 4 --batches 8 --json
+[[ $(json_field "$out" loss) == "$(final_val a)" ]] && pass "the checkpoint evaluates to the same loss" ||
+    fail "the checkpoint evaluates to the same loss" "$out"
+fields_ok=0
+python3 - "$a_eval" <<'PY' || fields_ok=$?
+import json, math, sys
+j = json.loads(sys.argv[1])
+assert abs(j["perplexity"] - math.exp(j["loss"])) < 1e-9 * j["perplexity"], j
+assert j["tokens"] > 0 and 0 < j["batches"] <= 8, j
+PY
+[[ $fields_ok -eq 0 ]] && pass "perplexity = exp(loss); tokens and batches reported" ||
+    fail "eval's JSON fields" "$a_eval"
+expect_ok "eval --rope-theta 1e6" eval "$tmp/a/model" --data "$tmp/data" --seq 64 --batch 2 --rope-theta 1e6 --json
+theta_eval=$(json_field "$out" loss)
+expect_ok "eval of a copy with θ 1e6 in its config" eval "$tmp/a_theta" --data "$tmp/data" --seq 64 --batch 2 --json
+[[ $theta_eval == "$(json_field "$out" loss)" ]] && pass "--rope-theta gives the loss of the model with that base" ||
+    fail "--rope-theta gives the loss of the model with that base" "$theta_eval vs $out"
+expect_ok "eval --precision bf16" eval "$tmp/a/model" --data "$tmp/data" --seq 32 --batch 4 --batches 8 --precision bf16
+close "bf16 matmuls evaluate within 1e-2 of fp32" "$(sed -nE 's/^loss ([0-9.]+) .*/\1/p' <<<"$out")" \
+    "$(json_field "$a_eval" loss)" 1e-2
+expect_error "eval with data of another tokenizer" \
+    "^zaya: error: eval $tmp/a/model: its tokenizer.model differs from the one the data was prepared with" \
+    eval "$tmp/a/model" --data "$tmp/data384"
+expect_error "eval of a missing model" "^zaya: error: eval: '$tmp/nope' is not a directory" \
+    eval "$tmp/nope" --data "$tmp/data"
+expect_error "eval --seq 1" "^zaya: error: eval: --seq must be at least 2, got 1" \
+    eval "$tmp/a/model" --data "$tmp/data" --seq 1
 
 # ---- errors: one line naming what does not fit, nothing written ----
 expect_error "--init of a missing directory" "^zaya: error: --init: '$tmp/nope' is not a directory" \

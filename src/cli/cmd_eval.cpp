@@ -1,0 +1,103 @@
+// zaya eval MODEL --data DIR [--seq T] [--batch B] [--batches N] — a model's loss and perplexity on the validation
+// split of prepared data, computed as `zaya train` computes val_loss (train/evaluate.h).
+#include "cli/commands.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "dist/comm.h"
+#include "model/activations.h"
+#include "ops/backend.h"
+#include "ops/cpu/gemm.h"
+#include "train/evaluate.h"
+#include "train/start_model.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <unistd.h>
+
+namespace zaya::cli {
+
+namespace {
+
+struct EvalArgs {
+    std::string model, data, device = "cpu", precision = "fp32";
+    int64_t seq = 256, batch = 8, batches = 0;
+    double rope_theta = 0;
+    bool json = false;
+};
+
+void run_eval(const EvalArgs &a) {
+    if (a.seq < 2) fail("eval: --seq must be at least 2, got {}", a.seq);
+    if (a.batch < 1) fail("eval: --batch must be positive, got {}", a.batch);
+    if (a.batches < 0) fail("eval: --batches must be ≥ 0 (0 = the whole split), got {}", a.batches);
+    if (!(a.rope_theta >= 0)) fail("eval: --rope-theta must be positive (0 = the model's own), got {}", a.rope_theta);
+    if (a.device != "cpu" && a.device != "cuda") fail("eval: --device must be 'cpu' or 'cuda', got '{}'", a.device);
+    const cpu::MatmulPrecision precision = cpu::matmul_precision_from_string(a.precision);
+    auto data = DataSet::open(a.data);
+    Model m = load_trained_model(a.model, data->manifest(), data->tokenizer_path(), "eval");
+    if (a.rope_theta > 0) m.config.rope_hybrid.rope_theta = a.rope_theta; // as `zaya train --rope-theta`
+
+    Backend &be = backend_named(a.device);
+    std::optional<Model> on_device;
+    if (!be.host_memory()) {
+        on_device.emplace(model_on(m, be));
+        be.set_matmul_precision(precision);
+    }
+    Activations acts = Activations::plan(m.config, a.batch * a.seq, a.batch, /*keep_all_layers=*/false, be,
+                                         !be.host_memory() && precision == cpu::MatmulPrecision::BF16);
+    SingleProcess one;
+    const bool tty = !a.json && isatty(fileno(stderr));
+    const auto t0 = std::chrono::steady_clock::now();
+    EvalResult r;
+    {
+        const cpu::MatmulPrecisionScope scope(precision);
+        const WeightsUnchanged frozen(be); // one bf16 copy of each matrix for all the batches, on a GPU
+        r = evaluate_loss(on_device ? *on_device : m, data, a.batch, a.seq, a.batches, acts, one,
+                          [&](int64_t done, int64_t total) {
+                              if (tty)
+                                  std::fprintf(stderr, "\reval: batch %lld/%lld", (long long)done,
+                                               (long long)total);
+                          });
+        if (tty) std::fprintf(stderr, "\n");
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double ppl = std::exp(r.loss);
+    if (a.json) {
+        nlohmann::json j = {{"model", a.model},         {"data", a.data},     {"seq", a.seq},
+                            {"batch", a.batch},         {"batches", r.batches}, {"tokens", r.tokens},
+                            {"loss", r.loss},           {"perplexity", ppl},  {"seconds", s},
+                            {"rope_theta", m.config.rope_hybrid.rope_theta}, {"device", a.device}};
+        fmt::print("{}\n", j.dump());
+        return;
+    }
+    fmt::print("eval {} on {} (validation split): {} batches of {} × {} tokens, {} targets\n", a.model, a.data,
+               r.batches, a.batch, a.seq, r.tokens);
+    fmt::print("loss {:.6f}  perplexity {:.3f}  ({:.1f} s, {:.0f} tokens/s)\n", r.loss, ppl, s, double(r.tokens) / s);
+}
+
+} // namespace
+
+void register_eval(CLI::App &app) {
+    auto *cmd = app.add_subcommand(
+        "eval", "Loss and perplexity of a trained model on the validation split of prepared data (zaya prepare)");
+    auto a = std::make_shared<EvalArgs>();
+    cmd->add_option("model", a->model, "Model directory (config.json + safetensors) or checkpoint directory")
+        ->required();
+    cmd->add_option("--data", a->data, "Prepared data directory, tokenized with the model's tokenizer")->required();
+    cmd->add_option("--seq", a->seq, "Tokens per sequence (the context each target sees at most)")
+        ->capture_default_str();
+    cmd->add_option("--batch", a->batch, "Sequences per forward pass")->capture_default_str();
+    cmd->add_option("--batches", a->batches, "Forward passes at most (0 = the whole split)")->capture_default_str();
+    cmd->add_option("--rope-theta", a->rope_theta, "RoPE base of the full-attention layers (0 = the model's own)")
+        ->capture_default_str();
+    cmd->add_option("--device", a->device, "Where the forward passes run: cpu | cuda")->capture_default_str();
+    cmd->add_option("--precision", a->precision, "Matmul operands: fp32 | bf16 (fp32 accumulation)")
+        ->capture_default_str();
+    cmd->add_flag("--json", a->json, "Print one JSON object (loss, perplexity, tokens, batches, seconds)");
+    cmd->callback([a] { run_eval(*a); });
+}
+
+} // namespace zaya::cli
