@@ -1,5 +1,6 @@
-// zaya eval MODEL --data DIR [--seq T] [--batch B] [--batches N] — a model's loss and perplexity on the validation
-// split of prepared data, computed as `zaya train` computes val_loss (train/evaluate.h).
+// zaya eval MODEL --data DIR [--seq T] [--batch B] [--batches N] [--by-position K] — a model's loss and perplexity
+// on the validation split of prepared data, computed as `zaya train` computes val_loss (train/evaluate.h), and with
+// --by-position its loss along the sequence.
 #include "cli/commands.h"
 #include "core/error.h"
 #include "data/dataset.h"
@@ -24,7 +25,7 @@ namespace {
 
 struct EvalArgs {
     std::string model, data, device = "cpu", precision = "fp32";
-    int64_t seq = 256, batch = 8, batches = 0;
+    int64_t seq = 256, batch = 8, batches = 0, by_position = 0;
     double rope_theta = 0;
     bool json = false;
 };
@@ -33,6 +34,8 @@ void run_eval(const EvalArgs &a) {
     if (a.seq < 2) fail("eval: --seq must be at least 2, got {}", a.seq);
     if (a.batch < 1) fail("eval: --batch must be positive, got {}", a.batch);
     if (a.batches < 0) fail("eval: --batches must be ≥ 0 (0 = the whole split), got {}", a.batches);
+    if (a.by_position < 0 || a.by_position > a.seq)
+        fail("eval: --by-position must be in [0, --seq {}] (0 = off), got {}", a.seq, a.by_position);
     if (!(a.rope_theta >= 0)) fail("eval: --rope-theta must be positive (0 = the model's own), got {}", a.rope_theta);
     if (a.device != "cpu" && a.device != "cuda") fail("eval: --device must be 'cpu' or 'cuda', got '{}'", a.device);
     const cpu::MatmulPrecision precision = cpu::matmul_precision_from_string(a.precision);
@@ -55,7 +58,7 @@ void run_eval(const EvalArgs &a) {
     {
         const cpu::MatmulPrecisionScope scope(precision);
         const WeightsUnchanged frozen(be); // one bf16 copy of each matrix for all the batches, on a GPU
-        r = evaluate_loss(on_device ? *on_device : m, data, a.batch, a.seq, a.batches, acts, one,
+        r = evaluate_loss(on_device ? *on_device : m, data, a.batch, a.seq, a.batches, acts, one, a.by_position > 0,
                           [&](int64_t done, int64_t total) {
                               if (tty)
                                   std::fprintf(stderr, "\reval: batch %lld/%lld", (long long)done,
@@ -65,17 +68,31 @@ void run_eval(const EvalArgs &a) {
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double ppl = std::exp(r.loss);
+    // --by-position K: K ranges of positions as equal as they divide, each range's mean loss (every position has
+    // the same number of targets, so the ranges' means average to the loss).
+    nlohmann::json ranges = nlohmann::json::array();
+    for (int64_t k = 0; k < a.by_position; ++k) {
+        const int64_t from = k * a.seq / a.by_position, to = (k + 1) * a.seq / a.by_position;
+        double sum = 0;
+        for (int64_t p = from; p < to; ++p) sum += r.position_loss[size_t(p)];
+        ranges.push_back({{"from", from}, {"to", to - 1}, {"loss", sum / double(to - from)}});
+    }
     if (a.json) {
         nlohmann::json j = {{"model", a.model},         {"data", a.data},     {"seq", a.seq},
                             {"batch", a.batch},         {"batches", r.batches}, {"tokens", r.tokens},
                             {"loss", r.loss},           {"perplexity", ppl},  {"seconds", s},
                             {"rope_theta", m.config.rope_hybrid.rope_theta}, {"device", a.device}};
+        if (a.by_position > 0) j["by_position"] = ranges;
         fmt::print("{}\n", j.dump());
         return;
     }
     fmt::print("eval {} on {} (validation split): {} batches of {} × {} tokens, {} targets\n", a.model, a.data,
                r.batches, a.batch, a.seq, r.tokens);
     fmt::print("loss {:.6f}  perplexity {:.3f}  ({:.1f} s, {:.0f} tokens/s)\n", r.loss, ppl, s, double(r.tokens) / s);
+    if (a.by_position > 0) fmt::print("{:>17}  {:>9}\n", "positions", "loss");
+    for (const auto &x : ranges)
+        fmt::print("{:>17}  {:>9.4f}\n", fmt::format("{}-{}", x["from"].get<int64_t>(), x["to"].get<int64_t>()),
+                   x["loss"].get<double>());
 }
 
 } // namespace
@@ -91,6 +108,9 @@ void register_eval(CLI::App &app) {
         ->capture_default_str();
     cmd->add_option("--batch", a->batch, "Sequences per forward pass")->capture_default_str();
     cmd->add_option("--batches", a->batches, "Forward passes at most (0 = the whole split)")->capture_default_str();
+    cmd->add_option("--by-position", a->by_position,
+                    "Also the loss over K equal ranges of positions (0 = off): how much of the context is used")
+        ->capture_default_str();
     cmd->add_option("--rope-theta", a->rope_theta, "RoPE base of the full-attention layers (0 = the model's own)")
         ->capture_default_str();
     cmd->add_option("--device", a->device, "Where the forward passes run: cpu | cuda")->capture_default_str();

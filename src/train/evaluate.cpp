@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "data/loader.h"
 #include "model/forward.h"
+#include "ops/backend.h"
 
 #include <algorithm>
 #include <vector>
@@ -10,7 +11,7 @@
 namespace zaya {
 
 EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &data, int64_t batch, int64_t seq,
-                         int64_t max_batches, Activations &acts, Communicator &comm,
+                         int64_t max_batches, Activations &acts, Communicator &comm, bool per_position,
                          const std::function<void(int64_t, int64_t)> &progress) {
     const int64_t ranks = comm.size();
     ValBatches val(data, batch * ranks, seq, comm.rank(), int(ranks));
@@ -18,6 +19,8 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
     double sums[2] = {0, 0}; // loss × tokens, tokens
     EvalResult r;
     const int64_t total = max_batches == 0 ? val.num_batches() : std::min(max_batches, val.num_batches());
+    std::vector<double> at(per_position ? size_t(seq) + 1 : 0); // loss sums per position, then the sequences
+    std::vector<real> host_losses;
     while ((max_batches == 0 || r.batches < max_batches) && val.next(tb)) {
         ++r.batches;
         if (tb.sequences == 0) continue; // this rank's share of a short last batch
@@ -26,12 +29,27 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
         ForwardResult f = model_forward(m, inputs, acts, targets.data());
         sums[0] += f.loss * double(f.loss_tokens);
         sums[1] += double(f.loss_tokens);
+        if (per_position) {
+            const real *losses = acts.losses; // [sequences · seq]: every target of a validation chunk is scored
+            if (!acts.backend->host_memory()) {
+                host_losses.resize(size_t(inputs.num_tokens()));
+                acts.backend->download(host_losses.data(), acts.losses, host_losses.size() * sizeof(real));
+                losses = host_losses.data();
+            }
+            for (int64_t s = 0; s < tb.sequences; ++s)
+                for (int64_t p = 0; p < seq; ++p) at[size_t(p)] += double(losses[s * seq + p]);
+            at[size_t(seq)] += double(tb.sequences);
+        }
         if (progress) progress(r.batches, total);
     }
     comm.allreduce_sum(sums, 2);
     if (sums[1] == 0) fail("validation split of '{}' has no sequence of {} tokens", data->dir(), seq + 1);
     r.loss = sums[0] / sums[1];
     r.tokens = int64_t(sums[1]);
+    if (per_position) {
+        comm.allreduce_sum(at.data(), at.size());
+        for (int64_t p = 0; p < seq; ++p) r.position_loss.push_back(at[size_t(p)] / at[size_t(seq)]);
+    }
     return r;
 }
 

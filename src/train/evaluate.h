@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace zaya {
 
@@ -17,6 +18,9 @@ struct EvalResult {
     double loss = 0;         // mean over the tokens
     int64_t tokens = 0;      // next-token targets scored, over all ranks
     int64_t batches = 0;     // forward passes of `batch` sequences per rank
+    // With per_position: the mean loss at each position of a sequence [seq], position p predicting token p + 1 from
+    // the p + 1 before it; how the loss falls along a sequence shows how much of a long context a model uses.
+    std::vector<double> position_loss;
 };
 
 // Up to `max_batches` batches (0: the whole split). `m` and `acts` live in the backend the forward pass runs on;
@@ -24,7 +28,7 @@ struct EvalResult {
 // seq + 1 tokens. A collective when comm has several ranks. `progress`, if given, hears (batches done, batches in
 // all) after each batch.
 EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &data, int64_t batch, int64_t seq,
-                         int64_t max_batches, Activations &acts, Communicator &comm,
+                         int64_t max_batches, Activations &acts, Communicator &comm, bool per_position = false,
                          const std::function<void(int64_t, int64_t)> &progress = {});
 
 } // namespace zaya

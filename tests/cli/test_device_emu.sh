@@ -2,9 +2,10 @@
 # The Trainer's device path end to end, with the CUDA kernels emulated on the CPU (zaya_emu, tests/cuda_emu): the
 # same 3 training steps and validation with --device cpu and --device cuda must give the same losses (fp32 on both
 # sides; Newton–Schulz in bf16 may round a few elements differently), a run resumed from a device checkpoint must
-# match an uninterrupted one, and `grads --device cuda` and `eval --device cuda` give the same loss. Exercises what no op test does: parameters
-# staying on the device with the optimizer there, routing choices and balancing biases crossing, host copies synced
-# for checkpoints and restored on resume; and under bf16 matmuls, the weights' bf16 copies kept through a step only.
+# match an uninterrupted one, and `grads --device cuda` and `eval --device cuda` give the same loss. Exercises what
+# no op test does: parameters staying on the device with the optimizer there, routing choices and balancing biases
+# crossing, host copies synced for checkpoints and restored on resume; and under bf16 matmuls, the weights' bf16
+# copies kept through a step only.
 # Last, the speed rows of scripts/gpu_check.sh as its table reads them (bench train/decode on the device).
 #
 # Usage: test_device_emu.sh ZAYA_EMU_BINARY SOURCE_DIR
@@ -111,14 +112,17 @@ eval_json=()
 for prec in fp32 bf16; do
     for device in cpu cuda; do
         expect_ok "eval --device $device --precision $prec" eval "$tmp/run_cpu/model" --data "$tmp/data" --seq 16 \
-            --batch 2 --precision "$prec" --device "$device" --json
+            --batch 2 --precision "$prec" --device "$device" --by-position 4 --json
         eval_json[${#eval_json[@]}]=$out
     done
 done
-python3 - "${eval_json[@]}" <<'PY' && pass "eval: the same loss on both devices, fp32 within 1e-5, bf16 within 1e-3" ||
+python3 - "${eval_json[@]}" <<'PY' && pass "eval: the same loss on both devices (fp32 1e-5, also by position; bf16 1e-3)" ||
 import json, sys
 f32_cpu, f32_cuda, b16_cpu, b16_cuda = (json.loads(a)["loss"] for a in sys.argv[1:5])
 assert abs(f32_cuda - f32_cpu) <= 1e-5 * f32_cpu and abs(b16_cuda - b16_cpu) <= 1e-3 * b16_cpu, sys.argv[1:]
+# and the same loss along the sequence (the per-token losses come down from the device)
+f32 = [[r["loss"] for r in json.loads(a)["by_position"]] for a in sys.argv[1:3]]
+assert all(abs(g - c) <= 1e-5 * c for c, g in zip(*f32)) and len(f32[0]) == 4, f32
 PY
     fail "eval: the same loss on both devices" "${eval_json[@]}"
 # Generation on the device (CudaDecoder behind the engine): the same ids as on the CPU, greedy (the argmax taken on

@@ -136,6 +136,23 @@ assert j["tokens"] > 0 and 0 < j["batches"] <= 8, j
 PY
 [[ $fields_ok -eq 0 ]] && pass "perplexity = exp(loss); tokens and batches reported" ||
     fail "eval's JSON fields" "$a_eval"
+expect_ok "eval --by-position 4" eval "$tmp/a/model" --data "$tmp/data" --seq 32 --batch 4 --batches 8 \
+    --by-position 4 --json
+ranges_ok=0
+python3 - "$out" "$a_eval" <<'PY' || ranges_ok=$?
+import json, sys
+j, whole = (json.loads(a) for a in sys.argv[1:3])
+r = j["by_position"]
+assert [(x["from"], x["to"]) for x in r] == [(0, 7), (8, 15), (16, 23), (24, 31)], r
+assert j["loss"] == whole["loss"], (j["loss"], whole["loss"])
+mean = sum(x["loss"] for x in r) / 4
+assert abs(mean - j["loss"]) <= 1e-9 * j["loss"], (mean, j["loss"])
+assert len({round(x["loss"], 6) for x in r}) == 4, r  # positions differ: not one number spread over the ranges
+PY
+[[ $ranges_ok -eq 0 ]] && pass "--by-position: 4 ranges of 8 positions whose losses average to the loss" ||
+    fail "--by-position ranges" "$out"
+expect_error "eval --by-position beyond --seq" "^zaya: error: eval: --by-position must be in \[0, --seq 32\]" \
+    eval "$tmp/a/model" --data "$tmp/data" --seq 32 --by-position 33
 expect_ok "eval --rope-theta 1e6" eval "$tmp/a/model" --data "$tmp/data" --seq 64 --batch 2 --rope-theta 1e6 --json
 theta_eval=$(json_field "$out" loss)
 expect_ok "eval of a copy with θ 1e6 in its config" eval "$tmp/a_theta" --data "$tmp/data" --seq 64 --batch 2 --json
