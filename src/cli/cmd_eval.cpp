@@ -51,14 +51,15 @@ void run_eval(const EvalArgs &a) {
     }
     Activations acts = Activations::plan(m.config, a.batch * a.seq, a.batch, /*keep_all_layers=*/false, be,
                                          !be.host_memory() && precision == cpu::MatmulPrecision::BF16);
-    SingleProcess one;
-    const bool tty = !a.json && isatty(fileno(stderr));
+    // Under an MPI launcher the ranks split every batch's sequences (`--batch` per rank), as training's validation.
+    Communicator &comm = *communicator_from_environment();
+    const bool tty = !a.json && comm.is_root() && isatty(fileno(stderr));
     const auto t0 = std::chrono::steady_clock::now();
     EvalResult r;
     {
         const cpu::MatmulPrecisionScope scope(precision);
         const WeightsUnchanged frozen(be); // one bf16 copy of each matrix for all the batches, on a GPU
-        r = evaluate_loss(on_device ? *on_device : m, data, a.batch, a.seq, a.batches, acts, one, a.by_position > 0,
+        r = evaluate_loss(on_device ? *on_device : m, data, a.batch, a.seq, a.batches, acts, comm, a.by_position > 0,
                           [&](int64_t done, int64_t total) {
                               if (tty)
                                   std::fprintf(stderr, "\reval: batch %lld/%lld", (long long)done,
@@ -78,7 +79,7 @@ void run_eval(const EvalArgs &a) {
         ranges.push_back({{"from", from}, {"to", to - 1}, {"loss", sum / double(to - from)}});
     }
     if (a.json) {
-        nlohmann::json j = {{"model", a.model},         {"data", a.data},     {"seq", a.seq},
+        nlohmann::json j = {{"model", a.model},         {"data", a.data},     {"seq", a.seq}, {"ranks", comm.size()},
                             {"batch", a.batch},         {"batches", r.batches}, {"tokens", r.tokens},
                             {"loss", r.loss},           {"perplexity", ppl},  {"seconds", s},
                             {"rope_theta", m.config.rope_hybrid.rope_theta}, {"device", a.device}};
@@ -86,13 +87,30 @@ void run_eval(const EvalArgs &a) {
         fmt::print("{}\n", j.dump());
         return;
     }
-    fmt::print("eval {} on {} (validation split): {} batches of {} × {} tokens, {} targets\n", a.model, a.data,
-               r.batches, a.batch, a.seq, r.tokens);
+    fmt::print("eval {} on {} (validation split): {} batches of {} × {} tokens{}, {} targets\n", a.model, a.data,
+               r.batches, a.batch * comm.size(), a.seq,
+               comm.size() > 1 ? fmt::format(" ({} ranks)", comm.size()) : std::string(), r.tokens);
     fmt::print("loss {:.6f}  perplexity {:.3f}  ({:.1f} s, {:.0f} tokens/s)\n", r.loss, ppl, s, double(r.tokens) / s);
     if (a.by_position > 0) fmt::print("{:>17}  {:>9}\n", "positions", "loss");
     for (const auto &x : ranges)
         fmt::print("{:>17}  {:>9.4f}\n", fmt::format("{}-{}", x["from"].get<int64_t>(), x["to"].get<int64_t>()),
                    x["loss"].get<double>());
+}
+
+// Every rank evaluates; rank 0 alone prints. A rank that fails ends the job (alone, its exit would leave the
+// others waiting in the loss sum).
+void run_eval_ranks(const EvalArgs &a) {
+    std::shared_ptr<Communicator> comm = communicator_from_environment();
+    if (comm->size() == 1) return run_eval(a);
+    if (!comm->is_root() && !std::freopen("/dev/null", "w", stdout))
+        fail("rank {}: cannot silence stdout", comm->rank());
+    comm->set_watchdog(600);
+    try {
+        run_eval(a);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "zaya: error: rank %d: %s\n", comm->rank(), e.what());
+        comm->abort(1);
+    }
 }
 
 } // namespace
@@ -106,7 +124,7 @@ void register_eval(CLI::App &app) {
     cmd->add_option("--data", a->data, "Prepared data directory, tokenized with the model's tokenizer")->required();
     cmd->add_option("--seq", a->seq, "Tokens per sequence (the context each target sees at most)")
         ->capture_default_str();
-    cmd->add_option("--batch", a->batch, "Sequences per forward pass")->capture_default_str();
+    cmd->add_option("--batch", a->batch, "Sequences per forward pass (per rank under mpirun)")->capture_default_str();
     cmd->add_option("--batches", a->batches, "Forward passes at most (0 = the whole split)")->capture_default_str();
     cmd->add_option("--by-position", a->by_position,
                     "Also the loss over K equal ranges of positions (0 = off): how much of the context is used")
@@ -117,7 +135,7 @@ void register_eval(CLI::App &app) {
     cmd->add_option("--precision", a->precision, "Matmul operands: fp32 | bf16 (fp32 accumulation)")
         ->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object (loss, perplexity, tokens, batches, seconds)");
-    cmd->callback([a] { run_eval(*a); });
+    cmd->callback([a] { run_eval_ranks(*a); });
 }
 
 } // namespace zaya::cli

@@ -2,9 +2,10 @@
 # Data parallel over MPI: 2 ranks × micro-batch 2 train the same model as 1 rank × micro-batch 4 on the same
 # global batches (per-step and validation losses within 1e-5 relative); a checkpoint written by 2 ranks resumes on
 # 1, on 4 and on 2 (bit-exactly, with the asynchronous and the synchronous writer), one of 1 rank on 2; each rank
-# holds about 1/N of the optimizer state (ZeRO-1); a NaN gradient on one rank skips the step on all; a rank killed with SIGKILL or hanging ends every rank quickly
-# with a message, and `zaya train --supervise --launcher mpirun...` restarts the job. Skipped (exit 0, with a note)
-# when mpirun is not installed.
+# holds about 1/N of the optimizer state (ZeRO-1); `zaya eval` on 2 ranks gives their run's val_loss; a NaN gradient
+# on one rank skips the step on all; a rank killed with SIGKILL or hanging ends every rank quickly with a message,
+# and `zaya train --supervise --launcher mpirun...` restarts the job. Skipped (exit 0, with a note) when mpirun is
+# not installed.
 #
 # Usage: test_dist.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -51,6 +52,18 @@ mpi 2 "$ZAYA" train "${args[@]}" --micro-batch 2 --out "$tmp/two" >"$tmp/two.out
 d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/two/metrics.jsonl")
 within "$d" 1e-5 && pass "2 ranks match 1 rank: losses within $d relative over 20 steps" ||
     fail "2 ranks match 1 rank" "max relative difference $d"
+# zaya eval under mpirun splits each batch over the ranks as training's validation does: the 2-rank run's final
+# val_loss, bit for bit (--eval-batches 8 of --batch 8 = 16 passes of 2 sequences per rank).
+rc=0
+mpi 2 "$ZAYA" eval "$tmp/two/model" --data "$tmp/data" --seq 32 --batch 2 --batches 16 --json >"$tmp/eval2.out" \
+    2>"$tmp/eval2.err" || rc=$?
+want=$(python3 -c 'import json,sys; print(repr([json.loads(l) for l in open(sys.argv[1])][-1]["val_loss"]))' \
+    "$tmp/two/metrics.jsonl")
+got=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["ranks"] == 2; print(repr(j["loss"]))' \
+    "$tmp/eval2.out" 2>/dev/null || true)
+[[ $rc -eq 0 && $got == "$want" ]] && pass "mpirun -np 2 zaya eval: the 2-rank run's val_loss, bit for bit ($got)" ||
+    fail "mpirun -np 2 zaya eval equals the run's val_loss" "exit $rc, want $want" "$(tail -3 "$tmp/eval2.out")" \
+        "$(tail -3 "$tmp/eval2.err")"
 "$ZAYA" train "${common[@]}" --micro-batch 4 --out "$tmp/one_bf16" >/dev/null 2>&1
 mpi 2 "$ZAYA" train "${common[@]}" --micro-batch 2 --out "$tmp/two_bf16" >/dev/null 2>&1
 d=$(max_rel_diff "$tmp/one_bf16/metrics.jsonl" "$tmp/two_bf16/metrics.jsonl")
