@@ -164,6 +164,9 @@ close "bf16 matmuls evaluate within 1e-2 of fp32" "$(sed -nE 's/^loss ([0-9.]+) 
 expect_error "eval with data of another tokenizer" \
     "^zaya: error: eval $tmp/a/model: its tokenizer.model differs from the one the data was prepared with" \
     eval "$tmp/a/model" --data "$tmp/data384"
+expect_error "eval of a run directory says what to give instead" \
+    "^zaya: error: eval: '$tmp/a' is a run directory: give its trained model \($tmp/a/model\) or one of its" \
+    eval "$tmp/a" --data "$tmp/data"
 expect_error "eval of a missing model" "^zaya: error: eval: '$tmp/nope' is not a directory" \
     eval "$tmp/nope" --data "$tmp/data"
 expect_error "eval --seq 1" "^zaya: error: eval: --seq must be at least 2, got 1" \
