@@ -112,8 +112,9 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
     }
     fmt::print("zaya train: {} params ({} active non-embedding), vocab {}, {} layers, {} experts\n", pc.total,
                pc.active_non_embedding, mc.vocab_size, mc.num_hidden_layers, mc.num_experts);
-    if (!tc.init.empty())
+    if (!tc.init.empty() && !resuming)
         fmt::print("  initialised from {} (its weights and balancing biases; new optimizer state)\n", tc.init);
+    if (!tc.init.empty() && resuming) fmt::print("  started from {}; resuming from its checkpoint\n", tc.init);
     if (tc.rope_theta > 0)
         fmt::print("  RoPE base of the full-attention layers {:g}, positions up to {}\n", tc.rope_theta,
                    mc.max_position_embeddings);
