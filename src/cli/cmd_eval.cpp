@@ -30,7 +30,7 @@ struct EvalArgs {
     bool json = false;
 };
 
-void run_eval(const EvalArgs &a) {
+void run_eval(const EvalArgs &a, Communicator &comm) {
     if (a.seq < 2) fail("eval: --seq must be at least 2, got {}", a.seq);
     if (a.batch < 1) fail("eval: --batch must be positive, got {}", a.batch);
     if (a.batches < 0) fail("eval: --batches must be ≥ 0 (0 = the whole split), got {}", a.batches);
@@ -51,8 +51,6 @@ void run_eval(const EvalArgs &a) {
     }
     Activations acts = Activations::plan(m.config, a.batch * a.seq, a.batch, /*keep_all_layers=*/false, be,
                                          !be.host_memory() && precision == cpu::MatmulPrecision::BF16);
-    // Under an MPI launcher the ranks split every batch's sequences (`--batch` per rank), as training's validation.
-    Communicator &comm = *communicator_from_environment();
     const bool tty = !a.json && comm.is_root() && isatty(fileno(stderr));
     const auto t0 = std::chrono::steady_clock::now();
     EvalResult r;
@@ -97,20 +95,19 @@ void run_eval(const EvalArgs &a) {
                    x["loss"].get<double>());
 }
 
-// Every rank evaluates; rank 0 alone prints. A rank that fails ends the job (alone, its exit would leave the
-// others waiting in the loss sum).
+// Under an MPI launcher every rank evaluates its share of each batch (`--batch` per rank), as training's
+// validation does; rank 0 alone prints, and a rank that fails ends the job.
 void run_eval_ranks(const EvalArgs &a) {
     std::shared_ptr<Communicator> comm = communicator_from_environment();
-    if (comm->size() == 1) return run_eval(a);
-    if (!comm->is_root() && !std::freopen("/dev/null", "w", stdout))
-        fail("rank {}: cannot silence stdout", comm->rank());
-    comm->set_watchdog(600);
-    try {
-        run_eval(a);
-    } catch (const std::exception &e) {
-        std::fprintf(stderr, "zaya: error: rank %d: %s\n", comm->rank(), e.what());
-        comm->abort(1);
+    if (comm->size() > 1) {
+        if (!comm->is_root() && !std::freopen("/dev/null", "w", stdout))
+            fail("rank {}: cannot silence stdout", comm->rank());
+        comm->set_watchdog(600);
     }
+    run_or_abort_job(*comm, [&] {
+        run_eval(a, *comm);
+        return 0;
+    });
 }
 
 } // namespace

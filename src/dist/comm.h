@@ -7,7 +7,10 @@
 // built with the CUDA backend), bootstrapped by that one.
 #pragma once
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -108,6 +111,20 @@ class SingleProcess : public Communicator { // not final: tests derive fake rank
 
 // Shared by every user in the process; MPI is initialised on first use and finalised at exit.
 std::shared_ptr<Communicator> communicator_from_environment();
+
+// Runs a job's `body` on this rank and returns its result. With several ranks an error ends the whole job: this
+// rank prints "zaya: error: rank R: ..." and aborts, since its exit alone would leave the others blocked in their
+// next collective (and itself in MPI_Finalize). With one process the error propagates as usual.
+inline int run_or_abort_job(Communicator &comm, const std::function<int()> &body) {
+    if (comm.size() == 1) return body();
+    try {
+        return body();
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "zaya: error: rank %d: %s\n", comm.rank(), e.what());
+        comm.abort(1);
+    }
+    return 1; // not reached: abort ends the process
+}
 
 // True if an MPI launcher started this process (whether or not zaya was built with MPI).
 bool launched_by_mpi();

@@ -358,17 +358,8 @@ int run_training(const TrainConfig &tc_in) {
     tc_in.validate();
     // Data parallel: every rank trains; rank 0 alone prints, writes metrics, checkpoints and the model.
     std::shared_ptr<Communicator> comm = communicator_from_environment();
-    if (comm->size() == 1) return train(tc_in, signals, comm);
-    comm->set_watchdog(tc_in.comm_timeout);
-    try {
-        return train(tc_in, signals, comm);
-    } catch (const std::exception &e) {
-        // Alone, this rank's exit would leave the others blocked in their next collective (and this one in
-        // MPI_Finalize): end the whole job.
-        std::fprintf(stderr, "zaya: error: rank %d: %s\n", comm->rank(), e.what());
-        comm->abort(1);
-    }
-    return 1; // not reached: abort ends the process
+    if (comm->size() > 1) comm->set_watchdog(tc_in.comm_timeout);
+    return run_or_abort_job(*comm, [&] { return train(tc_in, signals, comm); });
 }
 
 } // namespace zaya

@@ -30,7 +30,7 @@ Model load_trained_model(const std::string &dir, const DataManifest &dm, const s
              m.config.vocab_size);
     // A run's model/ carries the tokenizer it was trained with; a different one would give its ids new meanings.
     // (A checkpoint has none of its own: its run's data directory is the place to look.)
-    const fs::path own = fs::path(dir) / "tokenizer.model";
+    const fs::path own = d / "tokenizer.model";
     if (fs::exists(own) && read_file_bytes(own.string()) != read_file_bytes(tokenizer_path))
         fail("{} {}: its tokenizer.model differs from the one the data was prepared with ({}); prepare the data "
              "with `zaya prepare --tokenizer {}`",
