@@ -67,14 +67,20 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double ppl = std::exp(r.loss);
-    // --by-position K: K ranges of positions as equal as they divide, each range's mean loss (every position has
-    // the same number of targets, so the ranges' means average to the loss).
+    // --by-position K: K ranges of positions as equal as they divide, each range's mean loss over its targets
+    // (without loss masks every position has as many, so the ranges' means average to the loss).
     nlohmann::json ranges = nlohmann::json::array();
     for (int64_t k = 0; k < a.by_position; ++k) {
         const int64_t from = k * a.seq / a.by_position, to = (k + 1) * a.seq / a.by_position;
         double sum = 0;
-        for (int64_t p = from; p < to; ++p) sum += r.position_loss[size_t(p)];
-        ranges.push_back({{"from", from}, {"to", to - 1}, {"loss", sum / double(to - from)}});
+        int64_t n = 0;
+        for (int64_t p = from; p < to; ++p)
+            if (const int64_t np = r.position_tokens[size_t(p)]; np > 0) {
+                sum += r.position_loss[size_t(p)] * double(np);
+                n += np;
+            }
+        ranges.push_back({{"from", from}, {"to", to - 1}, {"tokens", n},
+                          {"loss", n > 0 ? nlohmann::json(sum / double(n)) : nlohmann::json(nullptr)}});
     }
     if (a.json) {
         nlohmann::json j = {{"model", a.model},         {"data", a.data},     {"seq", a.seq}, {"ranks", comm.size()},
@@ -91,8 +97,8 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
     fmt::print("loss {:.6f}  perplexity {:.3f}  ({:.1f} s, {:.0f} tokens/s)\n", r.loss, ppl, s, double(r.tokens) / s);
     if (a.by_position > 0) fmt::print("{:>17}  {:>9}\n", "positions", "loss");
     for (const auto &x : ranges)
-        fmt::print("{:>17}  {:>9.4f}\n", fmt::format("{}-{}", x["from"].get<int64_t>(), x["to"].get<int64_t>()),
-                   x["loss"].get<double>());
+        fmt::print("{:>17}  {:>9}\n", fmt::format("{}-{}", x["from"].get<int64_t>(), x["to"].get<int64_t>()),
+                   x["loss"].is_null() ? std::string("-") : fmt::format("{:.4f}", x["loss"].get<double>()));
 }
 
 // Under an MPI launcher every rank evaluates its share of each batch (`--batch` per rank), as training's

@@ -38,6 +38,7 @@ void run_generate(GenerateArgs a) {
         if (!a.system.empty()) msgs.push_back({"system", a.system});
         msgs.push_back({"user", a.prompt});
         prompt = chat_prompt(*tok, msgs, bos);
+        for (std::string &stop : chat_stop_strings(*tok)) a.sample.stop_strings.push_back(std::move(stop));
     } else if (!a.prompt.empty()) {
         prompt = tok->encode(a.prompt);
         if (bos >= 0) prompt.insert(prompt.begin(), bos);

@@ -39,7 +39,9 @@ void register_prepare(CLI::App &app) {
     auto *cmd = app.add_subcommand("prepare", "Tokenize text files, directories and JSONL into train/val token shards");
     auto o = std::make_shared<PrepareOptions>();
     cmd->add_option("--input", o->inputs,
-                    fmt::format("Text files, directories (recursive) or .jsonl files (a \"text\" field per line); "
+                    fmt::format("Text files, directories (recursive) or .jsonl files, a record per line: {{\"text\"}} "
+                                "(pretraining), {{\"prompt\", \"completion\"}} or {{\"messages\": [{{\"role\", "
+                                "\"content\"}}]}} (fine-tuning: only completions and assistant turns are learned); "
                                 "default: {}",
                                 kDefaultCorpus));
     cmd->add_option("--out", o->out_dir, "Output data directory")->required();

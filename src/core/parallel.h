@@ -5,10 +5,14 @@
 // exception is kept, later iterations still run (an OpenMP loop cannot be left early), and rethrow() after the
 // region throws it on the calling thread.
 #pragma once
+#include <cstddef>
 #include <exception>
 #include <mutex>
 
 namespace zaya {
+
+// Elementwise loops are memory-bound; below this many elements a thread team costs more than it saves.
+inline constexpr size_t kParallelMin = size_t(1) << 15;
 
 class FirstError {
 public:

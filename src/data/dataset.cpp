@@ -26,6 +26,16 @@ TokenSplit open_split(const std::string &dir, const std::string &name, const Spl
         s.tokens += shard->size();
         s.shards.push_back(std::move(shard));
     }
+    for (size_t i = 0; i < info.masks.size(); ++i) { // manifest_load checked there is one per shard
+        auto mask = Shard::open((fs::path(dir) / info.masks[i]).string());
+        if (mask->dtype() != TokenDType::U8 || mask->vocab_size() != 2)
+            fail("{}: not a loss mask (dtype {}, vocab {}; a mask is u8 with vocab 2)", mask->path(),
+                 token_dtype_name(mask->dtype()), mask->vocab_size());
+        if (mask->size() != s.shards[i]->size())
+            fail("{}: {} flags for the {} tokens of {}", mask->path(), mask->size(), s.shards[i]->size(),
+                 s.shards[i]->path());
+        s.masks.push_back(std::move(mask));
+    }
     if (s.tokens != info.tokens)
         fail("{}: {} shards hold {} tokens, the manifest says {} (shards replaced or truncated?)", manifest_file, name,
              s.tokens, info.tokens);

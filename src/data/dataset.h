@@ -1,5 +1,5 @@
-// A prepared data directory opened for reading: data.json plus every train/val shard, mmapped and checked
-// against the manifest (vocab size, dtype, token totals).
+// A prepared data directory opened for reading: data.json plus every train/val shard (and loss-mask shard),
+// mmapped and checked against the manifest (vocab size, dtype, token totals, one mask token per token).
 #pragma once
 #include "data/manifest.h"
 #include "data/shards.h"
@@ -13,6 +13,7 @@ namespace zaya {
 struct TokenSplit {
     std::string name; // "train" / "val"
     std::vector<std::unique_ptr<Shard>> shards;
+    std::vector<std::unique_ptr<Shard>> masks; // with loss masks: shards[i]'s flags, 1 = learned as a target
     uint64_t tokens = 0;
 };
 

@@ -40,7 +40,26 @@ std::vector<int32_t> TokenBatch::targets() const {
     std::vector<int32_t> t;
     t.reserve(size_t(sequences * seq_len));
     for (int64_t i = 0; i < sequences; ++i) t.insert(t.end(), row(i) + 1, row(i) + 1 + seq_len);
+    if (!learned.empty())
+        for (int64_t i = 0; i < sequences; ++i)
+            for (int64_t p = 0; p < seq_len; ++p)
+                if (learned[size_t(i * (seq_len + 1) + 1 + p)] == 0) t[size_t(i * seq_len + p)] = -1;
     return t;
+}
+
+int64_t TokenBatch::learned_targets() const {
+    if (learned.empty()) return sequences * seq_len;
+    int64_t n = 0;
+    for (int64_t i = 0; i < sequences; ++i)
+        for (int64_t p = 1; p <= seq_len; ++p) n += learned[size_t(i * (seq_len + 1) + p)] != 0;
+    return n;
+}
+
+void TokenBatch::resize(int64_t rows, int64_t T, bool masked) {
+    sequences = rows;
+    seq_len = T;
+    tokens.resize(size_t(rows * (T + 1)));
+    learned.resize(masked ? tokens.size() : 0);
 }
 
 // ---- LoaderState ----
@@ -78,11 +97,13 @@ ChunkIndex::ChunkIndex(const TokenSplit &split, int64_t seq_len) : split_(&split
     first_.push_back(total_);
 }
 
-void ChunkIndex::read(uint64_t c, int32_t *out) const {
-    ZAYA_ASSERT(c < total_);
+void ChunkIndex::read(uint64_t c, int32_t *out, int32_t *learned) const {
+    ZAYA_ASSERT(c < total_ && (learned == nullptr || masked()));
     // the shard whose chunk range holds c (empty shards share a start with the next one)
     const size_t s = size_t(std::upper_bound(first_.begin(), first_.end(), c) - first_.begin()) - 1;
-    split_->shards[s]->copy((c - first_[s]) * uint64_t(seq_len_), uint64_t(seq_len_) + 1, out);
+    const uint64_t begin = (c - first_[s]) * uint64_t(seq_len_), n = uint64_t(seq_len_) + 1;
+    split_->shards[s]->copy(begin, n, out);
+    if (learned) split_->masks[s]->copy(begin, n, learned);
 }
 
 // ---- TrainLoader ----
@@ -115,13 +136,13 @@ TokenBatch TrainLoader::next_batch(int64_t global_batch) {
         fail("batch size {} must be a positive multiple of the world size {}", global_batch, world_);
     const int64_t per_rank = global_batch / world_, lo = rank_ * per_rank, hi = lo + per_rank;
     TokenBatch b;
-    b.sequences = per_rank;
-    b.seq_len = seq_len_;
-    b.tokens.resize(size_t(per_rank * (seq_len_ + 1)));
+    b.resize(per_rank, seq_len_, index_.masked());
     for (int64_t i = 0; i < global_batch; ++i) {
         if (cursor_ == perm_.size()) start_epoch(epoch_ + 1);
         const uint64_t c = perm_[cursor_++];
-        if (i >= lo && i < hi) index_.read(c, b.tokens.data() + (i - lo) * (seq_len_ + 1));
+        const int64_t at = (i - lo) * (seq_len_ + 1);
+        if (i >= lo && i < hi)
+            index_.read(c, b.tokens.data() + at, b.learned.empty() ? nullptr : b.learned.data() + at);
     }
     return b;
 }
@@ -157,11 +178,12 @@ bool ValBatches::next(TokenBatch &out) {
     if (next_chunk_ >= index_.size()) return false;
     const auto b = int64_t(std::min<uint64_t>(uint64_t(batch_), index_.size() - next_chunk_));
     const int64_t lo = rank_ * b / world_, hi = (rank_ + 1) * b / world_;
-    out.sequences = hi - lo;
-    out.seq_len = seq_len_;
-    out.tokens.resize(size_t((hi - lo) * (seq_len_ + 1)));
-    for (int64_t i = lo; i < hi; ++i)
-        index_.read(next_chunk_ + uint64_t(i), out.tokens.data() + (i - lo) * (seq_len_ + 1));
+    out.resize(hi - lo, seq_len_, index_.masked());
+    for (int64_t i = lo; i < hi; ++i) {
+        const int64_t at = (i - lo) * (seq_len_ + 1);
+        index_.read(next_chunk_ + uint64_t(i), out.tokens.data() + at,
+                    out.learned.empty() ? nullptr : out.learned.data() + at);
+    }
     next_chunk_ += uint64_t(b);
     return true;
 }

@@ -3,7 +3,8 @@
 // Chunks. Each shard of a split is cut into chunks of T+1 tokens starting every T tokens (chunk c covers
 // [c·T, c·T + T + 1)), so every token after a shard's first is a target exactly once per pass; chunks never
 // cross a shard boundary (a shard's last < T tokens are unused — nothing at the default 64M-token shards).
-// Sequences run across document boundaries, separated by EOS, as in GPT-2-style pretraining.
+// Sequences run across document boundaries, separated by EOS, as in GPT-2-style pretraining. With loss masks
+// (fine-tuning data, data/manifest.h) a target whose flag is 0 — a prompt token — becomes −1: no loss, no gradient.
 //
 // Training order. Epoch e visits every chunk of the train split once, in a permutation drawn by Fisher–Yates
 // from Rng(seed ^ kLoaderStream, e). The loader's whole position is LoaderState {seed, epoch, cursor} (plus
@@ -29,11 +30,15 @@ namespace zaya {
 // B sequences of T+1 tokens: row i holds inputs row[0..T) and targets row[1..T].
 struct TokenBatch {
     int64_t sequences = 0, seq_len = 0;
-    std::vector<int32_t> tokens; // [sequences, seq_len + 1]
+    std::vector<int32_t> tokens;  // [sequences, seq_len + 1]
+    std::vector<int32_t> learned; // [sequences, seq_len + 1] loss-mask flags (0/1); empty: every token is learned
 
     const int32_t *row(int64_t i) const { return tokens.data() + i * (seq_len + 1); }
-    Batch inputs() const;                // the model's input batch: each row's first T tokens
-    std::vector<int32_t> targets() const; // [sequences · T]: each row's last T tokens
+    Batch inputs() const; // the model's input batch: each row's first T tokens
+    // [sequences · T]: each row's last T tokens, −1 where the mask says the token is not learned
+    std::vector<int32_t> targets() const;
+    int64_t learned_targets() const; // how many targets are not −1
+    void resize(int64_t sequences, int64_t seq_len, bool masked);
 };
 
 struct LoaderState {
@@ -52,8 +57,9 @@ class ChunkIndex {
   public:
     ChunkIndex(const TokenSplit &split, int64_t seq_len);
     uint64_t size() const { return total_; }
-    // tokens of chunk c, seq_len + 1 of them
-    void read(uint64_t c, int32_t *out) const;
+    // tokens of chunk c, seq_len + 1 of them, and their mask flags when `learned` is given (the split has masks)
+    void read(uint64_t c, int32_t *out, int32_t *learned = nullptr) const;
+    bool masked() const { return !split_->masks.empty(); }
 
   private:
     const TokenSplit *split_;

@@ -14,10 +14,12 @@ namespace zaya {
 namespace {
 
 constexpr const char *kFormat = "zaya-tokens";
-constexpr int kVersion = 1;
+constexpr int kVersion = 1, kMaskedVersion = 2;
 
-nlohmann::ordered_json split_json(const SplitInfo &s) {
-    return {{"docs", s.docs}, {"tokens", s.tokens}, {"shards", s.shards}};
+nlohmann::ordered_json split_json(const SplitInfo &s, bool masked) {
+    nlohmann::ordered_json j = {{"docs", s.docs}, {"tokens", s.tokens}, {"shards", s.shards}};
+    if (masked) j["masks"] = s.masks;
+    return j;
 }
 
 const nlohmann::json &field(const nlohmann::json &j, const std::string &name, const std::string &file) {
@@ -63,12 +65,19 @@ std::string plain_name(const std::string &s, const std::string &what, const std:
     return s;
 }
 
-SplitInfo get_split(const nlohmann::json &j, const std::string &name, const std::string &file) {
+SplitInfo get_split(const nlohmann::json &j, const std::string &name, const std::string &file, bool masked) {
     const auto &v = field(j, name, file);
     if (!v.is_object()) fail("{}: \"{}\" must be an object", file, name);
     const std::string f = file + " (" + name + ")";
-    SplitInfo s{get_u64(v, "docs", f), get_u64(v, "tokens", f), get_strs(v, "shards", f)};
+    SplitInfo s{get_u64(v, "docs", f), get_u64(v, "tokens", f), get_strs(v, "shards", f), {}};
     for (const auto &sh : s.shards) plain_name(sh, "shard", f);
+    if (masked) {
+        s.masks = get_strs(v, "masks", f);
+        if (s.masks.size() != s.shards.size())
+            fail("{}: {} \"masks\" for {} \"shards\"; there is one mask per shard", f, s.masks.size(),
+                 s.shards.size());
+        for (const auto &mk : s.masks) plain_name(mk, "mask", f);
+    }
     return s;
 }
 
@@ -77,7 +86,7 @@ SplitInfo get_split(const nlohmann::json &j, const std::string &name, const std:
 void manifest_save(const DataManifest &m, const std::string &data_dir) {
     nlohmann::ordered_json j = {
         {"format", kFormat},
-        {"version", kVersion},
+        {"version", m.loss_mask ? kMaskedVersion : kVersion},
         {"tokenizer", m.tokenizer},
         {"tokenizer_trained", m.tokenizer_trained},
         {"vocab_size", m.vocab_size},
@@ -88,8 +97,9 @@ void manifest_save(const DataManifest &m, const std::string &data_dir) {
         {"unk_id", m.unk_id},
         {"val_percent", m.val_percent},
         {"shard_tokens", m.shard_tokens},
-        {"train", split_json(m.train)},
-        {"val", split_json(m.val)},
+        {"loss_mask", m.loss_mask},
+        {"train", split_json(m.train, m.loss_mask)},
+        {"val", split_json(m.val, m.loss_mask)},
         {"sources", m.sources},
         {"skipped", m.skipped},
     };
@@ -117,8 +127,17 @@ DataManifest manifest_load(const std::string &data_dir) {
     if (!j.is_object()) fail("{}: expected a JSON object", file);
     if (get_str(j, "format", file) != kFormat) fail("{}: \"format\" is not \"{}\"", file, kFormat);
     const auto version = get_u64(j, "version", file);
-    if (version != kVersion) fail("{}: version {} not supported (this zaya reads {})", file, version, kVersion);
+    if (version != kVersion && version != kMaskedVersion)
+        fail("{}: version {} not supported (this zaya reads {} and {})", file, version, kVersion, kMaskedVersion);
     DataManifest m;
+    if (j.contains("loss_mask")) {
+        const auto &lm = j["loss_mask"];
+        if (!lm.is_boolean()) fail("{}: \"loss_mask\" must be true or false", file);
+        m.loss_mask = lm.get<bool>();
+    }
+    if (m.loss_mask != (version == kMaskedVersion))
+        fail("{}: \"loss_mask\" {} does not fit version {} (loss masks come with version {})", file, m.loss_mask,
+             version, kMaskedVersion);
     m.tokenizer = plain_name(get_str(j, "tokenizer", file), "tokenizer", file);
     const auto &tt = field(j, "tokenizer_trained", file);
     if (!tt.is_boolean()) fail("{}: \"tokenizer_trained\" must be true or false", file);
@@ -142,8 +161,8 @@ DataManifest manifest_load(const std::string &data_dir) {
     if (!vp.is_number()) fail("{}: \"val_percent\" must be a number", file);
     m.val_percent = vp.get<double>();
     m.shard_tokens = get_u64(j, "shard_tokens", file);
-    m.train = get_split(j, "train", file);
-    m.val = get_split(j, "val", file);
+    m.train = get_split(j, "train", file, m.loss_mask);
+    m.val = get_split(j, "val", file, m.loss_mask);
     m.sources = get_strs(j, "sources", file);
     if (j.contains("skipped")) m.skipped = get_strs(j, "skipped", file);
     return m;

@@ -7,6 +7,10 @@
 //    "val": {"docs": 27, "tokens": 170000, "shards": ["val_000000.bin"]},
 //    "sources": ["_sources/about.rst.txt", ...], "skipped": [...]}
 // Paths in it are relative to the data directory (tokenizer, shards) or the input keys (sources).
+// Fine-tuning data (prompt/completion or chat records, data/sources.h) also has loss masks: "version": 2,
+// "loss_mask": true, and in each split "masks": ["train_000000.mask", ...], one u8 shard of 0/1 per token shard
+// (1: the token is learned as a target). Version 2 keeps a zaya that does not know masks from training on
+// prompts; data without masks stays version 1.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -17,6 +21,7 @@ namespace zaya {
 struct SplitInfo {
     uint64_t docs = 0, tokens = 0;
     std::vector<std::string> shards; // file names inside the data directory, in stream order
+    std::vector<std::string> masks;  // with loss masks: one per shard, the same tokens' learn-or-not flags
 };
 
 struct DataManifest {
@@ -27,6 +32,7 @@ struct DataManifest {
     int32_t bos_id = -1, eos_id = -1, pad_id = -1, unk_id = -1;
     double val_percent = 0;
     uint64_t shard_tokens = 0;
+    bool loss_mask = false; // the splits have mask shards
     SplitInfo train, val;
     std::vector<std::string> sources; // source file keys, in document order
     std::vector<std::string> skipped; // binary files skipped in input directories

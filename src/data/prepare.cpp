@@ -70,7 +70,8 @@ void clear_previous(const fs::path &out) {
     fs::remove(out / kManifestName);
     for (const auto &e : fs::directory_iterator(out)) {
         const std::string name = e.path().filename().string();
-        if ((name.starts_with("train_") || name.starts_with("val_")) && name.ends_with(".bin")) fs::remove(e.path());
+        if ((name.starts_with("train_") || name.starts_with("val_")) && (name.ends_with(".bin") || name.ends_with(".mask")))
+            fs::remove(e.path());
     }
 }
 
@@ -108,6 +109,37 @@ void write_tokenizer_text(const std::string &path, const std::vector<SourceFile>
     if (!out) fail("{}: write failed", path);
 }
 
+// A document's ids (followed by EOS) and, for masked data, per id whether it is learned as a target: all of a text;
+// a completion and its EOS but not its prompt; a chat's assistant turns (data/chat_template.h). Prompts and chats
+// open with BOS, as the server's prompts do; text documents do not.
+std::vector<int32_t> encode_document(const Tokenizer &tok, const Document &d, std::vector<uint8_t> *learned) {
+    std::vector<int32_t> ids;
+    std::vector<uint8_t> flags;
+    const int32_t bos = tok.bos_id();
+    switch (d.kind) {
+    case DocKind::Text:
+        ids = tok.encode(d.text);
+        flags.assign(ids.size(), 1);
+        break;
+    case DocKind::Completion: {
+        if (bos >= 0) ids.push_back(bos);
+        const std::vector<int32_t> p = tok.encode(d.prompt), c = tok.encode(d.completion);
+        ids.insert(ids.end(), p.begin(), p.end());
+        flags.assign(ids.size(), 0);
+        ids.insert(ids.end(), c.begin(), c.end());
+        flags.resize(ids.size(), 1);
+        break;
+    }
+    case DocKind::Chat:
+        ids = chat_tokens(tok, d.messages, bos, /*generation_prompt=*/false, &flags);
+        break;
+    }
+    ids.push_back(tok.eos_id());
+    flags.push_back(d.kind == DocKind::Chat ? 0 : 1); // a chat ends at its <end_of_turn>, learned already
+    if (learned) *learned = std::move(flags);
+    return ids;
+}
+
 uint64_t count_lines(std::string_view t) {
     uint64_t n = 1;
     for (char c : t) n += c == '\n';
@@ -138,8 +170,10 @@ PrepareResult prepare_data(const PrepareOptions &o) {
                               src.skipped.empty() ? "" : fmt::format(", {} binary files skipped", src.skipped.size())));
     std::vector<DocRef> docs;
     std::vector<std::string> keys;
+    bool masked = false; // any prompt/completion or chat record: every document gets a loss mask
     for (size_t fi = 0; fi < src.files.size(); ++fi) {
         for (const auto &d : read_documents(src.files[fi])) {
+            masked |= d.kind != DocKind::Text;
             docs.push_back({fi, d.line, count_lines(d.text), false});
             keys.push_back(doc_key(src.files[fi], d.line));
         }
@@ -187,24 +221,25 @@ PrepareResult prepare_data(const PrepareOptions &o) {
     m.unk_id = tok.unk_id();
     m.val_percent = o.val_percent;
     m.shard_tokens = o.shard_tokens;
+    m.loss_mask = masked;
 
     // 3. Tokenize, in batches encoded in parallel and appended in document order (so output is deterministic).
     const auto t_enc = Clock::now();
-    ShardSetWriter train(o.out_dir, "train", m.vocab_size, o.shard_tokens);
-    ShardSetWriter valw(o.out_dir, "val", m.vocab_size, o.shard_tokens);
+    ShardSetWriter train(o.out_dir, "train", m.vocab_size, o.shard_tokens, masked);
+    ShardSetWriter valw(o.out_dir, "val", m.vocab_size, o.shard_tokens, masked);
     std::vector<Document> batch;
     std::vector<bool> batch_val;
-    uint64_t batch_bytes = 0, done_docs = 0, done_tokens = 0;
+    uint64_t batch_bytes = 0, done_docs = 0, done_tokens = 0, learned_tokens = 0;
     size_t di = 0;
     auto flush = [&] {
         const auto n = int64_t(batch.size());
         std::vector<std::vector<int32_t>> ids(batch.size());
+        std::vector<std::vector<uint8_t>> learned(batch.size());
         std::exception_ptr err;
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t i = 0; i < n; ++i) {
             try {
-                ids[size_t(i)] = tok.encode(batch[size_t(i)].text);
-                ids[size_t(i)].push_back(tok.eos_id());
+                ids[size_t(i)] = encode_document(tok, batch[size_t(i)], &learned[size_t(i)]);
             } catch (...) {
 #pragma omp critical
                 err = std::current_exception();
@@ -212,8 +247,9 @@ PrepareResult prepare_data(const PrepareOptions &o) {
         }
         if (err) std::rethrow_exception(err);
         for (size_t i = 0; i < batch.size(); ++i) {
-            (batch_val[i] ? valw : train).append_document(ids[i]);
+            (batch_val[i] ? valw : train).append_document(ids[i], masked ? &learned[i] : nullptr);
             done_tokens += ids[i].size();
+            for (uint8_t f : learned[i]) learned_tokens += f;
         }
         done_docs += batch.size();
         batch.clear();
@@ -236,8 +272,11 @@ PrepareResult prepare_data(const PrepareOptions &o) {
     m.train = train.finish();
     m.val = valw.finish();
     r.encode_seconds = since(t_enc);
-    progress.done(fmt::format("tokenized {} documents, {} tokens in {:.1f} s", done_docs, done_tokens,
-                              r.encode_seconds));
+    progress.done(fmt::format("tokenized {} documents, {} tokens in {:.1f} s{}", done_docs, done_tokens,
+                              r.encode_seconds,
+                              masked ? fmt::format("; {} of them learned (loss masks leave out prompts)",
+                                                   learned_tokens)
+                                     : std::string()));
     for (const auto &f : src.files) m.sources.push_back(f.key);
     m.skipped = src.skipped;
     manifest_save(m, o.out_dir); // last: its presence marks a complete data directory

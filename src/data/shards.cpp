@@ -41,8 +41,17 @@ TokenDType token_dtype_for_vocab(uint64_t vocab_size) {
     return vocab_size <= 65536 ? TokenDType::U16 : TokenDType::U32;
 }
 
-const char *token_dtype_name(TokenDType t) { return t == TokenDType::U16 ? "u16" : "u32"; }
-size_t token_dtype_size(TokenDType t) { return t == TokenDType::U16 ? 2 : 4; }
+const char *token_dtype_name(TokenDType t) {
+    return t == TokenDType::U8 ? "u8" : t == TokenDType::U16 ? "u16" : "u32";
+}
+size_t token_dtype_size(TokenDType t) { return t == TokenDType::U8 ? 1 : t == TokenDType::U16 ? 2 : 4; }
+
+namespace {
+// The largest vocabulary a dtype holds.
+uint64_t dtype_max_vocab(TokenDType t) {
+    return t == TokenDType::U8 ? 256 : t == TokenDType::U16 ? 65536 : uint64_t(INT32_MAX);
+}
+} // namespace
 
 void shard_header_encode(const ShardHeader &h, uint8_t out[kShardHeaderBytes]) {
     std::memset(out, 0, kShardHeaderBytes);
@@ -63,15 +72,15 @@ ShardHeader shard_header_decode(const uint8_t *b, size_t file_size, const std::s
     if (version != kShardVersion)
         fail("{}: token shard version {} not supported (this zaya reads version {})", label, version, kShardVersion);
     const auto dtype = get<uint32_t>(b + 12);
-    if (dtype > 1) fail("{}: token shard dtype {} unknown (0 = u16, 1 = u32)", label, dtype);
+    if (dtype > 2) fail("{}: token shard dtype {} unknown (0 = u16, 1 = u32, 2 = u8)", label, dtype);
     ShardHeader h;
     h.dtype = TokenDType(dtype);
     h.count = get<uint64_t>(b + 16);
     h.vocab_size = get<uint64_t>(b + 24);
     if (h.vocab_size == 0 || h.vocab_size > uint64_t(INT32_MAX))
         fail("{}: token shard vocab size {} out of range [1, {}]", label, h.vocab_size, INT32_MAX);
-    if (h.dtype == TokenDType::U16 && h.vocab_size > 65536)
-        fail("{}: token shard dtype u16 cannot hold vocab size {} (needs u32)", label, h.vocab_size);
+    if (h.vocab_size > dtype_max_vocab(h.dtype))
+        fail("{}: token shard dtype {} cannot hold vocab size {}", label, token_dtype_name(h.dtype), h.vocab_size);
     for (size_t i = 32; i < kShardHeaderBytes; ++i)
         if (b[i] != 0) fail("{}: token shard header byte {} (reserved) is {}, expected 0", label, i, b[i]);
     const uint64_t avail = file_size - kShardHeaderBytes, esize = token_dtype_size(h.dtype);
@@ -84,8 +93,11 @@ ShardHeader shard_header_decode(const uint8_t *b, size_t file_size, const std::s
 // ---- ShardWriter ----
 
 ShardWriter::ShardWriter(std::string path, uint64_t vocab_size)
-    : vocab_(vocab_size), dtype_(token_dtype_for_vocab(vocab_size)) {
-    if (vocab_size == 0 || vocab_size > uint64_t(INT32_MAX)) fail("{}: vocab size {} out of range", path, vocab_size);
+    : ShardWriter(std::move(path), vocab_size, token_dtype_for_vocab(vocab_size)) {}
+
+ShardWriter::ShardWriter(std::string path, uint64_t vocab_size, TokenDType dtype) : vocab_(vocab_size), dtype_(dtype) {
+    if (vocab_size == 0 || vocab_size > dtype_max_vocab(dtype))
+        fail("{}: vocab size {} out of range for dtype {}", path, vocab_size, token_dtype_name(dtype));
     file_ = std::make_unique<AtomicFile>(std::move(path));
     uint8_t hdr[kShardHeaderBytes];
     shard_header_encode({dtype_, 0, vocab_}, hdr); // count patched in finish()
@@ -103,7 +115,9 @@ void ShardWriter::append(const int32_t *tokens, size_t n) {
             fail("{}: token {} (at position {}) outside the vocabulary [0, {})", file_->path(), t, count_ + i, vocab_);
         const size_t at = buf_.size();
         buf_.resize(at + es);
-        if (dtype_ == TokenDType::U16)
+        if (dtype_ == TokenDType::U8)
+            buf_[at] = uint8_t(t);
+        else if (dtype_ == TokenDType::U16)
             put<uint16_t>(buf_.data() + at, uint16_t(t));
         else
             put<uint32_t>(buf_.data() + at, uint32_t(t));
@@ -166,7 +180,10 @@ std::unique_ptr<Shard> Shard::open(const std::string &path) {
     // One pass over the tokens: an out-of-range id would otherwise index past the embedding table mid-training.
     const uint64_t vocab = s->header_.vocab_size;
     uint64_t bad = UINT64_MAX;
-    if (s->header_.dtype == TokenDType::U16) {
+    if (s->header_.dtype == TokenDType::U8) {
+        for (uint64_t i = 0; i < s->header_.count && bad == UINT64_MAX; ++i)
+            if (s->tokens_[i] >= vocab) bad = i;
+    } else if (s->header_.dtype == TokenDType::U16) {
         for (uint64_t i = 0; i < s->header_.count && bad == UINT64_MAX; ++i)
             if (get<uint16_t>(s->tokens_ + 2 * i) >= vocab) bad = i;
     } else {
@@ -183,6 +200,7 @@ Shard::~Shard() {
 }
 
 int32_t Shard::at(uint64_t i) const {
+    if (header_.dtype == TokenDType::U8) return int32_t(tokens_[i]);
     if (header_.dtype == TokenDType::U16) return int32_t(get<uint16_t>(tokens_ + 2 * i));
     return int32_t(get<uint32_t>(tokens_ + 4 * i));
 }
@@ -190,7 +208,9 @@ int32_t Shard::at(uint64_t i) const {
 void Shard::copy(uint64_t begin, uint64_t n, int32_t *out) const {
     if (begin > header_.count || n > header_.count - begin)
         fail("{}: read of tokens [{}, {}) past the end ({} tokens)", path_, begin, begin + n, header_.count);
-    if (header_.dtype == TokenDType::U16) {
+    if (header_.dtype == TokenDType::U8) {
+        for (uint64_t i = 0; i < n; ++i) out[i] = int32_t(tokens_[begin + i]);
+    } else if (header_.dtype == TokenDType::U16) {
         for (uint64_t i = 0; i < n; ++i) out[i] = int32_t(get<uint16_t>(tokens_ + 2 * (begin + i)));
     } else {
         for (uint64_t i = 0; i < n; ++i) out[i] = int32_t(get<uint32_t>(tokens_ + 4 * (begin + i)));

@@ -3,7 +3,8 @@
 // Layout (little-endian), 64-byte header then the tokens:
 //   0  char[8] magic "ZAYATOK1"
 //   8  u32     version (1)
-//   12 u32     dtype: 0 = u16, 1 = u32 (writers use u16 whenever vocab ≤ 65536, halving the file)
+//   12 u32     dtype: 0 = u16, 1 = u32 (token writers use u16 whenever vocab ≤ 65536, halving the file),
+//              2 = u8 (vocab ≤ 256: the loss-mask shards, data/loss_mask.h)
 //   16 u64     token count
 //   24 u64     vocab size (every token is < this)
 //   32 ..63    reserved, zero
@@ -24,10 +25,10 @@ inline constexpr char kShardMagic[8] = {'Z', 'A', 'Y', 'A', 'T', 'O', 'K', '1'};
 inline constexpr uint32_t kShardVersion = 1;
 inline constexpr size_t kShardHeaderBytes = 64;
 
-enum class TokenDType : uint32_t { U16 = 0, U32 = 1 };
+enum class TokenDType : uint32_t { U16 = 0, U32 = 1, U8 = 2 };
 
 TokenDType token_dtype_for_vocab(uint64_t vocab_size);
-const char *token_dtype_name(TokenDType t); // "u16" / "u32"
+const char *token_dtype_name(TokenDType t); // "u16" / "u32" / "u8"
 size_t token_dtype_size(TokenDType t);
 
 struct ShardHeader {
@@ -43,7 +44,9 @@ ShardHeader shard_header_decode(const uint8_t *bytes, size_t file_size, const st
 // Streams tokens into a new shard file; nothing appears under `path` until finish().
 class ShardWriter {
   public:
+    // dtype: the narrowest that holds the vocabulary's ids unless given (u8 only when asked for).
     ShardWriter(std::string path, uint64_t vocab_size);
+    ShardWriter(std::string path, uint64_t vocab_size, TokenDType dtype);
     ~ShardWriter();
     ShardWriter(const ShardWriter &) = delete;
     ShardWriter &operator=(const ShardWriter &) = delete;

@@ -115,12 +115,66 @@ SourceList collect_sources(const std::vector<std::string> &inputs, const std::st
     return out;
 }
 
+namespace {
+
+// A JSONL record's string field; `where` is file:line.
+std::string string_field(const nlohmann::json &j, const char *name, const std::string &where) {
+    const auto it = j.find(name);
+    if (it == j.end()) fail("{}: no \"{}\" field", where, name);
+    if (!it->is_string()) fail("{}: \"{}\" is {}, expected a string", where, name, it->type_name());
+    return it->get<std::string>();
+}
+
+// One JSONL record (see sources.h); its text is empty when it has nothing to learn.
+Document jsonl_document(const nlohmann::json &j, const std::string &where) {
+    const bool text = j.contains("text"), completion = j.contains("prompt") || j.contains("completion"),
+               chat = j.contains("messages");
+    if (int(text) + int(completion) + int(chat) != 1)
+        fail("{}: expected exactly one of \"text\", \"prompt\"+\"completion\" or \"messages\"{}", where,
+             text || completion || chat ? "" : " (found none)");
+    Document d;
+    if (text) {
+        d.text = string_field(j, "text", where);
+    } else if (completion) {
+        d.kind = DocKind::Completion;
+        d.prompt = string_field(j, "prompt", where);
+        d.completion = string_field(j, "completion", where);
+        if (!d.completion.empty()) d.text = d.prompt + d.completion;
+    } else {
+        d.kind = DocKind::Chat;
+        const nlohmann::json &m = j["messages"];
+        if (!m.is_array()) fail("{}: \"messages\" is {}, expected an array", where, m.type_name());
+        bool answers = false;
+        for (size_t i = 0; i < m.size(); ++i) {
+            const std::string at = fmt::format("{}: messages[{}]", where, i);
+            if (!m[i].is_object()) fail("{} is {}, expected an object with \"role\" and \"content\"", at,
+                                        m[i].type_name());
+            ChatMessage msg{string_field(m[i], "role", at), string_field(m[i], "content", at)};
+            if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
+                fail("{}: role \"{}\" is not system, user or assistant", at, msg.role);
+            if (msg.role == "system" && i > 0) fail("{}: a system message may only come first", at);
+            answers |= msg.role == "assistant" && !msg.content.empty();
+            if (!d.text.empty()) d.text += '\n';
+            d.text += msg.content;
+            d.messages.push_back(std::move(msg));
+        }
+        if (!answers) d.text.clear();
+    }
+    return d;
+}
+
+} // namespace
+
 std::vector<Document> read_documents(const SourceFile &f) {
     std::string bytes = read_file_bytes(f.path);
     std::vector<Document> docs;
     if (!f.jsonl) {
         if (!is_utf8_text(bytes)) fail("{}: not a UTF-8 text file", f.path);
-        if (!bytes.empty()) docs.push_back({0, std::move(bytes)});
+        if (!bytes.empty()) {
+            Document d;
+            d.text = std::move(bytes);
+            docs.push_back(std::move(d));
+        }
         return docs;
     }
     uint64_t line_no = 0;
@@ -138,12 +192,10 @@ std::vector<Document> read_documents(const SourceFile &f) {
         } catch (const nlohmann::json::exception &e) {
             fail("{}:{}: invalid JSON: {}", f.path, line_no, e.what());
         }
-        if (!j.is_object()) fail("{}:{}: expected a JSON object with a string \"text\" field", f.path, line_no);
-        const auto t = j.find("text");
-        if (t == j.end()) fail("{}:{}: no \"text\" field", f.path, line_no);
-        if (!t->is_string()) fail("{}:{}: \"text\" is {}, expected a string", f.path, line_no, t->type_name());
-        std::string text = t->get<std::string>();
-        if (!text.empty()) docs.push_back({line_no, std::move(text)});
+        if (!j.is_object()) fail("{}:{}: expected a JSON object", f.path, line_no);
+        Document d = jsonl_document(j, fmt::format("{}:{}", f.path, line_no));
+        d.line = line_no;
+        if (!d.text.empty()) docs.push_back(std::move(d));
     }
     return docs;
 }

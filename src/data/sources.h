@@ -4,10 +4,17 @@
 //   is UTF-8 text without NUL bytes; others (images, archives, Latin-1 text) are skipped and reported. Text is
 //   recognised by content, not by extension, so .txt, .rst, .md, .py and any other text file all count.
 // - A file named on the command line must be text; a binary one is an error rather than a silent skip.
-// - A `.jsonl` file holds one document per non-blank line: a JSON object with a string "text" field. Anything
-//   else on a line is an error naming file:line. Every other text file is one document.
+// - A `.jsonl` file holds one document per non-blank line, a JSON object of one of three kinds:
+//     {"text": "..."}                                  pretraining text: every token is learned;
+//     {"prompt": "...", "completion": "..."}           fine-tuning: only the completion (and its EOS) is learned;
+//     {"messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}, ...]}
+//                                                      a chat (data/chat_template.h): only the assistant turns are
+//                                                      learned; roles system (first only), user, assistant.
+//   Anything else on a line is an error naming file:line. Every other text file is one document of text.
 // - Files are sorted by key (below) so the document order does not depend on the directory listing order.
 #pragma once
+#include "data/chat_template.h"
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -35,13 +42,19 @@ SourceList collect_sources(const std::vector<std::string> &inputs, const std::st
 
 bool is_utf8_text(std::string_view bytes); // valid UTF-8, no NUL
 
+enum class DocKind { Text, Completion, Chat };
+
 // One document of a source file; `line` is the 1-based JSONL line, 0 for a whole-file document.
 struct Document {
     uint64_t line = 0;
-    std::string text;
+    std::string text; // Text: the document; the others: all their text, for tokenizer training
+    DocKind kind = DocKind::Text;
+    std::string prompt, completion;    // Completion
+    std::vector<ChatMessage> messages; // Chat
 };
 
-// The documents of one file, in order; empty documents (no text) are dropped. Errors name file:line.
+// The documents of one file, in order; documents with nothing to learn (empty text, an empty completion, a chat
+// without an assistant message that has content) are dropped. Errors name file:line.
 std::vector<Document> read_documents(const SourceFile &f);
 
 } // namespace zaya

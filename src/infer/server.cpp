@@ -125,6 +125,7 @@ void Server::routes() {
                 const int32_t bos = int32_t(c.bos_token_id);
                 if (chat) {
                     prompt = chat_prompt(*tok, r.messages, bos);
+                    for (std::string &stop : chat_stop_strings(*tok)) r.sample.stop_strings.push_back(std::move(stop));
                 } else if (!r.prompt_ids.empty()) {
                     prompt = r.prompt_ids;
                 } else {

@@ -55,45 +55,4 @@ std::string TextStream::flush() {
     return out;
 }
 
-int32_t end_of_turn_id(const Tokenizer &tok) { return tok.piece_id("<end_of_turn>"); }
-
-std::vector<int32_t> chat_prompt(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id) {
-    if (messages.empty()) fail("a chat needs at least one message");
-    const int32_t start = tok.piece_id("<start_of_turn>"), end = end_of_turn_id(tok);
-    std::vector<int32_t> ids;
-    if (bos_id >= 0) ids.push_back(bos_id);
-    auto text = [&](const std::string &s) {
-        auto t = tok.encode(s);
-        ids.insert(ids.end(), t.begin(), t.end());
-    };
-    auto marker = [&](int32_t id, const char *literal) {
-        if (id >= 0) ids.push_back(id);
-        else text(literal);
-    };
-    std::string system;
-    size_t first = 0;
-    if (messages[0].role == "system") {
-        system = messages[0].content + "\n\n";
-        first = 1;
-    }
-    for (size_t i = first; i < messages.size(); ++i) {
-        const ChatMessage &m = messages[i];
-        if (m.role != "user" && m.role != "assistant")
-            fail("message {}: role must be 'user' or 'assistant' (or 'system' first), got '{}'", i, m.role);
-        marker(start, "<start_of_turn>");
-        text((m.role == "user" ? "user\n" : "model\n") + (i == first ? system : std::string()) + m.content);
-        marker(end, "<end_of_turn>");
-        text("\n");
-    }
-    if (first == messages.size()) { // only a system message: it opens the user turn
-        marker(start, "<start_of_turn>");
-        text("user\n" + system);
-        marker(end, "<end_of_turn>");
-        text("\n");
-    }
-    marker(start, "<start_of_turn>");
-    text("model\n");
-    return ids;
-}
-
 } // namespace zaya

@@ -1,14 +1,11 @@
 #include "optim/adamw.h"
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 #include <cmath>
 
 namespace zaya {
-
-namespace {
-constexpr size_t kParallelMin = size_t(1) << 15;
-}
 
 void adamw_update(real *param, const real *grad, real *exp_avg, real *exp_avg_sq, size_t n, double lr,
                   double weight_decay, const AdamWHyper &hyper, int64_t step) {

@@ -2,6 +2,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "ops/cpu/gemm.h"
 #include "optim/sum_squares.h"
 
@@ -12,9 +13,6 @@
 namespace zaya {
 
 namespace {
-
-// Elementwise loops are memory-bound; below this many elements a thread team costs more than it saves.
-constexpr size_t kParallelMin = size_t(1) << 15;
 
 // Above this Gram side the symmetric products below compute only the block upper triangle (3 of 4 blocks for
 // 256) and mirror it: 25 % fewer FLOPs in two of each step's three GEMMs, at blocks still large enough for

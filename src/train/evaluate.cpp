@@ -6,6 +6,7 @@
 #include "ops/backend.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 namespace zaya {
@@ -19,7 +20,7 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
     double sums[2] = {0, 0}; // loss × tokens, tokens
     EvalResult r;
     const int64_t total = max_batches == 0 ? val.num_batches() : std::min(max_batches, val.num_batches());
-    std::vector<double> at(per_position ? size_t(seq) + 1 : 0); // loss sums per position, then the sequences
+    std::vector<double> at(per_position ? 2 * size_t(seq) : 0); // loss sums per position, then target counts
     std::vector<real> host_losses;
     while ((max_batches == 0 || r.batches < max_batches) && val.next(tb)) {
         ++r.batches;
@@ -37,18 +38,28 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
                 losses = host_losses.data();
             }
             for (int64_t s = 0; s < tb.sequences; ++s)
-                for (int64_t p = 0; p < seq; ++p) at[size_t(p)] += double(losses[s * seq + p]);
-            at[size_t(seq)] += double(tb.sequences);
+                for (int64_t p = 0; p < seq; ++p)
+                    if (targets[size_t(s * seq + p)] >= 0) { // a masked target's loss is 0 and counts for nothing
+                        at[size_t(p)] += double(losses[s * seq + p]);
+                        at[size_t(seq + p)] += 1;
+                    }
         }
         if (progress) progress(r.batches, total);
     }
     comm.allreduce_sum(sums, 2);
-    if (sums[1] == 0) fail("validation split of '{}' has no sequence of {} tokens", data->dir(), seq + 1);
+    if (val.num_chunks() == 0) fail("validation split of '{}' has no sequence of {} tokens", data->dir(), seq + 1);
+    if (sums[1] == 0)
+        fail("validation split of '{}': its loss masks leave no target to score in {} batches", data->dir(),
+             r.batches);
     r.loss = sums[0] / sums[1];
     r.tokens = int64_t(sums[1]);
     if (per_position) {
         comm.allreduce_sum(at.data(), at.size());
-        for (int64_t p = 0; p < seq; ++p) r.position_loss.push_back(at[size_t(p)] / at[size_t(seq)]);
+        for (int64_t p = 0; p < seq; ++p) {
+            const double n = at[size_t(seq + p)];
+            r.position_loss.push_back(n > 0 ? at[size_t(p)] / n : std::numeric_limits<double>::quiet_NaN());
+            r.position_tokens.push_back(int64_t(n));
+        }
     }
     return r;
 }

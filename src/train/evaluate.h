@@ -20,7 +20,9 @@ struct EvalResult {
     int64_t batches = 0;     // forward passes of `batch` sequences per rank
     // With per_position: the mean loss at each position of a sequence [seq], position p predicting token p + 1 from
     // the p + 1 before it; how the loss falls along a sequence shows how much of a long context a model uses.
+    // With loss masks positions hold unequal counts of targets: position_tokens [seq] (a mean over none is NaN).
     std::vector<double> position_loss;
+    std::vector<int64_t> position_tokens;
 };
 
 // Up to `max_batches` batches (0: the whole split). `m` and `acts` live in the backend the forward pass runs on;

@@ -118,7 +118,8 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
     if (tc.rope_theta > 0)
         fmt::print("  RoPE base of the full-attention layers {:g}, positions up to {}\n", tc.rope_theta,
                    mc.max_position_embeddings);
-    fmt::print("  data {}: {} train / {} val tokens\n", tc.data, data->train().tokens, data->val().tokens);
+    fmt::print("  data {}: {} train / {} val tokens{}\n", tc.data, data->train().tokens, data->val().tokens,
+               data->manifest().loss_mask ? " (loss masks: only completions and assistant turns are learned)" : "");
     fmt::print("  {} steps × {} sequences × {} tokens (micro-batch {}), lr {} {} warmup {}, balancing {}, device {}, "
                "matmuls {}{}\n",
                tc.steps, tc.batch, tc.seq, tc.micro(), tc.lr, tc.schedule, tc.warmup_steps(), tc.balance ? "on" : "off",

@@ -199,11 +199,25 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
     const Model &m = run_model();
     const cpu::MatmulPrecisionScope precision(matmul_precision_); // forward + backward only
     const WeightsUnchanged frozen(backend_); // until the optimizer: a GPU converts each matrix to bf16 once per step
+    // The step's loss is the mean over the global batch's learned targets, each micro-batch weighted by its share of
+    // them: with loss masks (fine-tuning data) micro-batches and ranks hold unequal counts, and a mean of their means
+    // would weigh a token of a short answer more than one of a long one. Without masks every share is
+    // 1/(accum·ranks), exactly as a mean of means.
+    std::vector<TokenBatch> micro_batches;
+    double learned = 0;
     for (int64_t a = 0; a < accum; ++a) {
-        TokenBatch tb = next_micro_batch(micro);
+        micro_batches.push_back(next_micro_batch(micro));
+        learned += double(micro_batches.back().learned_targets());
+    }
+    const bool masked = !micro_batches[0].learned.empty(); // the same data on every rank: the same answer
+    if (masked && ranks > 1) comm_->allreduce_sum(&learned, 1);
+    else learned *= double(ranks);
+    for (int64_t a = 0; a < accum; ++a) {
+        const TokenBatch &tb = micro_batches[size_t(a)];
         if (batch_log) batch_log->insert(batch_log->end(), tb.tokens.begin(), tb.tokens.end());
         Batch batch = tb.inputs();
         std::vector<int32_t> targets = tb.targets();
+        const double share = learned > 0 ? double(tb.learned_targets()) / learned : 0.0;
         // The GPU's LM head backward recomputes the logits: its loss is the step's, and the forward skips the head.
         const ForwardResult f = model_forward(m, batch, acts_, targets.data(), /*loss_in_backward=*/true);
         r.tokens += batch.num_tokens();
@@ -218,11 +232,11 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
             for (; next >= l; --next) start_gradient_sum(layer_parts_[size_t(next)]);
             comm_->progress();
         };
-        const real scale = real(1.0 / double(accum * ranks));
+        const real scale = real(share);
         const double backward_loss =
             overlap ? model_backward(m, batch, acts_, targets.data(), scratch_, grads, scale, start_through)
                     : model_backward(m, batch, acts_, targets.data(), scratch_, grads, scale);
-        r.loss += (f.loss_deferred ? backward_loss : f.loss) / double(accum);
+        r.loss += (f.loss_deferred ? backward_loss : f.loss) * share;
         if (overlap) start_through(0); // those not reported (a micro-batch without targets reports none)
     }
     // A device's counts come down once, after the last backward pass is queued (no wait per layer or micro-batch).
@@ -254,7 +268,7 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
         comm_->allreduce_sum(counts_.data(), counts_.size());
         double sums[2] = {r.loss, double(r.tokens)};
         comm_->allreduce_sum(sums, 2);
-        r.loss = sums[0] / double(ranks);
+        r.loss = sums[0]; // each rank's loss is already weighted by its share of the global batch
         r.tokens = int64_t(sums[1]);
         r.comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     }

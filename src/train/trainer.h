@@ -80,6 +80,8 @@ class Trainer {
     double flops_per_step() const { return flops_per_step_; } // model FLOPs: forward + backward (≈ 3× forward)
     Backend &backend() { return backend_; }                   // where forward and backward run (phase timing)
     size_t memory_bytes() const;                              // params, grads, optimizer state, activations
+    // The last step's gradients (one process on the CPU: the global batch's; nullptr on a device), as clipped.
+    const real *host_gradients() const { return device_model_ ? nullptr : grads_.data(); }
 
     // The whole training state, for checkpoints (train/checkpoint.h).
     // The host copies, for checkpoints to read or restore: on a device, downloaded first and uploaded again before

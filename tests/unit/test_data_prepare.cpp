@@ -169,7 +169,9 @@ TEST(DataPrepare, JsonlErrorsNameFileAndLine) {
     write_text(d.path / "bad.jsonl", "{\"text\": \"fine\"}\n{\"text\": \"broken\n");
     EXPECT_NE(error_of(opts(d.str("bad.jsonl"), d.str("o"))).find("bad.jsonl:2: invalid JSON"), std::string::npos);
     write_text(d.path / "nofield.jsonl", "{\"text\": \"fine\"}\n\n{\"body\": \"x\"}\n");
-    EXPECT_NE(error_of(opts(d.str("nofield.jsonl"), d.str("o"))).find("nofield.jsonl:3: no \"text\" field"),
+    EXPECT_NE(error_of(opts(d.str("nofield.jsonl"), d.str("o")))
+                  .find("nofield.jsonl:3: expected exactly one of \"text\", \"prompt\"+\"completion\" or \"messages\" "
+                        "(found none)"),
               std::string::npos);
     write_text(d.path / "num.jsonl", "{\"text\": 5}\n");
     EXPECT_NE(error_of(opts(d.str("num.jsonl"), d.str("o"))).find("num.jsonl:1: \"text\" is number"),

@@ -1,0 +1,69 @@
+#include "data/chat_template.h"
+
+#include "core/error.h"
+
+namespace zaya {
+
+int32_t end_of_turn_id(const Tokenizer &tok) { return tok.piece_id("<end_of_turn>"); }
+
+std::vector<std::string> chat_stop_strings(const Tokenizer &tok) {
+    if (end_of_turn_id(tok) >= 0) return {};
+    return {"<end_of_turn>"};
+}
+
+std::vector<int32_t> chat_tokens(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id,
+                                 bool generation_prompt, std::vector<uint8_t> *trained) {
+    if (messages.empty()) fail("a chat needs at least one message");
+    const int32_t start = tok.piece_id("<start_of_turn>"), end = end_of_turn_id(tok);
+    std::vector<int32_t> ids;
+    std::vector<uint8_t> flags;
+    auto add = [&](const std::vector<int32_t> &t, bool learn) {
+        ids.insert(ids.end(), t.begin(), t.end());
+        flags.insert(flags.end(), t.size(), uint8_t(learn));
+    };
+    auto text = [&](const std::string &s, bool learn = false) { add(tok.encode(s), learn); };
+    auto marker = [&](int32_t id, const char *literal, bool learn = false) {
+        if (id >= 0) add({id}, learn);
+        else text(literal, learn);
+    };
+    if (bos_id >= 0) add({bos_id}, false);
+    std::string system;
+    size_t first = 0;
+    if (messages[0].role == "system") {
+        system = messages[0].content + "\n\n";
+        first = 1;
+    }
+    for (size_t i = first; i < messages.size(); ++i) {
+        const ChatMessage &m = messages[i];
+        if (m.role == "system") fail("message {}: a system message may only come first", i);
+        if (m.role != "user" && m.role != "assistant")
+            fail("message {}: role must be 'user' or 'assistant' (or 'system' first), got '{}'", i, m.role);
+        marker(start, "<start_of_turn>");
+        if (m.role == "user") {
+            text("user\n" + (i == first ? system : std::string()) + m.content);
+        } else {
+            text("model\n" + (i == first ? system : std::string()));
+            text(m.content, true);
+        }
+        marker(end, "<end_of_turn>", m.role == "assistant");
+        text("\n");
+    }
+    if (first == messages.size()) { // only a system message: it opens the user turn
+        marker(start, "<start_of_turn>");
+        text("user\n" + system);
+        marker(end, "<end_of_turn>");
+        text("\n");
+    }
+    if (generation_prompt) {
+        marker(start, "<start_of_turn>");
+        text("model\n");
+    }
+    if (trained) *trained = std::move(flags);
+    return ids;
+}
+
+std::vector<int32_t> chat_prompt(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id) {
+    return chat_tokens(tok, messages, bos_id, /*generation_prompt=*/true);
+}
+
+} // namespace zaya

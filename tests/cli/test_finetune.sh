@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Fine-tuning on prompt/completion and chat records (`zaya prepare` loss masks, data/sources.h): the prepared data
+# learns only the answers; `zaya eval` scores only them; `zaya train --init` on a chat set teaches a pretrained model
+# to answer in ZAYA1's turn format, which `zaya generate --chat` then reproduces and stops at <end_of_turn>; under
+# mpirun, 2 ranks × micro-batch 2 give 1 rank × micro-batch 4's losses although the ranks hold unequal counts of
+# learned targets (the step's loss is the mean over the global batch's learned targets).
+#
+# Usage: test_finetune.sh ZAYA_BINARY SOURCE_DIR
+set -euo pipefail
+source "$(dirname "$0")/lib.sh" # usage check, $ZAYA and $SRC, temp dir, pass/fail helpers
+source "$(dirname "$0")/corpus.sh"
+
+make_corpus "$tmp/corpus" 200
+"$ZAYA" prepare --input "$tmp/corpus" --out "$tmp/data" --vocab-size 400 >/dev/null 2>&1
+expect_ok "a base model to fine-tune: tiny, 12 steps" train --data "$tmp/data" --model tiny --seq 64 --batch 4 \
+    --steps 12 --eval-every 0 --sample-tokens 0 --out "$tmp/base"
+
+# Chats with varied questions and one answer, "Sure, happy to help.", and prompt/completion pairs.
+python3 - "$tmp/sft.jsonl" <<'PY'
+import json, sys
+names = ["Ada", "Bob", "Cy", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jo"]
+with open(sys.argv[1], "w") as f:
+    for i in range(400):
+        n = names[i % len(names)]
+        if i % 4 == 3:
+            f.write(json.dumps({"prompt": f"Document {i}. The quick brown fox", "completion": f" greets {n}."}) + "\n")
+        else:
+            f.write(json.dumps({"messages": [{"role": "user", "content": f"Hello, I am {n}. Number {i}?"},
+                                             {"role": "assistant", "content": "Sure, happy to help."}]}) + "\n")
+PY
+expect_ok "prepare the fine-tuning records with the base model's tokenizer" \
+    prepare --input "$tmp/sft.jsonl" --out "$tmp/sft" --tokenizer "$tmp/base/model/tokenizer.model"
+[[ $err == *"learned (loss masks leave out prompts)"* ]] && pass "prepare reports the learned tokens" ||
+    fail "prepare reports the learned tokens" "$err"
+python3 - "$tmp/sft/data.json" <<'PY' && pass "data.json: version 2, loss_mask, a mask per shard" || fail "data.json"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["version"] == 2 and j["loss_mask"] is True, j
+for s in ("train", "val"):
+    assert len(j[s]["masks"]) == len(j[s]["shards"]), j[s]
+PY
+
+eval_json() { # MODEL: zaya eval's JSON on the fine-tuning data
+    run eval "$1" --data "$tmp/sft" --seq 64 --batch 4 --json --by-position 2
+    echo "$out"
+}
+before=$(eval_json "$tmp/base/model")
+python3 - "$before" <<'PY' && pass "eval scores only the answers (fewer targets than positions)" ||
+import json, sys
+j = json.loads(sys.argv[1])
+positions = j["batches"] * j["batch"] * j["seq"]
+assert 0 < j["tokens"] < positions / 2, (j["tokens"], positions)
+assert sum(r["tokens"] for r in j["by_position"]) == j["tokens"], j
+PY
+    fail "eval scores only the answers" "$before"
+
+expect_ok "fine-tune the base model on the chats (--init, 60 steps)" train --data "$tmp/sft" --init "$tmp/base/model" \
+    --seq 64 --batch 8 --steps 60 --lr 0.01 --eval-every 0 --sample-tokens 0 --out "$tmp/ft"
+[[ $out == *"(loss masks: only completions and assistant turns are learned)"* ]] && pass "the banner says so" ||
+    fail "the banner mentions the loss masks" "$out"
+after=$(eval_json "$tmp/ft/model")
+python3 - "$before" "$after" <<'PY' && pass "the answers' loss falls" || fail "the answers' loss falls" "$before" "$after"
+import json, sys
+a, b = (json.loads(x)["loss"] for x in sys.argv[1:3])
+print(f"        answers' loss {a:.3f} -> {b:.3f}")
+assert b < 0.5 * a, (a, b)
+PY
+run generate "$tmp/ft/model" --chat --prompt "Hello, I am Eve. Number 1234?" --temperature 0 -n 48
+[[ $rc -eq 0 && $out == "Sure, happy to help." ]] && pass "generate --chat answers as taught and stops at <end_of_turn>" ||
+    fail "generate --chat answers as taught" "exit $rc, output '$out'" "$err"
+
+# ---- data parallel: unequal learned counts per rank ----
+if command -v mpirun >/dev/null 2>&1; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    dp=(--data "$tmp/sft" --init "$tmp/base/model" --seq 64 --batch 8 --steps 4 --warmup 1 --eval-every 2
+        --sample-tokens 0 --ns-precision fp32)
+    expect_ok "1 rank, micro-batch 4" train "${dp[@]}" --micro-batch 4 --out "$tmp/one"
+    rc=0
+    mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 "$ZAYA" train "${dp[@]}" --micro-batch 2 --out "$tmp/two" \
+        >"$tmp/two.out" 2>&1 || rc=$?
+    [[ $rc -eq 0 ]] && pass "2 ranks, micro-batch 2" || fail "2 ranks, micro-batch 2" "$(tail -5 "$tmp/two.out")"
+    python3 - "$tmp/one/metrics.jsonl" "$tmp/two/metrics.jsonl" <<'PY' &&
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b) and [x["step"] for x in a] == [y["step"] for y in b], (a, b)
+assert sum("val_loss" in x for x in a) == 2, a
+worst = max(abs(x[k] - y[k]) / abs(x[k]) for x, y in zip(a, b) for k in ("loss", "val_loss") if k in x)
+print(f"        max relative difference {worst:.2e}")
+assert worst < 1e-5, worst
+PY
+        pass "2 ranks' losses are 1 rank's" || fail "2 ranks' losses are 1 rank's"
+else
+    echo "skip    mpirun not installed: the data-parallel checks"
+fi
+
+finish
