@@ -27,7 +27,7 @@ struct EvalArgs {
     std::string model, data, device = "cpu", precision = "fp32";
     int64_t seq = 256, batch = 8, batches = 0, by_position = 0;
     double rope_theta = 0;
-    bool json = false;
+    bool json = false, doc_mask = false;
 };
 
 void run_eval(const EvalArgs &a, Communicator &comm) {
@@ -49,7 +49,8 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         on_device.emplace(model_on(m, be));
         be.set_matmul_precision(precision);
     }
-    Activations acts = Activations::plan(m.config, a.batch * a.seq, a.batch, /*keep_all_layers=*/false, be,
+    Activations acts = Activations::plan(m.config, a.batch * a.seq, TokenBatch::max_sequences(a.batch, a.seq, a.doc_mask),
+                                         /*keep_all_layers=*/false, be,
                                          !be.host_memory() && precision == cpu::MatmulPrecision::BF16);
     const bool tty = !a.json && comm.is_root() && isatty(fileno(stderr));
     const auto t0 = std::chrono::steady_clock::now();
@@ -57,7 +58,8 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
     {
         const cpu::MatmulPrecisionScope scope(precision);
         const WeightsUnchanged frozen(be); // one bf16 copy of each matrix for all the batches, on a GPU
-        r = evaluate_loss(on_device ? *on_device : m, data, a.batch, a.seq, a.batches, acts, comm, a.by_position > 0,
+        r = evaluate_loss(on_device ? *on_device : m, data, a.batch, a.seq, a.batches, acts, comm, a.doc_mask,
+                          a.by_position > 0,
                           [&](int64_t done, int64_t total) {
                               if (tty)
                                   std::fprintf(stderr, "\reval: batch %lld/%lld", (long long)done,
@@ -86,7 +88,8 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         nlohmann::json j = {{"model", a.model},         {"data", a.data},     {"seq", a.seq}, {"ranks", comm.size()},
                             {"batch", a.batch},         {"batches", r.batches}, {"tokens", r.tokens},
                             {"loss", r.loss},           {"perplexity", ppl},  {"seconds", s},
-                            {"rope_theta", m.config.rope_hybrid.rope_theta}, {"device", a.device}};
+                            {"rope_theta", m.config.rope_hybrid.rope_theta}, {"device", a.device},
+                            {"doc_mask", a.doc_mask}};
         if (a.by_position > 0) j["by_position"] = ranges;
         fmt::print("{}\n", j.dump());
         return;
@@ -137,6 +140,7 @@ void register_eval(CLI::App &app) {
     cmd->add_option("--device", a->device, "Where the forward passes run: cpu | cuda")->capture_default_str();
     cmd->add_option("--precision", a->precision, "Matmul operands: fp32 | bf16 (fp32 accumulation)")
         ->capture_default_str();
+    cmd->add_flag("--doc-mask", a->doc_mask, "Cut sequences at each EOS, as `zaya train --doc-mask` trains");
     cmd->add_flag("--json", a->json, "Print one JSON object (loss, perplexity, tokens, batches, seconds)");
     cmd->callback([a] { run_eval_ranks(*a); });
 }

@@ -23,36 +23,42 @@ void check_rank(int rank, int world) {
 
 // ---- TokenBatch ----
 
-Batch TokenBatch::inputs() const {
+Batch TokenBatch::inputs(int32_t doc_eos) const {
     Batch b;
     b.tokens.reserve(size_t(sequences * seq_len));
     b.positions.reserve(size_t(sequences * seq_len));
     b.seq_start.push_back(0);
     for (int64_t i = 0; i < sequences; ++i) {
         b.tokens.insert(b.tokens.end(), row(i), row(i) + seq_len);
-        for (int64_t t = 0; t < seq_len; ++t) b.positions.push_back(int32_t(t));
+        int32_t pos = 0;
+        for (int64_t t = 0; t < seq_len; ++t) {
+            b.positions.push_back(pos++);
+            if (row(i)[t] == doc_eos && t + 1 < seq_len) { // a document ends here: the next token starts one
+                b.seq_start.push_back(i * seq_len + t + 1);
+                pos = 0;
+            }
+        }
         b.seq_start.push_back((i + 1) * seq_len);
     }
     return b;
 }
 
-std::vector<int32_t> TokenBatch::targets() const {
+std::vector<int32_t> TokenBatch::targets(int32_t doc_eos) const {
     std::vector<int32_t> t;
     t.reserve(size_t(sequences * seq_len));
     for (int64_t i = 0; i < sequences; ++i) t.insert(t.end(), row(i) + 1, row(i) + 1 + seq_len);
-    if (!learned.empty())
-        for (int64_t i = 0; i < sequences; ++i)
-            for (int64_t p = 0; p < seq_len; ++p)
-                if (learned[size_t(i * (seq_len + 1) + 1 + p)] == 0) t[size_t(i * seq_len + p)] = -1;
+    for (int64_t i = 0; i < sequences; ++i)
+        for (int64_t p = 0; p < seq_len; ++p) {
+            const bool unlearned = !learned.empty() && learned[size_t(i * (seq_len + 1) + 1 + p)] == 0;
+            if (unlearned || (doc_eos >= 0 && row(i)[p] == doc_eos)) t[size_t(i * seq_len + p)] = -1;
+        }
     return t;
 }
 
-int64_t TokenBatch::learned_targets() const {
-    if (learned.empty()) return sequences * seq_len;
-    int64_t n = 0;
-    for (int64_t i = 0; i < sequences; ++i)
-        for (int64_t p = 1; p <= seq_len; ++p) n += learned[size_t(i * (seq_len + 1) + p)] != 0;
-    return n;
+int64_t TokenBatch::learned_targets(int32_t doc_eos) const {
+    if (learned.empty() && doc_eos < 0) return sequences * seq_len;
+    const std::vector<int32_t> t = targets(doc_eos);
+    return int64_t(std::count_if(t.begin(), t.end(), [](int32_t x) { return x >= 0; }));
 }
 
 void TokenBatch::resize(int64_t rows, int64_t T, bool masked) {

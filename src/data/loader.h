@@ -6,6 +6,11 @@
 // Sequences run across document boundaries, separated by EOS, as in GPT-2-style pretraining. With loss masks
 // (fine-tuning data, data/manifest.h) a target whose flag is 0 — a prompt token — becomes −1: no loss, no gradient.
 //
+// Document masking (`zaya train --doc-mask`, spec B.5's recommendation): a row is cut after each EOS into
+// sequences of their own, so attention, the CCA conv and the value shift do not cross a document boundary and
+// positions restart at 0; the target after an EOS (the next document's first token, which nothing visible predicts)
+// becomes −1. The chunks, their order and the loader state are the same either way.
+//
 // Training order. Epoch e visits every chunk of the train split once, in a permutation drawn by Fisher–Yates
 // from Rng(seed ^ kLoaderStream, e). The loader's whole position is LoaderState {seed, epoch, cursor} (plus
 // seq_len and chunk count as a guard against restoring into different data): restoring it regenerates the
@@ -34,11 +39,18 @@ struct TokenBatch {
     std::vector<int32_t> learned; // [sequences, seq_len + 1] loss-mask flags (0/1); empty: every token is learned
 
     const int32_t *row(int64_t i) const { return tokens.data() + i * (seq_len + 1); }
-    Batch inputs() const; // the model's input batch: each row's first T tokens
-    // [sequences · T]: each row's last T tokens, −1 where the mask says the token is not learned
-    std::vector<int32_t> targets() const;
-    int64_t learned_targets() const; // how many targets are not −1
+    // The model's input batch: each row's first T tokens; with doc_eos ≥ 0 (document masking), each row cut after
+    // every doc_eos into sequences whose positions start at 0.
+    Batch inputs(int32_t doc_eos = -1) const;
+    // [sequences · T]: each row's last T tokens, −1 where the mask says the token is not learned and (doc_eos ≥ 0)
+    // where the input is doc_eos. The same order as inputs()' tokens.
+    std::vector<int32_t> targets(int32_t doc_eos = -1) const;
+    int64_t learned_targets(int32_t doc_eos = -1) const; // how many targets are not −1
     void resize(int64_t sequences, int64_t seq_len, bool masked);
+    // The most sequences inputs() makes of `rows` rows: every token its own document at worst.
+    static int64_t max_sequences(int64_t rows, int64_t seq_len, bool doc_mask) {
+        return doc_mask ? rows * seq_len : rows;
+    }
 };
 
 struct LoaderState {

@@ -12,9 +12,11 @@
 namespace zaya {
 
 EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &data, int64_t batch, int64_t seq,
-                         int64_t max_batches, Activations &acts, Communicator &comm, bool per_position,
+                         int64_t max_batches, Activations &acts, Communicator &comm, bool doc_mask, bool per_position,
                          const std::function<void(int64_t, int64_t)> &progress) {
     const int64_t ranks = comm.size();
+    const int32_t doc_eos = doc_mask ? data->manifest().eos_id : -1;
+    if (doc_mask && doc_eos < 0) fail("doc_mask: {} names no eos_id to cut documents at", data->dir());
     ValBatches val(data, batch * ranks, seq, comm.rank(), int(ranks));
     TokenBatch tb;
     double sums[2] = {0, 0}; // loss × tokens, tokens
@@ -25,8 +27,8 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
     while ((max_batches == 0 || r.batches < max_batches) && val.next(tb)) {
         ++r.batches;
         if (tb.sequences == 0) continue; // this rank's share of a short last batch
-        Batch inputs = tb.inputs();
-        std::vector<int32_t> targets = tb.targets();
+        Batch inputs = tb.inputs(doc_eos);
+        std::vector<int32_t> targets = tb.targets(doc_eos);
         ForwardResult f = model_forward(m, inputs, acts, targets.data());
         sums[0] += f.loss * double(f.loss_tokens);
         sums[1] += double(f.loss_tokens);

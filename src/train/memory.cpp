@@ -1,5 +1,6 @@
 #include "train/memory.h"
 
+#include "data/loader.h"
 #include "model/activations.h"
 #include "model/backward.h"
 #include "optim/balancing.h"
@@ -30,7 +31,7 @@ size_t process_rss_bytes() { return proc_status_kib("VmRSS:"); }
 size_t process_peak_rss_bytes() { return proc_status_kib("VmHWM:"); }
 
 TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks, NsPrecision ns, int threads,
-                         bool bf16_matmuls) {
+                         bool bf16_matmuls, bool doc_mask) {
     if (threads <= 0) threads = omp_get_max_threads();
     ParamLayout layout = ParamLayout::build(c);
     ParamGroups groups = ParamGroups::classify(layout, c);
@@ -50,8 +51,9 @@ TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, 
         m.muon_workspace = std::max(m.muon_workspace, size_t(threads) * Muon::workspace_bytes(ns, local.max_muon_numel(),
                                                                                            local.max_muon_min_dim()));
     }
-    m.activations = Activations::bytes_needed(c, micro_batch * seq, micro_batch, true);
-    m.scratch = GradScratch::bytes_needed(c, micro_batch * seq, micro_batch);
+    const int64_t seqs = TokenBatch::max_sequences(micro_batch, seq, doc_mask);
+    m.activations = Activations::bytes_needed(c, micro_batch * seq, seqs, true);
+    m.scratch = GradScratch::bytes_needed(c, micro_batch * seq, seqs);
     m.conv_im2col = 3 * size_t(micro_batch * seq * c.cca_time1 * c.conv_channels()) * sizeof(real);
     // cpu::gemm packs both operands of a bf16 GEMM into per-thread buffers that keep the largest size seen: the LM
     // head's backward, logits' gradient [tokens, V] and the embedding [V, D].

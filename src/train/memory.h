@@ -25,9 +25,10 @@ struct TrainMemory {
 };
 
 // `threads`: the OpenMP threads of the run (one Newton–Schulz workspace each); 0 = omp_get_max_threads().
-// `bf16_matmuls`: --precision bf16.
+// `bf16_matmuls`: --precision bf16. `doc_mask`: --doc-mask (sequences per micro-batch up to one per token).
 TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks = 1,
-                         NsPrecision ns = NsPrecision::BF16, int threads = 0, bool bf16_matmuls = false);
+                         NsPrecision ns = NsPrecision::BF16, int threads = 0, bool bf16_matmuls = false,
+                         bool doc_mask = false);
 
 // One line of a memory plan.
 struct MemoryItem {
@@ -40,9 +41,9 @@ size_t total_bytes(const std::vector<MemoryItem> &items);
 // The device memory a training run on a CUDA GPU allocates per rank (train/memory_device.cpp), item by item: zaya's
 // own allocations, as cuda::device_memory() counts them (the CUDA context and cuBLASLt's and NCCL's own allocations
 // come on top). All of it is allocated by the end of the first step and kept, so the total is also the run's peak.
-// `bf16_matmuls`: --precision bf16.
+// `bf16_matmuls`: --precision bf16; `doc_mask`: --doc-mask.
 std::vector<MemoryItem> device_train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks,
-                                            bool bf16_matmuls);
+                                            bool bf16_matmuls, bool doc_mask = false);
 
 // Resident memory of this process now (VmRSS): the program and its libraries before a run allocates anything.
 size_t process_rss_bytes();

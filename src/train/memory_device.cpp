@@ -1,6 +1,7 @@
 // The device memory a training run on a CUDA GPU allocates (`zaya info --train --device cuda`), item by item, from
 // the same size functions the CUDA ops size their buffers with (ops/cuda/*.h): plain C++, so a build without CUDA
 // plans it too.
+#include "data/loader.h"
 #include "model/activations.h"
 #include "model/backward.h"
 #include "ops/cuda/attention.h"
@@ -23,8 +24,9 @@ size_t ceil_div(int64_t a, int64_t b) { return size_t((a + b - 1) / b); }
 } // namespace
 
 std::vector<MemoryItem> device_train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks,
-                                            bool bf16) {
-    const int64_t N = micro_batch * seq, B = micro_batch, L = c.num_hidden_layers, D = c.hidden_size;
+                                            bool bf16, bool doc_mask) {
+    const int64_t N = micro_batch * seq, B = TokenBatch::max_sequences(micro_batch, seq, doc_mask);
+    const int64_t L = c.num_hidden_layers, D = c.hidden_size;
     const int64_t nq = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim, R = c.router_hidden_size;
     const int64_t Dq = nq * hd, Dk = nkv * hd, V = c.vocab_size, K = c.router_classes();
     const cpu::ConvShape cs{c.conv_channels(), nq + nkv, c.cca_time0, c.cca_time1};

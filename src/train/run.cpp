@@ -120,6 +120,7 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
                    mc.max_position_embeddings);
     fmt::print("  data {}: {} train / {} val tokens{}\n", tc.data, data->train().tokens, data->val().tokens,
                data->manifest().loss_mask ? " (loss masks: only completions and assistant turns are learned)" : "");
+    if (tc.doc_mask) fmt::print("  document masking: sequences cut at each EOS (id {})\n", data->manifest().eos_id);
     fmt::print("  {} steps × {} sequences × {} tokens (micro-batch {}), lr {} {} warmup {}, balancing {}, device {}, "
                "matmuls {}{}\n",
                tc.steps, tc.batch, tc.seq, tc.micro(), tc.lr, tc.schedule, tc.warmup_steps(), tc.balance ? "on" : "off",
@@ -145,7 +146,7 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
                peak / 1e9);
     // On a GPU: what `zaya info --train --device cuda` plans, printed now and held against the peak at the end.
     const size_t planned_gpu =
-        on_gpu ? total_bytes(device_train_memory(mc, tc.micro(), tc.seq, int(comm->size()), tc.precision == "bf16")) : 0;
+        on_gpu ? total_bytes(device_train_memory(mc, tc.micro(), tc.seq, int(comm->size()), tc.precision == "bf16", tc.doc_mask)) : 0;
     if (on_gpu)
         fmt::print("  GPU memory planned {:.1f} MiB per rank (zaya info --train --device cuda)\n",
                    double(planned_gpu) / (1 << 20));

@@ -22,6 +22,9 @@ struct TrainConfig {
     int64_t batch = 8;         // sequences per optimizer step (global batch)
     int64_t micro_batch = 0;   // sequences per forward/backward; 0 = batch (no accumulation)
     int64_t seq = 256;         // tokens per sequence
+    // Document masking (data/loader.h): attention, the CCA conv and the value shift stop at each EOS, positions
+    // restart after it (spec B.5's recommendation; off: GPT-2-style sequences across documents).
+    bool doc_mask = false;
     uint64_t seed = 1234;
     double lr = 1e-2;          // peak learning rate, shared by Muon (RMS-matched) and AdamW
     double weight_decay = 0.1;

@@ -62,9 +62,11 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
       backend_(backend_named(tc.device)), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_, backend_),
       balance_(model_.layout, model_.config, balancing_config(tc)),
       // A device with bf16 matmuls: the linears' inputs get bf16 copies where they are produced (no conversions).
-      acts_(Activations::plan(model_.config, tc.micro() * tc.seq, tc.micro(), /*keep_all_layers=*/true, backend_,
+      acts_(Activations::plan(model_.config, tc.micro() * tc.seq, TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask),
+                              /*keep_all_layers=*/true, backend_,
                               !backend_.host_memory() && matmul_precision_ == cpu::MatmulPrecision::BF16)),
-      scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq, tc.micro(), backend_)),
+      scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq,
+                                 TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask), backend_)),
       grads_(RealBuffer::zeros(backend_.host_memory() ? model_.layout.total : 0)),
       counts_(size_t(model_.config.num_hidden_layers * model_.config.router_classes()), 0), guard_(guard_config(tc)),
       fault_nan_(env_iterations("ZAYA_FAULT_NAN_GRAD")), fault_spike_(env_iterations("ZAYA_FAULT_SPIKE_GRAD")),
@@ -73,6 +75,11 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
         fail("train: batch ({}) must be a multiple of micro_batch ({}) × ranks ({})", tc.batch, tc.micro(),
              comm_->size());
     if (data_) loader_.emplace(data_, tc.seq, tc.seed, comm_->rank(), comm_->size());
+    if (tc.doc_mask) {
+        if (!data_) fail("train: doc_mask needs a data set (its EOS id)");
+        doc_eos_ = data_->manifest().eos_id;
+        if (doc_eos_ < 0) fail("train: --doc-mask: {} names no eos_id to cut documents at", data_->dir());
+    }
     if (const char *r = std::getenv("ZAYA_FAULT_RANK"); r && std::atoi(r) != comm_->rank()) {
         fault_nan_.clear(); // the injected faults are for another rank
         fault_spike_.clear();
@@ -207,17 +214,18 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
     double learned = 0;
     for (int64_t a = 0; a < accum; ++a) {
         micro_batches.push_back(next_micro_batch(micro));
-        learned += double(micro_batches.back().learned_targets());
+        learned += double(micro_batches.back().learned_targets(doc_eos_));
     }
-    const bool masked = !micro_batches[0].learned.empty(); // the same data on every rank: the same answer
+    // the same data and flags on every rank: the same answer
+    const bool masked = !micro_batches[0].learned.empty() || doc_eos_ >= 0;
     if (masked && ranks > 1) comm_->allreduce_sum(&learned, 1);
     else learned *= double(ranks);
     for (int64_t a = 0; a < accum; ++a) {
         const TokenBatch &tb = micro_batches[size_t(a)];
         if (batch_log) batch_log->insert(batch_log->end(), tb.tokens.begin(), tb.tokens.end());
-        Batch batch = tb.inputs();
-        std::vector<int32_t> targets = tb.targets();
-        const double share = learned > 0 ? double(tb.learned_targets()) / learned : 0.0;
+        Batch batch = tb.inputs(doc_eos_);
+        std::vector<int32_t> targets = tb.targets(doc_eos_);
+        const double share = learned > 0 ? double(tb.learned_targets(doc_eos_)) / learned : 0.0;
         // The GPU's LM head backward recomputes the logits: its loss is the step's, and the forward skips the head.
         const ForwardResult f = model_forward(m, batch, acts_, targets.data(), /*loss_in_backward=*/true);
         r.tokens += batch.num_tokens();
@@ -325,7 +333,7 @@ double Trainer::evaluate() {
     // The weights hold still through an evaluation: a GPU converts each matrix to bf16 once for all its batches
     // (into the copies a step keeps), not at every use into buffers of its own.
     const WeightsUnchanged frozen(backend_);
-    return evaluate_loss(run_model(), data_, tc_.micro(), tc_.seq, max_batches, acts_, *comm_).loss;
+    return evaluate_loss(run_model(), data_, tc_.micro(), tc_.seq, max_batches, acts_, *comm_, tc_.doc_mask).loss;
 }
 
 } // namespace zaya

@@ -130,6 +130,7 @@ class Trainer {
     Backend &backend_;                      // of forward and backward (tc_.device)
     std::shared_ptr<Communicator> comm_;
     mutable Model model_;                // the host copy (model() downloads into it when the device's is newer)
+    int32_t doc_eos_ = -1;               // --doc-mask: the data's EOS id, where sequences are cut (else −1)
     std::optional<Model> device_model_;  // on a device backend: the parameters the step updates
     RealBuffer device_grads_;            // on a device backend: the gradients backward accumulates into
     std::vector<const ParamView *> bias_views_; // on a device backend: the balancing biases (host-updated)

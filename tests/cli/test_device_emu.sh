@@ -2,11 +2,11 @@
 # The Trainer's device path end to end, with the CUDA kernels emulated on the CPU (zaya_emu, tests/cuda_emu): the
 # same 3 training steps and validation with --device cpu and --device cuda must give the same losses (fp32 on both
 # sides; Newton–Schulz in bf16 may round a few elements differently), a run resumed from a device checkpoint must
-# match an uninterrupted one, training on fine-tuning data (loss masks, unequal micro-batches) matches too, and
-# `grads --device cuda` and `eval --device cuda` give the same loss. Exercises what
-# no op test does: parameters staying on the device with the optimizer there, routing choices and balancing biases
-# crossing, host copies synced for checkpoints and restored on resume; and under bf16 matmuls, the weights' bf16
-# copies kept through a step only.
+# match an uninterrupted one, training on fine-tuning data (loss masks, unequal micro-batches) and with --doc-mask
+# matches too, and `grads --device cuda` and `eval --device cuda` give the same loss. Exercises what no op test
+# does: parameters staying on the device with the optimizer there, routing choices and balancing biases crossing,
+# host copies synced for checkpoints and restored on resume; and under bf16 matmuls, the weights' bf16 copies kept
+# through a step only.
 # Last, the speed rows of scripts/gpu_check.sh as its table reads them (bench train/decode on the device).
 #
 # Usage: test_device_emu.sh ZAYA_EMU_BINARY SOURCE_DIR
@@ -144,16 +144,27 @@ for device in cpu cuda; do
         --steps 2 --batch 2 --micro-batch 1 --seq 32 --warmup 1 --eval-every 2 --eval-batches 2 --sample-tokens 0 \
         --out "$tmp/sft_$device" --device "$device"
 done
-python3 - "$tmp/sft_cpu/metrics.jsonl" "$tmp/sft_cuda/metrics.jsonl" <<'PY' &&
+# And document masking (--doc-mask) on the pretraining data, whose short documents put several in a row: many short
+# sequences a micro-batch on the device's varlen kernels. (Its first step differs from run_cpu's: the cut matters.)
+for device in cpu cuda; do
+    expect_ok "train tiny 3 steps --doc-mask --device $device" train "${args[@]}" --doc-mask \
+        --out "$tmp/dm_$device" --device "$device"
+done
+for pair in sft dm; do
+    python3 - "$tmp/${pair}_cpu/metrics.jsonl" "$tmp/${pair}_cuda/metrics.jsonl" "$tmp/run_cpu/metrics.jsonl" \
+        "$pair" <<'PY' &&
 import json, sys
-a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
-assert len(a) == len(b) == 3, (a, b)
+a, b, plain = ([json.loads(l) for l in open(p)] for p in sys.argv[1:4])
+assert len(a) == len(b) == (3 if sys.argv[4] == "sft" else 4), (a, b)
 worst = max(abs(y[k] - x[k]) / abs(x[k]) for x, y in zip(a, b) for k in ("loss", "val_loss", "grad_norm") if k in x)
 print(f"        max rel diff {worst:.2e}")
 assert worst <= 1e-3, worst
+assert sys.argv[4] == "sft" or abs(a[0]["loss"] - plain[0]["loss"]) > 1e-3, (a[0], plain[0])
 PY
-    pass "masked data: the same losses, grad norms and val_loss on both devices" ||
-    fail "masked data: the same losses on both devices" "$(cat "$tmp/sft_cpu/metrics.jsonl" "$tmp/sft_cuda/metrics.jsonl")"
+        pass "$pair: the same losses, grad norms and val_loss on both devices" ||
+        fail "$pair: the same losses on both devices" \
+            "$(cat "$tmp/${pair}_cpu/metrics.jsonl" "$tmp/${pair}_cuda/metrics.jsonl")"
+done
 # Generation on the device (CudaDecoder behind the engine): the same ids as on the CPU, greedy (the argmax taken on
 # the device), and sampled with a repetition penalty (the logits downloaded, the host's Sampler) up to the same
 # "length" stop at a short --max-context.

@@ -3,7 +3,8 @@
 # learns only the answers; `zaya eval` scores only them; `zaya train --init` on a chat set teaches a pretrained model
 # to answer in ZAYA1's turn format, which `zaya generate --chat` then reproduces and stops at <end_of_turn>; under
 # mpirun, 2 ranks × micro-batch 2 give 1 rank × micro-batch 4's losses although the ranks hold unequal counts of
-# learned targets (the step's loss is the mean over the global batch's learned targets).
+# learned targets (the step's loss is the mean over the global batch's learned targets); with --doc-mask (sequences
+# cut at each EOS) `zaya eval --doc-mask` gives the run's val_loss.
 #
 # Usage: test_finetune.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -68,6 +69,27 @@ PY
 run generate "$tmp/ft/model" --chat --prompt "Hello, I am Eve. Number 1234?" --temperature 0 -n 48
 [[ $rc -eq 0 && $out == "Sure, happy to help." ]] && pass "generate --chat answers as taught and stops at <end_of_turn>" ||
     fail "generate --chat answers as taught" "exit $rc, output '$out'" "$err"
+
+# ---- document masking: sequences cut at each EOS ----
+expect_ok "train --doc-mask" train --data "$tmp/sft" --init "$tmp/base/model" --seq 64 --batch 4 --steps 3 \
+    --eval-every 3 --eval-batches 0 --sample-tokens 0 --doc-mask --out "$tmp/dm"
+[[ $out == *"document masking: sequences cut at each EOS"* ]] && pass "the banner says so" ||
+    fail "the banner mentions document masking" "$out"
+python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["doc_mask"] is True else 1)' \
+    "$tmp/dm/train_config.json" && pass "train_config.json records doc_mask" || fail "train_config.json records doc_mask"
+val=$(python3 -c 'import json,sys; print(repr([json.loads(l) for l in open(sys.argv[1])][-1]["val_loss"]))' \
+    "$tmp/dm/metrics.jsonl")
+for mask in --doc-mask ""; do
+    run eval "$tmp/dm/model" --data "$tmp/sft" --seq 64 --batch 4 --json $mask
+    got=$(python3 -c 'import json,sys; print(repr(json.loads(sys.argv[1])["loss"]))' "$out")
+    if [[ -n $mask ]]; then
+        [[ $got == "$val" ]] && pass "eval --doc-mask gives the run's val_loss bit for bit ($got)" ||
+            fail "eval --doc-mask gives the run's val_loss" "$got vs $val"
+    else
+        [[ $got != "$val" ]] && pass "eval without --doc-mask scores another thing ($got)" ||
+            fail "eval without --doc-mask differs" "$got"
+    fi
+done
 
 # ---- data parallel: unequal learned counts per rank ----
 if command -v mpirun >/dev/null 2>&1; then
