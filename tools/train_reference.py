@@ -10,6 +10,8 @@ Reads from RUN/:
                       min_lr_ratio, weight_decay, grad_clip, balance, balance_lr, eval_every, eval_batches, data)
   init/               the initial model (config.json + model.safetensors, HF layout) -- needs --save-init
   batches.bin         int32 [steps, batch, seq+1] token rows of every step -- needs --dump-batches
+  batches_learned.bin u8, the same shape: each token's loss-mask flag (data prepared from prompt/completion or chat
+                      records; 0 = a prompt token, not a target)
   metrics.jsonl       zaya's per-step loss / lr / grad_norm and val_loss lines, for the comparison
 and the validation split of the data directory named in train_config.json.
 
@@ -19,14 +21,18 @@ Trains the same model from the same initial weights on exactly the same token ro
     fp32; match_rms_adamw lr adjustment; each expert matrix a separate Parameter) for every 2-D matrix except the (tied) embedding, with weight decay
     train_config.weight_decay; AdamW (betas 0.9/0.95, eps 1e-8) for the rest, weight decay only on the embedding;
   * the lr schedule of src/optim/schedule.h (linear warmup, then cosine | wsd | constant down to min_lr_ratio*lr);
-  * gradient accumulation over micro-batches (the step loss is the mean of the micro-batch losses; each micro-batch's
-    gradient is scaled by 1/accum), global-norm clipping (clip_grad_norm_ semantics; a non-finite norm skips the
+  * gradient accumulation over micro-batches (the step loss is the mean over the step's learned targets: each
+    micro-batch's summed cross entropy over the step's count; without loss masks or doc_mask, the mean of the
+    micro-batch means), global-norm clipping (clip_grad_norm_ semantics; a non-finite norm skips the
     step like zaya does: no update, no balancing, the schedule does not advance);
   * the balancing-bias controller (AdamW lr balance_lr on the balancing_biases buffers, error = top-1 class
     frequencies of the whole step - target), if balance is on;
   * validation exactly like zaya's Trainer::evaluate(): the val split's shards cut into chunks of seq+1 tokens starting
     every seq tokens, in order, batches of micro_batch sequences, at most eval_batches*(batch/micro_batch) batches,
-    mean cross entropy over all target tokens; at every eval_every steps (not the last) and at the end.
+    mean cross entropy over all learned target tokens; at every eval_every steps (not the last) and at the end;
+  * loss masks (the data's mask shards, batches_learned.bin): a target whose flag is 0 is ignored (ignore_index);
+  * doc_mask: each row cut after every EOS, every piece run through the model as a sequence of its own (positions
+    from 0, nothing of the other pieces visible), the target after an EOS ignored.
 
 Prints per-step losses next to zaya's (rel diff = (pytorch - zaya) / zaya), writes RUN/reference_metrics.jsonl (one
 line per step: step, loss, lr, grad_norm, routing_entropy, skipped, seconds; one per validation: step, val_loss),
@@ -105,29 +111,34 @@ def open_shard(path: str) -> np.ndarray:
         raise SystemExit(f"{path}: not a zaya token shard")
     (version, dtype_code) = struct.unpack_from("<II", head, 8)
     (count, _vocab) = struct.unpack_from("<QQ", head, 16)
-    if version != 1 or dtype_code not in (0, 1):
+    if version != 1 or dtype_code not in (0, 1, 2):
         raise SystemExit(f"{path}: unsupported shard version {version} / dtype {dtype_code}")
-    dtype = np.uint16 if dtype_code == 0 else np.uint32
+    dtype = {0: np.uint16, 1: np.uint32, 2: np.uint8}[dtype_code]
     return np.memmap(path, dtype=dtype, mode="r", offset=SHARD_HEADER_BYTES, shape=(count,))
 
 
 def val_batches(data_dir: str, micro: int, seq: int, max_batches: int):
-    """ValBatches(data, micro, seq) with Trainer::evaluate()'s batch limit: yields int64 [b, seq+1] arrays."""
+    """ValBatches(data, micro, seq) with Trainer::evaluate()'s batch limit: yields (int64 [b, seq+1] token rows,
+    their loss-mask flags or None)."""
     with open(os.path.join(data_dir, "data.json")) as fh:
         manifest = json.load(fh)
-    chunks = []  # (shard array, start offset)
-    for name in manifest["val"]["shards"]:
+    masks = manifest["val"].get("masks") if manifest.get("loss_mask") else None
+    chunks = []  # (shard array, mask array or None, start offset)
+    for i, name in enumerate(manifest["val"]["shards"]):
         shard = open_shard(os.path.join(data_dir, name))
+        mask = open_shard(os.path.join(data_dir, masks[i])) if masks else None
         n = (len(shard) - 1) // seq if len(shard) > seq else 0
-        chunks.extend((shard, c * seq) for c in range(n))
+        chunks.extend((shard, mask, c * seq) for c in range(n))
     if not chunks:
         raise SystemExit(f"validation split of '{data_dir}' has no sequence of {seq + 1} tokens")
     done = 0
     for lo in range(0, len(chunks), micro):
         if max_batches and done >= max_batches:
             break
-        rows = [np.asarray(s[o : o + seq + 1], dtype=np.int64) for s, o in chunks[lo : lo + micro]]
-        yield np.stack(rows)
+        part = chunks[lo : lo + micro]
+        rows = np.stack([np.asarray(s[o : o + seq + 1], dtype=np.int64) for s, _, o in part])
+        flags = np.stack([np.asarray(m[o : o + seq + 1], dtype=np.int64) for _, m, o in part]) if masks else None
+        yield rows, flags
         done += 1
 
 
@@ -187,19 +198,39 @@ def routing_entropy(c: torch.Tensor, E: int) -> float:
     return max(0.0, float(-(p * p.log()).sum().item() / math.log(E)))
 
 
-def mean_ce(model: ZayaForCausalLM, rows: torch.Tensor) -> torch.Tensor:
-    inputs, targets = rows[:, :-1], rows[:, 1:]
-    logits = model(input_ids=inputs, use_cache=False).logits
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+def targets_of(rows: torch.Tensor, flags, doc_eos: int) -> torch.Tensor:
+    """Each row's targets, -100 (ignored) where the loss mask says 0 and, with doc_eos >= 0, after an EOS input."""
+    targets = rows[:, 1:].clone()
+    if flags is not None:
+        targets[torch.as_tensor(flags)[:, 1:] == 0] = -100
+    if doc_eos >= 0:
+        targets[rows[:, :-1] == doc_eos] = -100
+    return targets
+
+
+def sum_ce(model: ZayaForCausalLM, rows: torch.Tensor, flags=None, doc_eos: int = -1):
+    """(summed cross entropy over the learned targets, their count) of token rows [b, seq+1]."""
+    targets = targets_of(rows, flags, doc_eos)
+    inputs = rows[:, :-1]
+    if doc_eos < 0:
+        logits = model(input_ids=inputs, use_cache=False).logits
+    else:  # document masking: every piece of a row up to and including an EOS is a sequence of its own
+        pieces = []
+        for r in range(inputs.shape[0]):
+            cuts = [0] + [t + 1 for t in range(inputs.shape[1] - 1) if int(inputs[r, t]) == doc_eos] + [inputs.shape[1]]
+            for a, b in zip(cuts, cuts[1:]):
+                pieces.append(model(input_ids=inputs[r : r + 1, a:b], use_cache=False).logits[0])
+        logits = torch.cat(pieces).reshape(inputs.shape[0], inputs.shape[1], -1)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum")
+    return loss, int((targets != -100).sum())
 
 
 @torch.no_grad()
-def evaluate(model, data_dir, micro, seq, max_batches) -> float:
+def evaluate(model, data_dir, micro, seq, max_batches, doc_eos) -> float:
     total, tokens = 0.0, 0
-    for rows in val_batches(data_dir, micro, seq, max_batches):
-        t = torch.from_numpy(rows)
-        n = t.shape[0] * seq
-        total += mean_ce(model, t).item() * n
+    for rows, flags in val_batches(data_dir, micro, seq, max_batches):
+        loss, n = sum_ce(model, torch.from_numpy(rows), flags, doc_eos)
+        total += loss.item()
         tokens += n
     return total / tokens
 
@@ -270,6 +301,18 @@ def main(argv=None) -> int:
         print(f"note: batches.bin holds {have} of {steps} steps; training {have}")
     n_steps = min(steps, have)
     batches = torch.from_numpy(raw[: n_steps * per_step].reshape(n_steps, batch, seq + 1).astype(np.int64))
+    with open(os.path.join(data_dir, "data.json")) as fh:
+        manifest = json.load(fh)
+    learned = None  # loss-mask flags of the batches, [steps, batch, seq+1]
+    if manifest.get("loss_mask"):
+        path = os.path.join(run, "batches_learned.bin")
+        if not os.path.exists(path):
+            raise SystemExit(f"{path} missing: the data has loss masks; rerun zaya train --dump-batches")
+        flags = np.fromfile(path, dtype=np.uint8)
+        if flags.size < n_steps * per_step:
+            raise SystemExit(f"{path} holds {flags.size} flags, fewer than batches.bin's {n_steps * per_step} tokens")
+        learned = flags[: n_steps * per_step].reshape(n_steps, batch, seq + 1).astype(np.int64)
+    doc_eos = int(manifest["eos_id"]) if tc.get("doc_mask") else -1
 
     model = load_init(os.path.join(run, "init"), args.attn)
     cfg = model.config
@@ -325,7 +368,7 @@ def main(argv=None) -> int:
     with sem:
 
         def validate(s):
-            vl = evaluate(model, data_dir, micro, seq, max_val_batches)
+            vl = evaluate(model, data_dir, micro, seq, max_val_batches, doc_eos)
             zv = zvals.get(s)
             zs = f"{zv:10.5f}" if zv is not None else f"{'-':>10}"
             rd = f"{rel(zv, vl):+9.1e}" if zv is not None else ""
@@ -346,10 +389,16 @@ def main(argv=None) -> int:
             handles = router_count_hooks(model, counts)
             loss_sum = 0.0
             try:
-                for a in range(accum):
-                    loss = mean_ce(model, batches[s - 1, a * micro : (a + 1) * micro])
-                    loss_sum += loss.item() / accum
-                    (loss / accum if accum > 1 else loss).backward()
+                # the step's learned targets first: each micro-batch's summed loss is divided by their count
+                parts = [slice(a * micro, (a + 1) * micro) for a in range(accum)]
+                flags = [learned[s - 1, p] if learned is not None else None for p in parts]
+                count = sum(int((targets_of(batches[s - 1, p], f, doc_eos) != -100).sum())
+                            for p, f in zip(parts, flags))
+                for p, f in zip(parts, flags):
+                    loss, _ = sum_ce(model, batches[s - 1, p], f, doc_eos)
+                    loss = loss / max(count, 1)
+                    loss_sum += loss.item()
+                    loss.backward()
             finally:
                 for h in handles:
                     h.remove()

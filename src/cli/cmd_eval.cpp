@@ -49,8 +49,8 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         on_device.emplace(model_on(m, be));
         be.set_matmul_precision(precision);
     }
-    Activations acts = Activations::plan(m.config, a.batch * a.seq, TokenBatch::max_sequences(a.batch, a.seq, a.doc_mask),
-                                         /*keep_all_layers=*/false, be,
+    const int64_t max_seqs = TokenBatch::max_sequences(a.batch, a.seq, a.doc_mask);
+    Activations acts = Activations::plan(m.config, a.batch * a.seq, max_seqs, /*keep_all_layers=*/false, be,
                                          !be.host_memory() && precision == cpu::MatmulPrecision::BF16);
     const bool tty = !a.json && comm.is_root() && isatty(fileno(stderr));
     const auto t0 = std::chrono::steady_clock::now();

@@ -4,7 +4,8 @@
 // [c·T, c·T + T + 1)), so every token after a shard's first is a target exactly once per pass; chunks never
 // cross a shard boundary (a shard's last < T tokens are unused — nothing at the default 64M-token shards).
 // Sequences run across document boundaries, separated by EOS, as in GPT-2-style pretraining. With loss masks
-// (fine-tuning data, data/manifest.h) a target whose flag is 0 — a prompt token — becomes −1: no loss, no gradient.
+// (fine-tuning data, data/manifest.h) a target whose flag is 0 — a prompt token — becomes −1: no loss, no
+// gradient.
 //
 // Document masking (`zaya train --doc-mask`, spec B.5's recommendation): a row is cut after each EOS into
 // sequences of their own, so attention, the CCA conv and the value shift do not cross a document boundary and

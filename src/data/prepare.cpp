@@ -70,7 +70,8 @@ void clear_previous(const fs::path &out) {
     fs::remove(out / kManifestName);
     for (const auto &e : fs::directory_iterator(out)) {
         const std::string name = e.path().filename().string();
-        if ((name.starts_with("train_") || name.starts_with("val_")) && (name.ends_with(".bin") || name.ends_with(".mask")))
+        const bool split = name.starts_with("train_") || name.starts_with("val_");
+        if (split && (name.ends_with(".bin") || name.ends_with(".mask")))
             fs::remove(e.path());
     }
 }

@@ -93,12 +93,17 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         write_file_atomic((fs::path(tc.out) / "train_config.json").string(), train_config_to_json(tc).dump(2) + "\n");
         if (tc.save_init) model_save(model, (fs::path(tc.out) / "init").string(), DType::F32);
     }
-    std::ofstream batches_out;
+    // --dump-batches: batches.bin, and for data with loss masks batches_learned.bin (u8, the same shape).
+    std::ofstream batches_out, learned_out;
+    auto open_dump = [&](std::ofstream &f, const char *name) {
+        f.open(fs::path(tc.out) / name, std::ios::binary | std::ios::trunc);
+        if (!f) fail("cannot write '{}'", (fs::path(tc.out) / name).string());
+    };
     if (tc.dump_batches && root) {
-        batches_out.open(fs::path(tc.out) / "batches.bin", std::ios::binary | std::ios::trunc);
-        if (!batches_out) fail("cannot write '{}'", (fs::path(tc.out) / "batches.bin").string());
+        open_dump(batches_out, "batches.bin");
+        if (data->manifest().loss_mask) open_dump(learned_out, "batches_learned.bin");
     }
-    std::vector<int32_t> batch_log;
+    BatchLog batch_log;
     // MFU's peak: on the CPU the matmul rate measured now; on a GPU the H200's dense bf16 figure (989 TFLOP/s).
     const bool on_gpu = tc.device == "cuda";
     const double peak =
@@ -237,9 +242,13 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         StepResult r = trainer.step(tc.dump_batches ? &batch_log : nullptr);
         const int64_t s = r.step;
         ++taken;
-        if (tc.dump_batches)
-            batches_out.write(reinterpret_cast<const char *>(batch_log.data()),
-                              std::streamsize(batch_log.size() * sizeof(int32_t)));
+        if (batches_out.is_open())
+            batches_out.write(reinterpret_cast<const char *>(batch_log.tokens.data()),
+                              std::streamsize(batch_log.tokens.size() * sizeof(int32_t)));
+        if (learned_out.is_open()) {
+            const std::vector<uint8_t> flags(batch_log.learned.begin(), batch_log.learned.end());
+            learned_out.write(reinterpret_cast<const char *>(flags.data()), std::streamsize(flags.size()));
+        }
         elapsed += r.seconds;
         const double tok_s = double(r.tokens) / r.seconds;
         const double mfu = trainer.flops_per_step() / r.seconds / (peak * comm->size());

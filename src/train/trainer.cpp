@@ -62,8 +62,9 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
       backend_(backend_named(tc.device)), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_, backend_),
       balance_(model_.layout, model_.config, balancing_config(tc)),
       // A device with bf16 matmuls: the linears' inputs get bf16 copies where they are produced (no conversions).
-      acts_(Activations::plan(model_.config, tc.micro() * tc.seq, TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask),
-                              /*keep_all_layers=*/true, backend_,
+      acts_(Activations::plan(model_.config, tc.micro() * tc.seq,
+                              TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask), /*keep_all_layers=*/true,
+                              backend_,
                               !backend_.host_memory() && matmul_precision_ == cpu::MatmulPrecision::BF16)),
       scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq,
                                  TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask), backend_)),
@@ -187,13 +188,13 @@ size_t Trainer::memory_bytes() const {
            opt_.state_bytes();
 }
 
-StepResult Trainer::step(std::vector<int32_t> *batch_log) {
+StepResult Trainer::step(BatchLog *batch_log) {
     if (!loader_) fail("Trainer::step needs a data set");
     const int64_t ranks = comm_->size();
     return step_on([this, ranks](int64_t n) { return loader_->next_batch(n * ranks); }, batch_log);
 }
 
-real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_batch, std::vector<int32_t> *batch_log,
+real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_batch, BatchLog *batch_log,
                           StepResult &r) {
     const ZayaConfig &c = model_.config;
     const int64_t ranks = comm_->size(), micro = tc_.micro(), accum = tc_.batch / (micro * ranks);
@@ -222,7 +223,10 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
     else learned *= double(ranks);
     for (int64_t a = 0; a < accum; ++a) {
         const TokenBatch &tb = micro_batches[size_t(a)];
-        if (batch_log) batch_log->insert(batch_log->end(), tb.tokens.begin(), tb.tokens.end());
+        if (batch_log) {
+            batch_log->tokens.insert(batch_log->tokens.end(), tb.tokens.begin(), tb.tokens.end());
+            batch_log->learned.insert(batch_log->learned.end(), tb.learned.begin(), tb.learned.end());
+        }
         Batch batch = tb.inputs(doc_eos_);
         std::vector<int32_t> targets = tb.targets(doc_eos_);
         const double share = learned > 0 ? double(tb.learned_targets(doc_eos_)) / learned : 0.0;
@@ -261,7 +265,7 @@ double Trainer::forward_backward_on(const std::function<TokenBatch(int64_t)> &ne
 }
 
 StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro_batch,
-                            std::vector<int32_t> *batch_log) {
+                            BatchLog *batch_log) {
     auto t0 = std::chrono::steady_clock::now();
     const ZayaConfig &c = model_.config;
     const int64_t ranks = comm_->size();

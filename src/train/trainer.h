@@ -47,6 +47,13 @@ struct StepResult {
     std::vector<double> entropy; // per layer: normalised routing entropy of this step's choices
 };
 
+// What a step trained on (`zaya train --dump-batches`, for tools/train_reference.py): token rows and, with loss
+// masks, each token's flag (data/loader.h TokenBatch::learned), in the same order.
+struct BatchLog {
+    std::vector<int32_t> tokens, learned;
+    void clear() { tokens.clear(), learned.clear(); }
+};
+
 class Trainer {
   public:
     // `data` may be null for benchmarks, which then feed step_on() themselves (no evaluate()). With a
@@ -59,11 +66,10 @@ class Trainer {
             std::shared_ptr<Communicator> comm = nullptr);
 
     // One optimizer step on the loader's next batch. If `batch_log` is given, the step's token rows
-    // (micro-batches in order, each row seq+1 tokens) are appended to it.
-    StepResult step(std::vector<int32_t> *batch_log = nullptr);
+    // (micro-batches in order, each row seq+1 tokens) are appended to it, and with loss masks their flags.
+    StepResult step(BatchLog *batch_log = nullptr);
     // The same on micro-batches from `next_micro_batch(sequences)` (this rank's sequences).
-    StepResult step_on(const std::function<TokenBatch(int64_t)> &next_micro_batch,
-                       std::vector<int32_t> *batch_log = nullptr);
+    StepResult step_on(const std::function<TokenBatch(int64_t)> &next_micro_batch, BatchLog *batch_log = nullptr);
     // Forward and backward only, over one global batch (one process): the gradients stay where backward ran, the
     // model is not updated. For benchmarks of the device's share of a step. Returns the mean loss.
     double forward_backward_on(const std::function<TokenBatch(int64_t)> &next_micro_batch);
@@ -122,7 +128,7 @@ class Trainer {
     // Forward and backward over this rank's micro-batches of a step: loss, tokens and routing counts into r, the
     // gradients accumulated where backward runs (returned: grads_ or the device's); data parallel on host
     // gradients starts summing each layer's as soon as it is final.
-    real *accumulate(const std::function<TokenBatch(int64_t)> &next_micro_batch, std::vector<int32_t> *batch_log,
+    real *accumulate(const std::function<TokenBatch(int64_t)> &next_micro_batch, BatchLog *batch_log,
                      StepResult &r);
 
     TrainConfig tc_;

@@ -60,15 +60,29 @@ expect_ok "fine-tune the base model on the chats (--init, 60 steps)" train --dat
 [[ $out == *"(loss masks: only completions and assistant turns are learned)"* ]] && pass "the banner says so" ||
     fail "the banner mentions the loss masks" "$out"
 after=$(eval_json "$tmp/ft/model")
-python3 - "$before" "$after" <<'PY' && pass "the answers' loss falls" || fail "the answers' loss falls" "$before" "$after"
+python3 - "$before" "$after" <<'PY' && pass "the answers' loss falls" ||
 import json, sys
 a, b = (json.loads(x)["loss"] for x in sys.argv[1:3])
 print(f"        answers' loss {a:.3f} -> {b:.3f}")
 assert b < 0.5 * a, (a, b)
 PY
+    fail "the answers' loss falls" "$before" "$after"
 run generate "$tmp/ft/model" --chat --prompt "Hello, I am Eve. Number 1234?" --temperature 0 -n 48
-[[ $rc -eq 0 && $out == "Sure, happy to help." ]] && pass "generate --chat answers as taught and stops at <end_of_turn>" ||
+[[ $rc -eq 0 && $out == "Sure, happy to help." ]] &&
+    pass "generate --chat answers as taught and stops at <end_of_turn>" ||
     fail "generate --chat answers as taught" "exit $rc, output '$out'" "$err"
+
+# --dump-batches on masked data: the flags beside the tokens, for tools/train_reference.py
+expect_ok "train --dump-batches on masked data" train --data "$tmp/sft" --init "$tmp/base/model" --seq 64 --batch 4 \
+    --steps 2 --eval-every 0 --eval-batches 1 --sample-tokens 0 --dump-batches --out "$tmp/dump"
+python3 - "$tmp/dump" <<'PY' && pass "batches_learned.bin: a flag per token of batches.bin, prompts 0" ||
+import os, sys
+tokens = os.path.getsize(os.path.join(sys.argv[1], "batches.bin")) // 4
+flags = open(os.path.join(sys.argv[1], "batches_learned.bin"), "rb").read()
+assert tokens == len(flags) == 2 * 4 * 65, (tokens, len(flags))
+assert set(flags) == {0, 1}, set(flags)
+PY
+    fail "batches_learned.bin beside batches.bin"
 
 # ---- document masking: sequences cut at each EOS ----
 expect_ok "train --doc-mask" train --data "$tmp/sft" --init "$tmp/base/model" --seq 64 --batch 4 --steps 3 \
@@ -76,7 +90,8 @@ expect_ok "train --doc-mask" train --data "$tmp/sft" --init "$tmp/base/model" --
 [[ $out == *"document masking: sequences cut at each EOS"* ]] && pass "the banner says so" ||
     fail "the banner mentions document masking" "$out"
 python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["doc_mask"] is True else 1)' \
-    "$tmp/dm/train_config.json" && pass "train_config.json records doc_mask" || fail "train_config.json records doc_mask"
+    "$tmp/dm/train_config.json" && pass "train_config.json records doc_mask" ||
+    fail "train_config.json records doc_mask"
 val=$(python3 -c 'import json,sys; print(repr([json.loads(l) for l in open(sys.argv[1])][-1]["val_loss"]))' \
     "$tmp/dm/metrics.jsonl")
 for mask in --doc-mask ""; do

@@ -49,8 +49,8 @@ std::vector<Record> records() {
         const std::string x = animals[i % 6];
         std::string answer = "The " + x + " is " + std::to_string(i * 7) + ".";
         for (int k = 0; k < i % 5; ++k) answer += " It runs far and sleeps long, " + std::to_string(k) + ".";
-        if (i % 3 == 0) r.push_back({Record::Completion, "Question " + std::to_string(i) + ": where is the " + x + "?\n",
-                                     answer});
+        const std::string question = "Question " + std::to_string(i) + ": where is the " + x + "?\n";
+        if (i % 3 == 0) r.push_back({Record::Completion, question, answer});
         else if (i % 3 == 1) r.push_back({Record::Chat, "Tell me about the " + x + ".", answer});
         else r.push_back({Record::Text, "A note on the " + x + ". " + answer, ""});
     }
@@ -215,7 +215,8 @@ TEST(LossMask, DataSetRefusesMasksThatDoNotFit) {
         w.append(ones.data(), ones.size());
         w.finish();
     }
-    EXPECT_NE(error_of([&] { DataSet::open(d.tmp.str("data")); }).find(fmt::format("{} flags for the {} tokens", n - 1, n)),
+    EXPECT_NE(error_of([&] { DataSet::open(d.tmp.str("data")); })
+                  .find(fmt::format("{} flags for the {} tokens", n - 1, n)),
               std::string::npos);
 }
 
