@@ -31,6 +31,8 @@ Trains the same model from the same initial weights on exactly the same token ro
     every seq tokens, in order, batches of micro_batch sequences, at most eval_batches*(batch/micro_batch) batches,
     mean cross entropy over all learned target tokens; at every eval_every steps (not the last) and at the end;
   * loss masks (the data's mask shards, batches_learned.bin): a target whose flag is 0 is ignored (ignore_index);
+  * packing "documents": the batches.bin rows as they are (zaya packed them; padding's flags are 0), the validation
+    documents packed again here by the same best-fit decreasing;
   * doc_mask: each row cut after every EOS, every piece run through the model as a sequence of its own (positions
     from 0, nothing of the other pieces visible), the target after an EOS ignored.
 
@@ -49,6 +51,7 @@ are different (but statistically equivalent) trainings.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import json
 import math
@@ -117,11 +120,66 @@ def open_shard(path: str) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r", offset=SHARD_HEADER_BYTES, shape=(count,))
 
 
-def val_batches(data_dir: str, micro: int, seq: int, max_batches: int):
+def pack_best_fit(lengths, capacity):
+    """data/packing.h pack_best_fit over the documents in order: longest first (ties in order), each into the row
+    whose free space fits it most tightly (equal free space: the row that got it first), else a new row."""
+    rows, free = [], []  # free: sorted (free tokens, insertion counter, row)
+    counter = 0
+    for d in sorted(range(len(lengths)), key=lambda i: -min(lengths[i], capacity)):  # sorted() is stable
+        n = min(lengths[d], capacity)
+        k = bisect.bisect_left(free, (n, -1, -1))
+        if k == len(free):
+            row, left = len(rows), capacity
+            rows.append([])
+        else:
+            left, _, row = free.pop(k)
+        rows[row].append(d)
+        if left > n:
+            bisect.insort(free, (left - n, counter, row))
+            counter += 1
+    return rows
+
+
+def packed_val_rows(data_dir: str, manifest: dict, seq: int):
+    """ValBatches' rows under --pack documents: the val documents (up to each EOS) packed by best-fit decreasing,
+    cut to the row, padded with pad_id (eos_id if none) whose flags are 0."""
+    split = manifest["val"]
+    stream = np.concatenate([np.asarray(open_shard(os.path.join(data_dir, n)), dtype=np.int64)
+                             for n in split["shards"]])
+    if manifest.get("loss_mask"):
+        flags = np.concatenate([np.asarray(open_shard(os.path.join(data_dir, n)), dtype=np.int64)
+                                for n in split["masks"]])
+    else:
+        flags = np.ones_like(stream)
+    ends = list(np.nonzero(stream == manifest["eos_id"])[0] + 1)
+    if not ends or ends[-1] != len(stream):
+        ends.append(len(stream))
+    docs = [(a, b) for a, b in zip([0] + ends[:-1], ends) if b > a]
+    cap = seq + 1
+    pad = manifest["pad_id"] if manifest["pad_id"] >= 0 else manifest["eos_id"]
+    for row in pack_best_fit([b - a for a, b in docs], cap):
+        t, f = np.full(cap, pad, dtype=np.int64), np.zeros(cap, dtype=np.int64)
+        at = 0
+        for d in row:
+            a, b = docs[d]
+            n = min(b - a, cap - at)
+            t[at : at + n], f[at : at + n] = stream[a : a + n], flags[a : a + n]
+            at += n
+        yield t, f
+
+
+def val_batches(data_dir: str, micro: int, seq: int, max_batches: int, packing: str = "chunks"):
     """ValBatches(data, micro, seq) with Trainer::evaluate()'s batch limit: yields (int64 [b, seq+1] token rows,
     their loss-mask flags or None)."""
     with open(os.path.join(data_dir, "data.json")) as fh:
         manifest = json.load(fh)
+    if packing == "documents":
+        rows = list(packed_val_rows(data_dir, manifest, seq))
+        for b, lo in enumerate(range(0, len(rows), micro)):
+            if max_batches and b >= max_batches:
+                break
+            yield np.stack([t for t, _ in rows[lo : lo + micro]]), np.stack([f for _, f in rows[lo : lo + micro]])
+        return
     masks = manifest["val"].get("masks") if manifest.get("loss_mask") else None
     chunks = []  # (shard array, mask array or None, start offset)
     for i, name in enumerate(manifest["val"]["shards"]):
@@ -226,9 +284,9 @@ def sum_ce(model: ZayaForCausalLM, rows: torch.Tensor, flags=None, doc_eos: int 
 
 
 @torch.no_grad()
-def evaluate(model, data_dir, micro, seq, max_batches, doc_eos) -> float:
+def evaluate(model, data_dir, micro, seq, max_batches, doc_eos, packing) -> float:
     total, tokens = 0.0, 0
-    for rows, flags in val_batches(data_dir, micro, seq, max_batches):
+    for rows, flags in val_batches(data_dir, micro, seq, max_batches, packing):
         loss, n = sum_ce(model, torch.from_numpy(rows), flags, doc_eos)
         total += loss.item()
         tokens += n
@@ -304,10 +362,11 @@ def main(argv=None) -> int:
     with open(os.path.join(data_dir, "data.json")) as fh:
         manifest = json.load(fh)
     learned = None  # loss-mask flags of the batches, [steps, batch, seq+1]
-    if manifest.get("loss_mask"):
+    packing = tc.get("packing", "chunks")
+    if manifest.get("loss_mask") or packing == "documents":
         path = os.path.join(run, "batches_learned.bin")
         if not os.path.exists(path):
-            raise SystemExit(f"{path} missing: the data has loss masks; rerun zaya train --dump-batches")
+            raise SystemExit(f"{path} missing: the data has loss masks or padding; rerun zaya train --dump-batches")
         flags = np.fromfile(path, dtype=np.uint8)
         if flags.size < n_steps * per_step:
             raise SystemExit(f"{path} holds {flags.size} flags, fewer than batches.bin's {n_steps * per_step} tokens")
@@ -368,7 +427,7 @@ def main(argv=None) -> int:
     with sem:
 
         def validate(s):
-            vl = evaluate(model, data_dir, micro, seq, max_val_batches, doc_eos)
+            vl = evaluate(model, data_dir, micro, seq, max_val_batches, doc_eos, packing)
             zv = zvals.get(s)
             zs = f"{zv:10.5f}" if zv is not None else f"{'-':>10}"
             rd = f"{rel(zv, vl):+9.1e}" if zv is not None else ""

@@ -24,7 +24,7 @@ namespace zaya::cli {
 namespace {
 
 struct EvalArgs {
-    std::string model, data, device = "cpu", precision = "fp32";
+    std::string model, data, device = "cpu", precision = "fp32", packing = "chunks";
     int64_t seq = 256, batch = 8, batches = 0, by_position = 0;
     double rope_theta = 0;
     bool json = false, doc_mask = false;
@@ -58,7 +58,8 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
     {
         const cpu::MatmulPrecisionScope scope(precision);
         const WeightsUnchanged frozen(be); // one bf16 copy of each matrix for all the batches, on a GPU
-        r = evaluate_loss(on_device ? *on_device : m, data, a.batch, a.seq, a.batches, acts, comm, a.doc_mask,
+        r = evaluate_loss(on_device ? *on_device : m, data, a.batch, a.seq, a.batches, acts, comm,
+                          RowLayout{packing_from_string(a.packing), a.doc_mask},
                           a.by_position > 0,
                           [&](int64_t done, int64_t total) {
                               if (tty)
@@ -89,7 +90,7 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
                             {"batch", a.batch},         {"batches", r.batches}, {"tokens", r.tokens},
                             {"loss", r.loss},           {"perplexity", ppl},  {"seconds", s},
                             {"rope_theta", m.config.rope_hybrid.rope_theta}, {"device", a.device},
-                            {"doc_mask", a.doc_mask}};
+                            {"doc_mask", a.doc_mask}, {"packing", a.packing}};
         if (a.by_position > 0) j["by_position"] = ranges;
         fmt::print("{}\n", j.dump());
         return;
@@ -141,6 +142,8 @@ void register_eval(CLI::App &app) {
     cmd->add_option("--precision", a->precision, "Matmul operands: fp32 | bf16 (fp32 accumulation)")
         ->capture_default_str();
     cmd->add_flag("--doc-mask", a->doc_mask, "Cut sequences at each EOS, as `zaya train --doc-mask` trains");
+    cmd->add_option("--pack", a->packing, "Rows: 'chunks' or whole 'documents', as `zaya train --pack` trains")
+        ->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object (loss, perplexity, tokens, batches, seconds)");
     cmd->callback([a] { run_eval_ranks(*a); });
 }

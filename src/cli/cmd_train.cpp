@@ -45,6 +45,9 @@ void register_train(CLI::App &app) {
     cmd->add_option("--device", tc->device, "Where training runs: cpu | cuda (parameters, gradients, optimizer state on the GPU)")
         ->capture_default_str();
     cmd->add_option("--schedule", tc->schedule, "cosine | wsd | constant")->capture_default_str();
+    cmd->add_option("--pack", tc->packing,
+                    "Rows: 'chunks' of the token stream, or whole 'documents' packed by best-fit decreasing")
+        ->capture_default_str();
     cmd->add_flag("--doc-mask", tc->doc_mask,
                   "Document masking: attention, the CCA conv and the value shift stop at each EOS, positions restart");
     cmd->add_option("--warmup", tc->warmup, "Warmup steps (−1: 5% of --steps, at most 100)")->capture_default_str();

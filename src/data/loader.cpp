@@ -70,8 +70,19 @@ void TokenBatch::resize(int64_t rows, int64_t T, bool masked) {
 
 // ---- LoaderState ----
 
+Packing packing_from_string(const std::string &s) {
+    if (s == "chunks") return Packing::Chunks;
+    if (s == "documents") return Packing::Documents;
+    fail("packing must be 'chunks' or 'documents', got '{}'", s);
+}
+
+const char *packing_name(Packing p) { return p == Packing::Chunks ? "chunks" : "documents"; }
+
 nlohmann::json loader_state_to_json(const LoaderState &s) {
-    return {{"seed", s.seed}, {"epoch", s.epoch}, {"cursor", s.cursor}, {"seq_len", s.seq_len}, {"chunks", s.chunks}};
+    nlohmann::json j = {
+        {"seed", s.seed}, {"epoch", s.epoch}, {"cursor", s.cursor}, {"seq_len", s.seq_len}, {"chunks", s.chunks}};
+    if (s.packing != Packing::Chunks) j["packing"] = packing_name(s.packing); // older states: chunks
+    return j;
 }
 
 LoaderState loader_state_from_json(const nlohmann::json &j, const std::string &label) {
@@ -88,6 +99,10 @@ LoaderState loader_state_from_json(const nlohmann::json &j, const std::string &l
     s.cursor = u64("cursor");
     s.seq_len = int64_t(u64("seq_len"));
     s.chunks = u64("chunks");
+    if (const auto it = j.find("packing"); it != j.end()) {
+        if (!it->is_string()) fail("{}: loader state field \"packing\" must be a string", label);
+        s.packing = packing_from_string(it->get<std::string>());
+    }
     return s;
 }
 
@@ -112,29 +127,66 @@ void ChunkIndex::read(uint64_t c, int32_t *out, int32_t *learned) const {
     if (learned) split_->masks[s]->copy(begin, n, learned);
 }
 
+// ---- PackedRows ----
+
+PackedRows::PackedRows(const TokenSplit &split, const DataManifest &m, int64_t seq_len)
+    : split_(&split), capacity_(uint64_t(seq_len) + 1), pad_(m.pad_id >= 0 ? m.pad_id : m.eos_id) {
+    if (m.eos_id < 0) fail("--pack documents: the data names no eos_id to find documents by");
+    docs_ = split_documents(split, m.eos_id);
+    for (const DocSpan &d : docs_) {
+        lengths_.push_back(d.length);
+        truncated_ += d.length > capacity_;
+    }
+}
+
+std::vector<std::vector<uint32_t>> PackedRows::pack(const std::vector<uint32_t> &order) const {
+    return pack_best_fit(lengths_, order, capacity_);
+}
+
+void PackedRows::read(const std::vector<uint32_t> &row, int32_t *out, int32_t *learned) const {
+    read_packed_row(*split_, docs_, row, capacity_, pad_, out, learned);
+}
+
 // ---- TrainLoader ----
 
+namespace {
+// Fisher–Yates over [0, n) from Rng(seed ^ kLoaderStream, epoch), continuing `rng`.
+template <class T> void shuffle(std::vector<T> &v, Rng &rng) {
+    for (uint64_t i = v.size() - 1; v.size() > 1 && i > 0; --i) {
+        const auto j = uint64_t(u128(rng.next()) * (i + 1) >> 64); // uniform in [0, i]
+        std::swap(v[i], v[j]);
+    }
+}
+} // namespace
+
 TrainLoader::TrainLoader(std::shared_ptr<const DataSet> data, int64_t seq_len, uint64_t seed, int rank,
-                         int world_size)
+                         int world_size, Packing packing)
     : data_(std::move(data)), index_(data_->train(), seq_len), seq_len_(seq_len), seed_(seed), rank_(rank),
       world_(world_size) {
     check_rank(rank, world_size);
-    if (index_.size() == 0)
+    if (packing == Packing::Documents) {
+        packed_.emplace(data_->train(), data_->manifest(), seq_len);
+        if (packed_->num_documents() == 0) fail("{}: the train split has no documents", data_->dir());
+    } else if (index_.size() == 0) {
         fail("{}: the train split ({} tokens) has no sequence of {} tokens; use a smaller --seq or more data",
              data_->dir(), data_->train().tokens, seq_len + 1);
+    }
     start_epoch(0);
 }
 
 void TrainLoader::start_epoch(uint64_t epoch) {
     epoch_ = epoch;
     cursor_ = 0;
-    perm_.resize(index_.size());
-    for (uint64_t i = 0; i < perm_.size(); ++i) perm_[i] = i;
     Rng rng(seed_ ^ kLoaderStream, epoch);
-    for (uint64_t i = perm_.size() - 1; i > 0; --i) {
-        const auto j = uint64_t(u128(rng.next()) * (i + 1) >> 64); // uniform in [0, i]
-        std::swap(perm_[i], perm_[j]);
+    if (packed_) { // the documents in a fresh order, packed, and the rows in another
+        std::vector<uint32_t> order(packed_->num_documents());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = uint32_t(i);
+        shuffle(order, rng);
+        rows_ = packed_->pack(order);
     }
+    perm_.resize(packed_ ? rows_.size() : index_.size());
+    for (uint64_t i = 0; i < perm_.size(); ++i) perm_[i] = i;
+    shuffle(perm_, rng);
 }
 
 TokenBatch TrainLoader::next_batch(int64_t global_batch) {
@@ -142,53 +194,69 @@ TokenBatch TrainLoader::next_batch(int64_t global_batch) {
         fail("batch size {} must be a positive multiple of the world size {}", global_batch, world_);
     const int64_t per_rank = global_batch / world_, lo = rank_ * per_rank, hi = lo + per_rank;
     TokenBatch b;
-    b.resize(per_rank, seq_len_, index_.masked());
+    b.resize(per_rank, seq_len_, index_.masked() || packed_); // packed rows: padding is not learned
     for (int64_t i = 0; i < global_batch; ++i) {
         if (cursor_ == perm_.size()) start_epoch(epoch_ + 1);
         const uint64_t c = perm_[cursor_++];
         const int64_t at = (i - lo) * (seq_len_ + 1);
-        if (i >= lo && i < hi)
-            index_.read(c, b.tokens.data() + at, b.learned.empty() ? nullptr : b.learned.data() + at);
+        if (i < lo || i >= hi) continue;
+        int32_t *learned = b.learned.empty() ? nullptr : b.learned.data() + at;
+        if (packed_) packed_->read(rows_[c], b.tokens.data() + at, learned);
+        else index_.read(c, b.tokens.data() + at, learned);
     }
     return b;
 }
 
-LoaderState TrainLoader::state() const { return {seed_, epoch_, cursor_, seq_len_, index_.size()}; }
+LoaderState TrainLoader::state() const {
+    return {seed_, epoch_, cursor_, seq_len_, guard(), packed_ ? Packing::Documents : Packing::Chunks};
+}
 
 void TrainLoader::restore(const LoaderState &s) {
     if (s.seq_len != seq_len_)
         fail("{}: loader state is for sequences of {} tokens, this run uses {}", data_->dir(), s.seq_len, seq_len_);
-    if (s.chunks != index_.size())
-        fail("{}: loader state is for {} chunks per epoch but this data has {} (different data directory?)",
-             data_->dir(), s.chunks, index_.size());
-    if (s.cursor > s.chunks)
-        fail("{}: loader state cursor {} past the epoch's {} chunks", data_->dir(), s.cursor, s.chunks);
+    const Packing mine = packed_ ? Packing::Documents : Packing::Chunks;
+    if (s.packing != mine)
+        fail("{}: loader state is for --pack {}, this run uses --pack {}", data_->dir(), packing_name(s.packing),
+             packing_name(mine));
+    const char *unit = packed_ ? "documents" : "chunks per epoch";
+    if (s.chunks != guard())
+        fail("{}: loader state is for {} {} but this data has {} (different data directory?)", data_->dir(),
+             s.chunks, unit, guard());
     seed_ = s.seed;
     start_epoch(s.epoch);
+    if (s.cursor > perm_.size())
+        fail("{}: loader state cursor {} past the epoch's {} rows", data_->dir(), s.cursor, perm_.size());
     cursor_ = s.cursor;
 }
 
 // ---- ValBatches ----
 
 ValBatches::ValBatches(std::shared_ptr<const DataSet> data, int64_t batch, int64_t seq_len, int rank,
-                       int world_size)
+                       int world_size, Packing packing)
     : data_(std::move(data)), index_(data_->val(), seq_len), batch_(batch), seq_len_(seq_len), rank_(rank),
       world_(world_size) {
     check_rank(rank, world_size);
     if (batch < 1) fail("validation batch size {} must be at least 1", batch);
+    if (packing == Packing::Documents) { // the documents in order, packed
+        packed_.emplace(data_->val(), data_->manifest(), seq_len);
+        std::vector<uint32_t> order(packed_->num_documents());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = uint32_t(i);
+        rows_ = packed_->pack(order);
+    }
 }
 
-int64_t ValBatches::num_batches() const { return int64_t((index_.size() + uint64_t(batch_) - 1) / uint64_t(batch_)); }
+int64_t ValBatches::num_batches() const { return int64_t((num_chunks() + uint64_t(batch_) - 1) / uint64_t(batch_)); }
 
 bool ValBatches::next(TokenBatch &out) {
-    if (next_chunk_ >= index_.size()) return false;
-    const auto b = int64_t(std::min<uint64_t>(uint64_t(batch_), index_.size() - next_chunk_));
+    if (next_chunk_ >= num_chunks()) return false;
+    const auto b = int64_t(std::min<uint64_t>(uint64_t(batch_), num_chunks() - next_chunk_));
     const int64_t lo = rank_ * b / world_, hi = (rank_ + 1) * b / world_;
-    out.resize(hi - lo, seq_len_, index_.masked());
+    out.resize(hi - lo, seq_len_, index_.masked() || packed_);
     for (int64_t i = lo; i < hi; ++i) {
         const int64_t at = (i - lo) * (seq_len_ + 1);
-        index_.read(next_chunk_ + uint64_t(i), out.tokens.data() + at,
-                    out.learned.empty() ? nullptr : out.learned.data() + at);
+        int32_t *learned = out.learned.empty() ? nullptr : out.learned.data() + at;
+        if (packed_) packed_->read(rows_[size_t(next_chunk_ + uint64_t(i))], out.tokens.data() + at, learned);
+        else index_.read(next_chunk_ + uint64_t(i), out.tokens.data() + at, learned);
     }
     next_chunk_ += uint64_t(b);
     return true;

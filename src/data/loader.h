@@ -18,17 +18,25 @@
 // permutation and yields bit-identical batches from there on. A batch that runs off the end of an epoch
 // continues into the next one.
 //
+// Packing (data/packing.h). `Packing::Documents` replaces the chunks by rows of whole documents, packed by
+// best-fit decreasing: each epoch permutes the documents (the same random stream), packs them in that order and
+// visits the rows in a second permutation; validation packs its documents in order. The loader state's "chunks"
+// guard then counts documents, and its "packing" names the mode.
+//
 // Ranks. A global batch of B sequences is the next B chunks; rank r of w takes sequences [r·B/w, (r+1)·B/w)
 // (B must divide by w). Every rank steps through the same global order, so all ranks hold the same state and
 // one saved state resumes them all.
 #pragma once
 #include "data/dataset.h"
+#include "data/packing.h"
 #include "model/batch.h"
 
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace zaya {
@@ -54,10 +62,21 @@ struct TokenBatch {
     }
 };
 
+enum class Packing { Chunks, Documents };
+Packing packing_from_string(const std::string &s); // "chunks" | "documents"
+const char *packing_name(Packing p);
+
+// How rows are made and cut: `zaya train` / `zaya eval` --pack and --doc-mask.
+struct RowLayout {
+    Packing packing = Packing::Chunks;
+    bool doc_mask = false;
+};
+
 struct LoaderState {
-    uint64_t seed = 0, epoch = 0, cursor = 0; // cursor: chunks of this epoch already consumed (global)
+    uint64_t seed = 0, epoch = 0, cursor = 0; // cursor: rows of this epoch already consumed (global)
     int64_t seq_len = 0;
-    uint64_t chunks = 0; // chunks per epoch; a guard, not a position
+    uint64_t chunks = 0; // chunks per epoch (documents with Packing::Documents); a guard, not a position
+    Packing packing = Packing::Chunks;
 
     bool operator==(const LoaderState &) const = default;
 };
@@ -81,22 +100,45 @@ class ChunkIndex {
     uint64_t total_ = 0;
 };
 
+// Whole documents packed into rows of seq_len + 1 tokens (data/packing.h), for one split.
+class PackedRows {
+  public:
+    PackedRows(const TokenSplit &split, const DataManifest &m, int64_t seq_len);
+    size_t num_documents() const { return docs_.size(); }
+    size_t truncated() const { return truncated_; } // documents longer than a row, cut to it
+    // Packs the documents of `order` (best-fit decreasing); returns the rows.
+    std::vector<std::vector<uint32_t>> pack(const std::vector<uint32_t> &order) const;
+    void read(const std::vector<uint32_t> &row, int32_t *out, int32_t *learned) const;
+
+  private:
+    const TokenSplit *split_;
+    std::vector<DocSpan> docs_;
+    std::vector<uint64_t> lengths_;
+    uint64_t capacity_;
+    int32_t pad_;
+    size_t truncated_ = 0;
+};
+
 class TrainLoader {
   public:
     TrainLoader(std::shared_ptr<const DataSet> data, int64_t seq_len, uint64_t seed, int rank = 0,
-                int world_size = 1);
+                int world_size = 1, Packing packing = Packing::Chunks);
 
     // The next global batch of `global_batch` sequences; returns this rank's slice.
     TokenBatch next_batch(int64_t global_batch);
 
     LoaderState state() const;
     void restore(const LoaderState &s); // errors if it does not fit this data / seq_len
-    uint64_t chunks_per_epoch() const { return index_.size(); }
+    uint64_t chunks_per_epoch() const { return perm_.size(); } // rows of this epoch
+    const PackedRows *packed() const { return packed_ ? &*packed_ : nullptr; }
 
   private:
     void start_epoch(uint64_t epoch);
+    uint64_t guard() const { return packed_ ? packed_->num_documents() : index_.size(); }
     std::shared_ptr<const DataSet> data_;
     ChunkIndex index_;
+    std::optional<PackedRows> packed_;
+    std::vector<std::vector<uint32_t>> rows_; // Packing::Documents: this epoch's rows
     int64_t seq_len_;
     uint64_t seed_, epoch_ = 0, cursor_ = 0;
     int rank_, world_;
@@ -108,23 +150,25 @@ class TrainLoader {
 class ValBatches {
   public:
     ValBatches(std::shared_ptr<const DataSet> data, int64_t batch, int64_t seq_len, int rank = 0,
-               int world_size = 1);
+               int world_size = 1, Packing packing = Packing::Chunks);
     bool next(TokenBatch &out); // false when done
     void reset() { next_chunk_ = 0; }
     int64_t num_batches() const;
-    uint64_t num_chunks() const { return index_.size(); }
+    uint64_t num_chunks() const { return packed_ ? rows_.size() : index_.size(); } // rows
 
   private:
     std::shared_ptr<const DataSet> data_;
     ChunkIndex index_;
+    std::optional<PackedRows> packed_;
+    std::vector<std::vector<uint32_t>> rows_; // Packing::Documents: the documents in order, packed
     int64_t batch_, seq_len_;
     int rank_, world_;
     uint64_t next_chunk_ = 0;
 };
 
 inline ValBatches val_batches(std::shared_ptr<const DataSet> data, int64_t batch, int64_t seq_len, int rank = 0,
-                              int world_size = 1) {
-    return ValBatches(std::move(data), batch, seq_len, rank, world_size);
+                              int world_size = 1, Packing packing = Packing::Chunks) {
+    return ValBatches(std::move(data), batch, seq_len, rank, world_size, packing);
 }
 
 } // namespace zaya

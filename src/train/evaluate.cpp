@@ -12,12 +12,13 @@
 namespace zaya {
 
 EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &data, int64_t batch, int64_t seq,
-                         int64_t max_batches, Activations &acts, Communicator &comm, bool doc_mask, bool per_position,
+                         int64_t max_batches, Activations &acts, Communicator &comm, const RowLayout &layout,
+                         bool per_position,
                          const std::function<void(int64_t, int64_t)> &progress) {
     const int64_t ranks = comm.size();
-    const int32_t doc_eos = doc_mask ? data->manifest().eos_id : -1;
-    if (doc_mask && doc_eos < 0) fail("doc_mask: {} names no eos_id to cut documents at", data->dir());
-    ValBatches val(data, batch * ranks, seq, comm.rank(), int(ranks));
+    const int32_t doc_eos = layout.doc_mask ? data->manifest().eos_id : -1;
+    if (layout.doc_mask && doc_eos < 0) fail("doc_mask: {} names no eos_id to cut documents at", data->dir());
+    ValBatches val(data, batch * ranks, seq, comm.rank(), int(ranks), layout.packing);
     TokenBatch tb;
     double sums[2] = {0, 0}; // loss × tokens, tokens
     EvalResult r;
@@ -51,8 +52,8 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
     comm.allreduce_sum(sums, 2);
     if (val.num_chunks() == 0) fail("validation split of '{}' has no sequence of {} tokens", data->dir(), seq + 1);
     if (sums[1] == 0)
-        fail("validation split of '{}': its loss masks leave no target to score in {} batches", data->dir(),
-             r.batches);
+        fail("validation split of '{}': no learned target to score in {} batches (loss masks; with --pack documents, "
+             "documents cut to --seq may lose their answers)", data->dir(), r.batches);
     r.loss = sums[0] / sums[1];
     r.tokens = int64_t(sums[1]);
     if (per_position) {

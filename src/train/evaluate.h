@@ -26,12 +26,12 @@ struct EvalResult {
 };
 
 // Up to `max_batches` batches (0: the whole split). `m` and `acts` live in the backend the forward pass runs on;
-// acts is planned for batch × seq tokens (and TokenBatch::max_sequences). `doc_mask`: sequences cut at each EOS
-// (data/loader.h), as `zaya train --doc-mask` trains. Fails, naming the data directory, when the split has no
+// acts is planned for batch × seq tokens (and TokenBatch::max_sequences). `layout`: rows of whole documents
+// (--pack documents) and sequences cut at each EOS (--doc-mask), as `zaya train` trains (data/loader.h). Fails, naming the data directory, when the split has no
 // sequence of seq + 1 tokens (or, with loss masks, no learned target). A collective when comm has several ranks.
 // `progress`, if given, hears (batches done, batches in all) after each batch.
 EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &data, int64_t batch, int64_t seq,
-                         int64_t max_batches, Activations &acts, Communicator &comm, bool doc_mask,
+                         int64_t max_batches, Activations &acts, Communicator &comm, const RowLayout &layout,
                          bool per_position = false,
                          const std::function<void(int64_t, int64_t)> &progress = {});
 

@@ -101,7 +101,7 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
     };
     if (tc.dump_batches && root) {
         open_dump(batches_out, "batches.bin");
-        if (data->manifest().loss_mask) open_dump(learned_out, "batches_learned.bin");
+        if (data->manifest().loss_mask || tc.packing == "documents") open_dump(learned_out, "batches_learned.bin");
     }
     BatchLog batch_log;
     // MFU's peak: on the CPU the matmul rate measured now; on a GPU the H200's dense bf16 figure (989 TFLOP/s).
@@ -126,6 +126,11 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
     fmt::print("  data {}: {} train / {} val tokens{}\n", tc.data, data->train().tokens, data->val().tokens,
                data->manifest().loss_mask ? " (loss masks: only completions and assistant turns are learned)" : "");
     if (tc.doc_mask) fmt::print("  document masking: sequences cut at each EOS (id {})\n", data->manifest().eos_id);
+    if (const PackedRows *p = trainer.loader().packed())
+        fmt::print("  packing: {} whole documents into {} rows of {} tokens (best-fit decreasing){}\n",
+                   p->num_documents(), trainer.loader().chunks_per_epoch(), tc.seq + 1,
+                   p->truncated() ? fmt::format("; {} longer than a row lose their ends: raise --seq", p->truncated())
+                                  : "");
     fmt::print("  {} steps × {} sequences × {} tokens (micro-batch {}), lr {} {} warmup {}, balancing {}, device {}, "
                "matmuls {}{}\n",
                tc.steps, tc.batch, tc.seq, tc.micro(), tc.lr, tc.schedule, tc.warmup_steps(), tc.balance ? "on" : "off",

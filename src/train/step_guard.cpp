@@ -28,6 +28,7 @@ const char *verdict_name(StepVerdict v) {
     case StepVerdict::NonFinite: return "non-finite loss or gradient norm";
     case StepVerdict::LossSpike: return "loss spike";
     case StepVerdict::GradNormSpike: return "gradient-norm spike";
+    case StepVerdict::NoTargets: return "no learned target in the batch";
     }
     return "?";
 }

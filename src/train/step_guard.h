@@ -23,7 +23,9 @@ struct GuardConfig {
     int64_t rollback_after = 3; // consecutive skipped steps that ask for a rollback; 0 = never
 };
 
-enum class StepVerdict { Ok, NonFinite, LossSpike, GradNormSpike };
+// NoTargets: the step's batch had no learned target at all (loss masks, padding): nothing to learn from, so no
+// update; not the guard's verdict and not counted towards a rollback.
+enum class StepVerdict { Ok, NonFinite, LossSpike, GradNormSpike, NoTargets };
 const char *verdict_name(StepVerdict v); // "ok", "non-finite loss or gradient norm", "loss spike", ...
 
 class StepGuard {

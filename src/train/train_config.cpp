@@ -28,6 +28,8 @@ void TrainConfig::validate() const {
     if (spike_rollback < 0) fail("train: spike_rollback must be ≥ 0 (0 = never), got {}", spike_rollback);
     if (!(comm_timeout >= 0)) fail("train: comm_timeout must be ≥ 0 seconds (0 = off), got {}", comm_timeout);
     schedule_kind_from_string(schedule); // names the bad value
+    if (packing != "chunks" && packing != "documents")
+        fail("train: packing must be 'chunks' or 'documents', got '{}'", packing);
     validate_precisions();
 }
 
@@ -72,6 +74,7 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
         else if (k == "micro_batch") integer(c.micro_batch);
         else if (k == "seq") integer(c.seq);
         else if (k == "doc_mask") want(v.is_boolean(), "true or false"), c.doc_mask = v.get<bool>();
+        else if (k == "packing") string(c.packing);
         else if (k == "seed") want(v.is_number_unsigned(), "a non-negative integer"), c.seed = v.get<uint64_t>();
         else if (k == "lr") number(c.lr);
         else if (k == "weight_decay") number(c.weight_decay);
@@ -109,7 +112,7 @@ nlohmann::json train_config_to_json(const TrainConfig &c) {
             {"model", c.model},     {"init", c.init},
             {"rope_theta", c.rope_theta}, {"steps", c.steps},
             {"batch", c.batch},     {"micro_batch", c.micro()},
-            {"seq", c.seq},         {"doc_mask", c.doc_mask}, {"seed", c.seed},
+            {"seq", c.seq},         {"doc_mask", c.doc_mask}, {"packing", c.packing}, {"seed", c.seed},
             {"lr", c.lr},           {"weight_decay", c.weight_decay},
             {"grad_clip", c.grad_clip}, {"ns_precision", c.ns_precision}, {"precision", c.precision}, {"device", c.device}, {"schedule", c.schedule},
             {"warmup", c.warmup_steps()},   {"min_lr_ratio", c.min_lr_ratio},

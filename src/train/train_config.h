@@ -1,6 +1,7 @@
 // Everything `zaya train` is told: from flags, or a JSON file (--config) whose keys are the flag names with
 // underscores; flags given on the command line win. Saved into the run directory as train_config.json.
 #pragma once
+#include "data/loader.h"
 #include "optim/optimizer.h"
 
 #include <algorithm>
@@ -25,6 +26,10 @@ struct TrainConfig {
     // Document masking (data/loader.h): attention, the CCA conv and the value shift stop at each EOS, positions
     // restart after it (spec B.5's recommendation; off: GPT-2-style sequences across documents).
     bool doc_mask = false;
+    // Rows of the training and validation batches (data/loader.h): "chunks" of the token stream, or "documents":
+    // whole documents packed by best-fit decreasing, padded (fine-tuning: no example cut from its prompt).
+    std::string packing = "chunks";
+    RowLayout row_layout() const { return {packing_from_string(packing), doc_mask}; }
     uint64_t seed = 1234;
     double lr = 1e-2;          // peak learning rate, shared by Muon (RMS-matched) and AdamW
     double weight_decay = 0.1;

@@ -75,7 +75,7 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
     if (tc.batch % (tc.micro() * comm_->size()) != 0)
         fail("train: batch ({}) must be a multiple of micro_batch ({}) × ranks ({})", tc.batch, tc.micro(),
              comm_->size());
-    if (data_) loader_.emplace(data_, tc.seq, tc.seed, comm_->rank(), comm_->size());
+    if (data_) loader_.emplace(data_, tc.seq, tc.seed, comm_->rank(), comm_->size(), tc.row_layout().packing);
     if (tc.doc_mask) {
         if (!data_) fail("train: doc_mask needs a data set (its EOS id)");
         doc_eos_ = data_->manifest().eos_id;
@@ -221,6 +221,7 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
     const bool masked = !micro_batches[0].learned.empty() || doc_eos_ >= 0;
     if (masked && ranks > 1) comm_->allreduce_sum(&learned, 1);
     else learned *= double(ranks);
+    r.learned = int64_t(learned);
     for (int64_t a = 0; a < accum; ++a) {
         const TokenBatch &tb = micro_batches[size_t(a)];
         if (batch_log) {
@@ -306,8 +307,12 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
         backend_.phase("step.grad_norm"); // with the guard's verdict and the gradient clipping
         r.grad_norm = opt_.grad_norm(grads); // from every rank's owned sums
     }
-    r.verdict = guard_.check(r.loss, r.grad_norm);
-    guard_.record(r.verdict, r.loss, r.grad_norm);
+    if (r.learned == 0) {
+        r.verdict = StepVerdict::NoTargets;
+    } else {
+        r.verdict = guard_.check(r.loss, r.grad_norm);
+        guard_.record(r.verdict, r.loss, r.grad_norm);
+    }
     r.skipped = r.verdict != StepVerdict::Ok;
     if (!r.skipped) {
         if (before_update_) before_update_();
@@ -337,7 +342,7 @@ double Trainer::evaluate() {
     // The weights hold still through an evaluation: a GPU converts each matrix to bf16 once for all its batches
     // (into the copies a step keeps), not at every use into buffers of its own.
     const WeightsUnchanged frozen(backend_);
-    return evaluate_loss(run_model(), data_, tc_.micro(), tc_.seq, max_batches, acts_, *comm_, tc_.doc_mask).loss;
+    return evaluate_loss(run_model(), data_, tc_.micro(), tc_.seq, max_batches, acts_, *comm_, tc_.row_layout()).loss;
 }
 
 } // namespace zaya

@@ -42,6 +42,7 @@ struct StepResult {
     double fwd_bwd_seconds = 0; // of which forward and backward, gradients summed and on the host
     double comm_seconds = 0;   // of which in collectives (data parallel)
     int64_t tokens = 0;        // tokens processed (inputs)
+    int64_t learned = 0;       // targets the loss averages over (all ranks): fewer with loss masks or padding
     bool skipped = false;      // the guard refused the update (train/step_guard.h); `verdict` says why
     StepVerdict verdict = StepVerdict::Ok;
     std::vector<double> entropy; // per layer: normalised routing entropy of this step's choices
@@ -105,6 +106,7 @@ class Trainer {
     void refresh_host_copies() { sync_host(); }
     BalancingController &balancing() { return balance_; }
     bool has_loader() const { return loader_.has_value(); }
+    const TrainLoader &loader() const { return *loader_; }
     LoaderState loader_state() const { return loader_->state(); }
     void restore_loader(const LoaderState &s) { loader_->restore(s); }
     void set_step_count(int64_t iteration) { iteration_ = iteration; }

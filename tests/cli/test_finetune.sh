@@ -4,7 +4,8 @@
 # to answer in ZAYA1's turn format, which `zaya generate --chat` then reproduces and stops at <end_of_turn>; under
 # mpirun, 2 ranks × micro-batch 2 give 1 rank × micro-batch 4's losses although the ranks hold unequal counts of
 # learned targets (the step's loss is the mean over the global batch's learned targets); with --doc-mask (sequences
-# cut at each EOS) `zaya eval --doc-mask` gives the run's val_loss.
+# cut at each EOS) and --pack documents (whole documents packed into rows) `zaya eval` gives the run's val_loss, and
+# a packed run resumes bit for bit.
 #
 # Usage: test_finetune.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -105,6 +106,35 @@ for mask in --doc-mask ""; do
             fail "eval without --doc-mask differs" "$got"
     fi
 done
+
+# ---- whole documents packed into rows (--pack documents), with --doc-mask ----
+pk=(--data "$tmp/sft" --init "$tmp/base/model" --seq 128 --batch 4 --warmup 1 --eval-every 2 --eval-batches 0
+    --sample-tokens 0 --pack documents --doc-mask)
+expect_ok "train --pack documents --doc-mask, 4 steps, checkpoints every 2" train "${pk[@]}" --steps 4 --ckpt-every 2 \
+    --out "$tmp/pk"
+[[ $out =~ packing:\ ([0-9]+)\ whole\ documents\ into\ ([0-9]+)\ rows\ of\ 129\ tokens ]] &&
+    pass "the banner counts the documents and rows (${BASH_REMATCH[1]} into ${BASH_REMATCH[2]})" ||
+    fail "the banner counts the packed documents" "$out"
+val=$(python3 -c 'import json,sys; print(repr([json.loads(l) for l in open(sys.argv[1])][-1]["val_loss"]))' \
+    "$tmp/pk/metrics.jsonl")
+run eval "$tmp/pk/model" --data "$tmp/sft" --seq 128 --batch 4 --json --pack documents --doc-mask
+got=$(python3 -c 'import json,sys; print(repr(json.loads(sys.argv[1])["loss"]))' "$out")
+[[ $got == "$val" ]] && pass "eval --pack documents --doc-mask gives the run's val_loss bit for bit ($got)" ||
+    fail "eval --pack documents gives the run's val_loss" "$got vs $val"
+expect_ok "the same run stopped at step 2 and resumed" train "${pk[@]}" --steps 4 --ckpt-every 2 --stop-after 2 \
+    --out "$tmp/pk2"
+expect_ok "resume" train "${pk[@]}" --steps 4 --ckpt-every 2 --resume --out "$tmp/pk2"
+losses() { # METRICS: each line's loss and val_loss
+    python3 -c 'import json,sys; [print(json.loads(l).get("loss"), json.loads(l).get("val_loss")) for l in open(sys.argv[1])]' \
+        "$1"
+}
+[[ $(losses "$tmp/pk/metrics.jsonl") == "$(losses "$tmp/pk2/metrics.jsonl")" &&
+    $(grep -c '"skipped":false' "$tmp/pk/metrics.jsonl") -eq 4 ]] &&
+    pass "resumed packed run: the same losses bit for bit (4 steps, none without a learned target)" ||
+    fail "resumed packed run: the same losses" "$(cat "$tmp/pk/metrics.jsonl" "$tmp/pk2/metrics.jsonl")"
+run train "${pk[@]/documents/chunks}" --steps 4 --ckpt-every 2 --resume --out "$tmp/pk"
+[[ $rc -ne 0 && "$out$err" == *"loader state is for --pack documents, this run uses --pack chunks"* ]] &&
+    pass "resuming with the other --pack is refused, naming both" || fail "resuming with the other --pack" "$rc" "$err"
 
 # ---- data parallel: unequal learned counts per rank ----
 if command -v mpirun >/dev/null 2>&1; then

@@ -307,3 +307,32 @@ TEST(LossMask, StepLossIsTheMeanOverTheGlobalBatchsLearnedTargets) {
     for (size_t i = 0; i < n; ++i) gmax = std::max(gmax, std::abs(one.host_gradients()[i]));
     EXPECT_LT(test::max_abs_diff(two.host_gradients(), one.host_gradients(), n), 1e-5f * gmax);
 }
+
+TEST(LossMask, AStepWithNoLearnedTargetUpdatesNothing) {
+    MaskedData d;
+    TrainConfig tc;
+    tc.data = d.tmp.str("data");
+    tc.out = d.tmp.str("run");
+    tc.model = "tiny";
+    tc.steps = 4;
+    tc.batch = 2;
+    tc.seq = 16;
+    tc.warmup = 1;
+    ZayaConfig c = config_preset("tiny");
+    c.vocab_size = int64_t(d.data->manifest().vocab_size);
+    Model m = Model::create(c);
+    model_init_random(m, 2);
+    Trainer t(tc, std::move(m), d.data);
+    const std::vector<real> before(t.model().params.data(), t.model().params.data() + t.model().params.size);
+    TrainLoader loader(d.data, tc.seq, 1);
+    const StepResult r = t.step_on([&](int64_t rows) {
+        TokenBatch b = loader.next_batch(rows);
+        std::fill(b.learned.begin(), b.learned.end(), 0); // all prompt
+        return b;
+    });
+    EXPECT_EQ(r.learned, 0);
+    EXPECT_TRUE(r.skipped);
+    EXPECT_EQ(r.verdict, StepVerdict::NoTargets);
+    EXPECT_EQ(t.guard().consecutive_skips(), 0); // not the guard's: no rollback follows
+    EXPECT_EQ(test::max_abs_diff(before.data(), t.model().params.data(), before.size()), 0.0f);
+}
