@@ -70,20 +70,44 @@ std::string jsonl(const std::vector<Record> &rs) {
     return s;
 }
 
+// `zaya prepare` of one JSONL file into DIR/data: no validation split, a trained tokenizer.
+std::shared_ptr<const DataSet> prepare_jsonl(const TempDir &dir, const std::string &file, const std::string &text,
+                                             int vocab) {
+    put_file(dir.path / file, text);
+    PrepareOptions o;
+    o.inputs = {dir.str(file)};
+    o.out_dir = dir.str("data");
+    o.vocab_size = vocab;
+    o.val_percent = 0;
+    o.progress = false;
+    prepare_data(o);
+    return DataSet::open(dir.str("data"));
+}
+
 struct MaskedData {
     TempDir tmp;
     std::vector<Record> recs = records();
-    std::shared_ptr<const DataSet> data;
-    MaskedData() {
-        put_file(tmp.path / "sft.jsonl", jsonl(recs));
-        PrepareOptions o;
-        o.inputs = {tmp.str("sft.jsonl")};
-        o.out_dir = tmp.str("data");
-        o.vocab_size = 400;
-        o.val_percent = 0;
-        o.progress = false;
-        prepare_data(o);
-        data = DataSet::open(tmp.str("data"));
+    std::shared_ptr<const DataSet> data = prepare_jsonl(tmp, "sft.jsonl", jsonl(recs), 400);
+    TrainConfig train_config(int64_t batch, int64_t seq) const {
+        TrainConfig tc;
+        tc.data = tmp.str("data");
+        tc.out = tmp.str("run");
+        tc.model = "tiny";
+        tc.steps = 4;
+        tc.batch = batch;
+        tc.seq = seq;
+        tc.warmup = 1;
+        return tc;
+    }
+    ZayaConfig model_config() const {
+        ZayaConfig c = config_preset("tiny");
+        c.vocab_size = int64_t(data->manifest().vocab_size);
+        return c;
+    }
+    Trainer trainer(const TrainConfig &tc, uint64_t seed) const {
+        Model m = Model::create(model_config());
+        model_init_random(m, seed);
+        return Trainer(tc, std::move(m), data);
     }
 };
 
@@ -146,14 +170,7 @@ TEST(LossMask, PrepareLearnsOnlyTheAnswers) {
 
 TEST(LossMask, PlainTextStaysVersionOneWithoutMasks) {
     TempDir tmp;
-    put_file(tmp.path / "t.jsonl", json_line({{"text", "just some text to learn from"}}));
-    PrepareOptions o;
-    o.inputs = {tmp.str("t.jsonl")};
-    o.out_dir = tmp.str("data");
-    o.vocab_size = 300;
-    o.val_percent = 0;
-    o.progress = false;
-    prepare_data(o);
+    prepare_jsonl(tmp, "t.jsonl", json_line({{"text", "just some text to learn from"}}), 300);
     const auto j = nlohmann::json::parse(read_file_bytes(tmp.str("data/data.json")));
     EXPECT_EQ(j["version"], 1);
     EXPECT_FALSE(j["train"].contains("masks"));
@@ -244,22 +261,12 @@ TEST(LossMask, LoaderTargetsOfPromptsAreMinusOne) {
 
 TEST(LossMask, StepLossIsTheMeanOverTheGlobalBatchsLearnedTargets) {
     MaskedData d;
-    TrainConfig tc;
-    tc.data = d.tmp.str("data");
-    tc.out = d.tmp.str("run");
-    tc.model = "tiny";
-    tc.steps = 4;
-    tc.batch = 4;
-    tc.seq = 32;
-    tc.warmup = 1;
-    ZayaConfig c = config_preset("tiny");
-    c.vocab_size = int64_t(d.data->manifest().vocab_size);
+    const TrainConfig tc = d.train_config(4, 32);
+    const ZayaConfig c = d.model_config();
     auto trainer = [&](int64_t micro) {
         TrainConfig t = tc;
         t.micro_batch = micro;
-        Model m = Model::create(c);
-        model_init_random(m, 11);
-        return Trainer(t, std::move(m), d.data);
+        return d.trainer(t, 11);
     };
     // The same four sequences, found until the two halves hold unequal counts of learned targets.
     TrainLoader loader(d.data, tc.seq, 3);
@@ -310,19 +317,8 @@ TEST(LossMask, StepLossIsTheMeanOverTheGlobalBatchsLearnedTargets) {
 
 TEST(LossMask, AStepWithNoLearnedTargetUpdatesNothing) {
     MaskedData d;
-    TrainConfig tc;
-    tc.data = d.tmp.str("data");
-    tc.out = d.tmp.str("run");
-    tc.model = "tiny";
-    tc.steps = 4;
-    tc.batch = 2;
-    tc.seq = 16;
-    tc.warmup = 1;
-    ZayaConfig c = config_preset("tiny");
-    c.vocab_size = int64_t(d.data->manifest().vocab_size);
-    Model m = Model::create(c);
-    model_init_random(m, 2);
-    Trainer t(tc, std::move(m), d.data);
+    const TrainConfig tc = d.train_config(2, 16);
+    Trainer t = d.trainer(tc, 2);
     const std::vector<real> before(t.model().params.data(), t.model().params.data() + t.model().params.size);
     TrainLoader loader(d.data, tc.seq, 1);
     const StepResult r = t.step_on([&](int64_t rows) {
