@@ -266,28 +266,37 @@ def targets_of(rows: torch.Tensor, flags, doc_eos: int) -> torch.Tensor:
     return targets
 
 
-def sum_ce(model: ZayaForCausalLM, rows: torch.Tensor, flags=None, doc_eos: int = -1):
-    """(summed cross entropy over the learned targets, their count) of token rows [b, seq+1]."""
+def sum_ce(model: ZayaForCausalLM, rows: torch.Tensor, flags=None, doc_eos: int = -1, pad: int = -1):
+    """(summed cross entropy over the learned targets, their count) of token rows [b, seq+1]. pad >= 0 (packed
+    rows): each row's trailing pad tokens are left out, as zaya leaves them out of the model's inputs."""
     targets = targets_of(rows, flags, doc_eos)
     inputs = rows[:, :-1]
-    if doc_eos < 0:
+    if doc_eos < 0 and pad < 0:
         logits = model(input_ids=inputs, use_cache=False).logits
-    else:  # document masking: every piece of a row up to and including an EOS is a sequence of its own
-        pieces = []
-        for r in range(inputs.shape[0]):
-            cuts = [0] + [t + 1 for t in range(inputs.shape[1] - 1) if int(inputs[r, t]) == doc_eos] + [inputs.shape[1]]
-            for a, b in zip(cuts, cuts[1:]):
-                pieces.append(model(input_ids=inputs[r : r + 1, a:b], use_cache=False).logits[0])
-        logits = torch.cat(pieces).reshape(inputs.shape[0], inputs.shape[1], -1)
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum")
-    return loss, int((targets != -100).sum())
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum")
+        return loss, int((targets != -100).sum())
+    loss, count = 0.0, 0
+    for r in range(inputs.shape[0]):
+        n = inputs.shape[1]
+        if pad >= 0:
+            real = (rows[r] != pad).nonzero()
+            n = max(int(real[-1]) if len(real) else 0, 0)  # inputs: the tokens before the padding, but the last
+        if n == 0:
+            continue
+        # document masking: every piece up to and including an EOS is a sequence of its own
+        cuts = [0] + ([t + 1 for t in range(n - 1) if int(inputs[r, t]) == doc_eos] if doc_eos >= 0 else []) + [n]
+        pieces = [model(input_ids=inputs[r : r + 1, a:b], use_cache=False).logits[0] for a, b in zip(cuts, cuts[1:])]
+        logits = torch.cat(pieces)
+        loss = loss + F.cross_entropy(logits.float(), targets[r, :n], reduction="sum")
+        count += int((targets[r, :n] != -100).sum())
+    return loss, count
 
 
 @torch.no_grad()
-def evaluate(model, data_dir, micro, seq, max_batches, doc_eos, packing) -> float:
+def evaluate(model, data_dir, micro, seq, max_batches, doc_eos, packing, pad) -> float:
     total, tokens = 0.0, 0
     for rows, flags in val_batches(data_dir, micro, seq, max_batches, packing):
-        loss, n = sum_ce(model, torch.from_numpy(rows), flags, doc_eos)
+        loss, n = sum_ce(model, torch.from_numpy(rows), flags, doc_eos, pad)
         total += loss.item()
         tokens += n
     return total / tokens
@@ -372,6 +381,9 @@ def main(argv=None) -> int:
             raise SystemExit(f"{path} holds {flags.size} flags, fewer than batches.bin's {n_steps * per_step} tokens")
         learned = flags[: n_steps * per_step].reshape(n_steps, batch, seq + 1).astype(np.int64)
     doc_eos = int(manifest["eos_id"]) if tc.get("doc_mask") else -1
+    pad = -1  # packed rows: the pad id their padding uses (data/packing.h)
+    if packing == "documents":
+        pad = int(manifest["pad_id"]) if manifest["pad_id"] >= 0 else int(manifest["eos_id"])
 
     model = load_init(os.path.join(run, "init"), args.attn)
     cfg = model.config
@@ -427,7 +439,7 @@ def main(argv=None) -> int:
     with sem:
 
         def validate(s):
-            vl = evaluate(model, data_dir, micro, seq, max_val_batches, doc_eos, packing)
+            vl = evaluate(model, data_dir, micro, seq, max_val_batches, doc_eos, packing, pad)
             zv = zvals.get(s)
             zs = f"{zv:10.5f}" if zv is not None else f"{'-':>10}"
             rd = f"{rel(zv, vl):+9.1e}" if zv is not None else ""
@@ -454,7 +466,9 @@ def main(argv=None) -> int:
                 count = sum(int((targets_of(batches[s - 1, p], f, doc_eos) != -100).sum())
                             for p, f in zip(parts, flags))
                 for p, f in zip(parts, flags):
-                    loss, _ = sum_ce(model, batches[s - 1, p], f, doc_eos)
+                    loss, _ = sum_ce(model, batches[s - 1, p], f, doc_eos, pad)
+                    if not torch.is_tensor(loss):  # nothing but padding and one-token documents
+                        continue
                     loss = loss / max(count, 1)
                     loss_sum += loss.item()
                     loss.backward()

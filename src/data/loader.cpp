@@ -29,16 +29,19 @@ Batch TokenBatch::inputs(int32_t doc_eos) const {
     b.positions.reserve(size_t(sequences * seq_len));
     b.seq_start.push_back(0);
     for (int64_t i = 0; i < sequences; ++i) {
-        b.tokens.insert(b.tokens.end(), row(i), row(i) + seq_len);
+        const int64_t n = inputs_of(i);
+        if (n == 0) continue;
+        const int64_t start = int64_t(b.tokens.size());
+        b.tokens.insert(b.tokens.end(), row(i), row(i) + n);
         int32_t pos = 0;
-        for (int64_t t = 0; t < seq_len; ++t) {
+        for (int64_t t = 0; t < n; ++t) {
             b.positions.push_back(pos++);
-            if (row(i)[t] == doc_eos && t + 1 < seq_len) { // a document ends here: the next token starts one
-                b.seq_start.push_back(i * seq_len + t + 1);
+            if (row(i)[t] == doc_eos && t + 1 < n) { // a document ends here: the next token starts one
+                b.seq_start.push_back(start + t + 1);
                 pos = 0;
             }
         }
-        b.seq_start.push_back((i + 1) * seq_len);
+        b.seq_start.push_back(start + n);
     }
     return b;
 }
@@ -46,17 +49,16 @@ Batch TokenBatch::inputs(int32_t doc_eos) const {
 std::vector<int32_t> TokenBatch::targets(int32_t doc_eos) const {
     std::vector<int32_t> t;
     t.reserve(size_t(sequences * seq_len));
-    for (int64_t i = 0; i < sequences; ++i) t.insert(t.end(), row(i) + 1, row(i) + 1 + seq_len);
     for (int64_t i = 0; i < sequences; ++i)
-        for (int64_t p = 0; p < seq_len; ++p) {
+        for (int64_t p = 0; p < inputs_of(i); ++p) {
             const bool unlearned = !learned.empty() && learned[size_t(i * (seq_len + 1) + 1 + p)] == 0;
-            if (unlearned || (doc_eos >= 0 && row(i)[p] == doc_eos)) t[size_t(i * seq_len + p)] = -1;
+            t.push_back(unlearned || (doc_eos >= 0 && row(i)[p] == doc_eos) ? -1 : row(i)[p + 1]);
         }
     return t;
 }
 
 int64_t TokenBatch::learned_targets(int32_t doc_eos) const {
-    if (learned.empty() && doc_eos < 0) return sequences * seq_len;
+    if (learned.empty() && doc_eos < 0 && lengths.empty()) return sequences * seq_len;
     const std::vector<int32_t> t = targets(doc_eos);
     return int64_t(std::count_if(t.begin(), t.end(), [](int32_t x) { return x >= 0; }));
 }
@@ -66,6 +68,7 @@ void TokenBatch::resize(int64_t rows, int64_t T, bool masked) {
     seq_len = T;
     tokens.resize(size_t(rows * (T + 1)));
     learned.resize(masked ? tokens.size() : 0);
+    lengths.clear();
 }
 
 // ---- LoaderState ----
@@ -143,8 +146,8 @@ std::vector<std::vector<uint32_t>> PackedRows::pack(const std::vector<uint32_t> 
     return pack_best_fit(lengths_, order, capacity_);
 }
 
-void PackedRows::read(const std::vector<uint32_t> &row, int32_t *out, int32_t *learned) const {
-    read_packed_row(*split_, docs_, row, capacity_, pad_, out, learned);
+int64_t PackedRows::read(const std::vector<uint32_t> &row, int32_t *out, int32_t *learned) const {
+    return int64_t(read_packed_row(*split_, docs_, row, capacity_, pad_, out, learned));
 }
 
 // ---- TrainLoader ----
@@ -195,13 +198,14 @@ TokenBatch TrainLoader::next_batch(int64_t global_batch) {
     const int64_t per_rank = global_batch / world_, lo = rank_ * per_rank, hi = lo + per_rank;
     TokenBatch b;
     b.resize(per_rank, seq_len_, index_.masked() || packed_); // packed rows: padding is not learned
+    if (packed_) b.lengths.resize(size_t(per_rank));
     for (int64_t i = 0; i < global_batch; ++i) {
         if (cursor_ == perm_.size()) start_epoch(epoch_ + 1);
         const uint64_t c = perm_[cursor_++];
         const int64_t at = (i - lo) * (seq_len_ + 1);
         if (i < lo || i >= hi) continue;
         int32_t *learned = b.learned.empty() ? nullptr : b.learned.data() + at;
-        if (packed_) packed_->read(rows_[c], b.tokens.data() + at, learned);
+        if (packed_) b.lengths[size_t(i - lo)] = packed_->read(rows_[c], b.tokens.data() + at, learned);
         else index_.read(c, b.tokens.data() + at, learned);
     }
     return b;
@@ -252,10 +256,13 @@ bool ValBatches::next(TokenBatch &out) {
     const auto b = int64_t(std::min<uint64_t>(uint64_t(batch_), num_chunks() - next_chunk_));
     const int64_t lo = rank_ * b / world_, hi = (rank_ + 1) * b / world_;
     out.resize(hi - lo, seq_len_, index_.masked() || packed_);
+    if (packed_) out.lengths.resize(size_t(hi - lo));
     for (int64_t i = lo; i < hi; ++i) {
         const int64_t at = (i - lo) * (seq_len_ + 1);
         int32_t *learned = out.learned.empty() ? nullptr : out.learned.data() + at;
-        if (packed_) packed_->read(rows_[size_t(next_chunk_ + uint64_t(i))], out.tokens.data() + at, learned);
+        if (packed_)
+            out.lengths[size_t(i - lo)] =
+                packed_->read(rows_[size_t(next_chunk_ + uint64_t(i))], out.tokens.data() + at, learned);
         else index_.read(next_chunk_ + uint64_t(i), out.tokens.data() + at, learned);
     }
     next_chunk_ += uint64_t(b);

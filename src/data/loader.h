@@ -33,6 +33,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -46,12 +47,19 @@ struct TokenBatch {
     int64_t sequences = 0, seq_len = 0;
     std::vector<int32_t> tokens;  // [sequences, seq_len + 1]
     std::vector<int32_t> learned; // [sequences, seq_len + 1] loss-mask flags (0/1); empty: every token is learned
+    // [sequences] tokens of each row before its padding (packed rows); empty: every row is full. Padding is not
+    // fed to the model: it costs nothing and is not routed (the balancing controller never counts it).
+    std::vector<int64_t> lengths;
 
     const int32_t *row(int64_t i) const { return tokens.data() + i * (seq_len + 1); }
-    // The model's input batch: each row's first T tokens; with doc_eos ≥ 0 (document masking), each row cut after
-    // every doc_eos into sequences whose positions start at 0.
+    // The inputs row i gives the model: its tokens but the last, padding left out.
+    int64_t inputs_of(int64_t i) const {
+        return lengths.empty() ? seq_len : std::max<int64_t>(lengths[size_t(i)] - 1, 0);
+    }
+    // The model's input batch: each row's first T tokens (inputs_of); with doc_eos ≥ 0 (document masking), each
+    // row cut after every doc_eos into sequences whose positions start at 0.
     Batch inputs(int32_t doc_eos = -1) const;
-    // [sequences · T]: each row's last T tokens, −1 where the mask says the token is not learned and (doc_eos ≥ 0)
+    // One per input: each row's last T tokens, −1 where the mask says the token is not learned and (doc_eos ≥ 0)
     // where the input is doc_eos. The same order as inputs()' tokens.
     std::vector<int32_t> targets(int32_t doc_eos = -1) const;
     int64_t learned_targets(int32_t doc_eos = -1) const; // how many targets are not −1
@@ -108,7 +116,7 @@ class PackedRows {
     size_t truncated() const { return truncated_; } // documents longer than a row, cut to it
     // Packs the documents of `order` (best-fit decreasing); returns the rows.
     std::vector<std::vector<uint32_t>> pack(const std::vector<uint32_t> &order) const;
-    void read(const std::vector<uint32_t> &row, int32_t *out, int32_t *learned) const;
+    int64_t read(const std::vector<uint32_t> &row, int32_t *out, int32_t *learned) const; // tokens before padding
 
   private:
     const TokenSplit *split_;

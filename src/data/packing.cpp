@@ -78,8 +78,8 @@ std::vector<std::vector<uint32_t>> pack_best_fit(const std::vector<uint64_t> &le
     return rows;
 }
 
-void read_packed_row(const TokenSplit &split, const std::vector<DocSpan> &docs, const std::vector<uint32_t> &row,
-                     uint64_t capacity, int32_t pad, int32_t *out, int32_t *learned) {
+uint64_t read_packed_row(const TokenSplit &split, const std::vector<DocSpan> &docs, const std::vector<uint32_t> &row,
+                         uint64_t capacity, int32_t pad, int32_t *out, int32_t *learned) {
     uint64_t at = 0;
     for (uint32_t d : row) {
         const uint64_t n = std::min(docs[d].length, capacity - at);
@@ -88,6 +88,7 @@ void read_packed_row(const TokenSplit &split, const std::vector<DocSpan> &docs, 
     }
     std::fill(out + at, out + capacity, pad);
     std::fill(learned + at, learned + capacity, 0);
+    return at;
 }
 
 } // namespace zaya

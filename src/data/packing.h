@@ -29,7 +29,8 @@ std::vector<std::vector<uint32_t>> pack_best_fit(const std::vector<uint64_t> &le
 
 // One packed row of `capacity` tokens: its documents back to back (each cut to what is left of the row), then
 // `pad` tokens. `learned` (capacity flags) gets the split's loss-mask flags (1 without masks) and 0 for padding.
-void read_packed_row(const TokenSplit &split, const std::vector<DocSpan> &docs, const std::vector<uint32_t> &row,
-                     uint64_t capacity, int32_t pad, int32_t *out, int32_t *learned);
+// Returns the tokens before the padding.
+uint64_t read_packed_row(const TokenSplit &split, const std::vector<DocSpan> &docs, const std::vector<uint32_t> &row,
+                         uint64_t capacity, int32_t pad, int32_t *out, int32_t *learned);
 
 } // namespace zaya

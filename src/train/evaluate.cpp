@@ -29,6 +29,7 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
         ++r.batches;
         if (tb.sequences == 0) continue; // this rank's share of a short last batch
         Batch inputs = tb.inputs(doc_eos);
+        if (inputs.num_tokens() == 0) continue; // packed rows of one-token documents only
         std::vector<int32_t> targets = tb.targets(doc_eos);
         ForwardResult f = model_forward(m, inputs, acts, targets.data());
         sums[0] += f.loss * double(f.loss_tokens);
@@ -40,12 +41,15 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
                 acts.backend->download(host_losses.data(), acts.losses, host_losses.size() * sizeof(real));
                 losses = host_losses.data();
             }
-            for (int64_t s = 0; s < tb.sequences; ++s)
-                for (int64_t p = 0; p < seq; ++p)
-                    if (targets[size_t(s * seq + p)] >= 0) { // a masked target's loss is 0 and counts for nothing
-                        at[size_t(p)] += double(losses[s * seq + p]);
+            int64_t row_start = 0; // rows of packed documents leave their padding out: fewer inputs
+            for (int64_t s = 0; s < tb.sequences; ++s) {
+                for (int64_t p = 0; p < tb.inputs_of(s); ++p)
+                    if (targets[size_t(row_start + p)] >= 0) { // a masked target's loss is 0 and counts for nothing
+                        at[size_t(p)] += double(losses[row_start + p]);
                         at[size_t(seq + p)] += 1;
                     }
+                row_start += tb.inputs_of(s);
+            }
         }
         if (progress) progress(r.batches, total);
     }

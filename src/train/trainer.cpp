@@ -231,6 +231,12 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
         Batch batch = tb.inputs(doc_eos_);
         std::vector<int32_t> targets = tb.targets(doc_eos_);
         const double share = learned > 0 ? double(tb.learned_targets(doc_eos_)) / learned : 0.0;
+        const bool overlap = ranks > 1 && a == accum - 1;
+        if (batch.num_tokens() == 0) { // packed rows of one-token documents only: nothing to run
+            if (overlap) // in start_through's order (last layer first): every rank starts the same sums in turn
+                for (auto it = layer_parts_.rbegin(); it != layer_parts_.rend(); ++it) start_gradient_sum(*it);
+            continue;
+        }
         // The GPU's LM head backward recomputes the logits: its loss is the step's, and the forward skips the head.
         const ForwardResult f = model_forward(m, batch, acts_, targets.data(), /*loss_in_backward=*/true);
         r.tokens += batch.num_tokens();
@@ -239,7 +245,6 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
         // Last micro-batch, data parallel: each layer's gradients are final once its backward is done (layers come
         // last to first), and are summed over the ranks while the layers below it are differentiated (on a GPU
         // with NCCL: on a stream of their own, after the layer's kernels, while the next layers' run).
-        const bool overlap = ranks > 1 && a == accum - 1;
         int64_t next = c.num_hidden_layers - 1; // the next layer to start: the same order on every rank
         auto start_through = [&](int64_t l) {
             for (; next >= l; --next) start_gradient_sum(layer_parts_[size_t(next)]);

@@ -2,8 +2,8 @@
 # The Trainer's device path end to end, with the CUDA kernels emulated on the CPU (zaya_emu, tests/cuda_emu): the
 # same 3 training steps and validation with --device cpu and --device cuda must give the same losses (fp32 on both
 # sides; Newton–Schulz in bf16 may round a few elements differently), a run resumed from a device checkpoint must
-# match an uninterrupted one, training on fine-tuning data (loss masks, unequal micro-batches) and with --doc-mask
-# matches too, and `grads --device cuda` and `eval --device cuda` give the same loss. Exercises what no op test
+# match an uninterrupted one, training on fine-tuning data (loss masks, unequal micro-batches) and with --pack
+# documents --doc-mask matches too, and `grads --device cuda` and `eval --device cuda` give the same loss. Exercises what no op test
 # does: parameters staying on the device with the optimizer there, routing choices and balancing biases crossing,
 # host copies synced for checkpoints and restored on resume; and under bf16 matmuls, the weights' bf16 copies kept
 # through a step only.
@@ -144,11 +144,13 @@ for device in cpu cuda; do
         --steps 2 --batch 2 --micro-batch 1 --seq 32 --warmup 1 --eval-every 2 --eval-batches 2 --sample-tokens 0 \
         --out "$tmp/sft_$device" --device "$device"
 done
-# And document masking (--doc-mask) on the pretraining data, whose short documents put several in a row: many short
-# sequences a micro-batch on the device's varlen kernels. (Its first step differs from run_cpu's: the cut matters.)
+# And whole documents packed into rows (--pack documents; each row's padding left out of the inputs) with document
+# masking (--doc-mask) on the pretraining data, whose short documents put several in a row: rows of unequal
+# lengths cut into many short sequences on the device's varlen kernels. (Its first step differs from run_cpu's.)
 for device in cpu cuda; do
-    expect_ok "train tiny 3 steps --doc-mask --device $device" train "${args[@]}" --doc-mask \
-        --out "$tmp/dm_$device" --device "$device"
+    expect_ok "train tiny 3 steps --pack documents --doc-mask --device $device" train --data "$tmp/data" \
+        --model tiny --steps 3 --batch 2 --seq 48 --warmup 1 --eval-every 0 --eval-batches 1 --sample-tokens 0 \
+        --pack documents --doc-mask --out "$tmp/dm_$device" --device "$device"
 done
 for pair in sft dm; do
     python3 - "$tmp/${pair}_cpu/metrics.jsonl" "$tmp/${pair}_cuda/metrics.jsonl" "$tmp/run_cpu/metrics.jsonl" \

@@ -109,9 +109,14 @@ TEST(Packing, DocumentsAcrossShardsAndRows) {
         const TokenBatch b = l.next_batch(1);
         ASSERT_EQ(b.learned.size(), b.tokens.size());
         scan_row(b.tokens.data(), b.learned.data(), seq + 1, seen);
-        // the targets of padding are not learned, every other one is (no loss masks here)
+        // padding is left out of the model's inputs; every other target is learned (no loss masks here)
+        ASSERT_EQ(b.lengths.size(), 1u);
+        const int64_t filled = std::find(b.tokens.begin(), b.tokens.end(), kPad) - b.tokens.begin();
+        EXPECT_EQ(b.lengths[0], filled);
+        EXPECT_EQ(b.inputs().num_tokens(), filled - 1);
         const std::vector<int32_t> t = b.targets();
-        for (int64_t p = 0; p < seq; ++p) EXPECT_EQ(t[size_t(p)] < 0, b.tokens[size_t(p + 1)] == kPad);
+        ASSERT_EQ(int64_t(t.size()), filled - 1);
+        for (int64_t p = 0; p + 1 < filled; ++p) EXPECT_EQ(t[size_t(p)], b.tokens[size_t(p + 1)]);
     }
     for (size_t i = 0; i < d.lengths.size(); ++i) EXPECT_EQ(seen[int32_t(i)], 1) << "document " << i;
     // 16 (the cut one) | 12 + 4 | 9 + 7 | 5 + 3 + 2 and padding: best-fit decreasing fills 4 rows of 16
