@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fine-tuning on prompt/completion and chat records (`zaya prepare` loss masks, data/sources.h): the prepared data
 # learns only the answers; `zaya eval` scores only them; `zaya train --init` on a chat set teaches a pretrained model
-# to answer in ZAYA1's turn format, which `zaya generate --chat` then reproduces and stops at <end_of_turn>; under
+# to answer in ZAYA1's turn format, which `zaya generate --chat` and `zaya serve` then reproduce, stopping at
+# <end_of_turn>; under
 # mpirun, 2 ranks × micro-batch 2 give 1 rank × micro-batch 4's losses although the ranks hold unequal counts of
 # learned targets (the step's loss is the mean over the global batch's learned targets); with --doc-mask (sequences
 # cut at each EOS) and --pack documents (whole documents packed into rows) `zaya eval` gives the run's val_loss, and
@@ -72,6 +73,26 @@ run generate "$tmp/ft/model" --chat --prompt "Hello, I am Eve. Number 1234?" --t
 [[ $rc -eq 0 && $out == "Sure, happy to help." ]] &&
     pass "generate --chat answers as taught and stops at <end_of_turn>" ||
     fail "generate --chat answers as taught" "exit $rc, output '$out'" "$err"
+
+# The server answers the chat the same way, and stops where the turn ends.
+if command -v curl >/dev/null 2>&1; then
+    "$ZAYA" serve "$tmp/ft/model" --port 0 >"$tmp/serve.log" 2>&1 &
+    server=$!
+    port=$(server_port "$tmp/serve.log" || true)
+    body=$(curl -s -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions" \
+        -d '{"messages": [{"role": "user", "content": "Hello, I am Eve. Number 1234?"}], "temperature": 0,
+             "max_tokens": 48}')
+    kill $server 2>/dev/null || true
+    wait $server 2>/dev/null || true
+    python3 - "$body" <<'PY' && pass "serve: /v1/chat/completions answers as taught, finish_reason stop" ||
+import json, sys
+c = json.loads(sys.argv[1])["choices"][0]
+assert c["message"]["content"] == "Sure, happy to help." and c["finish_reason"] == "stop", c
+PY
+        fail "serve answers the chat as taught" "$body" "$(cat "$tmp/serve.log")"
+else
+    echo "skip    curl not installed: the server check"
+fi
 
 # --dump-batches on masked data: the flags beside the tokens, for tools/train_reference.py
 expect_ok "train --dump-batches on masked data" train --data "$tmp/sft" --init "$tmp/base/model" --seq 64 --batch 4 \
