@@ -153,7 +153,7 @@ int64_t PackedRows::read(const std::vector<uint32_t> &row, int32_t *out, int32_t
 // ---- TrainLoader ----
 
 namespace {
-// Fisher–Yates over [0, n) from Rng(seed ^ kLoaderStream, epoch), continuing `rng`.
+// Fisher–Yates with `rng`'s next draws: the chunks' order from the start (bit for bit as before packing existed).
 template <class T> void shuffle(std::vector<T> &v, Rng &rng) {
     for (uint64_t i = v.size() - 1; v.size() > 1 && i > 0; --i) {
         const auto j = uint64_t(u128(rng.next()) * (i + 1) >> 64); // uniform in [0, i]

@@ -156,7 +156,9 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
                peak / 1e9);
     // On a GPU: what `zaya info --train --device cuda` plans, printed now and held against the peak at the end.
     const size_t planned_gpu =
-        on_gpu ? total_bytes(device_train_memory(mc, tc.micro(), tc.seq, int(comm->size()), tc.precision == "bf16", tc.doc_mask)) : 0;
+        on_gpu ? total_bytes(device_train_memory(mc, tc.micro(), tc.seq, int(comm->size()), tc.precision == "bf16",
+                                                 tc.doc_mask))
+               : 0;
     if (on_gpu)
         fmt::print("  GPU memory planned {:.1f} MiB per rank (zaya info --train --device cuda)\n",
                    double(planned_gpu) / (1 << 20));
