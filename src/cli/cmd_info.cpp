@@ -29,7 +29,7 @@ std::string mib(size_t bytes) { return fmt::format("{:9.1f} MiB", double(bytes) 
 struct InfoArgs {
     std::string target;
     int64_t seq_len = 2048;
-    bool train = false;
+    bool train = false, doc_mask = false;
     int64_t micro_batch = 8;
     int ranks = 1;
     std::string device = "cpu", precision = "fp32";
@@ -37,7 +37,8 @@ struct InfoArgs {
 
 // The GPU's plan (train/memory_device.cpp): what zaya allocates on each rank's device.
 void print_device_train_memory(const ZayaConfig &c, const InfoArgs &a) {
-    const std::vector<MemoryItem> items = device_train_memory(c, a.micro_batch, a.seq_len, a.ranks, a.precision == "bf16");
+    const std::vector<MemoryItem> items =
+        device_train_memory(c, a.micro_batch, a.seq_len, a.ranks, a.precision == "bf16", a.doc_mask);
     fmt::print("training memory  micro-batch {} × {} tokens, matmuls {}, on the GPU{}, allocated by the end of the "
                "first step:\n",
                a.micro_batch, a.seq_len, a.precision, a.ranks > 1 ? fmt::format(", per rank of {}", a.ranks) : "");
@@ -93,7 +94,8 @@ void run_info(const InfoArgs &a) {
                    double(data_parallel_bytes_per_step(ParamGroups::classify(ParamLayout::build(c), c), a.ranks)) /
                        (1 << 20));
     if (a.device == "cuda") return print_device_train_memory(c, a);
-    TrainMemory tm = train_memory(c, a.micro_batch, seq_len, a.ranks, NsPrecision::BF16, 0, a.precision == "bf16");
+    TrainMemory tm =
+        train_memory(c, a.micro_batch, seq_len, a.ranks, NsPrecision::BF16, 0, a.precision == "bf16", a.doc_mask);
     fmt::print("training memory  micro-batch {} × {} tokens, fp32 weights, matmuls {}, allocated once before the first "
                "step{}:\n",
                a.micro_batch, seq_len, a.precision, a.ranks > 1 ? fmt::format(", per rank of {}", a.ranks) : "");
@@ -143,6 +145,7 @@ void register_info(CLI::App &app) {
     cmd->add_option("--precision", a->precision, "Matmul operand precision of the run, for --train: fp32 or bf16")
         ->check(CLI::IsMember({"fp32", "bf16"}))
         ->capture_default_str();
+    cmd->add_flag("--doc-mask", a->doc_mask, "The run cuts sequences at each EOS, for --train (up to one per token)");
     cmd->callback([a] { run_info(*a); });
 }
 

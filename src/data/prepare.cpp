@@ -171,16 +171,20 @@ PrepareResult prepare_data(const PrepareOptions &o) {
                               src.skipped.empty() ? "" : fmt::format(", {} binary files skipped", src.skipped.size())));
     std::vector<DocRef> docs;
     std::vector<std::string> keys;
-    bool masked = false; // any prompt/completion or chat record: every document gets a loss mask
+    uint64_t kinds[3] = {0, 0, 0}; // text, prompt/completion, chat documents
     for (size_t fi = 0; fi < src.files.size(); ++fi) {
         for (const auto &d : read_documents(src.files[fi])) {
-            masked |= d.kind != DocKind::Text;
+            ++kinds[int(d.kind)];
             docs.push_back({fi, d.line, count_lines(d.text), false});
             keys.push_back(doc_key(src.files[fi], d.line));
         }
         progress.note(fmt::format("read {}/{} files, {} documents", fi + 1, src.files.size(), docs.size()));
     }
     if (docs.empty()) fail("the inputs hold no documents (every file or JSONL text is empty)");
+    const bool masked = kinds[1] + kinds[2] > 0; // any prompt/completion or chat record: every document gets a mask
+    if (masked)
+        progress.done(fmt::format("{} documents: {} text, {} prompt/completion, {} chat (only answers are learned)",
+                                  docs.size(), kinds[0], kinds[1], kinds[2]));
     const std::vector<bool> val = assign_val_split(keys, o.val_percent);
     for (size_t i = 0; i < docs.size(); ++i) docs[i].val = val[i];
     clear_previous(out);
@@ -273,10 +277,11 @@ PrepareResult prepare_data(const PrepareOptions &o) {
     m.train = train.finish();
     m.val = valw.finish();
     r.encode_seconds = since(t_enc);
+    const double learned_pct = 100.0 * double(learned_tokens) / double(std::max<uint64_t>(done_tokens, 1));
     progress.done(fmt::format("tokenized {} documents, {} tokens in {:.1f} s{}", done_docs, done_tokens,
                               r.encode_seconds,
-                              masked ? fmt::format("; {} of them learned (loss masks leave out prompts)",
-                                                   learned_tokens)
+                              masked ? fmt::format("; {} of them ({:.0f}%) learned (loss masks leave out prompts)",
+                                                   learned_tokens, learned_pct)
                                      : std::string()));
     for (const auto &f : src.files) m.sources.push_back(f.key);
     m.skipped = src.skipped;
