@@ -2,11 +2,10 @@
 # Fine-tuning on prompt/completion and chat records (`zaya prepare` loss masks, data/sources.h): the prepared data
 # learns only the answers; `zaya eval` scores only them; `zaya train --init` on a chat set teaches a pretrained model
 # to answer in ZAYA1's turn format, which `zaya generate --chat` and `zaya serve` then reproduce, stopping at
-# <end_of_turn>; under
-# mpirun, 2 ranks × micro-batch 2 give 1 rank × micro-batch 4's losses although the ranks hold unequal counts of
-# learned targets (the step's loss is the mean over the global batch's learned targets); with --doc-mask (sequences
-# cut at each EOS) and --pack documents (whole documents packed into rows) `zaya eval` gives the run's val_loss, and
-# a packed run resumes bit for bit.
+# <end_of_turn>; with --doc-mask (sequences cut at each EOS) and --pack documents (whole documents packed into rows)
+# `zaya eval` gives the run's val_loss, and a packed run resumes bit for bit; under mpirun, 2 ranks × micro-batch 2
+# give 1 rank × micro-batch 4's losses although the ranks hold unequal counts of learned targets (the step's loss is
+# the mean over the global batch's learned targets), packed or not.
 #
 # Usage: test_finetune.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -172,24 +171,29 @@ run train "${pk[@]/documents/chunks}" --steps 4 --ckpt-every 2 --resume --out "$
 # ---- data parallel: unequal learned counts per rank ----
 if command -v mpirun >/dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    dp=(--data "$tmp/sft" --init "$tmp/base/model" --seq 64 --batch 8 --steps 4 --warmup 1 --eval-every 2
-        --sample-tokens 0 --ns-precision fp32)
-    expect_ok "1 rank, micro-batch 4" train "${dp[@]}" --micro-batch 4 --out "$tmp/one"
-    rc=0
-    mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 "$ZAYA" train "${dp[@]}" --micro-batch 2 --out "$tmp/two" \
-        >"$tmp/two.out" 2>&1 || rc=$?
-    [[ $rc -eq 0 ]] && pass "2 ranks, micro-batch 2" || fail "2 ranks, micro-batch 2" "$(tail -5 "$tmp/two.out")"
-    python3 - "$tmp/one/metrics.jsonl" "$tmp/two/metrics.jsonl" <<'PY' &&
+    # as they come (chunks), and whole documents packed with --doc-mask: rows of unequal lengths per rank
+    for layout in "--seq 64" "--seq 128 --pack documents --doc-mask"; do
+        dp=(--data "$tmp/sft" --init "$tmp/base/model" --batch 8 --steps 4 --warmup 1 --eval-every 2
+            --sample-tokens 0 --ns-precision fp32 $layout)
+        expect_ok "1 rank, micro-batch 4 ($layout)" train "${dp[@]}" --micro-batch 4 --out "$tmp/one"
+        rc=0
+        mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 "$ZAYA" train "${dp[@]}" --micro-batch 2 --out "$tmp/two" \
+            >"$tmp/two.out" 2>&1 || rc=$?
+        [[ $rc -eq 0 ]] && pass "2 ranks, micro-batch 2 ($layout)" ||
+            fail "2 ranks, micro-batch 2 ($layout)" "$(tail -5 "$tmp/two.out")"
+        python3 - "$tmp/one/metrics.jsonl" "$tmp/two/metrics.jsonl" <<'PY' &&
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1])]
 b = [json.loads(l) for l in open(sys.argv[2])]
 assert len(a) == len(b) and [x["step"] for x in a] == [y["step"] for y in b], (a, b)
-assert sum("val_loss" in x for x in a) == 2, a
+assert sum("val_loss" in x for x in a) == 2 and not any(x.get("skipped") for x in a), a
 worst = max(abs(x[k] - y[k]) / abs(x[k]) for x, y in zip(a, b) for k in ("loss", "val_loss") if k in x)
 print(f"        max relative difference {worst:.2e}")
 assert worst < 1e-5, worst
 PY
-        pass "2 ranks' losses are 1 rank's" || fail "2 ranks' losses are 1 rank's"
+            pass "2 ranks' losses are 1 rank's ($layout)" || fail "2 ranks' losses are 1 rank's ($layout)"
+        rm -rf "$tmp/one" "$tmp/two"
+    done
 else
     echo "skip    mpirun not installed: the data-parallel checks"
 fi
