@@ -134,7 +134,8 @@ void register_eval(CLI::App &app) {
     cmd->add_option("--batch", a->batch, "Sequences per forward pass (per rank under mpirun)")->capture_default_str();
     cmd->add_option("--batches", a->batches, "Forward passes at most (0 = the whole split)")->capture_default_str();
     cmd->add_option("--by-position", a->by_position,
-                    "Also the loss over K equal ranges of positions (0 = off): how much of the context is used")
+                    "Also the loss over K equal ranges of positions (0 = off; with --doc-mask, positions within "
+                    "documents): how much of the context is used")
         ->capture_default_str();
     cmd->add_option("--rope-theta", a->rope_theta, "RoPE base of the full-attention layers (0 = the model's own)")
         ->capture_default_str();

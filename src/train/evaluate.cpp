@@ -41,15 +41,13 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
                 acts.backend->download(host_losses.data(), acts.losses, host_losses.size() * sizeof(real));
                 losses = host_losses.data();
             }
-            int64_t row_start = 0; // rows of packed documents leave their padding out: fewer inputs
-            for (int64_t s = 0; s < tb.sequences; ++s) {
-                for (int64_t p = 0; p < tb.inputs_of(s); ++p)
-                    if (targets[size_t(row_start + p)] >= 0) { // a masked target's loss is 0 and counts for nothing
-                        at[size_t(p)] += double(losses[row_start + p]);
-                        at[size_t(seq + p)] += 1;
-                    }
-                row_start += tb.inputs_of(s);
-            }
+            // By the position the model gave the input: the row offset, or with doc_mask the offset in its document.
+            for (int64_t n = 0; n < inputs.num_tokens(); ++n)
+                if (targets[size_t(n)] >= 0) { // a masked target's loss is 0 and counts for nothing
+                    const auto p = size_t(inputs.positions[size_t(n)]);
+                    at[p] += double(losses[n]);
+                    at[size_t(seq) + p] += 1;
+                }
         }
         if (progress) progress(r.batches, total);
     }

@@ -19,7 +19,8 @@ struct EvalResult {
     int64_t tokens = 0;      // next-token targets scored, over all ranks
     int64_t batches = 0;     // forward passes of `batch` sequences per rank
     // With per_position: the mean loss at each position of a sequence [seq], position p predicting token p + 1 from
-    // the p + 1 before it; how the loss falls along a sequence shows how much of a long context a model uses.
+    // the p + 1 before it (with doc_mask: positions within a document); how the loss falls along a sequence shows
+    // how much of a long context a model uses.
     // With loss masks positions hold unequal counts of targets: position_tokens [seq] (a mean over none is NaN).
     std::vector<double> position_loss;
     std::vector<int64_t> position_tokens;
