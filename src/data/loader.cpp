@@ -81,6 +81,12 @@ Packing packing_from_string(const std::string &s) {
 
 const char *packing_name(Packing p) { return p == Packing::Chunks ? "chunks" : "documents"; }
 
+int32_t RowLayout::cut_eos(const DataSet &data) const {
+    if (!doc_mask) return -1;
+    if (data.manifest().eos_id < 0) fail("--doc-mask: {} names no eos_id to cut documents at", data.dir());
+    return data.manifest().eos_id;
+}
+
 nlohmann::json loader_state_to_json(const LoaderState &s) {
     nlohmann::json j = {
         {"seed", s.seed}, {"epoch", s.epoch}, {"cursor", s.cursor}, {"seq_len", s.seq_len}, {"chunks", s.chunks}};

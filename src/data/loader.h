@@ -78,6 +78,9 @@ const char *packing_name(Packing p);
 struct RowLayout {
     Packing packing = Packing::Chunks;
     bool doc_mask = false;
+    // The id rows are cut after (TokenBatch::inputs' doc_eos): the data's EOS with doc_mask, else −1. Fails, naming
+    // the data directory, when doc_mask is asked of data without an EOS id.
+    int32_t cut_eos(const DataSet &data) const;
 };
 
 struct LoaderState {

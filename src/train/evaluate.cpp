@@ -16,8 +16,7 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
                          bool per_position,
                          const std::function<void(int64_t, int64_t)> &progress) {
     const int64_t ranks = comm.size();
-    const int32_t doc_eos = layout.doc_mask ? data->manifest().eos_id : -1;
-    if (layout.doc_mask && doc_eos < 0) fail("doc_mask: {} names no eos_id to cut documents at", data->dir());
+    const int32_t doc_eos = layout.cut_eos(*data);
     ValBatches val(data, batch * ranks, seq, comm.rank(), int(ranks), layout.packing);
     TokenBatch tb;
     double sums[2] = {0, 0}; // loss × tokens, tokens
@@ -35,7 +34,7 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
         sums[0] += f.loss * double(f.loss_tokens);
         sums[1] += double(f.loss_tokens);
         if (per_position) {
-            const real *losses = acts.losses; // [sequences · seq]: every target of a validation chunk is scored
+            const real *losses = acts.losses; // one per input token (0 for a target not learned)
             if (!acts.backend->host_memory()) {
                 host_losses.resize(size_t(inputs.num_tokens()));
                 acts.backend->download(host_losses.data(), acts.losses, host_losses.size() * sizeof(real));

@@ -93,16 +93,14 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         write_file_atomic((fs::path(tc.out) / "train_config.json").string(), train_config_to_json(tc).dump(2) + "\n");
         if (tc.save_init) model_save(model, (fs::path(tc.out) / "init").string(), DType::F32);
     }
-    // --dump-batches: batches.bin, and for data with loss masks batches_learned.bin (u8, the same shape).
+    // --dump-batches: batches.bin, and batches_learned.bin (u8, the same shape) once the batches carry flags (loss
+    // masks, packed rows' padding).
     std::ofstream batches_out, learned_out;
     auto open_dump = [&](std::ofstream &f, const char *name) {
         f.open(fs::path(tc.out) / name, std::ios::binary | std::ios::trunc);
         if (!f) fail("cannot write '{}'", (fs::path(tc.out) / name).string());
     };
-    if (tc.dump_batches && root) {
-        open_dump(batches_out, "batches.bin");
-        if (data->manifest().loss_mask || tc.packing == "documents") open_dump(learned_out, "batches_learned.bin");
-    }
+    if (tc.dump_batches && root) open_dump(batches_out, "batches.bin");
     BatchLog batch_log;
     // MFU's peak: on the CPU the matmul rate measured now; on a GPU the H200's dense bf16 figure (989 TFLOP/s).
     const bool on_gpu = tc.device == "cuda";
@@ -252,7 +250,8 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         if (batches_out.is_open())
             batches_out.write(reinterpret_cast<const char *>(batch_log.tokens.data()),
                               std::streamsize(batch_log.tokens.size() * sizeof(int32_t)));
-        if (learned_out.is_open()) {
+        if (batches_out.is_open() && !batch_log.learned.empty()) {
+            if (!learned_out.is_open()) open_dump(learned_out, "batches_learned.bin");
             const std::vector<uint8_t> flags(batch_log.learned.begin(), batch_log.learned.end());
             learned_out.write(reinterpret_cast<const char *>(flags.data()), std::streamsize(flags.size()));
         }

@@ -78,8 +78,7 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
     if (data_) loader_.emplace(data_, tc.seq, tc.seed, comm_->rank(), comm_->size(), tc.row_layout().packing);
     if (tc.doc_mask) {
         if (!data_) fail("train: doc_mask needs a data set (its EOS id)");
-        doc_eos_ = data_->manifest().eos_id;
-        if (doc_eos_ < 0) fail("train: --doc-mask: {} names no eos_id to cut documents at", data_->dir());
+        doc_eos_ = tc.row_layout().cut_eos(*data_);
     }
     if (const char *r = std::getenv("ZAYA_FAULT_RANK"); r && std::atoi(r) != comm_->rank()) {
         fault_nan_.clear(); // the injected faults are for another rank
@@ -212,10 +211,15 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
     // would weigh a token of a short answer more than one of a long one. Without masks every share is
     // 1/(accum·ranks), exactly as a mean of means.
     std::vector<TokenBatch> micro_batches;
+    std::vector<std::vector<int32_t>> micro_targets; // each micro-batch's targets, −1 where not learned
+    std::vector<int64_t> micro_learned;              // and how many are learned
     double learned = 0;
     for (int64_t a = 0; a < accum; ++a) {
         micro_batches.push_back(next_micro_batch(micro));
-        learned += double(micro_batches.back().learned_targets(doc_eos_));
+        micro_targets.push_back(micro_batches.back().targets(doc_eos_));
+        const std::vector<int32_t> &t = micro_targets.back();
+        micro_learned.push_back(int64_t(std::count_if(t.begin(), t.end(), [](int32_t x) { return x >= 0; })));
+        learned += double(micro_learned.back());
     }
     // the same data and flags on every rank: the same answer
     const bool masked = !micro_batches[0].learned.empty() || doc_eos_ >= 0;
@@ -229,8 +233,8 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
             batch_log->learned.insert(batch_log->learned.end(), tb.learned.begin(), tb.learned.end());
         }
         Batch batch = tb.inputs(doc_eos_);
-        std::vector<int32_t> targets = tb.targets(doc_eos_);
-        const double share = learned > 0 ? double(tb.learned_targets(doc_eos_)) / learned : 0.0;
+        const std::vector<int32_t> &targets = micro_targets[size_t(a)];
+        const double share = learned > 0 ? double(micro_learned[size_t(a)]) / learned : 0.0;
         const bool overlap = ranks > 1 && a == accum - 1;
         if (batch.num_tokens() == 0) { // packed rows of one-token documents only: nothing to run
             if (overlap) // in start_through's order (last layer first): every rank starts the same sums in turn

@@ -48,8 +48,8 @@ struct StepResult {
     std::vector<double> entropy; // per layer: normalised routing entropy of this step's choices
 };
 
-// What a step trained on (`zaya train --dump-batches`, for tools/train_reference.py): token rows and, with loss
-// masks, each token's flag (data/loader.h TokenBatch::learned), in the same order.
+// What a step trained on (`zaya train --dump-batches`, for tools/train_reference.py): token rows and, when the
+// batches carry them (loss masks, packed rows), each token's flag (data/loader.h TokenBatch::learned), in order.
 struct BatchLog {
     std::vector<int32_t> tokens, learned;
     void clear() { tokens.clear(), learned.clear(); }
@@ -67,7 +67,7 @@ class Trainer {
             std::shared_ptr<Communicator> comm = nullptr);
 
     // One optimizer step on the loader's next batch. If `batch_log` is given, the step's token rows
-    // (micro-batches in order, each row seq+1 tokens) are appended to it, and with loss masks their flags.
+    // (micro-batches in order, each row seq+1 tokens) are appended to it, and their flags if they carry any.
     StepResult step(BatchLog *batch_log = nullptr);
     // The same on micro-batches from `next_micro_batch(sequences)` (this rank's sequences).
     StepResult step_on(const std::function<TokenBatch(int64_t)> &next_micro_batch, BatchLog *batch_log = nullptr);
