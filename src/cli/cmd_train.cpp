@@ -94,7 +94,8 @@ void register_train(CLI::App &app) {
         ->capture_default_str();
     cmd->add_flag("--save-init", tc->save_init, "Also write the initial model to RUN_DIR/init/");
     cmd->add_flag("--dump-batches", tc->dump_batches,
-                  "Write every step's tokens to RUN_DIR/batches.bin (int32; loss masks' flags to batches_learned.bin)");
+                  "Write every step's tokens to RUN_DIR/batches.bin (int32; their flags, with loss masks or --pack "
+                  "documents, to batches_learned.bin)");
     cmd->callback([cmd, tc, config_file, sup, supervised, launcher, model] {
         if (!launcher->empty() && !*supervised) fail("train: --launcher is a supervisor option: add --supervise");
         TrainConfig c = *tc;

@@ -51,8 +51,8 @@ struct TrainConfig {
     int64_t sample_tokens = 200; // text sample at the end (0 = none)
     std::string sample_prompt = "The ";
     // For reference comparisons (tools/train_reference.py): write the initial model to RUN_DIR/init/ and every
-    // step's token batch to RUN_DIR/batches.bin (int32, [steps, batch, seq+1]; data with loss masks: their flags to
-    // batches_learned.bin, u8, the same shape).
+    // step's token batch to RUN_DIR/batches.bin (int32, [steps, batch, seq+1]; with loss masks or packed rows,
+    // their flags to batches_learned.bin, u8, the same shape).
     bool save_init = false;
     // Checkpoints (train/checkpoint.h): every N steps and at the end (0 = never); resume from the run's latest
     // checkpoint, or from a given checkpoint directory.
