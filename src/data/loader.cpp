@@ -33,7 +33,7 @@ Batch TokenBatch::inputs(int32_t doc_eos) const {
         if (n == 0) continue;
         const int64_t start = int64_t(b.tokens.size());
         b.tokens.insert(b.tokens.end(), row(i), row(i) + n);
-        int32_t pos = 0;
+        auto pos = int32_t(first_position);
         for (int64_t t = 0; t < n; ++t) {
             b.positions.push_back(pos++);
             if (row(i)[t] == doc_eos && t + 1 < n) { // a document ends here: the next token starts one
@@ -69,6 +69,21 @@ void TokenBatch::resize(int64_t rows, int64_t T, bool masked) {
     tokens.resize(size_t(rows * (T + 1)));
     learned.resize(masked ? tokens.size() : 0);
     lengths.clear();
+    first_position = 0;
+}
+
+TokenBatch TokenBatch::chunk(int r, int n) const {
+    ZAYA_ASSERT(n > 0 && r >= 0 && r < n && seq_len % n == 0 && lengths.empty() && first_position == 0);
+    const int64_t Tc = seq_len / n, at = int64_t(r) * Tc;
+    TokenBatch c;
+    c.resize(sequences, Tc, !learned.empty());
+    c.first_position = at;
+    for (int64_t i = 0; i < sequences; ++i) { // Tc inputs and the target after the last: Tc + 1 tokens
+        const size_t from = size_t(i * (seq_len + 1) + at), to = size_t(i * (Tc + 1));
+        std::copy_n(tokens.begin() + ptrdiff_t(from), Tc + 1, c.tokens.begin() + ptrdiff_t(to));
+        if (!learned.empty()) std::copy_n(learned.begin() + ptrdiff_t(from), Tc + 1, c.learned.begin() + ptrdiff_t(to));
+    }
+    return c;
 }
 
 // ---- LoaderState ----

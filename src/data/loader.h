@@ -50,6 +50,8 @@ struct TokenBatch {
     // [sequences] tokens of each row before its padding (packed rows); empty: every row is full. Padding is not
     // fed to the model: it costs nothing and is not routed (the balancing controller never counts it).
     std::vector<int64_t> lengths;
+    // The position of each row's first token in its sequence: 0, or a context-parallel chunk's start (chunk()).
+    int64_t first_position = 0;
 
     const int32_t *row(int64_t i) const { return tokens.data() + i * (seq_len + 1); }
     // The inputs row i gives the model: its tokens but the last, padding left out.
@@ -64,6 +66,10 @@ struct TokenBatch {
     std::vector<int32_t> targets(int32_t doc_eos = -1) const;
     int64_t learned_targets(int32_t doc_eos = -1) const; // how many targets are not −1
     void resize(int64_t sequences, int64_t seq_len, bool masked);
+    // Chunk r of n of every row (context parallelism, dist/context_parallel.h): inputs at positions
+    // [r·T/n, (r+1)·T/n) and their targets, flags too; first_position r·T/n. T must divide by n; not for packed
+    // rows (whose lengths differ).
+    TokenBatch chunk(int r, int n) const;
     // The most sequences inputs() makes of `rows` rows: every token its own document at worst.
     static int64_t max_sequences(int64_t rows, int64_t seq_len, bool doc_mask) {
         return doc_mask ? rows * seq_len : rows;

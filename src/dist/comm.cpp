@@ -119,15 +119,15 @@ class Watched {
 };
 
 // Large buffers go in pieces: MPI counts are int.
-template <typename T> void allreduce(T *data, size_t n, MPI_Datatype type) {
+template <typename T> void allreduce(T *data, size_t n, MPI_Datatype type, MPI_Comm comm) {
     constexpr size_t kPiece = size_t(1) << 28;
     for (size_t at = 0; at < n; at += kPiece) {
         const int count = int(std::min(kPiece, n - at));
-        check(MPI_Allreduce(MPI_IN_PLACE, data + at, count, type, MPI_SUM, MPI_COMM_WORLD), "allreduce");
+        check(MPI_Allreduce(MPI_IN_PLACE, data + at, count, type, MPI_SUM, comm), "allreduce");
     }
 }
 
-class Mpi final : public Communicator {
+class Mpi final : public Communicator, public std::enable_shared_from_this<Mpi> {
   public:
     Mpi() {
         int provided = 0;
@@ -136,11 +136,31 @@ class Mpi final : public Communicator {
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &size_);
-        watchdog_ = std::make_unique<Watchdog>(rank_);
+        watchdog_ = std::make_shared<Watchdog>(rank_); // it names the rank in the world
+    }
+    // A group of `parent`'s ranks (split): it keeps the parent, and so MPI, alive; it shares the parent's watchdog
+    // (one thread calls both, one operation at a time).
+    Mpi(MPI_Comm comm, std::shared_ptr<Mpi> parent)
+        : comm_(comm), parent_(std::move(parent)), watchdog_(parent_->watchdog_) {
+        MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(comm_, &rank_);
+        MPI_Comm_size(comm_, &size_);
     }
     ~Mpi() override {
+        if (parent_) {
+            MPI_Comm_free(&comm_);
+            return;
+        }
         watchdog_.reset();
         MPI_Finalize();
+    }
+    std::shared_ptr<Communicator> split(int color, int key) override {
+        MPI_Comm sub;
+        {
+            Watched w(*watchdog_, "split into groups");
+            check(MPI_Comm_split(comm_, color, key, &sub), "comm_split");
+        }
+        return std::make_shared<Mpi>(sub, std::static_pointer_cast<Mpi>(shared_from_this()));
     }
     void set_watchdog(double seconds) override { watchdog_->start(seconds); }
     [[noreturn]] void abort(int code) override {
@@ -154,15 +174,15 @@ class Mpi final : public Communicator {
     std::string name() const override { return "mpi"; }
     void allreduce_sum(float *d, size_t n) override {
         Watched w(*watchdog_, "allreduce");
-        allreduce(d, n, MPI_FLOAT);
+        allreduce(d, n, MPI_FLOAT, comm_);
     }
     void allreduce_sum(double *d, size_t n) override {
         Watched w(*watchdog_, "allreduce");
-        allreduce(d, n, MPI_DOUBLE);
+        allreduce(d, n, MPI_DOUBLE, comm_);
     }
     void allreduce_sum(int64_t *d, size_t n) override {
         Watched w(*watchdog_, "allreduce");
-        allreduce(d, n, MPI_INT64_T);
+        allreduce(d, n, MPI_INT64_T, comm_);
     }
     void start_reduce_sum(float *base, const std::vector<Part> &parts) override {
         for (const Part &p : parts)
@@ -170,7 +190,7 @@ class Mpi final : public Communicator {
                 float *d = base + p.offset + at;
                 MPI_Request r;
                 check(MPI_Ireduce(p.owner == rank_ ? MPI_IN_PLACE : d, d, int(std::min(kPiece, p.count - at)),
-                                  MPI_FLOAT, MPI_SUM, p.owner, MPI_COMM_WORLD, &r),
+                                  MPI_FLOAT, MPI_SUM, p.owner, comm_, &r),
                       "ireduce");
                 pending_.push_back(r);
             }
@@ -190,7 +210,7 @@ class Mpi final : public Communicator {
     void broadcast(float *d, size_t n, int root) override {
         Watched w(*watchdog_, "broadcast");
         for (size_t at = 0; at < n; at += kPiece)
-            check(MPI_Bcast(d + at, int(std::min(kPiece, n - at)), MPI_FLOAT, root, MPI_COMM_WORLD), "broadcast");
+            check(MPI_Bcast(d + at, int(std::min(kPiece, n - at)), MPI_FLOAT, root, comm_), "broadcast");
     }
     void broadcast_blocks(float *base, const std::vector<Block> &blocks, int root) override {
         // One derived datatype over the blocks: byte displacements are 64-bit (MPI_Aint), lengths int, so long
@@ -208,31 +228,33 @@ class Mpi final : public Communicator {
         check(MPI_Type_create_hindexed(int(lens.size()), lens.data(), disps.data(), MPI_FLOAT, &type),
               "type_create_hindexed");
         check(MPI_Type_commit(&type), "type_commit");
-        const int rc = MPI_Bcast(base, 1, type, root, MPI_COMM_WORLD);
+        const int rc = MPI_Bcast(base, 1, type, root, comm_);
         MPI_Type_free(&type);
         check(rc, "broadcast");
     }
     void send(const float *d, size_t n, int dest) override {
         Watched w(*watchdog_, "send", dest);
         for (size_t at = 0; at < n; at += kPiece)
-            check(MPI_Send(d + at, int(std::min(kPiece, n - at)), MPI_FLOAT, dest, 0, MPI_COMM_WORLD), "send");
+            check(MPI_Send(d + at, int(std::min(kPiece, n - at)), MPI_FLOAT, dest, 0, comm_), "send");
     }
     void recv(float *d, size_t n, int src) override {
         Watched w(*watchdog_, "receive", src);
         for (size_t at = 0; at < n; at += kPiece)
-            check(MPI_Recv(d + at, int(std::min(kPiece, n - at)), MPI_FLOAT, src, 0, MPI_COMM_WORLD,
+            check(MPI_Recv(d + at, int(std::min(kPiece, n - at)), MPI_FLOAT, src, 0, comm_,
                            MPI_STATUS_IGNORE),
                   "recv");
     }
     void barrier() override {
         Watched w(*watchdog_, "barrier");
-        check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+        check(MPI_Barrier(comm_), "barrier");
     }
 
   private:
     static constexpr size_t kPiece = size_t(1) << 28; // MPI counts are int
+    MPI_Comm comm_ = MPI_COMM_WORLD;
+    std::shared_ptr<Mpi> parent_; // a group's: what it was split from
     int rank_ = 0, size_ = 1;
-    std::unique_ptr<Watchdog> watchdog_;
+    std::shared_ptr<Watchdog> watchdog_;
     std::vector<MPI_Request> pending_; // started non-blocking sums
 };
 

@@ -75,6 +75,11 @@ class Communicator {
     // Ends every process of the job with `code` (a rank that fails alone must not leave the others waiting).
     [[noreturn]] virtual void abort(int code) = 0;
     bool is_root() const { return rank() == 0; }
+    // A communicator over the ranks that pass the same `color`, ranked by `key` (MPI_Comm_split): context
+    // parallelism's groups. Called by every rank at once. Its transfers and pending sums are its own, apart from
+    // this one's (a group's wait_all does not wait for the gradient buckets started here). The default fails: only
+    // the host communicators (one process, MPI) can be split so far.
+    virtual std::shared_ptr<Communicator> split(int color, int key);
 
   private:
     struct Staged { // the host copy of the device span the parts lie in, summed between start_ and wait_all_device
@@ -104,6 +109,7 @@ class SingleProcess : public Communicator { // not final: tests derive fake rank
     void barrier() override {}
     void set_watchdog(double) override {}
     [[noreturn]] void abort(int code) override;
+    std::shared_ptr<Communicator> split(int, int) override { return std::make_shared<SingleProcess>(); }
 
   private:
     [[noreturn]] static void no_peer(int rank);

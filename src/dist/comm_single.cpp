@@ -50,4 +50,9 @@ void SingleProcess::no_peer(int rank) {
 
 void SingleProcess::abort(int code) { std::exit(code); }
 
+std::shared_ptr<Communicator> Communicator::split(int, int) {
+    fail("the {} communicator cannot be split into groups (context parallelism needs MPI between CPU processes)",
+         name());
+}
+
 } // namespace zaya

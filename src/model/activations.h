@@ -51,11 +51,15 @@ struct LayerActs {
 };
 
 class Backend;
+class ChunkExchange;
 
 struct Activations {
     int64_t max_tokens = 0, max_seqs = 0;
     bool keep_all_layers = false; // training keeps every layer; inference reuses one set
     Backend *backend = nullptr;   // whose memory every pointer below is in
+    // Context parallelism (model/chunk_exchange.h, dist/context_parallel.h): the batches are this rank's chunks of
+    // longer sequences, and the passes exchange what crosses the chunks through it. Null: whole sequences. Not owned.
+    ChunkExchange *context = nullptr;
     RealBuffer fbuf;              // the real arrays
     RealBuffer ibuf;              // the integer arrays (int32 / int64 views of one allocation)
     real *embed;      // [N,D]

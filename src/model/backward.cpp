@@ -1,6 +1,7 @@
 #include "model/backward.h"
 
 #include "core/error.h"
+#include "model/chunk_exchange.h"
 #include "ops/backend.h"
 
 #include <algorithm>
@@ -49,7 +50,10 @@ namespace {
 
 // Backward of the CCA attention sub-block: d_attn_out (s.d_tmp) → d_x_norm1 (s.d_x, written).
 void cca_attention_backward(Backend &be, const ZayaConfig &c, int64_t l, const LayerWeights &w, LayerWeights &g,
-                            const SeqBatch &sb, const LayerActs &A, Activations &acts, GradScratch &s) {
+                            const SeqBatch &batch, const LayerActs &A, Activations &acts, GradScratch &s) {
+    ChunkExchange *cp = acts.context;
+    SeqBatch sb = batch;
+    if (cp) sb.prefix = cp->prefix(l); // the layer's halo and the gathered keys' layout
     const int64_t N = sb.N, D = c.hidden_size;
     const int64_t nq = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
     const int64_t Dq = c.q_dim(), Dk = c.kv_dim(), C = c.conv_channels(), Dv = Dk / 2;
@@ -59,7 +63,14 @@ void cca_attention_backward(Backend &be, const ZayaConfig &c, int64_t l, const L
     be.linear_backward(s.d_att, g.o_proj, g.o_bias, s.d_tmp, D, {A.att, A.att16}, w.o_proj, N, Dq, D, false);
     cpu::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(real(hd)), type == 1 ? *c.sliding_window : 0};
     be.phase("bwd.attn.core");
-    be.attention_backward(s.dq, s.dk, s.dv, s.d_att, A.att, A.lse, A.q, A.k, A.v, sb, as);
+    if (cp) { // against the gathered keys; their gradients summed onto their owners
+        const auto [keys, values] = cp->gathered_kv(l);
+        const auto [dkeys, dvalues] = cp->zeroed_kv_grads();
+        be.attention_backward(s.dq, dkeys, dvalues, s.d_att, A.att, A.lse, A.q, keys, values, sb, as);
+        cp->reduce_kv_grads(s.dk, s.dv);
+    } else {
+        be.attention_backward(s.dq, s.dk, s.dv, s.d_att, A.att, A.lse, A.q, A.k, A.v, sb, as);
+    }
     // 6. RoPE; 5. QK-norm (needs the pre-norm q/k: recomputed from the saved conv output and z); 3. q-k mean paths,
     // as one op. 2. convs; dz collects both.
     be.phase("bwd.attn.conv");
@@ -72,6 +83,7 @@ void cca_attention_backward(Backend &be, const ZayaConfig &c, int64_t l, const L
     // delayed value is the bias alone (zero input), the last token's delayed projection is unused.
     be.phase("bwd.attn.proj");
     be.delayed_values_backward(s.d_vdel, g.v_del_bias, s.dv + Dv, Dk, sb, Dv);
+    if (cp) cp->return_halo_grads(s.dz, s.d_vdel); // the next chunk's conv and value shift read this one's end
     // 1. q‖k projections and 4. the value projections → d_x_norm1, as one op (they read the same x_norm1).
     const LinearGrad proj[] = {{s.dz, C, w.q_proj, Dq, g.q_proj, g.q_bias},
                                {s.dz + Dq, C, w.k_proj, Dk, g.k_proj, g.k_bias},

@@ -1,6 +1,7 @@
 #include "model/forward.h"
 
 #include "core/error.h"
+#include "model/chunk_exchange.h"
 #include "ops/backend.h"
 
 #include <algorithm>
@@ -22,8 +23,9 @@ SeqBatch upload_batch(const Batch &batch, Activations &acts, const int32_t *targ
 }
 
 // CCA attention sub-block: x_norm1 → attn_out (spec A.3).
-void cca_attention_forward(Backend &be, const ZayaConfig &c, int64_t l, const LayerWeights &w, const SeqBatch &sb,
-                           LayerActs &A, Activations &acts) {
+void cca_attention_forward(Backend &be, const ZayaConfig &c, int64_t l, const LayerWeights &w,
+                           const SeqBatch &batch, LayerActs &A, Activations &acts) {
+    SeqBatch sb = batch;
     const int64_t N = sb.N, D = c.hidden_size;
     const int64_t nq = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
     const int64_t Dq = c.q_dim(), Dk = c.kv_dim(), C = c.conv_channels(), Dv = Dk / 2;
@@ -37,6 +39,8 @@ void cca_attention_forward(Backend &be, const ZayaConfig &c, int64_t l, const La
                               {A.v_del, Dv, w.v_del, w.v_del_bias, Dv}};
     be.phase("fwd.attn.proj");
     be.linears_forward(proj, {A.x_norm1, A.x_norm1_16}, N, D);
+    ChunkExchange *cp = acts.context;
+    if (cp) sb.prefix = cp->exchange_halos(l, A.z, A.v_del); // what the value shift and conv read before the chunk
     be.delayed_values_forward(A.v + Dv, Dk, A.v_del, w.v_del_bias, sb, Dv);
     // 2. causal depthwise + grouped conv over time; 3. q-k mean residual paths; 5. L2 QK-norm to √hd with the
     // linear key temperature; 6. partial neox RoPE.
@@ -48,7 +52,8 @@ void cca_attention_forward(Backend &be, const ZayaConfig &c, int64_t l, const La
     // 7. causal GQA attention; 8. output projection.
     cpu::AttnShape as{nq, nkv, hd, 1.0f / std::sqrt(real(hd)), type == 1 ? *c.sliding_window : 0};
     be.phase("fwd.attn.core");
-    be.attention_forward(A.att, A.att16, A.lse, A.q, A.k, A.v, sb, as);
+    const auto [keys, values] = cp ? cp->gather_kv(l, A.k, A.v) : std::pair<const real *, const real *>{A.k, A.v};
+    be.attention_forward(A.att, A.att16, A.lse, A.q, keys, values, sb, as);
     be.phase("fwd.attn.out"); // the output projection and the residual norm after it
     be.linear_forward(A.attn_out, D, {A.att, A.att16}, w.o_proj, w.o_bias, N, Dq, D);
 }
@@ -94,6 +99,7 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
             if (targets[n] >= V) fail("target id {} at position {} is outside the vocabulary [0, {})", targets[n], n, V);
     Backend &be = *acts.backend;
     be.phase("fwd.embed"); // the batch's upload, RoPE tables, embedding and the first norm
+    if (acts.context) acts.context->begin(batch.seq_start.data(), batch.num_sequences());
     const SeqBatch sb = upload_batch(batch, acts, targets);
 
     for (int type = 0; type < 2; ++type) {

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "data/loader.h"
+#include "model/chunk_exchange.h"
 #include "model/forward.h"
 #include "ops/backend.h"
 
@@ -15,9 +16,12 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
                          int64_t max_batches, Activations &acts, Communicator &comm, const RowLayout &layout,
                          bool per_position,
                          const std::function<void(int64_t, int64_t)> &progress) {
-    const int64_t ranks = comm.size();
+    // With context parallelism (acts.context) the ranks form groups that share each sequence, each rank its chunk:
+    // the groups take the slices of every batch.
+    const int chunks = acts.context ? acts.context->chunks() : 1;
+    const int64_t ranks = comm.size() / chunks;
     const int32_t doc_eos = layout.cut_eos(*data);
-    ValBatches val(data, batch * ranks, seq, comm.rank(), int(ranks), layout.packing);
+    ValBatches val(data, batch * ranks, seq, comm.rank() / chunks, int(ranks), layout.packing);
     TokenBatch tb;
     double sums[2] = {0, 0}; // loss × tokens, tokens
     EvalResult r;
@@ -27,6 +31,7 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
     while ((max_batches == 0 || r.batches < max_batches) && val.next(tb)) {
         ++r.batches;
         if (tb.sequences == 0) continue; // this rank's share of a short last batch
+        if (acts.context) tb = tb.chunk(acts.context->chunk(), chunks);
         Batch inputs = tb.inputs(doc_eos);
         if (inputs.num_tokens() == 0) continue; // packed rows of one-token documents only
         std::vector<int32_t> targets = tb.targets(doc_eos);

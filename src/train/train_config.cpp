@@ -30,6 +30,16 @@ void TrainConfig::validate() const {
     schedule_kind_from_string(schedule); // names the bad value
     if (packing != "chunks" && packing != "documents")
         fail("train: packing must be 'chunks' or 'documents', got '{}'", packing);
+    if (context_parallel < 1) fail("train: context_parallel must be at least 1, got {}", context_parallel);
+    if (context_parallel > 1) {
+        if (seq % context_parallel != 0)
+            fail("train: --context-parallel {} needs --seq divisible by it (equal chunks), got {}", context_parallel,
+                 seq);
+        if (doc_mask || packing != "chunks")
+            fail("train: --context-parallel works on whole rows of the token stream; --doc-mask and --pack "
+                 "documents are not supported with it yet");
+        if (device != "cpu") fail("train: --context-parallel runs on --device cpu only so far");
+    }
     validate_precisions();
 }
 
@@ -75,6 +85,7 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
         else if (k == "seq") integer(c.seq);
         else if (k == "doc_mask") want(v.is_boolean(), "true or false"), c.doc_mask = v.get<bool>();
         else if (k == "packing") string(c.packing);
+        else if (k == "context_parallel") integer(c.context_parallel);
         else if (k == "seed") want(v.is_number_unsigned(), "a non-negative integer"), c.seed = v.get<uint64_t>();
         else if (k == "lr") number(c.lr);
         else if (k == "weight_decay") number(c.weight_decay);
@@ -112,7 +123,8 @@ nlohmann::json train_config_to_json(const TrainConfig &c) {
             {"model", c.model},     {"init", c.init},
             {"rope_theta", c.rope_theta}, {"steps", c.steps},
             {"batch", c.batch},     {"micro_batch", c.micro()},
-            {"seq", c.seq},         {"doc_mask", c.doc_mask}, {"packing", c.packing}, {"seed", c.seed},
+            {"seq", c.seq},         {"doc_mask", c.doc_mask}, {"packing", c.packing},
+            {"context_parallel", c.context_parallel}, {"seed", c.seed},
             {"lr", c.lr},           {"weight_decay", c.weight_decay},
             {"grad_clip", c.grad_clip}, {"ns_precision", c.ns_precision}, {"precision", c.precision}, {"device", c.device}, {"schedule", c.schedule},
             {"warmup", c.warmup_steps()},   {"min_lr_ratio", c.min_lr_ratio},

@@ -30,6 +30,10 @@ struct TrainConfig {
     // whole documents packed by best-fit decreasing, padded (fine-tuning: no example cut from its prompt).
     std::string packing = "chunks";
     RowLayout row_layout() const { return {packing_from_string(packing), doc_mask}; }
+    // Context parallelism (dist/context_parallel.h, spec C.4): groups of this many ranks share each sequence, rank
+    // r of a group taking its r-th chunk of seq/context_parallel tokens; the groups are data parallel among
+    // themselves (the ranks divide into groups of consecutive ranks). 1: off.
+    int64_t context_parallel = 1;
     uint64_t seed = 1234;
     double lr = 1e-2;          // peak learning rate, shared by Muon (RMS-matched) and AdamW
     double weight_decay = 0.1;

@@ -30,6 +30,9 @@ BalancingConfig balancing_config(const TrainConfig &tc) {
     return b;
 }
 
+// Tokens of a sequence one forward pass holds: with context parallelism, this rank's chunk.
+int64_t pass_seq(const TrainConfig &tc) { return tc.seq / std::max<int64_t>(1, tc.context_parallel); }
+
 GuardConfig guard_config(const TrainConfig &tc) {
     GuardConfig g;
     g.spike_z = tc.spike_z;
@@ -62,20 +65,32 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
       backend_(backend_named(tc.device)), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_, backend_),
       balance_(model_.layout, model_.config, balancing_config(tc)),
       // A device with bf16 matmuls: the linears' inputs get bf16 copies where they are produced (no conversions).
-      acts_(Activations::plan(model_.config, tc.micro() * tc.seq,
+      acts_(Activations::plan(model_.config, tc.micro() * pass_seq(tc),
                               TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask), /*keep_all_layers=*/true,
                               backend_,
                               !backend_.host_memory() && matmul_precision_ == cpu::MatmulPrecision::BF16)),
-      scratch_(GradScratch::plan(model_.config, tc.micro() * tc.seq,
+      scratch_(GradScratch::plan(model_.config, tc.micro() * pass_seq(tc),
                                  TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask), backend_)),
       grads_(RealBuffer::zeros(backend_.host_memory() ? model_.layout.total : 0)),
       counts_(size_t(model_.config.num_hidden_layers * model_.config.router_classes()), 0), guard_(guard_config(tc)),
       fault_nan_(env_iterations("ZAYA_FAULT_NAN_GRAD")), fault_spike_(env_iterations("ZAYA_FAULT_SPIKE_GRAD")),
       fault_hang_(env_iterations("ZAYA_FAULT_HANG")) {
-    if (tc.batch % (tc.micro() * comm_->size()) != 0)
-        fail("train: batch ({}) must be a multiple of micro_batch ({}) × ranks ({})", tc.batch, tc.micro(),
-             comm_->size());
-    if (data_) loader_.emplace(data_, tc.seq, tc.seed, comm_->rank(), comm_->size(), tc.row_layout().packing);
+    if (tc.context_parallel > 1) {
+        const int n = int(tc.context_parallel);
+        ContextParallel::check_chunks(model_.config, tc.seq, n);
+        if (comm_->size() % n != 0)
+            fail("train: --context-parallel {} needs the ranks ({}) to divide into groups of {}", n, comm_->size(), n);
+        if (pass_seq(tc) * n != tc.seq) fail("train: --context-parallel {} needs --seq divisible by it", n);
+        // Groups of consecutive ranks: with one launcher slot per core those share a machine, and the halos and
+        // keys cross the fastest links.
+        context_ = std::make_unique<ContextParallel>(comm_->split(comm_->rank() / n, comm_->rank() % n),
+                                                     model_.config, tc.seq, tc.micro(), /*keep_all_layers=*/true);
+        acts_.context = context_.get();
+    }
+    if (tc.batch % (tc.micro() * data_ranks()) != 0)
+        fail("train: batch ({}) must be a multiple of micro_batch ({}) × data-parallel ranks ({})", tc.batch,
+             tc.micro(), data_ranks());
+    if (data_) loader_.emplace(data_, tc.seq, tc.seed, data_rank(), data_ranks(), tc.row_layout().packing);
     if (tc.doc_mask) {
         if (!data_) fail("train: doc_mask needs a data set (its EOS id)");
         doc_eos_ = tc.row_layout().cut_eos(*data_);
@@ -189,14 +204,14 @@ size_t Trainer::memory_bytes() const {
 
 StepResult Trainer::step(BatchLog *batch_log) {
     if (!loader_) fail("Trainer::step needs a data set");
-    const int64_t ranks = comm_->size();
+    const int64_t ranks = data_ranks();
     return step_on([this, ranks](int64_t n) { return loader_->next_batch(n * ranks); }, batch_log);
 }
 
 real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_batch, BatchLog *batch_log,
                           StepResult &r) {
     const ZayaConfig &c = model_.config;
-    const int64_t ranks = comm_->size(), micro = tc_.micro(), accum = tc_.batch / (micro * ranks);
+    const int64_t ranks = comm_->size(), micro = tc_.micro(), accum = tc_.batch / (micro * data_ranks());
     const int64_t K = c.router_classes();
     RealBuffer &gbuf = device_model_ ? device_grads_ : grads_; // where backward accumulates
     real *grads = gbuf.data();
@@ -215,23 +230,25 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
     std::vector<int64_t> micro_learned;              // and how many are learned
     double learned = 0;
     for (int64_t a = 0; a < accum; ++a) {
-        micro_batches.push_back(next_micro_batch(micro));
+        TokenBatch rows = next_micro_batch(micro);
+        if (batch_log) { // whole rows, with context parallelism too
+            batch_log->tokens.insert(batch_log->tokens.end(), rows.tokens.begin(), rows.tokens.end());
+            batch_log->learned.insert(batch_log->learned.end(), rows.learned.begin(), rows.learned.end());
+        }
+        micro_batches.push_back(context_ ? rows.chunk(context_->chunk(), context_->chunks()) : std::move(rows));
         micro_targets.push_back(micro_batches.back().targets(doc_eos_));
         const std::vector<int32_t> &t = micro_targets.back();
         micro_learned.push_back(int64_t(std::count_if(t.begin(), t.end(), [](int32_t x) { return x >= 0; })));
         learned += double(micro_learned.back());
     }
-    // the same data and flags on every rank: the same answer
+    // the same data and flags on every rank: the same answer (with context parallelism each rank holds an equal
+    // share of the targets, its chunks)
     const bool masked = !micro_batches[0].learned.empty() || doc_eos_ >= 0;
     if (masked && ranks > 1) comm_->allreduce_sum(&learned, 1);
     else learned *= double(ranks);
     r.learned = int64_t(learned);
     for (int64_t a = 0; a < accum; ++a) {
         const TokenBatch &tb = micro_batches[size_t(a)];
-        if (batch_log) {
-            batch_log->tokens.insert(batch_log->tokens.end(), tb.tokens.begin(), tb.tokens.end());
-            batch_log->learned.insert(batch_log->learned.end(), tb.learned.begin(), tb.learned.end());
-        }
         Batch batch = tb.inputs(doc_eos_);
         const std::vector<int32_t> &targets = micro_targets[size_t(a)];
         const double share = learned > 0 ? double(micro_learned[size_t(a)]) / learned : 0.0;
@@ -346,7 +363,7 @@ StepResult Trainer::step_on(const std::function<TokenBatch(int64_t)> &next_micro
 double Trainer::evaluate() {
     if (!data_) fail("Trainer::evaluate needs a data set");
     // eval_batches counts batches of `batch` sequences; a forward pass takes micro-batch × ranks of them.
-    const int64_t max_batches = tc_.eval_batches * (tc_.batch / (tc_.micro() * comm_->size()));
+    const int64_t max_batches = tc_.eval_batches * (tc_.batch / (tc_.micro() * data_ranks()));
     const cpu::MatmulPrecisionScope precision(matmul_precision_);
     // The weights hold still through an evaluation: a GPU converts each matrix to bf16 once for all its batches
     // (into the copies a step keeps), not at every use into buffers of its own.

@@ -15,6 +15,7 @@
 #pragma once
 #include "data/dataset.h"
 #include "dist/comm.h"
+#include "dist/context_parallel.h"
 #include "data/loader.h"
 #include "model/activations.h"
 #include "model/backward.h"
@@ -63,6 +64,8 @@ class Trainer {
     // and each gradient onto the rank that owns it, before the guard and the optimizer see them. The optimizer
     // state is sharded (ZeRO-1, optim/zero_shard.h), each rank updating its own parameters from its gradient
     // sums; parameters, the balancing controller and the guard stay replicated.
+    // With tc.context_parallel = n > 1, the ranks form groups of n consecutive ranks that share each sequence
+    // (dist/context_parallel.h); the groups take the slices of the global batch.
     Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataSet> data,
             std::shared_ptr<Communicator> comm = nullptr);
 
@@ -158,6 +161,11 @@ class Trainer {
     // pass runs — one per layer (its parameters are contiguous in the layout), then what lies before and after the
     // layers; each cut into parts at ownership boundaries.
     std::vector<std::vector<Communicator::Part>> layer_parts_, other_parts_;
+    // Context parallelism (tc.context_parallel > 1): this rank's group and the exchange the passes run through
+    // (acts_.context). The data-parallel view then counts groups: data_rank() of data_ranks().
+    std::unique_ptr<ContextParallel> context_;
+    int data_rank() const { return comm_->rank() / int(tc_.context_parallel); }
+    int data_ranks() const { return comm_->size() / int(tc_.context_parallel); }
     double flops_per_step_ = 0;
     int64_t iteration_ = 0;
     StepGuard guard_;

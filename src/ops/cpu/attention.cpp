@@ -2,6 +2,7 @@
 // query block into one matrix, rows (head, token): [g·rq, hd]. A block's scores for the whole group then come from
 // one GEMM against the kv head's keys, read in place as a strided view (row stride nkv·hd), and so do P·V and the
 // backward products. Blocks are bounded (query_block(g) × kBlockK*): scratch memory does not grow with the sequence.
+#include "core/error.h"
 #include "core/fastmath.h"
 #include "core/parallel.h"
 #include "core/profile.h"
@@ -27,6 +28,16 @@ int64_t query_block(int64_t g) { return std::clamp<int64_t>(128 / g, 16, 64); }
 
 // The first key position t sees: causal, and within the sliding window (HF convention: the window includes t).
 int64_t first_key(int64_t t, int64_t window) { return window > 0 ? std::max<int64_t>(0, t - window + 1) : 0; }
+
+// Sequence b's rows (KeyRows): its query at position t is row q0 + t of q, its key at position t row k0 + t of k
+// and v; its queries are positions [pos0, end).
+struct SeqRows {
+    int64_t q0, k0, pos0, end;
+};
+SeqRows seq_rows(const int64_t *seq_start, int64_t b, const KeyRows &keys) {
+    const int64_t T = seq_start[b + 1] - seq_start[b];
+    return {seq_start[b] - keys.pos0, keys.start ? keys.start[b] : seq_start[b], keys.pos0, keys.pos0 + T};
+}
 
 // One unit of parallel work: sequence b, kv head j, and the query block or key block starting at a, or the whole
 // sequence; work (query-key pairs) orders the tasks.
@@ -74,17 +85,18 @@ void unpack_group(real *x, const real *packed, const real *mul, int64_t n0, int6
 } // namespace
 
 void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const int64_t *seq_start,
-                       int64_t B, const AttnShape &s) {
+                       int64_t B, const AttnShape &s, const KeyRows &keys) {
     ZAYA_PROFILE("attention");
+    ZAYA_ASSERT(keys.start || keys.pos0 == 0); // queries from a later position need their keys' rows
     const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, g = nq / nkv, ldk = nkv * hd;
     // Tasks (sequence, kv head, query block): each writes its own rows of out and lse, so any split is exact.
     const int64_t bq = query_block(g), R_max = g * bq;
     std::vector<Task> tasks;
     for (int64_t b = 0; b < B; ++b) {
-        const int64_t T = seq_start[b + 1] - seq_start[b];
-        for (int64_t qa = 0; qa < T; qa += bq)
+        const SeqRows sr = seq_rows(seq_start, b, keys);
+        for (int64_t qa = sr.pos0; qa < sr.end; qa += bq)
             for (int64_t j = 0; j < nkv; ++j)
-                tasks.push_back({b, j, qa, block_work(qa, std::min(qa + bq, T), s.window), Span::QueryBlock});
+                tasks.push_back({b, j, qa, block_work(qa, std::min(qa + bq, sr.end), s.window), Span::QueryBlock});
     }
     sort_by_work(tasks);
 
@@ -98,7 +110,8 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
 #pragma omp for schedule(dynamic)
         for (size_t ti = 0; ti < tasks.size(); ++ti) error.run([&] {
             const Task &tk = tasks[ti];
-            const int64_t t0 = seq_start[tk.b], T = seq_start[tk.b + 1] - t0, j = tk.j;
+            const SeqRows sr = seq_rows(seq_start, tk.b, keys);
+            const int64_t t0 = sr.q0, T = sr.end, j = tk.j;
             const int64_t qa = tk.a, qb = std::min(qa + bq, T), rq = qb - qa, R = g * rq;
             pack_group(qp.data(), q, t0 + qa, rq, nq, j * g, g, hd);
             std::fill_n(acc.data(), R * hd, real(0));
@@ -106,7 +119,7 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
             std::fill_n(row_sum.data(), R, real(0));
             for (int64_t ka = first_key(qa, s.window); ka < qb; ka += kBlockKF) {
                 const int64_t cols = std::min(kBlockKF, qb - ka);
-                const real *kblk = k + ((t0 + ka) * nkv + j) * hd, *vblk = v + ((t0 + ka) * nkv + j) * hd;
+                const real *kblk = k + ((sr.k0 + ka) * nkv + j) * hd, *vblk = v + ((sr.k0 + ka) * nkv + j) * hd;
                 // S = scale·Q·Kᵀ [R, cols]
                 gemm(false, true, R, cols, hd, s.scale, qp.data(), hd, kblk, ldk, real(0), sp.data(), kBlockKF);
                 // Online softmax, row by row: P = exp(S − new max) on visible keys (0 elsewhere), and what was
@@ -175,9 +188,10 @@ struct BackwardScratch {
           p(size_t(R * kBlockKB)), ds(size_t(R * kBlockKB)) {}
 };
 
-// Packs query block [qa, qa+rq) of the sequence starting at t0, heads of kv head j: Q, dO [R, hd]; lse, D [R].
-void pack_query_block(BackwardScratch &sc, const BackwardIn &in, int64_t t0, int64_t qa, int64_t rq, int64_t j) {
-    const int64_t nq = in.nq, hd = in.hd;
+// Packs query block [qa, qa+rq) of sequence rows sr, heads of kv head j: Q, dO [R, hd]; lse, D [R].
+void pack_query_block(BackwardScratch &sc, const BackwardIn &in, const SeqRows &sr, int64_t qa, int64_t rq,
+                      int64_t j) {
+    const int64_t nq = in.nq, hd = in.hd, t0 = sr.q0;
     pack_group(sc.qp.data(), in.q, t0 + qa, rq, nq, j * in.g, in.g, hd);
     pack_group(sc.dop.data(), in.dout, t0 + qa, rq, nq, j * in.g, in.g, hd);
     for (int64_t hh = 0; hh < in.g; ++hh)
@@ -194,10 +208,10 @@ void pack_query_block(BackwardScratch &sc, const BackwardIn &in, int64_t t0, int
 
 // The packed query block [qa, qa+rq) against keys [ka, ka+cols): P = exp(scale·Q·Kᵀ − lse) on visible keys (0
 // elsewhere) into sc.p, and P∘(dP − D) with dP = dO·Vᵀ into sc.ds, both [R, cols] (row stride kBlockKB).
-void pair_probs(BackwardScratch &sc, const BackwardIn &in, int64_t t0, int64_t qa, int64_t rq, int64_t ka,
+void pair_probs(BackwardScratch &sc, const BackwardIn &in, const SeqRows &sr, int64_t qa, int64_t rq, int64_t ka,
                 int64_t cols, int64_t j) {
     const int64_t hd = in.hd, ldk = in.nkv * hd, R = in.g * rq;
-    const real *kblk = in.k + ((t0 + ka) * in.nkv + j) * hd, *vblk = in.v + ((t0 + ka) * in.nkv + j) * hd;
+    const real *kblk = in.k + ((sr.k0 + ka) * in.nkv + j) * hd, *vblk = in.v + ((sr.k0 + ka) * in.nkv + j) * hd;
     gemm(false, true, R, cols, hd, in.scale, sc.qp.data(), hd, kblk, ldk, real(0), sc.p.data(), kBlockKB);
     gemm(false, true, R, cols, hd, real(1), sc.dop.data(), hd, vblk, ldk, real(0), sc.ds.data(), kBlockKB);
     for (int64_t r = 0; r < R; ++r) {
@@ -215,9 +229,9 @@ void pair_probs(BackwardScratch &sc, const BackwardIn &in, int64_t t0, int64_t q
 }
 
 // dV[ka, ka+cols) += Pᵀ·dO and dK[ka, ka+cols) += scale·dSᵀ·Q [cols, hd], in place in kv head j's rows.
-void pair_dkdv(real *dk, real *dv, const BackwardScratch &sc, const BackwardIn &in, int64_t t0, int64_t rq,
+void pair_dkdv(real *dk, real *dv, const BackwardScratch &sc, const BackwardIn &in, const SeqRows &sr, int64_t rq,
                int64_t ka, int64_t cols, int64_t j) {
-    const int64_t hd = in.hd, ldk = in.nkv * hd, R = in.g * rq, off = ((t0 + ka) * in.nkv + j) * hd;
+    const int64_t hd = in.hd, ldk = in.nkv * hd, R = in.g * rq, off = ((sr.k0 + ka) * in.nkv + j) * hd;
     gemm(true, false, cols, hd, R, real(1), sc.p.data(), kBlockKB, sc.dop.data(), hd, real(1), dv + off, ldk);
     gemm(true, false, cols, hd, R, in.scale, sc.ds.data(), kBlockKB, sc.qp.data(), hd, real(1), dk + off, ldk);
 }
@@ -225,38 +239,41 @@ void pair_dkdv(real *dk, real *dv, const BackwardScratch &sc, const BackwardIn &
 // Gradients of query block [qa, qa+rq) of kv head j's group: dQ over every key block it sees (in key order), written
 // to dq; with dkdv, also the block's contributions to dK and dV.
 void query_block_grads(real *dq, real *dk, real *dv, bool dkdv, BackwardScratch &sc, const BackwardIn &in,
-                       int64_t t0, int64_t T, int64_t qa, int64_t j) {
-    const int64_t hd = in.hd, ldk = in.nkv * hd, qb = std::min(qa + in.bq, T), rq = qb - qa, R = in.g * rq;
+                       const SeqRows &sr, int64_t qa, int64_t j) {
+    const int64_t hd = in.hd, ldk = in.nkv * hd, qb = std::min(qa + in.bq, sr.end), rq = qb - qa, R = in.g * rq;
     const int64_t lo = first_key(qa, in.window);
-    pack_query_block(sc, in, t0, qa, rq, j);
+    pack_query_block(sc, in, sr, qa, rq, j);
     std::fill_n(sc.dqp.data(), R * hd, real(0));
     // Key blocks on the fixed grid (multiples of kBlockKB), cut to the keys this block sees.
     for (int64_t kg = lo / kBlockKB * kBlockKB; kg < qb; kg += kBlockKB) {
         const int64_t ka = std::max(kg, lo), cols = std::min(kg + kBlockKB, qb) - ka;
-        pair_probs(sc, in, t0, qa, rq, ka, cols, j);
-        if (dkdv) pair_dkdv(dk, dv, sc, in, t0, rq, ka, cols, j);
+        pair_probs(sc, in, sr, qa, rq, ka, cols, j);
+        if (dkdv) pair_dkdv(dk, dv, sc, in, sr, rq, ka, cols, j);
         // dQ += scale·dS·K [R, hd]
-        gemm(false, false, R, hd, cols, in.scale, sc.ds.data(), kBlockKB, in.k + ((t0 + ka) * in.nkv + j) * hd, ldk,
-             real(1), sc.dqp.data(), hd);
+        gemm(false, false, R, hd, cols, in.scale, sc.ds.data(), kBlockKB, in.k + ((sr.k0 + ka) * in.nkv + j) * hd,
+             ldk, real(1), sc.dqp.data(), hd);
     }
-    unpack_group(dq, sc.dqp.data(), nullptr, t0 + qa, rq, in.nq, j * in.g, in.g, hd);
+    unpack_group(dq, sc.dqp.data(), nullptr, sr.q0 + qa, rq, in.nq, j * in.g, in.g, hd);
 }
 
 // dK, dV of key block [kg, kg+kBlockKB) of kv head j: every query block that sees it, in query order — the same
 // pairs, products and order as query_block_grads, so the result is bit for bit the fused pass's.
-void key_block_grads(real *dk, real *dv, BackwardScratch &sc, const BackwardIn &in, int64_t t0, int64_t T, int64_t kg,
+void key_block_grads(real *dk, real *dv, BackwardScratch &sc, const BackwardIn &in, const SeqRows &sr, int64_t kg,
                      int64_t j) {
-    for (int64_t qa = kg / in.bq * in.bq; qa < T && first_key(qa, in.window) < kg + kBlockKB; qa += in.bq) {
-        const int64_t qb = std::min(qa + in.bq, T), rq = qb - qa;
+    // The query blocks (on the grid from pos0, as query_block_grads walks them) with a query at or after kg.
+    const int64_t first = sr.pos0 + std::max<int64_t>(0, kg - sr.pos0) / in.bq * in.bq;
+    for (int64_t qa = first; qa < sr.end && first_key(qa, in.window) < kg + kBlockKB; qa += in.bq) {
+        const int64_t qb = std::min(qa + in.bq, sr.end), rq = qb - qa;
         const int64_t ka = std::max(kg, first_key(qa, in.window)), cols = std::min(kg + kBlockKB, qb) - ka;
-        pack_query_block(sc, in, t0, qa, rq, j);
-        pair_probs(sc, in, t0, qa, rq, ka, cols, j);
-        pair_dkdv(dk, dv, sc, in, t0, rq, ka, cols, j);
+        pack_query_block(sc, in, sr, qa, rq, j);
+        pair_probs(sc, in, sr, qa, rq, ka, cols, j);
+        pair_dkdv(dk, dv, sc, in, sr, rq, ka, cols, j);
     }
 }
 
-// dK, dV rows [a, b) of kv head j are accumulated in place: they start at zero.
-void zero_kv_rows(real *dk, real *dv, int64_t t0, int64_t a, int64_t b, int64_t nkv, int64_t j, int64_t hd) {
+// dK, dV at key positions [a, b) of kv head j are accumulated in place: they start at zero.
+void zero_kv_rows(real *dk, real *dv, const SeqRows &sr, int64_t a, int64_t b, int64_t nkv, int64_t j, int64_t hd) {
+    const int64_t t0 = sr.k0;
     for (int64_t t = a; t < b; ++t) {
         std::fill_n(dk + ((t0 + t) * nkv + j) * hd, hd, real(0));
         std::fill_n(dv + ((t0 + t) * nkv + j) * hd, hd, real(0));
@@ -267,8 +284,9 @@ void zero_kv_rows(real *dk, real *dv, int64_t t0, int64_t a, int64_t b, int64_t 
 
 void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
                         const real *q, const real *k, const real *v, const int64_t *seq_start, int64_t B,
-                        const AttnShape &s) {
+                        const AttnShape &s, const KeyRows &keys) {
     ZAYA_PROFILE("attention_backward");
+    ZAYA_ASSERT(keys.start || keys.pos0 == 0); // queries from a later position need their keys' rows
     const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, g = nq / nkv;
     const int64_t bq = query_block(g);
     const BackwardIn in{dout, out, lse, q, k, v, nq, nkv, hd, g, s.window, s.scale, bq};
@@ -279,21 +297,23 @@ void attention_backward(real *dq, real *dk, real *dv, const real *dout, const re
     std::vector<int64_t> seq_work(size_t(B), 0);
     int64_t total = 0, heaviest = 0;
     for (int64_t b = 0; b < B; ++b) {
-        const int64_t T = seq_start[b + 1] - seq_start[b];
-        for (int64_t qa = 0; qa < T; qa += bq) seq_work[size_t(b)] += block_work(qa, std::min(qa + bq, T), s.window);
+        const SeqRows sr = seq_rows(seq_start, b, keys);
+        for (int64_t qa = sr.pos0; qa < sr.end; qa += bq)
+            seq_work[size_t(b)] += block_work(qa, std::min(qa + bq, sr.end), s.window);
         total += seq_work[size_t(b)] * nkv;
         heaviest = std::max(heaviest, seq_work[size_t(b)]);
     }
     const bool fused = heaviest * omp_get_max_threads() <= total;
     std::vector<Task> tasks;
     for (int64_t b = 0; b < B; ++b) {
-        const int64_t T = seq_start[b + 1] - seq_start[b];
-        for (int64_t j = 0; j < nkv && T > 0; ++j) {
+        const SeqRows sr = seq_rows(seq_start, b, keys);
+        const int64_t T = sr.end; // keys at positions [0, T)
+        for (int64_t j = 0; j < nkv && sr.end > sr.pos0; ++j) {
             if (fused) {
                 tasks.push_back({b, j, 0, seq_work[size_t(b)], Span::Sequence});
                 continue;
             }
-            for (int64_t qa = 0; qa < T; qa += bq)
+            for (int64_t qa = sr.pos0; qa < T; qa += bq)
                 tasks.push_back({b, j, qa, block_work(qa, std::min(qa + bq, T), s.window), Span::QueryBlock});
             // A key block is seen by the queries up to its last key + window − 1 (an estimate, for the order only).
             for (int64_t kg = 0; kg < T; kg += kBlockKB) {
@@ -312,18 +332,19 @@ void attention_backward(real *dq, real *dk, real *dv, const real *dout, const re
 #pragma omp for schedule(dynamic)
         for (size_t ti = 0; ti < tasks.size(); ++ti) error.run([&] {
             const Task &tk = tasks[ti];
-            const int64_t t0 = seq_start[tk.b], T = seq_start[tk.b + 1] - t0;
+            const SeqRows sr = seq_rows(seq_start, tk.b, keys);
             switch (tk.span) {
             case Span::Sequence: // dK, dV accumulate over the query blocks, in order
-                zero_kv_rows(dk, dv, t0, 0, T, nkv, tk.j, hd);
-                for (int64_t qa = 0; qa < T; qa += bq) query_block_grads(dq, dk, dv, true, sc, in, t0, T, qa, tk.j);
+                zero_kv_rows(dk, dv, sr, 0, sr.end, nkv, tk.j, hd);
+                for (int64_t qa = sr.pos0; qa < sr.end; qa += bq)
+                    query_block_grads(dq, dk, dv, true, sc, in, sr, qa, tk.j);
                 break;
             case Span::QueryBlock:
-                query_block_grads(dq, dk, dv, false, sc, in, t0, T, tk.a, tk.j);
+                query_block_grads(dq, dk, dv, false, sc, in, sr, tk.a, tk.j);
                 break;
             case Span::KeyBlock:
-                zero_kv_rows(dk, dv, t0, tk.a, std::min(tk.a + kBlockKB, T), nkv, tk.j, hd);
-                key_block_grads(dk, dv, sc, in, t0, T, tk.a, tk.j);
+                zero_kv_rows(dk, dv, sr, tk.a, std::min(tk.a + kBlockKB, sr.end), nkv, tk.j, hd);
+                key_block_grads(dk, dv, sc, in, sr, tk.a, tk.j);
                 break;
             }
         });

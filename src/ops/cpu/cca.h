@@ -17,13 +17,17 @@ struct ConvShape {
 
 // Rows of the depthwise output buffer `p`: each sequence keeps k1−1 extra leading rows (positions −(k1−1)..−1).
 inline int64_t cca_conv_p_rows(int64_t N, int64_t B, const ConvShape &s) { return N + B * (s.k1 - 1); }
+// The z rows before a sequence's first that its outputs read (context parallelism's halo: k0−1+k1−1 = 2 in ZAYA1).
+inline int64_t cca_conv_halo(const ConvShape &s) { return s.k0 - 1 + s.k1 - 1; }
 
 // o[N,C] = grouped_conv(depthwise_conv(pad(z))): zero padding of k0−1+k1−1 rows is applied to z before the
 // depthwise conv, so the first grouped-conv taps see the depthwise bias (spec A.3 step 2).
 // p[cca_conv_p_rows, C] receives the depthwise output (kept for backward).
-// wd[C,1,k0], bd[C], wg[C,hd,k1], bg[C] in PyTorch Conv1d layout.
+// wd[C,1,k0], bd[C], wg[C,hd,k1], bg[C] in PyTorch Conv1d layout. z_prev [B, cca_conv_halo, C], when given, holds
+// the z rows of the positions just before each sequence (a later chunk of it: context parallelism), which then
+// take the padding's place.
 void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
-                      const real *wd, const real *bd, const real *wg, const real *bg);
+                      const real *wd, const real *bd, const real *wg, const real *bg, const real *z_prev = nullptr);
 
 // q[N,nq,hd] = o_q + (q_pre + k_pre[h/g])/2, k[N,nkv,hd] = o_k + mean over the group of (q_pre + k_pre)/2,
 // where z = q_pre‖k_pre and o = conv output, both [N, (nq+nkv)·hd].
@@ -44,10 +48,10 @@ void rope_tables(real *cos_t, real *sin_t, const int32_t *pos, int64_t N, int64_
 void rope_forward(real *x, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot);
 
 // Backward of cca_conv_forward. dz[N,C] += (accumulates; the q-k mean path also feeds it); dp is scratch of
-// cca_conv_p_rows × C; parameter grads +=.
+// cca_conv_p_rows × C; parameter grads +=. With z_prev, dz_prev [B, cca_conv_halo, C] receives its gradient (=).
 void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
                        const real *z, const real *p, const int64_t *seq_start, int64_t B, const ConvShape &s,
-                       const real *wd, const real *wg);
+                       const real *wd, const real *wg, const real *z_prev = nullptr, real *dz_prev = nullptr);
 
 // Backward of cca_qk_mean_forward: dconv[N,C] = (dq‖dk) (=), dz[N,C] = the mean-path share (=).
 void cca_qk_mean_backward(real *dconv, real *dz, const real *dq, const real *dk, int64_t N, int64_t nq, int64_t nkv,

@@ -80,13 +80,15 @@ void grouped_conv_few_rows(real *o, const real *p, const int64_t *seq_start, int
 } // namespace
 
 void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
-                      const real *wd, const real *bd, const real *wg, const real *bg) {
+                      const real *wd, const real *bd, const real *wg, const real *bg, const real *z_prev) {
     ZAYA_PROFILE("cca_conv");
-    const int64_t C = s.C, k0 = s.k0, k1 = s.k1, hd = C / s.groups;
-    // Depthwise conv: p_j = bd + Σ_i wd[i]·z̃_{j−(k0−1)+i}, for j = −(k1−1) … T−1; z̃ is zero before t = 0.
+    const int64_t C = s.C, k0 = s.k0, k1 = s.k1, hd = C / s.groups, H = cca_conv_halo(s);
+    // Depthwise conv: p_j = bd + Σ_i wd[i]·z̃_{j−(k0−1)+i}, for j = −(k1−1) … T−1; z̃ is zero before t = 0, or the
+    // halo's rows (z_prev) there.
     for (int64_t b = 0; b < B; ++b) {
         const int64_t t0 = seq_start[b], T = seq_start[b + 1] - t0;
         const real *zs = z + t0 * C;
+        const real *zh = z_prev ? z_prev + (b * H + H) * C : nullptr; // z̃ at t < 0 is zh + t·C
         real *ps = p + (t0 + b * (k1 - 1)) * C;
 #pragma omp parallel for schedule(static)
         for (int64_t j = -(k1 - 1); j < T; ++j) {
@@ -94,8 +96,8 @@ void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start,
             for (int64_t c = 0; c < C; ++c) pr[c] = bd[c];
             for (int64_t i = 0; i < k0; ++i) {
                 int64_t t = j - (k0 - 1) + i;
-                if (t < 0) continue;
-                const real *zr = zs + t * C;
+                if (t < 0 && !zh) continue;
+                const real *zr = t < 0 ? zh + t * C : zs + t * C;
                 for (int64_t c = 0; c < C; ++c) pr[c] += wd[c * k0 + i] * zr[c];
             }
         }
@@ -117,9 +119,9 @@ void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start,
 
 void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
                        const real *z, const real *p, const int64_t *seq_start, int64_t B, const ConvShape &s,
-                       const real *wd, const real *wg) {
+                       const real *wd, const real *wg, const real *z_prev, real *dz_prev) {
     ZAYA_PROFILE("cca_conv_backward");
-    const int64_t C = s.C, k0 = s.k0, k1 = s.k1, hd = C / s.groups;
+    const int64_t C = s.C, k0 = s.k0, k1 = s.k1, hd = C / s.groups, H = cca_conv_halo(s);
     // Grouped conv, as in the forward: o[n, γ] = X_γ[n]·W_γᵀ  ⇒  dW_γ += doᵀ·X_γ,  dX_γ = do·W_γ, scattered back
     // onto the p rows it was gathered from.
     const int64_t N = seq_start[B], kw = k1 * hd;
@@ -143,6 +145,8 @@ void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real
         const int64_t t0 = seq_start[b], T = seq_start[b + 1] - t0;
         if (T == 0) continue;
         const real *zs = z + t0 * C;
+        const real *zh = z_prev ? z_prev + (b * H + H) * C : nullptr; // the halo: z̃ at t < 0 is zh + t·C
+        real *dzh = z_prev ? dz_prev + (b * H + H) * C : nullptr;
         real *dps = dp + (t0 + b * (k1 - 1)) * C;
         real *dzs = dz + t0 * C;
         const int64_t rows = T + k1 - 1;
@@ -164,14 +168,16 @@ void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real
         // Depthwise conv: p_j = bd + Σ_i wd[i]·z̃_{j−(k0−1)+i}; every p row (padding rows too) carries the bias.
         column_dot_add(dbd, dps, C, nullptr, 0, rows, C);
         // By column chunks, rows in order (each channel's sums keep their order), vectorised across channels.
+        // Positions t < 0 exist only with the halo (they reach back to −H).
+        const int64_t t_min = zh ? -H : 0;
         for_column_chunks(C, [&](int64_t c0, int64_t c1) {
             const int64_t w = c1 - c0;
             real acc[kColumnChunk];
             for (int64_t i = 0; i < k0; ++i) {
                 std::fill_n(acc, w, real(0));
-                for (int64_t j = std::max<int64_t>(-(k1 - 1), k0 - 1 - i); j < T; ++j) { // rows with t ≥ 0
+                for (int64_t j = std::max<int64_t>(-(k1 - 1), t_min + k0 - 1 - i); j < T; ++j) { // rows with t ≥ t_min
                     const int64_t t = j - (k0 - 1) + i;
-                    const real *dr = dps + (j + k1 - 1) * C + c0, *zr = zs + t * C + c0;
+                    const real *dr = dps + (j + k1 - 1) * C + c0, *zr = (t < 0 ? zh : zs) + t * C + c0;
 #pragma omp simd
                     for (int64_t c = 0; c < w; ++c) acc[c] += dr[c] * zr[c];
                 }
@@ -180,14 +186,18 @@ void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real
             std::vector<real> wdt(size_t(k0 * w)); // wdt[i·w + c]: tap i of the chunk's weights, contiguous
             for (int64_t i = 0; i < k0; ++i)
                 for (int64_t c = 0; c < w; ++c) wdt[size_t(i * w + c)] = wd[(c0 + c) * k0 + i];
-            for (int64_t t = 0; t < T; ++t) {
+            for (int64_t t = t_min; t < T; ++t) {
                 std::fill_n(acc, w, real(0));
                 for (int64_t i = 0; i < k0; ++i) {
                     const int64_t j = t + (k0 - 1) - i;
-                    if (j >= T) continue;
+                    if (j >= T || j < -(k1 - 1)) continue;
                     const real *dr = dps + (j + k1 - 1) * C + c0, *wi = wdt.data() + i * w;
 #pragma omp simd
                     for (int64_t c = 0; c < w; ++c) acc[c] += wi[c] * dr[c];
+                }
+                if (t < 0) { // the halo's gradient, written
+                    std::copy_n(acc, w, dzh + t * C + c0);
+                    continue;
                 }
                 real *dzr = dzs + t * C + c0;
 #pragma omp simd

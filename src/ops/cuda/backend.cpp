@@ -31,7 +31,11 @@ namespace {
 
 using cuda::VarlenBatch;
 
-VarlenBatch varlen(const SeqBatch &b) { return VarlenBatch{b.seq_start, b.B, b.N, b.max_len}; }
+// The batch as the kernels take it: whole sequences (context parallelism's chunks run on the CPU backend so far).
+VarlenBatch varlen(const SeqBatch &b) {
+    if (b.prefix) fail("context parallelism runs on the CPU backend only so far (use --device cpu)");
+    return VarlenBatch{b.seq_start, b.B, b.N, b.max_len};
+}
 
 // A device buffer that grows to the largest size asked for (first steps only), for bf16 operand copies.
 struct GrowingBuffer {
@@ -266,11 +270,13 @@ class CudaBackend final : public Backend {
     }
     void delayed_values_forward(real *v, int64_t ldv, const real *v_del, const real *bias, const SeqBatch &b,
                                 int64_t Dv) override {
-        cuda::delayed_values_forward(v, ldv, v_del, bias, b.seq_start, b.B, b.N, Dv);
+        const VarlenBatch vb = varlen(b);
+        cuda::delayed_values_forward(v, ldv, v_del, bias, vb.seq_start, vb.B, vb.N, Dv);
     }
     void delayed_values_backward(real *d_vdel, real *dbias, const real *dv, int64_t ldv, const SeqBatch &b,
                                  int64_t Dv) override {
-        cuda::delayed_values_backward(d_vdel, dbias, dv, ldv, b.seq_start, b.B, b.N, Dv);
+        const VarlenBatch vb = varlen(b);
+        cuda::delayed_values_backward(d_vdel, dbias, dv, ldv, vb.seq_start, vb.B, vb.N, Dv);
     }
     void attention_forward(real *out, uint16_t *out16, real *lse, const real *q, const real *k, const real *v,
                            const SeqBatch &b, const cpu::AttnShape &s) override {

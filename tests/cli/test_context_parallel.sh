@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Context parallelism over MPI (`zaya train --context-parallel N`, dist/context_parallel.h): 2 ranks sharing every
+# sequence, and 4 ranks as 2 data-parallel groups of 2, train the same model as one process on the same batches
+# (per-step and validation losses within 1e-5 relative); the same job twice gives bit-identical models; a checkpoint
+# of a context-parallel run resumes in one process and one process's resumes context-parallel; bad combinations are
+# clear errors. Skipped (exit 0, with a note) when mpirun is not installed.
+#
+# Usage: test_context_parallel.sh ZAYA_BINARY SOURCE_DIR
+set -euo pipefail
+source "$(dirname "$0")/lib.sh" # usage check, $ZAYA and $SRC, temp dir, pass/fail helpers
+source "$(dirname "$0")/corpus.sh"
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "skip    mpirun not installed (scripts/setup.sh installs OpenMPI)"
+    exit 0
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+mpi() { mpirun --oversubscribe -np "$1" -x OMP_NUM_THREADS "${@:2}"; }
+
+make_corpus "$tmp/corpus" 200
+"$ZAYA" prepare --input "$tmp/corpus" --out "$tmp/data" --vocab-size 400 >/dev/null
+# Newton–Schulz in fp32: the ranks' gradient sums differ from one process's in the last bits (summation order),
+# which bf16 Newton–Schulz could turn into a bf16 ulp of an update (as in test_dist.sh).
+base=(--data "$tmp/data" --model tiny --batch 4 --warmup 2 --eval-every 5 --eval-batches 2 --sample-tokens 0 --steps 10
+    --ns-precision fp32)
+args=("${base[@]}" --seq 32)
+
+# max relative difference of every loss and val_loss of two runs' metrics (same steps, same order)
+max_rel_diff() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b), (len(a), len(b))
+worst = 0.0
+for x, y in zip(a, b):
+    assert x["step"] == y["step"]
+    for k in ("loss", "val_loss"):
+        if k in x:
+            worst = max(worst, abs(x[k] - y[k]) / abs(x[k]))
+print(f"{worst:.3e}")
+PY
+}
+within() { python3 -c "import sys; sys.exit(0 if float('$1') <= float('$2') else 1)"; }
+# mpi_ok NAME RANKS OUT ARGS...: a zaya train job under mpirun that must succeed
+mpi_ok() {
+    local name=$1 ranks=$2 out=$3 rc=0
+    shift 3
+    mpi "$ranks" "$ZAYA" train "$@" --out "$out" >"$out.log" 2>&1 || rc=$?
+    [[ $rc -eq 0 ]] && pass "$name" || fail "$name" "exit $rc" "$(tail -5 "$out.log")"
+}
+
+expect_ok "1 process" train "${args[@]}" --out "$tmp/one"
+mpi_ok "mpirun -np 2 --context-parallel 2: each rank 16 of every sequence's 32 tokens" 2 "$tmp/cp2" "${args[@]}" \
+    --context-parallel 2
+grep -q "context parallel: groups of 2 ranks share each sequence, chunks of 16 tokens per rank (1 group data" \
+    "$tmp/cp2.log" && pass "the banner names the groups and the chunks" ||
+    fail "the banner names the groups and the chunks" "$(grep -m1 'context' "$tmp/cp2.log" || true)"
+d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/cp2/metrics.jsonl")
+within "$d" 1e-5 && pass "2 context-parallel ranks match 1 process: losses within $d relative over 10 steps" ||
+    fail "2 context-parallel ranks match 1 process" "max relative difference $d"
+mpi_ok "mpirun -np 4 --context-parallel 2 --micro-batch 2: 2 data-parallel groups of 2" 4 "$tmp/cp2dp2" "${args[@]}" \
+    --context-parallel 2 --micro-batch 2
+d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/cp2dp2/metrics.jsonl")
+within "$d" 1e-5 && pass "2 groups × 2 context-parallel ranks match 1 process: losses within $d relative" ||
+    fail "2 groups × 2 context-parallel ranks match 1 process" "max relative difference $d"
+mpi_ok "mpirun -np 4 --context-parallel 4: chunks of 8 tokens" 4 "$tmp/cp4" "${args[@]}" --context-parallel 4
+d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/cp4/metrics.jsonl")
+within "$d" 1e-5 && pass "4 context-parallel ranks match 1 process: losses within $d relative" ||
+    fail "4 context-parallel ranks match 1 process" "max relative difference $d"
+mpi_ok "the 2-rank job again" 2 "$tmp/cp2b" "${args[@]}" --context-parallel 2
+cmp -s "$tmp/cp2/model/model.safetensors" "$tmp/cp2b/model/model.safetensors" &&
+    pass "same ranks and seed: bit-identical models" || fail "same ranks and seed: bit-identical models"
+
+# Checkpoints stay logical: a context-parallel run's resumes in one process, and one process's context-parallel.
+mpi_ok "context-parallel run stopped after 5 steps" 2 "$tmp/r" "${args[@]}" --context-parallel 2 --ckpt-every 5 \
+    --stop-after 5
+expect_ok "resumed in one process" train "${args[@]}" --ckpt-every 5 --out "$tmp/r" --resume
+d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/r/metrics.jsonl")
+within "$d" 1e-5 && pass "context parallel → 1 process: losses within $d of the uninterrupted run" ||
+    fail "context parallel → 1 process" "max relative difference $d"
+expect_ok "one process stopped after 5 steps" train "${args[@]}" --ckpt-every 5 --stop-after 5 --out "$tmp/s"
+mpi_ok "resumed with --context-parallel 2" 2 "$tmp/s" "${args[@]}" --ckpt-every 5 --context-parallel 2 --resume
+d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/s/metrics.jsonl")
+within "$d" 1e-5 && pass "1 process → context parallel: losses within $d of the uninterrupted run" ||
+    fail "1 process → context parallel" "max relative difference $d"
+
+# Clear errors.
+expect_error "--seq not divisible" "needs --seq divisible by it" train "${base[@]}" --seq 33 --context-parallel 2 \
+    --out "$tmp/e1"
+expect_error "with --doc-mask" "--doc-mask and --pack documents are not supported with it" train "${args[@]}" \
+    --doc-mask --context-parallel 2 --out "$tmp/e2"
+expect_error "one process cannot make a group of 2" "ranks \(1\) to divide into groups of 2" train "${args[@]}" \
+    --context-parallel 2 --out "$tmp/e3"
+expect_error "chunks shorter than the conv's reach" "shorter than the CCA conv's reach" train "${base[@]}" --seq 4 \
+    --context-parallel 4 --out "$tmp/e4"
+
+finish

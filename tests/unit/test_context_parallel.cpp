@@ -1,0 +1,211 @@
+// Context parallelism (dist/context_parallel.h): n ranks — threads here, over an in-process group — each run the
+// model on their chunk of the same sequences, exchanging halos and keys. Their logits must be the whole sequences'
+// and their gradients (each rank's loss weighted 1/n) must sum to the whole sequences' — for 2, 3 and 4 chunks,
+// with a sliding-window layer whose window reaches across chunk boundaries.
+#include "dist/comm.h"
+#include "dist/context_parallel.h"
+#include "model/activations.h"
+#include "model/backward.h"
+#include "model/batch.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/init.h"
+#include "model/params.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+using namespace zaya;
+
+namespace {
+
+// n ranks as threads: broadcasts, sums onto owners (each owner adds the ranks' parts in rank order, as one reduce
+// does) and point-to-point messages, through shared memory.
+class ThreadGroup {
+  public:
+    explicit ThreadGroup(int n) : n_(n), sync_(n), bases_(size_t(n)) {}
+
+    class Rank final : public SingleProcess {
+      public:
+        Rank(ThreadGroup &all, int rank) : all_(all), rank_(rank) {}
+        int rank() const override { return rank_; }
+        int size() const override { return all_.n_; }
+        std::string name() const override { return "threads"; }
+        void broadcast_blocks(float *base, const std::vector<Block> &blocks, int root) override {
+            all_.bases_[size_t(rank_)] = base;
+            all_.sync_.arrive_and_wait();
+            if (rank_ != root)
+                for (const Block &b : blocks)
+                    std::copy_n(all_.bases_[size_t(root)] + b.offset, b.count, base + b.offset);
+            all_.sync_.arrive_and_wait(); // the root's buffer is read before anyone moves on
+        }
+        void start_reduce_sum(float *base, const std::vector<Part> &parts) override {
+            pending_.push_back({base, parts});
+        }
+        void wait_all() override {
+            for (const auto &[base, parts] : pending_) {
+                all_.bases_[size_t(rank_)] = base;
+                all_.sync_.arrive_and_wait();
+                std::vector<std::vector<float>> sums;
+                for (const Part &p : parts) {
+                    if (p.owner != rank_) continue;
+                    std::vector<float> s(p.count, 0.0f);
+                    for (int r = 0; r < all_.n_; ++r)
+                        for (size_t i = 0; i < p.count; ++i) s[i] += all_.bases_[size_t(r)][p.offset + i];
+                    sums.push_back(std::move(s));
+                }
+                all_.sync_.arrive_and_wait(); // every rank has read every buffer
+                size_t k = 0;
+                for (const Part &p : parts)
+                    if (p.owner == rank_) std::copy(sums[k].begin(), sums[k].end(), base + p.offset), ++k;
+            }
+            pending_.clear();
+        }
+        void send(const float *data, size_t n, int dest) override {
+            std::lock_guard lk(all_.mu_);
+            all_.mail_[{rank_, dest}].emplace_back(data, data + n);
+            all_.cv_.notify_all();
+        }
+        void recv(float *data, size_t n, int src) override {
+            std::unique_lock lk(all_.mu_);
+            auto &box = all_.mail_[{src, rank_}];
+            all_.cv_.wait(lk, [&] { return !box.empty(); });
+            ASSERT_EQ(box.front().size(), n);
+            std::copy(box.front().begin(), box.front().end(), data);
+            box.pop_front();
+        }
+
+      private:
+        ThreadGroup &all_;
+        int rank_;
+        std::vector<std::pair<float *, std::vector<Part>>> pending_;
+    };
+
+  private:
+    int n_;
+    std::barrier<> sync_;
+    std::vector<float *> bases_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::map<std::pair<int, int>, std::deque<std::vector<float>>> mail_;
+};
+
+struct CpPass {
+    std::vector<real> logits, grads;
+    double loss = 0;
+};
+
+// Forward and backward of `tokens` (B sequences of T + 1 tokens: inputs and next-token targets), or of chunk r of n
+// of each sequence's positions when group is given; the gradient of loss/n.
+CpPass run_chunks(const Model &m, const std::vector<std::vector<int32_t>> &tokens,
+                  std::shared_ptr<Communicator> group) {
+    const ZayaConfig &c = m.config;
+    const int64_t B = int64_t(tokens.size()), T = int64_t(tokens[0].size()) - 1;
+    const int n = group ? group->size() : 1, r = group ? group->rank() : 0;
+    const int64_t Tc = T / n, p0 = r * Tc;
+    Batch batch;
+    std::vector<int32_t> targets;
+    for (int64_t b = 0; b < B; ++b) {
+        batch.seq_start.push_back(b * Tc);
+        for (int64_t t = p0; t < p0 + Tc; ++t) {
+            batch.tokens.push_back(tokens[size_t(b)][size_t(t)]);
+            batch.positions.push_back(int32_t(t));
+            targets.push_back(tokens[size_t(b)][size_t(t + 1)]);
+        }
+    }
+    batch.seq_start.push_back(B * Tc);
+    Activations acts = Activations::plan(c, B * Tc, B, true);
+    std::unique_ptr<ContextParallel> cp;
+    if (group) {
+        cp = std::make_unique<ContextParallel>(group, c, T, B, true);
+        acts.context = cp.get();
+    }
+    CpPass p;
+    p.loss = model_forward(m, batch, acts, targets.data()).loss;
+    p.logits.assign(acts.logits, acts.logits + B * Tc * c.vocab_size); // before backward turns them into gradients
+    GradScratch scratch = GradScratch::plan(c, B * Tc, B);
+    RealBuffer grads = RealBuffer::zeros(m.layout.total);
+    model_backward(m, batch, acts, targets.data(), scratch, grads.data(), real(1) / real(n));
+    p.grads.assign(grads.data(), grads.data() + m.layout.total);
+    return p;
+}
+
+Model cp_tiny_model() {
+    ZayaConfig c = config_preset("tiny");
+    c.layer_types[1] = LayerType::HybridSliding; // its window (7) reaches over chunk boundaries
+    c.sliding_window = 7;
+    c.validate();
+    Model m = Model::create(c);
+    model_init_random(m, 11);
+    return m;
+}
+
+} // namespace
+
+TEST(ContextParallel, ChunksOnRanksMatchWholeSequences) {
+    const Model m = cp_tiny_model();
+    const ZayaConfig &c = m.config;
+    const int64_t B = 2, T = 24, V = c.vocab_size;
+    std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t <= T; ++t) tokens[size_t(b)].push_back(int32_t((b * 131 + t * 37 + t * t) % V));
+    const CpPass whole = run_chunks(m, tokens, nullptr);
+    real grad_scale = 0;
+    for (real g : whole.grads) grad_scale = std::max(grad_scale, std::fabs(g));
+
+    for (int n : {2, 3, 4}) {
+        SCOPED_TRACE(testing::Message() << n << " chunks");
+        ThreadGroup group(n);
+        std::vector<CpPass> ranks(static_cast<size_t>(n));
+        std::vector<std::thread> threads;
+        for (int r = 0; r < n; ++r)
+            threads.emplace_back(
+                [&, r] { ranks[size_t(r)] = run_chunks(m, tokens, std::make_shared<ThreadGroup::Rank>(group, r)); });
+        for (auto &t : threads) t.join();
+
+        const int64_t Tc = T / n;
+        double loss = 0, worst_logit = 0;
+        for (int r = 0; r < n; ++r) {
+            loss += ranks[size_t(r)].loss / n;
+            for (int64_t b = 0; b < B; ++b)
+                for (int64_t i = 0; i < Tc * V; ++i) {
+                    const real got = ranks[size_t(r)].logits[size_t((b * Tc) * V + i)];
+                    const real want = whole.logits[size_t((b * T + r * Tc) * V + i)];
+                    worst_logit = std::max(worst_logit, double(std::fabs(got - want)));
+                }
+        }
+        EXPECT_LT(worst_logit, 1e-5);
+        EXPECT_NEAR(loss, whole.loss, 1e-6 * whole.loss);
+        // Gradients: the ranks' sum against the whole pass's, per parameter tensor.
+        for (const ParamView &v : m.layout.views) {
+            if (!v.trainable) continue;
+            double worst = 0;
+            for (size_t i = v.offset; i < v.offset + v.numel; ++i) {
+                double sum = 0;
+                for (const CpPass &p : ranks) sum += p.grads[i];
+                worst = std::max(worst, std::fabs(sum - double(whole.grads[i])));
+            }
+            EXPECT_LE(worst, 2e-6 * grad_scale) << v.name;
+        }
+    }
+}
+
+TEST(ContextParallel, RefusesChunksShorterThanTheConvReach) {
+    const Model m = cp_tiny_model();
+    auto one = std::make_shared<SingleProcess>();
+    EXPECT_NO_THROW(ContextParallel(one, m.config, 24, 2, true));
+    ThreadGroup group(4);
+    auto rank = std::make_shared<ThreadGroup::Rank>(group, 0);
+    EXPECT_THROW(ContextParallel(rank, m.config, 6, 2, true), Error);  // 6 = 4 chunks of 1.5
+    EXPECT_THROW(ContextParallel(rank, m.config, 4, 2, true), Error);  // chunks of 1 < the conv's 2
+    EXPECT_NO_THROW(ContextParallel(rank, m.config, 8, 2, true));
+}
