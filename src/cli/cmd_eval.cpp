@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "dist/comm.h"
+#include "dist/context_parallel.h"
 #include "model/activations.h"
 #include "ops/backend.h"
 #include "ops/cpu/gemm.h"
@@ -25,7 +26,7 @@ namespace {
 
 struct EvalArgs {
     std::string model, data, device = "cpu", precision = "fp32", packing = "chunks";
-    int64_t seq = 256, batch = 8, batches = 0, by_position = 0;
+    int64_t seq = 256, batch = 8, batches = 0, by_position = 0, context_parallel = 1;
     double rope_theta = 0;
     bool json = false, doc_mask = false;
 };
@@ -38,6 +39,17 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         fail("eval: --by-position must be in [0, --seq {}] (0 = off), got {}", a.seq, a.by_position);
     if (!(a.rope_theta >= 0)) fail("eval: --rope-theta must be positive (0 = the model's own), got {}", a.rope_theta);
     if (a.device != "cpu" && a.device != "cuda") fail("eval: --device must be 'cpu' or 'cuda', got '{}'", a.device);
+    const int cp = int(a.context_parallel);
+    if (cp < 1) fail("eval: --context-parallel must be at least 1, got {}", a.context_parallel);
+    if (cp > 1) {
+        if (a.seq % cp != 0) fail("eval: --context-parallel {} needs --seq divisible by it, got {}", cp, a.seq);
+        if (comm.size() % cp != 0)
+            fail("eval: --context-parallel {} needs the ranks ({}) to divide into groups of {}", cp, comm.size(), cp);
+        if (a.doc_mask || a.packing != "chunks")
+            fail("eval: --context-parallel works on whole rows of the token stream; --doc-mask and --pack documents "
+                 "are not supported with it yet");
+        if (a.device != "cpu") fail("eval: --context-parallel runs on --device cpu only so far");
+    }
     const cpu::MatmulPrecision precision = cpu::matmul_precision_from_string(a.precision);
     auto data = DataSet::open(a.data);
     Model m = load_trained_model(a.model, data->manifest(), data->tokenizer_path(), "eval");
@@ -50,8 +62,16 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         be.set_matmul_precision(precision);
     }
     const int64_t max_seqs = TokenBatch::max_sequences(a.batch, a.seq, a.doc_mask);
-    Activations acts = Activations::plan(m.config, a.batch * a.seq, max_seqs, /*keep_all_layers=*/false, be,
+    Activations acts = Activations::plan(m.config, a.batch * (a.seq / cp), max_seqs, /*keep_all_layers=*/false, be,
                                          !be.host_memory() && precision == cpu::MatmulPrecision::BF16);
+    std::unique_ptr<ContextParallel> context; // groups of cp consecutive ranks share each sequence
+    if (cp > 1) {
+        ContextParallel::check_chunks(m.config, a.seq, cp);
+        context = std::make_unique<ContextParallel>(comm.split(comm.rank() / cp, comm.rank() % cp), m.config, a.seq,
+                                                    a.batch, /*keep_all_layers=*/false);
+        acts.context = context.get();
+    }
+    const int64_t groups = comm.size() / cp; // the ranks (or groups) that take slices of each batch
     const bool tty = !a.json && comm.is_root() && isatty(fileno(stderr));
     const auto t0 = std::chrono::steady_clock::now();
     EvalResult r;
@@ -87,6 +107,7 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
     }
     if (a.json) {
         nlohmann::json j = {{"model", a.model},         {"data", a.data},     {"seq", a.seq}, {"ranks", comm.size()},
+                            {"context_parallel", cp},
                             {"batch", a.batch},         {"batches", r.batches}, {"tokens", r.tokens},
                             {"loss", r.loss},           {"perplexity", ppl},  {"seconds", s},
                             {"rope_theta", m.config.rope_hybrid.rope_theta}, {"device", a.device},
@@ -96,8 +117,11 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         return;
     }
     fmt::print("eval {} on {} (validation split): {} batches of {} × {} tokens{}, {} targets\n", a.model, a.data,
-               r.batches, a.batch * comm.size(), a.seq,
-               comm.size() > 1 ? fmt::format(" ({} ranks)", comm.size()) : std::string(), r.tokens);
+               r.batches, a.batch * groups, a.seq,
+               comm.size() > 1 ? fmt::format(" ({} ranks{})", comm.size(),
+                                             cp > 1 ? fmt::format(", {} sharing each sequence", cp) : std::string())
+                               : std::string(),
+               r.tokens);
     fmt::print("loss {:.6f}  perplexity {:.3f}  ({:.1f} s, {:.0f} tokens/s)\n", r.loss, ppl, s, double(r.tokens) / s);
     if (a.by_position > 0) fmt::print("{:>17}  {:>9}\n", "positions", "loss");
     for (const auto &x : ranges)
@@ -144,6 +168,9 @@ void register_eval(CLI::App &app) {
         ->capture_default_str();
     cmd->add_flag("--doc-mask", a->doc_mask, "Cut sequences at each EOS, as `zaya train --doc-mask` trains");
     cmd->add_option("--pack", a->packing, "Rows: 'chunks' or whole 'documents', as `zaya train --pack` trains")
+        ->capture_default_str();
+    cmd->add_option("--context-parallel", a->context_parallel,
+                    "Under mpirun: groups of N ranks share each sequence, N chunks of --seq/N tokens (long contexts)")
         ->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object (loss, perplexity, tokens, batches, seconds)");
     cmd->callback([a] { run_eval_ranks(*a); });

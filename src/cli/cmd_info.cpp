@@ -1,6 +1,7 @@
 // zaya info MODEL_DIR|PRESET — config summary, parameter counts and memory needs, without loading weights.
 #include "cli/commands.h"
 #include "core/error.h"
+#include "dist/context_parallel.h"
 #include "io/config_json.h"
 #include "io/safetensors.h"
 #include "model/activations.h"
@@ -31,7 +32,7 @@ struct InfoArgs {
     int64_t seq_len = 2048;
     bool train = false, doc_mask = false;
     int64_t micro_batch = 8;
-    int ranks = 1;
+    int ranks = 1, context_parallel = 1;
     std::string device = "cpu", precision = "fp32";
 };
 
@@ -94,11 +95,20 @@ void run_info(const InfoArgs &a) {
                    double(data_parallel_bytes_per_step(ParamGroups::classify(ParamLayout::build(c), c), a.ranks)) /
                        (1 << 20));
     if (a.device == "cuda") return print_device_train_memory(c, a);
-    TrainMemory tm =
-        train_memory(c, a.micro_batch, seq_len, a.ranks, NsPrecision::BF16, 0, a.precision == "bf16", a.doc_mask);
+    if (a.context_parallel > 1) {
+        if (a.ranks % a.context_parallel != 0)
+            fail("info: --ranks ({}) must divide into groups of --context-parallel ({})", a.ranks, a.context_parallel);
+        if (a.device != "cpu") fail("info: --context-parallel runs on --device cpu only so far");
+        ContextParallel::check_chunks(c, seq_len, a.context_parallel);
+    }
+    TrainMemory tm = train_memory(c, a.micro_batch, seq_len, a.ranks, NsPrecision::BF16, 0, a.precision == "bf16",
+                                  a.doc_mask, a.context_parallel);
     fmt::print("training memory  micro-batch {} × {} tokens, fp32 weights, matmuls {}, allocated once before the first "
-               "step{}:\n",
-               a.micro_batch, seq_len, a.precision, a.ranks > 1 ? fmt::format(", per rank of {}", a.ranks) : "");
+               "step{}{}:\n",
+               a.micro_batch, seq_len, a.precision, a.ranks > 1 ? fmt::format(", per rank of {}", a.ranks) : "",
+               a.context_parallel > 1
+                   ? fmt::format(" (context parallel: {} tokens of each sequence per rank)", seq_len / a.context_parallel)
+                   : "");
     fmt::print("  parameters     {}\n", mib(tm.params));
     fmt::print("  gradients      {}\n", mib(tm.grads));
     fmt::print("  optimizer      {}  (Muon momentum, AdamW moments, balancing biases' AdamW{})\n", mib(tm.optimizer),
@@ -114,6 +124,10 @@ void run_info(const InfoArgs &a) {
     fmt::print("  activations    {}  (every layer kept for the backward pass)\n", mib(tm.activations));
     fmt::print("  backward       {}\n", mib(tm.scratch));
     fmt::print("  conv im2col    {}\n", mib(tm.conv_im2col));
+    if (tm.context)
+        fmt::print("  context        {}  (every layer's keys and values gathered from the group, their gradients, "
+                   "halos)\n",
+                   mib(tm.context));
     if (tm.bf16_operands)
         fmt::print("  bf16 operands  {}  (the largest GEMM's operands rounded to bf16: the LM head's)\n",
                    mib(tm.bf16_operands));
@@ -146,6 +160,10 @@ void register_info(CLI::App &app) {
         ->check(CLI::IsMember({"fp32", "bf16"}))
         ->capture_default_str();
     cmd->add_flag("--doc-mask", a->doc_mask, "The run cuts sequences at each EOS, for --train (up to one per token)");
+    cmd->add_option("--context-parallel", a->context_parallel,
+                    "Ranks sharing each sequence, for --train (zaya train --context-parallel; set --ranks too)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     cmd->callback([a] { run_info(*a); });
 }
 

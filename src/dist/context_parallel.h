@@ -33,6 +33,9 @@ class ContextParallel final : public ChunkExchange {
     static void check_chunks(const ZayaConfig &c, int64_t seq_len, int n);
     // Bytes the buffers take (zaya info): gathered keys and values, their gradients, the halos.
     static size_t bytes_needed(const ZayaConfig &c, int64_t seq_len, int64_t max_seqs, int n, bool keep_all_layers);
+    size_t bytes() const {
+        return (kv_.size + kv_grad_.size + halo_.size + halo_out_.size + dhalo_.size + dhalo_in_.size) * sizeof(real);
+    }
 
     int chunk() const override { return rank_; }
     int chunks() const override { return size_; }

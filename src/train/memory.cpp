@@ -1,6 +1,7 @@
 #include "train/memory.h"
 
 #include "data/loader.h"
+#include "dist/context_parallel.h"
 #include "model/activations.h"
 #include "model/backward.h"
 #include "optim/balancing.h"
@@ -31,7 +32,7 @@ size_t process_rss_bytes() { return proc_status_kib("VmRSS:"); }
 size_t process_peak_rss_bytes() { return proc_status_kib("VmHWM:"); }
 
 TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks, NsPrecision ns, int threads,
-                         bool bf16_matmuls, bool doc_mask) {
+                         bool bf16_matmuls, bool doc_mask, int context_parallel) {
     if (threads <= 0) threads = omp_get_max_threads();
     ParamLayout layout = ParamLayout::build(c);
     ParamGroups groups = ParamGroups::classify(layout, c);
@@ -52,12 +53,14 @@ TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, 
                                                                                            local.max_muon_min_dim()));
     }
     const int64_t seqs = TokenBatch::max_sequences(micro_batch, seq, doc_mask);
-    m.activations = Activations::bytes_needed(c, micro_batch * seq, seqs, true);
-    m.scratch = GradScratch::bytes_needed(c, micro_batch * seq, seqs);
-    m.conv_im2col = 3 * size_t(micro_batch * seq * c.cca_time1 * c.conv_channels()) * sizeof(real);
+    const int64_t tokens = micro_batch * (seq / std::max(1, context_parallel)); // a pass's: its chunks
+    m.activations = Activations::bytes_needed(c, tokens, seqs, true);
+    m.scratch = GradScratch::bytes_needed(c, tokens, seqs);
+    m.conv_im2col = 3 * size_t(tokens * c.cca_time1 * c.conv_channels()) * sizeof(real);
     // cpu::gemm packs both operands of a bf16 GEMM into per-thread buffers that keep the largest size seen: the LM
     // head's backward, logits' gradient [tokens, V] and the embedding [V, D].
-    if (bf16_matmuls) m.bf16_operands = size_t(micro_batch * seq + c.hidden_size) * size_t(c.vocab_size) * 2;
+    if (bf16_matmuls) m.bf16_operands = size_t(tokens + c.hidden_size) * size_t(c.vocab_size) * 2;
+    m.context = ContextParallel::bytes_needed(c, seq, micro_batch, context_parallel, true);
     return m;
 }
 

@@ -18,17 +18,21 @@ struct TrainMemory {
     size_t params = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0, muon_workspace = 0;
     size_t conv_im2col = 0; // the grouped conv's gathered rows: forward, and backward (rows and their gradient)
     size_t bf16_operands = 0; // --precision bf16: the largest GEMM's operands rounded to bf16 (the LM head's)
+    size_t context = 0; // context parallelism: the gathered keys and values of every layer, their gradients, halos
     std::vector<size_t> optimizer_per_rank;
     size_t total() const {
-        return params + grads + optimizer + activations + scratch + muon_workspace + conv_im2col + bf16_operands;
+        return params + grads + optimizer + activations + scratch + muon_workspace + conv_im2col + bf16_operands +
+               context;
     }
 };
 
 // `threads`: the OpenMP threads of the run (one Newton–Schulz workspace each); 0 = omp_get_max_threads().
 // `bf16_matmuls`: --precision bf16. `doc_mask`: --doc-mask (sequences per micro-batch up to one per token).
+// `context_parallel`: groups of that many of the `ranks` share each sequence (its seq/context_parallel tokens per
+// rank are what the passes hold).
 TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, int ranks = 1,
                          NsPrecision ns = NsPrecision::BF16, int threads = 0, bool bf16_matmuls = false,
-                         bool doc_mask = false);
+                         bool doc_mask = false, int context_parallel = 1);
 
 // One line of a memory plan.
 struct MemoryItem {

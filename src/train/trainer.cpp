@@ -88,8 +88,8 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
         acts_.context = context_.get();
     }
     if (tc.batch % (tc.micro() * data_ranks()) != 0)
-        fail("train: batch ({}) must be a multiple of micro_batch ({}) × data-parallel ranks ({})", tc.batch,
-             tc.micro(), data_ranks());
+        fail("train: batch ({}) must be a multiple of micro_batch ({}) × ranks ({}){}", tc.batch, tc.micro(),
+             data_ranks(), tc.context_parallel > 1 ? " (groups of --context-parallel ranks)" : "");
     if (data_) loader_.emplace(data_, tc.seq, tc.seed, data_rank(), data_ranks(), tc.row_layout().packing);
     if (tc.doc_mask) {
         if (!data_) fail("train: doc_mask needs a data set (its EOS id)");
@@ -199,7 +199,7 @@ int64_t *Trainer::step_counts() {
 
 size_t Trainer::memory_bytes() const {
     return (model_.params.size + grads_.size + device_grads_.size) * sizeof(real) + acts_.bytes() + scratch_.buf.size * sizeof(real) +
-           opt_.state_bytes();
+           opt_.state_bytes() + (context_ ? context_->bytes() : 0);
 }
 
 StepResult Trainer::step(BatchLog *batch_log) {

@@ -2,8 +2,8 @@
 # Context parallelism over MPI (`zaya train --context-parallel N`, dist/context_parallel.h): 2 ranks sharing every
 # sequence, and 4 ranks as 2 data-parallel groups of 2, train the same model as one process on the same batches
 # (per-step and validation losses within 1e-5 relative); the same job twice gives bit-identical models; a checkpoint
-# of a context-parallel run resumes in one process and one process's resumes context-parallel; bad combinations are
-# clear errors. Skipped (exit 0, with a note) when mpirun is not installed.
+# of a context-parallel run resumes in one process and one process's resumes context-parallel; `zaya eval
+# --context-parallel 2` scores as one process does; bad combinations are clear errors. Skipped (exit 0, with a note) when mpirun is not installed.
 #
 # Usage: test_context_parallel.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -83,6 +83,26 @@ mpi_ok "resumed with --context-parallel 2" 2 "$tmp/s" "${args[@]}" --ckpt-every 
 d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/s/metrics.jsonl")
 within "$d" 1e-5 && pass "1 process → context parallel: losses within $d of the uninterrupted run" ||
     fail "1 process → context parallel" "max relative difference $d"
+
+# zaya eval --context-parallel: a 2-rank group scores the validation split as one process does, by position too.
+"$ZAYA" eval "$tmp/cp2/model" --data "$tmp/data" --seq 32 --batch 4 --by-position 4 --json >"$tmp/eval1.json"
+rc=0
+mpi 2 "$ZAYA" eval "$tmp/cp2/model" --data "$tmp/data" --seq 32 --batch 4 --by-position 4 --context-parallel 2 \
+    --json >"$tmp/eval2.json" 2>"$tmp/eval2.err" || rc=$?
+d=$(python3 - "$tmp/eval1.json" "$tmp/eval2.json" <<'PY' 2>&1 || true
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert b["context_parallel"] == 2 and a["tokens"] == b["tokens"], (a, b)
+worst = abs(a["loss"] - b["loss"]) / a["loss"]
+for x, y in zip(a["by_position"], b["by_position"]):
+    assert x["tokens"] == y["tokens"], (x, y)
+    worst = max(worst, abs(x["loss"] - y["loss"]) / x["loss"])
+print(f"{worst:.3e}")
+PY
+)
+[[ $rc -eq 0 ]] && within "$d" 1e-6 &&
+    pass "mpirun -np 2 zaya eval --context-parallel 2 matches 1 process: loss and 4 position ranges within $d" ||
+    fail "zaya eval --context-parallel 2 matches 1 process" "exit $rc, $d" "$(tail -3 "$tmp/eval2.err")"
 
 # Clear errors.
 expect_error "--seq not divisible" "needs --seq divisible by it" train "${base[@]}" --seq 33 --context-parallel 2 \
