@@ -42,7 +42,9 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
     const int cp = int(a.context_parallel);
     if (cp < 1) fail("eval: --context-parallel must be at least 1, got {}", a.context_parallel);
     if (cp > 1) {
-        if (a.seq % cp != 0) fail("eval: --context-parallel {} needs --seq divisible by it, got {}", cp, a.seq);
+        if (a.seq % (2 * cp) != 0)
+            fail("eval: --context-parallel {} needs --seq divisible by {} (2 equal chunks per rank), got {}", cp,
+                 2 * cp, a.seq);
         if (comm.size() % cp != 0)
             fail("eval: --context-parallel {} needs the ranks ({}) to divide into groups of {}", cp, comm.size(), cp);
         if (a.doc_mask || a.packing != "chunks")
@@ -61,7 +63,8 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         on_device.emplace(model_on(m, be));
         be.set_matmul_precision(precision);
     }
-    const int64_t max_seqs = TokenBatch::max_sequences(a.batch, a.seq, a.doc_mask);
+    // With context parallelism a pass holds each sequence's two parts (model/chunk_exchange.h).
+    const int64_t max_seqs = cp > 1 ? 2 * a.batch : TokenBatch::max_sequences(a.batch, a.seq, a.doc_mask);
     Activations acts = Activations::plan(m.config, a.batch * (a.seq / cp), max_seqs, /*keep_all_layers=*/false, be,
                                          !be.host_memory() && precision == cpu::MatmulPrecision::BF16);
     std::unique_ptr<ContextParallel> context; // groups of cp consecutive ranks share each sequence

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "model/chunk_exchange.h"
 
 #include <nlohmann/json.hpp>
 
@@ -33,7 +34,7 @@ Batch TokenBatch::inputs(int32_t doc_eos) const {
         if (n == 0) continue;
         const int64_t start = int64_t(b.tokens.size());
         b.tokens.insert(b.tokens.end(), row(i), row(i) + n);
-        auto pos = int32_t(first_position);
+        auto pos = int32_t(first_positions.empty() ? 0 : first_positions[size_t(i)]);
         for (int64_t t = 0; t < n; ++t) {
             b.positions.push_back(pos++);
             if (row(i)[t] == doc_eos && t + 1 < n) { // a document ends here: the next token starts one
@@ -69,20 +70,22 @@ void TokenBatch::resize(int64_t rows, int64_t T, bool masked) {
     tokens.resize(size_t(rows * (T + 1)));
     learned.resize(masked ? tokens.size() : 0);
     lengths.clear();
-    first_position = 0;
+    first_positions.clear();
 }
 
 TokenBatch TokenBatch::chunk(int r, int n) const {
-    ZAYA_ASSERT(n > 0 && r >= 0 && r < n && seq_len % n == 0 && lengths.empty() && first_position == 0);
-    const int64_t Tc = seq_len / n, at = int64_t(r) * Tc;
+    ZAYA_ASSERT(n > 0 && r >= 0 && r < n && seq_len % (2 * n) == 0 && lengths.empty() && first_positions.empty());
+    const int64_t Tc = seq_len / (2 * n);
     TokenBatch c;
-    c.resize(sequences, Tc, !learned.empty());
-    c.first_position = at;
-    for (int64_t i = 0; i < sequences; ++i) { // Tc inputs and the target after the last: Tc + 1 tokens
-        const size_t from = size_t(i * (seq_len + 1) + at), to = size_t(i * (Tc + 1));
-        std::copy_n(tokens.begin() + ptrdiff_t(from), Tc + 1, c.tokens.begin() + ptrdiff_t(to));
-        if (!learned.empty()) std::copy_n(learned.begin() + ptrdiff_t(from), Tc + 1, c.learned.begin() + ptrdiff_t(to));
-    }
+    c.resize(2 * sequences, Tc, !learned.empty());
+    for (int64_t i = 0; i < sequences; ++i)
+        for (int part = 0; part < 2; ++part) { // Tc inputs and the target after the last: Tc + 1 tokens
+            const int64_t at = chunk_part_start(r, n, part, seq_len);
+            const auto from = ptrdiff_t(i * (seq_len + 1) + at), to = ptrdiff_t((2 * i + part) * (Tc + 1));
+            std::copy_n(tokens.begin() + from, Tc + 1, c.tokens.begin() + to);
+            if (!learned.empty()) std::copy_n(learned.begin() + from, Tc + 1, c.learned.begin() + to);
+            c.first_positions.push_back(at);
+        }
     return c;
 }
 

@@ -50,8 +50,9 @@ struct TokenBatch {
     // [sequences] tokens of each row before its padding (packed rows); empty: every row is full. Padding is not
     // fed to the model: it costs nothing and is not routed (the balancing controller never counts it).
     std::vector<int64_t> lengths;
-    // The position of each row's first token in its sequence: 0, or a context-parallel chunk's start (chunk()).
-    int64_t first_position = 0;
+    // [sequences] the position of each row's first token in its sequence (context parallelism's parts, chunk());
+    // empty: 0.
+    std::vector<int64_t> first_positions;
 
     const int32_t *row(int64_t i) const { return tokens.data() + i * (seq_len + 1); }
     // The inputs row i gives the model: its tokens but the last, padding left out.
@@ -66,9 +67,9 @@ struct TokenBatch {
     std::vector<int32_t> targets(int32_t doc_eos = -1) const;
     int64_t learned_targets(int32_t doc_eos = -1) const; // how many targets are not −1
     void resize(int64_t sequences, int64_t seq_len, bool masked);
-    // Chunk r of n of every row (context parallelism, dist/context_parallel.h): inputs at positions
-    // [r·T/n, (r+1)·T/n) and their targets, flags too; first_position r·T/n. T must divide by n; not for packed
-    // rows (whose lengths differ).
+    // Rank r of n's parts of every row (context parallelism, model/chunk_exchange.h): 2·sequences rows of T/(2n)
+    // inputs and their targets (flags too), each row's parts 0 and 1 in turn, at chunk_part_start's positions. T must
+    // divide by 2n; not for packed rows (whose lengths differ).
     TokenBatch chunk(int r, int n) const;
     // The most sequences inputs() makes of `rows` rows: every token its own document at worst.
     static int64_t max_sequences(int64_t rows, int64_t seq_len, bool doc_mask) {

@@ -17,84 +17,129 @@ int64_t conv_halo(const ZayaConfig &c) {
 
 ContextParallel::ContextParallel(std::shared_ptr<Communicator> group, const ZayaConfig &c, int64_t seq_len,
                                  int64_t max_seqs, bool keep_all_layers)
-    : group_(std::move(group)), rank_(group_->rank()), size_(group_->size()), T_(seq_len), Tc_(seq_len / size_),
-      max_seqs_(max_seqs), C_(c.conv_channels()), H_(conv_halo(c)), Dk_(c.kv_dim()), Dv_(c.kv_dim() / 2),
-      keep_all_layers_(keep_all_layers) {
+    : group_(std::move(group)), rank_(group_->rank()), size_(group_->size()), T_(seq_len),
+      Tc_(seq_len / (2 * size_)), max_seqs_(max_seqs), C_(c.conv_channels()), H_(conv_halo(c)), Dk_(c.kv_dim()),
+      Dv_(c.kv_dim() / 2), keep_all_layers_(keep_all_layers) {
     check_chunks(c, seq_len, size_);
     const size_t kv_floats = size_t(2 * max_seqs * T_ * Dk_);
     const int64_t slots = keep_all_layers ? c.num_hidden_layers : 1;
     kv_ = RealBuffer::zeros(kv_floats * size_t(slots));
     kv_grad_ = RealBuffer::zeros(kv_floats);
-    const size_t halo = size_t(max_seqs * (H_ * C_ + Dv_));
+    const size_t halo = size_t(2 * max_seqs * (H_ * C_ + Dv_)); // both parts of every sequence
     halo_ = RealBuffer::zeros(halo * size_t(slots));
-    prefixes_.resize(size_t(slots));
-    halo_out_ = RealBuffer::zeros(halo);
     dhalo_ = RealBuffer::zeros(halo);
-    dhalo_in_ = RealBuffer::zeros(halo);
+    send_ = RealBuffer::zeros(halo / 2);
+    recv_ = RealBuffer::zeros(halo / 2);
+    prefixes_.resize(size_t(slots));
 }
 
 void ContextParallel::check_chunks(const ZayaConfig &c, int64_t seq_len, int n) {
-    if (seq_len % n != 0)
-        fail("context parallelism over {} ranks needs a sequence length that splits evenly into {} chunks, got {}", n,
-             n, seq_len);
-    if (seq_len / n < conv_halo(c))
+    if (seq_len % (2 * n) != 0)
+        fail("context parallelism over {} ranks cuts each sequence into {} chunks (2 per rank, balanced): the "
+             "sequence length must divide by {}, got {}",
+             n, 2 * n, 2 * n, seq_len);
+    if (seq_len / (2 * n) < conv_halo(c))
         fail("context parallelism over {} ranks: chunks of {} tokens are shorter than the CCA conv's reach ({} "
              "tokens); use fewer ranks or longer sequences",
-             n, seq_len / n, conv_halo(c));
+             n, seq_len / (2 * n), conv_halo(c));
 }
 
 size_t ContextParallel::bytes_needed(const ZayaConfig &c, int64_t seq_len, int64_t max_seqs, int n,
                                      bool keep_all_layers) {
     const size_t kv_floats = size_t(2 * max_seqs * seq_len * c.kv_dim());
     const size_t slots = keep_all_layers ? size_t(c.num_hidden_layers) : 1;
-    const size_t halo = size_t(max_seqs * (conv_halo(c) * c.conv_channels() + c.kv_dim() / 2));
-    return n > 1 ? (kv_floats * (slots + 1) + halo * (slots + 3)) * sizeof(real) : 0;
+    const size_t halo = size_t(2 * max_seqs * (conv_halo(c) * c.conv_channels() + c.kv_dim() / 2));
+    return n > 1 ? (kv_floats * (slots + 1) + halo * (slots + 2)) * sizeof(real) : 0;
 }
 
 size_t ContextParallel::halo_floats() const { return size_t(B_ * (H_ * C_ + Dv_)); }
 
+real *ContextParallel::halo_slot(int64_t l) const {
+    return halo_.data() + size_t(layer_slot(l)) * size_t(2 * max_seqs_ * (H_ * C_ + Dv_));
+}
+
 void ContextParallel::begin(const int64_t *seq_start, int64_t B) {
-    if (B > max_seqs_)
-        fail("context parallelism: a batch of {} sequences, planned for {}", B, max_seqs_);
+    if (B % 2 != 0 || B / 2 > max_seqs_)
+        fail("context parallelism: a batch of {} parts, planned for {} sequences of 2 parts", B, max_seqs_);
     for (int64_t b = 0; b < B; ++b)
         if (seq_start[b + 1] - seq_start[b] != Tc_)
-            fail("context parallelism: sequence {} of the batch holds {} tokens, not this rank's chunk of {} (every "
-                 "sequence must be {} tokens long, cut into {} chunks)",
-                 b, seq_start[b + 1] - seq_start[b], Tc_, T_, size_);
-    B_ = B;
+            fail("context parallelism: part {} of the batch holds {} tokens, not {} (every sequence must be {} "
+                 "tokens long, cut into {} chunks)",
+                 b, seq_start[b + 1] - seq_start[b], Tc_, T_, 2 * size_);
+    B_ = B / 2;
     key_start_.resize(size_t(B));
-    for (int64_t b = 0; b < B; ++b) key_start_[size_t(b)] = b * T_;
-    const size_t halo_slot = size_t(max_seqs_ * (H_ * C_ + Dv_));
+    pos0_.resize(size_t(B));
+    for (int64_t b = 0; b < B; ++b) {
+        key_start_[size_t(b)] = b / 2 * T_; // both parts read their sequence's gathered keys
+        pos0_[size_t(b)] = part_start(int(b % 2));
+    }
     for (size_t slot = 0; slot < prefixes_.size(); ++slot) {
         SeqPrefix &p = prefixes_[slot];
-        p = SeqPrefix{};
-        p.pos0 = first_position();
-        p.key_start = key_start_.data();
-        if (rank_ == 0) continue; // its chunks start their sequences: nothing before them
-        real *halo = halo_.data() + slot * halo_slot;
-        p.z_prev = halo;
-        p.v_prev = halo + B * H_ * C_;
-        p.dz_prev = dhalo_.data();
-        p.dv_prev = dhalo_.data() + B * H_ * C_;
+        real *halo = halo_slot(int64_t(slot));
+        // Rank 0's part 0 starts its sequence (position 0): the ops read no halo for it.
+        p = SeqPrefix{pos0_.data(), key_start_.data(), halo, halo + B * H_ * C_, dhalo_.data(),
+                      dhalo_.data() + B * H_ * C_};
     }
 }
 
+void ContextParallel::pack_tails(int p, const real *z, const real *v_del, real *out) const {
+    for (int64_t i = 0; i < B_; ++i) {
+        const int64_t end = (2 * i + p + 1) * Tc_; // one past the part's last row
+        std::copy_n(z + (end - H_) * C_, H_ * C_, out + i * H_ * C_);
+        std::copy_n(v_del + (end - 1) * Dv_, Dv_, out + B_ * H_ * C_ + i * Dv_);
+    }
+}
+
+void ContextParallel::unpack_halo(int p, const real *in, real *halo) const {
+    for (int64_t i = 0; i < B_; ++i) {
+        const int64_t s = 2 * i + p;
+        std::copy_n(in + i * H_ * C_, H_ * C_, halo + s * H_ * C_);
+        std::copy_n(in + B_ * H_ * C_ + i * Dv_, Dv_, halo + 2 * B_ * H_ * C_ + s * Dv_);
+    }
+}
+
+void ContextParallel::pack_halo(int p, const real *halo, real *out) const {
+    for (int64_t i = 0; i < B_; ++i) {
+        const int64_t s = 2 * i + p;
+        std::copy_n(halo + s * H_ * C_, H_ * C_, out + i * H_ * C_);
+        std::copy_n(halo + 2 * B_ * H_ * C_ + s * Dv_, Dv_, out + B_ * H_ * C_ + i * Dv_);
+    }
+}
+
+void ContextParallel::add_to_tails(int p, const real *in, real *dz, real *d_vdel) const {
+    for (int64_t i = 0; i < B_; ++i) {
+        const int64_t end = (2 * i + p + 1) * Tc_;
+        const real *dzh = in + i * H_ * C_, *dvh = in + B_ * H_ * C_ + i * Dv_;
+        real *dzr = dz + (end - H_) * C_, *dvr = d_vdel + (end - 1) * Dv_;
+        for (int64_t k = 0; k < H_ * C_; ++k) dzr[k] += dzh[k];
+        for (int64_t k = 0; k < Dv_; ++k) dvr[k] += dvh[k];
+    }
+}
+
+// Each transfer below is a chain along the ranks: every rank sends before it receives, and the chain's end only
+// receives, so the blocking transfers always complete.
 const SeqPrefix *ContextParallel::exchange_halos(int64_t l, const real *z, const real *v_del) {
-    // Send first, then receive: the last rank only receives, so the chain of blocking transfers always completes.
-    if (rank_ + 1 < size_) {
-        real *out = halo_out_.data();
-        for (int64_t b = 0; b < B_; ++b) {
-            const int64_t end = (b + 1) * Tc_; // one past the sequence's last row
-            std::copy_n(z + (end - H_) * C_, H_ * C_, out + b * H_ * C_);
-            std::copy_n(v_del + (end - 1) * Dv_, Dv_, out + B_ * H_ * C_ + b * Dv_);
-        }
-        group_->send(out, halo_floats(), rank_ + 1);
-    }
-    if (rank_ > 0) { // into layer l's slot, where its prefix points
-        const size_t halo_slot = size_t(max_seqs_ * (H_ * C_ + Dv_));
-        group_->recv(halo_.data() + size_t(layer_slot(l)) * halo_slot, halo_floats(), rank_ - 1);
-    }
+    real *halo = halo_slot(l);
+    const bool first = rank_ == 0, last = rank_ + 1 == size_;
+    // Part 0 (chunk r) follows chunk r−1: rank r−1's part 0.
+    if (!last) pack_tails(0, z, v_del, send_.data()), group_->send(send_.data(), halo_floats(), rank_ + 1);
+    if (!first) group_->recv(recv_.data(), halo_floats(), rank_ - 1), unpack_halo(0, recv_.data(), halo);
+    // Part 1 (chunk 2n−1−r) follows chunk 2n−2−r: rank r+1's part 1, or on the last rank its own part 0.
+    if (!first) pack_tails(1, z, v_del, send_.data()), group_->send(send_.data(), halo_floats(), rank_ - 1);
+    if (!last) group_->recv(recv_.data(), halo_floats(), rank_ + 1), unpack_halo(1, recv_.data(), halo);
+    if (last) pack_tails(0, z, v_del, send_.data()), unpack_halo(1, send_.data(), halo);
     return prefix(l);
+}
+
+void ContextParallel::return_halo_grads(real *dz, real *d_vdel) {
+    const bool first = rank_ == 0, last = rank_ + 1 == size_;
+    // Part 0's halo came from rank r−1's part 0 (rank 0's part 0 has none).
+    if (!first) pack_halo(0, dhalo_.data(), send_.data()), group_->send(send_.data(), halo_floats(), rank_ - 1);
+    if (!last) group_->recv(recv_.data(), halo_floats(), rank_ + 1), add_to_tails(0, recv_.data(), dz, d_vdel);
+    // Part 1's from rank r+1's part 1, or on the last rank from its own part 0.
+    if (!last) pack_halo(1, dhalo_.data(), send_.data()), group_->send(send_.data(), halo_floats(), rank_ + 1);
+    if (!first) group_->recv(recv_.data(), halo_floats(), rank_ - 1), add_to_tails(1, recv_.data(), dz, d_vdel);
+    if (last) pack_halo(1, dhalo_.data(), send_.data()), add_to_tails(0, send_.data(), dz, d_vdel);
 }
 
 std::pair<const real *, const real *> ContextParallel::gathered_kv(int64_t l) const {
@@ -102,24 +147,31 @@ std::pair<const real *, const real *> ContextParallel::gathered_kv(int64_t l) co
     return {slot, slot + max_seqs_ * T_ * Dk_};
 }
 
+// The blocks of the gathered keys and values that rank `owner` holds: both parts of every sequence.
+static std::vector<Communicator::Block> owned_blocks(int owner, int n, int64_t B, int64_t T, int64_t Tc, int64_t Dk,
+                                                     size_t values) {
+    std::vector<Communicator::Block> blocks;
+    for (int64_t i = 0; i < B; ++i)
+        for (int p = 0; p < 2; ++p) {
+            const size_t at = size_t((i * T + chunk_part_start(owner, n, p, T)) * Dk), count = size_t(Tc * Dk);
+            blocks.push_back({at, count});
+            blocks.push_back({at + values, count});
+        }
+    return blocks;
+}
+
 std::pair<const real *, const real *> ContextParallel::gather_kv(int64_t l, const real *k, const real *v) {
     real *keys = kv_.data() + size_t(layer_slot(l)) * size_t(2 * max_seqs_ * T_ * Dk_);
     const int64_t values = max_seqs_ * T_ * Dk_; // offset of the values from the keys
-    for (int64_t b = 0; b < B_; ++b) {
-        real *at = keys + (b * T_ + first_position()) * Dk_;
-        std::copy_n(k + b * Tc_ * Dk_, Tc_ * Dk_, at);
-        std::copy_n(v + b * Tc_ * Dk_, Tc_ * Dk_, at + values);
-    }
-    std::vector<Communicator::Block> blocks;
-    for (int root = 0; root < size_; ++root) { // each rank's chunks of every sequence, keys and values
-        blocks.clear();
-        for (int64_t b = 0; b < B_; ++b) {
-            const size_t at = size_t((b * T_ + int64_t(root) * Tc_) * Dk_), n = size_t(Tc_ * Dk_);
-            blocks.push_back({at, n});
-            blocks.push_back({at + size_t(values), n});
+    for (int64_t i = 0; i < B_; ++i)
+        for (int p = 0; p < 2; ++p) {
+            real *at = keys + (i * T_ + part_start(p)) * Dk_;
+            const int64_t row = (2 * i + p) * Tc_;
+            std::copy_n(k + row * Dk_, Tc_ * Dk_, at);
+            std::copy_n(v + row * Dk_, Tc_ * Dk_, at + values);
         }
-        group_->broadcast_blocks(keys, blocks, root);
-    }
+    for (int root = 0; root < size_; ++root)
+        group_->broadcast_blocks(keys, owned_blocks(root, size_, B_, T_, Tc_, Dk_, size_t(values)), root);
     return {keys, keys + values};
 }
 
@@ -133,33 +185,17 @@ void ContextParallel::reduce_kv_grads(real *dk, real *dv) {
     const int64_t values = max_seqs_ * T_ * Dk_;
     std::vector<Communicator::Part> parts;
     for (int owner = 0; owner < size_; ++owner)
-        for (int64_t b = 0; b < B_; ++b) {
-            const size_t at = size_t((b * T_ + int64_t(owner) * Tc_) * Dk_), n = size_t(Tc_ * Dk_);
-            parts.push_back({at, n, owner});
-            parts.push_back({at + size_t(values), n, owner});
-        }
+        for (const Communicator::Block &b : owned_blocks(owner, size_, B_, T_, Tc_, Dk_, size_t(values)))
+            parts.push_back({b.offset, b.count, owner});
     group_->start_reduce_sum(dkeys, parts);
     group_->wait_all();
-    for (int64_t b = 0; b < B_; ++b) {
-        const real *at = dkeys + (b * T_ + first_position()) * Dk_;
-        std::copy_n(at, Tc_ * Dk_, dk + b * Tc_ * Dk_);
-        std::copy_n(at + values, Tc_ * Dk_, dv + b * Tc_ * Dk_);
-    }
-}
-
-void ContextParallel::return_halo_grads(real *dz, real *d_vdel) {
-    // Send first, then receive: rank 0 only receives, so the chain completes.
-    if (rank_ > 0) group_->send(dhalo_.data(), halo_floats(), rank_ - 1);
-    if (rank_ + 1 == size_) return;
-    real *in = dhalo_in_.data();
-    group_->recv(in, halo_floats(), rank_ + 1);
-    for (int64_t b = 0; b < B_; ++b) {
-        const int64_t end = (b + 1) * Tc_;
-        const real *dzh = in + b * H_ * C_, *dvh = in + B_ * H_ * C_ + b * Dv_;
-        real *dzr = dz + (end - H_) * C_, *dvr = d_vdel + (end - 1) * Dv_;
-        for (int64_t i = 0; i < H_ * C_; ++i) dzr[i] += dzh[i];
-        for (int64_t i = 0; i < Dv_; ++i) dvr[i] += dvh[i];
-    }
+    for (int64_t i = 0; i < B_; ++i)
+        for (int p = 0; p < 2; ++p) {
+            const real *at = dkeys + (i * T_ + part_start(p)) * Dk_;
+            const int64_t row = (2 * i + p) * Tc_;
+            std::copy_n(at, Tc_ * Dk_, dk + row * Dk_);
+            std::copy_n(at + values, Tc_ * Dk_, dv + row * Dk_);
+        }
 }
 
 } // namespace zaya

@@ -1,9 +1,10 @@
 // Context parallelism (spec C.4: ZAYA1's context extension ran "all-gather KV context parallelism", 2 ranks at
-// 32K, 8 at 131K). The n ranks of a group hold the same sequences of T tokens, rank r the chunk of positions
-// [r·T/n, (r+1)·T/n) of each, so activation memory per rank falls with n. Everything but CCA works token by token;
-// what crosses the chunks, per layer:
-// - the conv reads the 2 z rows before a chunk, the value shift the delayed projection of the token before: the
-//   rank before sends them point to point (the halo), and in backward their gradients go back to it;
+// 32K, 8 at 131K). The n ranks of a group hold the same sequences of T tokens, rank r two parts of each: chunks r
+// and 2n−1−r of 2n (model/chunk_exchange.h: causal attention's work is then equal across the ranks), so activation
+// memory per rank falls with n. Everything but CCA works token by token; what crosses the parts, per layer:
+// - the conv reads the 2 z rows before a part, the value shift the delayed projection of the token before: the
+//   rank holding the chunk before sends them point to point (the halo: part 0's from rank r−1, part 1's from rank
+//   r+1, the last rank's part 1 follows its own part 0), and in backward their gradients go back to it;
 // - attention reads every key before a query: the ranks all-gather the layer's keys and values (2 KV heads, a
 //   quarter of the queries' size in ZAYA1) and in backward sum their gradients onto the ranks that own them.
 // The model's passes call it (as their ChunkExchange) where a layer needs them when Activations::context is set.
@@ -24,30 +25,28 @@ class Communicator;
 
 class ContextParallel final : public ChunkExchange {
   public:
-    // group: rank r of it holds chunk r. Buffers for up to max_seqs sequences of seq_len tokens, for every layer
-    // (keep_all_layers: training, whose backward reads each layer's gathered keys) or one reused (evaluation).
-    // Fails naming the value when seq_len does not split into chunks of at least the conv's halo.
+    // group: rank r of it holds chunks r and 2n−1−r. Buffers for up to max_seqs sequences of seq_len tokens, for
+    // every layer (keep_all_layers: training, whose backward reads each layer's gathered keys) or one reused
+    // (evaluation). Fails naming the value when seq_len does not split into 2n chunks of at least the conv's halo.
     ContextParallel(std::shared_ptr<Communicator> group, const ZayaConfig &c, int64_t seq_len, int64_t max_seqs,
                     bool keep_all_layers);
-    // Fails, naming the values, unless seq_len splits into n chunks of at least the conv's halo.
+    // Fails, naming the values, unless seq_len splits into 2n chunks of at least the conv's halo.
     static void check_chunks(const ZayaConfig &c, int64_t seq_len, int n);
     // Bytes the buffers take (zaya info): gathered keys and values, their gradients, the halos.
     static size_t bytes_needed(const ZayaConfig &c, int64_t seq_len, int64_t max_seqs, int n, bool keep_all_layers);
     size_t bytes() const {
-        return (kv_.size + kv_grad_.size + halo_.size + halo_out_.size + dhalo_.size + dhalo_in_.size) * sizeof(real);
+        return (kv_.size + kv_grad_.size + halo_.size + dhalo_.size + send_.size + recv_.size) * sizeof(real);
     }
 
     int chunk() const override { return rank_; }
     int chunks() const override { return size_; }
     Communicator &group() { return *group_; }
     int64_t seq_len() const { return T_; }
-    int64_t chunk_len() const { return Tc_; }
-    int64_t first_position() const { return int64_t(rank_) * Tc_; } // of this rank's chunk
+    int64_t chunk_len() const { return Tc_; } // tokens of each part
 
-    // ChunkExchange (model/chunk_exchange.h). The chunks are this group's ranks in order: the halo comes from rank
-    // r−1 (rank 0's chunks start their sequences: no halo), the gathered keys lie per sequence, its T rows in turn
-    // (every rank's chunk r at rows r·chunk_len …), and the keys' gradients are summed onto the ranks that own them
-    // (one reduce per chunk and sequence).
+    // ChunkExchange (model/chunk_exchange.h). The batch holds each sequence's parts 0 and 1 in turn; the gathered
+    // keys lie per sequence, its T rows in turn (chunk c at rows c·chunk_len …), and the keys' gradients are summed
+    // onto the ranks that own them (one reduce per chunk and sequence).
     void begin(const int64_t *seq_start, int64_t B) override;
     const SeqPrefix *prefix(int64_t l) const override { return &prefixes_[size_t(layer_slot(l))]; }
     const SeqPrefix *exchange_halos(int64_t l, const real *z, const real *v_del) override;
@@ -58,19 +57,29 @@ class ContextParallel final : public ChunkExchange {
     void return_halo_grads(real *dz, real *d_vdel) override;
 
   private:
-    size_t halo_floats() const; // one message: B·H·C of z, then B·Dv of v_del
+    size_t halo_floats() const; // one message, one part of every sequence: B·H·C of z, then B·Dv of v_del
+    real *halo_slot(int64_t l) const; // layer l's halo received: [2B, H, C] of z, then [2B, Dv] of v_del
+    // The message of part p: each sequence's last rows of z and v_del (its tails) into out; the other way, a message
+    // into part p's rows of a halo (or of its gradient).
+    void pack_tails(int p, const real *z, const real *v_del, real *out) const;
+    void unpack_halo(int p, const real *in, real *halo) const;
+    // The gradients: part p's rows of the halo's gradient into a message; a message added into part p's tails.
+    void pack_halo(int p, const real *halo, real *out) const;
+    void add_to_tails(int p, const real *in, real *dz, real *d_vdel) const;
+    int64_t part_start(int p) const { return chunk_part_start(rank_, size_, p, T_); }
     int64_t layer_slot(int64_t l) const { return keep_all_layers_ ? l : 0; }
 
     std::shared_ptr<Communicator> group_;
     int rank_, size_;
     int64_t T_, Tc_, max_seqs_, C_, H_, Dk_, Dv_;
     bool keep_all_layers_;
-    int64_t B_ = 0; // sequences of the pass begun
+    int64_t B_ = 0; // sequences of the pass begun (2·B_ parts)
     RealBuffer kv_;      // per layer slot: keys [max_seqs·T, Dk] then values, the current pass's B sequences first
     RealBuffer kv_grad_; // dk then dv, one layer's
     RealBuffer halo_;    // per layer slot: the halo received (the conv's backward reads it again)
-    RealBuffer halo_out_, dhalo_, dhalo_in_; // the halo sent; its gradient sent, received
-    std::vector<int64_t> key_start_;
+    RealBuffer dhalo_;   // its gradient, as the ops write it
+    RealBuffer send_, recv_; // one message each
+    std::vector<int64_t> key_start_, pos0_; // per part
     std::vector<SeqPrefix> prefixes_; // per layer slot
 };
 

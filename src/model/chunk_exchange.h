@@ -10,14 +10,22 @@
 
 namespace zaya {
 
+// Context parallelism's layout, load-balanced as Megatron-LM's: a sequence of T tokens is cut into 2n chunks of
+// T/(2n) and rank r of n holds chunks r and 2n−1−r — its parts 0 and 1 — so every rank's queries see as many keys
+// in all and causal attention's work is equal across the ranks (with n contiguous chunks the last rank's would be
+// 2n−1 times the first's). The position of part `part`'s first token:
+inline int64_t chunk_part_start(int r, int n, int part, int64_t T) {
+    return int64_t(part == 0 ? r : 2 * n - 1 - r) * (T / (2 * int64_t(n)));
+}
+
 class ChunkExchange {
   public:
     virtual ~ChunkExchange() = default;
-    // This rank's chunk of every sequence, of how many (a data loader cuts its rows with them: TokenBatch::chunk).
+    // This rank r of the n that share each sequence (a data loader cuts its rows with them: TokenBatch::chunk).
     virtual int chunk() const = 0;
     virtual int chunks() const = 0;
-    // Starts a pass over B sequences (seq_start[B+1], host memory), each this rank's chunk; fails naming the
-    // sequence that is not.
+    // Starts a pass over B sequences (seq_start[B+1], host memory): this rank's parts 0 and 1 of every sequence in
+    // turn (chunk_part_start); fails naming the sequence that is not one.
     virtual void begin(const int64_t *seq_start, int64_t B) = 0;
     // Forward, after layer l's projections: sends what the next chunk reads of this one's end (the last rows of z
     // [N, C] and v_del [N, Dv] of each sequence), receives the previous chunk's; returns layer l's prefix

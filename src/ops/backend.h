@@ -9,6 +9,7 @@
 #include "ops/cpu/cca.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/moe.h"
+#include "ops/cpu/seq_prefix.h"
 #include "optim/adamw.h"
 #include "optim/muon.h"
 
@@ -20,22 +21,9 @@
 
 namespace zaya {
 
-// What comes before the rows of a batch whose sequences are later chunks of longer ones (context parallelism: the
-// earlier chunks are other ranks'; model/context_parallel.h), in the backend's memory. The ops read it where a whole
-// sequence has its start: the conv's padding, the first token's delayed value, the keys before the chunk.
-struct SeqPrefix {
-    int64_t pos0 = 0;                  // the position of every sequence's first row
-    const int64_t *key_start = nullptr; // [B] attention: the row of each sequence's key at position 0 in the k, v given
-                                        // (keys at positions 0 … pos0+T−1; cpu::KeyRows)
-    const real *z_prev = nullptr;      // [B, cca_conv_halo, C] the conv input z at the positions just before (null: none)
-    const real *v_prev = nullptr;      // [B, Dv] the delayed projection v_del at the position just before (null: none)
-    real *dz_prev = nullptr;           // [B, cca_conv_halo, C] z_prev's gradient, written (=) by cca_conv_backward
-    real *dv_prev = nullptr;           // [B, Dv] v_prev's gradient, written (=) by delayed_values_backward
-};
-
 // A varlen batch as the ops see it: sequence b owns rows [seq_start[b], seq_start[b+1]) of the N rows; seq_start
-// (B+1 entries) is in the backend's memory, the sizes on the host (a GPU sizes its grids with them). prefix: null
-// for whole sequences.
+// (B+1 entries) is in the backend's memory, the sizes on the host (a GPU sizes its grids with them). prefix
+// (ops/cpu/seq_prefix.h): null for whole sequences.
 struct SeqBatch {
     const int64_t *seq_start;
     int64_t B, N, max_len;

@@ -142,9 +142,9 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
                    comm->size(), comm->name(), tc.micro(),
                    double(data_parallel_bytes_per_step(trainer.optimizer().groups(), comm->size())) / (1 << 20));
     if (tc.context_parallel > 1)
-        fmt::print("  context parallel: groups of {} ranks share each sequence, chunks of {} tokens per rank ({} "
+        fmt::print("  context parallel: groups of {} ranks share each sequence, 2 chunks of {} tokens per rank ({} "
                    "group{} data parallel); the keys and values of each layer are all-gathered within a group\n",
-                   tc.context_parallel, tc.seq / tc.context_parallel, comm->size() / tc.context_parallel,
+                   tc.context_parallel, tc.seq / (2 * tc.context_parallel), comm->size() / tc.context_parallel,
                    comm->size() / tc.context_parallel == 1 ? "" : "s");
     if (comm->size() > 1) { // ZeRO-1: what each rank allocated for its share of the optimizer state
         fmt::print("  optimizer state per rank (ZeRO-1): {} MiB\n",

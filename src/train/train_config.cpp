@@ -32,9 +32,9 @@ void TrainConfig::validate() const {
         fail("train: packing must be 'chunks' or 'documents', got '{}'", packing);
     if (context_parallel < 1) fail("train: context_parallel must be at least 1, got {}", context_parallel);
     if (context_parallel > 1) {
-        if (seq % context_parallel != 0)
-            fail("train: --context-parallel {} needs --seq divisible by it (equal chunks), got {}", context_parallel,
-                 seq);
+        if (seq % (2 * context_parallel) != 0)
+            fail("train: --context-parallel {} needs --seq divisible by {} (2 equal chunks per rank), got {}",
+                 context_parallel, 2 * context_parallel, seq);
         if (doc_mask || packing != "chunks")
             fail("train: --context-parallel works on whole rows of the token stream; --doc-mask and --pack "
                  "documents are not supported with it yet");

@@ -30,8 +30,12 @@ BalancingConfig balancing_config(const TrainConfig &tc) {
     return b;
 }
 
-// Tokens of a sequence one forward pass holds: with context parallelism, this rank's chunk.
+// Tokens of a sequence one forward pass holds, and sequences of a micro-batch: with context parallelism, this rank's
+// two parts of each (model/chunk_exchange.h).
 int64_t pass_seq(const TrainConfig &tc) { return tc.seq / std::max<int64_t>(1, tc.context_parallel); }
+int64_t pass_seqs(const TrainConfig &tc) {
+    return tc.context_parallel > 1 ? 2 * tc.micro() : TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask);
+}
 
 GuardConfig guard_config(const TrainConfig &tc) {
     GuardConfig g;
@@ -65,12 +69,10 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
       backend_(backend_named(tc.device)), comm_(comm ? std::move(comm) : std::make_shared<SingleProcess>()), model_(std::move(model)), data_(std::move(data)), opt_(model_.layout, model_.config, tc.optim_config(), comm_, backend_),
       balance_(model_.layout, model_.config, balancing_config(tc)),
       // A device with bf16 matmuls: the linears' inputs get bf16 copies where they are produced (no conversions).
-      acts_(Activations::plan(model_.config, tc.micro() * pass_seq(tc),
-                              TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask), /*keep_all_layers=*/true,
+      acts_(Activations::plan(model_.config, tc.micro() * pass_seq(tc), pass_seqs(tc), /*keep_all_layers=*/true,
                               backend_,
                               !backend_.host_memory() && matmul_precision_ == cpu::MatmulPrecision::BF16)),
-      scratch_(GradScratch::plan(model_.config, tc.micro() * pass_seq(tc),
-                                 TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask), backend_)),
+      scratch_(GradScratch::plan(model_.config, tc.micro() * pass_seq(tc), pass_seqs(tc), backend_)),
       grads_(RealBuffer::zeros(backend_.host_memory() ? model_.layout.total : 0)),
       counts_(size_t(model_.config.num_hidden_layers * model_.config.router_classes()), 0), guard_(guard_config(tc)),
       fault_nan_(env_iterations("ZAYA_FAULT_NAN_GRAD")), fault_spike_(env_iterations("ZAYA_FAULT_SPIKE_GRAD")),
@@ -80,7 +82,6 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
         ContextParallel::check_chunks(model_.config, tc.seq, n);
         if (comm_->size() % n != 0)
             fail("train: --context-parallel {} needs the ranks ({}) to divide into groups of {}", n, comm_->size(), n);
-        if (pass_seq(tc) * n != tc.seq) fail("train: --context-parallel {} needs --seq divisible by it", n);
         // Groups of consecutive ranks: with one launcher slot per core those share a machine, and the halos and
         // keys cross the fastest links.
         context_ = std::make_unique<ContextParallel>(comm_->split(comm_->rank() / n, comm_->rank() % n),

@@ -50,9 +50,9 @@ mpi_ok() {
 }
 
 expect_ok "1 process" train "${args[@]}" --out "$tmp/one"
-mpi_ok "mpirun -np 2 --context-parallel 2: each rank 16 of every sequence's 32 tokens" 2 "$tmp/cp2" "${args[@]}" \
+mpi_ok "mpirun -np 2 --context-parallel 2: each rank 2 × 8 of every sequence's 32 tokens" 2 "$tmp/cp2" "${args[@]}" \
     --context-parallel 2
-grep -q "context parallel: groups of 2 ranks share each sequence, chunks of 16 tokens per rank (1 group data" \
+grep -q "context parallel: groups of 2 ranks share each sequence, 2 chunks of 8 tokens per rank (1 group data" \
     "$tmp/cp2.log" && pass "the banner names the groups and the chunks" ||
     fail "the banner names the groups and the chunks" "$(grep -m1 'context' "$tmp/cp2.log" || true)"
 d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/cp2/metrics.jsonl")
@@ -63,7 +63,7 @@ mpi_ok "mpirun -np 4 --context-parallel 2 --micro-batch 2: 2 data-parallel group
 d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/cp2dp2/metrics.jsonl")
 within "$d" 1e-5 && pass "2 groups × 2 context-parallel ranks match 1 process: losses within $d relative" ||
     fail "2 groups × 2 context-parallel ranks match 1 process" "max relative difference $d"
-mpi_ok "mpirun -np 4 --context-parallel 4: chunks of 8 tokens" 4 "$tmp/cp4" "${args[@]}" --context-parallel 4
+mpi_ok "mpirun -np 4 --context-parallel 4: chunks of 4 tokens" 4 "$tmp/cp4" "${args[@]}" --context-parallel 4
 d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/cp4/metrics.jsonl")
 within "$d" 1e-5 && pass "4 context-parallel ranks match 1 process: losses within $d relative" ||
     fail "4 context-parallel ranks match 1 process" "max relative difference $d"
@@ -105,13 +105,14 @@ PY
     fail "zaya eval --context-parallel 2 matches 1 process" "exit $rc, $d" "$(tail -3 "$tmp/eval2.err")"
 
 # Clear errors.
-expect_error "--seq not divisible" "needs --seq divisible by it" train "${base[@]}" --seq 33 --context-parallel 2 \
+expect_error "--seq not divisible" "needs --seq divisible by 4 \(2 equal chunks per rank\)" train "${base[@]}" \
+    --seq 30 --context-parallel 2 \
     --out "$tmp/e1"
 expect_error "with --doc-mask" "--doc-mask and --pack documents are not supported with it" train "${args[@]}" \
     --doc-mask --context-parallel 2 --out "$tmp/e2"
 expect_error "one process cannot make a group of 2" "ranks \(1\) to divide into groups of 2" train "${args[@]}" \
     --context-parallel 2 --out "$tmp/e3"
-expect_error "chunks shorter than the conv's reach" "shorter than the CCA conv's reach" train "${base[@]}" --seq 4 \
+expect_error "chunks shorter than the conv's reach" "shorter than the CCA conv's reach" train "${base[@]}" --seq 8 \
     --context-parallel 4 --out "$tmp/e4"
 
 finish

@@ -203,65 +203,76 @@ TEST(Attention, BitIdenticalForOneAndTwoThreads) {
     }
 }
 
-// Context parallelism's attention (KeyRows): every sequence cut into chunks of positions, each chunk's queries against
-// the keys of its sequence up to its end, laid out per sequence as the gathered keys are. Each chunk's output and lse
-// must be the whole sequences' at its rows, and its dk, dv summed over the chunks the whole sequences' — against the
-// naive reference, for 1 and 2 threads (the backward's two task splits), chunks not on the blocks' grid.
-TEST(Attention, ChunksAgainstTheirKeysMatchTheWholeSequences) {
+// Context parallelism's attention (SeqPrefix): every sequence cut into 2n chunks, rank r's call holding chunks r and
+// 2n−1−r of each (two parts sharing their sequence's keys, laid out as the gathered keys are) against the keys up to
+// each part's end. The parts' output and lse must be the whole sequences' at their rows, and dk, dv (the two parts
+// summed into shared rows within a call, then over the ranks) the whole sequences' — against the naive reference,
+// for 1 and 2 threads (the backward's two task splits), chunks not on the blocks' grid.
+TEST(Attention, PartsAgainstTheirKeysMatchTheWholeSequences) {
     const int saved = omp_get_max_threads();
-    const std::vector<std::pair<Case, int64_t>> chunked = {
-        {{{200, 200}, 4, 2, 16, 0}, 2},   // chunk of 100: not a multiple of the query block
+    const std::vector<std::pair<Case, int>> chunked = {
+        {{{200, 200}, 4, 2, 16, 0}, 2},   // parts of 50: not a multiple of the query block
         {{{300, 300, 300}, 8, 2, 8, 0}, 3},
-        {{{700}, 4, 1, 16, 0}, 4},        // chunks of 175 over key blocks of 256
-        {{{260, 260}, 4, 2, 16, 70}, 2},  // sliding window: a chunk sees only the end of the one before
+        {{{700}, 4, 1, 16, 0}, 2},        // parts of 175 over key blocks of 256
+        {{{260, 260}, 4, 2, 16, 70}, 2},  // sliding window: a part sees only the end of the one before
         {{{600}, 8, 2, 8, 300}, 3},       // window wider than a key block
     };
     uint64_t seed = 200;
-    for (const auto &[c, chunks] : chunked) {
+    for (const auto &[c, n] : chunked) {
         const Data d = make_data(c, seed++);
         const Reference want = run_reference(c, d);
         const int64_t B = int64_t(c.lengths.size()), T = c.lengths[0], wq = c.nq * c.hd, wk = c.nkv * c.hd;
+        const int64_t Tc = T / (2 * n);
         const cpu::AttnShape s = shape_of(c);
         for (int threads : {1, 2}) {
             omp_set_num_threads(threads);
-            Result got; // whole-batch layout: each chunk's rows written where they lie in the whole sequences
+            Result got; // whole-batch layout: each part's rows written where they lie in the whole sequences
             got.out.assign(d.q.size(), std::nanf(""));
             got.lse.assign(d.q.size() / size_t(c.hd), std::nanf(""));
             got.dq.assign(d.q.size(), std::nanf(""));
             got.dk.assign(d.k.size(), 0.0f);
             got.dv.assign(d.v.size(), 0.0f);
-            for (int64_t r = 0; r < chunks; ++r) {
-                const int64_t p0 = r * T / chunks, p1 = (r + 1) * T / chunks, Tc = p1 - p0;
-                // This chunk's rows of every sequence, packed: q, the output's gradient.
-                std::vector<float> q(size_t(B * Tc * wq)), g(q.size());
-                std::vector<int64_t> seq_start, key_start;
-                for (int64_t b = 0; b < B; ++b) {
-                    seq_start.push_back(b * Tc);
-                    key_start.push_back(b * T); // d.k, d.v: the whole sequences, as gathered from every chunk
-                    std::copy_n(d.q.begin() + (b * T + p0) * wq, Tc * wq, q.begin() + b * Tc * wq);
-                    std::copy_n(d.g.begin() + (b * T + p0) * wq, Tc * wq, g.begin() + b * Tc * wq);
-                }
-                seq_start.push_back(B * Tc);
-                const cpu::KeyRows keys{key_start.data(), p0};
+            for (int r = 0; r < n; ++r) {
+                const int64_t start[2] = {r * Tc, (2 * n - 1 - r) * Tc}; // parts 0 and 1
+                // This rank's parts of every sequence, packed: q, the output's gradient.
+                std::vector<float> q(size_t(2 * B * Tc * wq)), g(q.size());
+                std::vector<int64_t> seq_start, key_start, pos0;
+                for (int64_t b = 0; b < B; ++b)
+                    for (int p = 0; p < 2; ++p) {
+                        const int64_t row = (2 * b + p) * Tc;
+                        seq_start.push_back(row);
+                        key_start.push_back(b * T); // d.k, d.v: the whole sequences, as gathered from every rank
+                        pos0.push_back(start[p]);
+                        std::copy_n(d.q.begin() + (b * T + start[p]) * wq, Tc * wq, q.begin() + row * wq);
+                        std::copy_n(d.g.begin() + (b * T + start[p]) * wq, Tc * wq, g.begin() + row * wq);
+                    }
+                seq_start.push_back(2 * B * Tc);
+                SeqPrefix keys;
+                keys.pos0 = pos0.data();
+                keys.key_start = key_start.data();
                 std::vector<float> out(q.size()), lse(q.size() / size_t(c.hd)), dq(q.size());
                 std::vector<float> dk(d.k.size(), std::nanf("")), dv(d.v.size(), std::nanf(""));
-                cpu::attention_forward(out.data(), lse.data(), q.data(), d.k.data(), d.v.data(), seq_start.data(), B,
-                                       s, keys);
+                cpu::attention_forward(out.data(), lse.data(), q.data(), d.k.data(), d.v.data(), seq_start.data(),
+                                       2 * B, s, &keys);
                 cpu::attention_backward(dq.data(), dk.data(), dv.data(), g.data(), out.data(), lse.data(), q.data(),
-                                        d.k.data(), d.v.data(), seq_start.data(), B, s, keys);
+                                        d.k.data(), d.v.data(), seq_start.data(), 2 * B, s, &keys);
+                const int64_t key_end = start[1] + Tc; // part 1 reaches furthest
                 for (int64_t b = 0; b < B; ++b) {
-                    std::copy_n(out.begin() + b * Tc * wq, Tc * wq, got.out.begin() + (b * T + p0) * wq);
-                    std::copy_n(dq.begin() + b * Tc * wq, Tc * wq, got.dq.begin() + (b * T + p0) * wq);
-                    std::copy_n(lse.begin() + b * Tc * c.nq, Tc * c.nq, got.lse.begin() + (b * T + p0) * c.nq);
-                    // dk, dv: written for the keys up to the chunk's end, the later ones left as they were.
+                    for (int p = 0; p < 2; ++p) {
+                        const int64_t row = (2 * b + p) * Tc, at = b * T + start[p];
+                        std::copy_n(out.begin() + row * wq, Tc * wq, got.out.begin() + at * wq);
+                        std::copy_n(dq.begin() + row * wq, Tc * wq, got.dq.begin() + at * wq);
+                        std::copy_n(lse.begin() + row * c.nq, Tc * c.nq, got.lse.begin() + at * c.nq);
+                    }
+                    // dk, dv: written for the keys up to the parts' end, the later ones left as they were.
                     for (int64_t e = 0; e < T * wk; ++e) {
                         const size_t i = size_t(b * T * wk + e);
-                        EXPECT_EQ(std::isnan(dk[i]), e >= p1 * wk) << "dk[" << i << "] chunk " << r;
-                        if (e < p1 * wk) got.dk[i] += dk[i], got.dv[i] += dv[i];
+                        EXPECT_EQ(std::isnan(dk[i]), e >= key_end * wk) << "dk[" << i << "] rank " << r;
+                        if (e < key_end * wk) got.dk[i] += dk[i], got.dv[i] += dv[i];
                     }
                 }
             }
-            const std::string what = describe(c) + ", " + std::to_string(chunks) + " chunks, threads ";
+            const std::string what = describe(c) + ", " + std::to_string(n) + " ranks, threads ";
             expect_close(got.out, want.out, 1e-5, (what + std::to_string(threads) + ": out").c_str(), c);
             expect_close(got.lse, want.lse, 1e-5, (what + std::to_string(threads) + ": lse").c_str(), c);
             expect_close(got.dq, want.dq, 5e-5, (what + std::to_string(threads) + ": dq").c_str(), c);

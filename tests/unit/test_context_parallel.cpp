@@ -1,7 +1,8 @@
 // Context parallelism (dist/context_parallel.h): n ranks — threads here, over an in-process group — each run the
-// model on their chunk of the same sequences, exchanging halos and keys. Their logits must be the whole sequences'
+// model on their two parts (chunks r and 2n−1−r of 2n) of the same sequences, exchanging halos and keys. Their logits must be the whole sequences'
 // and their gradients (each rank's loss weighted 1/n) must sum to the whole sequences' — for 2, 3 and 4 chunks,
 // with a sliding-window layer whose window reaches across chunk boundaries.
+#include "data/loader.h"
 #include "dist/comm.h"
 #include "dist/context_parallel.h"
 #include "model/activations.h"
@@ -104,35 +105,25 @@ struct CpPass {
     double loss = 0;
 };
 
-// Forward and backward of `tokens` (B sequences of T + 1 tokens: inputs and next-token targets), or of chunk r of n
-// of each sequence's positions when group is given; the gradient of loss/n.
-CpPass run_chunks(const Model &m, const std::vector<std::vector<int32_t>> &tokens,
-                  std::shared_ptr<Communicator> group) {
+// Forward and backward of `rows` (B rows of T + 1 tokens: inputs and next-token targets), or, when group is given,
+// of rank r of n's parts of them (TokenBatch::chunk, as the trainer cuts them); the gradient of loss/n.
+CpPass run_chunks(const Model &m, const TokenBatch &rows, std::shared_ptr<Communicator> group) {
     const ZayaConfig &c = m.config;
-    const int64_t B = int64_t(tokens.size()), T = int64_t(tokens[0].size()) - 1;
-    const int n = group ? group->size() : 1, r = group ? group->rank() : 0;
-    const int64_t Tc = T / n, p0 = r * Tc;
-    Batch batch;
-    std::vector<int32_t> targets;
-    for (int64_t b = 0; b < B; ++b) {
-        batch.seq_start.push_back(b * Tc);
-        for (int64_t t = p0; t < p0 + Tc; ++t) {
-            batch.tokens.push_back(tokens[size_t(b)][size_t(t)]);
-            batch.positions.push_back(int32_t(t));
-            targets.push_back(tokens[size_t(b)][size_t(t + 1)]);
-        }
-    }
-    batch.seq_start.push_back(B * Tc);
-    Activations acts = Activations::plan(c, B * Tc, B, true);
+    const int n = group ? group->size() : 1;
+    const TokenBatch mine = group ? rows.chunk(group->rank(), n) : rows;
+    const Batch batch = mine.inputs();
+    const std::vector<int32_t> targets = mine.targets();
+    const int64_t N = batch.num_tokens(), B = batch.num_sequences();
+    Activations acts = Activations::plan(c, N, B, true);
     std::unique_ptr<ContextParallel> cp;
     if (group) {
-        cp = std::make_unique<ContextParallel>(group, c, T, B, true);
+        cp = std::make_unique<ContextParallel>(group, c, rows.seq_len, rows.sequences, true);
         acts.context = cp.get();
     }
     CpPass p;
     p.loss = model_forward(m, batch, acts, targets.data()).loss;
-    p.logits.assign(acts.logits, acts.logits + B * Tc * c.vocab_size); // before backward turns them into gradients
-    GradScratch scratch = GradScratch::plan(c, B * Tc, B);
+    p.logits.assign(acts.logits, acts.logits + N * c.vocab_size); // before backward turns them into gradients
+    GradScratch scratch = GradScratch::plan(c, N, B);
     RealBuffer grads = RealBuffer::zeros(m.layout.total);
     model_backward(m, batch, acts, targets.data(), scratch, grads.data(), real(1) / real(n));
     p.grads.assign(grads.data(), grads.data() + m.layout.total);
@@ -155,10 +146,11 @@ TEST(ContextParallel, ChunksOnRanksMatchWholeSequences) {
     const Model m = cp_tiny_model();
     const ZayaConfig &c = m.config;
     const int64_t B = 2, T = 24, V = c.vocab_size;
-    std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(B));
+    TokenBatch rows;
+    rows.resize(B, T, false);
     for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = 0; t <= T; ++t) tokens[size_t(b)].push_back(int32_t((b * 131 + t * 37 + t * t) % V));
-    const CpPass whole = run_chunks(m, tokens, nullptr);
+        for (int64_t t = 0; t <= T; ++t) rows.tokens[size_t(b * (T + 1) + t)] = int32_t((b * 131 + t * 37 + t * t) % V);
+    const CpPass whole = run_chunks(m, rows, nullptr);
     real grad_scale = 0;
     for (real g : whole.grads) grad_scale = std::max(grad_scale, std::fabs(g));
 
@@ -169,19 +161,21 @@ TEST(ContextParallel, ChunksOnRanksMatchWholeSequences) {
         std::vector<std::thread> threads;
         for (int r = 0; r < n; ++r)
             threads.emplace_back(
-                [&, r] { ranks[size_t(r)] = run_chunks(m, tokens, std::make_shared<ThreadGroup::Rank>(group, r)); });
+                [&, r] { ranks[size_t(r)] = run_chunks(m, rows, std::make_shared<ThreadGroup::Rank>(group, r)); });
         for (auto &t : threads) t.join();
 
-        const int64_t Tc = T / n;
+        const int64_t Tc = T / (2 * n); // each rank's two parts of every sequence: chunks r and 2n−1−r
         double loss = 0, worst_logit = 0;
         for (int r = 0; r < n; ++r) {
             loss += ranks[size_t(r)].loss / n;
             for (int64_t b = 0; b < B; ++b)
-                for (int64_t i = 0; i < Tc * V; ++i) {
-                    const real got = ranks[size_t(r)].logits[size_t((b * Tc) * V + i)];
-                    const real want = whole.logits[size_t((b * T + r * Tc) * V + i)];
-                    worst_logit = std::max(worst_logit, double(std::fabs(got - want)));
-                }
+                for (int part = 0; part < 2; ++part)
+                    for (int64_t i = 0; i < Tc * V; ++i) {
+                        const real got = ranks[size_t(r)].logits[size_t((2 * b + part) * Tc * V + i)];
+                        const int64_t at = b * T + chunk_part_start(r, n, part, T);
+                        const real want = whole.logits[size_t(at * V + i)];
+                        worst_logit = std::max(worst_logit, double(std::fabs(got - want)));
+                    }
         }
         EXPECT_LT(worst_logit, 1e-5);
         EXPECT_NEAR(loss, whole.loss, 1e-6 * whole.loss);
@@ -205,7 +199,7 @@ TEST(ContextParallel, RefusesChunksShorterThanTheConvReach) {
     EXPECT_NO_THROW(ContextParallel(one, m.config, 24, 2, true));
     ThreadGroup group(4);
     auto rank = std::make_shared<ThreadGroup::Rank>(group, 0);
-    EXPECT_THROW(ContextParallel(rank, m.config, 6, 2, true), Error);  // 6 = 4 chunks of 1.5
-    EXPECT_THROW(ContextParallel(rank, m.config, 4, 2, true), Error);  // chunks of 1 < the conv's 2
-    EXPECT_NO_THROW(ContextParallel(rank, m.config, 8, 2, true));
+    EXPECT_THROW(ContextParallel(rank, m.config, 12, 2, true), Error); // 12 = 8 chunks of 1.5
+    EXPECT_THROW(ContextParallel(rank, m.config, 8, 2, true), Error);  // chunks of 1 < the conv's 2
+    EXPECT_NO_THROW(ContextParallel(rank, m.config, 16, 2, true));
 }

@@ -29,14 +29,15 @@ int64_t query_block(int64_t g) { return std::clamp<int64_t>(128 / g, 16, 64); }
 // The first key position t sees: causal, and within the sliding window (HF convention: the window includes t).
 int64_t first_key(int64_t t, int64_t window) { return window > 0 ? std::max<int64_t>(0, t - window + 1) : 0; }
 
-// Sequence b's rows (KeyRows): its query at position t is row q0 + t of q, its key at position t row k0 + t of k
+// Sequence b's rows (SeqPrefix): its query at position t is row q0 + t of q, its key at position t row k0 + t of k
 // and v; its queries are positions [pos0, end).
 struct SeqRows {
     int64_t q0, k0, pos0, end;
 };
-SeqRows seq_rows(const int64_t *seq_start, int64_t b, const KeyRows &keys) {
-    const int64_t T = seq_start[b + 1] - seq_start[b];
-    return {seq_start[b] - keys.pos0, keys.start ? keys.start[b] : seq_start[b], keys.pos0, keys.pos0 + T};
+SeqRows seq_rows(const int64_t *seq_start, int64_t b, const SeqPrefix *prefix) {
+    const int64_t T = seq_start[b + 1] - seq_start[b], p0 = prefix ? prefix->first_position(b) : 0;
+    const int64_t k0 = prefix && prefix->key_start ? prefix->key_start[b] : seq_start[b];
+    return {seq_start[b] - p0, k0, p0, p0 + T};
 }
 
 // One unit of parallel work: sequence b, kv head j, and the query block or key block starting at a, or the whole
@@ -85,15 +86,15 @@ void unpack_group(real *x, const real *packed, const real *mul, int64_t n0, int6
 } // namespace
 
 void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const int64_t *seq_start,
-                       int64_t B, const AttnShape &s, const KeyRows &keys) {
+                       int64_t B, const AttnShape &s, const SeqPrefix *prefix) {
     ZAYA_PROFILE("attention");
-    ZAYA_ASSERT(keys.start || keys.pos0 == 0); // queries from a later position need their keys' rows
+    ZAYA_ASSERT(!prefix || prefix->key_start || !prefix->pos0); // queries from a later position need their keys' rows
     const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, g = nq / nkv, ldk = nkv * hd;
     // Tasks (sequence, kv head, query block): each writes its own rows of out and lse, so any split is exact.
     const int64_t bq = query_block(g), R_max = g * bq;
     std::vector<Task> tasks;
     for (int64_t b = 0; b < B; ++b) {
-        const SeqRows sr = seq_rows(seq_start, b, keys);
+        const SeqRows sr = seq_rows(seq_start, b, prefix);
         for (int64_t qa = sr.pos0; qa < sr.end; qa += bq)
             for (int64_t j = 0; j < nkv; ++j)
                 tasks.push_back({b, j, qa, block_work(qa, std::min(qa + bq, sr.end), s.window), Span::QueryBlock});
@@ -110,7 +111,7 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
 #pragma omp for schedule(dynamic)
         for (size_t ti = 0; ti < tasks.size(); ++ti) error.run([&] {
             const Task &tk = tasks[ti];
-            const SeqRows sr = seq_rows(seq_start, tk.b, keys);
+            const SeqRows sr = seq_rows(seq_start, tk.b, prefix);
             const int64_t t0 = sr.q0, T = sr.end, j = tk.j;
             const int64_t qa = tk.a, qb = std::min(qa + bq, T), rq = qb - qa, R = g * rq;
             pack_group(qp.data(), q, t0 + qa, rq, nq, j * g, g, hd);
@@ -284,42 +285,55 @@ void zero_kv_rows(real *dk, real *dv, const SeqRows &sr, int64_t a, int64_t b, i
 
 void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
                         const real *q, const real *k, const real *v, const int64_t *seq_start, int64_t B,
-                        const AttnShape &s, const KeyRows &keys) {
+                        const AttnShape &s, const SeqPrefix *prefix) {
     ZAYA_PROFILE("attention_backward");
-    ZAYA_ASSERT(keys.start || keys.pos0 == 0); // queries from a later position need their keys' rows
+    ZAYA_ASSERT(!prefix || prefix->key_start || !prefix->pos0); // queries from a later position need their keys' rows
     const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, g = nq / nkv;
     const int64_t bq = query_block(g);
     const BackwardIn in{dout, out, lse, q, k, v, nq, nkv, hd, g, s.window, s.scale, bq};
-    // Fused: one task per (sequence, kv head) owns its dQ, dK and dV rows — 5 GEMMs per block pair. When that cannot
+    // Sequences that share their keys (the same key_start: context parallelism's two parts of one sequence) sum
+    // into the same dK, dV rows: they form one group, whose tasks take them in order. Without a prefix every
+    // sequence is a group of its own.
+    struct Group {
+        int64_t first, last, key_end, work; // sequences [first, last), keys at positions [0, key_end)
+    };
+    std::vector<Group> groups;
+    int64_t total = 0, heaviest = 0;
+    for (int64_t b = 0; b < B; ++b) {
+        const SeqRows sr = seq_rows(seq_start, b, prefix);
+        if (groups.empty() || sr.k0 != seq_rows(seq_start, groups.back().first, prefix).k0 || !prefix)
+            groups.push_back({b, b, 0, 0});
+        Group &gr = groups.back();
+        gr.last = b + 1;
+        gr.key_end = std::max(gr.key_end, sr.end);
+        for (int64_t qa = sr.pos0; qa < sr.end; qa += bq)
+            gr.work += block_work(qa, std::min(qa + bq, sr.end), s.window);
+    }
+    for (const Group &gr : groups) total += gr.work * nkv, heaviest = std::max(heaviest, gr.work);
+    // Fused: one task per (group, kv head) owns its dQ, dK and dV rows — 5 GEMMs per block pair. When that cannot
     // keep every thread busy (one sequence dominates, or fewer tasks than threads), split instead: dQ by query block
     // and dK/dV by key block, which recomputes P and dS (7 GEMMs per pair) but spreads. Both compute the same
     // products in the same order, so the results are identical whichever is chosen: the thread count never shows.
-    std::vector<int64_t> seq_work(size_t(B), 0);
-    int64_t total = 0, heaviest = 0;
-    for (int64_t b = 0; b < B; ++b) {
-        const SeqRows sr = seq_rows(seq_start, b, keys);
-        for (int64_t qa = sr.pos0; qa < sr.end; qa += bq)
-            seq_work[size_t(b)] += block_work(qa, std::min(qa + bq, sr.end), s.window);
-        total += seq_work[size_t(b)] * nkv;
-        heaviest = std::max(heaviest, seq_work[size_t(b)]);
-    }
     const bool fused = heaviest * omp_get_max_threads() <= total;
-    std::vector<Task> tasks;
-    for (int64_t b = 0; b < B; ++b) {
-        const SeqRows sr = seq_rows(seq_start, b, keys);
-        const int64_t T = sr.end; // keys at positions [0, T)
-        for (int64_t j = 0; j < nkv && sr.end > sr.pos0; ++j) {
+    std::vector<Task> tasks; // b: the group (Sequence, KeyBlock) or the sequence (QueryBlock)
+    for (int64_t gi = 0; gi < int64_t(groups.size()); ++gi) {
+        const Group &gr = groups[size_t(gi)];
+        const int64_t T = gr.key_end; // keys at positions [0, T)
+        for (int64_t j = 0; j < nkv && gr.work > 0; ++j) {
             if (fused) {
-                tasks.push_back({b, j, 0, seq_work[size_t(b)], Span::Sequence});
+                tasks.push_back({gi, j, 0, gr.work, Span::Sequence});
                 continue;
             }
-            for (int64_t qa = sr.pos0; qa < T; qa += bq)
-                tasks.push_back({b, j, qa, block_work(qa, std::min(qa + bq, T), s.window), Span::QueryBlock});
+            for (int64_t b = gr.first; b < gr.last; ++b) {
+                const SeqRows sr = seq_rows(seq_start, b, prefix);
+                for (int64_t qa = sr.pos0; qa < sr.end; qa += bq)
+                    tasks.push_back({b, j, qa, block_work(qa, std::min(qa + bq, sr.end), s.window), Span::QueryBlock});
+            }
             // A key block is seen by the queries up to its last key + window − 1 (an estimate, for the order only).
             for (int64_t kg = 0; kg < T; kg += kBlockKB) {
                 const int64_t kb = std::min(kg + kBlockKB, T);
                 const int64_t q_end = s.window > 0 ? std::min(T, kb - 1 + s.window) : T;
-                tasks.push_back({b, j, kg, (kb - kg) * (q_end - kg), Span::KeyBlock});
+                tasks.push_back({gi, j, kg, (kb - kg) * (q_end - kg), Span::KeyBlock});
             }
         }
     }
@@ -332,20 +346,28 @@ void attention_backward(real *dq, real *dk, real *dv, const real *dout, const re
 #pragma omp for schedule(dynamic)
         for (size_t ti = 0; ti < tasks.size(); ++ti) error.run([&] {
             const Task &tk = tasks[ti];
-            const SeqRows sr = seq_rows(seq_start, tk.b, keys);
             switch (tk.span) {
-            case Span::Sequence: // dK, dV accumulate over the query blocks, in order
-                zero_kv_rows(dk, dv, sr, 0, sr.end, nkv, tk.j, hd);
-                for (int64_t qa = sr.pos0; qa < sr.end; qa += bq)
-                    query_block_grads(dq, dk, dv, true, sc, in, sr, qa, tk.j);
+            case Span::Sequence: { // dK, dV accumulate over the group's sequences' query blocks, in order
+                const Group &gr = groups[size_t(tk.b)];
+                zero_kv_rows(dk, dv, seq_rows(seq_start, gr.first, prefix), 0, gr.key_end, nkv, tk.j, hd);
+                for (int64_t b = gr.first; b < gr.last; ++b) {
+                    const SeqRows sr = seq_rows(seq_start, b, prefix);
+                    for (int64_t qa = sr.pos0; qa < sr.end; qa += bq)
+                        query_block_grads(dq, dk, dv, true, sc, in, sr, qa, tk.j);
+                }
                 break;
+            }
             case Span::QueryBlock:
-                query_block_grads(dq, dk, dv, false, sc, in, sr, tk.a, tk.j);
+                query_block_grads(dq, dk, dv, false, sc, in, seq_rows(seq_start, tk.b, prefix), tk.a, tk.j);
                 break;
-            case Span::KeyBlock:
-                zero_kv_rows(dk, dv, sr, tk.a, std::min(tk.a + kBlockKB, sr.end), nkv, tk.j, hd);
-                key_block_grads(dk, dv, sc, in, sr, tk.a, tk.j);
+            case Span::KeyBlock: {
+                const Group &gr = groups[size_t(tk.b)];
+                zero_kv_rows(dk, dv, seq_rows(seq_start, gr.first, prefix), tk.a,
+                             std::min(tk.a + kBlockKB, gr.key_end), nkv, tk.j, hd);
+                for (int64_t b = gr.first; b < gr.last; ++b)
+                    key_block_grads(dk, dv, sc, in, seq_rows(seq_start, b, prefix), tk.a, tk.j);
                 break;
+            }
             }
         });
     }

@@ -2,6 +2,7 @@
 // online softmax (flash-attention style), so memory stays O(block²) instead of O(T²).
 #pragma once
 #include "core/real.h"
+#include "ops/cpu/seq_prefix.h"
 
 #include <cstdint>
 
@@ -13,20 +14,12 @@ struct AttnShape {
     int64_t window; // sliding window incl. the current token (HF convention); ≤ 0 for full causal
 };
 
-// Where the keys of sequences that are not whole lie (context parallelism: a rank holds one chunk of every sequence
-// and attends over the keys gathered from the ranks before it). Sequence b's queries, rows seq_start[b] … of q, are
-// its positions pos0 … pos0+T−1; its keys and values at positions 0 … pos0+T−1 are rows start[b] … of k and v.
-// The default (start null, pos0 0): each sequence is whole, its keys the same rows as its queries.
-struct KeyRows {
-    const int64_t *start = nullptr; // [B]
-    int64_t pos0 = 0;
-};
-
 // out[N,nq,hd] from q[N,nq,hd], k,v[N,nkv,hd] over a varlen batch (seq_start[B+1]); query head h reads kv head
-// h/(nq/nkv). lse[N,nq] receives each row's log-sum-exp (kept for backward; may be null). With `keys`, k and v are
-// laid out as it says (its rows, not N).
+// h/(nq/nkv). lse[N,nq] receives each row's log-sum-exp (kept for backward; may be null). With a prefix (parts of
+// longer sequences: context parallelism), sequence b's queries, rows seq_start[b] … of q, are its positions
+// pos0[b] … pos0[b]+T−1, and its keys and values at positions 0 … pos0[b]+T−1 are rows key_start[b] … of k and v.
 void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const int64_t *seq_start,
-                       int64_t B, const AttnShape &s, const KeyRows &keys = {});
+                       int64_t B, const AttnShape &s, const SeqPrefix *prefix = nullptr);
 
 // Attention of n new queries of one sequence, at positions p0 … p0+n−1, over its cache: k, v[p0+n, nkv, hd] hold
 // every earlier position and the new ones (causal; sliding window as above). out[n, nq, hd]. Inference only.
@@ -34,12 +27,13 @@ void attention_cached(real *out, const real *q, const real *k, const real *v, in
                       const AttnShape &s);
 
 // Backward of attention_forward (flash-attention style: P is recomputed from q, k and the saved lse).
-// dq[N,nq,hd], dk, dv[N,nkv,hd] are written (=); with `keys`, dk and dv at the key rows of positions 0 … pos0+T−1
-// of each sequence (others untouched). One pass per (sequence, kv head), or — when those tasks are too few or too
-// uneven for the threads — dq by query blocks and dk/dv by key blocks; every output row has one writer and the same
-// sums in the same order either way, so results are bit-identical for any thread count.
+// dq[N,nq,hd], dk, dv[N,nkv,hd] are written (=); with a prefix, dk and dv at the key rows of positions
+// 0 … pos0[b]+T−1 of each sequence (others untouched), and consecutive sequences with the same key_start (parts
+// of one sequence) sum into their shared rows. One pass per (sequence, kv head), or — when those tasks are too few
+// or too uneven for the threads — dq by query blocks and dk/dv by key blocks; every output row has one writer and
+// the same sums in the same order either way, so results are bit-identical for any thread count.
 void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
                         const real *q, const real *k, const real *v, const int64_t *seq_start, int64_t B,
-                        const AttnShape &s, const KeyRows &keys = {});
+                        const AttnShape &s, const SeqPrefix *prefix = nullptr);
 
 } // namespace zaya::cpu

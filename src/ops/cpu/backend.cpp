@@ -24,11 +24,6 @@ void write_bf16(uint16_t *y16, const real *y, int64_t n) {
         for (int64_t i = 0; i < n; ++i) y16[i] = f32_to_bf16(float(y[i]));
 }
 
-// Where attention finds each sequence's keys (the prefix's, or the queries' own rows).
-cpu::KeyRows key_rows(const SeqBatch &b) {
-    return b.prefix ? cpu::KeyRows{b.prefix->key_start, b.prefix->pos0} : cpu::KeyRows{};
-}
-
 class CpuBackend final : public Backend {
   public:
     const char *name() const override { return "cpu"; }
@@ -107,15 +102,12 @@ class CpuBackend final : public Backend {
     }
     void cca_conv_forward(real *o, real *p, const real *z, const SeqBatch &b, const cpu::ConvShape &s, const real *wd,
                           const real *bd, const real *wg, const real *bg) override {
-        cpu::cca_conv_forward(o, p, z, b.seq_start, b.B, s, wd, bd, wg, bg, b.prefix ? b.prefix->z_prev : nullptr);
+        cpu::cca_conv_forward(o, p, z, b.seq_start, b.B, s, wd, bd, wg, bg, b.prefix);
     }
     void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
                            const real *z, const real *p, const SeqBatch &b, const cpu::ConvShape &s, const real *wd,
                            const real *wg) override {
-        const SeqPrefix none;
-        const SeqPrefix &pre = b.prefix ? *b.prefix : none;
-        cpu::cca_conv_backward(dz, dp, dwd, dbd, dwg, dbg, dout, z, p, b.seq_start, b.B, s, wd, wg, pre.z_prev,
-                               pre.dz_prev);
+        cpu::cca_conv_backward(dz, dp, dwd, dbd, dwg, dbg, dout, z, p, b.seq_start, b.B, s, wd, wg, b.prefix);
     }
     void cca_qk_mean_forward(real *q, real *k, const real *o, const real *z, int64_t N, int64_t nq, int64_t nkv,
                              int64_t hd) override {
@@ -136,22 +128,21 @@ class CpuBackend final : public Backend {
     }
     void delayed_values_forward(real *v, int64_t ldv, const real *v_del, const real *bias, const SeqBatch &b,
                                 int64_t Dv) override {
-        cpu::delayed_values_forward(v, ldv, v_del, bias, b.seq_start, b.B, Dv, b.prefix ? b.prefix->v_prev : nullptr);
+        cpu::delayed_values_forward(v, ldv, v_del, bias, b.seq_start, b.B, Dv, b.prefix);
     }
     void delayed_values_backward(real *d_vdel, real *dbias, const real *dv, int64_t ldv, const SeqBatch &b,
                                  int64_t Dv) override {
-        cpu::delayed_values_backward(d_vdel, dbias, dv, ldv, b.seq_start, b.B, Dv,
-                                     b.prefix ? b.prefix->dv_prev : nullptr);
+        cpu::delayed_values_backward(d_vdel, dbias, dv, ldv, b.seq_start, b.B, Dv, b.prefix);
     }
     void attention_forward(real *out, uint16_t *out16, real *lse, const real *q, const real *k, const real *v,
                            const SeqBatch &b, const cpu::AttnShape &s) override {
-        cpu::attention_forward(out, lse, q, k, v, b.seq_start, b.B, s, key_rows(b));
+        cpu::attention_forward(out, lse, q, k, v, b.seq_start, b.B, s, b.prefix);
         write_bf16(out16, out, b.N * s.nq * s.hd);
     }
     void attention_backward(real *dq, real *dk, real *dv, const real *dout, const real *out, const real *lse,
                             const real *q, const real *k, const real *v, const SeqBatch &b,
                             const cpu::AttnShape &s) override {
-        cpu::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, b.seq_start, b.B, s, key_rows(b));
+        cpu::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, b.seq_start, b.B, s, b.prefix);
     }
 
     void eda_forward(real *rho, const real *h, const real *scale, const real *rho_prev, int64_t N,
@@ -248,7 +239,7 @@ class CpuBackend final : public Backend {
                              const real *temp, const real *cos_t, const real *sin_t, int64_t nq, int64_t nkv,
                              int64_t rot) override {
         const int64_t hd = s.C / s.groups;
-        cpu::cca_conv_forward(o, p, z, b.seq_start, b.B, s, wd, bd, wg, bg, b.prefix ? b.prefix->z_prev : nullptr);
+        cpu::cca_conv_forward(o, p, z, b.seq_start, b.B, s, wd, bd, wg, bg, b.prefix);
         cpu::cca_qk_mean_forward(q, k, o, z, b.N, nq, nkv, hd);
         cpu::cca_qk_norm_forward(q, k, qn, kn, temp, b.N, nq, nkv, hd);
         cpu::rope_forward(q, cos_t, sin_t, b.N, nq, hd, rot);

@@ -14,29 +14,33 @@ void add_bias_rows(real *y, int64_t ldy, const real *b, int64_t N, int64_t O) {
 }
 
 void delayed_values_forward(real *v, int64_t ldv, const real *v_del, const real *bias, const int64_t *seq_start,
-                            int64_t B, int64_t Dv, const real *v_prev) {
+                            int64_t B, int64_t Dv, const SeqPrefix *prefix) {
 #pragma omp parallel for schedule(static)
     for (int64_t s = 0; s < B; ++s)
         for (int64_t n = seq_start[s]; n < seq_start[s + 1]; ++n) {
             real *dst = v + n * ldv;
             if (n > seq_start[s]) std::copy(v_del + (n - 1) * Dv, v_del + n * Dv, dst);
-            else if (v_prev) std::copy(v_prev + s * Dv, v_prev + (s + 1) * Dv, dst);
+            else if (prefix && prefix->continues(s)) std::copy_n(prefix->v_prev + s * Dv, Dv, dst);
             else if (bias) std::copy(bias, bias + Dv, dst);
             else std::fill(dst, dst + Dv, real(0));
         }
 }
 
 void delayed_values_backward(real *d_vdel, real *dbias, const real *dv, int64_t ldv, const int64_t *seq_start,
-                             int64_t B, int64_t Dv, real *dv_prev) {
-    for (int64_t s = 0; s < B; ++s) // in sequence order: dbias sums the first tokens in order
+                             int64_t B, int64_t Dv, const SeqPrefix *prefix) {
+    real *dv_prev = prefix ? prefix->dv_prev : nullptr;
+    for (int64_t s = 0; s < B; ++s) { // in sequence order: dbias sums the first tokens in order
+        const bool continues = prefix && prefix->continues(s);
+        if (dv_prev && !continues) std::fill_n(dv_prev + s * Dv, Dv, real(0));
         for (int64_t n = seq_start[s]; n < seq_start[s + 1]; ++n) {
             const real *src = dv + n * ldv;
             if (n > seq_start[s]) std::copy(src, src + Dv, d_vdel + (n - 1) * Dv);
-            else if (dv_prev) std::copy(src, src + Dv, dv_prev + s * Dv);
+            else if (continues) std::copy(src, src + Dv, dv_prev + s * Dv);
             else if (dbias)
                 for (int64_t i = 0; i < Dv; ++i) dbias[i] += src[i];
             if (n + 1 == seq_start[s + 1]) std::fill(d_vdel + n * Dv, d_vdel + (n + 1) * Dv, real(0));
         }
+    }
 }
 
 void eda_forward(real *rho, const real *h, const real *scale, const real *rho_prev, int64_t N, int64_t R) {

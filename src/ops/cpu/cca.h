@@ -3,6 +3,7 @@
 // Batches are "varlen": sequences packed back to back, sequence s owning rows [seq_start[s], seq_start[s+1]).
 #pragma once
 #include "core/real.h"
+#include "ops/cpu/seq_prefix.h"
 
 #include <cstdint>
 #include <vector>
@@ -23,11 +24,11 @@ inline int64_t cca_conv_halo(const ConvShape &s) { return s.k0 - 1 + s.k1 - 1; }
 // o[N,C] = grouped_conv(depthwise_conv(pad(z))): zero padding of k0−1+k1−1 rows is applied to z before the
 // depthwise conv, so the first grouped-conv taps see the depthwise bias (spec A.3 step 2).
 // p[cca_conv_p_rows, C] receives the depthwise output (kept for backward).
-// wd[C,1,k0], bd[C], wg[C,hd,k1], bg[C] in PyTorch Conv1d layout. z_prev [B, cca_conv_halo, C], when given, holds
-// the z rows of the positions just before each sequence (a later chunk of it: context parallelism), which then
-// take the padding's place.
+// wd[C,1,k0], bd[C], wg[C,hd,k1], bg[C] in PyTorch Conv1d layout. With a prefix (ops/cpu/seq_prefix.h), a sequence
+// that continues one begun elsewhere reads its z_prev rows (the positions just before it) in the padding's place.
 void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
-                      const real *wd, const real *bd, const real *wg, const real *bg, const real *z_prev = nullptr);
+                      const real *wd, const real *bd, const real *wg, const real *bg,
+                      const SeqPrefix *prefix = nullptr);
 
 // q[N,nq,hd] = o_q + (q_pre + k_pre[h/g])/2, k[N,nkv,hd] = o_k + mean over the group of (q_pre + k_pre)/2,
 // where z = q_pre‖k_pre and o = conv output, both [N, (nq+nkv)·hd].
@@ -48,10 +49,11 @@ void rope_tables(real *cos_t, real *sin_t, const int32_t *pos, int64_t N, int64_
 void rope_forward(real *x, const real *cos_t, const real *sin_t, int64_t N, int64_t H, int64_t hd, int64_t rot);
 
 // Backward of cca_conv_forward. dz[N,C] += (accumulates; the q-k mean path also feeds it); dp is scratch of
-// cca_conv_p_rows × C; parameter grads +=. With z_prev, dz_prev [B, cca_conv_halo, C] receives its gradient (=).
+// cca_conv_p_rows × C; parameter grads +=. With a prefix, its dz_prev receives z_prev's gradient (=; zero for the
+// sequences that start at position 0).
 void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
                        const real *z, const real *p, const int64_t *seq_start, int64_t B, const ConvShape &s,
-                       const real *wd, const real *wg, const real *z_prev = nullptr, real *dz_prev = nullptr);
+                       const real *wd, const real *wg, const SeqPrefix *prefix = nullptr);
 
 // Backward of cca_qk_mean_forward: dconv[N,C] = (dq‖dk) (=), dz[N,C] = the mean-path share (=).
 void cca_qk_mean_backward(real *dconv, real *dz, const real *dq, const real *dk, int64_t N, int64_t nq, int64_t nkv,

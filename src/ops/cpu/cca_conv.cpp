@@ -80,7 +80,7 @@ void grouped_conv_few_rows(real *o, const real *p, const int64_t *seq_start, int
 } // namespace
 
 void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
-                      const real *wd, const real *bd, const real *wg, const real *bg, const real *z_prev) {
+                      const real *wd, const real *bd, const real *wg, const real *bg, const SeqPrefix *prefix) {
     ZAYA_PROFILE("cca_conv");
     const int64_t C = s.C, k0 = s.k0, k1 = s.k1, hd = C / s.groups, H = cca_conv_halo(s);
     // Depthwise conv: p_j = bd + Σ_i wd[i]·z̃_{j−(k0−1)+i}, for j = −(k1−1) … T−1; z̃ is zero before t = 0, or the
@@ -88,7 +88,8 @@ void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start,
     for (int64_t b = 0; b < B; ++b) {
         const int64_t t0 = seq_start[b], T = seq_start[b + 1] - t0;
         const real *zs = z + t0 * C;
-        const real *zh = z_prev ? z_prev + (b * H + H) * C : nullptr; // z̃ at t < 0 is zh + t·C
+        const bool halo = prefix && prefix->continues(b);
+        const real *zh = halo ? prefix->z_prev + (b * H + H) * C : nullptr; // z̃ at t < 0 is zh + t·C
         real *ps = p + (t0 + b * (k1 - 1)) * C;
 #pragma omp parallel for schedule(static)
         for (int64_t j = -(k1 - 1); j < T; ++j) {
@@ -119,7 +120,7 @@ void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start,
 
 void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real *dbg, const real *dout,
                        const real *z, const real *p, const int64_t *seq_start, int64_t B, const ConvShape &s,
-                       const real *wd, const real *wg, const real *z_prev, real *dz_prev) {
+                       const real *wd, const real *wg, const SeqPrefix *prefix) {
     ZAYA_PROFILE("cca_conv_backward");
     const int64_t C = s.C, k0 = s.k0, k1 = s.k1, hd = C / s.groups, H = cca_conv_halo(s);
     // Grouped conv, as in the forward: o[n, γ] = X_γ[n]·W_γᵀ  ⇒  dW_γ += doᵀ·X_γ,  dX_γ = do·W_γ, scattered back
@@ -145,8 +146,10 @@ void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real
         const int64_t t0 = seq_start[b], T = seq_start[b + 1] - t0;
         if (T == 0) continue;
         const real *zs = z + t0 * C;
-        const real *zh = z_prev ? z_prev + (b * H + H) * C : nullptr; // the halo: z̃ at t < 0 is zh + t·C
-        real *dzh = z_prev ? dz_prev + (b * H + H) * C : nullptr;
+        const bool halo = prefix && prefix->continues(b);
+        const real *zh = halo ? prefix->z_prev + (b * H + H) * C : nullptr; // the halo: z̃ at t < 0 is zh + t·C
+        real *dzh = halo ? prefix->dz_prev + (b * H + H) * C : nullptr;
+        if (prefix && prefix->dz_prev && !halo) std::fill_n(prefix->dz_prev + b * H * C, H * C, real(0));
         real *dps = dp + (t0 + b * (k1 - 1)) * C;
         real *dzs = dz + t0 * C;
         const int64_t rows = T + k1 - 1;
