@@ -13,6 +13,20 @@ int64_t conv_halo(const ZayaConfig &c) {
     return cpu::cca_conv_halo(cpu::ConvShape{c.conv_channels(), c.num_attention_heads + c.num_key_value_heads,
                                              c.cca_time0, c.cca_time1});
 }
+
+// The blocks of the gathered keys and values that rank `owner` holds: both parts of every sequence.
+std::vector<Communicator::Block> owned_blocks(int owner, int n, int64_t B, int64_t T, int64_t Tc, int64_t Dk,
+                                              size_t values) {
+    std::vector<Communicator::Block> blocks;
+    for (int64_t i = 0; i < B; ++i)
+        for (int p = 0; p < 2; ++p) {
+            const size_t at = size_t((i * T + chunk_part_start(owner, n, p, T)) * Dk), count = size_t(Tc * Dk);
+            blocks.push_back({at, count});
+            blocks.push_back({at + values, count});
+        }
+    return blocks;
+}
+
 } // namespace
 
 ContextParallel::ContextParallel(std::shared_ptr<Communicator> group, const ZayaConfig &c, int64_t seq_len,
@@ -121,43 +135,63 @@ void ContextParallel::add_to_tails(int p, const real *in, real *dz, real *d_vdel
 const SeqPrefix *ContextParallel::exchange_halos(int64_t l, const real *z, const real *v_del) {
     real *halo = halo_slot(l);
     const bool first = rank_ == 0, last = rank_ + 1 == size_;
+    real *out = send_.data(), *in = recv_.data();
+    const size_t n = halo_floats();
     // Part 0 (chunk r) follows chunk r−1: rank r−1's part 0.
-    if (!last) pack_tails(0, z, v_del, send_.data()), group_->send(send_.data(), halo_floats(), rank_ + 1);
-    if (!first) group_->recv(recv_.data(), halo_floats(), rank_ - 1), unpack_halo(0, recv_.data(), halo);
+    if (!last) {
+        pack_tails(0, z, v_del, out);
+        group_->send(out, n, rank_ + 1);
+    }
+    if (!first) {
+        group_->recv(in, n, rank_ - 1);
+        unpack_halo(0, in, halo);
+    }
     // Part 1 (chunk 2n−1−r) follows chunk 2n−2−r: rank r+1's part 1, or on the last rank its own part 0.
-    if (!first) pack_tails(1, z, v_del, send_.data()), group_->send(send_.data(), halo_floats(), rank_ - 1);
-    if (!last) group_->recv(recv_.data(), halo_floats(), rank_ + 1), unpack_halo(1, recv_.data(), halo);
-    if (last) pack_tails(0, z, v_del, send_.data()), unpack_halo(1, send_.data(), halo);
+    if (!first) {
+        pack_tails(1, z, v_del, out);
+        group_->send(out, n, rank_ - 1);
+    }
+    if (!last) {
+        group_->recv(in, n, rank_ + 1);
+        unpack_halo(1, in, halo);
+    } else {
+        pack_tails(0, z, v_del, out);
+        unpack_halo(1, out, halo);
+    }
     return prefix(l);
 }
 
 void ContextParallel::return_halo_grads(real *dz, real *d_vdel) {
     const bool first = rank_ == 0, last = rank_ + 1 == size_;
+    real *out = send_.data(), *in = recv_.data();
+    const size_t n = halo_floats();
     // Part 0's halo came from rank r−1's part 0 (rank 0's part 0 has none).
-    if (!first) pack_halo(0, dhalo_.data(), send_.data()), group_->send(send_.data(), halo_floats(), rank_ - 1);
-    if (!last) group_->recv(recv_.data(), halo_floats(), rank_ + 1), add_to_tails(0, recv_.data(), dz, d_vdel);
+    if (!first) {
+        pack_halo(0, dhalo_.data(), out);
+        group_->send(out, n, rank_ - 1);
+    }
+    if (!last) {
+        group_->recv(in, n, rank_ + 1);
+        add_to_tails(0, in, dz, d_vdel);
+    }
     // Part 1's from rank r+1's part 1, or on the last rank from its own part 0.
-    if (!last) pack_halo(1, dhalo_.data(), send_.data()), group_->send(send_.data(), halo_floats(), rank_ + 1);
-    if (!first) group_->recv(recv_.data(), halo_floats(), rank_ - 1), add_to_tails(1, recv_.data(), dz, d_vdel);
-    if (last) pack_halo(1, dhalo_.data(), send_.data()), add_to_tails(0, send_.data(), dz, d_vdel);
+    if (!last) {
+        pack_halo(1, dhalo_.data(), out);
+        group_->send(out, n, rank_ + 1);
+    }
+    if (!first) {
+        group_->recv(in, n, rank_ - 1);
+        add_to_tails(1, in, dz, d_vdel);
+    }
+    if (last) {
+        pack_halo(1, dhalo_.data(), out);
+        add_to_tails(0, out, dz, d_vdel);
+    }
 }
 
 std::pair<const real *, const real *> ContextParallel::gathered_kv(int64_t l) const {
     const real *slot = kv_.data() + size_t(layer_slot(l)) * size_t(2 * max_seqs_ * T_ * Dk_);
     return {slot, slot + max_seqs_ * T_ * Dk_};
-}
-
-// The blocks of the gathered keys and values that rank `owner` holds: both parts of every sequence.
-static std::vector<Communicator::Block> owned_blocks(int owner, int n, int64_t B, int64_t T, int64_t Tc, int64_t Dk,
-                                                     size_t values) {
-    std::vector<Communicator::Block> blocks;
-    for (int64_t i = 0; i < B; ++i)
-        for (int p = 0; p < 2; ++p) {
-            const size_t at = size_t((i * T + chunk_part_start(owner, n, p, T)) * Dk), count = size_t(Tc * Dk);
-            blocks.push_back({at, count});
-            blocks.push_back({at + values, count});
-        }
-    return blocks;
 }
 
 std::pair<const real *, const real *> ContextParallel::gather_kv(int64_t l, const real *k, const real *v) {
