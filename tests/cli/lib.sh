@@ -89,6 +89,25 @@ server_port() {
     echo "$p"
 }
 
+# max_rel_diff A B: the largest relative difference of every loss and val_loss of two runs' metrics.jsonl (same
+# steps, same order); within X LIMIT: whether X ≤ LIMIT (numbers as printed).
+max_rel_diff() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b), (len(a), len(b))
+worst = 0.0
+for x, y in zip(a, b):
+    assert x["step"] == y["step"]
+    for k in ("loss", "val_loss"):
+        if k in x:
+            worst = max(worst, abs(x[k] - y[k]) / abs(x[k]))
+print(f"{worst:.3e}")
+PY
+}
+within() { python3 -c "import sys; sys.exit(0 if float('$1') <= float('$2') else 1)"; }
+
 # finish: prints the totals; the exit status says whether everything passed.
 finish() {
     echo

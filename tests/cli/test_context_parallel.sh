@@ -24,23 +24,6 @@ base=(--data "$tmp/data" --model tiny --batch 4 --warmup 2 --eval-every 5 --eval
     --ns-precision fp32)
 args=("${base[@]}" --seq 32)
 
-# max relative difference of every loss and val_loss of two runs' metrics (same steps, same order)
-max_rel_diff() {
-    python3 - "$1" "$2" <<'PY'
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1])]
-b = [json.loads(l) for l in open(sys.argv[2])]
-assert len(a) == len(b), (len(a), len(b))
-worst = 0.0
-for x, y in zip(a, b):
-    assert x["step"] == y["step"]
-    for k in ("loss", "val_loss"):
-        if k in x:
-            worst = max(worst, abs(x[k] - y[k]) / abs(x[k]))
-print(f"{worst:.3e}")
-PY
-}
-within() { python3 -c "import sys; sys.exit(0 if float('$1') <= float('$2') else 1)"; }
 # mpi_ok NAME RANKS OUT ARGS...: a zaya train job under mpirun that must succeed
 mpi_ok() {
     local name=$1 ranks=$2 out=$3 rc=0

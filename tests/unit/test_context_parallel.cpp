@@ -12,16 +12,12 @@
 #include "model/forward.h"
 #include "model/init.h"
 #include "model/params.h"
+#include "thread_ranks.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
-#include <map>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -29,76 +25,7 @@ using namespace zaya;
 
 namespace {
 
-// n ranks as threads: broadcasts, sums onto owners (each owner adds the ranks' parts in rank order, as one reduce
-// does) and point-to-point messages, through shared memory.
-class ThreadGroup {
-  public:
-    explicit ThreadGroup(int n) : n_(n), sync_(n), bases_(size_t(n)) {}
-
-    class Rank final : public SingleProcess {
-      public:
-        Rank(ThreadGroup &all, int rank) : all_(all), rank_(rank) {}
-        int rank() const override { return rank_; }
-        int size() const override { return all_.n_; }
-        std::string name() const override { return "threads"; }
-        void broadcast_blocks(float *base, const std::vector<Block> &blocks, int root) override {
-            all_.bases_[size_t(rank_)] = base;
-            all_.sync_.arrive_and_wait();
-            if (rank_ != root)
-                for (const Block &b : blocks)
-                    std::copy_n(all_.bases_[size_t(root)] + b.offset, b.count, base + b.offset);
-            all_.sync_.arrive_and_wait(); // the root's buffer is read before anyone moves on
-        }
-        void start_reduce_sum(float *base, const std::vector<Part> &parts) override {
-            pending_.push_back({base, parts});
-        }
-        void wait_all() override {
-            for (const auto &[base, parts] : pending_) {
-                all_.bases_[size_t(rank_)] = base;
-                all_.sync_.arrive_and_wait();
-                std::vector<std::vector<float>> sums;
-                for (const Part &p : parts) {
-                    if (p.owner != rank_) continue;
-                    std::vector<float> s(p.count, 0.0f);
-                    for (int r = 0; r < all_.n_; ++r)
-                        for (size_t i = 0; i < p.count; ++i) s[i] += all_.bases_[size_t(r)][p.offset + i];
-                    sums.push_back(std::move(s));
-                }
-                all_.sync_.arrive_and_wait(); // every rank has read every buffer
-                size_t k = 0;
-                for (const Part &p : parts)
-                    if (p.owner == rank_) std::copy(sums[k].begin(), sums[k].end(), base + p.offset), ++k;
-            }
-            pending_.clear();
-        }
-        void send(const float *data, size_t n, int dest) override {
-            std::lock_guard lk(all_.mu_);
-            all_.mail_[{rank_, dest}].emplace_back(data, data + n);
-            all_.cv_.notify_all();
-        }
-        void recv(float *data, size_t n, int src) override {
-            std::unique_lock lk(all_.mu_);
-            auto &box = all_.mail_[{src, rank_}];
-            all_.cv_.wait(lk, [&] { return !box.empty(); });
-            ASSERT_EQ(box.front().size(), n);
-            std::copy(box.front().begin(), box.front().end(), data);
-            box.pop_front();
-        }
-
-      private:
-        ThreadGroup &all_;
-        int rank_;
-        std::vector<std::pair<float *, std::vector<Part>>> pending_;
-    };
-
-  private:
-    int n_;
-    std::barrier<> sync_;
-    std::vector<float *> bases_;
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::map<std::pair<int, int>, std::deque<std::vector<float>>> mail_;
-};
+using test::ThreadRanks;
 
 struct CpPass {
     std::vector<real> logits, grads;
@@ -156,12 +83,12 @@ TEST(ContextParallel, ChunksOnRanksMatchWholeSequences) {
 
     for (int n : {2, 3, 4}) {
         SCOPED_TRACE(testing::Message() << n << " chunks");
-        ThreadGroup group(n);
+        ThreadRanks group(n);
         std::vector<CpPass> ranks(static_cast<size_t>(n));
         std::vector<std::thread> threads;
         for (int r = 0; r < n; ++r)
             threads.emplace_back(
-                [&, r] { ranks[size_t(r)] = run_chunks(m, rows, std::make_shared<ThreadGroup::Rank>(group, r)); });
+                [&, r] { ranks[size_t(r)] = run_chunks(m, rows, std::make_shared<ThreadRanks::Rank>(group, r)); });
         for (auto &t : threads) t.join();
 
         const int64_t Tc = T / (2 * n); // each rank's two parts of every sequence: chunks r and 2n−1−r
@@ -197,8 +124,8 @@ TEST(ContextParallel, RefusesChunksShorterThanTheConvReach) {
     const Model m = cp_tiny_model();
     auto one = std::make_shared<SingleProcess>();
     EXPECT_NO_THROW(ContextParallel(one, m.config, 24, 2, true));
-    ThreadGroup group(4);
-    auto rank = std::make_shared<ThreadGroup::Rank>(group, 0);
+    ThreadRanks group(4);
+    auto rank = std::make_shared<ThreadRanks::Rank>(group, 0);
     EXPECT_THROW(ContextParallel(rank, m.config, 12, 2, true), Error); // 12 = 8 chunks of 1.5
     EXPECT_THROW(ContextParallel(rank, m.config, 8, 2, true), Error);  // chunks of 1 < the conv's 2
     EXPECT_NO_THROW(ContextParallel(rank, m.config, 16, 2, true));

@@ -11,6 +11,7 @@
 #include "optim/param_groups.h"
 #include "optim/sum_squares.h"
 #include "optim/zero_shard.h"
+#include "thread_ranks.h"
 
 #include <gtest/gtest.h>
 
@@ -23,38 +24,7 @@
 namespace zaya {
 namespace {
 
-// N ranks as threads of one process: allreduce_sum(double) adds every rank's buffer in rank order.
-class ThreadRanks {
-  public:
-    explicit ThreadRanks(int n) : n_(n), sync_(n), shared_(size_t(n)) {}
-    class Rank final : public SingleProcess {
-      public:
-        Rank(ThreadRanks &all, int rank) : all_(all), rank_(rank) {}
-        int rank() const override { return rank_; }
-        int size() const override { return all_.n_; }
-        void allreduce_sum(double *data, size_t n) override {
-            all_.shared_[size_t(rank_)].assign(data, data + n);
-            all_.sync_.arrive_and_wait();
-            for (size_t i = 0; i < n; ++i) {
-                double s = 0.0;
-                for (const auto &v : all_.shared_) s += v[i];
-                data[i] = s;
-            }
-            all_.sync_.arrive_and_wait(); // nobody overwrites a buffer another still reads
-            ++calls;
-        }
-        int calls = 0;
-
-      private:
-        ThreadRanks &all_;
-        int rank_;
-    };
-
-  private:
-    int n_;
-    std::barrier<> sync_;
-    std::vector<std::vector<double>> shared_;
-};
+using test::ThreadRanks;
 
 struct Gradients {
     ZayaConfig config;
