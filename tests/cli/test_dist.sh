@@ -11,12 +11,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh" # usage check, $ZAYA and $SRC, temp dir, pass/fail helpers
 source "$(dirname "$0")/corpus.sh"
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "skip    mpirun not installed (scripts/setup.sh installs OpenMPI)"
-    exit 0
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-mpi() { mpirun --oversubscribe -np "$1" -x OMP_NUM_THREADS "${@:2}"; }
+source "$(dirname "$0")/mpi.sh" # skips without mpirun; mpi N ARGS...
 
 make_corpus "$tmp/corpus" 200
 "$ZAYA" prepare --input "$tmp/corpus" --out "$tmp/data" --vocab-size 400 >/dev/null
