@@ -39,19 +39,8 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         fail("eval: --by-position must be in [0, --seq {}] (0 = off), got {}", a.seq, a.by_position);
     if (!(a.rope_theta >= 0)) fail("eval: --rope-theta must be positive (0 = the model's own), got {}", a.rope_theta);
     if (a.device != "cpu" && a.device != "cuda") fail("eval: --device must be 'cpu' or 'cuda', got '{}'", a.device);
+    ContextParallel::check_options("eval", a.context_parallel, a.seq, a.doc_mask, a.packing, a.device);
     const int cp = int(a.context_parallel);
-    if (cp < 1) fail("eval: --context-parallel must be at least 1, got {}", a.context_parallel);
-    if (cp > 1) {
-        if (a.seq % (2 * cp) != 0)
-            fail("eval: --context-parallel {} needs --seq divisible by {} (2 equal chunks per rank), got {}", cp,
-                 2 * cp, a.seq);
-        if (comm.size() % cp != 0)
-            fail("eval: --context-parallel {} needs the ranks ({}) to divide into groups of {}", cp, comm.size(), cp);
-        if (a.doc_mask || a.packing != "chunks")
-            fail("eval: --context-parallel works on whole rows of the token stream; --doc-mask and --pack documents "
-                 "are not supported with it yet");
-        if (a.device != "cpu") fail("eval: --context-parallel runs on --device cpu only so far");
-    }
     const cpu::MatmulPrecision precision = cpu::matmul_precision_from_string(a.precision);
     auto data = DataSet::open(a.data);
     Model m = load_trained_model(a.model, data->manifest(), data->tokenizer_path(), "eval");
@@ -70,7 +59,7 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
     std::unique_ptr<ContextParallel> context; // groups of cp consecutive ranks share each sequence
     if (cp > 1) {
         ContextParallel::check_chunks(m.config, a.seq, cp);
-        context = std::make_unique<ContextParallel>(comm.split(comm.rank() / cp, comm.rank() % cp), m.config, a.seq,
+        context = std::make_unique<ContextParallel>(ContextParallel::group_of("eval", comm, cp), m.config, a.seq,
                                                     a.batch, /*keep_all_layers=*/false);
         acts.context = context.get();
     }
@@ -173,7 +162,8 @@ void register_eval(CLI::App &app) {
     cmd->add_option("--pack", a->packing, "Rows: 'chunks' or whole 'documents', as `zaya train --pack` trains")
         ->capture_default_str();
     cmd->add_option("--context-parallel", a->context_parallel,
-                    "Under mpirun: groups of N ranks share each sequence, N chunks of --seq/N tokens (long contexts)")
+                    "Under mpirun: groups of N ranks share each sequence, 2 chunks of --seq/(2N) tokens per rank "
+                    "(long contexts)")
         ->capture_default_str();
     cmd->add_flag("--json", a->json, "Print one JSON object (loss, perplexity, tokens, batches, seconds)");
     cmd->callback([a] { run_eval_ranks(*a); });

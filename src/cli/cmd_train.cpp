@@ -51,8 +51,8 @@ void register_train(CLI::App &app) {
     cmd->add_flag("--doc-mask", tc->doc_mask,
                   "Document masking: attention, the CCA conv and the value shift stop at each EOS, positions restart");
     cmd->add_option("--context-parallel", tc->context_parallel,
-                    "Context parallelism: groups of N ranks (mpirun) share each sequence, N chunks of --seq/N tokens "
-                    "(long contexts in less memory per rank)")
+                    "Context parallelism: groups of N ranks (mpirun) share each sequence, 2 chunks of --seq/(2N) "
+                    "tokens per rank (long contexts in less memory per rank)")
         ->capture_default_str();
     cmd->add_option("--warmup", tc->warmup, "Warmup steps (−1: 5% of --steps, at most 100)")->capture_default_str();
     cmd->add_option("--min-lr-ratio", tc->min_lr_ratio, "Final lr as a fraction of the peak")->capture_default_str();

@@ -58,6 +58,28 @@ void ContextParallel::check_chunks(const ZayaConfig &c, int64_t seq_len, int n) 
              n, seq_len / (2 * n), conv_halo(c));
 }
 
+void ContextParallel::check_options(const char *who, int64_t n, int64_t seq_len, bool doc_mask,
+                                    const std::string &packing, const std::string &device) {
+    if (n < 1) fail("{}: --context-parallel must be at least 1, got {}", who, n);
+    if (n == 1) return;
+    if (seq_len % (2 * n) != 0)
+        fail("{}: --context-parallel {} needs --seq divisible by {} (2 equal chunks per rank), got {}", who, n, 2 * n,
+             seq_len);
+    if (doc_mask || packing != "chunks")
+        fail("{}: --context-parallel works on whole rows of the token stream; --doc-mask and --pack documents are "
+             "not supported with it yet",
+             who);
+    if (device != "cpu") fail("{}: --context-parallel runs on --device cpu only so far", who);
+}
+
+std::shared_ptr<Communicator> ContextParallel::group_of(const char *who, Communicator &comm, int n) {
+    if (comm.size() % n != 0)
+        fail("{}: --context-parallel {} needs the ranks ({}) to divide into groups of {}", who, n, comm.size(), n);
+    // Consecutive ranks: with one launcher slot per core those share a machine, and the halos and keys cross the
+    // fastest links.
+    return comm.split(comm.rank() / n, comm.rank() % n);
+}
+
 size_t ContextParallel::bytes_needed(const ZayaConfig &c, int64_t seq_len, int64_t max_seqs, int n,
                                      bool keep_all_layers) {
     const size_t kv_floats = size_t(2 * max_seqs * seq_len * c.kv_dim());

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 namespace zaya {
@@ -32,6 +33,12 @@ class ContextParallel final : public ChunkExchange {
                     bool keep_all_layers);
     // Fails, naming the values, unless seq_len splits into 2n chunks of at least the conv's halo.
     static void check_chunks(const ZayaConfig &c, int64_t seq_len, int n);
+    // What a command (`who`: "train", "eval") can run with n > 1 before it has a model: fails, naming the option,
+    // unless seq_len divides by 2n and the rows are whole rows of the token stream on the CPU.
+    static void check_options(const char *who, int64_t n, int64_t seq_len, bool doc_mask, const std::string &packing,
+                              const std::string &device);
+    // This rank's group of n consecutive ranks of `comm` (called by every rank at once); fails unless they divide.
+    static std::shared_ptr<Communicator> group_of(const char *who, Communicator &comm, int n);
     // Bytes the buffers take (zaya info): gathered keys and values, their gradients, the halos.
     static size_t bytes_needed(const ZayaConfig &c, int64_t seq_len, int64_t max_seqs, int n, bool keep_all_layers);
     size_t bytes() const {

@@ -1,6 +1,7 @@
 #include "train/train_config.h"
 
 #include "core/error.h"
+#include "dist/context_parallel.h"
 #include "ops/cpu/gemm.h"
 
 #include <nlohmann/json.hpp>
@@ -30,16 +31,7 @@ void TrainConfig::validate() const {
     schedule_kind_from_string(schedule); // names the bad value
     if (packing != "chunks" && packing != "documents")
         fail("train: packing must be 'chunks' or 'documents', got '{}'", packing);
-    if (context_parallel < 1) fail("train: context_parallel must be at least 1, got {}", context_parallel);
-    if (context_parallel > 1) {
-        if (seq % (2 * context_parallel) != 0)
-            fail("train: --context-parallel {} needs --seq divisible by {} (2 equal chunks per rank), got {}",
-                 context_parallel, 2 * context_parallel, seq);
-        if (doc_mask || packing != "chunks")
-            fail("train: --context-parallel works on whole rows of the token stream; --doc-mask and --pack "
-                 "documents are not supported with it yet");
-        if (device != "cpu") fail("train: --context-parallel runs on --device cpu only so far");
-    }
+    ContextParallel::check_options("train", context_parallel, seq, doc_mask, packing, device);
     validate_precisions();
 }
 

@@ -80,12 +80,8 @@ Trainer::Trainer(const TrainConfig &tc, Model model, std::shared_ptr<const DataS
     if (tc.context_parallel > 1) {
         const int n = int(tc.context_parallel);
         ContextParallel::check_chunks(model_.config, tc.seq, n);
-        if (comm_->size() % n != 0)
-            fail("train: --context-parallel {} needs the ranks ({}) to divide into groups of {}", n, comm_->size(), n);
-        // Groups of consecutive ranks: with one launcher slot per core those share a machine, and the halos and
-        // keys cross the fastest links.
-        context_ = std::make_unique<ContextParallel>(comm_->split(comm_->rank() / n, comm_->rank() % n),
-                                                     model_.config, tc.seq, tc.micro(), /*keep_all_layers=*/true);
+        context_ = std::make_unique<ContextParallel>(ContextParallel::group_of("train", *comm_, n), model_.config,
+                                                     tc.seq, tc.micro(), /*keep_all_layers=*/true);
         acts_.context = context_.get();
     }
     if (tc.batch % (tc.micro() * data_ranks()) != 0)

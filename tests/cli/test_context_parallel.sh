@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Context parallelism over MPI (`zaya train --context-parallel N`, dist/context_parallel.h): 2 ranks sharing every
-# sequence, and 4 ranks as 2 data-parallel groups of 2, train the same model as one process on the same batches
-# (per-step and validation losses within 1e-5 relative); the same job twice gives bit-identical models; a checkpoint
-# of a context-parallel run resumes in one process and one process's resumes context-parallel; `zaya eval
-# --context-parallel 2` scores as one process does; bad combinations are clear errors. Skipped (exit 0, with a note) when mpirun is not installed.
+# sequence (with and without gradient accumulation), 4 ranks, and 4 ranks as 2 data-parallel groups of 2 train the
+# same model as one process on the same batches (per-step and validation losses within 1e-5 relative); the same job
+# twice gives bit-identical models; a checkpoint of a context-parallel run resumes in one process and one process's
+# resumes context-parallel; `zaya eval --context-parallel 2` scores as one process does; bad combinations are clear
+# errors. Skipped (exit 0, with a note) when mpirun is not installed.
 #
 # Usage: test_context_parallel.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -41,6 +42,11 @@ mpi_ok "mpirun -np 4 --context-parallel 2 --micro-batch 2: 2 data-parallel group
 d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/cp2dp2/metrics.jsonl")
 within "$d" 1e-5 && pass "2 groups × 2 context-parallel ranks match 1 process: losses within $d relative" ||
     fail "2 groups × 2 context-parallel ranks match 1 process" "max relative difference $d"
+mpi_ok "mpirun -np 2 --context-parallel 2 --micro-batch 1: 4 micro-batches accumulated per step" 2 "$tmp/cp2acc" \
+    "${args[@]}" --context-parallel 2 --micro-batch 1
+d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/cp2acc/metrics.jsonl")
+within "$d" 1e-5 && pass "with gradient accumulation too: losses within $d relative" ||
+    fail "2 context-parallel ranks with accumulation match 1 process" "max relative difference $d"
 mpi_ok "mpirun -np 4 --context-parallel 4: chunks of 4 tokens" 4 "$tmp/cp4" "${args[@]}" --context-parallel 4
 d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/cp4/metrics.jsonl")
 within "$d" 1e-5 && pass "4 context-parallel ranks match 1 process: losses within $d relative" ||
