@@ -39,7 +39,7 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         fail("eval: --by-position must be in [0, --seq {}] (0 = off), got {}", a.seq, a.by_position);
     if (!(a.rope_theta >= 0)) fail("eval: --rope-theta must be positive (0 = the model's own), got {}", a.rope_theta);
     if (a.device != "cpu" && a.device != "cuda") fail("eval: --device must be 'cpu' or 'cuda', got '{}'", a.device);
-    ContextParallel::check_options("eval", a.context_parallel, a.seq, a.doc_mask, a.packing, a.device);
+    ContextParallel::check_options("eval", a.context_parallel, a.seq, a.packing, a.device);
     const int cp = int(a.context_parallel);
     const cpu::MatmulPrecision precision = cpu::matmul_precision_from_string(a.precision);
     auto data = DataSet::open(a.data);
@@ -53,7 +53,8 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         be.set_matmul_precision(precision);
     }
     // With context parallelism a pass holds each sequence's two parts (model/chunk_exchange.h).
-    const int64_t max_seqs = cp > 1 ? 2 * a.batch : TokenBatch::max_sequences(a.batch, a.seq, a.doc_mask);
+    const int64_t max_seqs = cp > 1 ? TokenBatch::max_sequences(2 * a.batch, a.seq / (2 * cp), a.doc_mask)
+                                    : TokenBatch::max_sequences(a.batch, a.seq, a.doc_mask);
     Activations acts = Activations::plan(m.config, a.batch * (a.seq / cp), max_seqs, /*keep_all_layers=*/false, be,
                                          !be.host_memory() && precision == cpu::MatmulPrecision::BF16);
     std::unique_ptr<ContextParallel> context; // groups of cp consecutive ranks share each sequence

@@ -73,7 +73,7 @@ void TokenBatch::resize(int64_t rows, int64_t T, bool masked) {
     first_positions.clear();
 }
 
-TokenBatch TokenBatch::chunk(int r, int n) const {
+TokenBatch TokenBatch::chunk(int r, int n, int32_t doc_eos) const {
     ZAYA_ASSERT(n > 0 && r >= 0 && r < n && seq_len % (2 * n) == 0 && lengths.empty() && first_positions.empty());
     const int64_t Tc = seq_len / (2 * n);
     TokenBatch c;
@@ -84,7 +84,14 @@ TokenBatch TokenBatch::chunk(int r, int n) const {
             const auto from = ptrdiff_t(i * (seq_len + 1) + at), to = ptrdiff_t((2 * i + part) * (Tc + 1));
             std::copy_n(tokens.begin() + from, Tc + 1, c.tokens.begin() + to);
             if (!learned.empty()) std::copy_n(learned.begin() + from, Tc + 1, c.learned.begin() + to);
-            c.first_positions.push_back(at);
+            int64_t doc_start = 0; // with document masking: where the document under way at `at` began
+            if (doc_eos >= 0)
+                for (int64_t t = at - 1; t >= 0; --t)
+                    if (row(i)[t] == doc_eos) {
+                        doc_start = t + 1;
+                        break;
+                    }
+            c.first_positions.push_back(at - doc_start);
         }
     return c;
 }

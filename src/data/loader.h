@@ -68,9 +68,11 @@ struct TokenBatch {
     int64_t learned_targets(int32_t doc_eos = -1) const; // how many targets are not −1
     void resize(int64_t sequences, int64_t seq_len, bool masked);
     // Rank r of n's parts of every row (context parallelism, model/chunk_exchange.h): 2·sequences rows of T/(2n)
-    // inputs and their targets (flags too), each row's parts 0 and 1 in turn, at chunk_part_start's positions. T must
-    // divide by 2n; not for packed rows (whose lengths differ).
-    TokenBatch chunk(int r, int n) const;
+    // inputs and their targets (flags too), each row's parts 0 and 1 in turn, at chunk_part_start's positions — or,
+    // with doc_eos ≥ 0 (document masking), at their positions in the document under way where the part begins
+    // (inputs(doc_eos) then cuts the parts at each EOS as it cuts whole rows). T must divide by 2n; not for packed
+    // rows (whose lengths differ).
+    TokenBatch chunk(int r, int n, int32_t doc_eos = -1) const;
     // The most sequences inputs() makes of `rows` rows: every token its own document at worst.
     static int64_t max_sequences(int64_t rows, int64_t seq_len, bool doc_mask) {
         return doc_mask ? rows * seq_len : rows;

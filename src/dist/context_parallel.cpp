@@ -58,16 +58,16 @@ void ContextParallel::check_chunks(const ZayaConfig &c, int64_t seq_len, int n) 
              n, seq_len / (2 * n), conv_halo(c));
 }
 
-void ContextParallel::check_options(const char *who, int64_t n, int64_t seq_len, bool doc_mask,
-                                    const std::string &packing, const std::string &device) {
+void ContextParallel::check_options(const char *who, int64_t n, int64_t seq_len, const std::string &packing,
+                                    const std::string &device) {
     if (n < 1) fail("{}: --context-parallel must be at least 1, got {}", who, n);
     if (n == 1) return;
     if (seq_len % (2 * n) != 0)
         fail("{}: --context-parallel {} needs --seq divisible by {} (2 equal chunks per rank), got {}", who, n, 2 * n,
              seq_len);
-    if (doc_mask || packing != "chunks")
-        fail("{}: --context-parallel works on whole rows of the token stream; --doc-mask and --pack documents are "
-             "not supported with it yet",
+    if (packing != "chunks")
+        fail("{}: --context-parallel works on rows of the token stream; --pack documents is not supported with it "
+             "yet",
              who);
     if (device != "cpu") fail("{}: --context-parallel runs on --device cpu only so far", who);
 }
@@ -94,27 +94,35 @@ real *ContextParallel::halo_slot(int64_t l) const {
     return halo_.data() + size_t(layer_slot(l)) * size_t(2 * max_seqs_ * (H_ * C_ + Dv_));
 }
 
-void ContextParallel::begin(const int64_t *seq_start, int64_t B) {
-    if (B % 2 != 0 || B / 2 > max_seqs_)
-        fail("context parallelism: a batch of {} parts, planned for {} sequences of 2 parts", B, max_seqs_);
-    for (int64_t b = 0; b < B; ++b)
-        if (seq_start[b + 1] - seq_start[b] != Tc_)
-            fail("context parallelism: part {} of the batch holds {} tokens, not {} (every sequence must be {} "
-                 "tokens long, cut into {} chunks)",
-                 b, seq_start[b + 1] - seq_start[b], Tc_, T_, 2 * size_);
-    B_ = B / 2;
+void ContextParallel::begin(const int64_t *seq_start, const int32_t *positions, int64_t B) {
+    const int64_t N = seq_start[B];
+    if (N % (2 * Tc_) != 0 || N / (2 * Tc_) > max_seqs_)
+        fail("context parallelism: a batch of {} tokens, not 2 parts of {} tokens of at most {} rows", N, Tc_,
+             max_seqs_);
+    B_ = N / (2 * Tc_); // rows
     key_start_.resize(size_t(B));
     pos0_.resize(size_t(B));
+    halo_of_.resize(size_t(B));
     for (int64_t b = 0; b < B; ++b) {
-        key_start_[size_t(b)] = b / 2 * T_; // both parts read their sequence's gathered keys
-        pos0_[size_t(b)] = part_start(int(b % 2));
+        const int64_t n0 = seq_start[b], part = n0 / Tc_; // the part holding the sequence: row part/2, part % 2
+        if (seq_start[b + 1] > (part + 1) * Tc_)
+            fail("context parallelism: sequence {} of the batch (tokens {}..{}) crosses a part's end (parts of {} "
+                 "tokens)",
+                 b, n0, seq_start[b + 1] - 1, Tc_);
+        const int64_t at = part_start(int(part % 2)) + n0 % Tc_; // its first token's place in its row
+        const int64_t pos0 = positions[n0];
+        if (pos0 > at || (n0 % Tc_ != 0 && pos0 != 0))
+            fail("context parallelism: sequence {} of the batch starts at position {}, at {} of its row", b, pos0,
+                 at);
+        key_start_[size_t(b)] = part / 2 * T_ + at - pos0; // its document's first key in the gathered rows
+        pos0_[size_t(b)] = pos0;
+        halo_of_[size_t(b)] = n0 % Tc_ == 0 ? part : -1; // the halo of its part, if it starts the part
     }
     for (size_t slot = 0; slot < prefixes_.size(); ++slot) {
-        SeqPrefix &p = prefixes_[slot];
         real *halo = halo_slot(int64_t(slot));
-        // Rank 0's part 0 starts its sequence (position 0): the ops read no halo for it.
-        p = SeqPrefix{pos0_.data(), key_start_.data(), halo, halo + B * H_ * C_, dhalo_.data(),
-                      dhalo_.data() + B * H_ * C_};
+        const int64_t v_at = 2 * B_ * H_ * C_; // the halo's v_del rows after its z rows, one entry per part
+        prefixes_[slot] = SeqPrefix{pos0_.data(),         key_start_.data(), halo, halo + v_at, dhalo_.data(),
+                                    dhalo_.data() + v_at, halo_of_.data()};
     }
 }
 

@@ -34,8 +34,8 @@ class ContextParallel final : public ChunkExchange {
     // Fails, naming the values, unless seq_len splits into 2n chunks of at least the conv's halo.
     static void check_chunks(const ZayaConfig &c, int64_t seq_len, int n);
     // What a command (`who`: "train", "eval") can run with n > 1 before it has a model: fails, naming the option,
-    // unless seq_len divides by 2n and the rows are whole rows of the token stream on the CPU.
-    static void check_options(const char *who, int64_t n, int64_t seq_len, bool doc_mask, const std::string &packing,
+    // unless seq_len divides by 2n and the rows are rows of the token stream (not packed documents) on the CPU.
+    static void check_options(const char *who, int64_t n, int64_t seq_len, const std::string &packing,
                               const std::string &device);
     // This rank's group of n consecutive ranks of `comm` (called by every rank at once); fails unless they divide.
     static std::shared_ptr<Communicator> group_of(const char *who, Communicator &comm, int n);
@@ -51,10 +51,11 @@ class ContextParallel final : public ChunkExchange {
     int64_t seq_len() const { return T_; }
     int64_t chunk_len() const { return Tc_; } // tokens of each part
 
-    // ChunkExchange (model/chunk_exchange.h). The batch holds each sequence's parts 0 and 1 in turn; the gathered
-    // keys lie per sequence, its T rows in turn (chunk c at rows c·chunk_len …), and the keys' gradients are summed
-    // onto the ranks that own them (one reduce per chunk and sequence).
-    void begin(const int64_t *seq_start, int64_t B) override;
+    // ChunkExchange (model/chunk_exchange.h). The batch holds each row's parts 0 and 1 in turn (with document
+    // masking cut into documents); the gathered keys lie per row, its T rows in turn (chunk c at rows
+    // c·chunk_len …), and the keys' gradients are summed onto the ranks that own them (one reduce per chunk and
+    // row). Halos are per part: the sequence that starts a part reads its part's.
+    void begin(const int64_t *seq_start, const int32_t *positions, int64_t B) override;
     const SeqPrefix *prefix(int64_t l) const override { return &prefixes_[size_t(layer_slot(l))]; }
     const SeqPrefix *exchange_halos(int64_t l, const real *z, const real *v_del) override;
     std::pair<const real *, const real *> gather_kv(int64_t l, const real *k, const real *v) override;
@@ -86,7 +87,7 @@ class ContextParallel final : public ChunkExchange {
     RealBuffer halo_;    // per layer slot: the halo received (the conv's backward reads it again)
     RealBuffer dhalo_;   // its gradient, as the ops write it
     RealBuffer send_, recv_; // one message each
-    std::vector<int64_t> key_start_, pos0_; // per part
+    std::vector<int64_t> key_start_, pos0_, halo_of_; // per sequence of the batch
     std::vector<SeqPrefix> prefixes_; // per layer slot
 };
 

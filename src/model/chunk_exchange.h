@@ -24,9 +24,10 @@ class ChunkExchange {
     // This rank r of the n that share each sequence (a data loader cuts its rows with them: TokenBatch::chunk).
     virtual int chunk() const = 0;
     virtual int chunks() const = 0;
-    // Starts a pass over B sequences (seq_start[B+1], host memory): this rank's parts 0 and 1 of every sequence in
-    // turn (chunk_part_start); fails naming the sequence that is not one.
-    virtual void begin(const int64_t *seq_start, int64_t B) = 0;
+    // Starts a pass over a batch (host memory) of this rank's parts 0 and 1 of every row in turn (chunk_part_start),
+    // each part one sequence, or with document masking cut after each EOS into sequences whose positions
+    // (positions[N]) count from their document's start; fails naming the sequence that is not so.
+    virtual void begin(const int64_t *seq_start, const int32_t *positions, int64_t B) = 0;
     // Forward, after layer l's projections: sends what the next chunk reads of this one's end (the last rows of z
     // [N, C] and v_del [N, Dv] of each sequence), receives the previous chunk's; returns layer l's prefix
     // (SeqBatch::prefix) for the conv, the value shift and attention.

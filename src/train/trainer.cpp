@@ -34,7 +34,8 @@ BalancingConfig balancing_config(const TrainConfig &tc) {
 // two parts of each (model/chunk_exchange.h).
 int64_t pass_seq(const TrainConfig &tc) { return tc.seq / std::max<int64_t>(1, tc.context_parallel); }
 int64_t pass_seqs(const TrainConfig &tc) {
-    return tc.context_parallel > 1 ? 2 * tc.micro() : TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask);
+    if (tc.context_parallel <= 1) return TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask);
+    return TokenBatch::max_sequences(2 * tc.micro(), tc.seq / (2 * tc.context_parallel), tc.doc_mask);
 }
 
 GuardConfig guard_config(const TrainConfig &tc) {
@@ -232,7 +233,8 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
             batch_log->tokens.insert(batch_log->tokens.end(), rows.tokens.begin(), rows.tokens.end());
             batch_log->learned.insert(batch_log->learned.end(), rows.learned.begin(), rows.learned.end());
         }
-        micro_batches.push_back(context_ ? rows.chunk(context_->chunk(), context_->chunks()) : std::move(rows));
+        micro_batches.push_back(context_ ? rows.chunk(context_->chunk(), context_->chunks(), doc_eos_)
+                                         : std::move(rows));
         micro_targets.push_back(micro_batches.back().targets(doc_eos_));
         const std::vector<int32_t> &t = micro_targets.back();
         micro_learned.push_back(int64_t(std::count_if(t.begin(), t.end(), [](int32_t x) { return x >= 0; })));

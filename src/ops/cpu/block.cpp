@@ -20,7 +20,7 @@ void delayed_values_forward(real *v, int64_t ldv, const real *v_del, const real 
         for (int64_t n = seq_start[s]; n < seq_start[s + 1]; ++n) {
             real *dst = v + n * ldv;
             if (n > seq_start[s]) std::copy(v_del + (n - 1) * Dv, v_del + n * Dv, dst);
-            else if (prefix && prefix->continues(s)) std::copy_n(prefix->v_prev + s * Dv, Dv, dst);
+            else if (prefix && prefix->continues(s)) std::copy_n(prefix->v_prev + prefix->halo_entry(s) * Dv, Dv, dst);
             else if (bias) std::copy(bias, bias + Dv, dst);
             else std::fill(dst, dst + Dv, real(0));
         }
@@ -31,11 +31,12 @@ void delayed_values_backward(real *d_vdel, real *dbias, const real *dv, int64_t 
     real *dv_prev = prefix ? prefix->dv_prev : nullptr;
     for (int64_t s = 0; s < B; ++s) { // in sequence order: dbias sums the first tokens in order
         const bool continues = prefix && prefix->continues(s);
-        if (dv_prev && !continues) std::fill_n(dv_prev + s * Dv, Dv, real(0));
+        const int64_t entry = prefix ? prefix->halo_entry(s) : -1;
+        if (dv_prev && entry >= 0 && !continues) std::fill_n(dv_prev + entry * Dv, Dv, real(0));
         for (int64_t n = seq_start[s]; n < seq_start[s + 1]; ++n) {
             const real *src = dv + n * ldv;
             if (n > seq_start[s]) std::copy(src, src + Dv, d_vdel + (n - 1) * Dv);
-            else if (continues) std::copy(src, src + Dv, dv_prev + s * Dv);
+            else if (continues) std::copy(src, src + Dv, dv_prev + entry * Dv);
             else if (dbias)
                 for (int64_t i = 0; i < Dv; ++i) dbias[i] += src[i];
             if (n + 1 == seq_start[s + 1]) std::fill(d_vdel + n * Dv, d_vdel + (n + 1) * Dv, real(0));

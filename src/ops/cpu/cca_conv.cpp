@@ -88,8 +88,10 @@ void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start,
     for (int64_t b = 0; b < B; ++b) {
         const int64_t t0 = seq_start[b], T = seq_start[b + 1] - t0;
         const real *zs = z + t0 * C;
+        // z̃ at t < 0 is zh + t·C down to the document's start (−pos0), zero before it.
         const bool halo = prefix && prefix->continues(b);
-        const real *zh = halo ? prefix->z_prev + (b * H + H) * C : nullptr; // z̃ at t < 0 is zh + t·C
+        const real *zh = halo ? prefix->z_prev + (prefix->halo_entry(b) * H + H) * C : nullptr;
+        const int64_t t_min = halo ? -std::min(H, prefix->first_position(b)) : 0;
         real *ps = p + (t0 + b * (k1 - 1)) * C;
 #pragma omp parallel for schedule(static)
         for (int64_t j = -(k1 - 1); j < T; ++j) {
@@ -97,7 +99,7 @@ void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start,
             for (int64_t c = 0; c < C; ++c) pr[c] = bd[c];
             for (int64_t i = 0; i < k0; ++i) {
                 int64_t t = j - (k0 - 1) + i;
-                if (t < 0 && !zh) continue;
+                if (t < t_min) continue;
                 const real *zr = t < 0 ? zh + t * C : zs + t * C;
                 for (int64_t c = 0; c < C; ++c) pr[c] += wd[c * k0 + i] * zr[c];
             }
@@ -146,10 +148,15 @@ void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real
         const int64_t t0 = seq_start[b], T = seq_start[b + 1] - t0;
         if (T == 0) continue;
         const real *zs = z + t0 * C;
+        // The halo: z̃ at t < 0 is zh + t·C down to the document's start, t_min; its gradient is written for every
+        // row of the sequence's entry (zero before t_min, all zero when it does not continue).
         const bool halo = prefix && prefix->continues(b);
-        const real *zh = halo ? prefix->z_prev + (b * H + H) * C : nullptr; // the halo: z̃ at t < 0 is zh + t·C
-        real *dzh = halo ? prefix->dz_prev + (b * H + H) * C : nullptr;
-        if (prefix && prefix->dz_prev && !halo) std::fill_n(prefix->dz_prev + b * H * C, H * C, real(0));
+        const int64_t entry = prefix ? prefix->halo_entry(b) : -1;
+        const real *zh = halo ? prefix->z_prev + (entry * H + H) * C : nullptr;
+        real *dzh = halo ? prefix->dz_prev + (entry * H + H) * C : nullptr;
+        const int64_t t_min = halo ? -std::min(H, prefix->first_position(b)) : 0;
+        if (prefix && prefix->dz_prev && entry >= 0)
+            std::fill_n(prefix->dz_prev + entry * H * C, (H + t_min) * C, real(0));
         real *dps = dp + (t0 + b * (k1 - 1)) * C;
         real *dzs = dz + t0 * C;
         const int64_t rows = T + k1 - 1;
@@ -171,14 +178,13 @@ void cca_conv_backward(real *dz, real *dp, real *dwd, real *dbd, real *dwg, real
         // Depthwise conv: p_j = bd + Σ_i wd[i]·z̃_{j−(k0−1)+i}; every p row (padding rows too) carries the bias.
         column_dot_add(dbd, dps, C, nullptr, 0, rows, C);
         // By column chunks, rows in order (each channel's sums keep their order), vectorised across channels.
-        // Positions t < 0 exist only with the halo (they reach back to −H).
-        const int64_t t_min = zh ? -H : 0;
+        // Positions t < 0 exist only with the halo (they reach back to −H, or to the document's start).
         for_column_chunks(C, [&](int64_t c0, int64_t c1) {
             const int64_t w = c1 - c0;
             real acc[kColumnChunk];
             for (int64_t i = 0; i < k0; ++i) {
                 std::fill_n(acc, w, real(0));
-                for (int64_t j = std::max<int64_t>(-(k1 - 1), t_min + k0 - 1 - i); j < T; ++j) { // rows with t ≥ t_min
+                for (int64_t j = std::max<int64_t>(-(k1 - 1), t_min + k0 - 1 - i); j < T; ++j) { // t ≥ t_min
                     const int64_t t = j - (k0 - 1) + i;
                     const real *dr = dps + (j + k1 - 1) * C + c0, *zr = (t < 0 ? zh : zs) + t * C + c0;
 #pragma omp simd
