@@ -62,6 +62,9 @@ void register_train(CLI::App &app) {
     cmd->add_option("--eval-batches", tc->eval_batches, "Validation batches per evaluation (0 = whole split)")->capture_default_str();
     cmd->add_option("--sample-tokens", tc->sample_tokens, "Tokens of text sampled at the end")->capture_default_str();
     cmd->add_option("--sample-prompt", tc->sample_prompt, "Prompt of the final sample")->capture_default_str();
+    cmd->add_flag("--sample-chat", tc->sample_chat,
+                  "The final sample as a chat: --sample-prompt is the user's turn, the answer stops at its end "
+                  "(as zaya generate --chat)");
     cmd->add_option("--seed", tc->seed, "Seed of initialisation and data order")->capture_default_str();
     cmd->add_option("--ckpt-every", tc->ckpt_every, "Checkpoint every N steps and at the end (0 = never)")
         ->capture_default_str();

@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "infer/engine.h"
 #include "io/model_io.h"
@@ -356,13 +357,24 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         std::copy_n(trainer.model().params.data(), copy.layout.total, copy.params.data());
         Engine engine(InferModel::from_model(std::move(copy), DType::F32), Tokenizer::load(data->tokenizer_path()),
                       EngineOptions{1, 256});
-        std::vector<int32_t> prompt = engine.tokenizer()->encode(tc.sample_prompt);
-        if (mc.bos_token_id >= 0) prompt.insert(prompt.begin(), int32_t(mc.bos_token_id));
+        const Tokenizer &tok = *engine.tokenizer();
         SampleOptions so;
         so.max_new_tokens = tc.sample_tokens;
         so.seed = tc.seed;
         so.stop_tokens = engine.default_stop_tokens();
-        fmt::print("sample (temperature {}, top-k {}):\n{}", so.temperature, so.top_k, tc.sample_prompt);
+        std::vector<int32_t> prompt;
+        if (tc.sample_chat) { // the user's turn, then the model's (data/chat_template.h)
+            prompt = chat_prompt(tok, {{"user", tc.sample_prompt}}, int32_t(mc.bos_token_id));
+            so.stop_strings = chat_stop_strings(tok);
+        } else {
+            prompt = tok.encode(tc.sample_prompt);
+            if (mc.bos_token_id >= 0) prompt.insert(prompt.begin(), int32_t(mc.bos_token_id));
+        }
+        if (tc.sample_chat)
+            fmt::print("sample (chat, temperature {}, top-k {}):\nuser: {}\nmodel: ", so.temperature, so.top_k,
+                       tc.sample_prompt);
+        else
+            fmt::print("sample (temperature {}, top-k {}):\n{}", so.temperature, so.top_k, tc.sample_prompt);
         std::fflush(stdout);
         generate_one(engine, prompt, so, [](int32_t, const std::string &text) {
             fmt::print("{}", text);

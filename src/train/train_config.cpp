@@ -94,6 +94,7 @@ void train_config_from_json(TrainConfig &c, const nlohmann::json &j, const std::
         else if (k == "eval_batches") integer(c.eval_batches);
         else if (k == "sample_tokens") integer(c.sample_tokens);
         else if (k == "sample_prompt") string(c.sample_prompt);
+        else if (k == "sample_chat") want(v.is_boolean(), "true or false"), c.sample_chat = v.get<bool>();
         else if (k == "ckpt_every") integer(c.ckpt_every);
         else if (k == "keep") integer(c.keep);
         else if (k == "resume") want(v.is_boolean(), "true or false"), c.resume = v.get<bool>();
@@ -122,7 +123,7 @@ nlohmann::json train_config_to_json(const TrainConfig &c) {
             {"warmup", c.warmup_steps()},   {"min_lr_ratio", c.min_lr_ratio},
             {"balance", c.balance}, {"balance_lr", c.balance_lr},
             {"eval_every", c.eval_every}, {"eval_batches", c.eval_batches},
-            {"sample_tokens", c.sample_tokens}, {"sample_prompt", c.sample_prompt},
+            {"sample_tokens", c.sample_tokens}, {"sample_prompt", c.sample_prompt}, {"sample_chat", c.sample_chat},
             {"save_init", c.save_init}, {"dump_batches", c.dump_batches},
             {"ckpt_every", c.ckpt_every}, {"keep", c.keep}, {"resume", c.resume}, {"resume_from", c.resume_from},
             {"stop_after", c.stop_after}, {"ckpt_async", c.ckpt_async}, {"spike_z", c.spike_z},

@@ -54,6 +54,9 @@ struct TrainConfig {
     int64_t eval_batches = 8;  // validation batches of `batch` sequences each
     int64_t sample_tokens = 200; // text sample at the end (0 = none)
     std::string sample_prompt = "The ";
+    // The sample as a chat (data/chat_template.h): sample_prompt is the user's turn, the model answers it and stops
+    // at the turn's end, as `zaya generate --chat` does (after fine-tuning on chats).
+    bool sample_chat = false;
     // For reference comparisons (tools/train_reference.py): write the initial model to RUN_DIR/init/ and every
     // step's token batch to RUN_DIR/batches.bin (int32, [steps, batch, seq+1]; with loss masks or packed rows,
     // their flags to batches_learned.bin, u8, the same shape).

@@ -70,6 +70,16 @@ print(f"        answers' loss {a:.3f} -> {b:.3f}")
 assert b < 0.5 * a, (a, b)
 PY
     fail "the answers' loss falls" "$before" "$after"
+# The end-of-training sample as a chat (--sample-chat): the user's turn, then the model's answer, which stops at the
+# turn's end (a few more steps from the fine-tuned model: the answer is sampled, as the sample always is).
+expect_ok "train --sample-chat" train --data "$tmp/sft" --init "$tmp/ft/model" --seq 64 --batch 8 --steps 2 --lr 0.001 \
+    --eval-every 0 --eval-batches 1 --sample-chat --sample-prompt "Hello, I am Eve. Number 1234?" --sample-tokens 48 \
+    --out "$tmp/ft_sample"
+sample=$(sed -n '/^sample (chat, /,$p' <<<"$out")
+[[ $(sed -n 2p <<<"$sample") == "user: Hello, I am Eve. Number 1234?" && $(sed -n 3p <<<"$sample") == "model: "?* &&
+    $sample != *"<end_of_turn>"* && $sample != *"<start_of_turn>"* ]] &&
+    pass "the sample is the user's turn and the model's answer, ended at the turn: $(sed -n 3p <<<"$sample")" ||
+    fail "train --sample-chat" "$sample"
 run generate "$tmp/ft/model" --chat --prompt "Hello, I am Eve. Number 1234?" --temperature 0 -n 48
 [[ $rc -eq 0 && $out == "Sure, happy to help." ]] &&
     pass "generate --chat answers as taught and stops at <end_of_turn>" ||
