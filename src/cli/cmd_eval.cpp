@@ -52,9 +52,7 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         on_device.emplace(model_on(m, be));
         be.set_matmul_precision(precision);
     }
-    // With context parallelism a pass holds each sequence's two parts (model/chunk_exchange.h).
-    const int64_t max_seqs = cp > 1 ? TokenBatch::max_sequences(2 * a.batch, a.seq / (2 * cp), a.doc_mask)
-                                    : TokenBatch::max_sequences(a.batch, a.seq, a.doc_mask);
+    const int64_t max_seqs = TokenBatch::max_sequences(a.batch, a.seq, a.doc_mask, cp);
     Activations acts = Activations::plan(m.config, a.batch * (a.seq / cp), max_seqs, /*keep_all_layers=*/false, be,
                                          !be.host_memory() && precision == cpu::MatmulPrecision::BF16);
     std::unique_ptr<ContextParallel> context; // groups of cp consecutive ranks share each sequence

@@ -94,13 +94,12 @@ void run_info(const InfoArgs &a) {
                    a.ranks,
                    double(data_parallel_bytes_per_step(ParamGroups::classify(ParamLayout::build(c), c), a.ranks)) /
                        (1 << 20));
-    if (a.device == "cuda") return print_device_train_memory(c, a);
-    if (a.context_parallel > 1) {
-        if (a.ranks % a.context_parallel != 0)
-            fail("info: --ranks ({}) must divide into groups of --context-parallel ({})", a.ranks, a.context_parallel);
-        if (a.device != "cpu") fail("info: --context-parallel runs on --device cpu only so far");
+    if (a.context_parallel > 1) { // before the GPU's plan, which has no context parallelism (refused there)
+        ContextParallel::check_options("info", a.context_parallel, seq_len, "chunks", a.device);
+        ContextParallel::check_ranks("info", a.ranks, a.context_parallel);
         ContextParallel::check_chunks(c, seq_len, a.context_parallel);
     }
+    if (a.device == "cuda") return print_device_train_memory(c, a);
     TrainMemory tm = train_memory(c, a.micro_batch, seq_len, a.ranks, NsPrecision::BF16, 0, a.precision == "bf16",
                                   a.doc_mask, a.context_parallel);
     fmt::print("training memory  micro-batch {} × {} tokens, fp32 weights, matmuls {}, allocated once before the first "

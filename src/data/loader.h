@@ -74,7 +74,9 @@ struct TokenBatch {
     // rows (whose lengths differ).
     TokenBatch chunk(int r, int n, int32_t doc_eos = -1) const;
     // The most sequences inputs() makes of `rows` rows: every token its own document at worst.
-    static int64_t max_sequences(int64_t rows, int64_t seq_len, bool doc_mask) {
+    // With context_parallel n > 1: the most a rank's parts of them make (chunk(r, n): 2·rows rows of seq_len/(2n)).
+    static int64_t max_sequences(int64_t rows, int64_t seq_len, bool doc_mask, int64_t context_parallel = 1) {
+        if (context_parallel > 1) return max_sequences(2 * rows, seq_len / (2 * context_parallel), doc_mask);
         return doc_mask ? rows * seq_len : rows;
     }
 };

@@ -35,7 +35,7 @@ ContextParallel::ContextParallel(std::shared_ptr<Communicator> group, const Zaya
       Tc_(seq_len / (2 * size_)), max_seqs_(max_seqs), C_(c.conv_channels()), H_(conv_halo(c)), Dk_(c.kv_dim()),
       Dv_(c.kv_dim() / 2), keep_all_layers_(keep_all_layers) {
     check_chunks(c, seq_len, size_);
-    const size_t kv_floats = size_t(2 * max_seqs * T_ * Dk_);
+    const size_t kv_floats = size_t(2 * kv_values());
     const int64_t slots = keep_all_layers ? c.num_hidden_layers : 1;
     kv_ = RealBuffer::zeros(kv_floats * size_t(slots));
     kv_grad_ = RealBuffer::zeros(kv_floats);
@@ -72,9 +72,13 @@ void ContextParallel::check_options(const char *who, int64_t n, int64_t seq_len,
     if (device != "cpu") fail("{}: --context-parallel runs on --device cpu only so far", who);
 }
 
+void ContextParallel::check_ranks(const char *who, int ranks, int n) {
+    if (ranks % n != 0)
+        fail("{}: --context-parallel {} needs the ranks ({}) to divide into groups of {}", who, n, ranks, n);
+}
+
 std::shared_ptr<Communicator> ContextParallel::group_of(const char *who, Communicator &comm, int n) {
-    if (comm.size() % n != 0)
-        fail("{}: --context-parallel {} needs the ranks ({}) to divide into groups of {}", who, n, comm.size(), n);
+    check_ranks(who, comm.size(), n);
     // Consecutive ranks: with one launcher slot per core those share a machine, and the halos and keys cross the
     // fastest links.
     return comm.split(comm.rank() / n, comm.rank() % n);
@@ -219,14 +223,18 @@ void ContextParallel::return_halo_grads(real *dz, real *d_vdel) {
     }
 }
 
+real *ContextParallel::kv_slot(int64_t l) const {
+    return kv_.data() + size_t(layer_slot(l)) * size_t(2 * kv_values());
+}
+
 std::pair<const real *, const real *> ContextParallel::gathered_kv(int64_t l) const {
-    const real *slot = kv_.data() + size_t(layer_slot(l)) * size_t(2 * max_seqs_ * T_ * Dk_);
-    return {slot, slot + max_seqs_ * T_ * Dk_};
+    const real *keys = kv_slot(l);
+    return {keys, keys + kv_values()};
 }
 
 std::pair<const real *, const real *> ContextParallel::gather_kv(int64_t l, const real *k, const real *v) {
-    real *keys = kv_.data() + size_t(layer_slot(l)) * size_t(2 * max_seqs_ * T_ * Dk_);
-    const int64_t values = max_seqs_ * T_ * Dk_; // offset of the values from the keys
+    real *keys = kv_slot(l);
+    const int64_t values = kv_values();
     for (int64_t i = 0; i < B_; ++i)
         for (int p = 0; p < 2; ++p) {
             real *at = keys + (i * T_ + part_start(p)) * Dk_;
@@ -241,12 +249,12 @@ std::pair<const real *, const real *> ContextParallel::gather_kv(int64_t l, cons
 
 std::pair<real *, real *> ContextParallel::zeroed_kv_grads() {
     std::fill_n(kv_grad_.data(), kv_grad_.size, real(0));
-    return {kv_grad_.data(), kv_grad_.data() + max_seqs_ * T_ * Dk_};
+    return {kv_grad_.data(), kv_grad_.data() + kv_values()};
 }
 
 void ContextParallel::reduce_kv_grads(real *dk, real *dv) {
     real *dkeys = kv_grad_.data();
-    const int64_t values = max_seqs_ * T_ * Dk_;
+    const int64_t values = kv_values();
     std::vector<Communicator::Part> parts;
     for (int owner = 0; owner < size_; ++owner)
         for (const Communicator::Block &b : owned_blocks(owner, size_, B_, T_, Tc_, Dk_, size_t(values)))

@@ -37,6 +37,8 @@ class ContextParallel final : public ChunkExchange {
     // unless seq_len divides by 2n and the rows are rows of the token stream (not packed documents) on the CPU.
     static void check_options(const char *who, int64_t n, int64_t seq_len, const std::string &packing,
                               const std::string &device);
+    // Fails, naming the values, unless `ranks` divide into groups of n.
+    static void check_ranks(const char *who, int ranks, int n);
     // This rank's group of n consecutive ranks of `comm` (called by every rank at once); fails unless they divide.
     static std::shared_ptr<Communicator> group_of(const char *who, Communicator &comm, int n);
     // Bytes the buffers take (zaya info): gathered keys and values, their gradients, the halos.
@@ -67,6 +69,9 @@ class ContextParallel final : public ChunkExchange {
   private:
     size_t halo_floats() const; // one message, one part of every sequence: B·H·C of z, then B·Dv of v_del
     real *halo_slot(int64_t l) const; // layer l's halo received: [2B, H, C] of z, then [2B, Dv] of v_del
+    // Layer l's gathered keys [max_seqs·T, Dk], the values kv_values() floats after them (and so in kv_grad_).
+    real *kv_slot(int64_t l) const;
+    int64_t kv_values() const { return max_seqs_ * T_ * Dk_; }
     // The message of part p: each sequence's last rows of z and v_del (its tails) into out; the other way, a message
     // into part p's rows of a halo (or of its gradient).
     void pack_tails(int p, const real *z, const real *v_del, real *out) const;

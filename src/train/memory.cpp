@@ -52,10 +52,7 @@ TrainMemory train_memory(const ZayaConfig &c, int64_t micro_batch, int64_t seq, 
         m.muon_workspace = std::max(m.muon_workspace, size_t(threads) * Muon::workspace_bytes(ns, local.max_muon_numel(),
                                                                                            local.max_muon_min_dim()));
     }
-    // With context parallelism a pass holds two parts of each sequence (model/chunk_exchange.h).
-    const int64_t seqs = context_parallel > 1
-                             ? TokenBatch::max_sequences(2 * micro_batch, seq / (2 * context_parallel), doc_mask)
-                             : TokenBatch::max_sequences(micro_batch, seq, doc_mask);
+    const int64_t seqs = TokenBatch::max_sequences(micro_batch, seq, doc_mask, context_parallel);
     const int64_t tokens = micro_batch * (seq / std::max(1, context_parallel)); // a pass's: its chunks
     m.activations = Activations::bytes_needed(c, tokens, seqs, true);
     m.scratch = GradScratch::bytes_needed(c, tokens, seqs);

@@ -366,15 +366,13 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         if (tc.sample_chat) { // the user's turn, then the model's (data/chat_template.h)
             prompt = chat_prompt(tok, {{"user", tc.sample_prompt}}, int32_t(mc.bos_token_id));
             so.stop_strings = chat_stop_strings(tok);
+            fmt::print("sample (chat, temperature {}, top-k {}):\nuser: {}\nmodel: ", so.temperature, so.top_k,
+                       tc.sample_prompt);
         } else {
             prompt = tok.encode(tc.sample_prompt);
             if (mc.bos_token_id >= 0) prompt.insert(prompt.begin(), int32_t(mc.bos_token_id));
-        }
-        if (tc.sample_chat)
-            fmt::print("sample (chat, temperature {}, top-k {}):\nuser: {}\nmodel: ", so.temperature, so.top_k,
-                       tc.sample_prompt);
-        else
             fmt::print("sample (temperature {}, top-k {}):\n{}", so.temperature, so.top_k, tc.sample_prompt);
+        }
         std::fflush(stdout);
         generate_one(engine, prompt, so, [](int32_t, const std::string &text) {
             fmt::print("{}", text);

@@ -34,8 +34,7 @@ BalancingConfig balancing_config(const TrainConfig &tc) {
 // two parts of each (model/chunk_exchange.h).
 int64_t pass_seq(const TrainConfig &tc) { return tc.seq / std::max<int64_t>(1, tc.context_parallel); }
 int64_t pass_seqs(const TrainConfig &tc) {
-    if (tc.context_parallel <= 1) return TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask);
-    return TokenBatch::max_sequences(2 * tc.micro(), tc.seq / (2 * tc.context_parallel), tc.doc_mask);
+    return TokenBatch::max_sequences(tc.micro(), tc.seq, tc.doc_mask, tc.context_parallel);
 }
 
 GuardConfig guard_config(const TrainConfig &tc) {
