@@ -53,7 +53,7 @@ void run_generate(GenerateArgs a) {
     Engine engine(std::move(model), std::move(tok), a.engine);
     if (a.sample.stop_tokens.empty()) a.sample.stop_tokens = engine.default_stop_tokens();
     const bool stream_text = engine.tokenizer() != nullptr;
-    Completion r = generate_one(engine, prompt, a.sample, [&](int32_t, const std::string &text) {
+    Completion r = generate_one(engine, prompt, a.sample, [&](int32_t, const std::string &text, const Completion &) {
         if (stream_text && !text.empty()) {
             std::fwrite(text.data(), 1, text.size(), stdout);
             std::fflush(stdout);

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/atomic_file.h"
+#include "core/utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -13,36 +14,7 @@ namespace fs = std::filesystem;
 
 namespace zaya {
 
-bool is_utf8_text(std::string_view s) {
-    const auto *p = reinterpret_cast<const unsigned char *>(s.data());
-    const size_t n = s.size();
-    size_t i = 0;
-    while (i < n) {
-        const unsigned c = p[i];
-        if (c == 0) return false;
-        if (c < 0x80) {
-            ++i;
-            continue;
-        }
-        size_t len;
-        unsigned cp;
-        if ((c & 0xe0) == 0xc0) len = 2, cp = c & 0x1f;
-        else if ((c & 0xf0) == 0xe0) len = 3, cp = c & 0x0f;
-        else if ((c & 0xf8) == 0xf0) len = 4, cp = c & 0x07;
-        else return false;
-        if (i + len > n) return false;
-        for (size_t k = 1; k < len; ++k) {
-            if ((p[i + k] & 0xc0) != 0x80) return false;
-            cp = (cp << 6) | (p[i + k] & 0x3f);
-        }
-        // Overlong encodings, surrogates and values past U+10FFFF are not valid UTF-8.
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += len;
-    }
-    return true;
-}
+bool is_utf8_text(std::string_view s) { return s.find('\0') == std::string_view::npos && is_utf8(s); }
 
 namespace {
 

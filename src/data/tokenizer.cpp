@@ -69,6 +69,22 @@ std::string Tokenizer::piece(int32_t id) const {
     return sp_->IdToPiece(id);
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+    const std::string p = piece(id);
+    if (sp_->IsControl(id)) return {};
+    if (sp_->IsByte(id)) return std::string(1, char(std::stoi(p.substr(3, 2), nullptr, 16))); // "<0xNN>"
+    if (sp_->IsUnknown(id)) return decode({id});
+    std::string out;
+    static constexpr std::string_view kSpace = "\xe2\x96\x81"; // U+2581 '▁'
+    for (size_t i = 0; i < p.size();) {
+        if (p.compare(i, kSpace.size(), kSpace) == 0) out += ' ', i += kSpace.size();
+        else out += p[i++];
+    }
+    return out;
+}
+
+bool Tokenizer::is_control(int32_t id) const { return id >= 0 && id < vocab_size() && sp_->IsControl(id); }
+
 int32_t Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 int32_t Tokenizer::bos_id() const { return sp_->bos_id(); }
 int32_t Tokenizer::piece_id(std::string_view piece) const {

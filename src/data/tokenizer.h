@@ -23,6 +23,10 @@ class Tokenizer {
     std::vector<int32_t> encode(std::string_view text) const; // no bos/eos added; thread-safe
     std::string decode(const std::vector<int32_t> &ids) const;
     std::string piece(int32_t id) const;
+    // The bytes token `id` adds to decode()'s text: a byte piece's byte (maybe part of a UTF-8 character), a
+    // piece's text with '▁' as a space; nothing for a control token (<bos>, <eos>), which decode() drops.
+    std::string token_bytes(int32_t id) const;
+    bool is_control(int32_t id) const;
     // The id of a piece (e.g. "<start_of_turn>"), −1 if the model has no such piece.
     int32_t piece_id(std::string_view piece) const;
 

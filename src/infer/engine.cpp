@@ -67,6 +67,8 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, 
             fail("prompt token {} at position {} is outside the vocabulary [0, {})", prompt[i], i, c.vocab_size);
     if (int64_t(prompt.size()) >= max_context_)
         fail("the prompt has {} tokens; the context length is {}", prompt.size(), max_context_);
+    if (opts.prompt_logprobs && !decoder_->can_score())
+        fail("prompt log-probabilities are computed on the CPU decoder only so far, not on {}", decoder_->device());
     auto r = std::make_unique<Request>();
     r->prompt = std::move(prompt);
     r->opts = opts;
@@ -132,7 +134,7 @@ void Engine::finish(Request &r, const std::string &reason) {
         try {
             if (reason != "stop" || !r.text->stopped()) {
                 std::string rest = r.text->flush();
-                if (!rest.empty() && r.on_token) r.on_token(-1, rest);
+                if (!rest.empty() && r.on_token) r.on_token(-1, rest, r.out);
             }
         } catch (const std::exception &e) {
             r.out.error = e.what();
@@ -161,12 +163,18 @@ bool Engine::step() {
     std::vector<std::span<const int32_t>> chunks;
     std::vector<Request *> fed;
     bool prefilled = false;
+    size_t scored = SIZE_MAX; // the prefill chunk, if its prompt's log-probabilities are asked for
+    int64_t scored_from = 0;  // its first token's position
     for (auto &rp : running_) {
         Request &r = *rp;
         if (r.fed < int64_t(r.prompt.size())) {
             if (prefilled) continue;
             prefilled = true;
             const int64_t n = std::min<int64_t>(opts_.prefill_chunk, int64_t(r.prompt.size()) - r.fed);
+            if (r.opts.prompt_logprobs) {
+                scored = chunks.size();
+                scored_from = r.fed;
+            }
             chunks.emplace_back(r.prompt.data() + r.fed, size_t(n));
             r.fed += n;
         } else {
@@ -175,12 +183,18 @@ bool Engine::step() {
         seqs.push_back(&r.cache);
         fed.push_back(&r);
     }
-    // When every sequence picks greedily, the decoder gives the argmax alone (on the GPU: 4 bytes per sequence
-    // downloaded instead of V floats).
-    const bool all_greedy =
-        std::all_of(fed.begin(), fed.end(), [](const Request *r) { return r->sampler->greedy(); });
+    // When every sequence picks greedily and none reports log-probabilities, the decoder gives the argmax alone (on
+    // the GPU: 4 bytes per sequence downloaded instead of V floats).
+    const bool all_greedy = scored == SIZE_MAX && std::all_of(fed.begin(), fed.end(), [](const Request *r) {
+                                return r->sampler->greedy() && r->opts.logprobs < 0;
+                            });
     try {
-        decoder_->forward(seqs, chunks, all_greedy ? nullptr : logits_.data(), greedy_.data());
+        if (scored != SIZE_MAX) {
+            scored_rows_.resize(size_t(opts_.prefill_chunk * V));
+            decoder_->forward_scored(seqs, chunks, logits_.data(), scored, scored_rows_.data());
+        } else {
+            decoder_->forward(seqs, chunks, all_greedy ? nullptr : logits_.data(), greedy_.data());
+        }
     } catch (const std::exception &e) { // fail these requests, keep serving the next ones
         for (Request *r : fed) {
             r->out.error = e.what();
@@ -189,11 +203,23 @@ bool Engine::step() {
         return true;
     }
     max_batch_seen_ = std::max(max_batch_seen_.load(), int64_t(seqs.size()));
+    if (scored != SIZE_MAX) { // row j of the chunk predicts the prompt's token at scored_from + j + 1
+        Request &r = *fed[scored];
+        const int64_t P = int64_t(r.prompt.size());
+        for (int64_t p = scored_from + 1; p < std::min(r.fed + 1, P); ++p)
+            r.out.prompt_logprobs.push_back(token_logprobs(scored_rows_.data() + (p - scored_from - 1) * V, V,
+                                                           r.prompt[size_t(p)], r.opts.logprobs, top_idx_));
+    }
     for (size_t i = 0; i < fed.size(); ++i) {
         Request &r = *fed[i];
         if (r.fed < int64_t(r.prompt.size())) continue; // prompt not finished: no token yet
         if (r.t_first == 0) r.t_first = monotonic_seconds();
-        const int32_t t = all_greedy ? greedy_[i] : r.sampler->sample(logits_.data() + i * size_t(V));
+        if (r.opts.max_new_tokens == 0) { // only the prompt was asked for (its log-probabilities, say)
+            finish(r, "length");
+            continue;
+        }
+        const float *logits = logits_.data() + i * size_t(V);
+        const int32_t t = all_greedy ? greedy_[i] : r.sampler->sample(logits);
         const auto &stops = r.opts.stop_tokens;
         if (std::find(stops.begin(), stops.end(), t) != stops.end()) {
             finish(r, "stop");
@@ -201,10 +227,11 @@ bool Engine::step() {
         }
         r.sampler->observe(t);
         r.out.tokens.push_back(t);
+        if (r.opts.logprobs >= 0) r.out.logprobs.push_back(token_logprobs(logits, V, t, r.opts.logprobs, top_idx_));
         r.next = t;
         try {
             std::string text = r.text ? r.text->push(t) : std::string();
-            if (r.on_token) r.on_token(t, text);
+            if (r.on_token) r.on_token(t, text, r.out);
         } catch (const std::exception &e) {
             r.out.error = e.what();
             finish(r, "error");

@@ -7,6 +7,7 @@
 #pragma once
 #include "data/tokenizer.h"
 #include "infer/engine_decoder.h"
+#include "infer/logprobs.h"
 #include "infer/sample.h"
 #include "infer/text_stream.h"
 
@@ -38,13 +39,16 @@ struct Completion {
                                  // "error" (then `error` says what failed)
     std::string error;
     int64_t prompt_tokens = 0;
+    std::vector<TokenLogprobs> logprobs;        // one per generated token (SampleOptions::logprobs ≥ 0)
+    std::vector<TokenLogprobs> prompt_logprobs; // one per prompt token after the first (SampleOptions::prompt_logprobs)
     double prefill_seconds = 0, decode_seconds = 0; // wall time from submit to first token, then to the end
 };
 
 class Engine {
   public:
-    // Called for each new token with the text it releases (may be empty while text is held back).
-    using OnToken = std::function<void(int32_t token, const std::string &text)>;
+    // Called for each new token with the text it releases (may be empty while text is held back) and the completion
+    // so far (its tokens and log-probabilities up to this one); at the end, with token −1, for text held back.
+    using OnToken = std::function<void(int32_t token, const std::string &text, const Completion &so_far)>;
     using OnDone = std::function<void(const Completion &)>;
 
     Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> tokenizer, EngineOptions opts = {});
@@ -61,7 +65,8 @@ class Engine {
     std::vector<int32_t> default_stop_tokens() const;
 
     // Queues a request; validates the options and the prompt (non-empty, ids in the vocabulary, shorter than the
-    // context) and throws zaya::Error before queueing anything. Returns the request id.
+    // context; prompt log-probabilities only where the decoder computes them) and throws zaya::Error before
+    // queueing anything. Returns the request id. max_new_tokens 0 ends after the prompt (scoring it).
     uint64_t submit(std::vector<int32_t> prompt, const SampleOptions &opts, OnToken on_token, OnDone on_done);
     void cancel(uint64_t id); // finishes it with reason "cancelled" at the next step
 
@@ -85,7 +90,8 @@ class Engine {
     std::unique_ptr<EngineDecoder> decoder_;
     int64_t max_context_ = 0;
     std::vector<float> logits_;
-    std::vector<int32_t> greedy_;
+    std::vector<float> scored_rows_; // [prefill chunk, V]: a prompt chunk's logits (its log-probabilities asked)
+    std::vector<int32_t> greedy_, top_idx_;
     std::vector<std::unique_ptr<Request>> running_;
     std::deque<std::unique_ptr<Request>> queued_;
     std::vector<uint64_t> cancelled_;

@@ -24,6 +24,23 @@ class CpuEngineDecoder final : public EngineDecoder {
     std::string device() const override { return "cpu"; }
     DType kv_dtype() const override { return DType::F32; }
     SequenceCache new_sequence() override { return dec_.new_sequence(); }
+    bool can_score() const override { return true; }
+    void forward_scored(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
+                        float *logits, size_t scored, float *rows) override {
+        // The decoder's logits of every new token, [Σ chunk sizes, V]; each chunk's last row, and the scored
+        // chunk's rows, copied out.
+        size_t total = 0;
+        for (const auto &c : chunks) total += c.size();
+        scratch_.resize(total * size_t(V_));
+        dec_.forward(seqs, chunks, scratch_.data(), /*all_logits=*/true);
+        size_t row = 0;
+        for (size_t i = 0; i < chunks.size(); ++i) {
+            const float *first = scratch_.data() + row * size_t(V_);
+            if (i == scored) std::copy_n(first, chunks[i].size() * size_t(V_), rows);
+            row += chunks[i].size();
+            std::copy_n(scratch_.data() + (row - 1) * size_t(V_), V_, logits + i * size_t(V_));
+        }
+    }
     void forward(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks, float *logits,
                  int32_t *greedy) override {
         if (logits) return dec_.forward(seqs, chunks, logits);
@@ -123,6 +140,11 @@ class CudaEngineDecoder final : public EngineDecoder {
 };
 
 } // namespace
+
+void EngineDecoder::forward_scored(std::span<SequenceCache *const>, std::span<const std::span<const int32_t>>,
+                                   float *, size_t, float *) {
+    fail("prompt log-probabilities are computed on the CPU decoder only so far, not on {}", device());
+}
 
 int64_t default_prefill_chunk(const std::string &device) {
     return device == "cuda" ? CudaDecoder::Options{}.prefill_chunk : 256;

@@ -1,5 +1,10 @@
 #include "infer/openai_api.h"
 
+#include "core/utf8.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <limits>
 
 namespace zaya {
@@ -42,6 +47,13 @@ int64_t integer(const json &j, const char *key, int64_t lo, int64_t hi) {
 
 bool has(const json &j, const char *key) { return j.contains(key) && !j.at(key).is_null(); }
 
+bool boolean(const json &j, const char *key) {
+    if (!j.at(key).is_boolean()) bad(key, std::string("'") + key + "' must be a boolean");
+    return j.at(key).get<bool>();
+}
+
+constexpr size_t kMaxPrompts = 256; // per completions request
+
 std::vector<int32_t> token_ids(const json &a, const char *param) {
     std::vector<int32_t> ids;
     for (const json &t : a) {
@@ -52,20 +64,23 @@ std::vector<int32_t> token_ids(const json &a, const char *param) {
     return ids;
 }
 
-void parse_prompt(const json &p, ApiRequest &r) {
-    if (p.is_string()) {
-        r.prompt_text = p.get<std::string>();
-        return;
-    }
-    if (!p.is_array() || p.empty()) bad("prompt", "'prompt' must be a string, an array of token ids, or one of those in an array");
-    if (p[0].is_number_integer()) {
-        r.prompt_ids = token_ids(p, "prompt");
-        return;
-    }
-    if (p.size() != 1) bad("prompt", "zaya takes one prompt per request (send several requests: they are batched)");
-    if (p[0].is_string()) r.prompt_text = p[0].get<std::string>();
-    else if (p[0].is_array() && !p[0].empty()) r.prompt_ids = token_ids(p[0], "prompt");
-    else bad("prompt", "'prompt' must be a string, an array of token ids, or one of those in an array");
+// OpenAI's prompt forms: a string, an array of token ids, or an array of those (a choice each).
+void parse_prompts(const json &p, ApiRequest &r) {
+    const char *form = "'prompt' must be a string, an array of token ids, or an array of those";
+    auto one = [&](const json &x) {
+        ApiPrompt prompt;
+        if (x.is_string()) prompt.text = x.get<std::string>();
+        else if (x.is_array() && !x.empty()) prompt.ids = token_ids(x, "prompt");
+        else bad("prompt", form);
+        r.prompts.push_back(std::move(prompt));
+    };
+    if (!p.is_array()) return one(p);
+    if (p.empty()) bad("prompt", form);
+    if (p[0].is_number_integer()) return one(p);
+    if (p.size() > kMaxPrompts)
+        bad("prompt",
+            "at most " + std::to_string(kMaxPrompts) + " prompts per request, got " + std::to_string(p.size()));
+    for (const json &x : p) one(x);
 }
 
 void parse_messages(const json &m, ApiRequest &r) {
@@ -97,6 +112,26 @@ void parse_messages(const json &m, ApiRequest &r) {
             if (r.messages[i].role == "system") bad("messages", "a system message may only come first");
 }
 
+// Completions: `logprobs` k and `echo`; chat: `logprobs` true and `top_logprobs` k.
+void parse_logprobs(const json &j, ApiRequest &r) {
+    SampleOptions &o = r.sample;
+    if (r.chat) {
+        if (has(j, "echo") && boolean(j, "echo")) bad("echo", "'echo' applies to /v1/completions");
+        const bool on = has(j, "logprobs") && boolean(j, "logprobs");
+        if (on) o.logprobs = 0;
+        if (has(j, "top_logprobs")) {
+            if (!on) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+            o.logprobs = integer(j, "top_logprobs", 0, kMaxTopLogprobs);
+        }
+        return;
+    }
+    if (has(j, "echo")) r.echo = boolean(j, "echo");
+    if (has(j, "logprobs") && !(j["logprobs"].is_boolean() && !j["logprobs"].get<bool>()))
+        o.logprobs = integer(j, "logprobs", 0, kMaxTopLogprobs);
+    if (has(j, "top_logprobs")) bad("top_logprobs", "'top_logprobs' applies to chat; completions take 'logprobs': k");
+    o.prompt_logprobs = r.echo && o.logprobs >= 0;
+}
+
 } // namespace
 
 ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_context) {
@@ -118,12 +153,10 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
         parse_messages(j["messages"], r);
     } else {
         if (!j.contains("prompt")) bad("prompt", "'prompt' is required");
-        parse_prompt(j["prompt"], r);
+        parse_prompts(j["prompt"], r);
     }
-    if (has(j, "stream")) {
-        if (!j["stream"].is_boolean()) bad("stream", "'stream' must be a boolean");
-        r.stream = j["stream"].get<bool>();
-    }
+    if (has(j, "stream")) r.stream = boolean(j, "stream");
+    if (r.stream && r.prompts.size() > 1) bad("prompt", "a streamed request takes one prompt");
     SampleOptions &o = r.sample;
     o.temperature = 1.0; // OpenAI's defaults: plain sampling
     o.top_k = 0;
@@ -142,8 +175,8 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
         if (has(j, key) && number(j, key, -2, 2) != 0)
             bad(key, std::string("'") + key + "' is not supported (use repetition_penalty)");
     if (has(j, "n") && integer(j, "n", 1, 1) != 1) bad("n", "'n' must be 1");
-    if (has(j, "echo") && (!j["echo"].is_boolean() || j["echo"].get<bool>())) bad("echo", "'echo' is not supported");
-    for (const char *key : {"logprobs", "top_logprobs", "tools", "functions", "response_format"})
+    parse_logprobs(j, r);
+    for (const char *key : {"tools", "functions", "response_format"})
         if (has(j, key) && !(j[key].is_boolean() && !j[key].get<bool>()))
             bad(key, std::string("'") + key + "' is not supported");
     if (has(j, "stop")) {
@@ -166,32 +199,119 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
     return r;
 }
 
-json completion_response(const ApiRequest &r, const std::string &id, int64_t created, const std::string &model,
-                         const Completion &c) {
-    json choice = {{"index", 0}, {"finish_reason", c.finish_reason}};
-    if (r.chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    else {
-        choice["text"] = c.text;
-        choice["logprobs"] = nullptr;
+namespace {
+
+// "bytes:\xe2\x96" for bytes that are not whole UTF-8 characters (a byte piece of a longer character).
+std::string shown(const TokenSpelling &t) {
+    if (t.bytes.empty()) return t.name;
+    if (is_utf8(t.bytes)) return t.bytes;
+    std::string out = "bytes:";
+    for (unsigned char c : t.bytes) out += fmt::format("\\x{:02x}", c);
+    return out;
+}
+
+json byte_values(const std::string &b) {
+    json a = json::array();
+    for (unsigned char c : b) a.push_back(int(c));
+    return a;
+}
+
+// Characters the bytes add to a text: its UTF-8 lead bytes (a character's first byte counts it).
+int64_t characters(const std::string &b) {
+    return std::count_if(b.begin(), b.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; });
+}
+
+} // namespace
+
+json api_logprobs(bool chat, std::span<const TokenLogprobs> lps, const SpellToken &spell, int64_t *offset,
+                  int32_t unscored) {
+    if (chat) {
+        json content = json::array();
+        for (const TokenLogprobs &lp : lps) {
+            const TokenSpelling t = spell(lp.token);
+            json top = json::array();
+            for (const TokenLogprob &alt : lp.top) {
+                const TokenSpelling a = spell(alt.token);
+                top.push_back({{"token", shown(a)}, {"logprob", alt.logprob}, {"bytes", byte_values(a.bytes)}});
+            }
+            content.push_back({{"token", shown(t)}, {"logprob", lp.logprob}, {"bytes", byte_values(t.bytes)},
+                               {"top_logprobs", top}});
+        }
+        return {{"content", content}};
     }
-    choice["token_ids"] = c.tokens; // zaya extension: the generated ids
-    const int64_t n = int64_t(c.tokens.size());
+    json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+    auto add = [&](int32_t token, const TokenLogprobs *lp) {
+        const TokenSpelling t = spell(token);
+        tokens.push_back(shown(t));
+        offsets.push_back(*offset);
+        *offset += characters(t.bytes);
+        if (!lp) {
+            token_lps.push_back(nullptr);
+            tops.push_back(nullptr);
+            return;
+        }
+        token_lps.push_back(lp->logprob);
+        json top = json::object(); // the k most likely and the chosen token, as OpenAI's legacy API
+        for (const TokenLogprob &alt : lp->top) top[shown(spell(alt.token))] = alt.logprob;
+        top[shown(t)] = lp->logprob;
+        tops.push_back(top);
+    };
+    if (unscored >= 0) add(unscored, nullptr);
+    for (const TokenLogprobs &lp : lps) add(lp.token, &lp);
+    return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json completion_response(const ApiRequest &r, const std::string &id, int64_t created, const std::string &model,
+                         const std::vector<ApiChoice> &choices, const SpellToken &spell) {
+    json out = json::array();
+    int64_t prompt_tokens = 0, completion_tokens = 0;
+    for (size_t i = 0; i < choices.size(); ++i) {
+        const Completion &c = choices[i].completion;
+        json choice = {{"index", i}, {"finish_reason", c.finish_reason}};
+        const bool lp = r.sample.logprobs >= 0;
+        if (r.chat) {
+            choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+            choice["logprobs"] = lp ? api_logprobs(true, c.logprobs, spell, nullptr) : json(nullptr);
+        } else {
+            choice["text"] = r.echo ? choices[i].echo_text + c.text : c.text;
+            json logprobs = nullptr;
+            if (lp) {
+                int64_t offset = 0;
+                const std::vector<int32_t> &prompt = choices[i].prompt;
+                if (r.echo && !prompt.empty()) {
+                    logprobs = api_logprobs(false, c.prompt_logprobs, spell, &offset, prompt[0]);
+                    const json more = api_logprobs(false, c.logprobs, spell, &offset);
+                    for (const char *key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+                        logprobs[key].insert(logprobs[key].end(), more[key].begin(), more[key].end());
+                } else {
+                    offset = r.echo ? characters(choices[i].echo_text) : 0;
+                    logprobs = api_logprobs(false, c.logprobs, spell, &offset);
+                }
+            }
+            choice["logprobs"] = logprobs;
+        }
+        choice["token_ids"] = c.tokens; // zaya extension: the generated ids
+        out.push_back(choice);
+        prompt_tokens += c.prompt_tokens;
+        completion_tokens += int64_t(c.tokens.size());
+    }
     return {{"id", id},
             {"object", r.chat ? "chat.completion" : "text_completion"},
             {"created", created},
             {"model", model},
-            {"choices", json::array({choice})},
-            {"usage", {{"prompt_tokens", c.prompt_tokens}, {"completion_tokens", n}, {"total_tokens", c.prompt_tokens + n}}}};
+            {"choices", out},
+            {"usage",
+             {{"prompt_tokens", prompt_tokens},
+              {"completion_tokens", completion_tokens},
+              {"total_tokens", prompt_tokens + completion_tokens}}}};
 }
 
 json stream_chunk(const ApiRequest &r, const std::string &id, int64_t created, const std::string &model,
-                  const std::string &delta, const Completion *final_c) {
+                  const std::string &delta, const Completion *final_c, const json &logprobs) {
     json choice = {{"index", 0}, {"finish_reason", final_c ? json(final_c->finish_reason) : json(nullptr)}};
     if (r.chat) choice["delta"] = final_c ? json::object() : json{{"content", delta}};
-    else {
-        choice["text"] = final_c ? "" : delta;
-        choice["logprobs"] = nullptr;
-    }
+    else choice["text"] = delta;
+    choice["logprobs"] = logprobs;
     json chunk = {{"id", id},
                   {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
                   {"created", created},

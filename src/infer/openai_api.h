@@ -5,6 +5,8 @@
 #include "infer/engine.h"
 
 #include <nlohmann/json.hpp>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,25 +23,59 @@ struct ApiError {
     nlohmann::json body() const; // {"error": {"message", "type", "param", "code"}}
 };
 
+// One prompt of a completions request: text, or token ids.
+struct ApiPrompt {
+    std::string text;
+    std::vector<int32_t> ids; // non-empty: the prompt was given as ids
+};
+
 struct ApiRequest {
     bool chat = false;
     bool stream = false;
+    bool echo = false;                 // completions: the prompt (and its log-probabilities) before the completion
     std::string model;
-    std::vector<int32_t> prompt_ids;    // completions given token ids
-    std::string prompt_text;            // completions given text
-    std::vector<ChatMessage> messages;  // chat
-    SampleOptions sample;               // max_tokens, temperature, top_p, top_k, min_p, repetition_penalty, seed, stop
+    std::vector<ApiPrompt> prompts;    // completions: one or more, a choice each (one when streaming)
+    std::vector<ChatMessage> messages; // chat
+    SampleOptions sample; // max_tokens, temperature, top_p, top_k, min_p, repetition_penalty, seed, stop, logprobs
 };
 
 // Parses a request body. Defaults follow OpenAI: max_tokens 16 for completions, up to the context for chat;
-// temperature 1, top_p 1, top_k off. `max_context` bounds max_tokens. Throws ApiError.
+// temperature 1, top_p 1, top_k off. `max_context` bounds max_tokens. Log-probabilities: completions'
+// `logprobs` k (0–20: the chosen token's and the k most likely; with `echo`, the prompt's too), chat's `logprobs`
+// true and `top_logprobs` k. Throws ApiError.
 ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_context);
 
-// Response bodies. `id` like "cmpl-7"; `created` in Unix seconds.
+// How a token reads in a response's log-probabilities: the bytes it adds to the text (maybe part of a UTF-8
+// character) and, where that is nothing (a control token such as <bos>), the name to show instead.
+struct TokenSpelling {
+    std::string bytes;
+    std::string name;
+};
+using SpellToken = std::function<TokenSpelling(int32_t)>;
+
+// One choice of a response: the completion and, when the request echoes, the prompt's text and ids before it.
+struct ApiChoice {
+    Completion completion;
+    std::string echo_text;
+    std::vector<int32_t> prompt;
+};
+
+// A choice's `logprobs` for tokens lps — completions: {tokens, token_logprobs, top_logprobs (the k most likely and
+// the chosen token), text_offset (characters, counted on from *offset, which advances)}; chat: {content: [{token,
+// logprob, bytes, top_logprobs}]}. `unscored` ≥ 0: a first token with no log-probability (an echoed prompt's).
+// A token whose bytes are not whole UTF-8 characters is shown as "bytes:\xNN…" (its bytes stay exact in chat's
+// `bytes`).
+nlohmann::json api_logprobs(bool chat, std::span<const TokenLogprobs> lps, const SpellToken &spell, int64_t *offset,
+                            int32_t unscored = -1);
+
+// Response bodies. `id` like "cmpl-7"; `created` in Unix seconds; choices in the order of the request's prompts.
 nlohmann::json completion_response(const ApiRequest &r, const std::string &id, int64_t created,
-                                   const std::string &model, const Completion &c);
-// One server-sent-events chunk: a text delta (finish_reason null), or the final chunk (finish_reason set, usage).
+                                   const std::string &model, const std::vector<ApiChoice> &choices,
+                                   const SpellToken &spell);
+// One server-sent-events chunk: a text delta (finish_reason null), or the final chunk (finish_reason set, usage);
+// `logprobs` (api_logprobs of the delta's tokens) or null.
 nlohmann::json stream_chunk(const ApiRequest &r, const std::string &id, int64_t created, const std::string &model,
-                            const std::string &delta, const Completion *final_c);
+                            const std::string &delta, const Completion *final_c,
+                            const nlohmann::json &logprobs = nullptr);
 
 } // namespace zaya

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "infer/logprobs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +20,9 @@ void SampleOptions::validate() const {
         fail("repetition_penalty must be in (0, 100], got {}", repetition_penalty);
     for (const std::string &s : stop_strings)
         if (s.empty()) fail("stop strings must not be empty");
+    if (logprobs < -1 || logprobs > kMaxTopLogprobs)
+        fail("logprobs must be in [-1, {}] (-1: none), got {}", kMaxTopLogprobs, logprobs);
+    if (prompt_logprobs && logprobs < 0) fail("prompt log-probabilities need logprobs ≥ 0");
 }
 
 Sampler::Sampler(const SampleOptions &o, int64_t vocab_size)

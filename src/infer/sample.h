@@ -20,6 +20,9 @@ struct SampleOptions {
     uint64_t seed = 1234;
     std::vector<int32_t> stop_tokens;      // end generation, not emitted (e.g. EOS)
     std::vector<std::string> stop_strings; // end generation when the text contains one; the text stops before it
+    // Reported, not used to sample (infer/logprobs.h): the model's log-probabilities.
+    int64_t logprobs = -1;        // −1: none; k ≥ 0: each generated token's and the k most likely there (k ≤ 20)
+    bool prompt_logprobs = false; // also each prompt token's after the first (needs logprobs ≥ 0)
 
     // Throws zaya::Error naming the field and value out of range.
     void validate() const;

@@ -28,16 +28,30 @@ void send_error(httplib::Response &res, const ApiError &e) {
     res.set_content(e.body().dump(), "application/json");
 }
 
-// What the engine thread hands to one HTTP thread: text deltas, then the completion.
+// What the engine thread hands to one HTTP thread: text deltas with their tokens' log-probabilities, then the
+// completion.
 struct Channel {
+    struct Delta {
+        std::string text;
+        std::vector<TokenLogprobs> logprobs;
+    };
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<std::string> deltas;
+    std::deque<Delta> deltas;
     std::optional<Completion> done;
+    std::optional<std::vector<TokenLogprobs>> prompt_logprobs; // set with the first token (the prompt is done)
+    size_t logprobs_sent = 0; // the completion's log-probabilities already in a delta
 
-    void push(const std::string &text) {
+    // On the engine thread, for each token: the text it releases goes out with the log-probabilities not yet sent.
+    void push(const std::string &text, const Completion &so_far) {
         std::lock_guard lock(mu);
-        deltas.push_back(text);
+        if (!prompt_logprobs) {
+            prompt_logprobs = so_far.prompt_logprobs;
+            cv.notify_all();
+        }
+        if (text.empty()) return;
+        deltas.push_back({text, {so_far.logprobs.begin() + std::ptrdiff_t(logprobs_sent), so_far.logprobs.end()}});
+        logprobs_sent = so_far.logprobs.size();
         cv.notify_all();
     }
     void finish(const Completion &c) {
@@ -48,6 +62,31 @@ struct Channel {
 };
 
 std::atomic<uint64_t> g_request_counter{0};
+
+// The request's prompts as token ids — a chat's turns in ZAYA1's format (its stop strings added to the request),
+// a text prompt BOS then its encoding — and each one's text, for echo. Throws ApiError.
+std::vector<std::vector<int32_t>> prompt_ids(ApiRequest &r, const Tokenizer *tok, int32_t bos,
+                                             std::vector<std::string> &texts) {
+    std::vector<std::vector<int32_t>> out;
+    if (r.chat) {
+        if (!tok) throw ApiError(400, "this model has no tokenizer: send 'prompt' as token ids", "messages");
+        out.push_back(chat_prompt(*tok, r.messages, bos));
+        for (std::string &stop : chat_stop_strings(*tok)) r.sample.stop_strings.push_back(std::move(stop));
+        return out;
+    }
+    for (const ApiPrompt &p : r.prompts) {
+        if (!p.ids.empty()) {
+            out.push_back(p.ids);
+            texts.push_back(tok ? tok->decode(p.ids) : "");
+            continue;
+        }
+        if (!tok) throw ApiError(400, "this model has no tokenizer: send 'prompt' as token ids", "prompt");
+        out.push_back(tok->encode(p.text));
+        if (bos >= 0) out.back().insert(out.back().begin(), bos);
+        texts.push_back(p.text);
+    }
+    return out;
+}
 
 } // namespace
 
@@ -114,24 +153,13 @@ void Server::routes() {
     auto generate = [this, authorised](bool chat) {
         return [this, authorised, chat](const httplib::Request &req, httplib::Response &res) {
             if (!authorised(req, res)) return;
-            const ZayaConfig &c = engine_.model().config;
             const Tokenizer *tok = engine_.tokenizer();
             ApiRequest r;
-            std::vector<int32_t> prompt;
+            std::vector<std::vector<int32_t>> prompts;
+            std::vector<std::string> echoes; // each prompt's text, when echoed
             try {
                 r = parse_api_request(req.body, chat, engine_.max_context());
-                if ((chat || !r.prompt_text.empty()) && !tok)
-                    throw ApiError(400, "this model has no tokenizer: send 'prompt' as token ids", chat ? "messages" : "prompt");
-                const int32_t bos = int32_t(c.bos_token_id);
-                if (chat) {
-                    prompt = chat_prompt(*tok, r.messages, bos);
-                    for (std::string &stop : chat_stop_strings(*tok)) r.sample.stop_strings.push_back(std::move(stop));
-                } else if (!r.prompt_ids.empty()) {
-                    prompt = r.prompt_ids;
-                } else {
-                    prompt = tok->encode(r.prompt_text);
-                    if (bos >= 0) prompt.insert(prompt.begin(), bos);
-                }
+                prompts = prompt_ids(r, tok, int32_t(engine_.model().config.bos_token_id), echoes);
                 for (int32_t t : engine_.default_stop_tokens()) r.sample.stop_tokens.push_back(t);
             } catch (const ApiError &e) {
                 send_error(res, e);
@@ -140,58 +168,108 @@ void Server::routes() {
                 send_error(res, ApiError(400, e.what(), chat ? "messages" : "prompt"));
                 return;
             }
-            auto ch = std::make_shared<Channel>();
-            uint64_t id = 0;
+            // Every prompt is its own engine request (they are batched together); the same seed for each, as a
+            // request with one prompt would have.
+            std::vector<std::shared_ptr<Channel>> channels;
+            std::vector<uint64_t> ids;
             try {
-                id = engine_.submit(
-                    prompt, r.sample, [ch](int32_t, const std::string &text) { if (!text.empty()) ch->push(text); },
-                    [ch](const Completion &done) { ch->finish(done); });
+                for (const std::vector<int32_t> &prompt : prompts) {
+                    auto ch = std::make_shared<Channel>();
+                    ids.push_back(engine_.submit(
+                        prompt, r.sample,
+                        [ch](int32_t, const std::string &text, const Completion &so_far) { ch->push(text, so_far); },
+                        [ch](const Completion &done) { ch->finish(done); }));
+                    channels.push_back(ch);
+                }
             } catch (const Error &e) {
+                for (uint64_t id : ids) engine_.cancel(id);
                 send_error(res, ApiError(400, e.what(), chat ? "messages" : "prompt"));
                 return;
             }
             const std::string rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++g_request_counter);
             const int64_t created = unix_now();
+            const SpellToken spell = [tok](int32_t id) {
+                if (!tok || id >= tok->vocab_size()) return TokenSpelling{"", "token_id:" + std::to_string(id)};
+                return TokenSpelling{tok->token_bytes(id), tok->piece(id)};
+            };
             if (!r.stream) {
-                std::unique_lock lock(ch->mu);
-                ch->cv.wait(lock, [&] { return ch->done.has_value(); });
-                if (ch->done->finish_reason == "error") {
-                    send_error(res, ApiError(500, "generation failed: " + ch->done->error, "", "server_error"));
-                    return;
+                std::vector<ApiChoice> choices;
+                for (size_t i = 0; i < channels.size(); ++i) {
+                    Channel &ch = *channels[i];
+                    std::unique_lock lock(ch.mu);
+                    ch.cv.wait(lock, [&] { return ch.done.has_value(); });
+                    choices.push_back(
+                        {*ch.done, r.echo ? echoes[i] : "", r.echo ? prompts[i] : std::vector<int32_t>{}});
                 }
-                res.set_content(completion_response(r, rid, created, opts_.model_name, *ch->done).dump(),
+                for (const ApiChoice &c : choices)
+                    if (c.completion.finish_reason == "error") {
+                        send_error(res, ApiError(500, "generation failed: " + c.completion.error, "", "server_error"));
+                        return;
+                    }
+                res.set_content(completion_response(r, rid, created, opts_.model_name, choices, spell).dump(),
                                 "application/json");
                 return;
             }
             res.set_header("Cache-Control", "no-cache");
-            auto first = std::make_shared<bool>(true);
+            // What the stream has sent: the opening (a chat's role, an echoed prompt) and the text offset so far.
+            struct Sent {
+                bool opened = false;
+                int64_t offset = 0;
+            };
+            auto sent = std::make_shared<Sent>();
+            const std::shared_ptr<Channel> ch = channels[0];
+            const uint64_t id = ids[0];
+            const std::vector<int32_t> prompt = prompts[0];
+            const std::string echo = r.echo ? echoes[0] : "";
             res.set_chunked_content_provider(
                 "text/event-stream",
-                [this, ch, r, rid, created, id, first](size_t, httplib::DataSink &sink) {
+                [this, ch, r, rid, created, id, sent, spell, prompt, echo](size_t, httplib::DataSink &sink) {
                     auto send = [&](const json &j) {
                         const std::string line = "data: " + j.dump() + "\n\n";
                         return sink.write(line.data(), line.size());
                     };
-                    if (*first && r.chat) { // OpenAI opens a chat stream with the role
+                    const bool lp = r.sample.logprobs >= 0;
+                    auto logprobs = [&](std::span<const TokenLogprobs> l) {
+                        return lp ? api_logprobs(r.chat, l, spell, &sent->offset) : json(nullptr);
+                    };
+                    if (!sent->opened && r.chat) { // OpenAI opens a chat stream with the role
                         json j = stream_chunk(r, rid, created, opts_.model_name, "", nullptr);
                         j["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
                         if (!send(j)) return engine_.cancel(id), false;
                     }
-                    *first = false;
+                    if (!sent->opened && r.echo) { // an echoed prompt, once its log-probabilities are known
+                        json l = nullptr;
+                        if (lp) {
+                            std::unique_lock lock(ch->mu);
+                            ch->cv.wait(lock, [&] { return ch->prompt_logprobs || ch->done; });
+                            const std::vector<TokenLogprobs> pl =
+                                ch->prompt_logprobs ? *ch->prompt_logprobs : ch->done->prompt_logprobs;
+                            lock.unlock();
+                            l = api_logprobs(false, pl, spell, &sent->offset, prompt[0]);
+                        }
+                        if (!send(stream_chunk(r, rid, created, opts_.model_name, echo, nullptr, l)))
+                            return engine_.cancel(id), false;
+                    }
+                    sent->opened = true;
                     std::unique_lock lock(ch->mu);
                     ch->cv.wait(lock, [&] { return !ch->deltas.empty() || ch->done.has_value(); });
-                    std::deque<std::string> deltas;
+                    std::deque<Channel::Delta> deltas;
                     deltas.swap(ch->deltas);
                     const std::optional<Completion> done = ch->done;
+                    const size_t rest = ch->logprobs_sent;
                     lock.unlock();
-                    for (const std::string &d : deltas)
-                        if (!send(stream_chunk(r, rid, created, opts_.model_name, d, nullptr)))
+                    for (const Channel::Delta &d : deltas)
+                        if (!send(
+                                stream_chunk(r, rid, created, opts_.model_name, d.text, nullptr, logprobs(d.logprobs))))
                             return engine_.cancel(id), false; // the client went away: stop generating
                     if (done && done->finish_reason == "error") {
                         send(ApiError(500, "generation failed: " + done->error, "", "server_error").body());
                         sink.done();
-                    } else if (done) {
-                        send(stream_chunk(r, rid, created, opts_.model_name, "", &*done));
+                    } else if (done) { // with the log-probabilities of tokens whose text was never released
+                        const std::span<const TokenLogprobs> left(done->logprobs.begin() + std::ptrdiff_t(rest),
+                                                                  done->logprobs.end());
+                        send(stream_chunk(r, rid, created, opts_.model_name, "", &*done,
+                                          left.empty() ? json(nullptr) : logprobs(left)));
                         const std::string end = "data: [DONE]\n\n";
                         sink.write(end.data(), end.size());
                         sink.done();

@@ -374,7 +374,7 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
             fmt::print("sample (temperature {}, top-k {}):\n{}", so.temperature, so.top_k, tc.sample_prompt);
         }
         std::fflush(stdout);
-        generate_one(engine, prompt, so, [](int32_t, const std::string &text) {
+        generate_one(engine, prompt, so, [](int32_t, const std::string &text, const Completion &) {
             fmt::print("{}", text);
             std::fflush(stdout);
         });

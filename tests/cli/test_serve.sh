@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `zaya serve` through a real HTTP client (curl): health, models, API key, completions (text and token-id prompts,
-# equal to `zaya generate`), chat, server-sent-event streams (same text as the plain response), concurrent requests
-# (batched: the same results as alone), and bad requests (4xx with an OpenAI error body; the server keeps serving).
+# equal to `zaya generate`), chat, server-sent-event streams (same text as the plain response), log-probabilities
+# (echo scoring against `zaya forward`'s loss, streamed = plain, chat's form), several prompts per request,
+# concurrent requests (batched: the same results as alone), and bad requests (4xx with an OpenAI error body; the
+# server keeps serving).
 # Usage: test_serve.sh ZAYA_BINARY SOURCE_DIR
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -81,6 +83,56 @@ first=$(echo "$stream" | grep '^data: {' | head -1 | sed 's/^data: //')
 body=$first
 check "chat stream opens with the assistant role" '.object == "chat.completion.chunk" and .choices[0].delta.role == "assistant"'
 
+# Log-probabilities. Scoring (echo, max_tokens 0): the prompt's mean log-probability is minus the loss
+# `zaya forward` computes over the same tokens (the training forward, not the decoder).
+ids=5,17,3,9,40,41,42,43,44,45,46,47
+want=$("$ZAYA" forward "$tmp/m" --tokens "$ids" --out "$tmp/f.safetensors" | sed -nE 's/^loss ([-+0-9.eE]+)$/\1/p')
+post /v1/completions "{\"prompt\": [$ids], \"max_tokens\": 0, \"echo\": true, \"logprobs\": 2}"
+got=$(echo "$body" | jq '.choices[0].logprobs.token_logprobs[1:] | -(add / length)')
+if [[ $status == 200 && -n $want ]] && python3 -c "import sys; sys.exit(0 if abs($got - $want) < 1e-4 else 1)"; then
+    pass "echo + logprobs scores the prompt: -mean = zaya forward's loss ($got vs $want)"
+else
+    fail "echo + logprobs scores the prompt as zaya forward" "status $status" "got '$got' want '$want'" "${body:0:300}"
+fi
+check "a scored prompt: a null first entry, the chosen token among the top ones, no completion" \
+    '.choices[0].logprobs as $l | ($l.tokens | length) == 12 and $l.token_logprobs[0] == null and
+     $l.top_logprobs[0] == null and ([$l.top_logprobs[1:][] | length] | all(. >= 2 and . <= 3)) and
+     .choices[0].token_ids == [] and .usage.completion_tokens == 0'
+# As lm-evaluation-harness asks (echo, one greedy token): its entry follows the prompt's, and is the top one.
+post /v1/completions "{\"prompt\": [[$ids]], \"max_tokens\": 1, \"echo\": true, \"logprobs\": 1, \"temperature\": 0}"
+check "echo + one greedy token: 13 entries, the last the most likely" \
+    '.choices[0].logprobs as $l | ($l.tokens | length) == 13 and
+     $l.token_logprobs[12] == ($l.top_logprobs[12] | [.[]] | max)'
+# Text: the tokens spell the echoed prompt and the completion; text offsets advance by each token's characters.
+post /v1/completions '{"prompt": "The quick brown fox", "max_tokens": 6, "temperature": 0, "echo": true, "logprobs": 0}'
+check "echoed text: the prompt, then the completion the tokens spell" \
+    '.choices[0] as $c | ($c.text | startswith("The quick brown fox")) and
+     ($c.logprobs.tokens[1:] | join("")) == $c.text and $c.logprobs.tokens[0] == "<s>" and
+     ([$c.logprobs.tokens[1:][] | length] | . as $n | [foreach $n[] as $x (0; . + $x)] | .[:-1]) ==
+     $c.logprobs.text_offset[2:]'
+plain_lp=$(echo "$body" | jq -S -c '.choices[0].logprobs')
+stream=$(curl -sN "${auth[@]}" -d '{"prompt": "The quick brown fox", "max_tokens": 6, "temperature": 0, "echo": true,
+    "logprobs": 0, "stream": true}' "$url/v1/completions")
+streamed_lp=$(echo "$stream" | grep '^data: {' | sed 's/^data: //' |
+    jq -S -s -c '[.[].choices[0].logprobs | select(. != null)] | {tokens: map(.tokens) | add, token_logprobs: map(.token_logprobs) | add, top_logprobs: map(.top_logprobs) | add,
+     text_offset: map(.text_offset) | add}')
+[[ -n $plain_lp && $streamed_lp == "$plain_lp" ]] && pass "streamed log-probabilities = the plain response's" ||
+    fail "streamed log-probabilities = the plain response's" "stream: ${streamed_lp:0:300}" "plain: ${plain_lp:0:300}"
+post /v1/chat/completions '{"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 5, "temperature": 0,
+    "logprobs": true, "top_logprobs": 3}'
+check "chat logprobs: an entry per token, 3 alternatives, bytes" \
+    '.choices[0] as $c | ($c.logprobs.content | length) == ($c.token_ids | length) and
+     ($c.logprobs.content | all(.top_logprobs | length == 3)) and ($c.logprobs.content[0].bytes | type == "array")'
+# Several prompts in one request: a choice each, equal to each prompt sent alone.
+post /v1/completions '{"prompt": [[5,17,3], [9,8], [40,41,42,43]], "max_tokens": 7, "temperature": 0.8, "seed": 5}'
+many=$(echo "$body" | jq -c '[.choices[] | [.index, .token_ids]]')
+alone=$(for p in '[5,17,3]' '[9,8]' '[40,41,42,43]'; do
+    curl -s "${auth[@]}" -d "{\"prompt\": $p, \"max_tokens\": 7, \"temperature\": 0.8, \"seed\": 5}" \
+        "$url/v1/completions" | jq -c '.choices[0].token_ids'
+done | jq -s -c 'to_entries | map([.key, .value])')
+[[ $status == 200 && $many == "$alone" ]] && pass "3 prompts in one request = each alone ($many)" ||
+    fail "3 prompts in one request = each alone" "status $status" "together: $many" "alone: $alone"
+
 # Concurrent requests: 8 at once, sampled with different seeds; each equals the same request made alone.
 for i in $(seq 1 8); do
     req="{\"prompt\": [$i,7,8], \"max_tokens\": 24, \"temperature\": 1.0, \"seed\": $i}"
@@ -123,6 +175,10 @@ expect_status "prompt over the context length (1024)" 400 /v1/completions "{\"pr
 big=$(head -c 150000 /dev/zero | tr '\0' 'a')
 expect_status "body over --max-body" 413 /v1/completions "{\"prompt\": \"$big\"}"
 expect_status "unknown route" 404 /v1/nothing '{}'
+expect_status "logprobs over 20" 400 /v1/completions '{"prompt": [1], "logprobs": 21}' logprobs
+expect_status "top_logprobs without logprobs (chat)" 400 /v1/chat/completions \
+    '{"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}' top_logprobs
+expect_status "several prompts streamed" 400 /v1/completions '{"prompt": ["a", "b"], "stream": true}' prompt
 body=$(curl -s "$url/health")
 check "still serving after the bad requests" '.status == "ok"'
 

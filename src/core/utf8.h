@@ -1,0 +1,39 @@
+// UTF-8 validity: what text files and JSON strings must be.
+#pragma once
+#include <cstddef>
+#include <string_view>
+
+namespace zaya {
+
+// Valid UTF-8: no stray continuation bytes, no truncated characters, no overlong encodings, surrogates or values
+// past U+10FFFF. NUL bytes are valid here (callers that refuse them say so).
+inline bool is_utf8(std::string_view s) {
+    const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+    const size_t n = s.size();
+    size_t i = 0;
+    while (i < n) {
+        const unsigned c = p[i];
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        size_t len;
+        unsigned cp;
+        if ((c & 0xe0) == 0xc0) len = 2, cp = c & 0x1f;
+        else if ((c & 0xf0) == 0xe0) len = 3, cp = c & 0x0f;
+        else if ((c & 0xf8) == 0xf0) len = 4, cp = c & 0x07;
+        else return false;
+        if (i + len > n) return false;
+        for (size_t k = 1; k < len; ++k) {
+            if ((p[i + k] & 0xc0) != 0x80) return false;
+            cp = (cp << 6) | (p[i + k] & 0x3f);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+} // namespace zaya
