@@ -56,6 +56,12 @@ void add_sampling_options(CLI::App *cmd, SampleOptions &o) {
         ->capture_default_str();
     cmd->add_option("--repetition-penalty", o.repetition_penalty, "> 1 discourages tokens already seen")
         ->capture_default_str();
+    cmd->add_option("--frequency-penalty", o.frequency_penalty,
+                    "Subtract this × a token's count so far in the output from its logit (OpenAI's; -2 to 2)")
+        ->capture_default_str();
+    cmd->add_option("--presence-penalty", o.presence_penalty,
+                    "Subtract this from the logit of a token already in the output (OpenAI's; -2 to 2)")
+        ->capture_default_str();
     cmd->add_option("--seed", o.seed, "Sampling seed (same seed, same output)")->capture_default_str();
     cmd->add_option("--stop", o.stop_strings, "Stop when the text contains this string (repeatable)");
     cmd->add_option("--stop-token", o.stop_tokens, "Stop at this token id (repeatable; default: EOS, <end_of_turn>)");

@@ -62,6 +62,8 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, 
     opts.validate();
     const ZayaConfig &c = model_->config;
     if (prompt.empty()) fail("the prompt is empty");
+    for (const auto &[token, bias] : opts.logit_bias)
+        if (token >= c.vocab_size) fail("logit_bias: token {} is outside the vocabulary [0, {})", token, c.vocab_size);
     for (size_t i = 0; i < prompt.size(); ++i)
         if (prompt[i] < 0 || prompt[i] >= c.vocab_size)
             fail("prompt token {} at position {} is outside the vocabulary [0, {})", prompt[i], i, c.vocab_size);
@@ -121,7 +123,7 @@ void Engine::admit() {
     for (auto &r : admitted) {
         r->cache = decoder_->new_sequence();
         r->sampler.emplace(r->opts, model_->config.vocab_size);
-        for (int32_t t : r->prompt) r->sampler->observe(t);
+        for (int32_t t : r->prompt) r->sampler->observe(t, /*generated=*/false);
         if (tok_) r->text.emplace(*tok_, r->opts.stop_strings);
         running_.push_back(std::move(r));
     }

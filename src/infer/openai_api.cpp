@@ -52,7 +52,22 @@ bool boolean(const json &j, const char *key) {
     return j.at(key).get<bool>();
 }
 
-constexpr size_t kMaxPrompts = 256; // per completions request
+constexpr size_t kMaxPrompts = 256;   // per completions request
+constexpr int64_t kMaxChoices = 256; // prompts × n per request
+
+// {"token id": bias, ...}, as OpenAI: ids as strings, biases in [-100, 100].
+void parse_logit_bias(const json &b, SampleOptions &o) {
+    if (!b.is_object()) bad("logit_bias", "'logit_bias' must be an object of token ids to biases");
+    for (const auto &[key, value] : b.items()) {
+        const bool digits = !key.empty() && key.size() <= 9 && std::all_of(key.begin(), key.end(), [](char c) {
+            return c >= '0' && c <= '9';
+        });
+        if (!digits) bad("logit_bias", "'logit_bias' keys must be token ids, got '" + key + "'");
+        if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+            bad("logit_bias", "'logit_bias' values must be numbers in [-100, 100], got " + value.dump());
+        o.logit_bias.emplace_back(int32_t(std::stol(key)), float(value.get<double>()));
+    }
+}
 
 std::vector<int32_t> token_ids(const json &a, const char *param) {
     std::vector<int32_t> ids;
@@ -171,10 +186,13 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
     if (has(j, "min_p")) o.min_p = number(j, "min_p", 0, 1);
     if (has(j, "repetition_penalty")) o.repetition_penalty = number(j, "repetition_penalty", 0.01, 100);
     if (has(j, "seed")) o.seed = uint64_t(integer(j, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
-    for (const char *key : {"frequency_penalty", "presence_penalty"})
-        if (has(j, key) && number(j, key, -2, 2) != 0)
-            bad(key, std::string("'") + key + "' is not supported (use repetition_penalty)");
-    if (has(j, "n") && integer(j, "n", 1, 1) != 1) bad("n", "'n' must be 1");
+    if (has(j, "frequency_penalty")) o.frequency_penalty = number(j, "frequency_penalty", -2, 2);
+    if (has(j, "presence_penalty")) o.presence_penalty = number(j, "presence_penalty", -2, 2);
+    if (has(j, "logit_bias")) parse_logit_bias(j["logit_bias"], o);
+    if (has(j, "n")) r.n = integer(j, "n", 1, kMaxChoices);
+    if (r.stream && r.n > 1) bad("n", "a streamed request takes n = 1");
+    if (r.n * int64_t(std::max<size_t>(r.prompts.size(), 1)) > kMaxChoices)
+        bad("n", "at most " + std::to_string(kMaxChoices) + " choices (prompts × n) per request");
     parse_logprobs(j, r);
     for (const char *key : {"tools", "functions", "response_format"})
         if (has(j, key) && !(j[key].is_boolean() && !j[key].get<bool>()))

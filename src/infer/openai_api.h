@@ -34,9 +34,11 @@ struct ApiRequest {
     bool stream = false;
     bool echo = false;                 // completions: the prompt (and its log-probabilities) before the completion
     std::string model;
-    std::vector<ApiPrompt> prompts;    // completions: one or more, a choice each (one when streaming)
+    std::vector<ApiPrompt> prompts;    // completions: one or more, n choices each (one when streaming)
+    int64_t n = 1;                     // choices per prompt (the j-th sampled with seed + j)
     std::vector<ChatMessage> messages; // chat
-    SampleOptions sample; // max_tokens, temperature, top_p, top_k, min_p, repetition_penalty, seed, stop, logprobs
+    SampleOptions sample; // max_tokens, temperature, top_p, top_k, min_p, the penalties, logit_bias, seed, stop,
+                          // logprobs
 };
 
 // Parses a request body. Defaults follow OpenAI: max_tokens 16 for completions, up to the context for chat;
@@ -68,7 +70,8 @@ struct ApiChoice {
 nlohmann::json api_logprobs(bool chat, std::span<const TokenLogprobs> lps, const SpellToken &spell, int64_t *offset,
                             int32_t unscored = -1);
 
-// Response bodies. `id` like "cmpl-7"; `created` in Unix seconds; choices in the order of the request's prompts.
+// Response bodies. `id` like "cmpl-7"; `created` in Unix seconds; choices in the order of the request's prompts,
+// each prompt's n together.
 nlohmann::json completion_response(const ApiRequest &r, const std::string &id, int64_t created,
                                    const std::string &model, const std::vector<ApiChoice> &choices,
                                    const SpellToken &spell);

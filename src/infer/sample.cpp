@@ -20,6 +20,14 @@ void SampleOptions::validate() const {
         fail("repetition_penalty must be in (0, 100], got {}", repetition_penalty);
     for (const std::string &s : stop_strings)
         if (s.empty()) fail("stop strings must not be empty");
+    if (!(frequency_penalty >= -2.0 && frequency_penalty <= 2.0))
+        fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+    if (!(presence_penalty >= -2.0 && presence_penalty <= 2.0))
+        fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+    for (const auto &[token, bias] : logit_bias) {
+        if (token < 0) fail("logit_bias: token {} is not a token id", token);
+        if (!(bias >= -100.0f && bias <= 100.0f)) fail("logit_bias of token {} must be in [-100, 100], got {}", token, bias);
+    }
     if (logprobs < -1 || logprobs > kMaxTopLogprobs)
         fail("logprobs must be in [-1, {}] (-1: none), got {}", kMaxTopLogprobs, logprobs);
     if (prompt_logprobs && logprobs < 0) fail("prompt log-probabilities need logprobs ≥ 0");
@@ -28,18 +36,24 @@ void SampleOptions::validate() const {
 Sampler::Sampler(const SampleOptions &o, int64_t vocab_size)
     : o_(o), V_(vocab_size), rng_(o.seed), work_(size_t(vocab_size)), idx_(size_t(vocab_size)) {
     o_.validate();
+    for (const auto &[token, bias] : o_.logit_bias)
+        if (token >= V_) fail("logit_bias: token {} is outside the vocabulary [0, {})", token, V_);
 }
 
-void Sampler::observe(int32_t token) {
+void Sampler::observe(int32_t token, bool generated) {
     if (o_.repetition_penalty != 1.0) seen_.insert(token);
+    if (generated && (o_.frequency_penalty != 0 || o_.presence_penalty != 0)) ++generated_[token];
 }
 
 int32_t Sampler::sample(const float *logits) {
     float *w = work_.data();
     std::copy(logits, logits + V_, w);
+    for (const auto &[t, bias] : o_.logit_bias) w[t] += bias;
     const float pen = float(o_.repetition_penalty);
     for (int32_t t : seen_)
         if (t >= 0 && t < V_) w[t] = w[t] > 0 ? w[t] / pen : w[t] * pen;
+    for (const auto &[t, count] : generated_)
+        if (t >= 0 && t < V_) w[t] -= float(o_.frequency_penalty * double(count) + o_.presence_penalty);
     if (o_.temperature <= 0) return int32_t(std::max_element(w, w + V_) - w);
 
     // Candidates sorted by logit (ties: lower id first), cut by top-k.

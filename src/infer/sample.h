@@ -1,11 +1,14 @@
 // Choosing the next token from logits (the OpenAI / transformers sampling controls), reproducible from a seed.
 //
-// Order, as transformers applies its processors: repetition penalty → temperature → top-k → top-p → min-p → draw.
-// temperature 0 is greedy (argmax of the penalised logits; lowest id wins ties).
+// Order: logit bias → repetition penalty (as transformers) → frequency and presence penalties (as OpenAI and vLLM)
+// → temperature → top-k → top-p → min-p → draw. temperature 0 is greedy (argmax of the biased, penalised logits;
+// lowest id wins ties).
 #pragma once
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace zaya {
@@ -17,6 +20,9 @@ struct SampleOptions {
     double top_p = 1.0;              // nucleus: keep the smallest set with probability ≥ top_p (1: off)
     double min_p = 0.0;              // keep tokens with probability ≥ min_p × the top probability (0: off)
     double repetition_penalty = 1.0; // > 1 discourages tokens already in the prompt or output (CTRL / transformers)
+    double frequency_penalty = 0.0;  // OpenAI's: minus this × how often a token was generated so far ([-2, 2])
+    double presence_penalty = 0.0;   // OpenAI's: minus this once a token was generated ([-2, 2])
+    std::vector<std::pair<int32_t, float>> logit_bias; // added to those tokens' logits ([-100, 100]; -100 bans)
     uint64_t seed = 1234;
     std::vector<int32_t> stop_tokens;      // end generation, not emitted (e.g. EOS)
     std::vector<std::string> stop_strings; // end generation when the text contains one; the text stops before it
@@ -31,18 +37,23 @@ struct SampleOptions {
 class Sampler {
   public:
     Sampler(const SampleOptions &o, int64_t vocab_size);
-    // Tokens the repetition penalty applies to (the prompt, then every generated token).
-    void observe(int32_t token);
+    // Tokens the penalties apply to: the repetition penalty's are the prompt's and every generated token (generated
+    // false for the prompt's); the frequency and presence penalties count generated tokens only.
+    void observe(int32_t token, bool generated = true);
     // The next token for logits[V]; advances the random state (not for greedy).
     int32_t sample(const float *logits);
-    // Whether sample() is the plain argmax of the logits (temperature 0, no repetition penalty).
-    bool greedy() const { return o_.temperature <= 0 && o_.repetition_penalty == 1.0; }
+    // Whether sample() is the plain argmax of the logits (temperature 0, no penalty or bias).
+    bool greedy() const {
+        return o_.temperature <= 0 && o_.repetition_penalty == 1.0 && o_.frequency_penalty == 0 &&
+               o_.presence_penalty == 0 && o_.logit_bias.empty();
+    }
 
   private:
     SampleOptions o_;
     int64_t V_;
     uint64_t rng_;
     std::unordered_set<int32_t> seen_;
+    std::unordered_map<int32_t, int64_t> generated_; // token → times generated
     std::vector<float> work_;   // [V] penalised, tempered logits
     std::vector<int32_t> idx_;  // candidate ids
 };

@@ -160,6 +160,11 @@ void Server::routes() {
             try {
                 r = parse_api_request(req.body, chat, engine_.max_context());
                 prompts = prompt_ids(r, tok, int32_t(engine_.model().config.bos_token_id), echoes);
+                const int64_t V = engine_.model().config.vocab_size;
+                for (const auto &[token, bias] : r.sample.logit_bias)
+                    if (token >= V)
+                        throw ApiError(400, fmt::format("token {} is outside the vocabulary [0, {})", token, V),
+                                       "logit_bias");
                 for (int32_t t : engine_.default_stop_tokens()) r.sample.stop_tokens.push_back(t);
             } catch (const ApiError &e) {
                 send_error(res, e);
@@ -168,19 +173,26 @@ void Server::routes() {
                 send_error(res, ApiError(400, e.what(), chat ? "messages" : "prompt"));
                 return;
             }
-            // Every prompt is its own engine request (they are batched together); the same seed for each, as a
-            // request with one prompt would have.
+            // Every choice is its own engine request (they are batched together): each prompt n times, the j-th
+            // with seed + j, so a prompt's first choice is what a request of it alone gives.
             std::vector<std::shared_ptr<Channel>> channels;
             std::vector<uint64_t> ids;
+            std::vector<size_t> prompt_of; // each choice's prompt
             try {
-                for (const std::vector<int32_t> &prompt : prompts) {
-                    auto ch = std::make_shared<Channel>();
-                    ids.push_back(engine_.submit(
-                        prompt, r.sample,
-                        [ch](int32_t, const std::string &text, const Completion &so_far) { ch->push(text, so_far); },
-                        [ch](const Completion &done) { ch->finish(done); }));
-                    channels.push_back(ch);
-                }
+                for (size_t i = 0; i < prompts.size(); ++i)
+                    for (int64_t j = 0; j < r.n; ++j) {
+                        auto ch = std::make_shared<Channel>();
+                        SampleOptions o = r.sample;
+                        o.seed += uint64_t(j);
+                        ids.push_back(engine_.submit(
+                            prompts[i], o,
+                            [ch](int32_t, const std::string &text, const Completion &so_far) {
+                                ch->push(text, so_far);
+                            },
+                            [ch](const Completion &done) { ch->finish(done); }));
+                        channels.push_back(ch);
+                        prompt_of.push_back(i);
+                    }
             } catch (const Error &e) {
                 for (uint64_t id : ids) engine_.cancel(id);
                 send_error(res, ApiError(400, e.what(), chat ? "messages" : "prompt"));
@@ -198,8 +210,9 @@ void Server::routes() {
                     Channel &ch = *channels[i];
                     std::unique_lock lock(ch.mu);
                     ch.cv.wait(lock, [&] { return ch.done.has_value(); });
+                    const size_t k = prompt_of[i];
                     choices.push_back(
-                        {*ch.done, r.echo ? echoes[i] : "", r.echo ? prompts[i] : std::vector<int32_t>{}});
+                        {*ch.done, r.echo ? echoes[k] : "", r.echo ? prompts[k] : std::vector<int32_t>{}});
                 }
                 for (const ApiChoice &c : choices)
                     if (c.completion.finish_reason == "error") {

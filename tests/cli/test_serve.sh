@@ -133,6 +133,19 @@ done | jq -s -c 'to_entries | map([.key, .value])')
 [[ $status == 200 && $many == "$alone" ]] && pass "3 prompts in one request = each alone ($many)" ||
     fail "3 prompts in one request = each alone" "status $status" "together: $many" "alone: $alone"
 
+# n choices: the j-th sampled with seed + j (the first is the request alone); logit_bias bans a token.
+post /v1/completions '{"prompt": [5,17,3], "max_tokens": 7, "temperature": 0.8, "seed": 5, "n": 2}'
+n2=$(echo "$body" | jq -c '[.choices[] | .token_ids]')
+alone=$(for seed in 5 6; do
+    curl -s "${auth[@]}" -d "{\"prompt\": [5,17,3], \"max_tokens\": 7, \"temperature\": 0.8, \"seed\": $seed}" \
+        "$url/v1/completions" | jq -c '.choices[0].token_ids'
+done | jq -s -c '.')
+[[ $status == 200 && $n2 == "$alone" ]] && pass "n 2 = seeds 5 and 6 alone" || fail "n 2 = seeds 5 and 6 alone" "n: $n2" "alone: $alone"
+post /v1/completions '{"prompt": [5,17,3,9], "max_tokens": 12, "temperature": 0}'
+top=$(echo "$body" | jq '.choices[0].token_ids[0]')
+post /v1/completions "{\"prompt\": [5,17,3,9], \"max_tokens\": 12, \"temperature\": 0, \"logit_bias\": {\"$top\": -100}}"
+check "logit_bias -100 bans the greedy token ($top)" ".choices[0].token_ids | length == 12 and all(. != $top)"
+
 # Concurrent requests: 8 at once, sampled with different seeds; each equals the same request made alone.
 for i in $(seq 1 8); do
     req="{\"prompt\": [$i,7,8], \"max_tokens\": 24, \"temperature\": 1.0, \"seed\": $i}"
@@ -178,6 +191,8 @@ expect_status "unknown route" 404 /v1/nothing '{}'
 expect_status "logprobs over 20" 400 /v1/completions '{"prompt": [1], "logprobs": 21}' logprobs
 expect_status "top_logprobs without logprobs (chat)" 400 /v1/chat/completions \
     '{"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}' top_logprobs
+expect_status "logit_bias out of the vocabulary" 400 /v1/completions '{"prompt": [1], "logit_bias": {"99999": 1}}' \
+    logit_bias
 expect_status "several prompts streamed" 400 /v1/completions '{"prompt": ["a", "b"], "stream": true}' prompt
 body=$(curl -s "$url/health")
 check "still serving after the bad requests" '.status == "ok"'

@@ -171,6 +171,20 @@ TEST(Logprobs, ApiRequestFields) {
     EXPECT_EQ(refused(R"({"prompt": "x", "top_logprobs": 2})", false), "top_logprobs");
     EXPECT_EQ(refused(R"({"prompt": ["x", "y"], "stream": true})", false), "prompt");
     EXPECT_EQ(refused(R"({"prompt": [[1], 2]})", false), "prompt");
+    // The other sampling fields of OpenAI's API.
+    r = parse_api_request(R"({"prompt": "x", "n": 3, "frequency_penalty": 0.5, "presence_penalty": -1,
+                              "logit_bias": {"7": -100, "12": 2.5}})", false, 4096);
+    EXPECT_EQ(r.n, 3);
+    EXPECT_EQ(r.sample.frequency_penalty, 0.5);
+    EXPECT_EQ(r.sample.presence_penalty, -1);
+    EXPECT_EQ(r.sample.logit_bias, (std::vector<std::pair<int32_t, float>>{{12, 2.5f}, {7, -100.0f}}));
+    EXPECT_EQ(refused(R"({"prompt": "x", "n": 0})", false), "n");
+    EXPECT_EQ(refused(R"({"prompt": "x", "n": 2, "stream": true})", false), "n");
+    EXPECT_EQ(refused(R"({"prompt": ["x", "y"], "n": 200})", false), "n");
+    EXPECT_EQ(refused(R"({"prompt": "x", "frequency_penalty": 2.5})", false), "frequency_penalty");
+    EXPECT_EQ(refused(R"({"prompt": "x", "logit_bias": {"a": 1}})", false), "logit_bias");
+    EXPECT_EQ(refused(R"({"prompt": "x", "logit_bias": {"1": 200}})", false), "logit_bias");
+    EXPECT_EQ(refused(R"({"prompt": "x", "logit_bias": [1]})", false), "logit_bias");
     const std::string hi = R"("messages": [{"role": "user", "content": "hi"}])";
     EXPECT_EQ(refused("{" + hi + R"(, "top_logprobs": 2})", true), "top_logprobs");
     EXPECT_EQ(refused("{" + hi + R"(, "logprobs": 3})", true), "logprobs");

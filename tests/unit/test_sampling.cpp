@@ -102,6 +102,37 @@ TEST(Sampler, SameSeedSameDraws) {
     EXPECT_NE(draws(7), draws(8));
 }
 
+// OpenAI's penalties count generated tokens only (not the prompt's); logit_bias shifts or bans tokens.
+TEST(Sampler, FrequencyPresencePenaltiesAndLogitBias) {
+    SampleOptions o;
+    o.temperature = 0;
+    o.frequency_penalty = 0.04;
+    const std::vector<float> l = {2.0f, 1.9f, 0.0f};
+    Sampler f(o, 3);
+    EXPECT_FALSE(f.greedy());
+    f.observe(0, /*generated=*/false);
+    f.observe(0, /*generated=*/false);
+    f.observe(0, /*generated=*/false);
+    EXPECT_EQ(f.sample(l.data()), 0); // the prompt's tokens are not counted
+    f.observe(0);
+    f.observe(0);
+    EXPECT_EQ(f.sample(l.data()), 0); // 2.0 − 2 · 0.04 = 1.92 > 1.9
+    f.observe(0);
+    EXPECT_EQ(f.sample(l.data()), 1); // 2.0 − 3 · 0.04 = 1.88 < 1.9
+    o.frequency_penalty = 0, o.presence_penalty = 0.2;
+    Sampler p(o, 3);
+    p.observe(0);
+    EXPECT_EQ(p.sample(l.data()), 1); // 2.0 − 0.2 < 1.9
+    p.observe(1);
+    EXPECT_EQ(p.sample(l.data()), 0); // both present: 1.8 > 1.7
+    o.presence_penalty = 0, o.logit_bias = {{2, 2.5f}};
+    EXPECT_EQ(Sampler(o, 3).sample(l.data()), 2);
+    o.logit_bias = {{0, -100.0f}};
+    EXPECT_EQ(Sampler(o, 3).sample(l.data()), 1);
+    o.logit_bias = {{3, 1.0f}};
+    EXPECT_NE(test::error_of([&] { Sampler(o, 3); }).find("token 3 is outside the vocabulary"), std::string::npos);
+}
+
 TEST(Sampler, OptionsOutOfRangeAreNamed) {
     auto err = [](auto set) {
         SampleOptions o;
@@ -114,6 +145,9 @@ TEST(Sampler, OptionsOutOfRangeAreNamed) {
     EXPECT_NE(err([](SampleOptions &o) { o.top_k = -3; }).find("top_k"), std::string::npos);
     EXPECT_NE(err([](SampleOptions &o) { o.repetition_penalty = 0; }).find("repetition_penalty"), std::string::npos);
     EXPECT_NE(err([](SampleOptions &o) { o.stop_strings = {""}; }).find("stop"), std::string::npos);
+    EXPECT_NE(err([](SampleOptions &o) { o.frequency_penalty = 3; }).find("frequency_penalty"), std::string::npos);
+    EXPECT_NE(err([](SampleOptions &o) { o.presence_penalty = -2.5; }).find("presence_penalty"), std::string::npos);
+    EXPECT_NE(err([](SampleOptions &o) { o.logit_bias = {{1, 101.0f}}; }).find("logit_bias"), std::string::npos);
 }
 
 // A small trained tokenizer (ASCII corpus: "☃" and "é" are only encodable as byte pieces).
@@ -127,6 +161,26 @@ const Tokenizer &test_tokenizer() {
         return Tokenizer::load(dir.str("tok.model"));
     }();
     return tok;
+}
+
+// The bytes of each token spell decode()'s text, a byte piece one byte of a character; BOS adds nothing.
+TEST(Tokenizer, TokenBytesSpellTheText) {
+    const Tokenizer &tok = test_tokenizer();
+    const std::string text = "the ☃ quick é fox\n  jumps";
+    std::vector<int32_t> ids = tok.encode(text);
+    ids.insert(ids.begin(), tok.bos_id());
+    std::string spelled;
+    size_t single_bytes = 0;
+    for (int32_t id : ids) {
+        const std::string b = tok.token_bytes(id);
+        spelled += b;
+        single_bytes += b.size() == 1 && (static_cast<unsigned char>(b[0]) & 0x80);
+    }
+    EXPECT_EQ(spelled, text);
+    EXPECT_EQ(single_bytes, 5u); // ☃'s three byte pieces and é's two
+    EXPECT_TRUE(tok.is_control(tok.bos_id()));
+    EXPECT_TRUE(tok.token_bytes(tok.bos_id()).empty());
+    EXPECT_FALSE(tok.is_control(ids[1]));
 }
 
 std::string stream_all(const std::string &text, std::vector<std::string> stops, bool *stopped = nullptr,
