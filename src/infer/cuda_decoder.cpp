@@ -328,6 +328,19 @@ void CudaDecoder::Impl::head(const Pass &p) {
     cuda::argmax(best.data(), best_part_v.data(), best_part_i.data(), logits.data(), V, rows, counters.data());
 }
 
+// Rows of a scored prompt go through the LM head this many at a time, each block downloaded: its buffer stays small
+// (ZAYA1's 262144-token vocabulary: 64 MiB) where a whole GEMM pass's rows would take 2 GiB.
+constexpr int64_t kScoredRows = 64;
+
+void CudaDecoder::Impl::head_rows(int64_t n, float *out) {
+    if (scored.size() == 0) scored = DeviceArray<float>(size_t(kScoredRows * V));
+    for (int64_t r = 0; r < n; r += kScoredRows) {
+        const int64_t b = std::min(kScoredRows, n - r);
+        linear(scored.data(), V, xn.data() + r * D, lm_head.buf.data() ? lm_head : embed, lm_head_bias, b, nullptr);
+        cuda::copy_to_host(out + r * V, scored.data(), size_t(b * V) * sizeof(float));
+    }
+}
+
 void CudaDecoder::Impl::reset(int64_t slot) {
     check_slot(slot);
     for (DevLayer &d : layers) {
@@ -338,7 +351,7 @@ void CudaDecoder::Impl::reset(int64_t slot) {
     lengths[size_t(slot)] = 0;
 }
 
-int32_t CudaDecoder::Impl::prefill(int64_t slot, std::span<const int32_t> toks, float *out) {
+int32_t CudaDecoder::Impl::prefill(int64_t slot, std::span<const int32_t> toks, float *out, float *every) {
     check_slot(slot);
     if (toks.empty()) fail("prefill needs at least one token");
     check_room(slot, int64_t(toks.size()));
@@ -358,6 +371,7 @@ int32_t CudaDecoder::Impl::prefill(int64_t slot, std::span<const int32_t> toks, 
         }
         device_pass(Pass{n, slot, gemm});
         lengths[size_t(slot)] += n;
+        if (every) head_rows(n, every + at * size_t(V));
     }
     head(Pass{n, slot});
     // The pass's one synchronisation: the logits, or with none asked for only their argmax (4 bytes).
@@ -443,6 +457,11 @@ void CudaDecoder::prefill(int64_t slot, std::span<const int32_t> tokens, float *
 }
 int32_t CudaDecoder::prefill_greedy(int64_t slot, std::span<const int32_t> tokens) {
     return impl_->prefill(slot, tokens, nullptr);
+}
+void CudaDecoder::prefill_rows(int64_t slot, std::span<const int32_t> tokens, float *rows) {
+    if (!rows) fail("CudaDecoder::prefill_rows: no rows buffer");
+    const std::span<const int32_t> all = tokens;
+    impl_->prefill(slot, all, rows + (all.size() - 1) * size_t(impl_->V), rows);
 }
 
 // Slot 0 alone; the other slots (if any) are left as they are.

@@ -71,6 +71,9 @@ class CudaDecoder {
     void reset(int64_t slot);
     void prefill(int64_t slot, std::span<const int32_t> tokens, float *logits);
     int32_t prefill_greedy(int64_t slot, std::span<const int32_t> tokens);
+    // prefill, writing every token's logits to rows[tokens.size(), V] (a prompt's log-probabilities): each pass's
+    // rows go through the LM head 64 at a time and are downloaded.
+    void prefill_rows(int64_t slot, std::span<const int32_t> tokens, float *rows);
     // One decode step of every slot s with tokens[s] ≥ 0 (tokens has max_seqs entries; −1: the slot is left as it
     // is), in one pass over the weights: logits[s, V] of each stepped slot, or with logits null the greedy token of
     // each stepped slot in greedy[s].

@@ -67,6 +67,7 @@ struct CudaDecoder::Impl {
     DeviceArray<float> probs, psel, hh, moe, logits, part_o, part_ml, cos_t[2], sin_t[2], inv_freq[2];
     DeviceArray<int32_t> tokens, pos, choice, len, active, best, best_part_i; // best: the argmax of each logits row
     DeviceArray<float> best_part_v;
+    DeviceArray<float> scored; // [kScoredRows, V]: rows of a scored prompt through the LM head (allocated on first use)
     DeviceArray<unsigned> counters; // the kernels finished by their last block (decode.h): zeros between kernels
     DeviceArray<int64_t> seq_one, seq_slots; // the conv's batches: one slot's [state ; n rows], every slot's region
     DeviceArray<int64_t> seq_new;            // {0, n}: a GEMM pass's n new rows as one sequence (its attention)
@@ -109,9 +110,11 @@ struct CudaDecoder::Impl {
     // f(kc, vc): layer d's caches from slot `slot` on, as their element type (float, or uint16_t for bf16).
     template <class F> void with_kv(DevLayer &d, int64_t slot, F &&f);
     void head(const Pass &p);
+    void head_rows(int64_t n, float *out); // every row of the last pass through the LM head, into out[n, V]
     void reset(int64_t slot);
-    // Appends tokens to one slot; the last one's logits[V] into out, or (out null) their argmax, returned.
-    int32_t prefill(int64_t slot, std::span<const int32_t> toks, float *out);
+    // Appends tokens to one slot; the last one's logits[V] into out, or (out null) their argmax, returned; with
+    // `every`, every token's logits into every[toks.size(), V] as well.
+    int32_t prefill(int64_t slot, std::span<const int32_t> toks, float *out, float *every = nullptr);
     // One step of the slots with tokens[s] ≥ 0; logits rows [slots, V] into out (stepped rows only) or the argmax
     // of each stepped slot into greedy[s].
     void step(std::span<const int32_t> toks, float *out, int32_t *greedy);

@@ -69,8 +69,6 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, 
             fail("prompt token {} at position {} is outside the vocabulary [0, {})", prompt[i], i, c.vocab_size);
     if (int64_t(prompt.size()) >= max_context_)
         fail("the prompt has {} tokens; the context length is {}", prompt.size(), max_context_);
-    if (opts.prompt_logprobs && !decoder_->can_score())
-        fail("prompt log-probabilities are computed on the CPU decoder only so far, not on {}", decoder_->device());
     auto r = std::make_unique<Request>();
     r->prompt = std::move(prompt);
     r->opts = opts;
@@ -172,7 +170,9 @@ bool Engine::step() {
         if (r.fed < int64_t(r.prompt.size())) {
             if (prefilled) continue;
             prefilled = true;
-            const int64_t n = std::min<int64_t>(opts_.prefill_chunk, int64_t(r.prompt.size()) - r.fed);
+            // A scored prompt's chunk is at most 512 tokens: its rows of logits are kept on the host.
+            const int64_t chunk = r.opts.prompt_logprobs ? scored_chunk() : opts_.prefill_chunk;
+            const int64_t n = std::min<int64_t>(chunk, int64_t(r.prompt.size()) - r.fed);
             if (r.opts.prompt_logprobs) {
                 scored = chunks.size();
                 scored_from = r.fed;
@@ -192,7 +192,7 @@ bool Engine::step() {
                             });
     try {
         if (scored != SIZE_MAX) {
-            scored_rows_.resize(size_t(opts_.prefill_chunk * V));
+            scored_rows_.resize(size_t(scored_chunk() * V));
             decoder_->forward_scored(seqs, chunks, logits_.data(), scored, scored_rows_.data());
         } else {
             decoder_->forward(seqs, chunks, all_greedy ? nullptr : logits_.data(), greedy_.data());

@@ -65,8 +65,8 @@ class Engine {
     std::vector<int32_t> default_stop_tokens() const;
 
     // Queues a request; validates the options and the prompt (non-empty, ids in the vocabulary, shorter than the
-    // context; prompt log-probabilities only where the decoder computes them) and throws zaya::Error before
-    // queueing anything. Returns the request id. max_new_tokens 0 ends after the prompt (scoring it).
+    // context) and throws zaya::Error before queueing anything. Returns the request id. max_new_tokens 0 ends
+    // after the prompt (scoring it).
     uint64_t submit(std::vector<int32_t> prompt, const SampleOptions &opts, OnToken on_token, OnDone on_done);
     void cancel(uint64_t id); // finishes it with reason "cancelled" at the next step
 
@@ -82,6 +82,7 @@ class Engine {
   private:
     struct Request;
     void admit();
+    int64_t scored_chunk() const { return opts_.prefill_chunk < 512 ? opts_.prefill_chunk : 512; }
     void finish(Request &r, const std::string &reason);
 
     std::unique_ptr<InferModel> model_;
@@ -90,7 +91,7 @@ class Engine {
     std::unique_ptr<EngineDecoder> decoder_;
     int64_t max_context_ = 0;
     std::vector<float> logits_;
-    std::vector<float> scored_rows_; // [prefill chunk, V]: a prompt chunk's logits (its log-probabilities asked)
+    std::vector<float> scored_rows_; // [scored_chunk(), V]: a prompt chunk's logits (its log-probabilities asked)
     std::vector<int32_t> greedy_, top_idx_;
     std::vector<std::unique_ptr<Request>> running_;
     std::deque<std::unique_ptr<Request>> queued_;

@@ -24,7 +24,6 @@ class CpuEngineDecoder final : public EngineDecoder {
     std::string device() const override { return "cpu"; }
     DType kv_dtype() const override { return DType::F32; }
     SequenceCache new_sequence() override { return dec_.new_sequence(); }
-    bool can_score() const override { return true; }
     void forward_scored(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
                         float *logits, size_t scored, float *rows) override {
         // The decoder's logits of every new token, [Σ chunk sizes, V]; each chunk's last row, and the scored
@@ -96,6 +95,17 @@ class CudaEngineDecoder final : public EngineDecoder {
     }
     void forward(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks, float *logits,
                  int32_t *greedy) override {
+        run(seqs, chunks, logits, greedy, SIZE_MAX, nullptr);
+    }
+    void forward_scored(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
+                        float *logits, size_t scored, float *rows) override {
+        run(seqs, chunks, logits, nullptr, scored, rows);
+    }
+
+  private:
+    // forward; chunks[scored] (if any) as a prefill whose every row's logits go to rows.
+    void run(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks, float *logits,
+             int32_t *greedy, size_t scored, float *rows) {
         const int64_t S = dec_.max_seqs();
         std::vector<int32_t> step_tokens(static_cast<size_t>(S), -1);
         std::vector<std::pair<size_t, int64_t>> stepped; // (row of seqs, slot)
@@ -107,7 +117,10 @@ class CudaEngineDecoder final : public EngineDecoder {
             if (seq.length != dec_.length(slot))
                 fail("the GPU decoder's slot {} holds {} tokens, not this sequence's {}", slot, dec_.length(slot),
                      seq.length);
-            if (chunk.size() == 1 && seq.length > 0) {
+            if (i == scored) {
+                dec_.prefill_rows(slot, chunk, rows);
+                std::copy_n(rows + (chunk.size() - 1) * size_t(V_), V_, logits + i * size_t(V_));
+            } else if (chunk.size() == 1 && seq.length > 0) {
                 step_tokens[size_t(slot)] = chunk[0];
                 stepped.emplace_back(i, slot);
             } else if (logits) {
@@ -130,7 +143,6 @@ class CudaEngineDecoder final : public EngineDecoder {
         }
     }
 
-  private:
     int64_t max_length_;
     CudaDecoder dec_;
     int64_t V_;
@@ -140,11 +152,6 @@ class CudaEngineDecoder final : public EngineDecoder {
 };
 
 } // namespace
-
-void EngineDecoder::forward_scored(std::span<SequenceCache *const>, std::span<const std::span<const int32_t>>,
-                                   float *, size_t, float *) {
-    fail("prompt log-probabilities are computed on the CPU decoder only so far, not on {}", device());
-}
 
 int64_t default_prefill_chunk(const std::string &device) {
     return device == "cuda" ? CudaDecoder::Options{}.prefill_chunk : 256;

@@ -27,13 +27,11 @@ class EngineDecoder {
     // downloading V floats per token.
     virtual void forward(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
                          float *logits, int32_t *greedy) = 0;
-    // Whether forward_scored works here (the CPU's decoder; not the GPU's so far).
-    virtual bool can_score() const { return false; }
     // forward with logits, and also the logits of every token of chunks[scored] to rows[chunks[scored].size(), V]:
     // what a prompt's log-probabilities are computed from.
     virtual void forward_scored(std::span<SequenceCache *const> seqs,
                                 std::span<const std::span<const int32_t>> chunks, float *logits, size_t scored,
-                                float *rows);
+                                float *rows) = 0;
 };
 
 struct EngineDecoderOptions {

@@ -225,11 +225,33 @@ if [[ -n $port ]]; then
     done
     [[ $same == 3 ]] && pass "serve --device cuda: 3 concurrent requests = each alone on the cpu" ||
         fail "serve --device cuda: 3 concurrent requests = each alone on the cpu" "$same of 3 equal"
+    # Prompt scoring on the device (echo + logprobs: the rows of every prefill pass through the LM head), kept to
+    # compare with the cpu's below.
+    score='{"prompt":[100,7,42,42,1,5,17,3,99,4,8,8,2],"max_tokens":2,"echo":true,"logprobs":3,"temperature":0}'
+    curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$score" >"$tmp/score.cuda"
 else
     fail "serve --device cuda starts" "$(cat "$tmp/serve.log")"
 fi
 kill $server 2>/dev/null
 wait $server 2>/dev/null
+"$ZAYA" serve tiny --dtype f32 --port 0 --device cpu >"$tmp/serve_cpu.log" 2>&1 &
+server=$!
+port=$(server_port "$tmp/serve_cpu.log" 300)
+curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$score" >"$tmp/score.cpu"
+kill $server 2>/dev/null
+wait $server 2>/dev/null
+diff=$(python3 - "$tmp/score.cpu" "$tmp/score.cuda" <<'PY' 2>&1
+import json, sys
+a, b = (json.load(open(p))["choices"][0]["logprobs"] for p in sys.argv[1:3])
+assert a["tokens"] == b["tokens"] and len(a["tokens"]) == 15 and a["token_logprobs"][0] is None
+pairs = list(zip(a["token_logprobs"][1:], b["token_logprobs"][1:]))
+pairs += [(x[k], y[k]) for x, y in zip(a["top_logprobs"][1:], b["top_logprobs"][1:]) for k in x]
+print(f"{max(abs(x - y) for x, y in pairs):.3g}")
+PY
+)
+python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 1e-4 else 1)" "$diff" 2>/dev/null &&
+    pass "serve --device cuda: echo + logprobs = the cpu server's (15 entries and their top 3, max diff $diff)" ||
+    fail "serve --device cuda: echo + logprobs = the cpu server's" "$diff"
 
 expect_error "an unknown device is named" "^zaya: error: .*'tpu'" forward tiny --tokens 1,2 --out "$tmp/f.st" \
     --device tpu

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -868,6 +869,35 @@ void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol, int64
     std::vector<int32_t> too_long(17, 1);
     dec.reset();
     EXPECT_THROW(dec.prefill(too_long, got.data()), Error);
+}
+
+// prefill_rows (a prompt's log-probabilities): every token's logits against the full-sequence ones, for a prompt
+// then 3 more tokens: 9 in GEMV passes of 2 rows, or 100 in GEMM passes of up to 80 rows (the head's 64-row blocks:
+// 64 + 16, then 20, then 3), f32 and bf16 weights.
+TEST_F(CudaOps, DecoderPrefillRowsMatchCpu) {
+    for (const auto &[dtype, prefill_chunk, tol] : {std::tuple{DType::F32, int64_t(0), 1e-4},
+                                                    std::tuple{DType::F32, int64_t(80), 1e-4},
+                                                    std::tuple{DType::BF16, int64_t(80), 1e-2}}) {
+        Model m = Model::create(decode_config(true));
+        model_init_random(m, 23);
+        HostWeights hw(m, dtype);
+        const int64_t V = m.config.vocab_size, first = prefill_chunk > 0 ? 100 : 9, total = first + 3;
+        const std::vector<int32_t> tokens = test_tokens(total, V);
+        const std::vector<float> ref = cpu_logits(m, tokens);
+        CudaDecoder dec(DecodeWeights{m.config, m.w, hw.embed, hw.lm_head, hw.layers},
+                        CudaDecoder::Options{.max_len = 128, .max_chunk = 2, .prefill_chunk = prefill_chunk,
+                                             .attn_splits = 3, .max_seqs = 2});
+        std::vector<float> rows(static_cast<size_t>(total * V), std::nanf(""));
+        dec.prefill_rows(1, std::span(tokens).first(size_t(first)), rows.data());
+        dec.prefill_rows(1, std::span(tokens).subspan(size_t(first)), rows.data() + first * V);
+        EXPECT_EQ(dec.length(1), total);
+        for (int64_t t = 0; t < total; ++t) {
+            const std::vector<float> got(rows.begin() + t * V, rows.begin() + (t + 1) * V),
+                want(ref.begin() + t * V, ref.begin() + (t + 1) * V);
+            EXPECT_LT(rel_err(got, want), tol) << "row " << t << ", " << dtype_name(dtype) << ", prefill chunk "
+                                               << prefill_chunk;
+        }
+    }
 }
 
 TEST_F(CudaOps, DecoderMatchesCpuF32) { expect_decoder_matches_cpu(false, DType::F32, 1e-4, 0); }
