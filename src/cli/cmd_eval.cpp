@@ -1,7 +1,9 @@
 // zaya eval MODEL --data DIR [--seq T] [--batch B] [--batches N] [--by-position K] — a model's loss and perplexity
 // on the validation split of prepared data, computed as `zaya train` computes val_loss (train/evaluate.h), and with
-// --by-position its loss along the sequence.
+// --by-position its loss along the sequence. zaya eval MODEL --choices FILE: multiple-choice accuracy
+// (eval_choices.cpp).
 #include "cli/commands.h"
+#include "cli/eval_args.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "dist/comm.h"
@@ -24,14 +26,11 @@ namespace zaya::cli {
 
 namespace {
 
-struct EvalArgs {
-    std::string model, data, device = "cpu", precision = "fp32", packing = "chunks";
-    int64_t seq = 256, batch = 8, batches = 0, by_position = 0, context_parallel = 1;
-    double rope_theta = 0;
-    bool json = false, doc_mask = false;
-};
-
 void run_eval(const EvalArgs &a, Communicator &comm) {
+    if (a.data.empty() == a.choices.empty())
+        fail("eval: give --data DIR (the validation loss) or --choices FILE (multiple-choice accuracy), not {}",
+             a.data.empty() ? "neither" : "both");
+    if (!a.choices.empty()) return run_eval_choices(a, comm);
     if (a.seq < 2) fail("eval: --seq must be at least 2, got {}", a.seq);
     if (a.batch < 1) fail("eval: --batch must be positive, got {}", a.batch);
     if (a.batches < 0) fail("eval: --batches must be ≥ 0 (0 = the whole split), got {}", a.batches);
@@ -139,11 +138,23 @@ void run_eval_ranks(const EvalArgs &a) {
 
 void register_eval(CLI::App &app) {
     auto *cmd = app.add_subcommand(
-        "eval", "Loss and perplexity of a trained model on the validation split of prepared data (zaya prepare)");
+        "eval", "Loss and perplexity of a trained model on the validation split of prepared data (zaya prepare), "
+                "or its accuracy on multiple-choice items (--choices)");
     auto a = std::make_shared<EvalArgs>();
     cmd->add_option("model", a->model, "Model directory (config.json + safetensors) or checkpoint directory")
         ->required();
-    cmd->add_option("--data", a->data, "Prepared data directory, tokenized with the model's tokenizer")->required();
+    cmd->add_option("--data", a->data, "Prepared data directory, tokenized with the model's tokenizer");
+    cmd->add_option("--choices", a->choices,
+                    "Multiple-choice items, JSONL {\"context\": str, \"choices\": [str, ...], \"answer\": int}: "
+                    "accuracy by each choice's log-likelihood (acc) and per character (acc_norm), as "
+                    "lm-evaluation-harness scores HellaSwag, ARC, PIQA, MMLU");
+    cmd->add_option("--tokenizer", a->tokenizer,
+                    "With --choices: the tokenizer.model (default: the model directory's own)");
+    cmd->add_option("--batch-tokens", a->batch_tokens,
+                    "With --choices: tokens per forward pass (also the longest sequence; longer contexts are cut "
+                    "from the left)")
+        ->capture_default_str();
+    cmd->add_option("--limit", a->limit, "With --choices: the first N items only (0 = all)")->capture_default_str();
     cmd->add_option("--seq", a->seq, "Tokens per sequence (the context each target sees at most)")
         ->capture_default_str();
     cmd->add_option("--batch", a->batch, "Sequences per forward pass (per rank under mpirun)")->capture_default_str();
@@ -164,7 +175,9 @@ void register_eval(CLI::App &app) {
                     "Under mpirun: groups of N ranks share each sequence, 2 chunks of --seq/(2N) tokens per rank "
                     "(long contexts)")
         ->capture_default_str();
-    cmd->add_flag("--json", a->json, "Print one JSON object (loss, perplexity, tokens, batches, seconds)");
+    cmd->add_flag("--json", a->json,
+                  "Print one JSON object (loss, perplexity, tokens, batches, seconds; with --choices acc, acc_norm, "
+                  "their standard errors, items)");
     cmd->callback([a] { run_eval_ranks(*a); });
 }
 

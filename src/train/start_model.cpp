@@ -16,15 +16,20 @@ namespace zaya {
 
 namespace fs = std::filesystem;
 
-Model load_trained_model(const std::string &dir, const DataManifest &dm, const std::string &tokenizer_path,
-                         const std::string &who) {
+Model load_model_or_checkpoint(const std::string &dir, const std::string &who) {
     if (!fs::is_directory(dir)) fail("{}: '{}' is not a directory (a model directory or a checkpoint)", who, dir);
     const fs::path d(dir);
     if (!fs::exists(d / "config.json") && !fs::exists(d / "manifest.json") &&
         (fs::exists(d / "model" / "config.json") || fs::is_directory(d / "checkpoints")))
         fail("{}: '{}' is a run directory: give its trained model ({}) or one of its checkpoints ({})", who, dir,
              (d / "model").string(), (d / "checkpoints" / "step_XXXXXXXX").string());
-    Model m = fs::exists(d / "manifest.json") ? checkpoint_load_model(dir) : model_load(dir);
+    return fs::exists(d / "manifest.json") ? checkpoint_load_model(dir) : model_load(dir);
+}
+
+Model load_trained_model(const std::string &dir, const DataManifest &dm, const std::string &tokenizer_path,
+                         const std::string &who) {
+    Model m = load_model_or_checkpoint(dir, who);
+    const fs::path d(dir);
     if (int64_t(dm.vocab_size) > m.config.vocab_size)
         fail("{} {}: the data's tokenizer has {} tokens but the model's vocabulary is {}", who, dir, dm.vocab_size,
              m.config.vocab_size);

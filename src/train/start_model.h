@@ -24,8 +24,11 @@ namespace zaya {
 // mean other pieces than the ones the model learned.
 Model train_start_model(const TrainConfig &tc, const DataManifest &dm, const std::string &tokenizer_path);
 
-// The trained model in `dir` (a model directory or a checkpoint), checked as above against the data it will read;
-// errors start with `who` ("--init", "eval").
+// The trained model in `dir`: a model directory or a checkpoint (not a run directory: the error names what to
+// give instead); errors start with `who`.
+Model load_model_or_checkpoint(const std::string &dir, const std::string &who);
+
+// The same, checked as above against the data it will read; errors start with `who` ("--init", "eval").
 Model load_trained_model(const std::string &dir, const DataManifest &dm, const std::string &tokenizer_path,
                          const std::string &who);
 

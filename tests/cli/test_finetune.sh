@@ -70,6 +70,38 @@ print(f"        answers' loss {a:.3f} -> {b:.3f}")
 assert b < 0.5 * a, (a, b)
 PY
     fail "the answers' loss falls" "$before" "$after"
+# Multiple choice (zaya eval --choices): the fine-tuned model prefers the completions it learned (" greets Ada.")
+# over the pretraining text's (" jumps over the lazy dog ..."), the base model less so.
+python3 - "$tmp/mc.jsonl" <<'PY'
+import json, sys
+names = ["Ada", "Bob", "Cy", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jo"]
+with open(sys.argv[1], "w") as f:
+    for i in range(3, 120, 4):
+        f.write(json.dumps({"context": f"Document {i}. The quick brown fox",
+                            "choices": [f" jumps over the lazy dog {i} times.", f" greets {names[i % 10]}."],
+                            "answer": 1}) + "\n")
+PY
+accuracy() { # MODEL: acc and acc_norm on the items
+    run eval "$1" --choices "$tmp/mc.jsonl" --batch-tokens 128 --json
+    python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(j["acc"], j["acc_norm"], j["items"], j["choices"])' \
+        "$out"
+}
+read -r acc_base norm_base items choices <<<"$(accuracy "$tmp/base/model")"
+read -r acc_ft norm_ft _ _ <<<"$(accuracy "$tmp/ft/model")"
+if [[ $items == 30 && $choices == 60 ]] && python3 -c "import sys; sys.exit(0 if $acc_ft >= 0.9 and $acc_ft > $acc_base else 1)"
+then
+    pass "eval --choices: the fine-tuned model picks the learned completions (acc $acc_base -> $acc_ft, acc_norm \
+$norm_base -> $norm_ft)"
+else
+    fail "eval --choices: the fine-tuned model picks the learned completions" \
+        "base '$acc_base' ft '$acc_ft' items '$items' choices '$choices'" "$out"
+fi
+expect_error "eval: --data and --choices together are refused" "^zaya: error: .*not both" \
+    eval "$tmp/ft/model" --choices "$tmp/mc.jsonl" --data "$tmp/sft"
+printf '{"context": "x", "choices": ["a", "b"], "answer": 2}\n' >"$tmp/bad.jsonl"
+expect_error "eval --choices: a bad answer index names the file and line" "^zaya: error: .*bad.jsonl:1: 'answer'" \
+    eval "$tmp/ft/model" --choices "$tmp/bad.jsonl"
+
 # The end-of-training sample as a chat (--sample-chat): the user's turn, then the model's answer, which stops at the
 # turn's end (a few more steps from the fine-tuned model: the answer is sampled, as the sample always is).
 expect_ok "train --sample-chat" train --data "$tmp/sft" --init "$tmp/ft/model" --seq 64 --batch 8 --steps 2 --lr 0.001 \

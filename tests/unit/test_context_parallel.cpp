@@ -3,6 +3,7 @@
 // document masking. Their logits must be the whole rows' at their places, and their gradients (each rank's loss
 // weighted by its share of the learned targets) must sum to the whole rows' — for 2, 3 and 4 ranks, with a
 // sliding-window layer whose window reaches across part boundaries.
+#include "core/error.h"
 #include "data/loader.h"
 #include "dist/comm.h"
 #include "dist/context_parallel.h"

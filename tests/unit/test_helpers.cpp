@@ -3,6 +3,7 @@
 #include "core/error.h"
 
 #include <cmath>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <random>
 
@@ -45,6 +46,18 @@ std::string error_of(const std::function<void()> &f) {
     }
     ADD_FAILURE() << "no error thrown";
     return {};
+}
+
+const Tokenizer &small_tokenizer() {
+    static TempDir dir;
+    static const Tokenizer tok = [] {
+        std::ofstream out(dir.str("corpus.txt"));
+        for (int i = 0; i < 200; ++i) out << "the quick brown fox " << i << " jumps over the lazy dog; STOP here\n";
+        out.close();
+        train_tokenizer({dir.str("corpus.txt")}, 320, dir.str("tok.model"));
+        return Tokenizer::load(dir.str("tok.model"));
+    }();
+    return tok;
 }
 
 } // namespace zaya::test

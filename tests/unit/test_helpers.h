@@ -1,5 +1,6 @@
 // Shared helpers for the unit tests: paths, temp dirs, golden files.
 #pragma once
+#include "data/tokenizer.h"
 #include "io/safetensors.h"
 
 #include <filesystem>
@@ -33,5 +34,9 @@ float max_abs_diff(const float *a, const float *b, size_t n);
 
 // The message of the zaya::Error that `f` throws (a test failure if it throws nothing or something else).
 std::string error_of(const std::function<void()> &f);
+
+// A small BPE tokenizer trained once per test binary (vocabulary 320) on an ASCII corpus of "the quick brown fox
+// <n> jumps over the lazy dog; STOP here" lines: "☃" and "é" are only encodable as byte pieces.
+const Tokenizer &small_tokenizer();
 
 } // namespace zaya::test

@@ -150,18 +150,7 @@ TEST(Sampler, OptionsOutOfRangeAreNamed) {
     EXPECT_NE(err([](SampleOptions &o) { o.logit_bias = {{1, 101.0f}}; }).find("logit_bias"), std::string::npos);
 }
 
-// A small trained tokenizer (ASCII corpus: "☃" and "é" are only encodable as byte pieces).
-const Tokenizer &test_tokenizer() {
-    static test::TempDir dir;
-    static const Tokenizer tok = [] {
-        std::ofstream out(dir.str("corpus.txt"));
-        for (int i = 0; i < 200; ++i) out << "the quick brown fox " << i << " jumps over the lazy dog; STOP here\n";
-        out.close();
-        train_tokenizer({dir.str("corpus.txt")}, 320, dir.str("tok.model"));
-        return Tokenizer::load(dir.str("tok.model"));
-    }();
-    return tok;
-}
+const Tokenizer &test_tokenizer() { return test::small_tokenizer(); }
 
 // The bytes of each token spell decode()'s text, a byte piece one byte of a character; BOS adds nothing.
 TEST(Tokenizer, TokenBytesSpellTheText) {

@@ -1,0 +1,23 @@
+// zaya eval's options (cmd_eval.cpp), shared with its multiple-choice mode (eval_choices.cpp).
+#pragma once
+#include "dist/comm.h"
+
+#include <cstdint>
+#include <string>
+
+namespace zaya::cli {
+
+struct EvalArgs {
+    std::string model, data, device = "cpu", precision = "fp32", packing = "chunks";
+    int64_t seq = 256, batch = 8, batches = 0, by_position = 0, context_parallel = 1;
+    double rope_theta = 0;
+    bool json = false, doc_mask = false;
+    // --choices: multiple-choice items scored instead of the validation loss.
+    std::string choices, tokenizer;
+    int64_t batch_tokens = 4096, limit = 0;
+};
+
+// zaya eval MODEL --choices FILE: accuracy on multiple-choice items (train/evaluate_choices.h).
+void run_eval_choices(const EvalArgs &a, Communicator &comm);
+
+} // namespace zaya::cli

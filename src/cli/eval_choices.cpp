@@ -1,0 +1,85 @@
+// zaya eval MODEL --choices FILE [--tokenizer T] [--batch-tokens N] [--limit N] [--device D] [--precision P] [--json]:
+// multiple-choice accuracy (train/evaluate_choices.h), on the CPU or a GPU, shared by the ranks under mpirun.
+#include "cli/eval_args.h"
+#include "core/error.h"
+#include "data/choice_items.h"
+#include "data/tokenizer.h"
+#include "model/activations.h"
+#include "ops/backend.h"
+#include "ops/cpu/gemm.h"
+#include "train/evaluate_choices.h"
+#include "train/start_model.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <unistd.h>
+
+namespace zaya::cli {
+
+void run_eval_choices(const EvalArgs &a, Communicator &comm) {
+    if (a.batch_tokens < 2) fail("eval: --batch-tokens must be at least 2, got {}", a.batch_tokens);
+    if (a.limit < 0) fail("eval: --limit must be ≥ 0 (0 = every item), got {}", a.limit);
+    if (a.context_parallel != 1) fail("eval: --choices scores whole sequences on each rank (no --context-parallel)");
+    if (a.device != "cpu" && a.device != "cuda") fail("eval: --device must be 'cpu' or 'cuda', got '{}'", a.device);
+    const cpu::MatmulPrecision precision = cpu::matmul_precision_from_string(a.precision);
+    std::vector<ChoiceItem> items = load_choice_items(a.choices);
+    if (a.limit > 0 && a.limit < int64_t(items.size())) items.resize(size_t(a.limit));
+    const std::string tok_path =
+        a.tokenizer.empty() ? (std::filesystem::path(a.model) / "tokenizer.model").string() : a.tokenizer;
+    if (!std::filesystem::exists(tok_path))
+        fail("eval: {} has no tokenizer.model: give --tokenizer (the one the model was trained with)", a.model);
+    const Tokenizer tok = Tokenizer::load(tok_path);
+    Model m = load_model_or_checkpoint(a.model, "eval");
+    if (tok.vocab_size() > m.config.vocab_size)
+        fail("eval: tokenizer {} has {} tokens but the model's vocabulary is {}", tok_path, tok.vocab_size(),
+             m.config.vocab_size);
+    if (a.rope_theta > 0) m.config.rope_hybrid.rope_theta = a.rope_theta;
+
+    Backend &be = backend_named(a.device);
+    std::optional<Model> on_device;
+    if (!be.host_memory()) {
+        on_device.emplace(model_on(m, be));
+        be.set_matmul_precision(precision);
+    }
+    // A pass holds --batch-tokens tokens, in as many sequences as choices fit (each at least 2 tokens).
+    const int64_t max_len = std::min(a.batch_tokens, m.config.max_position_embeddings);
+    const int64_t max_seqs = std::max<int64_t>(1, a.batch_tokens / 2);
+    Activations acts = Activations::plan(m.config, a.batch_tokens, max_seqs, /*keep_all_layers=*/false, be,
+                                         !be.host_memory() && precision == cpu::MatmulPrecision::BF16);
+    const bool tty = !a.json && comm.is_root() && isatty(fileno(stderr));
+    const auto t0 = std::chrono::steady_clock::now();
+    ChoiceEvalResult r;
+    {
+        const cpu::MatmulPrecisionScope scope(precision);
+        const WeightsUnchanged frozen(be);
+        r = evaluate_choices(on_device ? *on_device : m, tok, items, acts, a.batch_tokens, max_seqs, max_len, comm,
+                             [&](int64_t done, int64_t total) {
+                                 if (tty)
+                                     std::fprintf(stderr, "\reval: item %lld/%lld", (long long)done,
+                                                  (long long)total);
+                             });
+        if (tty) std::fprintf(stderr, "\n");
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (a.json) {
+        nlohmann::json j = {{"model", a.model},       {"choices_file", a.choices}, {"items", r.items},
+                            {"choices", r.choices},   {"tokens", r.tokens},        {"truncated", r.truncated},
+                            {"acc", r.acc},           {"acc_stderr", r.acc_stderr}, {"acc_norm", r.acc_norm},
+                            {"acc_norm_stderr", r.acc_norm_stderr}, {"seconds", s}, {"ranks", comm.size()},
+                            {"device", a.device}};
+        fmt::print("{}\n", j.dump());
+        return;
+    }
+    fmt::print("eval {} on {}: {} items, {} choices, {} tokens{}{}\n", a.model, a.choices, r.items, r.choices,
+               r.tokens, comm.size() > 1 ? fmt::format(" ({} ranks)", comm.size()) : std::string(),
+               r.truncated > 0 ? fmt::format(", {} contexts cut from the left to {} tokens", r.truncated, max_len)
+                               : std::string());
+    fmt::print("acc {:.4f} ± {:.4f}  acc_norm {:.4f} ± {:.4f}  ({:.1f} s, {:.0f} tokens/s)\n", r.acc, r.acc_stderr,
+               r.acc_norm, r.acc_norm_stderr, s, double(r.tokens) / s);
+}
+
+} // namespace zaya::cli

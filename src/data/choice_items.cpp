@@ -1,0 +1,52 @@
+#include "data/choice_items.h"
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+namespace zaya {
+
+std::vector<ChoiceItem> load_choice_items(const std::string &path) {
+    std::istringstream in(read_file_bytes(path));
+    std::vector<ChoiceItem> items;
+    std::string line;
+    for (int64_t n = 1; std::getline(in, line); ++n) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::exception &e) {
+            fail("{}:{}: not a JSON object: {}", path, n, e.what());
+        }
+        auto field = [&](const char *key) -> const nlohmann::json & {
+            if (!j.is_object() || !j.contains(key))
+                fail("{}:{}: no '{}' (each line: {{\"context\": str, \"choices\": [str, …], \"answer\": int}})",
+                     path, n, key);
+            return j.at(key);
+        };
+        ChoiceItem it;
+        const nlohmann::json &context = field("context"), &choices = field("choices"), &answer = field("answer");
+        if (!context.is_string()) fail("{}:{}: 'context' must be a string", path, n);
+        it.context = context.get<std::string>();
+        if (!choices.is_array() || choices.size() < 2)
+            fail("{}:{}: 'choices' must be an array of at least 2 strings", path, n);
+        for (const nlohmann::json &c : choices) {
+            if (!c.is_string() || c.get<std::string>().empty())
+                fail("{}:{}: 'choices' must hold non-empty strings, got {}", path, n, c.dump());
+            it.choices.push_back(c.get<std::string>());
+        }
+        if (!answer.is_number_integer() || answer.get<int64_t>() < 0 ||
+            answer.get<int64_t>() >= int64_t(it.choices.size()))
+            fail("{}:{}: 'answer' must be an index into its {} choices, got {}", path, n, it.choices.size(),
+                 answer.dump());
+        it.answer = answer.get<int64_t>();
+        items.push_back(std::move(it));
+    }
+    if (items.empty()) fail("{}: no items (one JSON object per line)", path);
+    return items;
+}
+
+} // namespace zaya
