@@ -70,12 +70,7 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         const WeightsUnchanged frozen(be); // one bf16 copy of each matrix for all the batches, on a GPU
         r = evaluate_loss(on_device ? *on_device : m, data, a.batch, a.seq, a.batches, acts, comm,
                           RowLayout{packing_from_string(a.packing), a.doc_mask},
-                          a.by_position > 0,
-                          [&](int64_t done, int64_t total) {
-                              if (tty)
-                                  std::fprintf(stderr, "\reval: batch %lld/%lld", (long long)done,
-                                               (long long)total);
-                          });
+                          a.by_position > 0, eval_progress(tty, "batch"));
         if (tty) std::fprintf(stderr, "\n");
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

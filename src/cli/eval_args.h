@@ -3,6 +3,8 @@
 #include "dist/comm.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <functional>
 #include <string>
 
 namespace zaya::cli {
@@ -16,6 +18,14 @@ struct EvalArgs {
     std::string choices, tokenizer;
     int64_t batch_tokens = 4096, limit = 0;
 };
+
+// Progress on stderr ("\reval: batch 3/40") when `on` (a terminal, no --json): the evaluations' callback.
+inline std::function<void(int64_t, int64_t)> eval_progress(bool on, const char *unit) {
+    if (!on) return {};
+    return [unit](int64_t done, int64_t total) {
+        std::fprintf(stderr, "\reval: %s %lld/%lld", unit, (long long)done, (long long)total);
+    };
+}
 
 // zaya eval MODEL --choices FILE: accuracy on multiple-choice items (train/evaluate_choices.h).
 void run_eval_choices(const EvalArgs &a, Communicator &comm);

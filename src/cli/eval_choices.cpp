@@ -57,11 +57,7 @@ void run_eval_choices(const EvalArgs &a, Communicator &comm) {
         const cpu::MatmulPrecisionScope scope(precision);
         const WeightsUnchanged frozen(be);
         r = evaluate_choices(on_device ? *on_device : m, tok, items, acts, a.batch_tokens, max_seqs, max_len, comm,
-                             [&](int64_t done, int64_t total) {
-                                 if (tty)
-                                     std::fprintf(stderr, "\reval: item %lld/%lld", (long long)done,
-                                                  (long long)total);
-                             });
+                             eval_progress(tty, "item"));
         if (tty) std::fprintf(stderr, "\n");
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,6 +1,7 @@
 // Shared by the cached-decoding tests: feeding a sequence to a Decoder in chunks.
 #pragma once
 #include "infer/decoder.h"
+#include "model/forward.h"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +9,14 @@
 #include <vector>
 
 namespace zaya::test {
+
+// The logits [T, V] of one sequence from the training forward pass: the reference the decoders are checked against.
+inline std::vector<float> full_logits(const Model &m, const std::vector<int32_t> &tokens) {
+    Batch b = Batch::from_sequences({tokens});
+    Activations acts = Activations::plan(m.config, b.num_tokens(), 1, false);
+    model_forward(m, b, acts);
+    return std::vector<float>(acts.logits, acts.logits + b.num_tokens() * m.config.vocab_size);
+}
 
 // Feeds `tokens` to a fresh sequence in chunks of the given sizes (cycled), returning every position's logits.
 inline std::vector<float> cached_logits(Decoder &dec, const std::vector<int32_t> &tokens,

@@ -1,7 +1,7 @@
 // Multiple-choice scoring (zaya eval --choices): each choice's log-likelihood against the full forward's
 // log-softmax, the same whatever the packing, contexts cut from the left, the accuracies, ranks sharing the items,
 // and the items' loader.
-#include "model/forward.h"
+#include "decode_helpers.h"
 #include "model/init.h"
 #include "test_helpers.h"
 #include "thread_ranks.h"
@@ -30,14 +30,11 @@ TEST(Choices, SequenceSplitsWhereTheContextEnds) {
 
 // The reference: Σ log softmax(logits[t − 1])[tokens[t]] over the continuation, in double, from one full forward.
 double reference_loglik(const Model &m, const ChoiceSequence &s) {
-    const std::vector<int32_t> inputs(s.tokens.begin(), s.tokens.end() - 1);
-    Batch b = Batch::from_sequences({inputs});
-    Activations acts = Activations::plan(m.config, b.num_tokens(), 1, false);
-    model_forward(m, b, acts);
+    const std::vector<float> logits = test::full_logits(m, {s.tokens.begin(), s.tokens.end() - 1});
     const int64_t V = m.config.vocab_size, T = int64_t(s.tokens.size());
     double sum = 0;
     for (int64_t t = T - s.continuation; t < T; ++t) {
-        const float *row = acts.logits + (t - 1) * V;
+        const float *row = logits.data() + (t - 1) * V;
         double mx = row[0], z = 0;
         for (int64_t v = 1; v < V; ++v) mx = std::max(mx, double(row[v]));
         for (int64_t v = 0; v < V; ++v) z += std::exp(double(row[v]) - mx);

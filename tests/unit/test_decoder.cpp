@@ -47,18 +47,11 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
     return t;
 }
 
-std::vector<float> full_logits(const Model &m, const std::vector<int32_t> &tokens) {
-    Batch b = Batch::from_sequences({tokens});
-    Activations acts = Activations::plan(m.config, b.num_tokens(), 1, false);
-    model_forward(m, b, acts);
-    return std::vector<float>(acts.logits, acts.logits + b.num_tokens() * m.config.vocab_size);
-}
-
 TEST(Decoder, ChunkedAndTokenByTokenMatchFullForward) {
     for (bool passthrough : {false, true}) {
         Model m = random_model(test_config(passthrough), 11);
         const auto tokens = random_tokens(29, m.config.vocab_size, 3);
-        const auto ref = full_logits(m, tokens);
+        const auto ref = test::full_logits(m, tokens);
         auto im = InferModel::from_model(std::move(m), DType::F32);
         Decoder dec(*im, 16, 4);
         for (std::vector<int64_t> sizes : {std::vector<int64_t>{16}, {1}, {3, 1, 7, 2}, {1, 1, 5}}) {
@@ -75,7 +68,7 @@ TEST(Decoder, BatchedSequencesMatchEachAlone) {
     const std::vector<std::vector<int32_t>> prompts = {random_tokens(9, V, 1), random_tokens(2, V, 2),
                                                        random_tokens(14, V, 3)};
     std::vector<std::vector<float>> ref;
-    for (const auto &p : prompts) ref.push_back(full_logits(m, p));
+    for (const auto &p : prompts) ref.push_back(test::full_logits(m, p));
     auto im = InferModel::from_model(std::move(m), DType::F32);
     Decoder dec(*im, 32, 3);
     std::vector<SequenceCache> seqs;
@@ -117,7 +110,7 @@ TEST(Decoder, Bf16WeightsMatchForwardOfRoundedWeights) {
                 x = bf16_to_f32(f32_to_bf16(x));
             }
     const auto tokens = random_tokens(21, m.config.vocab_size, 4);
-    const auto ref = full_logits(rounded, tokens);
+    const auto ref = test::full_logits(rounded, tokens);
     auto im = InferModel::from_model(std::move(m), DType::BF16);
     EXPECT_EQ(im->weight_dtype, DType::BF16);
     // 12 rows exercise the panel (GEMM) path, single tokens the streaming dot kernel.

@@ -4,6 +4,7 @@
 #include "infer/openai_api.h"
 #include "model/forward.h"
 #include "model/init.h"
+#include "decode_helpers.h"
 #include "test_helpers.h"
 
 #include <gtest/gtest.h>
@@ -53,13 +54,6 @@ Model seeded_tiny() {
     return m;
 }
 
-std::vector<float> forward_logits(const Model &m, const std::vector<int32_t> &tokens) {
-    Batch b = Batch::from_sequences({tokens});
-    Activations acts = Activations::plan(m.config, b.num_tokens(), 1, false);
-    model_forward(m, b, acts);
-    return std::vector<float>(acts.logits, acts.logits + b.num_tokens() * m.config.vocab_size);
-}
-
 // Each entry is log softmax of the full forward's row before its position; the top tokens are the most likely
 // there, most likely first.
 void expect_matches_forward(const std::vector<TokenLogprobs> &got, const std::vector<float> &logits, int64_t V,
@@ -103,7 +97,7 @@ TEST(Logprobs, EngineEqualsTheFullForward) {
         ASSERT_EQ(c.tokens.size(), 5u);
         std::vector<int32_t> all = p;
         all.insert(all.end(), c.tokens.begin(), c.tokens.end());
-        const std::vector<float> logits = forward_logits(m, all);
+        const std::vector<float> logits = test::full_logits(m, all);
         expect_matches_forward(c.prompt_logprobs, logits, V, 0, p, 1, 3);
         expect_matches_forward(c.logprobs, logits, V, int64_t(p.size()) - 1, c.tokens, 0, 3);
     }
