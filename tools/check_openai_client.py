@@ -6,7 +6,9 @@ Usage:
 
 Starts `zaya serve MODEL_DIR --port 0 --api-key ...`, then with openai.OpenAI(base_url=.../v1): lists models, runs
 a completion and a chat completion (plain and streamed; streamed text must equal the plain text for greedy
-decoding), four concurrent requests from threads, and checks that a bad request raises openai.BadRequestError and a
+decoding), log-probabilities (completions' logprobs with echo, as evaluation harnesses score prompts; chat's
+logprobs/top_logprobs; streamed = plain), n choices and several prompts in one request, four concurrent requests
+from threads, and checks that a bad request raises openai.BadRequestError and a
 wrong key openai.AuthenticationError. Prints one line per check; exits non-zero on the first failure.
 """
 
@@ -63,6 +65,33 @@ def main() -> None:
         streamed = "".join(ch.choices[0].delta.content or "" for ch in client.chat.completions.create(
             model=name, messages=messages, max_tokens=16, temperature=0, stream=True) if ch.choices)
         ok("chat stream = plain text", streamed == r.choices[0].message.content)
+
+        # Log-probabilities, read through the client's typed objects.
+        lp = client.completions.create(model=name, prompt="The quick brown fox", max_tokens=4, temperature=0,
+                                       logprobs=2, echo=True).choices[0]
+        ok("completions logprobs + echo: the prompt's tokens too, the first without a log-probability",
+           lp.text.startswith("The quick brown fox") and lp.logprobs.token_logprobs[0] is None and
+           len(lp.logprobs.tokens) == len(lp.logprobs.token_logprobs) == len(lp.logprobs.text_offset) > 4 and
+           all(x <= 0 for x in lp.logprobs.token_logprobs[1:]) and len(lp.logprobs.top_logprobs[-1]) >= 2,
+           f"{len(lp.logprobs.tokens)} tokens")
+        scored = client.completions.create(model=name, prompt="The quick brown fox", max_tokens=0, logprobs=0,
+                                           echo=True).choices[0]
+        ok("max_tokens=0 scores the prompt alone", scored.logprobs.token_logprobs ==
+           lp.logprobs.token_logprobs[:len(scored.logprobs.token_logprobs)] and scored.text == "The quick brown fox")
+        streamed = [t for ch in client.completions.create(model=name, prompt="The quick brown fox", max_tokens=4,
+                                                          temperature=0, logprobs=2, echo=True, stream=True)
+                    if ch.choices and ch.choices[0].logprobs for t in ch.choices[0].logprobs.token_logprobs]
+        ok("streamed logprobs = plain", streamed == lp.logprobs.token_logprobs)
+        r = client.chat.completions.create(model=name, messages=messages, max_tokens=6, temperature=0, logprobs=True,
+                                           top_logprobs=3)
+        content = r.choices[0].logprobs.content
+        ok("chat logprobs: one entry per token, 3 alternatives each, the greedy token the first",
+           len(content) > 0 and all(len(e.top_logprobs) == 3 and e.token == e.top_logprobs[0].token for e in content))
+        many = client.completions.create(model=name, prompt=["The quick", "Python is"], max_tokens=5,
+                                         temperature=0.8, seed=3, n=2)
+        alone = client.completions.create(model=name, prompt="Python is", max_tokens=5, temperature=0.8, seed=3)
+        ok("2 prompts × n 2: 4 choices in order, the first of each = the prompt alone",
+           [c.index for c in many.choices] == [0, 1, 2, 3] and many.choices[2].text == alone.choices[0].text)
 
         def one(seed: int) -> str:
             return client.completions.create(model=name, prompt=[seed, 7, 8], max_tokens=12, temperature=1.0,
