@@ -83,13 +83,13 @@ with open(sys.argv[1], "w") as f:
 PY
 accuracy() { # MODEL: acc and acc_norm on the items
     run eval "$1" --choices "$tmp/mc.jsonl" --batch-tokens 128 --json
-    python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(j["acc"], j["acc_norm"], j["items"], j["choices"])' \
-        "$out"
+    python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(j["acc"], j["acc_norm"], j["items"],
+        j["choices"])' "$out"
 }
 read -r acc_base norm_base items choices <<<"$(accuracy "$tmp/base/model")"
 read -r acc_ft norm_ft _ _ <<<"$(accuracy "$tmp/ft/model")"
-if [[ $items == 30 && $choices == 60 ]] && python3 -c "import sys; sys.exit(0 if $acc_ft >= 0.9 and $acc_ft > $acc_base else 1)"
-then
+if [[ $items == 30 && $choices == 60 ]] &&
+    python3 -c "import sys; sys.exit(0 if $acc_ft >= 0.9 and $acc_ft > $acc_base else 1)"; then
     pass "eval --choices: the fine-tuned model picks the learned completions (acc $acc_base -> $acc_ft, acc_norm \
 $norm_base -> $norm_ft)"
 else
@@ -98,6 +98,18 @@ else
 fi
 expect_error "eval: --data and --choices together are refused" "^zaya: error: .*not both" \
     eval "$tmp/ft/model" --choices "$tmp/mc.jsonl" --data "$tmp/sft"
+# Benchmarks in their published formats through tools/choices_from.py (synthetic items in each format).
+formats=$SRC/tests/cli/choice_formats
+{
+    python3 "$SRC/tools/choices_from.py" hellaswag "$formats/hellaswag.jsonl" &&
+        python3 "$SRC/tools/choices_from.py" arc "$formats/arc.jsonl" &&
+        python3 "$SRC/tools/choices_from.py" piqa "$formats/piqa.jsonl" "$formats/piqa-labels.lst" &&
+        python3 "$SRC/tools/choices_from.py" mmlu "$formats/mmlu.csv"
+} >"$tmp/bench.jsonl" 2>/dev/null
+run eval "$tmp/ft/model" --choices "$tmp/bench.jsonl" --json
+python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert (j["items"], j["choices"]) == (7, 23), j' "$out" &&
+    pass "tools/choices_from.py: HellaSwag, ARC, PIQA, MMLU files become items for zaya eval (7 items, 23 choices)" ||
+    fail "tools/choices_from.py: the four formats become items zaya eval scores" "$out" "$(cat "$tmp/bench.jsonl")"
 printf '{"context": "x", "choices": ["a", "b"], "answer": 2}\n' >"$tmp/bad.jsonl"
 expect_error "eval --choices: a bad answer index names the file and line" "^zaya: error: .*bad.jsonl:1: 'answer'" \
     eval "$tmp/ft/model" --choices "$tmp/bad.jsonl"
