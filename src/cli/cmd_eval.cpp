@@ -27,10 +27,13 @@ namespace zaya::cli {
 namespace {
 
 void run_eval(const EvalArgs &a, Communicator &comm) {
-    if (a.data.empty() == a.choices.empty())
-        fail("eval: give --data DIR (the validation loss) or --choices FILE (multiple-choice accuracy), not {}",
-             a.data.empty() ? "neither" : "both");
+    const int modes = int(!a.data.empty()) + int(!a.choices.empty()) + int(!a.generate.empty());
+    if (modes != 1)
+        fail("eval: give one of --data DIR (the validation loss), --choices FILE (multiple-choice accuracy) and "
+             "--generate FILE (exact match of completions), not {}",
+             modes == 0 ? "none" : "several");
     if (!a.choices.empty()) return run_eval_choices(a, comm);
+    if (!a.generate.empty()) return run_eval_generate(a, comm);
     if (a.seq < 2) fail("eval: --seq must be at least 2, got {}", a.seq);
     if (a.batch < 1) fail("eval: --batch must be positive, got {}", a.batch);
     if (a.batches < 0) fail("eval: --batches must be ≥ 0 (0 = the whole split), got {}", a.batches);
@@ -134,7 +137,7 @@ void run_eval_ranks(const EvalArgs &a) {
 void register_eval(CLI::App &app) {
     auto *cmd = app.add_subcommand(
         "eval", "Loss and perplexity of a trained model on the validation split of prepared data (zaya prepare), "
-                "or its accuracy on multiple-choice items (--choices)");
+                "its accuracy on multiple-choice items (--choices), or its completions' exact match (--generate)");
     auto a = std::make_shared<EvalArgs>();
     cmd->add_option("model", a->model, "Model directory (config.json + safetensors) or checkpoint directory")
         ->required();
@@ -143,8 +146,21 @@ void register_eval(CLI::App &app) {
                     "Multiple-choice items, JSONL {\"context\": str, \"choices\": [str, ...], \"answer\": int}: "
                     "accuracy by each choice's log-likelihood (acc) and per character (acc_norm), as "
                     "lm-evaluation-harness scores HellaSwag, ARC, PIQA, MMLU");
+    cmd->add_option("--generate", a->generate,
+                    "Items to complete, JSONL {\"prompt\": str, \"answer\": str}: exact match of the (greedy) "
+                    "completion, or of what --answer-regex finds in it, with the answer (GSM8K-style)");
     cmd->add_option("--tokenizer", a->tokenizer,
-                    "With --choices: the tokenizer.model (default: the model directory's own)");
+                    "With --choices or --generate: the tokenizer.model (default: the model directory's own)");
+    cmd->add_option("--max-tokens", a->max_tokens, "With --generate: tokens per completion at most")
+        ->capture_default_str();
+    cmd->add_option("--stop", a->stops, "With --generate: end a completion at this string (repeatable)");
+    cmd->add_option("--answer-regex", a->answer_regex,
+                    "With --generate: the answer is this regex's last match in the completion (its first group if "
+                    "any), e.g. '#### (-?[0-9.,]+)'");
+    cmd->add_flag("--chat", a->chat, "With --generate: each prompt as a user's turn in the chat format");
+    cmd->add_option("--system", a->system, "With --generate --chat: a system message");
+    cmd->add_option("--out", a->out,
+                    "With --generate: write each item's completion, extracted answer and verdict here (JSONL)");
     cmd->add_option("--batch-tokens", a->batch_tokens,
                     "With --choices: tokens per forward pass (also the longest sequence; longer contexts are cut "
                     "from the left)")
@@ -152,7 +168,10 @@ void register_eval(CLI::App &app) {
     cmd->add_option("--limit", a->limit, "With --choices: the first N items only (0 = all)")->capture_default_str();
     cmd->add_option("--seq", a->seq, "Tokens per sequence (the context each target sees at most)")
         ->capture_default_str();
-    cmd->add_option("--batch", a->batch, "Sequences per forward pass (per rank under mpirun)")->capture_default_str();
+    cmd->add_option("--batch", a->batch,
+                    "Sequences per forward pass (per rank under mpirun; with --generate: completions decoded "
+                    "together)")
+        ->capture_default_str();
     cmd->add_option("--batches", a->batches, "Forward passes at most (0 = the whole split)")->capture_default_str();
     cmd->add_option("--by-position", a->by_position,
                     "Also the loss over K equal ranges of positions (0 = off; with --doc-mask, positions within "
@@ -172,7 +191,7 @@ void register_eval(CLI::App &app) {
         ->capture_default_str();
     cmd->add_flag("--json", a->json,
                   "Print one JSON object (loss, perplexity, tokens, batches, seconds; with --choices acc, acc_norm, "
-                  "their standard errors, items)");
+                  "their standard errors, items; with --generate exact_match and its standard error)");
     cmd->callback([a] { run_eval_ranks(*a); });
 }
 

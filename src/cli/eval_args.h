@@ -1,4 +1,5 @@
-// zaya eval's options (cmd_eval.cpp), shared with its multiple-choice mode (eval_choices.cpp).
+// zaya eval's options (cmd_eval.cpp), shared with its multiple-choice and generation modes (eval_choices.cpp,
+// eval_generate.cpp).
 #pragma once
 #include "dist/comm.h"
 
@@ -6,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace zaya::cli {
 
@@ -14,9 +16,14 @@ struct EvalArgs {
     int64_t seq = 256, batch = 8, batches = 0, by_position = 0, context_parallel = 1;
     double rope_theta = 0;
     bool json = false, doc_mask = false;
-    // --choices: multiple-choice items scored instead of the validation loss.
-    std::string choices, tokenizer;
+    // --choices: multiple-choice items scored instead of the validation loss; --generate: items completed and
+    // scored by exact match.
+    std::string choices, generate, tokenizer;
     int64_t batch_tokens = 4096, limit = 0;
+    int64_t max_tokens = 256;
+    std::vector<std::string> stops;
+    std::string answer_regex, system, out;
+    bool chat = false;
 };
 
 // Progress on stderr ("\reval: batch 3/40") when `on` (a terminal, no --json): the evaluations' callback.
@@ -29,5 +36,7 @@ inline std::function<void(int64_t, int64_t)> eval_progress(bool on, const char *
 
 // zaya eval MODEL --choices FILE: accuracy on multiple-choice items (train/evaluate_choices.h).
 void run_eval_choices(const EvalArgs &a, Communicator &comm);
+// zaya eval MODEL --generate FILE: exact match of completions (infer/evaluate_generation.h).
+void run_eval_generate(const EvalArgs &a, Communicator &comm);
 
 } // namespace zaya::cli

@@ -2,7 +2,7 @@
 // multiple-choice accuracy (train/evaluate_choices.h), on the CPU or a GPU, shared by the ranks under mpirun.
 #include "cli/eval_args.h"
 #include "core/error.h"
-#include "data/choice_items.h"
+#include "data/eval_items.h"
 #include "data/tokenizer.h"
 #include "model/activations.h"
 #include "ops/backend.h"

@@ -2,7 +2,7 @@
 // item's context (the sum of its tokens' log-probabilities, from the training forward pass), the item counted right
 // when the right choice's is the highest (acc) and when it is the highest per character of the choice (acc_norm).
 #pragma once
-#include "data/choice_items.h"
+#include "data/eval_items.h"
 #include "data/tokenizer.h"
 #include "dist/comm.h"
 #include "model/activations.h"

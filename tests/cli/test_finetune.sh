@@ -96,7 +96,7 @@ else
     fail "eval --choices: the fine-tuned model picks the learned completions" \
         "base '$acc_base' ft '$acc_ft' items '$items' choices '$choices'" "$out"
 fi
-expect_error "eval: --data and --choices together are refused" "^zaya: error: .*not both" \
+expect_error "eval: --data and --choices together are refused" "^zaya: error: .*not several" \
     eval "$tmp/ft/model" --choices "$tmp/mc.jsonl" --data "$tmp/sft"
 # Benchmarks in their published formats through tools/choices_from.py (synthetic items in each format).
 formats=$SRC/tests/cli/choice_formats
@@ -110,6 +110,35 @@ run eval "$tmp/ft/model" --choices "$tmp/bench.jsonl" --json
 python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert (j["items"], j["choices"]) == (7, 23), j' "$out" &&
     pass "tools/choices_from.py: HellaSwag, ARC, PIQA, MMLU files become items for zaya eval (7 items, 23 choices)" ||
     fail "tools/choices_from.py: the four formats become items zaya eval scores" "$out" "$(cat "$tmp/bench.jsonl")"
+# Generation (zaya eval --generate --chat): the fine-tuned model answers "Sure, happy to help." to new questions, the
+# base model does not; --answer-regex takes a part of the completion; --out keeps each completion.
+python3 - "$tmp/gen.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i, n in enumerate(["Kim", "Lou", "Max", "Ned", "Oz", "Pat", "Quinn", "Rae"]):
+        f.write(json.dumps({"prompt": f"Hello, I am {n}. Number {500 + i}?", "answer": "Sure, happy to help."}) + "\n")
+PY
+exact() { # MODEL [ARGS...]: exact_match and items
+    local model=$1
+    shift
+    run eval "$model" --generate "$tmp/gen.jsonl" --chat --max-tokens 32 --json "$@"
+    [[ $rc == 0 ]] || echo "        eval --generate: exit $rc: $err" >&2
+    python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(j["exact_match"], j["items"])' "$out"
+}
+read -r em_base _ <<<"$(exact "$tmp/base/model")"
+read -r em_ft items <<<"$(exact "$tmp/ft/model" --out "$tmp/gen_out.jsonl")"
+if [[ $items == 8 ]] && python3 -c "import sys; sys.exit(0 if $em_ft >= 0.75 and $em_ft > $em_base else 1)" &&
+    [[ $(wc -l <"$tmp/gen_out.jsonl") == 8 ]] && grep -q '"completion":"Sure, happy to help."' "$tmp/gen_out.jsonl"
+then
+    pass "eval --generate --chat: the fine-tuned model gives the learned answer (exact match $em_base -> $em_ft)"
+else
+    fail "eval --generate --chat: the fine-tuned model gives the learned answer" "base '$em_base' ft '$em_ft'" "$out" \
+        "$(head -3 "$tmp/gen_out.jsonl" 2>&1)"
+fi
+sed -i 's/"Sure, happy to help."/"happy"/' "$tmp/gen.jsonl"
+read -r em_part _ <<<"$(exact "$tmp/ft/model" --answer-regex 'Sure, (\w+) to')"
+[[ $em_part == "$em_ft" ]] && pass "eval --generate --answer-regex: the group's text is the answer ($em_part)" ||
+    fail "eval --generate --answer-regex: the group's text is the answer" "'$em_part' vs '$em_ft'"
 printf '{"context": "x", "choices": ["a", "b"], "answer": 2}\n' >"$tmp/bad.jsonl"
 expect_error "eval --choices: a bad answer index names the file and line" "^zaya: error: .*bad.jsonl:1: 'answer'" \
     eval "$tmp/ft/model" --choices "$tmp/bad.jsonl"

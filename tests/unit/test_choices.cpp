@@ -122,15 +122,8 @@ TEST(Choices, RanksShareTheItems) {
     const std::vector<ChoiceItem> items = test_items();
     SingleProcess one;
     const ChoiceEvalResult alone = score(m, items, 1024, 1024, one);
-    test::ThreadRanks group(2);
-    std::vector<ChoiceEvalResult> got(2);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r)
-        threads.emplace_back([&, r] {
-            test::ThreadRanks::Rank rank(group, r);
-            got[size_t(r)] = score(m, items, 1024, 1024, rank);
-        });
-    for (auto &t : threads) t.join();
+    const std::vector<ChoiceEvalResult> got =
+        test::on_thread_ranks(2, [&](Communicator &rank) { return score(m, items, 1024, 1024, rank); });
     for (const ChoiceEvalResult &g : got) {
         EXPECT_EQ(g.items, 4);
         EXPECT_EQ(g.choices, 11);

@@ -12,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -98,5 +99,19 @@ class ThreadRanks {
     std::condition_variable cv_;
     std::map<std::pair<int, int>, std::deque<std::vector<float>>> mail_;
 };
+
+// f(rank) on n threads, each with its Rank of one group of n; the results in rank order.
+template <class F> auto on_thread_ranks(int n, F &&f) {
+    ThreadRanks group(n);
+    std::vector<decltype(f(std::declval<ThreadRanks::Rank &>()))> results(static_cast<size_t>(n));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+        threads.emplace_back([&, r] {
+            ThreadRanks::Rank rank(group, r);
+            results[size_t(r)] = f(rank);
+        });
+    for (auto &t : threads) t.join();
+    return results;
+}
 
 } // namespace zaya::test

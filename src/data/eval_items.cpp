@@ -1,4 +1,4 @@
-#include "data/choice_items.h"
+#include "data/eval_items.h"
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -9,9 +9,11 @@
 
 namespace zaya {
 
-std::vector<ChoiceItem> load_choice_items(const std::string &path) {
+namespace {
+
+// Each non-blank line of a JSONL file as an object, with `field(key)` that fails naming the file, line and key.
+template <class F> void each_object(const std::string &path, const char *shape, F &&f) {
     std::istringstream in(read_file_bytes(path));
-    std::vector<ChoiceItem> items;
     std::string line;
     for (int64_t n = 1; std::getline(in, line); ++n) {
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -22,11 +24,32 @@ std::vector<ChoiceItem> load_choice_items(const std::string &path) {
             fail("{}:{}: not a JSON object: {}", path, n, e.what());
         }
         auto field = [&](const char *key) -> const nlohmann::json & {
-            if (!j.is_object() || !j.contains(key))
-                fail("{}:{}: no '{}' (each line: {{\"context\": str, \"choices\": [str, …], \"answer\": int}})",
-                     path, n, key);
+            if (!j.is_object() || !j.contains(key)) fail("{}:{}: no '{}' (each line: {})", path, n, key, shape);
             return j.at(key);
         };
+        f(n, field);
+    }
+}
+
+} // namespace
+
+std::vector<GenerationItem> load_generation_items(const std::string &path) {
+    std::vector<GenerationItem> items;
+    each_object(path, "{\"prompt\": str, \"answer\": str}", [&](int64_t n, const auto &field) {
+        const nlohmann::json &prompt = field("prompt"), &answer = field("answer");
+        if (!prompt.is_string() || prompt.get<std::string>().empty())
+            fail("{}:{}: 'prompt' must be a non-empty string", path, n);
+        if (!answer.is_string() && !answer.is_number()) fail("{}:{}: 'answer' must be a string or a number", path, n);
+        items.push_back({prompt.get<std::string>(), answer.is_string() ? answer.get<std::string>() : answer.dump()});
+    });
+    if (items.empty()) fail("{}: no items (one JSON object per line)", path);
+    return items;
+}
+
+std::vector<ChoiceItem> load_choice_items(const std::string &path) {
+    std::vector<ChoiceItem> items;
+    each_object(path, "{\"context\": str, \"choices\": [str, …], \"answer\": int}", [&](int64_t n,
+                                                                                           const auto &field) {
         ChoiceItem it;
         const nlohmann::json &context = field("context"), &choices = field("choices"), &answer = field("answer");
         if (!context.is_string()) fail("{}:{}: 'context' must be a string", path, n);
@@ -44,7 +67,7 @@ std::vector<ChoiceItem> load_choice_items(const std::string &path) {
                  answer.dump());
         it.answer = answer.get<int64_t>();
         items.push_back(std::move(it));
-    }
+    });
     if (items.empty()) fail("{}: no items (one JSON object per line)", path);
     return items;
 }
