@@ -42,6 +42,28 @@ got=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["ran
 [[ $rc -eq 0 && $got == "$want" ]] && pass "mpirun -np 2 zaya eval: the 2-rank run's val_loss, bit for bit ($got)" ||
     fail "mpirun -np 2 zaya eval equals the run's val_loss" "exit $rc, want $want" "$(tail -3 "$tmp/eval2.out")" \
         "$(tail -3 "$tmp/eval2.err")"
+# Benchmarks under mpirun: the ranks take turns with the items and sum the counts, so 2 ranks report what 1 process
+# does (zaya eval --choices and --generate).
+python3 - "$tmp/mc.jsonl" "$tmp/gen.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as mc, open(sys.argv[2], "w") as gen:
+    for i in range(1, 10):
+        mc.write(json.dumps({"context": f"Document {i}. The quick brown", "choices": [" fox", " dog jumps", " Python"],
+                             "answer": i % 3}) + "\n")
+        gen.write(json.dumps({"prompt": f"Document {i}. The quick", "answer": "brown"}) + "\n")
+PY
+for task in "--choices $tmp/mc.jsonl" "--generate $tmp/gen.jsonl --max-tokens 4"; do
+    # shellcheck disable=SC2086 # the task's words are its arguments
+    one=$("$ZAYA" eval "$tmp/two/model" $task --json 2>&1 | python3 -c 'import json, sys; j = json.load(sys.stdin)
+print({k: v for k, v in j.items() if k not in ("seconds", "ranks")})' 2>&1)
+    # shellcheck disable=SC2086
+    two=$(mpi 2 "$ZAYA" eval "$tmp/two/model" $task --json 2>&1 | python3 -c 'import json, sys; j = json.load(sys.stdin)
+assert j["ranks"] == 2, j
+print({k: v for k, v in j.items() if k not in ("seconds", "ranks")})' 2>&1)
+    [[ -n $one && $one == "$two" && $one == *"'items': 9"* ]] &&
+        pass "mpirun -np 2 zaya eval ${task%% *}: the counts of 1 process (${one:0:90}…)" ||
+        fail "mpirun -np 2 zaya eval ${task%% *}: the counts of 1 process" "1: $one" "2: $two"
+done
 "$ZAYA" train "${common[@]}" --micro-batch 4 --out "$tmp/one_bf16" >/dev/null 2>&1
 mpi 2 "$ZAYA" train "${common[@]}" --micro-batch 2 --out "$tmp/two_bf16" >/dev/null 2>&1
 d=$(max_rel_diff "$tmp/one_bf16/metrics.jsonl" "$tmp/two_bf16/metrics.jsonl")
