@@ -126,6 +126,28 @@ f32 = [[r["loss"] for r in json.loads(a)["by_position"]] for a in sys.argv[1:3]]
 assert all(abs(g - c) <= 1e-5 * c for c, g in zip(*f32)) and len(f32[0]) == 4, f32
 PY
     fail "eval: the same loss on both devices" "${eval_json[@]}"
+# Multiple choice on the device: each choice's log-likelihood from the per-token losses the device leaves, packed
+# several choices a pass (--batch-tokens 48): the same accuracies and tokens as the cpu's.
+python3 - "$tmp/mc.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(1, 7):
+        f.write(json.dumps({"context": f"Document {i}. The quick brown", "choices": [" fox jumps", " dog", " Python"],
+                            "answer": i % 3}) + "\n")
+PY
+mc_json=()
+for device in cpu cuda; do
+    expect_ok "eval --choices --device $device" eval "$tmp/run_cpu/model" --choices "$tmp/mc.jsonl" --batch-tokens 48 \
+        --device "$device" --json
+    mc_json[${#mc_json[@]}]=$out
+done
+python3 - "${mc_json[@]}" <<'PY' && pass "eval --choices: the same accuracies on both devices" ||
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+assert a["items"] == b["items"] == 6 and a["tokens"] == b["tokens"], (a, b)
+assert (a["acc"], a["acc_norm"]) == (b["acc"], b["acc_norm"]), (a, b)
+PY
+    fail "eval --choices: the same accuracies on both devices" "${mc_json[@]}"
 # Fine-tuning data (loss masks): 2 micro-batches a step holding unequal counts of learned targets, each scaled by its
 # share of the step's; the LM head skips the prompts' targets on the device as on the CPU. Newton–Schulz in bf16
 # on both (the device has no fp32 one): measured ~6e-5 apart after the update.
