@@ -150,6 +150,48 @@ void Server::routes() {
         res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(), "application/json");
     });
 
+    // vLLM's /tokenize and /detokenize: a prompt's ids as the completions and chat endpoints make them (BOS first
+    // unless "add_special_tokens" is false; "messages" in the chat format with the generation prompt), and ids back
+    // to text.
+    s.Post("/tokenize", [this, authorised](const httplib::Request &req, httplib::Response &res) {
+        if (!authorised(req, res)) return;
+        try {
+            const json body = json::parse(req.body, nullptr, false);
+            const bool chat = body.is_object() && body.contains("messages");
+            ApiRequest r = parse_api_request(req.body, chat, engine_.max_context());
+            if (r.prompts.size() > 1) throw ApiError(400, "/tokenize takes one prompt", "prompt");
+            const json special = body.value("add_special_tokens", json(true));
+            if (!special.is_boolean()) throw ApiError(400, "'add_special_tokens' must be a boolean", "add_special_tokens");
+            const int32_t bos = special.get<bool>() ? int32_t(engine_.model().config.bos_token_id) : -1;
+            std::vector<std::string> texts;
+            const std::vector<int32_t> ids = prompt_ids(r, engine_.tokenizer(), bos, texts).at(0);
+            const json j = {{"count", ids.size()}, {"max_model_len", engine_.max_context()}, {"tokens", ids}};
+            res.set_content(j.dump(), "application/json");
+        } catch (const ApiError &e) {
+            send_error(res, e);
+        } catch (const Error &e) {
+            send_error(res, ApiError(400, e.what(), "prompt"));
+        }
+    });
+    s.Post("/detokenize", [this, authorised](const httplib::Request &req, httplib::Response &res) {
+        if (!authorised(req, res)) return;
+        const json j = json::parse(req.body, nullptr, false);
+        if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array())
+            return send_error(res, ApiError(400, "'tokens' must be an array of token ids", "tokens"));
+        const Tokenizer *tok = engine_.tokenizer();
+        if (!tok) return send_error(res, ApiError(400, "this model has no tokenizer", "tokens"));
+        std::vector<int32_t> ids;
+        for (const json &t : j["tokens"]) {
+            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tok->vocab_size())
+                return send_error(res, ApiError(400, "'tokens' must hold ids in [0, " +
+                                                         std::to_string(tok->vocab_size()) + "), got " + t.dump(),
+                                                "tokens"));
+            ids.push_back(int32_t(t.get<int64_t>()));
+        }
+        res.set_content(json{{"prompt", tok->decode(ids)}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                        "application/json");
+    });
+
     auto generate = [this, authorised](bool chat) {
         return [this, authorised, chat](const httplib::Request &req, httplib::Response &res) {
             if (!authorised(req, res)) return;

@@ -133,6 +133,22 @@ done | jq -s -c 'to_entries | map([.key, .value])')
 [[ $status == 200 && $many == "$alone" ]] && pass "3 prompts in one request = each alone ($many)" ||
     fail "3 prompts in one request = each alone" "status $status" "together: $many" "alone: $alone"
 
+# /tokenize and /detokenize (vLLM's): the ids the completions and chat endpoints feed, and text back.
+post /v1/completions '{"prompt": "The quick brown fox", "max_tokens": 1}'
+want=$(echo "$body" | jq '.usage.prompt_tokens')
+post /tokenize '{"prompt": "The quick brown fox"}'
+ids=$(echo "$body" | jq -c '.tokens')
+check "/tokenize: the ids a completion's prompt takes ($want), BOS first" \
+    ".count == $want and (.tokens | length) == $want and .tokens[0] == 2 and .max_model_len == 1024"
+post /tokenize '{"prompt": "The quick brown fox", "add_special_tokens": false}'
+check "/tokenize add_special_tokens false: no BOS" ".count == $want - 1 and .tokens == ($ids | .[1:])"
+post /detokenize "{\"tokens\": $ids}"
+check "/detokenize: the text back" '.prompt == "The quick brown fox"'
+post /v1/chat/completions '{"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 1}'
+want=$(echo "$body" | jq '.usage.prompt_tokens')
+post /tokenize '{"messages": [{"role": "user", "content": "Hello"}]}'
+check "/tokenize messages: the chat prompt's ids ($want)" ".count == $want"
+
 # n choices: the j-th sampled with seed + j (the first is the request alone); logit_bias bans a token.
 post /v1/completions '{"prompt": [5,17,3], "max_tokens": 7, "temperature": 0.8, "seed": 5, "n": 2}'
 n2=$(echo "$body" | jq -c '[.choices[] | .token_ids]')
@@ -193,6 +209,8 @@ expect_status "top_logprobs without logprobs (chat)" 400 /v1/chat/completions \
     '{"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}' top_logprobs
 expect_status "logit_bias out of the vocabulary" 400 /v1/completions '{"prompt": [1], "logit_bias": {"99999": 1}}' \
     logit_bias
+expect_status "/detokenize an id outside the vocabulary" 400 /detokenize '{"tokens": [1, 99999]}' tokens
+expect_status "/tokenize without a prompt" 400 /tokenize '{"text": "x"}' prompt
 expect_status "several prompts streamed" 400 /v1/completions '{"prompt": ["a", "b"], "stream": true}' prompt
 body=$(curl -s "$url/health")
 check "still serving after the bad requests" '.status == "ok"'
