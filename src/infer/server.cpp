@@ -161,7 +161,8 @@ void Server::routes() {
             ApiRequest r = parse_api_request(req.body, chat, engine_.max_context());
             if (r.prompts.size() > 1) throw ApiError(400, "/tokenize takes one prompt", "prompt");
             const json special = body.value("add_special_tokens", json(true));
-            if (!special.is_boolean()) throw ApiError(400, "'add_special_tokens' must be a boolean", "add_special_tokens");
+            if (!special.is_boolean())
+                throw ApiError(400, "'add_special_tokens' must be a boolean", "add_special_tokens");
             const int32_t bos = special.get<bool>() ? int32_t(engine_.model().config.bos_token_id) : -1;
             std::vector<std::string> texts;
             const std::vector<int32_t> ids = prompt_ids(r, engine_.tokenizer(), bos, texts).at(0);
