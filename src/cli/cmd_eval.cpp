@@ -160,7 +160,8 @@ void register_eval(CLI::App &app) {
     cmd->add_flag("--chat", a->chat, "With --generate: each prompt as a user's turn in the chat format");
     cmd->add_option("--system", a->system, "With --generate --chat: a system message");
     cmd->add_option("--out", a->out,
-                    "With --generate: write each item's completion, extracted answer and verdict here (JSONL)");
+                    "With --choices: write each item's log-likelihoods and picks here (JSONL); with --generate: each "
+                    "item's completion, extracted answer and verdict");
     cmd->add_option("--batch-tokens", a->batch_tokens,
                     "With --choices: tokens per forward pass (also the longest sequence; longer contexts are cut "
                     "from the left)")

@@ -1,6 +1,7 @@
 // zaya eval MODEL --choices FILE [--tokenizer T] [--batch-tokens N] [--limit N] [--device D] [--precision P] [--json]:
 // multiple-choice accuracy (train/evaluate_choices.h), on the CPU or a GPU, shared by the ranks under mpirun.
 #include "cli/eval_args.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/eval_items.h"
 #include "data/tokenizer.h"
@@ -25,6 +26,7 @@ void run_eval_choices(const EvalArgs &a, Communicator &comm) {
     if (a.limit < 0) fail("eval: --limit must be ≥ 0 (0 = every item), got {}", a.limit);
     if (a.context_parallel != 1) fail("eval: --choices scores whole sequences on each rank (no --context-parallel)");
     if (a.device != "cpu" && a.device != "cuda") fail("eval: --device must be 'cpu' or 'cuda', got '{}'", a.device);
+    if (!a.out.empty() && comm.size() > 1) fail("eval: --out writes one process's items: run without mpirun");
     const cpu::MatmulPrecision precision = cpu::matmul_precision_from_string(a.precision);
     std::vector<ChoiceItem> items = load_choice_items(a.choices);
     if (a.limit > 0 && a.limit < int64_t(items.size())) items.resize(size_t(a.limit));
@@ -61,6 +63,16 @@ void run_eval_choices(const EvalArgs &a, Communicator &comm) {
         if (tty) std::fprintf(stderr, "\n");
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!a.out.empty()) { // one process: every item, in order
+        std::string lines;
+        for (size_t i = 0; i < items.size(); ++i)
+            lines += nlohmann::json{{"context", items[i].context}, {"choices", items[i].choices},
+                                    {"answer", items[i].answer},   {"loglik", r.loglik[i]},
+                                    {"pred", r.pred[i]},           {"pred_norm", r.pred_norm[i]}}
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                     "\n";
+        write_file_atomic(a.out, lines);
+    }
     if (a.json) {
         nlohmann::json j = {{"model", a.model},       {"choices_file", a.choices}, {"items", r.items},
                             {"choices", r.choices},   {"tokens", r.tokens},        {"truncated", r.truncated},
@@ -74,8 +86,9 @@ void run_eval_choices(const EvalArgs &a, Communicator &comm) {
                r.tokens, comm.size() > 1 ? fmt::format(" ({} ranks)", comm.size()) : std::string(),
                r.truncated > 0 ? fmt::format(", {} contexts cut from the left to {} tokens", r.truncated, max_len)
                                : std::string());
-    fmt::print("acc {:.4f} ± {:.4f}  acc_norm {:.4f} ± {:.4f}  ({:.1f} s, {:.0f} tokens/s)\n", r.acc, r.acc_stderr,
-               r.acc_norm, r.acc_norm_stderr, s, double(r.tokens) / s);
+    fmt::print("acc {:.4f} ± {:.4f}  acc_norm {:.4f} ± {:.4f}  ({:.1f} s, {:.0f} tokens/s){}\n", r.acc,
+               r.acc_stderr, r.acc_norm, r.acc_norm_stderr, s, double(r.tokens) / s,
+               a.out.empty() ? std::string() : fmt::format("; per item in {}", a.out));
 }
 
 } // namespace zaya::cli

@@ -111,6 +111,8 @@ ChoiceEvalResult evaluate_choices(const Model &m, const Tokenizer &tok, const st
             if (ll[c] > ll[best]) best = c;
             if (ll[c] / characters(it.choices[c]) > ll[best_norm] / characters(it.choices[best_norm])) best_norm = c;
         }
+        r.pred.push_back(int64_t(best));
+        r.pred_norm.push_back(int64_t(best_norm));
         right[0] += double(best == size_t(it.answer));
         right[1] += double(best_norm == size_t(it.answer));
     }

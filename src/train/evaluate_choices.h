@@ -20,6 +20,7 @@ struct ChoiceEvalResult {
     int64_t truncated = 0;          // choices whose context was cut from the left to fit max_len
     double acc = 0, acc_norm = 0, acc_stderr = 0, acc_norm_stderr = 0; // stderr: √(p(1−p)/(n−1)), as the harness
     std::vector<std::vector<double>> loglik; // [item][choice] of this rank's items (item i on rank i mod ranks)
+    std::vector<int64_t> pred, pred_norm;    // the choice each of them picks: by log-likelihood, and per character
 };
 
 // A choice as one sequence: [BOS] context continuation, and how many of its last tokens are the continuation's.

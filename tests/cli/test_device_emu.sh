@@ -138,16 +138,21 @@ PY
 mc_json=()
 for device in cpu cuda; do
     expect_ok "eval --choices --device $device" eval "$tmp/run_cpu/model" --choices "$tmp/mc.jsonl" --batch-tokens 48 \
-        --device "$device" --json
+        --device "$device" --json --out "$tmp/mc_$device.jsonl"
     mc_json[${#mc_json[@]}]=$out
 done
-python3 - "${mc_json[@]}" <<'PY' && pass "eval --choices: the same accuracies on both devices" ||
+mc_diff=$(python3 - "${mc_json[@]}" "$tmp/mc_cpu.jsonl" "$tmp/mc_cuda.jsonl" <<'PY' 2>&1
 import json, sys
 a, b = (json.loads(x) for x in sys.argv[1:3])
 assert a["items"] == b["items"] == 6 and a["tokens"] == b["tokens"], (a, b)
 assert (a["acc"], a["acc_norm"]) == (b["acc"], b["acc_norm"]), (a, b)
+x, y = ([json.loads(l) for l in open(p)] for p in sys.argv[3:5])
+diff = max(abs(u - v) / abs(u) for i, j in zip(x, y) for u, v in zip(i["loglik"], j["loglik"]))
+assert len(x) == len(y) == 6 and diff < 1e-5, diff
+print(f"{diff:.2g}")
 PY
-    fail "eval --choices: the same accuracies on both devices" "${mc_json[@]}"
+) && pass "eval --choices: the same accuracies and log-likelihoods on both devices (max rel diff $mc_diff)" ||
+    fail "eval --choices: the same accuracies and log-likelihoods on both devices" "$mc_diff" "${mc_json[@]}"
 # Fine-tuning data (loss masks): 2 micro-batches a step holding unequal counts of learned targets, each scaled by its
 # share of the step's; the LM head skips the prompts' targets on the device as on the CPU. Newton–Schulz in bf16
 # on both (the device has no fp32 one): measured ~6e-5 apart after the update.
