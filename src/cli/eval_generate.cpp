@@ -5,9 +5,11 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "infer/evaluate_generation.h"
+#include "train/start_model.h"
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -27,7 +29,11 @@ void run_eval_generate(const EvalArgs &a, Communicator &comm) {
     InferModelArgs ma;
     ma.model = a.model;
     ma.tokenizer = a.tokenizer;
-    auto model = load_infer_model(ma);
+    // A model directory is mapped as `zaya generate` maps it; a checkpoint's fp32 weights are loaded as training
+    // would resume them.
+    const bool checkpoint = std::filesystem::exists(std::filesystem::path(a.model) / "manifest.json");
+    auto model = checkpoint ? InferModel::from_model(load_model_or_checkpoint(a.model, "eval"), DType::F32)
+                            : load_infer_model(ma);
     std::optional<Tokenizer> tok = load_infer_tokenizer(ma);
     if (!tok) fail("eval: {} has no tokenizer.model: give --tokenizer (the one the model was trained with)", a.model);
     Engine engine(std::move(model), std::move(tok), EngineOptions{.max_batch = a.batch, .device = a.device});

@@ -236,6 +236,13 @@ run eval "$tmp/pk/model" --data "$tmp/sft" --seq 128 --batch 4 --json --pack doc
 got=$(python3 -c 'import json,sys; print(repr(json.loads(sys.argv[1])["loss"]))' "$out")
 [[ $got == "$val" ]] && pass "eval --pack documents --doc-mask gives the run's val_loss bit for bit ($got)" ||
     fail "eval --pack documents gives the run's val_loss" "$got vs $val"
+# zaya eval --generate reads a checkpoint too (its tokenizer given): the same completions as the run's final model.
+run eval "$tmp/pk/model" --generate "$tmp/gen.jsonl" --max-tokens 8 --out "$tmp/gen_model.jsonl"
+run eval "$tmp/pk/checkpoints/step_00000004" --generate "$tmp/gen.jsonl" --max-tokens 8 --out "$tmp/gen_ckpt.jsonl" \
+    --tokenizer "$tmp/base/model/tokenizer.model"
+[[ $rc == 0 && -s $tmp/gen_ckpt.jsonl ]] && cmp -s "$tmp/gen_model.jsonl" "$tmp/gen_ckpt.jsonl" &&
+    pass "eval --generate on a checkpoint = on the run's model (8 completions)" ||
+    fail "eval --generate on a checkpoint = on the run's model" "exit $rc: $err" "$(head -2 "$tmp/gen_ckpt.jsonl" 2>&1)"
 expect_ok "the same run stopped at step 2 and resumed" train "${pk[@]}" --steps 4 --ckpt-every 2 --stop-after 2 \
     --out "$tmp/pk2"
 expect_ok "resume" train "${pk[@]}" --steps 4 --ckpt-every 2 --resume --out "$tmp/pk2"
