@@ -166,7 +166,7 @@ void register_eval(CLI::App &app) {
                     "With --choices: tokens per forward pass (also the longest sequence; longer contexts are cut "
                     "from the left)")
         ->capture_default_str();
-    cmd->add_option("--limit", a->limit, "With --choices: the first N items only (0 = all)")->capture_default_str();
+    cmd->add_option("--limit", a->limit, "With --choices or --generate: the first N items only (0 = all)")->capture_default_str();
     cmd->add_option("--seq", a->seq, "Tokens per sequence (the context each target sees at most)")
         ->capture_default_str();
     cmd->add_option("--batch", a->batch,
