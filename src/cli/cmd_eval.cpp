@@ -32,15 +32,20 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
         fail("eval: give one of --data DIR (the validation loss), --choices FILE (multiple-choice accuracy) and "
              "--generate FILE (exact match of completions), not {}",
              modes == 0 ? "none" : "several");
-    if (!a.choices.empty()) return run_eval_choices(a, comm);
-    if (!a.generate.empty()) return run_eval_generate(a, comm);
+    if (a.device != "cpu" && a.device != "cuda") fail("eval: --device must be 'cpu' or 'cuda', got '{}'", a.device);
+    if (a.data.empty()) { // benchmark items: --choices or --generate
+        if (a.limit < 0) fail("eval: --limit must be ≥ 0 (0 = every item), got {}", a.limit);
+        if (a.context_parallel != 1)
+            fail("eval: --choices and --generate score whole sequences on each rank (no --context-parallel)");
+        if (!a.out.empty() && comm.size() > 1) fail("eval: --out writes one process's items: run without mpirun");
+        return a.choices.empty() ? run_eval_generate(a, comm) : run_eval_choices(a, comm);
+    }
     if (a.seq < 2) fail("eval: --seq must be at least 2, got {}", a.seq);
     if (a.batch < 1) fail("eval: --batch must be positive, got {}", a.batch);
     if (a.batches < 0) fail("eval: --batches must be ≥ 0 (0 = the whole split), got {}", a.batches);
     if (a.by_position < 0 || a.by_position > a.seq)
         fail("eval: --by-position must be in [0, --seq {}] (0 = off), got {}", a.seq, a.by_position);
     if (!(a.rope_theta >= 0)) fail("eval: --rope-theta must be positive (0 = the model's own), got {}", a.rope_theta);
-    if (a.device != "cpu" && a.device != "cuda") fail("eval: --device must be 'cpu' or 'cuda', got '{}'", a.device);
     ContextParallel::check_options("eval", a.context_parallel, a.seq, a.packing, a.device);
     const int cp = int(a.context_parallel);
     const cpu::MatmulPrecision precision = cpu::matmul_precision_from_string(a.precision);
@@ -166,7 +171,8 @@ void register_eval(CLI::App &app) {
                     "With --choices: tokens per forward pass (also the longest sequence; longer contexts are cut "
                     "from the left)")
         ->capture_default_str();
-    cmd->add_option("--limit", a->limit, "With --choices or --generate: the first N items only (0 = all)")->capture_default_str();
+    cmd->add_option("--limit", a->limit, "With --choices or --generate: the first N items only (0 = all)")
+        ->capture_default_str();
     cmd->add_option("--seq", a->seq, "Tokens per sequence (the context each target sees at most)")
         ->capture_default_str();
     cmd->add_option("--batch", a->batch,

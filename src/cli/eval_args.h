@@ -1,6 +1,7 @@
 // zaya eval's options (cmd_eval.cpp), shared with its multiple-choice and generation modes (eval_choices.cpp,
 // eval_generate.cpp).
 #pragma once
+#include "data/tokenizer.h"
 #include "dist/comm.h"
 
 #include <cstdint>
@@ -33,6 +34,10 @@ inline std::function<void(int64_t, int64_t)> eval_progress(bool on, const char *
         std::fprintf(stderr, "\reval: %s %lld/%lld", unit, (long long)done, (long long)total);
     };
 }
+
+// The benchmarks' tokenizer: --tokenizer, else the model directory's tokenizer.model (as zaya generate finds it);
+// fails saying to give --tokenizer when there is neither (a checkpoint has none of its own).
+Tokenizer eval_tokenizer(const EvalArgs &a);
 
 // zaya eval MODEL --choices FILE: accuracy on multiple-choice items (train/evaluate_choices.h).
 void run_eval_choices(const EvalArgs &a, Communicator &comm);

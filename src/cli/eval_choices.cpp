@@ -1,6 +1,7 @@
 // zaya eval MODEL --choices FILE [--tokenizer T] [--batch-tokens N] [--limit N] [--device D] [--precision P] [--json]:
 // multiple-choice accuracy (train/evaluate_choices.h), on the CPU or a GPU, shared by the ranks under mpirun.
 #include "cli/eval_args.h"
+#include "cli/infer_args.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/eval_items.h"
@@ -13,7 +14,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -21,23 +21,24 @@
 
 namespace zaya::cli {
 
+Tokenizer eval_tokenizer(const EvalArgs &a) {
+    InferModelArgs ma;
+    ma.model = a.model;
+    ma.tokenizer = a.tokenizer;
+    std::optional<Tokenizer> tok = load_infer_tokenizer(ma);
+    if (!tok) fail("eval: {} has no tokenizer.model: give --tokenizer (the one the model was trained with)", a.model);
+    return std::move(*tok);
+}
+
 void run_eval_choices(const EvalArgs &a, Communicator &comm) {
     if (a.batch_tokens < 2) fail("eval: --batch-tokens must be at least 2, got {}", a.batch_tokens);
-    if (a.limit < 0) fail("eval: --limit must be ≥ 0 (0 = every item), got {}", a.limit);
-    if (a.context_parallel != 1) fail("eval: --choices scores whole sequences on each rank (no --context-parallel)");
-    if (a.device != "cpu" && a.device != "cuda") fail("eval: --device must be 'cpu' or 'cuda', got '{}'", a.device);
-    if (!a.out.empty() && comm.size() > 1) fail("eval: --out writes one process's items: run without mpirun");
     const cpu::MatmulPrecision precision = cpu::matmul_precision_from_string(a.precision);
     std::vector<ChoiceItem> items = load_choice_items(a.choices);
     if (a.limit > 0 && a.limit < int64_t(items.size())) items.resize(size_t(a.limit));
-    const std::string tok_path =
-        a.tokenizer.empty() ? (std::filesystem::path(a.model) / "tokenizer.model").string() : a.tokenizer;
-    if (!std::filesystem::exists(tok_path))
-        fail("eval: {} has no tokenizer.model: give --tokenizer (the one the model was trained with)", a.model);
-    const Tokenizer tok = Tokenizer::load(tok_path);
+    const Tokenizer tok = eval_tokenizer(a);
     Model m = load_model_or_checkpoint(a.model, "eval");
     if (tok.vocab_size() > m.config.vocab_size)
-        fail("eval: tokenizer {} has {} tokens but the model's vocabulary is {}", tok_path, tok.vocab_size(),
+        fail("eval: tokenizer {} has {} tokens but the model's vocabulary is {}", tok.path(), tok.vocab_size(),
              m.config.vocab_size);
     if (a.rope_theta > 0) m.config.rope_hybrid.rope_theta = a.rope_theta;
 

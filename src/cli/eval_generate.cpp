@@ -19,24 +19,18 @@ namespace zaya::cli {
 void run_eval_generate(const EvalArgs &a, Communicator &comm) {
     if (a.max_tokens < 1) fail("eval: --max-tokens must be at least 1, got {}", a.max_tokens);
     if (a.batch < 1) fail("eval: --batch must be positive, got {}", a.batch);
-    if (a.limit < 0) fail("eval: --limit must be ≥ 0 (0 = every item), got {}", a.limit);
-    if (a.context_parallel != 1) fail("eval: --generate decodes whole sequences on each rank (no --context-parallel)");
     if (a.precision != "fp32")
         fail("eval: --generate decodes in the model's own dtype (bf16 checkpoints in bf16); drop --precision");
-    if (!a.out.empty() && comm.size() > 1) fail("eval: --out writes one process's completions: run without mpirun");
     std::vector<GenerationItem> items = load_generation_items(a.generate);
     if (a.limit > 0 && a.limit < int64_t(items.size())) items.resize(size_t(a.limit));
-    InferModelArgs ma;
-    ma.model = a.model;
-    ma.tokenizer = a.tokenizer;
     // A model directory is mapped as `zaya generate` maps it; a checkpoint's fp32 weights are loaded as training
     // would resume them.
+    InferModelArgs ma;
+    ma.model = a.model;
     const bool checkpoint = std::filesystem::exists(std::filesystem::path(a.model) / "manifest.json");
     auto model = checkpoint ? InferModel::from_model(load_model_or_checkpoint(a.model, "eval"), DType::F32)
                             : load_infer_model(ma);
-    std::optional<Tokenizer> tok = load_infer_tokenizer(ma);
-    if (!tok) fail("eval: {} has no tokenizer.model: give --tokenizer (the one the model was trained with)", a.model);
-    Engine engine(std::move(model), std::move(tok), EngineOptions{.max_batch = a.batch, .device = a.device});
+    Engine engine(std::move(model), eval_tokenizer(a), EngineOptions{.max_batch = a.batch, .device = a.device});
     GenerationEvalOptions o;
     o.sample.temperature = 0; // greedy, as the harness's generation tasks
     o.sample.max_new_tokens = a.max_tokens;

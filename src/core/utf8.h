@@ -1,6 +1,7 @@
 // UTF-8 validity: what text files and JSON strings must be.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace zaya {
@@ -34,6 +35,14 @@ inline bool is_utf8(std::string_view s) {
         i += len;
     }
     return true;
+}
+
+// Characters of UTF-8 text, counted by their lead bytes (so a character cut short still counts once): Python's len()
+// of valid text.
+inline int64_t utf8_characters(std::string_view s) {
+    int64_t n = 0;
+    for (char c : s) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+    return n;
 }
 
 } // namespace zaya

@@ -11,10 +11,12 @@ namespace zaya {
 
 namespace {
 
-// Each non-blank line of a JSONL file as an object, with `field(key)` that fails naming the file, line and key.
+// Each non-blank line of a JSONL file as an object, with `field(key)` that fails naming the file, line and key;
+// fails if there is none.
 template <class F> void each_object(const std::string &path, const char *shape, F &&f) {
     std::istringstream in(read_file_bytes(path));
     std::string line;
+    int64_t objects = 0;
     for (int64_t n = 1; std::getline(in, line); ++n) {
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         nlohmann::json j;
@@ -28,7 +30,9 @@ template <class F> void each_object(const std::string &path, const char *shape, 
             return j.at(key);
         };
         f(n, field);
+        ++objects;
     }
+    if (objects == 0) fail("{}: no items (one JSON object per line)", path);
 }
 
 } // namespace
@@ -42,7 +46,6 @@ std::vector<GenerationItem> load_generation_items(const std::string &path) {
         if (!answer.is_string() && !answer.is_number()) fail("{}:{}: 'answer' must be a string or a number", path, n);
         items.push_back({prompt.get<std::string>(), answer.is_string() ? answer.get<std::string>() : answer.dump()});
     });
-    if (items.empty()) fail("{}: no items (one JSON object per line)", path);
     return items;
 }
 
@@ -68,7 +71,6 @@ std::vector<ChoiceItem> load_choice_items(const std::string &path) {
         it.answer = answer.get<int64_t>();
         items.push_back(std::move(it));
     });
-    if (items.empty()) fail("{}: no items (one JSON object per line)", path);
     return items;
 }
 

@@ -373,6 +373,7 @@ int32_t CudaDecoder::Impl::prefill(int64_t slot, std::span<const int32_t> toks, 
         lengths[size_t(slot)] += n;
         if (every) head_rows(n, every + at * size_t(V));
     }
+    if (every) return -1; // the last row's logits are every's last row
     head(Pass{n, slot});
     // The pass's one synchronisation: the logits, or with none asked for only their argmax (4 bytes).
     if (out) {
@@ -460,8 +461,7 @@ int32_t CudaDecoder::prefill_greedy(int64_t slot, std::span<const int32_t> token
 }
 void CudaDecoder::prefill_rows(int64_t slot, std::span<const int32_t> tokens, float *rows) {
     if (!rows) fail("CudaDecoder::prefill_rows: no rows buffer");
-    const std::span<const int32_t> all = tokens;
-    impl_->prefill(slot, all, rows + (all.size() - 1) * size_t(impl_->V), rows);
+    impl_->prefill(slot, tokens, nullptr, rows);
 }
 
 // Slot 0 alone; the other slots (if any) are left as they are.

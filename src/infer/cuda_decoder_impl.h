@@ -113,7 +113,7 @@ struct CudaDecoder::Impl {
     void head_rows(int64_t n, float *out); // every row of the last pass through the LM head, into out[n, V]
     void reset(int64_t slot);
     // Appends tokens to one slot; the last one's logits[V] into out, or (out null) their argmax, returned; with
-    // `every`, every token's logits into every[toks.size(), V] as well.
+    // `every`, every token's logits into every[toks.size(), V] instead (returns −1).
     int32_t prefill(int64_t slot, std::span<const int32_t> toks, float *out, float *every = nullptr);
     // One step of the slots with tokens[s] ≥ 0; logits rows [slots, V] into out (stepped rows only) or the argmax
     // of each stepped slot into greedy[s].

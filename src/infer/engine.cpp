@@ -59,11 +59,9 @@ std::vector<int32_t> Engine::default_stop_tokens() const {
 }
 
 uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, OnToken on_token, OnDone on_done) {
-    opts.validate();
     const ZayaConfig &c = model_->config;
+    opts.validate(c.vocab_size);
     if (prompt.empty()) fail("the prompt is empty");
-    for (const auto &[token, bias] : opts.logit_bias)
-        if (token >= c.vocab_size) fail("logit_bias: token {} is outside the vocabulary [0, {})", token, c.vocab_size);
     for (size_t i = 0; i < prompt.size(); ++i)
         if (prompt[i] < 0 || prompt[i] >= c.vocab_size)
             fail("prompt token {} at position {} is outside the vocabulary [0, {})", prompt[i], i, c.vocab_size);

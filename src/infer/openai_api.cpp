@@ -234,11 +234,6 @@ json byte_values(const std::string &b) {
     return a;
 }
 
-// Characters the bytes add to a text: its UTF-8 lead bytes (a character's first byte counts it).
-int64_t characters(const std::string &b) {
-    return std::count_if(b.begin(), b.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; });
-}
-
 } // namespace
 
 json api_logprobs(bool chat, std::span<const TokenLogprobs> lps, const SpellToken &spell, int64_t *offset,
@@ -262,7 +257,7 @@ json api_logprobs(bool chat, std::span<const TokenLogprobs> lps, const SpellToke
         const TokenSpelling t = spell(token);
         tokens.push_back(shown(t));
         offsets.push_back(*offset);
-        *offset += characters(t.bytes);
+        *offset += utf8_characters(t.bytes);
         if (!lp) {
             token_lps.push_back(nullptr);
             tops.push_back(nullptr);
@@ -293,16 +288,13 @@ json completion_response(const ApiRequest &r, const std::string &id, int64_t cre
         } else {
             choice["text"] = r.echo ? choices[i].echo_text + c.text : c.text;
             json logprobs = nullptr;
-            if (lp) {
+            if (lp) { // with echo the prompt's entries first: its first token unscored, then one per token
                 int64_t offset = 0;
-                const std::vector<int32_t> &prompt = choices[i].prompt;
-                if (r.echo && !prompt.empty()) {
-                    logprobs = api_logprobs(false, c.prompt_logprobs, spell, &offset, prompt[0]);
-                    const json more = api_logprobs(false, c.logprobs, spell, &offset);
-                    for (const char *key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
-                        logprobs[key].insert(logprobs[key].end(), more[key].begin(), more[key].end());
+                if (r.echo) {
+                    std::vector<TokenLogprobs> all = c.prompt_logprobs;
+                    all.insert(all.end(), c.logprobs.begin(), c.logprobs.end());
+                    logprobs = api_logprobs(false, all, spell, &offset, choices[i].prompt.at(0));
                 } else {
-                    offset = r.echo ? characters(choices[i].echo_text) : 0;
                     logprobs = api_logprobs(false, c.logprobs, spell, &offset);
                 }
             }

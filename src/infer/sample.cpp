@@ -10,7 +10,7 @@
 
 namespace zaya {
 
-void SampleOptions::validate() const {
+void SampleOptions::validate(int64_t vocab_size) const {
     if (max_new_tokens < 0) fail("max_tokens must be ≥ 0, got {}", max_new_tokens);
     if (!(temperature >= 0.0) || temperature > 100.0) fail("temperature must be in [0, 100], got {}", temperature);
     if (top_k < 0) fail("top_k must be ≥ 0, got {}", top_k);
@@ -26,7 +26,10 @@ void SampleOptions::validate() const {
         fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
     for (const auto &[token, bias] : logit_bias) {
         if (token < 0) fail("logit_bias: token {} is not a token id", token);
-        if (!(bias >= -100.0f && bias <= 100.0f)) fail("logit_bias of token {} must be in [-100, 100], got {}", token, bias);
+        if (vocab_size > 0 && token >= vocab_size)
+            fail("logit_bias: token {} is outside the vocabulary [0, {})", token, vocab_size);
+        if (!(bias >= -100.0f && bias <= 100.0f))
+            fail("logit_bias of token {} must be in [-100, 100], got {}", token, bias);
     }
     if (logprobs < -1 || logprobs > kMaxTopLogprobs)
         fail("logprobs must be in [-1, {}] (-1: none), got {}", kMaxTopLogprobs, logprobs);
@@ -35,9 +38,7 @@ void SampleOptions::validate() const {
 
 Sampler::Sampler(const SampleOptions &o, int64_t vocab_size)
     : o_(o), V_(vocab_size), rng_(o.seed), work_(size_t(vocab_size)), idx_(size_t(vocab_size)) {
-    o_.validate();
-    for (const auto &[token, bias] : o_.logit_bias)
-        if (token >= V_) fail("logit_bias: token {} is outside the vocabulary [0, {})", token, V_);
+    o_.validate(V_);
 }
 
 void Sampler::observe(int32_t token, bool generated) {

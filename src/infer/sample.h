@@ -30,8 +30,9 @@ struct SampleOptions {
     int64_t logprobs = -1;        // −1: none; k ≥ 0: each generated token's and the k most likely there (k ≤ 20)
     bool prompt_logprobs = false; // also each prompt token's after the first (needs logprobs ≥ 0)
 
-    // Throws zaya::Error naming the field and value out of range.
-    void validate() const;
+    // Throws zaya::Error naming the field and value out of range; with vocab_size > 0, also a logit_bias token
+    // outside [0, vocab_size).
+    void validate(int64_t vocab_size = 0) const;
 };
 
 class Sampler {

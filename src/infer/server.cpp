@@ -64,7 +64,7 @@ struct Channel {
 std::atomic<uint64_t> g_request_counter{0};
 
 // The request's prompts as token ids — a chat's turns in ZAYA1's format (its stop strings added to the request),
-// a text prompt BOS then its encoding — and each one's text, for echo. Throws ApiError.
+// a text prompt BOS then its encoding — and, when the request echoes, each one's text. Throws ApiError.
 std::vector<std::vector<int32_t>> prompt_ids(ApiRequest &r, const Tokenizer *tok, int32_t bos,
                                              std::vector<std::string> &texts) {
     std::vector<std::vector<int32_t>> out;
@@ -77,13 +77,13 @@ std::vector<std::vector<int32_t>> prompt_ids(ApiRequest &r, const Tokenizer *tok
     for (const ApiPrompt &p : r.prompts) {
         if (!p.ids.empty()) {
             out.push_back(p.ids);
-            texts.push_back(tok ? tok->decode(p.ids) : "");
+            if (r.echo) texts.push_back(tok ? tok->decode(p.ids) : "");
             continue;
         }
         if (!tok) throw ApiError(400, "this model has no tokenizer: send 'prompt' as token ids", "prompt");
         out.push_back(tok->encode(p.text));
         if (bos >= 0) out.back().insert(out.back().begin(), bos);
-        texts.push_back(p.text);
+        if (r.echo) texts.push_back(p.text);
     }
     return out;
 }

@@ -1,6 +1,7 @@
 #include "train/evaluate_choices.h"
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "model/forward.h"
 #include "ops/backend.h"
 
@@ -22,16 +23,6 @@ ChoiceSequence choice_sequence(const Tokenizer &tok, int32_t bos, const std::str
         s.continuation = 1;
     return s;
 }
-
-namespace {
-
-// Characters of a UTF-8 string (the harness normalises by Python's len).
-double characters(const std::string &s) {
-    return double(
-        std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; }));
-}
-
-} // namespace
 
 ChoiceEvalResult evaluate_choices(const Model &m, const Tokenizer &tok, const std::vector<ChoiceItem> &items,
                                   Activations &acts, int64_t max_tokens, int64_t max_seqs, int64_t max_len,
@@ -109,7 +100,10 @@ ChoiceEvalResult evaluate_choices(const Model &m, const Tokenizer &tok, const st
         size_t best = 0, best_norm = 0;
         for (size_t c = 1; c < ll.size(); ++c) {
             if (ll[c] > ll[best]) best = c;
-            if (ll[c] / characters(it.choices[c]) > ll[best_norm] / characters(it.choices[best_norm])) best_norm = c;
+            // Per character, as the harness normalises (by Python's len).
+            if (ll[c] / double(utf8_characters(it.choices[c])) >
+                ll[best_norm] / double(utf8_characters(it.choices[best_norm])))
+                best_norm = c;
         }
         r.pred.push_back(int64_t(best));
         r.pred_norm.push_back(int64_t(best_norm));
