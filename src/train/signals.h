@@ -6,10 +6,13 @@
 // The signals are blocked in every thread and taken by one thread of our own with sigwait(): they are never
 // delivered asynchronously into compute threads. (An asynchronous handler interrupting oneDNN's JIT kernels
 // corrupted the heap in about one run in three under load — measured, not hypothetical.) Create the StopSignals
-// before any other thread exists: threads inherit the blocked mask from their creator.
+// before any other thread of ours exists: threads inherit the blocked mask from their creator. Threads that
+// libraries started before main() (OpenBLAS's pool) cannot be made to block them: there a handler only passes the
+// signal on to the waiting thread.
 #pragma once
 #include <atomic>
 #include <csignal>
+#include <iterator>
 #include <thread>
 
 namespace zaya {
@@ -27,7 +30,9 @@ class StopSignals {
     void ignore_further() { ignore_ = true; }
 
   private:
+    static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
     sigset_t set_{}, previous_{};
+    struct sigaction previous_actions_[std::size(kSignals)] {};
     std::atomic<int> received_{0};
     std::atomic<bool> stop_{false}, ignore_{false};
     std::thread waiter_;
