@@ -4,6 +4,7 @@
 // (eval_choices.cpp).
 #include "cli/commands.h"
 #include "cli/eval_args.h"
+#include "cli/infer_args.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "dist/comm.h"
@@ -159,6 +160,7 @@ void register_eval(CLI::App &app) {
     cmd->add_option("--max-tokens", a->max_tokens, "With --generate: tokens per completion at most")
         ->capture_default_str();
     cmd->add_option("--stop", a->stops, "With --generate: end a completion at this string (repeatable)");
+    add_prefix_cache_option(cmd, a->prefix_cache_bytes, "With --generate: ");
     cmd->add_option("--answer-regex", a->answer_regex,
                     "With --generate: the answer is this regex's last match in the completion (its first group if "
                     "any), e.g. '#### (-?[0-9.,]+)'");

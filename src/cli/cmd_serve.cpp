@@ -44,6 +44,12 @@ void run_serve(ServeArgs a) {
                double(engine.model().matrix_bytes()) / (1 << 20), engine.tokenizer() ? engine.tokenizer()->path() : "none",
                engine.max_batch(), engine.max_context(), dtype_name(engine.kv_dtype()), engine.prefill_chunk(),
                engine.device());
+    if (const auto p = engine.prefix_cache_stats())
+        fmt::print("prefix cache: up to {} MiB of finished sequences, resumable every {} tokens\n", p->max_bytes >> 20,
+                   a.engine.prefix_cache_stride);
+    else
+        fmt::print("prefix cache: off{}\n",
+                   a.engine.prefix_cache_bytes > 0 ? " (the GPU's sequences live on the device)" : "");
     fmt::print("listening on http://{}:{} (POST /v1/completions, /v1/chat/completions; GET /v1/models, /health)\n",
                a.server.host, port);
     std::fflush(stdout);
@@ -72,6 +78,7 @@ void register_serve(CLI::App &app) {
                     "Prompt tokens fed per step, the most a long prompt delays the others' steps by (default: 256 on "
                     "cpu, 2048 on cuda: one GEMM prefill pass)");
     add_engine_device_options(cmd, a->engine);
+    add_prefix_cache_option(cmd, a->engine.prefix_cache_bytes);
     cmd->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes")->capture_default_str();
     cmd->callback([a] { run_serve(*a); });
 }

@@ -22,6 +22,7 @@ struct EvalArgs {
     std::string choices, generate, tokenizer;
     int64_t batch_tokens = 4096, limit = 0;
     int64_t max_tokens = 256;
+    size_t prefix_cache_bytes = 0; // --generate: the engine's (EngineOptions::prefix_cache_bytes)
     std::vector<std::string> stops;
     std::string answer_regex, system, out;
     bool chat = false;

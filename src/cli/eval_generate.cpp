@@ -30,7 +30,8 @@ void run_eval_generate(const EvalArgs &a, Communicator &comm) {
     const bool checkpoint = std::filesystem::exists(std::filesystem::path(a.model) / "manifest.json");
     auto model = checkpoint ? InferModel::from_model(load_model_or_checkpoint(a.model, "eval"), DType::F32)
                             : load_infer_model(ma);
-    Engine engine(std::move(model), eval_tokenizer(a), EngineOptions{.max_batch = a.batch, .device = a.device});
+    Engine engine(std::move(model), eval_tokenizer(a),
+                  EngineOptions{.max_batch = a.batch, .device = a.device, .prefix_cache_bytes = a.prefix_cache_bytes});
     GenerationEvalOptions o;
     o.sample.temperature = 0; // greedy, as the harness's generation tasks
     o.sample.max_new_tokens = a.max_tokens;

@@ -30,6 +30,8 @@ void add_sampling_options(CLI::App *cmd, SampleOptions &o);
 // --device, --max-context and --kv-dtype: where the engine decodes, how long a sequence may grow, and the element
 // of its KV cache.
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o);
+// --prefix-cache-mb into `bytes` (EngineOptions::prefix_cache_bytes), 1024 MiB unless given; `when` starts its help.
+void add_prefix_cache_option(CLI::App *cmd, size_t &bytes, const std::string &when = "");
 void add_kv_dtype_option(CLI::App *cmd, std::optional<DType> &kv);
 std::optional<DType> parse_kv_dtype(const std::string &name); // "auto" (unset) | "bf16" | "f32"
 

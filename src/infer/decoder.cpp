@@ -103,6 +103,7 @@ void Decoder::forward(std::span<SequenceCache *const> seqs, std::span<const std:
         }
     }
     const int64_t N = start_[size_t(B)];
+    add_snapshots(seqs);
     for (int type = 0; type < 2; ++type) {
         const RopeParams &rp = type == 0 ? c.rope_hybrid : c.rope_sliding;
         const int64_t rot = int64_t(double(c.head_dim) * rp.partial_rotary_factor);
@@ -134,6 +135,38 @@ void Decoder::prefill(SequenceCache &seq, std::span<const int32_t> tokens, float
     for (size_t at = 0; at < tokens.size(); at += size_t(max_tokens_)) {
         std::span<const int32_t> chunk = tokens.subspan(at, std::min(tokens.size() - at, size_t(max_tokens_)));
         forward(one, std::span<const std::span<const int32_t>>(&chunk, 1), logits);
+    }
+}
+
+void Decoder::add_snapshots(std::span<SequenceCache *const> seqs) {
+    const ZayaConfig &c = m_.config;
+    const size_t conv = size_t(c.num_hidden_layers * c.conv_padding() * c.conv_channels());
+    const size_t vdel = size_t(c.num_hidden_layers * c.kv_dim() / 2);
+    snap_first_.resize(seqs.size());
+    for (size_t s = 0; s < seqs.size(); ++s) {
+        SequenceCache &sc = *seqs[s];
+        snap_first_[s] = sc.snapshots.size();
+        if (sc.snapshot_every <= 0) continue;
+        const int64_t end = sc.length + start_[s + 1] - start_[s];
+        for (int64_t b = (sc.length / sc.snapshot_every + 1) * sc.snapshot_every; b <= end; b += sc.snapshot_every)
+            sc.snapshots.push_back(SequenceState{b, std::vector<float>(conv), std::vector<float>(vdel)});
+    }
+}
+
+// Layer l's part of the snapshots add_snapshots() made: the state after token b − 1 is the P raw rows z before
+// position b (in zx_, which holds each sequence's P state rows and then its new rows) and token b − 1's delayed
+// value projection (in vd_).
+void Decoder::fill_snapshots(int64_t l, std::span<SequenceCache *const> seqs) {
+    const ZayaConfig &c = m_.config;
+    const int64_t C = c.conv_channels(), P = c.conv_padding(), Dv = c.kv_dim() / 2;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+        SequenceCache &sc = *seqs[s];
+        for (size_t i = snap_first_[s]; i < sc.snapshots.size(); ++i) {
+            SequenceState &st = sc.snapshots[i];
+            const int64_t j = st.length - sc.length; // new tokens before the snapshot, 1..n
+            std::copy_n(zx_.data() + (start_ext_[s] + j) * C, P * C, st.conv.data() + l * P * C);
+            std::copy_n(vd_.data() + (start_[s] + j - 1) * Dv, Dv, st.vdel.data() + l * Dv);
+        }
     }
 }
 
@@ -179,6 +212,7 @@ void Decoder::layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int
             std::copy_n(n == a ? state : vd_.data() + (n - 1) * Dv, Dv, v_.data() + n * Dk + Dv);
         std::copy_n(vd_.data() + (b - 1) * Dv, Dv, state);
     }
+    fill_snapshots(l, seqs);
     cca_qk_norm_forward(q_.data(), k_.data(), qn_.data(), kn_.data(), w.temp, N, nq, nkv, hd);
     const int type = c.layer_types[size_t(l)] == LayerType::HybridSliding ? 1 : 0;
     const int64_t rot = c.rotary_dim(l);

@@ -35,6 +35,10 @@ class Decoder {
   private:
     void layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int64_t N);
     void attention(int64_t l, std::span<SequenceCache *const> seqs); // appends to the caches, then attends
+    // The snapshots of the state (SequenceCache::snapshot_every) the new tokens reach: made before the layers run,
+    // each layer's part filled as it runs.
+    void add_snapshots(std::span<SequenceCache *const> seqs);
+    void fill_snapshots(int64_t l, std::span<SequenceCache *const> seqs);
     void router_and_experts(int64_t l, int64_t N);
 
     const InferModel &m_;
@@ -43,6 +47,7 @@ class Decoder {
     std::vector<int64_t> start_ext_;   // [B+1] the same with the conv state rows in front
     std::vector<int32_t> tokens_, positions_, choice_, order_;
     std::vector<int64_t> offsets_;
+    std::vector<size_t> snap_first_;   // [B] each sequence's first snapshot made by this call
     std::vector<float> x_, xn_, rstd_, z_, zx_, convx_, pbuf_, conv_, q_, k_, qn_, kn_, v_, vd_, att_, tmp_;
     std::vector<float> rope_cos_[2], rope_sin_[2];
     std::vector<float> rho_[2], h1_, rn_, rrstd_, a1_, h2_, rlogits_, probs_, psel_;

@@ -38,6 +38,10 @@ Engine::Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> token
                                                                  opts_.max_batch, opts_.max_context, opts_.kv_dtype});
     opts_.max_batch = std::min(opts_.max_batch, decoder_->max_seqs());
     max_context_ = decoder_->max_length();
+    if (opts_.prefix_cache_stride < 1) fail("prefix cache stride must be ≥ 1, got {}", opts_.prefix_cache_stride);
+    if (opts_.prefix_cache_bytes > 0 && decoder_->host_cache())
+        prefix_ = std::make_unique<PrefixCache>(opts_.prefix_cache_bytes);
+    prefix_stats_.max_bytes = int64_t(opts_.prefix_cache_bytes);
     logits_.resize(size_t(opts_.max_batch * model_->config.vocab_size));
     greedy_.resize(size_t(opts_.max_batch));
 }
@@ -118,12 +122,44 @@ void Engine::admit() {
             if (r->id == id && !r->done) finish(*r, "cancelled");
     for (auto &r : admitted) {
         r->cache = decoder_->new_sequence();
+        resume_prefix(*r);
         r->sampler.emplace(r->opts, model_->config.vocab_size);
         for (int32_t t : r->prompt) r->sampler->observe(t, /*generated=*/false);
         if (tok_) r->text.emplace(*tok_, r->opts.stop_strings);
         running_.push_back(std::move(r));
     }
     running_count_ = int64_t(running_.size());
+}
+
+// A prompt that begins like a kept sequence starts from its cache. At least the prompt's last token is fed, for the
+// first token's logits; a prompt whose log-probabilities are asked for is fed whole, for the logits of every token.
+void Engine::resume_prefix(Request &r) {
+    if (!prefix_) return;
+    r.cache.snapshot_every = opts_.prefix_cache_stride;
+    if (r.opts.prompt_logprobs) return;
+    if (std::optional<SequenceCache> hit = prefix_->resume(r.prompt, int64_t(r.prompt.size()) - 1)) {
+        r.cache = std::move(*hit);
+        r.fed = r.out.cached_tokens = r.cache.length;
+    }
+}
+
+// A finished sequence's cache goes to the prefix cache under the tokens it holds: the prompt and the generated
+// tokens fed back (the last one sampled never is). Not after an error: its cache may be half-written.
+void Engine::keep_prefix(Request &r, const std::string &reason) {
+    if (!prefix_ || reason == "error" || r.cache.length == 0) return;
+    std::vector<int32_t> tokens = r.prompt;
+    tokens.insert(tokens.end(), r.out.tokens.begin(), r.out.tokens.end());
+    tokens.resize(size_t(r.cache.length));
+    prefix_->insert(std::move(tokens), std::move(r.cache));
+    std::lock_guard lock(mu_);
+    prefix_stats_ = {int64_t(prefix_->entries()), int64_t(prefix_->bytes()), int64_t(prefix_->max_bytes()),
+                     prefix_->hits(), prefix_->tokens_reused()};
+}
+
+std::optional<Engine::PrefixCacheStats> Engine::prefix_cache_stats() const {
+    if (!prefix_) return std::nullopt;
+    std::lock_guard lock(mu_);
+    return prefix_stats_;
 }
 
 void Engine::finish(Request &r, const std::string &reason) {
@@ -146,6 +182,7 @@ void Engine::finish(Request &r, const std::string &reason) {
         r.out.decode_seconds = t - r.t_first;
     }
     if (r.on_done) r.on_done(r.out);
+    keep_prefix(r, reason);
 }
 
 bool Engine::step() {

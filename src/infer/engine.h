@@ -8,6 +8,7 @@
 #include "data/tokenizer.h"
 #include "infer/engine_decoder.h"
 #include "infer/logprobs.h"
+#include "infer/prefix_cache.h"
 #include "infer/sample.h"
 #include "infer/text_stream.h"
 
@@ -30,6 +31,10 @@ struct EngineOptions {
     std::string device = "cpu";  // cpu | cuda
     int64_t max_context = 0;     // tokens per sequence (prompt + generated); 0: EngineDecoderOptions' default
     std::optional<DType> kv_dtype{}; // the KV cache's element; unset: the device's default (EngineDecoderOptions)
+    // Bytes of finished sequences kept for later prompts that begin with the same tokens (infer/prefix_cache.h);
+    // 0: none. The CPU's only: on the GPU sequences live in device slots and this is ignored.
+    size_t prefix_cache_bytes = 0;
+    int64_t prefix_cache_stride = 64; // the state is kept every this many tokens: where a shared prefix can resume
 };
 
 struct Completion {
@@ -39,6 +44,7 @@ struct Completion {
                                  // "error" (then `error` says what failed)
     std::string error;
     int64_t prompt_tokens = 0;
+    int64_t cached_tokens = 0; // of them, resumed from the prefix cache rather than computed
     std::vector<TokenLogprobs> logprobs;        // one per generated token (SampleOptions::logprobs ≥ 0)
     std::vector<TokenLogprobs> prompt_logprobs; // one per prompt token after the first (SampleOptions::prompt_logprobs)
     double prefill_seconds = 0, decode_seconds = 0; // wall time from submit to first token, then to the end
@@ -61,6 +67,13 @@ class Engine {
     int64_t prefill_chunk() const { return opts_.prefill_chunk; } // prompt tokens per step, as run
     std::string device() const { return decoder_->device(); } // "cpu" or the GPU's description
     DType kv_dtype() const { return decoder_->kv_dtype(); }     // the KV cache's element
+    // The prefix cache's figures as of the last request that finished (any thread); nothing when it is off
+    // (EngineOptions::prefix_cache_bytes 0, or the GPU).
+    struct PrefixCacheStats {
+        int64_t entries = 0, bytes = 0, max_bytes = 0;
+        int64_t hits = 0, tokens_reused = 0; // prompts that resumed from it, and the tokens they did not compute
+    };
+    std::optional<PrefixCacheStats> prefix_cache_stats() const;
     // Stop ids used when a request gives none: the config's EOS, the tokenizer's EOS and <end_of_turn>.
     std::vector<int32_t> default_stop_tokens() const;
 
@@ -84,11 +97,15 @@ class Engine {
     void admit();
     int64_t scored_chunk() const { return opts_.prefill_chunk < 512 ? opts_.prefill_chunk : 512; }
     void finish(Request &r, const std::string &reason);
+    void resume_prefix(Request &r);
+    void keep_prefix(Request &r, const std::string &reason);
 
     std::unique_ptr<InferModel> model_;
     std::optional<Tokenizer> tok_;
     EngineOptions opts_;
     std::unique_ptr<EngineDecoder> decoder_;
+    std::unique_ptr<PrefixCache> prefix_;
+    PrefixCacheStats prefix_stats_; // under mu_
     int64_t max_context_ = 0;
     std::vector<float> logits_;
     std::vector<float> scored_rows_; // [scored_chunk(), V]: a prompt chunk's logits (its log-probabilities asked)

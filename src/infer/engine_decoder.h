@@ -20,6 +20,9 @@ class EngineDecoder {
     virtual int64_t max_length() const = 0; // tokens one sequence may hold, prompt and generated
     virtual std::string device() const = 0; // "cpu", or the GPU's description
     virtual DType kv_dtype() const = 0;     // the KV cache's element: F32 (cpu), F32 or BF16 (cuda)
+    // Whether its sequences live on the host, where they can be kept and cut back (SequenceCache::prefix) for
+    // prefix reuse: the CPU's; the GPU's live in device slots.
+    virtual bool host_cache() const = 0;
     // A fresh sequence. The GPU's one device cache is reset: the engine asks only when no other sequence is alive.
     virtual SequenceCache new_sequence() = 0;
     // Appends chunks[i] to seqs[i]. Writes the logits of each chunk's last token to logits[i, V] or, when logits is

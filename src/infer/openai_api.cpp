@@ -274,10 +274,20 @@ json api_logprobs(bool chat, std::span<const TokenLogprobs> lps, const SpellToke
     return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
+namespace {
+// OpenAI's usage object; cached_tokens are the prompt tokens resumed from the prefix cache.
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
+    return {{"prompt_tokens", prompt_tokens},
+            {"completion_tokens", completion_tokens},
+            {"total_tokens", prompt_tokens + completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+}
+} // namespace
+
 json completion_response(const ApiRequest &r, const std::string &id, int64_t created, const std::string &model,
                          const std::vector<ApiChoice> &choices, const SpellToken &spell) {
     json out = json::array();
-    int64_t prompt_tokens = 0, completion_tokens = 0;
+    int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
     for (size_t i = 0; i < choices.size(); ++i) {
         const Completion &c = choices[i].completion;
         json choice = {{"index", i}, {"finish_reason", c.finish_reason}};
@@ -303,6 +313,7 @@ json completion_response(const ApiRequest &r, const std::string &id, int64_t cre
         choice["token_ids"] = c.tokens; // zaya extension: the generated ids
         out.push_back(choice);
         prompt_tokens += c.prompt_tokens;
+        cached_tokens += c.cached_tokens;
         completion_tokens += int64_t(c.tokens.size());
     }
     return {{"id", id},
@@ -310,10 +321,7 @@ json completion_response(const ApiRequest &r, const std::string &id, int64_t cre
             {"created", created},
             {"model", model},
             {"choices", out},
-            {"usage",
-             {{"prompt_tokens", prompt_tokens},
-              {"completion_tokens", completion_tokens},
-              {"total_tokens", prompt_tokens + completion_tokens}}}};
+            {"usage", usage_json(prompt_tokens, completion_tokens, cached_tokens)}};
 }
 
 json stream_chunk(const ApiRequest &r, const std::string &id, int64_t created, const std::string &model,
@@ -327,12 +335,8 @@ json stream_chunk(const ApiRequest &r, const std::string &id, int64_t created, c
                   {"created", created},
                   {"model", model},
                   {"choices", json::array({choice})}};
-    if (final_c) {
-        const int64_t n = int64_t(final_c->tokens.size());
-        chunk["usage"] = {{"prompt_tokens", final_c->prompt_tokens},
-                          {"completion_tokens", n},
-                          {"total_tokens", final_c->prompt_tokens + n}};
-    }
+    if (final_c)
+        chunk["usage"] = usage_json(final_c->prompt_tokens, int64_t(final_c->tokens.size()), final_c->cached_tokens);
     return chunk;
 }
 

@@ -142,6 +142,10 @@ void Server::routes() {
 
     s.Get("/health", [this](const httplib::Request &, httplib::Response &res) {
         json j = {{"status", "ok"}, {"requests", engine_.active()}, {"max_batch_seen", engine_.max_batch_seen()}};
+        j["prefix_cache"] = nullptr;
+        if (const auto p = engine_.prefix_cache_stats())
+            j["prefix_cache"] = {{"entries", p->entries}, {"bytes", p->bytes},         {"max_bytes", p->max_bytes},
+                                 {"hits", p->hits},       {"tokens_reused", p->tokens_reused}};
         res.set_content(j.dump(), "application/json");
     });
     s.Get("/v1/models", [this, authorised](const httplib::Request &req, httplib::Response &res) {

@@ -3,6 +3,7 @@
 // sequences per forward pass on each rank, the losses summed over the ranks.
 #pragma once
 #include "data/dataset.h"
+#include "data/loader.h"
 #include "dist/comm.h"
 #include "model/activations.h"
 #include "model/params.h"

@@ -2,7 +2,8 @@
 # `zaya serve` through a real HTTP client (curl): health, models, API key, completions (text and token-id prompts,
 # equal to `zaya generate`), chat, server-sent-event streams (same text as the plain response), log-probabilities
 # (echo scoring against `zaya forward`'s loss, streamed = plain, chat's form), several prompts per request,
-# concurrent requests (batched: the same results as alone), and bad requests (4xx with an OpenAI error body; the
+# concurrent requests (batched: the same results as alone), prefix reuse (a continuation resumes from the earlier
+# request's cache and equals `zaya generate`; a chat's next turn), and bad requests (4xx with an OpenAI error body; the
 # server keeps serving).
 # Usage: test_serve.sh ZAYA_BINARY SOURCE_DIR
 set -uo pipefail
@@ -18,7 +19,9 @@ make_corpus "$tmp/corpus" 40
 "$ZAYA" init --model tiny --out "$tmp/m" >/dev/null || { echo "FAILED  init"; exit 1; }
 cp "$tmp/data/tokenizer.model" "$tmp/m/"
 
-"$ZAYA" serve "$tmp/m" --port 0 --api-key sekret --max-body 100000 --max-batch 8 >"$tmp/serve.log" 2>&1 &
+# OPENBLAS_NUM_THREADS=2: a thread OpenBLAS starts before main() (SIGTERM at the end must still stop it gracefully).
+OPENBLAS_NUM_THREADS=2 "$ZAYA" serve "$tmp/m" --port 0 --api-key sekret --max-body 100000 --max-batch 8 \
+    >"$tmp/serve.log" 2>&1 &
 server=$!
 port=$(server_port "$tmp/serve.log")
 if [[ -z $port ]]; then
@@ -177,6 +180,31 @@ for i in $(seq 1 8); do
     [[ -n $alone && $alone == "$(cat "$tmp/par.$i")" ]] && same=$((same + 1))
 done
 [[ $same == 8 ]] && pass "8 concurrent requests = the same requests alone" || fail "8 concurrent requests = alone" "$same of 8 equal"
+
+# Prefix reuse: a request that continues an earlier one (its prompt, its answer, more) resumes from the earlier
+# one's cache and generates what `zaya generate` (no cache) generates for the whole prompt; so does a chat's next turn.
+post /v1/completions '{"prompt": [61,62,63,64,65,66,67,68,69,70], "max_tokens": 8, "temperature": 0}'
+check "a new prompt is computed whole" '.usage.prompt_tokens_details.cached_tokens == 0'
+first=$(echo "$body" | jq -r '.choices[0].token_ids | map(tostring) | join(",")')
+# Its cache holds the prompt and the answer but the answer's last token when it stopped at the length (never fed).
+held=$(echo "$body" | jq '10 + (.choices[0].token_ids | length) - (if .choices[0].finish_reason == "length" then 1 else 0 end)')
+ids="61,62,63,64,65,66,67,68,69,70,$first,71,72"
+post /v1/completions "{\"prompt\": [$ids], \"max_tokens\": 8, \"temperature\": 0}"
+check "its continuation resumes the $held tokens it holds" ".usage.prompt_tokens_details.cached_tokens == $held"
+got=$(echo "$body" | jq -r '.choices[0].token_ids | map(tostring) | join(",")')
+expected=$("$ZAYA" generate "$tmp/m" --tokens "$ids" --temperature 0 -n 8 --print-ids -q | tail -1)
+[[ -n $got && $got == "$expected" ]] && pass "the resumed request = zaya generate on the whole prompt ($got)" ||
+    fail "the resumed request = zaya generate on the whole prompt" "server: $got" "generate: $expected"
+turn='{"role": "system", "content": "You check caches."}, {"role": "user", "content": "Hello there"}'
+post /v1/chat/completions "{\"messages\": [$turn], \"max_tokens\": 6, \"temperature\": 0}"
+p1=$(echo "$body" | jq '.usage.prompt_tokens')
+answer=$(echo "$body" | jq '.choices[0].message.content')
+post /v1/chat/completions "{\"messages\": [$turn, {\"role\": \"assistant\", \"content\": $answer},
+    {\"role\": \"user\", \"content\": \"And then?\"}], \"max_tokens\": 6, \"temperature\": 0}"
+check "a chat's next turn resumes at least the last turn's $p1 prompt tokens" \
+    ".usage.prompt_tokens_details.cached_tokens >= $p1 and .usage.prompt_tokens > $p1"
+body=$(curl -s "$url/health")
+check "/health counts the prefix cache's hits" ".prefix_cache.hits >= 2 and .prefix_cache.tokens_reused >= $held + $p1"
 
 # Bad requests: 4xx with an OpenAI error body.
 expect_status() {

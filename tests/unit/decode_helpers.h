@@ -1,7 +1,9 @@
 // Shared by the cached-decoding tests: feeding a sequence to a Decoder in chunks.
 #pragma once
+#include "core/rng.h"
 #include "infer/decoder.h"
 #include "model/forward.h"
+#include "model/init.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +11,37 @@
 #include <vector>
 
 namespace zaya::test {
+
+// tiny, with one sliding-window layer (window 6, shorter than the test sequences), biases on the projections
+// and random (not init-constant) residual scales, so every state path matters.
+inline ZayaConfig decode_config(bool skip_passthrough = false) {
+    ZayaConfig c = config_preset("tiny");
+    c.attention_bias = true;
+    c.layer_types = {LayerType::Hybrid, LayerType::HybridSliding};
+    c.sliding_window = 6;
+    c.skip_passthrough = skip_passthrough;
+    c.initializer_range = 0.1; // logits of order 1, so a 1e-4 bound is tight
+    c.validate();
+    return c;
+}
+
+// Random weights with the 1/0-initialised vectors and the balancing biases perturbed too.
+inline Model perturbed_model(const ZayaConfig &c, uint64_t seed) {
+    Model m = Model::create(c);
+    model_init_random(m, seed);
+    Rng rng(seed + 1, 0);
+    for (const ParamView &v : m.layout.views)
+        if (v.shape.size() == 1)
+            for (size_t i = 0; i < v.numel; ++i) m.params.data()[v.offset + i] += real(0.2 * rng.normal());
+    return m;
+}
+
+inline std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
+    Rng rng(seed, 7);
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto &x : t) x = int32_t(rng.next() % uint64_t(V));
+    return t;
+}
 
 // The logits [T, V] of one sequence from the training forward pass: the reference the decoders are checked against.
 inline std::vector<float> full_logits(const Model &m, const std::vector<int32_t> &tokens) {

@@ -17,39 +17,13 @@
 namespace zaya {
 namespace {
 
-// tiny, with one sliding-window layer (window 6, shorter than the test sequences), biases on the projections
-// and random (not init-constant) residual scales, so every state path matters.
-ZayaConfig test_config(bool skip_passthrough = false) {
-    ZayaConfig c = config_preset("tiny");
-    c.attention_bias = true;
-    c.layer_types = {LayerType::Hybrid, LayerType::HybridSliding};
-    c.sliding_window = 6;
-    c.skip_passthrough = skip_passthrough;
-    c.initializer_range = 0.1; // logits of order 1, so a 1e-4 bound is tight
-    c.validate();
-    return c;
-}
-
-Model random_model(const ZayaConfig &c, uint64_t seed) {
-    Model m = Model::create(c);
-    model_init_random(m, seed);
-    Rng rng(seed + 1, 0);
-    for (const ParamView &v : m.layout.views) // perturb the 1/0-initialised vectors and the balancing biases
-        if (v.shape.size() == 1)
-            for (size_t i = 0; i < v.numel; ++i) m.params.data()[v.offset + i] += real(0.2 * rng.normal());
-    return m;
-}
-
-std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
-    Rng rng(seed, 7);
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto &x : t) x = int32_t(rng.next() % uint64_t(V));
-    return t;
-}
+using test::decode_config;
+using test::perturbed_model;
+using test::random_tokens;
 
 TEST(Decoder, ChunkedAndTokenByTokenMatchFullForward) {
     for (bool passthrough : {false, true}) {
-        Model m = random_model(test_config(passthrough), 11);
+        Model m = perturbed_model(decode_config(passthrough), 11);
         const auto tokens = random_tokens(29, m.config.vocab_size, 3);
         const auto ref = test::full_logits(m, tokens);
         auto im = InferModel::from_model(std::move(m), DType::F32);
@@ -63,7 +37,7 @@ TEST(Decoder, ChunkedAndTokenByTokenMatchFullForward) {
 }
 
 TEST(Decoder, BatchedSequencesMatchEachAlone) {
-    Model m = random_model(test_config(), 5);
+    Model m = perturbed_model(decode_config(), 5);
     const int64_t V = m.config.vocab_size;
     const std::vector<std::vector<int32_t>> prompts = {random_tokens(9, V, 1), random_tokens(2, V, 2),
                                                        random_tokens(14, V, 3)};
@@ -99,7 +73,7 @@ TEST(Decoder, BatchedSequencesMatchEachAlone) {
 }
 
 TEST(Decoder, Bf16WeightsMatchForwardOfRoundedWeights) {
-    Model m = random_model(test_config(), 9);
+    Model m = perturbed_model(decode_config(), 9);
     // The reference: the same model with every matrix rounded to bf16 (vectors stay fp32, as InferModel keeps them).
     Model rounded = Model::create(m.config);
     std::copy_n(m.params.data(), m.layout.total, rounded.params.data());
@@ -122,7 +96,7 @@ TEST(Decoder, Bf16WeightsMatchForwardOfRoundedWeights) {
 }
 
 TEST(Decoder, CacheGrowsLinearlyWithTokens) {
-    auto im = InferModel::from_model(random_model(test_config(), 2), DType::F32);
+    auto im = InferModel::from_model(perturbed_model(decode_config(), 2), DType::F32);
     Decoder dec(*im, 8, 1);
     SequenceCache seq = dec.new_sequence();
     const size_t fresh = seq.bytes(), per_token = SequenceCache::bytes_per_token(im->config);
@@ -134,7 +108,7 @@ TEST(Decoder, CacheGrowsLinearlyWithTokens) {
 }
 
 TEST(Decoder, RejectsBadInput) {
-    auto im = InferModel::from_model(random_model(test_config(), 2), DType::F32);
+    auto im = InferModel::from_model(perturbed_model(decode_config(), 2), DType::F32);
     Decoder dec(*im, 4, 2);
     SequenceCache seq = dec.new_sequence();
     std::vector<float> logits(size_t(im->config.vocab_size) * 2);
