@@ -16,17 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import subprocess
 import threading
 import time
 import urllib.request
 
-
-def post(url: str, body: dict) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=3600) as r:
-        return json.loads(r.read())
+from zaya_serve import post, start, stop
 
 
 def main() -> None:
@@ -39,22 +33,8 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--prompt", type=int, default=32)
     a = ap.parse_args()
-    cmd = [a.zaya, "serve", a.model, "--port", "0", "--max-batch", "16"]
-    if not a.model.startswith("/") and not a.model.startswith("."):
-        cmd += ["--layers", str(a.layers), "--dtype", a.dtype]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, url = start(a.zaya, a.model, a.layers, a.dtype, ["--max-batch", "16"])
     try:
-        port = None
-        while port is None:
-            line = proc.stdout.readline()
-            if not line:
-                raise SystemExit("zaya serve exited before listening")
-            print(line.rstrip())
-            m = re.match(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                port = int(m.group(1))
-        url = f"http://127.0.0.1:{port}"
-        post(url + "/v1/completions", {"prompt": [5, 6, 7], "max_tokens": 4, "temperature": 0})  # warm-up
         results = []
         for clients in [int(c) for c in a.clients.split(",")]:
             generated = [0] * clients
@@ -80,8 +60,7 @@ def main() -> None:
                   f"{sum(generated) / dt:7.2f} tokens/s aggregate (largest batch so far {health['max_batch_seen']})")
         print(json.dumps({"model": a.model, "layers": a.layers, "dtype": a.dtype, "results": results}))
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        stop(proc)
 
 
 if __name__ == "__main__":
