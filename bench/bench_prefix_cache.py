@@ -20,7 +20,7 @@ import argparse
 import json
 import time
 
-from zaya_serve import post, start, stop
+from zaya_serve import arguments, post, start, stop
 
 
 def conversation(a: argparse.Namespace, cache_mb: int | None) -> list[dict]:
@@ -47,11 +47,7 @@ def conversation(a: argparse.Namespace, cache_mb: int | None) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--zaya", default="build/zaya")
-    ap.add_argument("--model", default="zaya1-8b")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--dtype", default="bf16")
+    ap = arguments(__doc__.split("\n")[0])
     ap.add_argument("--system", type=int, default=512)
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--user", type=int, default=64)

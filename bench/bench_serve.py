@@ -14,21 +14,16 @@ Uses only the Python standard library.
 
 from __future__ import annotations
 
-import argparse
 import json
 import threading
 import time
 import urllib.request
 
-from zaya_serve import post, start, stop
+from zaya_serve import arguments, post, start, stop
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--zaya", default="build/zaya")
-    ap.add_argument("--model", default="zaya1-8b")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--dtype", default="bf16")
+    ap = arguments(__doc__.split("\n")[0])
     ap.add_argument("--clients", default="1,4,16")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--prompt", type=int, default=32)

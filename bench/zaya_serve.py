@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
 import urllib.request
+
+
+def arguments(description: str) -> argparse.ArgumentParser:
+    """The options every server benchmark takes: the binary, and the model (a preset's layers and dtype)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--zaya", default="build/zaya")
+    ap.add_argument("--model", default="zaya1-8b")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--dtype", default="bf16")
+    return ap
 
 
 def post(url: str, body: dict) -> dict:

@@ -18,6 +18,7 @@ struct BenchArgs {
     std::string device = "cpu";                             // train, forward, decode
     // decode
     std::string dtype = "bf16";
+    std::string quantize = "none"; // decode: none | int8 (InferModel::quantize_i8)
     int64_t layers = 0, prompt_tokens = 128, new_tokens = 32;
     int64_t seqs = 1; // decode --device cuda: sequences stepped together (slots), measured after batch 1
     std::optional<DType> kv_dtype{}; // decode: the KV cache's element (unset: the device's default)

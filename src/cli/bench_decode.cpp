@@ -28,6 +28,7 @@ void bench_decode(const BenchArgs &a) {
     ma.model = a.model;
     ma.dtype = a.dtype;
     ma.layers = a.layers;
+    ma.quantize = a.quantize;
     auto im = load_infer_model(ma);
     double t_touch = monotonic_seconds();
     const size_t touched = im->touch_all(); // mapped checkpoints: page everything in before timing anything

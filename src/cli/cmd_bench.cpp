@@ -256,6 +256,7 @@ void register_bench(CLI::App &app) {
         ->capture_default_str();
     cmd->add_option("--dtype", a->dtype, "decode, presets: weight dtype (bf16|f32)")->capture_default_str();
     cmd->add_option("--layers", a->layers, "decode, presets: keep the first N layers (0 = all)")->capture_default_str();
+    add_quantize_option(cmd, a->quantize, "decode: ");
     cmd->add_option("--prompt-tokens", a->prompt_tokens, "decode: prompt length (prefill)")
         ->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--new-tokens", a->new_tokens, "decode: tokens decoded one by one (median time reported)")

@@ -161,6 +161,7 @@ void register_eval(CLI::App &app) {
         ->capture_default_str();
     cmd->add_option("--stop", a->stops, "With --generate: end a completion at this string (repeatable)");
     add_prefix_cache_option(cmd, a->prefix_cache_bytes, "With --generate: ");
+    add_quantize_option(cmd, a->quantize, "With --generate: ");
     cmd->add_option("--answer-regex", a->answer_regex,
                     "With --generate: the answer is this regex's last match in the completion (its first group if "
                     "any), e.g. '#### (-?[0-9.,]+)'");

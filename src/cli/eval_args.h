@@ -23,6 +23,7 @@ struct EvalArgs {
     int64_t batch_tokens = 4096, limit = 0;
     int64_t max_tokens = 256;
     size_t prefix_cache_bytes = 0; // --generate: the engine's (EngineOptions::prefix_cache_bytes)
+    std::string quantize = "none";  // --generate: none | int8 (InferModel::quantize_i8)
     std::vector<std::string> stops;
     std::string answer_regex, system, out;
     bool chat = false;

@@ -19,9 +19,14 @@ struct InferModelArgs {
     int64_t layers = 0;         // presets only: keep this many layers (0: all)
     uint64_t seed = 1234;       // presets only
     std::string tokenizer;      // default: MODEL_DIR/tokenizer.model when present
+    std::string quantize = "none"; // none | int8 (InferModel::quantize_i8, after loading)
 };
 
 void add_model_options(CLI::App *cmd, InferModelArgs &a);
+// --quantize none|int8 (InferModelArgs::quantize); `when` starts its help.
+void add_quantize_option(CLI::App *cmd, std::string &quantize, const std::string &when = "");
+// Quantizes the model as asked (`quantize`: none | int8), failing on another name.
+void apply_quantize(InferModel &m, const std::string &quantize);
 std::unique_ptr<InferModel> load_infer_model(const InferModelArgs &a);
 std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a);
 DType parse_weight_dtype(const std::string &name); // "bf16" | "f32"

@@ -1,5 +1,7 @@
 #include "core/dtype.h"
 
+#include "core/error.h"
+
 #include <cmath>
 #include <immintrin.h>
 
@@ -10,6 +12,7 @@ std::string_view dtype_name(DType t) {
     case DType::F32: return "F32";
     case DType::BF16: return "BF16";
     case DType::F16: return "F16";
+    case DType::I8: return "I8";
     }
     return "?";
 }
@@ -75,6 +78,7 @@ void convert_to_f32(DType t, const void *src, float *dst, size_t n) {
         for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
         return;
     }
+    case DType::I8: fail("int8 values convert only with their scales (ops/cpu/linear_i8.h)");
     }
 }
 
@@ -102,6 +106,7 @@ void convert_from_f32(DType t, const float *src, void *dst, size_t n) {
         for (size_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
         return;
     }
+    case DType::I8: fail("int8 values convert only with their scales (ops/cpu/linear_i8.h)");
     }
 }
 

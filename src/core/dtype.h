@@ -6,11 +6,13 @@
 
 namespace zaya {
 
-enum class DType : uint8_t { F32, BF16, F16 };
+// I8: inference weights quantized to int8 with a scale per group (ops/cpu/linear_i8.h); its values alone mean
+// nothing, so it is never read from or written to files, and the conversions below refuse it.
+enum class DType : uint8_t { F32, BF16, F16, I8 };
 
-inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : t == DType::I8 ? 1 : 2; }
 
-// Safetensors spelling: "F32", "BF16", "F16".
+// Safetensors spelling: "F32", "BF16", "F16" (and "I8", which dtype_parse does not accept).
 std::string_view dtype_name(DType t);
 // Returns false for a name zaya does not support.
 bool dtype_parse(std::string_view name, DType &out);

@@ -431,6 +431,8 @@ void CudaDecoder::Impl::step(std::span<const int32_t> toks, float *out, int32_t 
 }
 
 static DecodeWeights weights_of(const InferModel &m) {
+    if (m.weight_dtype == DType::I8)
+        fail("int8 weights (--quantize int8) run on the CPU only; the GPU decodes bf16 or f32 weights");
     return DecodeWeights{m.config, m.small, m.embed, m.lm_head, m.layers};
 }
 

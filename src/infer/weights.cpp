@@ -7,6 +7,7 @@
 #include "model/init.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/linear_bf16.h"
+#include "ops/cpu/linear_i8.h"
 
 #include <cmath>
 #include <cstring>
@@ -21,10 +22,15 @@ namespace fs = std::filesystem;
 
 Mat Mat::row_block(int64_t r0, int64_t n) const {
     ZAYA_ASSERT(r0 >= 0 && r0 + n <= rows);
-    return {static_cast<const uint8_t *>(data) + size_t(r0 * cols) * dtype_size(dtype), dtype, n, cols};
+    return {static_cast<const uint8_t *>(data) + size_t(r0 * cols) * dtype_size(dtype), dtype, n, cols,
+            scales ? scales + r0 * cpu::i8_groups(cols) : nullptr};
 }
 
 void mat_linear(float *y, int64_t ldy, const float *x, const Mat &W, const float *b, int64_t N) {
+    if (W.dtype == DType::I8) {
+        cpu::linear_i8(y, ldy, x, static_cast<const int8_t *>(W.data), W.scales, b, N, W.cols, W.rows);
+        return;
+    }
     if (W.dtype == DType::BF16) {
         cpu::linear_bf16(y, ldy, x, static_cast<const uint16_t *>(W.data), b, N, W.cols, W.rows);
         return;
@@ -38,6 +44,10 @@ void mat_linear(float *y, int64_t ldy, const float *x, const Mat &W, const float
 }
 
 void mat_gather_rows(float *dst, const Mat &W, const int32_t *ids, int64_t N) {
+    if (W.dtype == DType::I8) {
+        cpu::gather_rows_i8(dst, static_cast<const int8_t *>(W.data), W.scales, ids, N, W.cols);
+        return;
+    }
     if (W.dtype == DType::BF16) {
         cpu::gather_rows_bf16(dst, static_cast<const uint16_t *>(W.data), ids, N, W.cols);
         return;
@@ -277,6 +287,46 @@ std::vector<Mat> InferModel::all_matrices() const {
     return all;
 }
 
+std::vector<Mat *> InferModel::all_matrix_fields() {
+    std::vector<Mat *> all = {&embed};
+    if (!config.tie_word_embeddings) all.push_back(&lm_head);
+    for (LayerMats &M : layers) {
+        for (const Mat *m : M.dense()) all.push_back(const_cast<Mat *>(m));
+        for (Mat &m : M.gate_up) all.push_back(&m);
+        for (Mat &m : M.down) all.push_back(&m);
+    }
+    return all;
+}
+
+void InferModel::quantize_i8() {
+    if (weight_dtype == DType::I8) return;
+    const std::vector<Mat *> mats = all_matrix_fields();
+    // Each matrix's int8 values, then its scales, each 64-byte aligned.
+    auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
+    std::vector<size_t> at;
+    size_t total = 0;
+    for (const Mat *m : mats) {
+        at.push_back(total);
+        total += aligned(size_t(m->rows * m->cols)) + aligned(size_t(m->rows * cpu::i8_groups(m->cols)) * 4);
+    }
+    AlignedBytes q(total);
+    for (size_t k = 0; k < mats.size(); ++k) {
+        Mat &m = *mats[k];
+        auto *values = reinterpret_cast<int8_t *>(q.data() + at[k]);
+        auto *scales = reinterpret_cast<float *>(q.data() + at[k] + aligned(size_t(m.rows * m.cols)));
+        if (m.dtype == DType::BF16)
+            cpu::quantize_i8_from_bf16(values, scales, static_cast<const uint16_t *>(m.data), m.rows, m.cols);
+        else
+            cpu::quantize_i8(values, scales, static_cast<const float *>(m.data), m.rows, m.cols);
+        m = Mat{values, DType::I8, m.rows, m.cols, scales};
+    }
+    if (config.tie_word_embeddings) lm_head = embed;
+    weight_dtype = DType::I8;
+    owned_ = std::move(q);
+    model_.reset();
+    files_.reset();
+}
+
 size_t InferModel::matrix_bytes() const {
     size_t total = 0;
     for (const Mat &m : all_matrices()) total += m.bytes();
@@ -296,19 +346,25 @@ size_t InferModel::touch_all() const {
 }
 
 std::vector<MemRegion> InferModel::per_token_regions() const {
-    std::vector<MemRegion> out = {{lm_head.data, lm_head.bytes()}};
+    std::vector<MemRegion> out;
+    auto add = [&](const Mat &m) { // an I8 matrix's values and scales lie apart
+        const size_t values = size_t(m.rows * m.cols) * dtype_size(m.dtype);
+        out.push_back({m.data, values});
+        if (m.scales) out.push_back({m.scales, m.bytes() - values});
+    };
+    add(lm_head);
     for (const LayerMats &M : layers) {
-        for (const Mat *m : M.dense()) out.push_back({m->data, m->bytes()});
+        for (const Mat *m : M.dense()) add(*m);
         if (!M.gate_up.empty()) {
-            out.push_back({M.gate_up[0].data, M.gate_up[0].bytes()});
-            out.push_back({M.down[0].data, M.down[0].bytes()});
+            add(M.gate_up[0]);
+            add(M.down[0]);
         }
     }
     return out;
 }
 
 size_t InferModel::bytes_per_token() const {
-    size_t total = size_t(embed.cols) * dtype_size(embed.dtype); // one embedding row
+    size_t total = embed.row_bytes(); // one embedding row
     for (const MemRegion &r : per_token_regions()) total += r.bytes;
     return total;
 }

@@ -11,6 +11,7 @@
 #include "io/direct_write.h"
 #include "io/safetensors.h"
 #include "model/params.h"
+#include "ops/cpu/linear_i8.h"
 
 #include <array>
 #include <memory>
@@ -23,10 +24,15 @@ namespace zaya {
 // W[rows, cols] row-major (PyTorch Linear layout [out, in]).
 struct Mat {
     const void *data = nullptr;
-    DType dtype = DType::F32; // F32 or BF16
+    DType dtype = DType::F32; // F32, BF16, or I8 (quantized: `scales` [rows, i8_groups(cols)], ops/cpu/linear_i8.h)
     int64_t rows = 0, cols = 0;
+    const float *scales = nullptr;
 
-    size_t bytes() const { return size_t(rows * cols) * dtype_size(dtype); }
+    size_t bytes() const { return size_t(rows) * row_bytes(); } // the values and, for I8, the scales
+    size_t row_bytes() const {
+        const size_t scale_bytes = dtype == DType::I8 ? size_t(cpu::i8_groups(cols)) * sizeof(float) : 0;
+        return size_t(cols) * dtype_size(dtype) + scale_bytes;
+    }
     Mat row_block(int64_t r0, int64_t n) const; // rows [r0, r0+n)
 };
 
@@ -62,6 +68,10 @@ class InferModel {
     // Random weights straight in `dtype` (matrices uniform with the init's standard deviation, the rest as
     // model_init_random), for benchmarks of shapes too large to build as an fp32 Model first.
     static std::unique_ptr<InferModel> random(const ZayaConfig &c, DType dtype, uint64_t seed);
+    // Replaces every matrix by its int8 quantization (weight_dtype I8: a scale per 64 columns of a row, about half
+    // of bf16's bytes; ops/cpu/linear_i8.h), from f32 or bf16, and lets go of the originals (a mapped checkpoint is
+    // unmapped). The CPU decoder runs it; the GPU's and save() refuse it.
+    void quantize_i8();
 
     // Writes config.json and the weights in Hugging Face layout (matrices in weight_dtype, as they are; vectors
     // converted to it; balancing biases fp32), in shards of at most max_shard_bytes with
@@ -82,6 +92,7 @@ class InferModel {
   private:
     void bind_small();
     std::vector<Mat> all_matrices() const; // each once (the tied LM head is the embedding)
+    std::vector<Mat *> all_matrix_fields(); // the same, as the fields that hold them
     ParamLayout small_layout_;
     RealBuffer small_buf_;
     std::optional<Model> model_;           // from_model(F32): the matrices live here

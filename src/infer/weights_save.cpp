@@ -15,6 +15,9 @@ namespace zaya {
 namespace fs = std::filesystem;
 
 void InferModel::save(const std::string &dir, size_t max_shard_bytes) const {
+    if (weight_dtype == DType::I8)
+        fail("int8-quantized weights are not saved (Hugging Face's layout has no place for their scales); save the "
+             "bf16 or f32 model and quantize it when loading");
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) fail("cannot create directory '{}': {}", dir, ec.message());

@@ -135,6 +135,12 @@ else
     fail "eval --generate --chat: the fine-tuned model gives the learned answer" "base '$em_base' ft '$em_ft'" "$out" \
         "$(head -3 "$tmp/gen_out.jsonl" 2>&1)"
 fi
+# --quantize int8: the same learned answers from int8 weights (a scale per 64 columns), and --out's completions equal.
+read -r em_q8 _ <<<"$(exact "$tmp/ft/model" --quantize int8 --out "$tmp/gen_q8.jsonl")"
+[[ $em_q8 == "$em_ft" ]] && cmp -s "$tmp/gen_out.jsonl" "$tmp/gen_q8.jsonl" &&
+    pass "eval --generate --quantize int8: the fine-tuned model's answers unchanged (exact match $em_q8)" ||
+    fail "eval --generate --quantize int8: the same answers" "int8 '$em_q8' vs '$em_ft'" \
+        "$(diff "$tmp/gen_out.jsonl" "$tmp/gen_q8.jsonl" 2>&1 | head -4)"
 sed -i 's/"Sure, happy to help."/"happy"/' "$tmp/gen.jsonl"
 read -r em_part _ <<<"$(exact "$tmp/ft/model" --answer-regex 'Sure, (\w+) to')"
 [[ $em_part == "$em_ft" ]] && pass "eval --generate --answer-regex: the group's text is the answer ($em_part)" ||
@@ -157,6 +163,10 @@ run generate "$tmp/ft/model" --chat --prompt "Hello, I am Eve. Number 1234?" --t
 [[ $rc -eq 0 && $out == "Sure, happy to help." ]] &&
     pass "generate --chat answers as taught and stops at <end_of_turn>" ||
     fail "generate --chat answers as taught" "exit $rc, output '$out'" "$err"
+run generate "$tmp/ft/model" --chat --prompt "Hello, I am Eve. Number 1234?" --temperature 0 -n 48 --quantize int8
+[[ $rc -eq 0 && $out == "Sure, happy to help." && $err == *"MiB (I8)"* ]] &&
+    pass "generate --quantize int8 answers the same, from int8 weights" ||
+    fail "generate --quantize int8 answers the same" "exit $rc, output '$out'" "$err"
 
 # The server answers the chat the same way, and stops where the turn ends.
 if command -v curl >/dev/null 2>&1; then

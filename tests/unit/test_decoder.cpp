@@ -3,6 +3,7 @@
 // bf16 weights it agrees with the forward of the same bf16-rounded weights.
 #include "decode_helpers.h"
 #include "infer/decoder.h"
+#include "ops/cpu/linear_i8.h"
 #include "model/forward.h"
 #include "core/rng.h"
 #include "model/init.h"
@@ -93,6 +94,40 @@ TEST(Decoder, Bf16WeightsMatchForwardOfRoundedWeights) {
         const auto got = test::cached_logits(dec, tokens, sizes);
         EXPECT_LT(test::max_abs_diff(got.data(), ref.data(), ref.size()), 1e-4f) << "chunks " << sizes[0];
     }
+}
+
+// --quantize int8: every matrix (the tied embedding / LM head and each expert included) becomes int8 with its group
+// scales; the decoder then computes the forward of the dequantized weights, on both linear paths.
+TEST(Decoder, Int8WeightsMatchForwardOfDequantizedWeights) {
+    Model m = perturbed_model(decode_config(), 9);
+    Model dequantized = Model::create(m.config);
+    std::copy_n(m.params.data(), m.layout.total, dequantized.params.data());
+    for (const ParamView &v : dequantized.layout.views) {
+        if (!is_matrix_param(v.name)) continue;
+        const int64_t cols = v.shape.back(), rows = int64_t(v.numel) / cols, G = cpu::i8_groups(cols);
+        std::vector<int8_t> q(v.numel);
+        std::vector<float> s(size_t(rows * G));
+        float *p = dequantized.params.data() + v.offset;
+        cpu::quantize_i8(q.data(), s.data(), p, rows, cols);
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c)
+                p[r * cols + c] = s[size_t(r * G + c / cpu::kI8Group)] * q[size_t(r * cols + c)];
+    }
+    const auto tokens = random_tokens(21, m.config.vocab_size, 4);
+    const auto ref = test::full_logits(dequantized, tokens);
+    auto im = InferModel::from_model(std::move(m), DType::F32);
+    const size_t f32_bytes = im->matrix_bytes();
+    im->quantize_i8();
+    EXPECT_EQ(im->weight_dtype, DType::I8);
+    EXPECT_LT(double(im->matrix_bytes()), 0.3 * double(f32_bytes)); // a byte and 4/64 of one per weight
+    Decoder dec(*im, 12, 1);
+    for (std::vector<int64_t> sizes : {std::vector<int64_t>{12}, {1}, {2, 5}}) {
+        const auto got = test::cached_logits(dec, tokens, sizes);
+        EXPECT_LT(test::max_abs_diff(got.data(), ref.data(), ref.size()), 1e-4f) << "chunks " << sizes[0];
+    }
+    test::TempDir tmp;
+    const std::string err = test::error_of([&] { im->save(tmp.str("q"), size_t(1) << 30); });
+    EXPECT_NE(err.find("int8-quantized weights are not saved"), std::string::npos) << err;
 }
 
 TEST(Decoder, CacheGrowsLinearlyWithTokens) {

@@ -1,31 +1,14 @@
 #include "ops/cpu/linear_bf16.h"
 
-// GCC 12 reports its own AVX-512 intrinsic headers (_mm512_undefined_* inside them) as using uninitialised values
-// once inlined here: a known false positive (GCC bug 105593); the warnings are off for this file only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/profile.h"
-#include "ops/cpu/gemm.h"
-
-#include <algorithm>
-#include <cstring>
-#include <vector>
+#include "ops/cpu/simd.h"
+#include "ops/cpu/weight_stream.h"
 
 namespace zaya::cpu {
 
 namespace {
-
-inline float widen(uint16_t h) {
-    uint32_t bits = uint32_t(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
 
 // acc[r] += Σ_i x[r][i]·w[i], i < I, for R rows of x (row stride ldx) against one bf16 weight row piece w[I].
 template <int R>
@@ -67,80 +50,30 @@ inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t I, const u
     }
 #endif
     for (; i < I; ++i)
-        for (int r = 0; r < R; ++r) acc[r] += x[r * ldx + i] * widen(w[i]);
+        for (int r = 0; r < R; ++r) acc[r] += x[r * ldx + i] * bf16_to_f32(w[i]);
 }
 
-// Rows of W in blocks, columns in chunks: a chunk of the R input rows (R × kCols floats, 32 KB for 8 rows) stays in
-// L1 while a block of weight rows passes over it; without the chunks, 8 input rows of 2048 columns (64 KB) were
-// re-read from L2 for every weight row and capped a pass at ~60 GFLOP/s. Every weight is still read once.
-template <int R>
-void dot_block(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t I, int64_t O) {
-    // Unchunked when the R rows fit L1 anyway (decode, R = 1): chunks break the weights' sequential stream, and that
-    // measured 30 % slower for one row.
-    constexpr int64_t kRowBlock = 32, kL1Floats = 8192;
-    const int64_t kCols = int64_t(R) * I <= kL1Floats ? I : std::max<int64_t>(32, kL1Floats / R / 32 * 32);
-#pragma omp parallel for schedule(static)
-    for (int64_t o0 = 0; o0 < O; o0 += kRowBlock) {
-        const int64_t o1 = std::min(O, o0 + kRowBlock);
-        float acc[kRowBlock][R] = {};
-        for (int64_t c = 0; c < I; c += kCols) {
-            const int64_t n = std::min(kCols, I - c);
-            for (int64_t o = o0; o < o1; ++o) dot_rows<R>(acc[o - o0], x + c, I, n, W + o * I + c);
-        }
-        for (int64_t o = o0; o < o1; ++o)
-            for (int r = 0; r < R; ++r) y[r * ldy + o] = acc[o - o0][r] + (b ? b[o] : 0.0f);
+// bf16 rows for weight_stream: widened by a 16-bit shift.
+struct Bf16Rows {
+    const uint16_t *W;
+    int64_t I;
+    static constexpr int64_t kColAlign = 32;
+    template <int R> void dot(float *acc, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const {
+        dot_rows<R>(acc, x, ldx, n, W + o * I + c);
     }
-}
-
-constexpr int64_t kPass = 8; // rows per pass (4 measured slower: 188 vs 142 ms for 8 rows of the LM head)
-// Few rows: each pass of up to kPass rows reads every weight row once and uses it for all of them.
-void linear_bf16_dot(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                     int64_t O) {
-    for (int64_t n = 0; n < N; n += kPass) {
-        float *yp = y + n * ldy;
-        const float *xp = x + n * I;
-        switch (std::min<int64_t>(kPass, N - n)) {
-        case 1: dot_block<1>(yp, ldy, xp, W, b, I, O); break;
-        case 2: dot_block<2>(yp, ldy, xp, W, b, I, O); break;
-        case 3: dot_block<3>(yp, ldy, xp, W, b, I, O); break;
-        case 4: dot_block<4>(yp, ldy, xp, W, b, I, O); break;
-        case 5: dot_block<5>(yp, ldy, xp, W, b, I, O); break;
-        case 6: dot_block<6>(yp, ldy, xp, W, b, I, O); break;
-        case 7: dot_block<7>(yp, ldy, xp, W, b, I, O); break;
-        default: dot_block<8>(yp, ldy, xp, W, b, I, O); break;
-        }
-    }
-}
-
-// Many rows: widen kPanel weight rows at a time into fp32 and multiply them with the GEMM. The widening costs
-// O·I per call, shared by all N rows.
-void linear_bf16_panels(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N,
-                        int64_t I, int64_t O) {
-    constexpr int64_t kPanel = 256;
-    thread_local std::vector<float> panel; // grows once to kPanel·I; reused by every later call
-    panel.resize(size_t(std::min(kPanel, O) * I));
-    for (int64_t o0 = 0; o0 < O; o0 += kPanel) {
-        const int64_t rows = std::min(kPanel, O - o0);
-        float *p = panel.data();
+    void widen(float *dst, int64_t o0, int64_t rows) const {
         const uint16_t *src = W + o0 * I;
 #pragma omp parallel for schedule(static)
-        for (int64_t k = 0; k < rows * I; ++k) p[k] = widen(src[k]);
-        gemm(false, true, N, rows, I, 1.0f, x, I, p, I, 0.0f, y + o0, ldy);
+        for (int64_t k = 0; k < rows * I; ++k) dst[k] = bf16_to_f32(src[k]);
     }
-    if (!b) return;
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n)
-        for (int64_t o = 0; o < O; ++o) y[n * ldy + o] += b[o];
-}
+};
 
 } // namespace
 
 void linear_bf16_with(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
                       int64_t O, int64_t dot_max_rows) {
     ZAYA_PROFILE("linear_bf16");
-    if (N <= 0 || O <= 0) return;
-    if (N <= dot_max_rows) linear_bf16_dot(y, ldy, x, W, b, N, I, O);
-    else linear_bf16_panels(y, ldy, x, W, b, N, I, O);
+    weight_stream::linear(y, ldy, x, Bf16Rows{W, I}, b, N, I, O, dot_max_rows);
 }
 
 void linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
@@ -152,7 +85,7 @@ void gather_rows_bf16(float *dst, const uint16_t *table, const int32_t *ids, int
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
         const uint16_t *row = table + int64_t(ids[n]) * D;
-        for (int64_t d = 0; d < D; ++d) dst[n * D + d] = widen(row[d]);
+        for (int64_t d = 0; d < D; ++d) dst[n * D + d] = bf16_to_f32(row[d]);
     }
 }
 

@@ -1,0 +1,36 @@
+// Linear layers with int8 weights (inference only: `--quantize int8`): each weight row is cut into groups of
+// kI8Group columns, each group stored as int8 values q and one fp32 scale s, w ≈ s·q with s = max|w| / 127 over the
+// group (symmetric, round to nearest). Activations and accumulation stay fp32: only the weights are approximated,
+// and they are read at about a byte each, half of bf16 — batch-1 decoding is bound by the bytes of weights it
+// streams. Few rows stream the weights through a dot kernel that widens each group as it is read; many rows widen a
+// panel of weight rows at a time for the fp32 GEMM (as linear_bf16.h).
+#pragma once
+#include <cstdint>
+
+namespace zaya::cpu {
+
+inline constexpr int64_t kI8Group = 64; // columns per scale: 4 bytes of scale per 64 of weights (+6 %)
+
+// Scales per row of I columns.
+inline int64_t i8_groups(int64_t I) { return (I + kI8Group - 1) / kI8Group; }
+
+// q[O, I] and scales[O, i8_groups(I)] from fp32 weights w[O, I] (an all-zero group gets scale 0).
+void quantize_i8(int8_t *q, float *scales, const float *w, int64_t O, int64_t I);
+// The same from bf16 weights (raw uint16 bits).
+void quantize_i8_from_bf16(int8_t *q, float *scales, const uint16_t *w, int64_t O, int64_t I);
+
+// y[N, O] (row stride ldy) = x[N, I] · (s·q)[O, I]ᵀ + b[O]; b may be null.
+void linear_i8(float *y, int64_t ldy, const float *x, const int8_t *q, const float *scales, const float *b, int64_t N,
+               int64_t I, int64_t O);
+
+// Rows at or below this count use the dot kernel in passes of up to 8 rows, above it widened panels and the GEMM.
+inline constexpr int64_t kI8DotMaxRows = 64;
+
+// linear_i8 with the path forced: dot passes when N ≤ dot_max_rows, else panels (tests and benchmarks).
+void linear_i8_with(float *y, int64_t ldy, const float *x, const int8_t *q, const float *scales, const float *b,
+                    int64_t N, int64_t I, int64_t O, int64_t dot_max_rows);
+
+// dst[n, :] = s·q of row ids[n] of a table of row length D.
+void gather_rows_i8(float *dst, const int8_t *q, const float *scales, const int32_t *ids, int64_t N, int64_t D);
+
+} // namespace zaya::cpu

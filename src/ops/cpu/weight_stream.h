@@ -1,0 +1,90 @@
+// How a linear layer runs on weights stored narrower than fp32 (linear_bf16.h, linear_i8.h), whatever the storage:
+// few input rows stream every weight once through a dot kernel that widens it in registers (memory-bound, as
+// batch-1 decoding must be); many rows widen a panel of weight rows at a time into fp32 for the GEMM, whose cache
+// blocking wins once the weights would be streamed many times (measured: bench/README.md).
+//
+// A storage type W provides
+//   template <int R> void dot(float *acc, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const;
+//       acc[r] += Σ_{i<n} x[r·ldx + i] · w[o, c + i] for R input rows (x points at column c);
+//   void widen(float *dst, int64_t o0, int64_t rows) const;   // rows [o0, o0 + rows) of w as fp32, [rows, I]
+//   static constexpr int64_t kColAlign;                       // where a column chunk may start (a multiple of it)
+#pragma once
+#include "ops/cpu/gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace zaya::cpu::weight_stream {
+
+// Rows of W in blocks, columns in chunks: a chunk of the R input rows (R × kCols floats, 32 KB for 8 rows) stays in
+// L1 while a block of weight rows passes over it; without the chunks, 8 input rows of 2048 columns (64 KB) were
+// re-read from L2 for every weight row and capped a pass at ~60 GFLOP/s. Every weight is still read once.
+template <int R, class W>
+void dot_block(float *y, int64_t ldy, const float *x, const W &w, const float *b, int64_t I, int64_t O) {
+    // Unchunked when the R rows fit L1 anyway (decode, R = 1): chunks break the weights' sequential stream, and that
+    // measured 30 % slower for one row.
+    constexpr int64_t kRowBlock = 32, kL1Floats = 8192;
+    const int64_t kCols =
+        int64_t(R) * I <= kL1Floats ? I : std::max<int64_t>(W::kColAlign, kL1Floats / R / W::kColAlign * W::kColAlign);
+#pragma omp parallel for schedule(static)
+    for (int64_t o0 = 0; o0 < O; o0 += kRowBlock) {
+        const int64_t o1 = std::min(O, o0 + kRowBlock);
+        float acc[kRowBlock][R] = {};
+        for (int64_t c = 0; c < I; c += kCols) {
+            const int64_t n = std::min(kCols, I - c);
+            for (int64_t o = o0; o < o1; ++o) w.template dot<R>(acc[o - o0], x + c, I, o, c, n);
+        }
+        for (int64_t o = o0; o < o1; ++o)
+            for (int r = 0; r < R; ++r) y[r * ldy + o] = acc[o - o0][r] + (b ? b[o] : 0.0f);
+    }
+}
+
+inline constexpr int64_t kPass = 8; // rows per pass (4 measured slower: 188 vs 142 ms for 8 rows of the LM head)
+
+// Few rows: each pass of up to kPass rows reads every weight row once and uses it for all of them.
+template <class W> void dot_passes(float *y, int64_t ldy, const float *x, const W &w, const float *b, int64_t N,
+                                   int64_t I, int64_t O) {
+    for (int64_t n = 0; n < N; n += kPass) {
+        float *yp = y + n * ldy;
+        const float *xp = x + n * I;
+        switch (std::min<int64_t>(kPass, N - n)) {
+        case 1: dot_block<1>(yp, ldy, xp, w, b, I, O); break;
+        case 2: dot_block<2>(yp, ldy, xp, w, b, I, O); break;
+        case 3: dot_block<3>(yp, ldy, xp, w, b, I, O); break;
+        case 4: dot_block<4>(yp, ldy, xp, w, b, I, O); break;
+        case 5: dot_block<5>(yp, ldy, xp, w, b, I, O); break;
+        case 6: dot_block<6>(yp, ldy, xp, w, b, I, O); break;
+        case 7: dot_block<7>(yp, ldy, xp, w, b, I, O); break;
+        default: dot_block<8>(yp, ldy, xp, w, b, I, O); break;
+        }
+    }
+}
+
+// Many rows: widen kPanel weight rows at a time into fp32 and multiply them with the GEMM. The widening costs
+// O·I per call, shared by all N rows.
+template <class W> void panels(float *y, int64_t ldy, const float *x, const W &w, const float *b, int64_t N,
+                               int64_t I, int64_t O) {
+    constexpr int64_t kPanel = 256;
+    thread_local std::vector<float> panel; // grows once to kPanel·I; reused by every later call
+    panel.resize(size_t(std::min(kPanel, O) * I));
+    for (int64_t o0 = 0; o0 < O; o0 += kPanel) {
+        const int64_t rows = std::min(kPanel, O - o0);
+        w.widen(panel.data(), o0, rows);
+        gemm(false, true, N, rows, I, 1.0f, x, I, panel.data(), I, 0.0f, y + o0, ldy);
+    }
+    if (!b) return;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t o = 0; o < O; ++o) y[n * ldy + o] += b[o];
+}
+
+// y[N, O] (row stride ldy) = x[N, I] · wᵀ + b: dot passes up to dot_max_rows rows, panels above.
+template <class W> void linear(float *y, int64_t ldy, const float *x, const W &w, const float *b, int64_t N,
+                               int64_t I, int64_t O, int64_t dot_max_rows) {
+    if (N <= 0 || O <= 0) return;
+    if (N <= dot_max_rows) dot_passes(y, ldy, x, w, b, N, I, O);
+    else panels(y, ldy, x, w, b, N, I, O);
+}
+
+} // namespace zaya::cpu::weight_stream
