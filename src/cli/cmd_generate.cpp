@@ -66,13 +66,10 @@ void run_generate(GenerateArgs a) {
         fmt::print("{}\n", ids);
     }
     if (!a.quiet) {
-        const double n = double(r.tokens.size());
         fmt::print(stderr,
-                   "[{} prompt tokens, {} generated ({}); prefill {:.1f} tok/s, decode {:.2f} tok/s; "
+                   "[{} prompt tokens, {} generated ({}); {}; "
                    "weights {:.1f} MiB ({}); KV cache {:.1f} KiB/token ({}); peak RSS {:.1f} MiB; {}]\n",
-                   r.prompt_tokens, r.tokens.size(), r.finish_reason,
-                   r.prefill_seconds > 0 ? double(r.prompt_tokens) / r.prefill_seconds : 0.0,
-                   n > 1 && r.decode_seconds > 0 ? (n - 1) / r.decode_seconds : 0.0,
+                   r.prompt_tokens, r.tokens.size(), r.finish_reason, speed_summary(r),
                    double(engine.model().matrix_bytes()) / (1 << 20), dtype_name(engine.model().weight_dtype),
                    double(SequenceCache::bytes_per_token(c, engine.kv_dtype())) / 1024, dtype_name(engine.kv_dtype()),
                    double(process_peak_rss_bytes()) / (1 << 20),

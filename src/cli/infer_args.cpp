@@ -3,6 +3,7 @@
 #include "core/error.h"
 
 #include <filesystem>
+#include <fmt/format.h>
 
 namespace zaya::cli {
 
@@ -62,6 +63,13 @@ std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a) {
     const fs::path p = fs::path(a.model) / "tokenizer.model";
     if (fs::is_directory(a.model) && fs::exists(p)) return Tokenizer::load(p.string());
     return std::nullopt;
+}
+
+std::string speed_summary(const Completion &r) {
+    const double computed = double(r.prompt_tokens - r.cached_tokens), n = double(r.tokens.size());
+    return fmt::format("prefill {:.1f} tok/s, decode {:.2f} tok/s",
+                       r.prefill_seconds > 0 ? computed / r.prefill_seconds : 0.0,
+                       n > 1 && r.decode_seconds > 0 ? (n - 1) / r.decode_seconds : 0.0);
 }
 
 void add_sampling_options(CLI::App *cmd, SampleOptions &o) {

@@ -32,6 +32,9 @@ std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a);
 DType parse_weight_dtype(const std::string &name); // "bf16" | "f32"
 
 void add_sampling_options(CLI::App *cmd, SampleOptions &o);
+// "prefill X tok/s, decode Y tok/s" of a completion: the prompt tokens computed (not those resumed from the prefix
+// cache) over the time to the first token, the generated tokens after the first over the rest.
+std::string speed_summary(const Completion &r);
 // --device, --max-context and --kv-dtype: where the engine decodes, how long a sequence may grow, and the element
 // of its KV cache.
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o);

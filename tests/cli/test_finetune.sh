@@ -163,6 +163,25 @@ run generate "$tmp/ft/model" --chat --prompt "Hello, I am Eve. Number 1234?" --t
 [[ $rc -eq 0 && $out == "Sure, happy to help." ]] &&
     pass "generate --chat answers as taught and stops at <end_of_turn>" ||
     fail "generate --chat answers as taught" "exit $rc, output '$out'" "$err"
+# zaya chat: turns read from stdin. The first and, after /reset, the third are answered as taught (the model learned
+# single turns only); the second resumes from the first turn's cache (its whole prompt at least), and the answers
+# are those of the same chat without the cache.
+printf '%s\n' "Hello, I am Eve. Number 1234?" "Hello, I am Bob. Number 42?" /reset "Hello, I am Al. Number 7?" \
+    >"$tmp/chat_in.txt"
+run chat "$tmp/ft/model" --temperature 0 -n 48 --prefix-cache-mb 0 <"$tmp/chat_in.txt"
+uncached=$out
+run chat "$tmp/ft/model" --temperature 0 -n 48 <"$tmp/chat_in.txt"
+mapfile -t turns < <(sed -nE 's/^\[([0-9]+) prompt tokens \(([0-9]+) from the cache\).*/\1 \2/p' <<<"$err")
+mapfile -t answers <<<"$out"
+if [[ $rc -eq 0 && ${#turns[@]} == 3 && $out == "$uncached" ]] &&
+    [[ ${answers[0]} == "Sure, happy to help." && ${answers[2]} == "Sure, happy to help." ]] &&
+    read -r p1 c1 <<<"${turns[0]}" && read -r p2 c2 <<<"${turns[1]}" && read -r p3 c3 <<<"${turns[2]}" &&
+    ((c1 == 0 && c2 >= p1 && p2 > p1 && p3 < p2 && c3 < p1)); then
+    pass "chat: turn 2 resumed $c2 of its $p2 tokens, answers = without the cache; /reset starts over ($p3 tokens)"
+else
+    fail "chat: turns from stdin, the second from the cache, /reset" "exit $rc" "out: $out" "uncached: $uncached" \
+        "err: $err"
+fi
 run generate "$tmp/ft/model" --chat --prompt "Hello, I am Eve. Number 1234?" --temperature 0 -n 48 --quantize int8
 [[ $rc -eq 0 && $out == "Sure, happy to help." && $err == *"MiB (I8)"* ]] &&
     pass "generate --quantize int8 answers the same, from int8 weights" ||
