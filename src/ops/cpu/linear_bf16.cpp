@@ -42,12 +42,7 @@ inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t I, const u
         __m256 wf = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
         for (int r = 0; r < R; ++r) s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * ldx + i), wf, s[r]);
     }
-    for (int r = 0; r < R; ++r) {
-        __m128 q = _mm_add_ps(_mm256_castps256_ps128(s[r]), _mm256_extractf128_ps(s[r], 1));
-        q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-        q = _mm_add_ss(q, _mm_movehdup_ps(q));
-        acc[r] += _mm_cvtss_f32(q);
-    }
+    for (int r = 0; r < R; ++r) acc[r] += hsum(s[r]);
 #endif
     for (; i < I; ++i)
         for (int r = 0; r < R; ++r) acc[r] += x[r * ldx + i] * bf16_to_f32(w[i]);

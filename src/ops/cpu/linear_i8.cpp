@@ -73,12 +73,7 @@ inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t n, const i
         const __m256 wf = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(h)), scale);
         for (int r = 0; r < R; ++r) s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * ldx + i), wf, s[r]);
     }
-    for (int r = 0; r < R; ++r) {
-        __m128 v = _mm_add_ps(_mm256_castps256_ps128(s[r]), _mm256_extractf128_ps(s[r], 1));
-        v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-        v = _mm_add_ss(v, _mm_movehdup_ps(v));
-        acc[r] += _mm_cvtss_f32(v);
-    }
+    for (int r = 0; r < R; ++r) acc[r] += hsum(s[r]);
 #endif
     for (; i < n; ++i) {
         const float w = sc[i / kI8Group] * float(q[i]);
