@@ -44,12 +44,14 @@ void run_serve(ServeArgs a) {
                double(engine.model().matrix_bytes()) / (1 << 20), engine.tokenizer() ? engine.tokenizer()->path() : "none",
                engine.max_batch(), engine.max_context(), dtype_name(engine.kv_dtype()), engine.prefill_chunk(),
                engine.device());
-    if (const auto p = engine.prefix_cache_stats())
-        fmt::print("prefix cache: up to {} MiB of finished sequences, resumable every {} tokens\n", p->max_bytes >> 20,
-                   a.engine.prefix_cache_stride);
+    if (!engine.prefix_cache_stats())
+        fmt::print("prefix cache: off\n");
+    else if (a.engine.device == "cuda")
+        fmt::print("prefix cache: finished sequences stay in their device slots until a request needs one; a prompt "
+                   "that continues one whole resumes it\n");
     else
-        fmt::print("prefix cache: off{}\n",
-                   a.engine.prefix_cache_bytes > 0 ? " (the GPU's sequences live on the device)" : "");
+        fmt::print("prefix cache: up to {} MiB of finished sequences, resumable every {} tokens\n",
+                   a.engine.prefix_cache_bytes >> 20, a.engine.prefix_cache_stride);
     fmt::print("listening on http://{}:{} (POST /v1/completions, /v1/chat/completions; GET /v1/models, /health)\n",
                a.server.host, port);
     std::fflush(stdout);

@@ -111,7 +111,7 @@ void add_prefix_cache_option(CLI::App *cmd, size_t &bytes, const std::string &wh
            "--prefix-cache-mb", [&bytes](int64_t mib) { bytes = size_t(mib) << 20; },
            when + "MiB of finished sequences kept so that later prompts beginning with the same tokens (a chat's "
                   "next turn, a shared system prompt, few-shot examples) resume from them instead of computing them "
-                  "again (cpu; 0: off)")
+                  "again (0: off; on cuda a finished sequence stays in its slot until one is needed)")
         ->check(CLI::Range(int64_t(0), int64_t(1) << 30))
         ->default_str("1024");
 }

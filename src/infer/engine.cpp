@@ -39,8 +39,7 @@ Engine::Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> token
     opts_.max_batch = std::min(opts_.max_batch, decoder_->max_seqs());
     max_context_ = decoder_->max_length();
     if (opts_.prefix_cache_stride < 1) fail("prefix cache stride must be ≥ 1, got {}", opts_.prefix_cache_stride);
-    if (opts_.prefix_cache_bytes > 0 && decoder_->host_cache())
-        prefix_ = std::make_unique<PrefixCache>(opts_.prefix_cache_bytes);
+    if (opts_.prefix_cache_bytes > 0) prefix_ = std::make_unique<PrefixCache>(opts_.prefix_cache_bytes);
     prefix_stats_.max_bytes = int64_t(opts_.prefix_cache_bytes);
     logits_.resize(size_t(opts_.max_batch * model_->config.vocab_size));
     greedy_.resize(size_t(opts_.max_batch));
@@ -121,8 +120,7 @@ void Engine::admit() {
         for (auto &r : running_)
             if (r->id == id && !r->done) finish(*r, "cancelled");
     for (auto &r : admitted) {
-        r->cache = decoder_->new_sequence();
-        resume_prefix(*r);
+        start_sequence(*r);
         r->sampler.emplace(r->opts, model_->config.vocab_size);
         for (int32_t t : r->prompt) r->sampler->observe(t, /*generated=*/false);
         if (tok_) r->text.emplace(*tok_, r->opts.stop_strings);
@@ -131,16 +129,22 @@ void Engine::admit() {
     running_count_ = int64_t(running_.size());
 }
 
-// A prompt that begins like a kept sequence starts from its cache. At least the prompt's last token is fed, for the
-// first token's logits; a prompt whose log-probabilities are asked for is fed whole, for the logits of every token.
-void Engine::resume_prefix(Request &r) {
-    if (!prefix_) return;
-    r.cache.snapshot_every = opts_.prefix_cache_stride;
-    if (r.opts.prompt_logprobs) return;
-    if (std::optional<SequenceCache> hit = prefix_->resume(r.prompt, int64_t(r.prompt.size()) - 1)) {
-        r.cache = std::move(*hit);
-        r.fed = r.out.cached_tokens = r.cache.length;
+// A prompt that begins like a kept sequence starts from its cache; at least the prompt's last token is fed, for the
+// first token's logits, and a prompt whose log-probabilities are asked for is fed whole, for every token's. Else a
+// fresh sequence: on the GPU, kept sequences give their slots back, least recently used first, until one is free.
+void Engine::start_sequence(Request &r) {
+    if (prefix_ && !r.opts.prompt_logprobs)
+        if (std::optional<SequenceCache> hit = prefix_->resume(r.prompt, int64_t(r.prompt.size()) - 1)) {
+            r.cache = std::move(*hit);
+            r.fed = r.out.cached_tokens = r.cache.length;
+            return;
+        }
+    while (!decoder_->can_start_sequence() && prefix_ && prefix_->drop_lru()) {
     }
+    r.cache = decoder_->new_sequence();
+    // The CPU decoder keeps its state every stride tokens, where a later prompt sharing less than all of it can
+    // resume; the GPU's sequences are only continued whole.
+    if (prefix_ && decoder_->host_cache()) r.cache.snapshot_every = opts_.prefix_cache_stride;
 }
 
 // A finished sequence's cache goes to the prefix cache under the tokens it holds: the prompt and the generated

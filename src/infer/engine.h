@@ -32,7 +32,8 @@ struct EngineOptions {
     int64_t max_context = 0;     // tokens per sequence (prompt + generated); 0: EngineDecoderOptions' default
     std::optional<DType> kv_dtype{}; // the KV cache's element; unset: the device's default (EngineDecoderOptions)
     // Bytes of finished sequences kept for later prompts that begin with the same tokens (infer/prefix_cache.h);
-    // 0: none. The CPU's only: on the GPU sequences live in device slots and this is ignored.
+    // 0: none. On the GPU finished sequences stay in their device slots until a request needs the slot (this
+    // bounds only their host bookkeeping), and a prompt resumes one only where it continues all of it.
     size_t prefix_cache_bytes = 0;
     int64_t prefix_cache_stride = 64; // the state is kept every this many tokens: where a shared prefix can resume
 };
@@ -68,7 +69,7 @@ class Engine {
     std::string device() const { return decoder_->device(); } // "cpu" or the GPU's description
     DType kv_dtype() const { return decoder_->kv_dtype(); }     // the KV cache's element
     // The prefix cache's figures as of the last request that finished (any thread); nothing when it is off
-    // (EngineOptions::prefix_cache_bytes 0, or the GPU).
+    // (EngineOptions::prefix_cache_bytes 0).
     struct PrefixCacheStats {
         int64_t entries = 0, bytes = 0, max_bytes = 0;
         int64_t hits = 0, tokens_reused = 0; // prompts that resumed from it, and the tokens they did not compute
@@ -97,7 +98,7 @@ class Engine {
     void admit();
     int64_t scored_chunk() const { return opts_.prefill_chunk < 512 ? opts_.prefill_chunk : 512; }
     void finish(Request &r, const std::string &reason);
-    void resume_prefix(Request &r);
+    void start_sequence(Request &r);
     void keep_prefix(Request &r, const std::string &reason);
 
     std::unique_ptr<InferModel> model_;

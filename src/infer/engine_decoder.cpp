@@ -24,6 +24,7 @@ class CpuEngineDecoder final : public EngineDecoder {
     std::string device() const override { return "cpu"; }
     DType kv_dtype() const override { return DType::F32; }
     bool host_cache() const override { return true; }
+    bool can_start_sequence() const override { return true; }
     SequenceCache new_sequence() override { return dec_.new_sequence(); }
     void forward_scored(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
                         float *logits, size_t scored, float *rows) override {
@@ -82,6 +83,7 @@ class CudaEngineDecoder final : public EngineDecoder {
     std::string device() const override { return description_; }
     DType kv_dtype() const override { return dec_.kv_dtype(); }
     bool host_cache() const override { return false; }
+    bool can_start_sequence() const override { return !free_->empty(); }
     SequenceCache new_sequence() override {
         if (free_->empty()) fail("the GPU decoder's {} sequence slots are all in use", dec_.max_seqs());
         const int64_t slot = free_->back();

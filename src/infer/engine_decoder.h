@@ -20,11 +20,14 @@ class EngineDecoder {
     virtual int64_t max_length() const = 0; // tokens one sequence may hold, prompt and generated
     virtual std::string device() const = 0; // "cpu", or the GPU's description
     virtual DType kv_dtype() const = 0;     // the KV cache's element: F32 (cpu), F32 or BF16 (cuda)
-    // Whether its sequences live on the host, where they can be kept and cut back (SequenceCache::prefix) for
-    // prefix reuse: the CPU's; the GPU's live in device slots.
+    // Whether its sequences live on the host, where they can be copied and cut back (SequenceCache::prefix) for
+    // prefix reuse: the CPU's; the GPU's live in device slots, and are only continued whole.
     virtual bool host_cache() const = 0;
-    // A fresh sequence. The GPU's one device cache is reset: the engine asks only when no other sequence is alive.
+    // A fresh sequence (on the GPU a free slot of its device cache, reset; it fails when none is free).
     virtual SequenceCache new_sequence() = 0;
+    // Whether new_sequence() can give one now: always on the CPU; on the GPU while a slot is free (a slot returns
+    // when the last copy of its sequence goes, e.g. when the prefix cache drops it).
+    virtual bool can_start_sequence() const = 0;
     // Appends chunks[i] to seqs[i]. Writes the logits of each chunk's last token to logits[i, V] or, when logits is
     // null, only their argmax (the greedy token, lowest id on ties) to greedy[i]: on the GPU that spares
     // downloading V floats per token.

@@ -16,7 +16,6 @@ void PrefixCache::drop(size_t i) {
 void PrefixCache::insert(std::vector<int32_t> tokens, SequenceCache cache) {
     if (int64_t(tokens.size()) != cache.length)
         fail("prefix cache: {} tokens given for a sequence of {}", tokens.size(), cache.length);
-    if (cache.device_slot) fail("prefix cache: sequences cached on the GPU are not kept");
     for (Entry &e : entries_) // already held: the entry is only marked used
         if (e.tokens.size() >= tokens.size() && std::equal(tokens.begin(), tokens.end(), e.tokens.begin()) &&
             e.cache.can_cut_to(cache.length)) {
@@ -34,14 +33,18 @@ void PrefixCache::insert(std::vector<int32_t> tokens, SequenceCache cache) {
     Entry e{std::move(tokens), std::move(cache), 0, ++clock_};
     e.bytes = e.cache.bytes() + e.tokens.size() * sizeof(int32_t);
     if (e.bytes > max_bytes_) return;
-    while (bytes_ + e.bytes > max_bytes_) {
-        size_t lru = 0;
-        for (size_t i = 1; i < entries_.size(); ++i)
-            if (entries_[i].used < entries_[lru].used) lru = i;
-        drop(lru);
-    }
+    while (bytes_ + e.bytes > max_bytes_) drop_lru();
     bytes_ += e.bytes;
     entries_.push_back(std::move(e));
+}
+
+bool PrefixCache::drop_lru() {
+    if (entries_.empty()) return false;
+    size_t lru = 0;
+    for (size_t i = 1; i < entries_.size(); ++i)
+        if (entries_[i].used < entries_[lru].used) lru = i;
+    drop(lru);
+    return true;
 }
 
 std::optional<SequenceCache> PrefixCache::resume(std::span<const int32_t> prompt, int64_t max_length) {
@@ -61,9 +64,14 @@ std::optional<SequenceCache> PrefixCache::resume(std::span<const int32_t> prompt
         }
     }
     if (!best) return std::nullopt;
-    best->used = ++clock_;
     ++hits_;
     tokens_reused_ += best_n;
+    if (best->cache.device_slot) { // a device slot cannot be copied: the entry is handed over whole
+        SequenceCache taken = std::move(best->cache);
+        drop(size_t(best - entries_.data()));
+        return taken;
+    }
+    best->used = ++clock_;
     return best->cache.prefix(best_n);
 }
 

@@ -6,7 +6,9 @@
 // A cache can be resumed at its full length or at one of its snapshots (SequenceCache::snapshot_every): ZAYA1's
 // conv and value state belong to the last tokens, unlike a KV cache, which could be cut anywhere. So a prompt
 // resumes at the longest such length within what it shares with an entry; the rest of its tokens are fed as usual.
-// Entries are copied out, never handed over: one entry serves any number of later prompts. Least recently used
+// Host entries are copied out: one entry serves any number of later prompts. An entry whose cache lives in a GPU
+// decoder's slot (SequenceCache::device_slot) cannot be copied or cut back: a prompt that continues it whole takes
+// it over, slot and all; the engine drops such entries (drop_lru) when it needs their slots. Least recently used
 // entries go first when the bytes held pass the budget.
 #pragma once
 #include "infer/kv_cache.h"
@@ -29,8 +31,10 @@ class PrefixCache {
     void insert(std::vector<int32_t> tokens, SequenceCache cache);
 
     // A copy of the entry sharing the longest resumable prefix with `prompt`, cut back to it (at most max_length
-    // tokens), or nothing when no entry shares one of at least one token.
+    // tokens), or nothing when no entry shares one of at least one token. A device entry is taken out whole.
     std::optional<SequenceCache> resume(std::span<const int32_t> prompt, int64_t max_length);
+    // Drops the least recently used entry (a device entry frees its slot); false when there is none.
+    bool drop_lru();
 
     size_t max_bytes() const { return max_bytes_; }
     size_t bytes() const { return bytes_; }

@@ -254,6 +254,22 @@ if [[ -n $port ]]; then
     done
     [[ $same == 3 ]] && pass "serve --device cuda: 3 concurrent requests = each alone on the cpu" ||
         fail "serve --device cuda: 3 concurrent requests = each alone on the cpu" "$same of 3 equal"
+    # Prefix reuse on the device: the 3 slots are held by the finished requests above; a new prompt takes the least
+    # recently used one, and its continuation (prompt, answer, more) resumes in that slot, with what `zaya generate
+    # --device cpu` gives for the whole prompt.
+    req='{"prompt":[61,62,63,64,65,66,67,68,69,70],"max_tokens":4,"temperature":0}'
+    first=$(curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$req")
+    held=$(python3 -c 'import json,sys; c = json.loads(sys.argv[1])["choices"][0]
+print(10 + len(c["token_ids"]) - (c["finish_reason"] == "length"))' "$first")
+    ids=61,62,63,64,65,66,67,68,69,70,$(python3 -c 'import json,sys
+print(",".join(map(str, json.loads(sys.argv[1])["choices"][0]["token_ids"])))' "$first"),71,72
+    next=$(curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+        -d "{\"prompt\":[$ids],\"max_tokens\":4,\"temperature\":0}")
+    got=$(python3 -c 'import json,sys; j = json.loads(sys.argv[1])
+print(j["usage"]["prompt_tokens_details"]["cached_tokens"], ",".join(map(str, j["choices"][0]["token_ids"])))' "$next")
+    alone=$("$ZAYA" generate tiny --dtype f32 --tokens "$ids" -n 4 --temperature 0 --print-ids -q)
+    [[ $got == "$held $alone" ]] && pass "serve --device cuda: a continuation resumes its $held tokens in their slot, = the cpu" ||
+        fail "serve --device cuda: a continuation resumes in its slot" "got (cached, ids) '$got'" "want '$held $alone'"
     # Prompt scoring on the device (echo + logprobs: the rows of every prefill pass through the LM head), kept to
     # compare with the cpu's below.
     score='{"prompt":[100,7,42,42,1,5,17,3,99,4,8,8,2],"max_tokens":2,"echo":true,"logprobs":3,"temperature":0}'

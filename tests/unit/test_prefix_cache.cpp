@@ -164,6 +164,39 @@ TEST(PrefixCache, LongestResumablePrefixWithinBudget) {
     EXPECT_EQ(small.bytes(), 2 * each);
 }
 
+// A GPU decoder's sequence stand-in: a device slot whose release is counted, no host state.
+SequenceCache device_cache(int64_t n, int64_t slot, std::vector<int64_t> &released) {
+    SequenceCache c;
+    c.length = n;
+    c.device_slot = std::shared_ptr<const int64_t>(new int64_t(slot), [&released](const int64_t *p) {
+        released.push_back(*p);
+        delete p;
+    });
+    return c;
+}
+
+// Device entries are continued whole or not at all, handed over (not copied) with their slot, and give their slot
+// back when dropped; the engine drops the least recently used when it needs a slot.
+TEST(PrefixCache, DeviceEntriesAreTakenOverWhole) {
+    std::vector<int64_t> released;
+    PrefixCache pc(1 << 20);
+    pc.insert(iota_tokens(10), device_cache(10, 3, released));
+    pc.insert(iota_tokens(5, {50, 51}), device_cache(7, 5, released));
+    EXPECT_FALSE(pc.resume(iota_tokens(8, {99}), 100)); // shares 8 of 10: a device entry cannot be cut back
+    EXPECT_FALSE(pc.resume(iota_tokens(10), 9));          // the whole entry would leave no token to feed
+    std::optional<SequenceCache> c = pc.resume(iota_tokens(10, {11, 12}), 11);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->length, 10);
+    EXPECT_EQ(*c->device_slot, 3);
+    EXPECT_EQ(pc.entries(), 1u); // taken out
+    EXPECT_TRUE(released.empty());
+    c.reset();
+    EXPECT_EQ(released, std::vector<int64_t>({3}));
+    EXPECT_TRUE(pc.drop_lru());
+    EXPECT_EQ(released, std::vector<int64_t>({3, 5}));
+    EXPECT_FALSE(pc.drop_lru());
+}
+
 double logprob_of(const float *row, int64_t V, int32_t t) {
     const double mx = *std::max_element(row, row + V);
     double sum = 0;
