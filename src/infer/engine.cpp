@@ -185,8 +185,23 @@ void Engine::finish(Request &r, const std::string &reason) {
         r.out.prefill_seconds = r.t_first - r.t_submit;
         r.out.decode_seconds = t - r.t_first;
     }
+    {
+        std::lock_guard lock(mu_);
+        Totals &n = totals_;
+        (reason == "stop" ? n.stop : reason == "length" ? n.length : reason == "cancelled" ? n.cancelled : n.error)++;
+        n.prompt_tokens += r.out.prompt_tokens;
+        n.cached_tokens += r.out.cached_tokens;
+        n.generated_tokens += int64_t(r.out.tokens.size());
+        n.prefill_seconds += r.out.prefill_seconds;
+        n.decode_seconds += r.out.decode_seconds;
+    }
     if (r.on_done) r.on_done(r.out);
     keep_prefix(r, reason);
+}
+
+Engine::Totals Engine::totals() const {
+    std::lock_guard lock(mu_);
+    return totals_;
 }
 
 bool Engine::step() {

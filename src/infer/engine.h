@@ -75,6 +75,14 @@ class Engine {
         int64_t hits = 0, tokens_reused = 0; // prompts that resumed from it, and the tokens they did not compute
     };
     std::optional<PrefixCacheStats> prefix_cache_stats() const;
+
+    // Totals over the requests finished so far (any thread): what a server's /metrics reports.
+    struct Totals {
+        int64_t stop = 0, length = 0, cancelled = 0, error = 0;          // requests by finish reason
+        int64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0; // cached: resumed, not computed
+        double prefill_seconds = 0, decode_seconds = 0;                   // Completion's, summed
+    };
+    Totals totals() const;
     // Stop ids used when a request gives none: the config's EOS, the tokenizer's EOS and <end_of_turn>.
     std::vector<int32_t> default_stop_tokens() const;
 
@@ -107,6 +115,7 @@ class Engine {
     std::unique_ptr<EngineDecoder> decoder_;
     std::unique_ptr<PrefixCache> prefix_;
     PrefixCacheStats prefix_stats_; // under mu_
+    Totals totals_;                  // under mu_
     int64_t max_context_ = 0;
     std::vector<float> logits_;
     std::vector<float> scored_rows_; // [scored_chunk(), V]: a prompt chunk's logits (its log-probabilities asked)

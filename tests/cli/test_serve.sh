@@ -3,7 +3,7 @@
 # equal to `zaya generate`), chat, server-sent-event streams (same text as the plain response), log-probabilities
 # (echo scoring against `zaya forward`'s loss, streamed = plain, chat's form), several prompts per request,
 # concurrent requests (batched: the same results as alone), prefix reuse (a continuation resumes from the earlier
-# request's cache and equals `zaya generate`; a chat's next turn), and bad requests (4xx with an OpenAI error body; the
+# request's cache and equals `zaya generate`; a chat's next turn), /metrics, and bad requests (4xx with an OpenAI error body; the
 # server keeps serving).
 # Usage: test_serve.sh ZAYA_BINARY SOURCE_DIR
 set -uo pipefail
@@ -205,6 +205,25 @@ check "a chat's next turn resumes at least the last turn's $p1 prompt tokens" \
     ".usage.prompt_tokens_details.cached_tokens >= $p1 and .usage.prompt_tokens > $p1"
 body=$(curl -s "$url/health")
 check "/health counts the prefix cache's hits" ".prefix_cache.hits >= 2 and .prefix_cache.tokens_reused >= $held + $p1"
+
+# /metrics (Prometheus' text format): one more request moves the totals by its own usage.
+metric() { sed -nE "s/^$1 ([0-9.e+-]+)$/\1/p" <<<"$metrics"; }
+metrics=$(curl -s "$url/metrics")
+before=("$(metric zaya_prompt_tokens_total)" "$(metric zaya_generation_tokens_total)"
+    "$(metric 'zaya_requests_total\{finish_reason="length"\}')" "$(metric zaya_prompt_tokens_cached_total)")
+post /v1/completions '{"prompt": [81,82,83,84,85], "max_tokens": 7, "temperature": 0, "stop_token_ids": []}'
+used=$(echo "$body" | jq -r '"\(.usage.prompt_tokens) \(.usage.completion_tokens) \(.choices[0].finish_reason)"')
+metrics=$(curl -s "$url/metrics")
+after=("$(metric zaya_prompt_tokens_total)" "$(metric zaya_generation_tokens_total)"
+    "$(metric 'zaya_requests_total\{finish_reason="length"\}')" "$(metric zaya_prompt_tokens_cached_total)")
+if [[ $used == "5 7 length" && $metrics == *"# TYPE zaya_requests_total counter"* ]] &&
+    ((after[0] - before[0] == 5 && after[1] - before[1] == 7 && after[2] - before[2] == 1)) &&
+    ((${after[3]%.*} >= held + p1)) && grep -q '^zaya_prefix_cache_hits_total [1-9]' <<<"$metrics"; then
+    pass "/metrics: one request adds its 5 prompt and 7 generated tokens; ${after[3]} tokens resumed so far"
+else
+    fail "/metrics: totals move by a request's usage" "usage: $used" "before: ${before[*]}" "after: ${after[*]}" \
+        "$(head -c 600 <<<"$metrics")"
+fi
 
 # Bad requests: 4xx with an OpenAI error body.
 expect_status() {
