@@ -52,7 +52,8 @@ void run_serve(ServeArgs a) {
     else
         fmt::print("prefix cache: up to {} MiB of finished sequences, resumable every {} tokens\n",
                    a.engine.prefix_cache_bytes >> 20, a.engine.prefix_cache_stride);
-    fmt::print("listening on http://{}:{} (POST /v1/completions, /v1/chat/completions; GET /v1/models, /health, /metrics)\n",
+    fmt::print("listening on http://{}:{} (POST /v1/completions, /v1/chat/completions; GET /v1/models, /health, "
+               "/metrics)\n",
                a.server.host, port);
     std::fflush(stdout);
     while (!signals.received()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
