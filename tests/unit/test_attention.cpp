@@ -310,6 +310,54 @@ TEST(Attention, PartsAgainstTheirKeysMatchTheWholeSequences) {
     std::_Exit(0);
 }
 
+// Cached attention (decoding): n new queries at positions p0 … over a cache of p0 + n rows, against a naive
+// reference in double — caches long enough to be split into key blocks (decoding rows) or not (many rows), sliding
+// windows that leave whole blocks out, GQA groups of 1 and 4; the same bits for one thread and two.
+TEST(Attention, CachedMatchesNaiveReferenceAcrossKeyBlocks) {
+    Rng rng(17, 0);
+    for (int64_t nkv : {2, 8}) {
+        const int64_t nq = 8, hd = 16;
+        for (int64_t window : {int64_t(0), int64_t(700)}) {
+            for (int64_t n : {1, 3, 9}) {
+                const int64_t p0 = 1500, total = p0 + n;
+                std::vector<float> q(size_t(n * nq * hd)), k(size_t(total * nkv * hd)), v(k.size());
+                for (auto *x : {&q, &k, &v})
+                    for (float &e : *x) e = float(rng.normal());
+                const cpu::AttnShape sh{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
+                std::vector<float> out(q.size()), out1(q.size());
+                cpu::attention_cached(out.data(), q.data(), k.data(), v.data(), n, p0, sh);
+                const int saved = omp_get_max_threads();
+                omp_set_num_threads(1);
+                cpu::attention_cached(out1.data(), q.data(), k.data(), v.data(), n, p0, sh);
+                omp_set_num_threads(saved);
+                EXPECT_EQ(out, out1) << "n " << n << " nkv " << nkv << " window " << window;
+                for (int64_t i = 0; i < n; ++i)
+                    for (int64_t h = 0; h < nq; ++h) {
+                        const int64_t pos = p0 + i, j = h / (nq / nkv);
+                        const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+                        std::vector<double> sc;
+                        double m = -1e300, sum = 0;
+                        for (int64_t t = lo; t <= pos; ++t) {
+                            double dot = 0;
+                            for (int64_t d = 0; d < hd; ++d)
+                                dot += double(q[size_t((i * nq + h) * hd + d)]) * k[size_t((t * nkv + j) * hd + d)];
+                            sc.push_back(dot * sh.scale);
+                            m = std::max(m, sc.back());
+                        }
+                        for (double &x : sc) sum += (x = std::exp(x - m));
+                        for (int64_t d = 0; d < hd; ++d) {
+                            double o = 0;
+                            for (int64_t t = lo; t <= pos; ++t)
+                                o += sc[size_t(t - lo)] * v[size_t((t * nkv + j) * hd + d)];
+                            ASSERT_NEAR(out[size_t((i * nq + h) * hd + d)], o / sum, 1e-5)
+                                << "n " << n << " nkv " << nkv << " window " << window << " row " << i << " head " << h;
+                        }
+                    }
+            }
+        }
+    }
+}
+
 TEST(AttentionDeathTest, AGemmErrorInTheForwardRegionReachesTheCaller) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     EXPECT_EXIT(run_attention_with_a_failing_gemm(false), ::testing::ExitedWithCode(3),

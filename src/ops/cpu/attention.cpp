@@ -374,36 +374,85 @@ void attention_backward(real *dq, real *dk, real *dv, const real *dout, const re
     error.rethrow();
 }
 
+// Work item = (query row, kv head, key block): the group's G = nq/nkv query heads are scored against each cached key
+// row as it is read, and weigh each value row as it is read, so a decoding step reads the cache once per kv head,
+// not once per query head (G = 4 for ZAYA1: the cache outweighs the weights at long context). With few query rows
+// (decoding) the keys are also split into blocks of kCachedKeyBlock, so that one token's attention still spreads over
+// every thread (flash-decoding): each block keeps its max, sum and unnormalised output, merged in a second pass. The
+// split depends on the shapes only, so results do not depend on the thread count.
 void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
                       const AttnShape &s) {
     ZAYA_PROFILE("attention_cached");
-    const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, group = nq / nkv;
+    constexpr int64_t kCachedKeyBlock = 512, kSplitBelowRows = 16;
+    const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, G = nq / nkv, total = p0 + n;
+    const int64_t block = n * nkv < kSplitBelowRows ? kCachedKeyBlock : total;
+    const int64_t blocks = (total + block - 1) / block, items = n * nkv * blocks, stride = hd + 2;
+    // Per item and head of the group: max, sum, then the unnormalised output [hd].
+    // The calling thread's; the region's threads reach it through `parts` (their own thread_local would be empty).
+    thread_local std::vector<real> partial;
+    partial.resize(size_t(items * G * stride));
+    real *const parts = partial.data();
 #pragma omp parallel
     {
-        std::vector<real> scores(size_t(p0 + n)); // grows once per call and thread
+        std::vector<real> scores; // [G, block], grown once per call and thread
 #pragma omp for schedule(dynamic)
-        for (int64_t item = 0; item < n * nq; ++item) {
-            const int64_t i = item / nq, h = item % nq, j = h / group, pos = p0 + i;
-            const int64_t lo = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
-            const real *qr = q + (i * nq + h) * hd;
-            real m = -std::numeric_limits<real>::infinity();
-            for (int64_t t = lo; t <= pos; ++t) {
-                const real *kr = k + (t * nkv + j) * hd;
-                real dot = 0;
-#pragma omp simd reduction(+ : dot)
-                for (int64_t d = 0; d < hd; ++d) dot += qr[d] * kr[d];
-                scores[size_t(t)] = dot * s.scale;
-                m = std::max(m, scores[size_t(t)]);
+        for (int64_t item = 0; item < items; ++item) {
+            const int64_t c = item % blocks, j = (item / blocks) % nkv, i = item / (blocks * nkv), pos = p0 + i;
+            const int64_t t0 = std::max(first_key(pos, s.window), c * block), t1 = std::min(pos + 1, (c + 1) * block);
+            real *part = parts + item * G * stride;
+            if (t0 >= t1) { // a block before the window or after the query: contributes nothing
+                for (int64_t g = 0; g < G; ++g) {
+                    part[g * stride] = -std::numeric_limits<real>::infinity();
+                    std::fill_n(part + g * stride + 1, hd + 1, real(0));
+                }
+                continue;
             }
-            real sum = 0;
-            real *o = out + (i * nq + h) * hd;
-            std::fill(o, o + hd, real(0));
-            for (int64_t t = lo; t <= pos; ++t) {
-                const real p = std::exp(scores[size_t(t)] - m);
-                sum += p;
+            const int64_t len = t1 - t0;
+            scores.resize(size_t(G * len));
+            const real *qg = q + (i * nq + j * G) * hd; // the group's G query heads, consecutive
+            for (int64_t t = t0; t < t1; ++t) {
+                const real *kr = k + (t * nkv + j) * hd;
+                for (int64_t g = 0; g < G; ++g) {
+                    const real *qr = qg + g * hd;
+                    real dot = 0;
+#pragma omp simd reduction(+ : dot)
+                    for (int64_t d = 0; d < hd; ++d) dot += qr[d] * kr[d];
+                    scores[size_t(g * len + t - t0)] = dot * s.scale;
+                }
+            }
+            for (int64_t g = 0; g < G; ++g) {
+                real *sg = scores.data() + g * len, m = -std::numeric_limits<real>::infinity(), sum = 0;
+                for (int64_t t = 0; t < len; ++t) m = std::max(m, sg[t]);
+                for (int64_t t = 0; t < len; ++t) sum += (sg[t] = std::exp(sg[t] - m));
+                part[g * stride] = m;
+                part[g * stride + 1] = sum;
+                std::fill_n(part + g * stride + 2, hd, real(0));
+            }
+            for (int64_t t = t0; t < t1; ++t) {
                 const real *vr = v + (t * nkv + j) * hd;
+                for (int64_t g = 0; g < G; ++g) {
+                    const real p = scores[size_t(g * len + t - t0)];
+                    real *o = part + g * stride + 2;
 #pragma omp simd
-                for (int64_t d = 0; d < hd; ++d) o[d] += p * vr[d];
+                    for (int64_t d = 0; d < hd; ++d) o[d] += p * vr[d];
+                }
+            }
+        }
+        // Merge each (query row, head)'s blocks, in block order.
+#pragma omp for schedule(static)
+        for (int64_t ih = 0; ih < n * nq; ++ih) {
+            const int64_t i = ih / nq, h = ih % nq, j = h / G, g = h % G;
+            const real *first = parts + ((i * nkv + j) * blocks * G + g) * stride;
+            real m = -std::numeric_limits<real>::infinity();
+            for (int64_t c = 0; c < blocks; ++c) m = std::max(m, first[c * G * stride]);
+            real *o = out + ih * hd, sum = 0;
+            std::fill_n(o, hd, real(0));
+            for (int64_t c = 0; c < blocks; ++c) {
+                const real *part = first + c * G * stride;
+                if (part[1] == 0) continue;
+                const real w = std::exp(part[0] - m);
+                sum += w * part[1];
+                for (int64_t d = 0; d < hd; ++d) o[d] += w * part[2 + d];
             }
             const real inv = real(1) / sum;
             for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
