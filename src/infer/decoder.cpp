@@ -146,10 +146,11 @@ void Decoder::add_snapshots(std::span<SequenceCache *const> seqs) {
     for (size_t s = 0; s < seqs.size(); ++s) {
         SequenceCache &sc = *seqs[s];
         snap_first_[s] = sc.snapshots.size();
-        if (sc.snapshot_every <= 0) continue;
+        if (sc.snapshot_every <= 0 && sc.snapshot_at <= 0) continue;
         const int64_t end = sc.length + start_[s + 1] - start_[s];
-        for (int64_t b = (sc.length / sc.snapshot_every + 1) * sc.snapshot_every; b <= end; b += sc.snapshot_every)
-            sc.snapshots.push_back(SequenceState{b, std::vector<float>(conv), std::vector<float>(vdel)});
+        for (int64_t b = sc.length + 1; b <= end; ++b)
+            if ((sc.snapshot_every > 0 && b % sc.snapshot_every == 0) || b == sc.snapshot_at)
+                sc.snapshots.push_back(SequenceState{b, std::vector<float>(conv), std::vector<float>(vdel)});
     }
 }
 

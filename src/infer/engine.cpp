@@ -133,18 +133,23 @@ void Engine::admit() {
 // first token's logits, and a prompt whose log-probabilities are asked for is fed whole, for every token's. Else a
 // fresh sequence: on the GPU, kept sequences give their slots back, least recently used first, until one is free.
 void Engine::start_sequence(Request &r) {
-    if (prefix_ && !r.opts.prompt_logprobs)
-        if (std::optional<SequenceCache> hit = prefix_->resume(r.prompt, int64_t(r.prompt.size()) - 1)) {
-            r.cache = std::move(*hit);
-            r.fed = r.out.cached_tokens = r.cache.length;
-            return;
+    std::optional<SequenceCache> hit;
+    if (prefix_ && !r.opts.prompt_logprobs) hit = prefix_->resume(r.prompt, int64_t(r.prompt.size()) - 1);
+    if (hit) {
+        r.cache = std::move(*hit);
+        r.fed = r.out.cached_tokens = r.cache.length;
+    } else {
+        while (!decoder_->can_start_sequence() && prefix_ && prefix_->drop_lru()) {
         }
-    while (!decoder_->can_start_sequence() && prefix_ && prefix_->drop_lru()) {
+        r.cache = decoder_->new_sequence();
     }
-    r.cache = decoder_->new_sequence();
-    // The CPU decoder keeps its state every stride tokens, where a later prompt sharing less than all of it can
-    // resume; the GPU's sequences are only continued whole.
-    if (prefix_ && decoder_->host_cache()) r.cache.snapshot_every = opts_.prefix_cache_stride;
+    // The CPU decoder keeps its state every stride tokens and at the prompt's end, where a later prompt sharing less
+    // than all of it can resume (a chat's next turn always shares this prompt; its re-encoded answer may differ from
+    // the ids generated); the GPU's sequences are only continued whole.
+    if (prefix_ && decoder_->host_cache()) {
+        r.cache.snapshot_every = opts_.prefix_cache_stride;
+        r.cache.snapshot_at = int64_t(r.prompt.size());
+    }
 }
 
 // A finished sequence's cache goes to the prefix cache under the tokens it holds: the prompt and the generated

@@ -32,6 +32,7 @@ struct SequenceCache {
     // (in increasing length): the lengths it can be cut back to (prefix(), for reuse by a later prompt:
     // infer/prefix_cache.h). ZAYA1-8B: 0.4 MiB a snapshot, against 5 MiB of KV rows per 64 tokens.
     int64_t snapshot_every = 0;
+    int64_t snapshot_at = 0; // and, when > 0, at this length too (the engine: the prompt's end)
     std::vector<SequenceState> snapshots;
     // On the GPU all of the above lives in a slot of the device decoder (infer/engine_decoder.cpp): its number,
     // returned to the decoder's free slots when the last copy of this sequence goes. Empty on the CPU.

@@ -241,12 +241,15 @@ TEST(PrefixCache, EngineResumesLaterPromptsAsComputedAfresh) {
     std::vector<int32_t> pb = pa;
     pb.insert(pb.end(), a.tokens.begin(), a.tokens.end());
     pb.insert(pb.end(), {3, 4, 5});
+    std::vector<int32_t> pd = pa;
+    pd.insert(pd.end(), {int32_t((a.tokens[0] + 1) % V), 9});
     std::vector<int32_t> pc(pa.begin(), pa.begin() + 7);
     pc.insert(pc.end(), {1, 2, 3});
     const std::vector<std::pair<std::vector<int32_t>, int64_t>> later = {
         {pb, 15}, // the 10 + 6 − 1 tokens a's cache holds (its last token was never fed)
         {pc, 4},  // 7 shared: the snapshot at 4
         {pa, 8},  // all 10 shared, at most 9 resumed: the snapshot at 8
+        {pd, 10}, // a's prompt and other tokens: the snapshot at a's prompt end (10, no multiple of the stride)
     };
     for (const auto &[prompt, resumed] : later) {
         const Completion c = generate_one(*cached, prompt, o);
@@ -262,8 +265,8 @@ TEST(PrefixCache, EngineResumesLaterPromptsAsComputedAfresh) {
     EXPECT_EQ(d.prompt_logprobs.size(), pb.size() - 1);
     const auto stats = cached->prefix_cache_stats();
     ASSERT_TRUE(stats);
-    EXPECT_EQ(stats->hits, 3);
-    EXPECT_EQ(stats->tokens_reused, 15 + 4 + 8);
+    EXPECT_EQ(stats->hits, 4);
+    EXPECT_EQ(stats->tokens_reused, 15 + 4 + 8 + 10);
     EXPECT_EQ(stats->max_bytes, int64_t(64) << 20);
     EXPECT_GT(stats->bytes, 0);
 }
