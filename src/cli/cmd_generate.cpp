@@ -33,15 +33,10 @@ void run_generate(GenerateArgs a) {
     const ZayaConfig c = model->config;
     const int32_t bos = a.no_bos ? -1 : int32_t(c.bos_token_id);
     std::vector<int32_t> prompt;
-    if (a.chat) {
-        std::vector<ChatMessage> msgs;
-        if (!a.system.empty()) msgs.push_back({"system", a.system});
-        msgs.push_back({"user", a.prompt});
-        prompt = chat_prompt(*tok, msgs, bos);
-        for (std::string &stop : chat_stop_strings(*tok)) a.sample.stop_strings.push_back(std::move(stop));
-    } else if (!a.prompt.empty()) {
-        prompt = tok->encode(a.prompt);
-        if (bos >= 0) prompt.insert(prompt.begin(), bos);
+    if (!a.prompt.empty()) {
+        prompt = text_prompt(*tok, a.prompt, a.chat, a.system, bos);
+        if (a.chat)
+            for (std::string &stop : chat_stop_strings(*tok)) a.sample.stop_strings.push_back(std::move(stop));
     } else {
         auto lists = parse_token_lists(a.tokens);
         if (lists.size() != 1) fail("--tokens takes one sequence (no ';')");

@@ -27,11 +27,10 @@ void run_eval_generate(const EvalArgs &a, Communicator &comm) {
     // would resume them.
     InferModelArgs ma;
     ma.model = a.model;
-    ma.quantize = a.quantize;
     const bool checkpoint = std::filesystem::exists(std::filesystem::path(a.model) / "manifest.json");
     auto model = checkpoint ? InferModel::from_model(load_model_or_checkpoint(a.model, "eval"), DType::F32)
                             : load_infer_model(ma);
-    if (checkpoint) apply_quantize(*model, a.quantize);
+    apply_quantize(*model, a.quantize);
     Engine engine(std::move(model), eval_tokenizer(a),
                   EngineOptions{.max_batch = a.batch, .device = a.device, .prefix_cache_bytes = a.prefix_cache_bytes});
     GenerationEvalOptions o;

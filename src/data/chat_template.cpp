@@ -66,4 +66,17 @@ std::vector<int32_t> chat_prompt(const Tokenizer &tok, const std::vector<ChatMes
     return chat_tokens(tok, messages, bos_id, /*generation_prompt=*/true);
 }
 
+std::vector<int32_t> text_prompt(const Tokenizer &tok, const std::string &text, bool chat, const std::string &system,
+                                 int32_t bos_id) {
+    if (chat) {
+        std::vector<ChatMessage> msgs;
+        if (!system.empty()) msgs.push_back({"system", system});
+        msgs.push_back({"user", text});
+        return chat_prompt(tok, msgs, bos_id);
+    }
+    std::vector<int32_t> ids = tok.encode(text);
+    if (bos_id >= 0) ids.insert(ids.begin(), bos_id);
+    return ids;
+}
+
 } // namespace zaya

@@ -31,6 +31,11 @@ std::vector<int32_t> chat_tokens(const Tokenizer &tok, const std::vector<ChatMes
 // A chat's prompt for generation: chat_tokens with the generation prompt.
 std::vector<int32_t> chat_prompt(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id);
 
+// The ids one text prompt is fed as: with `chat`, a user's turn (after `system`, when not empty) and the generation
+// prompt; else BOS (when bos_id ≥ 0) and the encoded text.
+std::vector<int32_t> text_prompt(const Tokenizer &tok, const std::string &text, bool chat, const std::string &system,
+                                 int32_t bos_id);
+
 // The id that ends a turn (<end_of_turn>), −1 if the tokenizer has none.
 int32_t end_of_turn_id(const Tokenizer &tok);
 

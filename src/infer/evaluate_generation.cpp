@@ -48,17 +48,7 @@ GenerationEvalResult evaluate_generation(Engine &engine, const std::vector<Gener
     std::vector<int64_t> generated(r.item.size(), 0);
     int64_t done = 0;
     for (size_t k = 0; k < r.item.size(); ++k) {
-        const std::string &text = items[r.item[k]].prompt;
-        std::vector<int32_t> prompt;
-        if (o.chat) {
-            std::vector<ChatMessage> msgs;
-            if (!o.system.empty()) msgs.push_back({"system", o.system});
-            msgs.push_back({"user", text});
-            prompt = chat_prompt(*tok, msgs, bos);
-        } else {
-            prompt = tok->encode(text);
-            if (bos >= 0) prompt.insert(prompt.begin(), bos);
-        }
+        std::vector<int32_t> prompt = text_prompt(*tok, items[r.item[k]].prompt, o.chat, o.system, bos);
         engine.submit(std::move(prompt), so, {}, [&, k](const Completion &c) {
             if (c.finish_reason == "error") fail("item {}: generation failed: {}", r.item[k], c.error);
             r.completions[k] = c.text;

@@ -82,8 +82,7 @@ std::vector<std::vector<int32_t>> prompt_ids(ApiRequest &r, const Tokenizer *tok
             continue;
         }
         if (!tok) throw ApiError(400, "this model has no tokenizer: send 'prompt' as token ids", "prompt");
-        out.push_back(tok->encode(p.text));
-        if (bos >= 0) out.back().insert(out.back().begin(), bos);
+        out.push_back(text_prompt(*tok, p.text, /*chat=*/false, "", bos));
         if (r.echo) texts.push_back(p.text);
     }
     return out;

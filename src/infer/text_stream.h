@@ -2,7 +2,7 @@
 // or be retracted — bytes of an unfinished UTF-8 character (sentencepiece's byte pieces decode to U+FFFD until
 // the character completes) and any tail that could be the start of a stop string are held back.
 #pragma once
-#include "data/chat_template.h" // chat_prompt, ChatMessage: used with the stream by the server and generate
+#include "data/chat_template.h" // chat_prompt, text_prompt: used with the stream by the server and generate
 #include "data/tokenizer.h"
 
 #include <string>

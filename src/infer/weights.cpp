@@ -276,31 +276,26 @@ std::unique_ptr<InferModel> InferModel::load(const std::string &dir) {
     return im;
 }
 
-std::vector<Mat> InferModel::all_matrices() const {
-    std::vector<Mat> all = {embed};
-    if (!config.tie_word_embeddings) all.push_back(lm_head);
-    for (const LayerMats &M : layers) {
-        for (const Mat *m : M.dense()) all.push_back(*m);
-        all.insert(all.end(), M.gate_up.begin(), M.gate_up.end());
-        all.insert(all.end(), M.down.begin(), M.down.end());
+template <class Self> auto InferModel::matrix_fields(Self &m) {
+    std::vector<decltype(&m.embed)> all = {&m.embed};
+    if (!m.config.tie_word_embeddings) all.push_back(&m.lm_head);
+    for (auto &M : m.layers) {
+        for (auto *d : M.dense()) all.push_back(d);
+        for (auto &e : M.gate_up) all.push_back(&e);
+        for (auto &e : M.down) all.push_back(&e);
     }
     return all;
 }
 
-std::vector<Mat *> InferModel::all_matrix_fields() {
-    std::vector<Mat *> all = {&embed};
-    if (!config.tie_word_embeddings) all.push_back(&lm_head);
-    for (LayerMats &M : layers) {
-        for (const Mat *m : M.dense()) all.push_back(const_cast<Mat *>(m));
-        for (Mat &m : M.gate_up) all.push_back(&m);
-        for (Mat &m : M.down) all.push_back(&m);
-    }
+std::vector<Mat> InferModel::all_matrices() const {
+    std::vector<Mat> all;
+    for (const Mat *m : matrix_fields(*this)) all.push_back(*m);
     return all;
 }
 
 void InferModel::quantize_i8() {
     if (weight_dtype == DType::I8) return;
-    const std::vector<Mat *> mats = all_matrix_fields();
+    const std::vector<Mat *> mats = matrix_fields(*this);
     // Each matrix's int8 values, then its scales, each 64-byte aligned.
     auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
     std::vector<size_t> at;

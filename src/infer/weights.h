@@ -46,10 +46,16 @@ struct LayerMats {
     Mat router_down, router_fc1, router_fc2, router_out;
     std::vector<Mat> gate_up, down; // per expert: [2I, D] and [D, I]
 
-    // Every matrix of the layer that is not an expert's (each token reads all of them).
-    std::array<const Mat *, 9> dense() const {
-        return {&q_proj, &k_proj, &v_cur, &v_del, &o_proj, &router_down, &router_fc1, &router_fc2, &router_out};
+  private:
+    template <class Self> static auto dense_of(Self &m) {
+        return std::array{&m.q_proj,      &m.k_proj,     &m.v_cur,      &m.v_del,     &m.o_proj,
+                          &m.router_down, &m.router_fc1, &m.router_fc2, &m.router_out};
     }
+
+  public:
+    // Every matrix of the layer that is not an expert's (each token reads all of them).
+    std::array<const Mat *, 9> dense() const { return dense_of(*this); }
+    std::array<Mat *, 9> dense() { return dense_of(*this); }
 };
 
 class InferModel {
@@ -92,7 +98,8 @@ class InferModel {
   private:
     void bind_small();
     std::vector<Mat> all_matrices() const; // each once (the tied LM head is the embedding)
-    std::vector<Mat *> all_matrix_fields(); // the same, as the fields that hold them
+    // The fields that hold them, in that order: Mat * (or const Mat * for a const model).
+    template <class Self> static auto matrix_fields(Self &m);
     ParamLayout small_layout_;
     RealBuffer small_buf_;
     std::optional<Model> model_;           // from_model(F32): the matrices live here

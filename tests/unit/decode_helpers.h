@@ -1,13 +1,16 @@
-// Shared by the cached-decoding tests: feeding a sequence to a Decoder in chunks.
+// Shared by the cached-decoding tests: feeding a sequence to a Decoder in chunks, the training forward's logits as the
+// reference, and log-probabilities checked against them.
 #pragma once
 #include "core/rng.h"
 #include "infer/decoder.h"
+#include "infer/logprobs.h"
 #include "model/forward.h"
 #include "model/init.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace zaya::test {
@@ -67,6 +70,35 @@ inline std::vector<float> cached_logits(Decoder &dec, const std::vector<int32_t>
     }
     EXPECT_EQ(seq.length, int64_t(tokens.size()));
     return out;
+}
+
+// log softmax(row)[t] in double, the reference.
+inline double ref_logprob(const float *row, int64_t V, int32_t t) {
+    double mx = row[0];
+    for (int64_t i = 1; i < V; ++i) mx = std::max(mx, double(row[i]));
+    double sum = 0;
+    for (int64_t i = 0; i < V; ++i) sum += std::exp(double(row[i]) - mx);
+    return double(row[t]) - mx - std::log(sum);
+}
+
+// Entry j of `got` is tokens[first_token + j] with the log softmax of logits' row first_row + j (to 1e-4), and its
+// `top` most likely tokens, most likely first.
+inline void expect_logprobs_match(const std::vector<TokenLogprobs> &got, const std::vector<float> &logits, int64_t V,
+                                  int64_t first_row, const std::vector<int32_t> &tokens, size_t first_token,
+                                  int64_t top) {
+    for (size_t j = 0; j < got.size(); ++j) {
+        const float *row = logits.data() + (first_row + int64_t(j)) * V;
+        EXPECT_EQ(got[j].token, tokens[first_token + j]);
+        EXPECT_NEAR(got[j].logprob, ref_logprob(row, V, got[j].token), 1e-4) << "entry " << j;
+        std::vector<double> ref(static_cast<size_t>(V));
+        for (int64_t v = 0; v < V; ++v) ref[size_t(v)] = ref_logprob(row, V, int32_t(v));
+        std::sort(ref.rbegin(), ref.rend());
+        ASSERT_EQ(int64_t(got[j].top.size()), top);
+        for (int64_t k = 0; k < top; ++k) {
+            EXPECT_NEAR(got[j].top[size_t(k)].logprob, ref[size_t(k)], 1e-4) << "entry " << j << " top " << k;
+            EXPECT_NEAR(got[j].top[size_t(k)].logprob, ref_logprob(row, V, got[j].top[size_t(k)].token), 1e-4);
+        }
+    }
 }
 
 } // namespace zaya::test

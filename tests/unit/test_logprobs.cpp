@@ -16,14 +16,7 @@
 namespace zaya {
 namespace {
 
-// log softmax(row)[t] in double, the reference.
-double ref_logprob(const float *row, int64_t V, int32_t t) {
-    double mx = row[0];
-    for (int64_t i = 1; i < V; ++i) mx = std::max(mx, double(row[i]));
-    double sum = 0;
-    for (int64_t i = 0; i < V; ++i) sum += std::exp(double(row[i]) - mx);
-    return double(row[t]) - mx - std::log(sum);
-}
+using test::ref_logprob;
 
 TEST(Logprobs, LogSoftmaxAndTopTokens) {
     const std::vector<float> l = {1, 3, 3, -2, 0.5};
@@ -54,25 +47,6 @@ Model seeded_tiny() {
     return m;
 }
 
-// Each entry is log softmax of the full forward's row before its position; the top tokens are the most likely
-// there, most likely first.
-void expect_matches_forward(const std::vector<TokenLogprobs> &got, const std::vector<float> &logits, int64_t V,
-                            int64_t first_row, const std::vector<int32_t> &tokens, size_t first_token, int64_t top) {
-    for (size_t j = 0; j < got.size(); ++j) {
-        const float *row = logits.data() + (first_row + int64_t(j)) * V;
-        EXPECT_EQ(got[j].token, tokens[first_token + j]);
-        EXPECT_NEAR(got[j].logprob, ref_logprob(row, V, got[j].token), 1e-4) << "entry " << j;
-        std::vector<double> ref(static_cast<size_t>(V));
-        for (int64_t v = 0; v < V; ++v) ref[size_t(v)] = ref_logprob(row, V, int32_t(v));
-        std::sort(ref.rbegin(), ref.rend());
-        ASSERT_EQ(int64_t(got[j].top.size()), top);
-        for (int64_t k = 0; k < top; ++k) {
-            EXPECT_NEAR(got[j].top[size_t(k)].logprob, ref[size_t(k)], 1e-4) << "entry " << j << " top " << k;
-            EXPECT_NEAR(got[j].top[size_t(k)].logprob, ref_logprob(row, V, got[j].top[size_t(k)].token), 1e-4);
-        }
-    }
-}
-
 // Prompts fed in chunks of 4 while another sequence decodes: the scored chunk's rows are the right ones.
 TEST(Logprobs, EngineEqualsTheFullForward) {
     const Model m = seeded_tiny();
@@ -98,8 +72,8 @@ TEST(Logprobs, EngineEqualsTheFullForward) {
         std::vector<int32_t> all = p;
         all.insert(all.end(), c.tokens.begin(), c.tokens.end());
         const std::vector<float> logits = test::full_logits(m, all);
-        expect_matches_forward(c.prompt_logprobs, logits, V, 0, p, 1, 3);
-        expect_matches_forward(c.logprobs, logits, V, int64_t(p.size()) - 1, c.tokens, 0, 3);
+        test::expect_logprobs_match(c.prompt_logprobs, logits, V, 0, p, 1, 3);
+        test::expect_logprobs_match(c.logprobs, logits, V, int64_t(p.size()) - 1, c.tokens, 0, 3);
     }
 }
 

@@ -197,24 +197,14 @@ TEST(PrefixCache, DeviceEntriesAreTakenOverWhole) {
     EXPECT_FALSE(pc.drop_lru());
 }
 
-double logprob_of(const float *row, int64_t V, int32_t t) {
-    const double mx = *std::max_element(row, row + V);
-    double sum = 0;
-    for (int64_t i = 0; i < V; ++i) sum += std::exp(double(row[i]) - mx);
-    return double(row[t]) - mx - std::log(sum);
-}
-
-// The generated tokens' log-probabilities are the full forward's over prompt + generated.
+// The generated tokens' log-probabilities (and top 2) are the full forward's over prompt + generated.
 void expect_logprobs_of_forward(const Model &m, const std::vector<int32_t> &prompt, const Completion &c) {
     const int64_t V = m.config.vocab_size;
     std::vector<int32_t> all = prompt;
     all.insert(all.end(), c.tokens.begin(), c.tokens.end());
     const std::vector<float> ref = test::full_logits(m, all);
     ASSERT_EQ(c.logprobs.size(), c.tokens.size());
-    for (size_t j = 0; j < c.tokens.size(); ++j)
-        EXPECT_NEAR(c.logprobs[j].logprob, logprob_of(ref.data() + (prompt.size() - 1 + j) * size_t(V), V, c.tokens[j]),
-                    1e-4)
-            << "token " << j;
+    test::expect_logprobs_match(c.logprobs, ref, V, int64_t(prompt.size()) - 1, c.tokens, 0, 2);
 }
 
 // A chat's next turn (the last prompt, its answer and more) resumes where the last request's cache ended; a prompt
