@@ -7,9 +7,13 @@
 //   async save CheckpointWriter: blocked = time in start() + the next step's wait for the snapshot copy;
 //              write = the writer thread's write + fsync + rename, while the next training step runs beside it
 // Save figures are medians of 3 rounds; a round takes the disk probes, then one save of each kind.
+// Under mpirun every rank trains and writes its part of each checkpoint (train/checkpoint.h) while rank 0 alone
+// probes the disk (with the whole checkpoint's bytes) and prints; the save times are rank 0's, which end when every
+// rank's part is written and the checkpoint committed.
 #include "cli/bench.h"
 #include "cli/model_arg.h"
 #include "core/error.h"
+#include "dist/comm.h"
 #include "io/direct_write.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_writer.h"
@@ -66,21 +70,28 @@ void bench_checkpoint(const BenchArgs &a) {
     if (tc.micro() > tc.batch || tc.batch % tc.micro() != 0)
         fail("--micro-batch ({}) must divide --batch ({})", tc.micro(), tc.batch);
     const int64_t vocab = m.config.vocab_size;
-    Trainer trainer(tc, std::move(m), nullptr);
+    std::shared_ptr<Communicator> comm = communicator_from_environment();
+    Communicator &c = *comm;
+    const bool root = c.is_root();
+    Trainer trainer(tc, std::move(m), nullptr, comm);
     RandomTokens next(tc.seq, vocab);
 
     std::error_code ec;
     fs::create_directories(a.dir, ec);
-    const fs::path run = fs::path(a.dir) / fmt::format("zaya-bench-checkpoint.{}", ::getpid());
-    fs::create_directories(run, ec);
+    int64_t pid = root ? int64_t(::getpid()) : 0; // one directory for all ranks: rank 0's
+    c.allreduce_sum(&pid, 1);
+    const fs::path run = fs::path(a.dir) / fmt::format("zaya-bench-checkpoint.{}", pid);
+    if (root) fs::create_directories(run, ec);
     if (ec) fail("bench checkpoint: cannot create '{}': {}", run.string(), ec.message());
+    c.barrier();
     struct Cleanup {
         fs::path p;
+        bool root;
         ~Cleanup() {
             std::error_code e;
-            fs::remove_all(p, e);
+            if (root) fs::remove_all(p, e);
         }
-    } cleanup{run};
+    } cleanup{run, root};
 
     const int rounds = 3;
     std::vector<double> step_plain, step_with_save, sync_s, blocked_s, write_s, disk_s;
@@ -96,13 +107,15 @@ void bench_checkpoint(const BenchArgs &a) {
     AlignedBytes probe(bytes);
     for (size_t i = 0; i < bytes; ++i) probe.data()[i] = uint8_t(i * 2654435761u >> 24); // not all zeros
     for (int i = 0; i < rounds; ++i) {
-        for (int k = 0; k < 3; ++k) disk_s.push_back(disk_write_seconds(run, probe));
+        if (root)
+            for (int k = 0; k < 3; ++k) disk_s.push_back(disk_write_seconds(run, probe));
 
         trainer.step_on(std::ref(next));
+        c.barrier();
         auto t0 = std::chrono::steady_clock::now();
         checkpoint_save(trainer, run.string());
         sync_s.push_back(since(t0));
-        checkpoint_prune(run.string(), 1);
+        if (root) checkpoint_prune(run.string(), 1);
 
         trainer.step_on(std::ref(next));
         trainer.set_before_update([&w] { w.wait_snapshot(); });
@@ -113,9 +126,19 @@ void bench_checkpoint(const BenchArgs &a) {
         if (!r || !r->ok()) fail("bench checkpoint: the asynchronous save failed: {}", r ? r->error : "no report");
         blocked_s.push_back(w.blocked_seconds() - blocked0);
         write_s.push_back(r->write_s);
-        file_bytes = r->bytes;
+        int64_t all_bytes = int64_t(r->bytes); // the files of every rank
+        c.allreduce_sum(&all_bytes, 1);
+        file_bytes = uint64_t(all_bytes);
         trainer.set_before_update(nullptr);
     }
+    // Each rank's image of its part (the whole state for one process).
+    std::vector<int64_t> part_bytes(size_t(c.size()), 0);
+    part_bytes[size_t(c.rank())] = int64_t(w.snapshot_bytes());
+    c.allreduce_sum(part_bytes.data(), part_bytes.size());
+    c.barrier(); // every rank's last save is done before rank 0 removes the directory
+    if (!root) return;
+    std::string parts;
+    for (int64_t b : part_bytes) parts += fmt::format("{}{:.1f}", parts.empty() ? "" : " / ", double(b) / 1e6);
 
     // The disk's bandwidth: the median of its probes (the save figures are medians too); the best is shown beside.
     const double disk = double(bytes) / median(disk_s);
@@ -125,6 +148,8 @@ void bench_checkpoint(const BenchArgs &a) {
     if (a.json) {
         nlohmann::json j = {{"model", a.model},
                             {"checkpoint_bytes", bytes},
+                            {"ranks", c.size()},
+                            {"snapshot_bytes_per_rank", part_bytes},
                             {"threads", omp_get_max_threads()},
                             {"blocked_s", blocked},
                             {"sync_save_s", sync},
@@ -141,6 +166,9 @@ void bench_checkpoint(const BenchArgs &a) {
     }
     fmt::print("checkpoint  model {}  {:.1f} MB of state (weights, Muon momentum, AdamW moments, balancing)  in {}\n",
                a.model, double(bytes) / 1e6, fs::absolute(a.dir).string());
+    if (c.size() > 1)
+        fmt::print("  {} ranks, each writing its part; asynchronous writer's images per rank: {} MB\n", c.size(),
+                   parts);
     fmt::print("  disk: sequential write + fsync       {:8.1f} MB/s (median of {}; best {:.1f} MB/s)\n", disk / 1e6,
                disk_s.size(), disk_best / 1e6);
     fmt::print("  synchronous save: training blocked   {:8.1f} ms\n", 1e3 * sync);

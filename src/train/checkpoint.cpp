@@ -4,19 +4,14 @@
 #include "core/error.h"
 #include "io/config_json.h"
 #include "io/safetensors.h"
+#include "train/checkpoint_format.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
 #include <memory>
-#include <thread>
-#include <unistd.h>
 #include <xxhash.h>
 
 namespace zaya {
@@ -26,50 +21,24 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char *kFormat = "zaya-checkpoint";
-constexpr int kVersion = 2;
-constexpr const char *kModelFile = "model.safetensors";
-constexpr const char *kOptimizerFile = "optimizer.safetensors";
+namespace cf = checkpoint_format;
 
 std::vector<int64_t> shape_or_flat(const ParamView *v, size_t numel) {
     if (v && v->numel == numel) return v->shape;
     return {int64_t(numel)};
 }
 
-// Makes a directory's entries (new files, renames) durable.
-void fsync_dir(const fs::path &dir) {
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) fail("cannot open directory '{}': {}", dir.string(), std::strerror(errno));
-    int rc = ::fsync(fd);
-    ::close(fd);
-    if (rc != 0) fail("cannot fsync directory '{}': {}", dir.string(), std::strerror(errno));
-}
-
-// Writes `text` to a new file and fsyncs it (not atomic by itself: callers rename it or its directory).
-void write_file_synced(const fs::path &path, const std::string &text) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail("cannot create '{}': {}", path.string(), std::strerror(errno));
-    size_t done = 0;
-    while (done < text.size()) {
-        const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-            const int e = errno;
-            ::close(fd);
-            fail("cannot write '{}': {}", path.string(), std::strerror(e));
-        }
-        done += size_t(w);
-    }
-    const int rc = ::fsync(fd);
-    ::close(fd);
-    if (rc != 0) fail("cannot fsync '{}': {}", path.string(), std::strerror(errno));
-}
-
-// Test hook (fault-tolerance tests): ZAYA_FAULT_SLOW_CKPT_MS=N sleeps N ms between the files of a checkpoint,
-// widening the window in which a kill lands in the middle of a save.
-void fault_pause() {
-    if (const char *v = std::getenv("ZAYA_FAULT_SLOW_CKPT_MS"))
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(v)));
+// A version 2 manifest's tensor entry (one whole tensor: file, offset, bytes, xxh64) as version 3's one chunk.
+void upgrade_v2_entry(json &e) {
+    size_t numel = 1;
+    for (const json &d : e.at("shape")) numel *= d.get<size_t>();
+    e["chunks"] = json::array({{{"file", e.at("file")},
+                                {"at", 0},
+                                {"numel", numel},
+                                {"offset", e.at("offset")},
+                                {"bytes", e.at("bytes")},
+                                {"xxh64", e.at("xxh64")}}});
+    for (const char *k : {"file", "offset", "bytes", "xxh64"}) e.erase(k);
 }
 
 json read_manifest(const fs::path &dir) {
@@ -77,15 +46,23 @@ json read_manifest(const fs::path &dir) {
     if (!fs::exists(p)) fail("{}: not a complete checkpoint (no manifest.json)", dir.string());
     json j = json::parse(read_file_bytes(p.string()), nullptr, false);
     if (j.is_discarded() || !j.is_object()) fail("{}: not valid JSON", p.string());
-    if (j.value("format", "") != kFormat) fail("{}: not a zaya checkpoint manifest", p.string());
-    if (j.value("version", 0) != kVersion)
-        fail("{}: checkpoint format version {} (this zaya reads version {})", p.string(), j.value("version", 0),
-             kVersion);
+    if (j.value("format", "") != cf::kFormat) fail("{}: not a zaya checkpoint manifest", p.string());
+    const int version = j.value("version", 0);
+    if (version < cf::kOldestRead || version > cf::kVersion)
+        fail("{}: checkpoint format version {} (this zaya reads versions {} to {})", p.string(), version,
+             cf::kOldestRead, cf::kVersion);
+    if (version == 2) {
+        try {
+            for (json &e : j.at("tensors")) upgrade_v2_entry(e);
+        } catch (const json::exception &e) {
+            fail("{}: malformed manifest: {}", p.string(), e.what());
+        }
+    }
     return j;
 }
 
-// Checks the files' sizes and every wanted tensor's manifest entry, header entry and checksum, then copies them
-// into their destinations. Nothing is written unless everything checks out.
+// Checks the files' sizes and every chunk of every wanted tensor (manifest entry, header entry, checksum), then
+// copies the parts this process holds into their destinations. Nothing is written unless everything checks out.
 void verify_and_read(const fs::path &dir, const json &manifest, const std::vector<CheckpointTensor> &wanted) {
     const std::string label = (dir / "manifest.json").string();
     try {
@@ -103,31 +80,54 @@ void verify_and_read(const fs::path &dir, const json &manifest, const std::vecto
         std::map<std::string, const json *> entries;
         for (const json &e : manifest.at("tensors")) entries[e.at("name").get<std::string>()] = &e;
 
-        std::vector<const TensorInfo *> found;
-        for (const CheckpointTensor &w : wanted) {
+        struct Found { // a verified chunk: elements [at, at + numel) of a wanted tensor, in a mapped file
+            size_t at, numel;
+            const uint8_t *data;
+        };
+        std::vector<std::vector<Found>> found(wanted.size());
+        for (size_t i = 0; i < wanted.size(); ++i) {
+            const CheckpointTensor &w = wanted[i];
             auto it = entries.find(w.name);
             if (it == entries.end()) fail("{}: the manifest has no tensor '{}'", label, w.name);
             const json &e = *it->second;
-            const std::string file = e.at("file").get<std::string>();
-            if (file != w.file) fail("{}: tensor '{}' is in '{}', expected '{}'", label, w.name, file, w.file);
             if (e.at("dtype").get<std::string>() != "F32" || e.at("shape").get<std::vector<int64_t>>() != w.shape)
                 fail("{}: tensor '{}' is {} {}, this run needs F32 {}", label, w.name, e.at("dtype").get<std::string>(),
                      e.at("shape").dump(), json(w.shape).dump());
-            auto f = files.find(file);
-            if (f == files.end()) fail("{}: tensor '{}' names file '{}', which the manifest does not list", label, w.name, file);
-            const TensorInfo *t = f->second->find(w.name);
-            if (!t) fail("{}: tensor '{}' is missing from the file", f->second->path(), w.name);
-            if (t->dtype != DType::F32 || t->shape != w.shape)
-                fail("{}: tensor '{}' is {} {} in the file, the manifest says F32 {}", f->second->path(), w.name,
-                     dtype_name(t->dtype), t->shape_str(), json(w.shape).dump());
-            const std::string want = e.at("xxh64").get<std::string>();
-            if (fmt::format("{:016x}", XXH64(t->data, t->nbytes, 0)) != want)
-                fail("{}: tensor '{}' does not match its checksum (corrupted)", f->second->path(), w.name);
-            found.push_back(t);
+            size_t next = 0; // the chunks cover the tensor in element order
+            for (const json &c : e.at("chunks")) {
+                const size_t at = c.at("at").get<size_t>(), numel = c.at("numel").get<size_t>();
+                if (at != next || numel == 0 || numel > w.numel - at)
+                    fail("{}: the chunks of tensor '{}' do not cover its {} elements in order", label, w.name, w.numel);
+                next += numel;
+                const std::string file = c.at("file").get<std::string>();
+                const std::string entry = cf::chunk_entry(w.name, at, numel, w.numel);
+                const std::vector<int64_t> shape = entry == w.name ? w.shape : std::vector<int64_t>{int64_t(numel)};
+                auto f = files.find(file);
+                if (f == files.end())
+                    fail("{}: tensor '{}' names file '{}', which the manifest does not list", label, w.name, file);
+                const TensorInfo *t = f->second->find(entry);
+                if (!t) fail("{}: tensor '{}' is missing from the file", f->second->path(), entry);
+                if (t->dtype != DType::F32 || t->shape != shape)
+                    fail("{}: tensor '{}' is {} {} in the file, the manifest says F32 {}", f->second->path(), entry,
+                         dtype_name(t->dtype), t->shape_str(), json(shape).dump());
+                if (fmt::format("{:016x}", XXH64(t->data, t->nbytes, 0)) != c.at("xxh64").get<std::string>())
+                    fail("{}: tensor '{}' does not match its checksum (corrupted)", f->second->path(), entry);
+                found[i].push_back({at, numel, t->data});
+            }
+            if (next != w.numel)
+                fail("{}: the chunks of tensor '{}' do not cover its {} elements in order", label, w.name, w.numel);
         }
-        for (size_t i = 0; i < wanted.size(); ++i) // F32, checked above: the parts this rank holds are byte copies
-            for (const CheckpointPiece &p : wanted[i].pieces)
-                if (p.data) std::memcpy(p.data, found[i]->data + p.at * sizeof(real), p.numel * sizeof(real));
+        // F32, checked above: the parts this process holds are byte copies of where they meet the chunks.
+        for (size_t i = 0; i < wanted.size(); ++i)
+            for (const CheckpointPiece &p : wanted[i].pieces) {
+                if (!p.data) continue;
+                for (const Found &c : found[i]) {
+                    const size_t lo = std::max(p.at, c.at), hi = std::min(p.at + p.numel, c.at + c.numel);
+                    if (lo < hi)
+                        std::memcpy(p.data + (lo - p.at), c.data + (lo - c.at) * sizeof(real),
+                                    (hi - lo) * sizeof(real));
+                }
+            }
     } catch (const json::exception &e) {
         fail("{}: malformed manifest: {}", label, e.what());
     }
@@ -136,7 +136,7 @@ void verify_and_read(const fs::path &dir, const json &manifest, const std::vecto
 std::vector<CheckpointTensor> model_tensors(Model &m) {
     std::vector<CheckpointTensor> out;
     for (const ParamView &v : m.layout.views)
-        out.push_back({kModelFile, v.name, v.shape, v.numel, {{0, v.numel, -1, m.params.data() + v.offset}}});
+        out.push_back({cf::kModel, v.name, v.shape, v.numel, {{0, v.numel, -1, m.params.data() + v.offset}}});
     return out;
 }
 
@@ -165,7 +165,7 @@ std::vector<CheckpointTensor> checkpoint_tensors(Trainer &t) {
     for (size_t i = 0; i < g.muon.size();) {
         const ParamView *v = m.layout.find(g.muon[i].name);
         if (!v) fail("checkpoint: Muon matrix '{}' is not in the layout", g.muon[i].name);
-        CheckpointTensor c{kOptimizerFile, v->name + ".muon_momentum", v->shape, v->numel, {}};
+        CheckpointTensor c{cf::kOptimizer, v->name + ".muon_momentum", v->shape, v->numel, {}};
         for (; i < g.muon.size() && g.muon[i].name == v->name; ++i) {
             const MuonMatrix &mm = g.muon[i];
             const int owner = plan.muon_owner[i];
@@ -182,8 +182,8 @@ std::vector<CheckpointTensor> checkpoint_tensors(Trainer &t) {
     const size_t my_lo = plan.adamw_cuts[size_t(me)];
     for (const AdamWRange &r : g.adamw) {
         const auto shape = shape_or_flat(m.layout.find(r.name), r.numel);
-        CheckpointTensor avg{kOptimizerFile, r.name + ".exp_avg", shape, r.numel, {}};
-        CheckpointTensor sq{kOptimizerFile, r.name + ".exp_avg_sq", shape, r.numel, {}};
+        CheckpointTensor avg{cf::kOptimizer, r.name + ".exp_avg", shape, r.numel, {}};
+        CheckpointTensor sq{cf::kOptimizer, r.name + ".exp_avg_sq", shape, r.numel, {}};
         for (int k = 0; k < plan.ranks; ++k) {
             const size_t a = std::max(plan.adamw_cuts[size_t(k)], r.state_offset);
             const size_t b = std::min(plan.adamw_cuts[size_t(k) + 1], r.state_offset + r.numel);
@@ -200,9 +200,9 @@ std::vector<CheckpointTensor> checkpoint_tensors(Trainer &t) {
     for (const ParamView &v : m.layout.views) {
         if (!v.name.ends_with(".balancing_biases")) continue;
         if (layer >= b.num_layers() || v.numel != K) fail("checkpoint: unexpected balancing view '{}'", v.name);
-        out.push_back({kOptimizerFile, v.name + ".exp_avg", v.shape, K, {{0, K, -1, b.exp_avg() + size_t(layer) * K}}});
+        out.push_back({cf::kOptimizer, v.name + ".exp_avg", v.shape, K, {{0, K, -1, b.exp_avg() + size_t(layer) * K}}});
         out.push_back(
-            {kOptimizerFile, v.name + ".exp_avg_sq", v.shape, K, {{0, K, -1, b.exp_avg_sq() + size_t(layer) * K}}});
+            {cf::kOptimizer, v.name + ".exp_avg_sq", v.shape, K, {{0, K, -1, b.exp_avg_sq() + size_t(layer) * K}}});
         ++layer;
     }
     if (layer != b.num_layers()) fail("checkpoint: found {} balancing views for {} MoE layers", layer, b.num_layers());
@@ -210,8 +210,8 @@ std::vector<CheckpointTensor> checkpoint_tensors(Trainer &t) {
 }
 
 json checkpoint_meta(Trainer &t) {
-    return {{"format", kFormat},
-            {"version", kVersion},
+    return {{"format", cf::kFormat},
+            {"version", cf::kVersion},
             {"step", t.step_count()},
             {"optimizer_step", t.optimizer().step_count()},
             {"balancing_step", t.balancing().step_count()},
@@ -220,189 +220,6 @@ json checkpoint_meta(Trainer &t) {
             {"step_guard", t.guard().to_json()},
             {"model_config", config_to_json(t.model().config)},
             {"train_config", train_config_to_json(t.config())}};
-}
-
-namespace {
-
-constexpr size_t kDataAlign = kDirectAlign;
-const std::map<std::string, std::string> kFileMetadata{{"format", "pt"}};
-
-// The files of `tensors` in checkpoint order, each with its tensors in order.
-std::vector<std::pair<std::string, std::vector<const CheckpointTensor *>>> by_file(
-    const std::vector<CheckpointTensor> &tensors) {
-    std::vector<std::pair<std::string, std::vector<const CheckpointTensor *>>> out;
-    for (const char *file : {kModelFile, kOptimizerFile}) {
-        out.push_back({file, {}});
-        for (const CheckpointTensor &c : tensors)
-            if (c.file == file) out.back().second.push_back(&c);
-    }
-    return out;
-}
-
-// `need_data`: the synchronous writer reads the tensors; the image layout only needs names and shapes.
-std::vector<TensorToWrite> to_write(const std::vector<const CheckpointTensor *> &list, bool need_data) {
-    std::vector<TensorToWrite> out;
-    for (const CheckpointTensor *c : list) {
-        if (need_data && !c->whole()) fail("checkpoint: tensor '{}' is sharded; write it through images", c->name);
-        // safetensors_layout checks that tensors have data but never reads it: a placeholder for sharded ones.
-        static const real placeholder = 0;
-        out.push_back({c->name, DType::F32, c->shape, c->whole() ? c->whole() : &placeholder});
-    }
-    return out;
-}
-
-json tensor_entry(const CheckpointTensor &c, const std::string &file, const WrittenTensor &w) {
-    return {{"name", c.name},         {"file", file},          {"dtype", "F32"},
-            {"shape", c.shape},       {"offset", w.offset},    {"bytes", w.nbytes},
-            {"xxh64", fmt::format("{:016x}", w.xxh64)}};
-}
-
-// The directory protocol shared by both writers: `write_files(tmp, files, entries)` writes the data files into
-// the temporary directory and records them; then the manifest, fsync, rename into place, `latest`.
-std::string commit(const std::string &run_dir, int64_t step, json meta,
-                   const std::function<void(const fs::path &, json &, json &)> &write_files) {
-    const fs::path root = fs::path(run_dir) / "checkpoints";
-    const std::string name = fmt::format("step_{:08d}", step);
-    const fs::path tmp = root / (name + ".tmp"), final_dir = root / name;
-    std::error_code ec;
-    fs::remove_all(tmp, ec); // left by a save that was killed
-    fs::create_directories(tmp, ec);
-    if (ec) fail("cannot create checkpoint directory '{}': {}", tmp.string(), ec.message());
-    try {
-        json files = json::object(), entries = json::array();
-        write_files(tmp, files, entries);
-        meta["files"] = files;
-        meta["tensors"] = entries;
-        // Last: marks the directory complete. No temp-file dance: the directory itself is renamed into place.
-        write_file_synced(tmp / "manifest.json", meta.dump(1) + "\n");
-        fsync_dir(tmp);
-
-        // Move into place; an older checkpoint of the same step is replaced only once the new one is complete.
-        const fs::path old = root / (name + ".old");
-        fs::remove_all(old, ec);
-        if (fs::exists(final_dir)) fs::rename(final_dir, old);
-        fs::rename(tmp, final_dir, ec);
-        if (ec) fail("cannot rename '{}' to '{}': {}", tmp.string(), final_dir.string(), ec.message());
-        fs::remove_all(old, ec);
-    } catch (...) {
-        fs::remove_all(tmp, ec); // a full disk gets its space back; complete checkpoints are untouched
-        throw;
-    }
-    // Then `latest`: a crash before its rename leaves it at the previous checkpoint (resume also scans the
-    // directory). One directory fsync makes both renames durable.
-    const fs::path latest_tmp = root / "latest.tmp";
-    try {
-        write_file_synced(latest_tmp, name + "\n");
-        fs::rename(latest_tmp, root / "latest", ec);
-        if (ec) fail("cannot update '{}': {}", (root / "latest").string(), ec.message());
-    } catch (...) {
-        fs::remove(latest_tmp, ec);
-        throw;
-    }
-    fsync_dir(root);
-    return final_dir.string();
-}
-
-} // namespace
-
-std::string checkpoint_write(const std::string &run_dir, int64_t step, const std::vector<CheckpointTensor> &tensors,
-                             json meta) {
-    return commit(run_dir, step, std::move(meta), [&](const fs::path &tmp, json &files, json &entries) {
-        for (const auto &[file, list] : by_file(tensors)) {
-            std::vector<WrittenTensor> written;
-            safetensors_write((tmp / file).string(), to_write(list, true), kFileMetadata, &written, kDataAlign);
-            for (size_t i = 0; i < list.size(); ++i) entries.push_back(tensor_entry(*list[i], file, written[i]));
-            files[file] = {{"bytes", fs::file_size(tmp / file)}};
-            fault_pause();
-        }
-    });
-}
-
-std::vector<CheckpointImage> checkpoint_images(const std::vector<CheckpointTensor> &tensors) {
-    std::vector<CheckpointImage> out;
-    for (const auto &[file, list] : by_file(tensors)) {
-        const SafetensorsLayout layout = safetensors_layout(file, to_write(list, false), kFileMetadata, kDataAlign);
-        CheckpointImage img;
-        img.file = file;
-        img.bytes = AlignedBytes(layout.file_size);
-        std::memcpy(img.bytes.data(), layout.prefix.data(), layout.prefix.size());
-        for (const CheckpointTensor *c : list) img.tensors.push_back(*c);
-        img.placement = layout.tensors;
-        out.push_back(std::move(img));
-    }
-    return out;
-}
-
-void checkpoint_image_snapshot(CheckpointImage &img) {
-    // Copy and hash in 1 MiB pieces: each piece is hashed while it is still in cache. Parts held by other ranks
-    // are in the image already (checkpoint_gather_images) and are only hashed.
-    constexpr size_t kPiece = size_t(1) << 20;
-    XXH64_state_t *h = XXH64_createState();
-    if (!h) fail("checkpoint: out of memory");
-    std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> owner(h, XXH64_freeState);
-    for (size_t i = 0; i < img.tensors.size(); ++i) {
-        WrittenTensor &w = img.placement[i];
-        uint8_t *dst = img.bytes.data() + w.offset;
-        XXH64_reset(h, 0);
-        for (const CheckpointPiece &p : img.tensors[i].pieces) {
-            const auto *src = reinterpret_cast<const uint8_t *>(p.data);
-            uint8_t *to = dst + p.at * sizeof(real);
-            const size_t bytes = p.numel * sizeof(real);
-            for (size_t at = 0; at < bytes; at += kPiece) {
-                const size_t n = std::min(kPiece, bytes - at);
-                if (src) std::memcpy(to + at, src + at, n);
-                XXH64_update(h, to + at, n);
-            }
-        }
-        w.xxh64 = XXH64_digest(h);
-    }
-}
-
-void checkpoint_gather_images(Communicator &comm, std::vector<CheckpointImage> &images) {
-    if (comm.size() == 1) return;
-    if (!comm.is_root()) fail("checkpoint: rank {} cannot gather a checkpoint (rank 0 writes it)", comm.rank());
-    for (CheckpointImage &img : images)
-        for (size_t i = 0; i < img.tensors.size(); ++i)
-            for (const CheckpointPiece &p : img.tensors[i].pieces)
-                if (p.owner > 0)
-                    comm.recv(reinterpret_cast<real *>(img.bytes.data() + img.placement[i].offset) + p.at, p.numel,
-                              p.owner);
-}
-
-void checkpoint_send_shards(Communicator &comm, const std::vector<CheckpointTensor> &tensors) {
-    if (comm.size() == 1 || comm.is_root()) return;
-    for (const auto &[file, list] : by_file(tensors)) // the order of rank 0's images
-        for (const CheckpointTensor *c : list)
-            for (const CheckpointPiece &p : c->pieces)
-                if (p.owner == comm.rank()) comm.send(p.data, p.numel, 0);
-}
-
-std::string checkpoint_write_images(const std::string &run_dir, int64_t step, const std::vector<CheckpointImage> &images,
-                                    json meta) {
-    return commit(run_dir, step, std::move(meta), [&](const fs::path &tmp, json &files, json &entries) {
-        for (const CheckpointImage &img : images) {
-            write_file_direct((tmp / img.file).string(), img.bytes);
-            for (size_t i = 0; i < img.tensors.size(); ++i)
-                entries.push_back(tensor_entry(img.tensors[i], img.file, img.placement[i]));
-            files[img.file] = {{"bytes", img.bytes.size()}};
-            fault_pause();
-        }
-    });
-}
-
-std::string checkpoint_save(Trainer &t, const std::string &run_dir) {
-    Communicator &comm = t.comm();
-    std::vector<CheckpointTensor> tensors = checkpoint_tensors(t);
-    if (comm.size() == 1) return checkpoint_write(run_dir, t.step_count(), tensors, checkpoint_meta(t));
-    if (!comm.is_root()) {
-        checkpoint_send_shards(comm, tensors);
-        return {};
-    }
-    // Sharded state: assembled in memory first (the images the asynchronous writer keeps for good).
-    std::vector<CheckpointImage> images = checkpoint_images(tensors);
-    checkpoint_gather_images(comm, images);
-    for (CheckpointImage &img : images) checkpoint_image_snapshot(img);
-    return checkpoint_write_images(run_dir, t.step_count(), images, checkpoint_meta(t));
 }
 
 void checkpoint_load(Trainer &t, const std::string &dir) {
@@ -427,6 +244,10 @@ void checkpoint_load(Trainer &t, const std::string &dir) {
 }
 
 json checkpoint_manifest(const std::string &dir) { return read_manifest(dir); }
+
+void checkpoint_read_tensors(const std::string &dir, const std::vector<CheckpointTensor> &wanted) {
+    verify_and_read(dir, read_manifest(dir), wanted);
+}
 
 Model checkpoint_load_model(const std::string &dir) {
     const json j = read_manifest(dir);

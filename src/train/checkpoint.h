@@ -3,17 +3,22 @@
 // data loader's position (which, with the seed, is the run's whole RNG state: nothing else draws random numbers
 // during training).
 //
-// Layout: RUN_DIR/checkpoints/step_00000042/{model.safetensors, optimizer.safetensors, manifest.json}.
-// Tensors are stored in logical (unsharded) coordinates under their own names: model weights under their Hugging
-// Face names, optimizer state as `<param>.muon_momentum`, `<param>.exp_avg`, `<param>.exp_avg_sq` and
-// `<layer>.mlp.gate.balancing_biases.exp_avg{,_sq}`, each with its parameter's shape — so any process count can
-// read any checkpoint. The manifest (format "zaya-checkpoint", version 2) records step, optimizer and balancing
-// step counts, model and training config, loader position, world size, step guard state, and for every tensor its
-// name, file, dtype, shape, byte offset, size and xxh64.
+// Layout: RUN_DIR/checkpoints/step_00000042/{model.safetensors, optimizer.safetensors, manifest.json} from one
+// process; from N data-parallel ranks, each rank writes its own files (model-0000R-of-0000N.safetensors,
+// optimizer-0000R-of-0000N.safetensors), at once. Tensors are described in logical (unsharded) coordinates under
+// their own names: model weights under their Hugging Face names, optimizer state as `<param>.muon_momentum`,
+// `<param>.exp_avg`, `<param>.exp_avg_sq` and `<layer>.mlp.gate.balancing_biases.exp_avg{,_sq}`, each with its
+// parameter's shape; a tensor whose parts different ranks hold (ZeRO-1 state) is stored as chunks, element ranges
+// of it — so any process count can read any checkpoint. The manifest (format "zaya-checkpoint", version 3; version
+// 2 is read too) records step, optimizer and balancing step counts, model and training config, loader position,
+// world size, step guard state, every file's size, and for every tensor its name, dtype, shape and chunks (file,
+// element range, byte offset, size, xxh64).
 //
-// Writing: into `step_XXXXXXXX.tmp`, every file fsynced, manifest last, the directory renamed into place and
-// fsynced, then RUN_DIR/checkpoints/latest updated. A directory without a valid manifest is not a checkpoint; a
-// failed save removes its temporary directory and leaves every complete checkpoint as it was.
+// Writing: into `step_XXXXXXXX.tmp` (rank 0 clears it, every rank waits for that), every file fsynced; each other
+// rank then leaves a report there (its chunks and checksums, or its error); rank 0 waits for them all, writes the
+// manifest last, renames the directory into place, fsyncs it and updates RUN_DIR/checkpoints/latest. A directory
+// without a valid manifest is not a checkpoint; a failed save (any rank's part) removes its temporary directory
+// and leaves every complete checkpoint as it was. The ranks share the run directory's file system.
 #pragma once
 #include "io/direct_write.h"
 #include "io/safetensors.h"
@@ -39,7 +44,7 @@ struct CheckpointPiece {
 
 // One tensor of a checkpoint, in logical (unsharded) coordinates, made of pieces in element order.
 struct CheckpointTensor {
-    std::string file; // "model.safetensors" or "optimizer.safetensors"
+    std::string group; // "model" or "optimizer": the files it is stored in
     std::string name;
     std::vector<int64_t> shape;
     size_t numel = 0;
@@ -55,36 +60,66 @@ std::vector<CheckpointTensor> checkpoint_tensors(Trainer &t);
 // The manifest fields of `t`'s current state, except the tensor and file tables.
 nlohmann::json checkpoint_meta(Trainer &t);
 
-// Writes a checkpoint of step `step` from `tensors` and `meta` into RUN_DIR/checkpoints (see above); returns its
-// directory. On any error the temporary directory is removed and the error rethrown.
-std::string checkpoint_write(const std::string &run_dir, int64_t step, const std::vector<CheckpointTensor> &tensors,
-                             nlohmann::json meta);
+// Where each part of `tensors` is stored when `ranks` processes write them: one chunk per piece one rank holds
+// (its owner writes it) and one per tensor every rank holds (given whole to the rank with the fewest bytes so far,
+// in checkpoint order), in checkpoint order. The same on every rank.
+struct CheckpointChunk {
+    size_t tensor = 0; // index in the tensor list
+    size_t at = 0, numel = 0;
+    int writer = 0;
+    std::string file;           // the writer's file of the tensor's group
+    std::string entry;          // the safetensors entry: the tensor's name when whole, else "NAME[at:end]"
+    std::vector<int64_t> shape; // the tensor's when whole, else {numel}
+    const real *data = nullptr; // the live state, on the writer
+};
+std::vector<CheckpointChunk> checkpoint_chunks(const std::vector<CheckpointTensor> &tensors, int ranks);
 
-// A checkpoint data file prepared in memory for an asynchronous save: its complete safetensors bytes (header
-// written at construction, data block 4096-aligned so it can go to disk with O_DIRECT) and where each tensor
-// lies in it. The same layout as checkpoint_write produces: both paths write byte-identical files.
+// What a save wrote: on rank 0 the checkpoint directory and the bytes of all its files; on the other ranks no
+// directory and the bytes of their own part.
+struct CheckpointSaved {
+    std::string dir;
+    uint64_t bytes = 0;
+};
+
+// Synchronous save of `tensors` (checkpoint_tensors) with manifest fields `meta` (checkpoint_meta), called by
+// every rank of `comm` at the same step: each writes its chunks from the live state. Throws on rank 0 when any
+// rank's part failed (naming the rank) and on a rank whose own part failed.
+CheckpointSaved checkpoint_save_tensors(Communicator &comm, const std::string &run_dir, int64_t step,
+                                        const std::vector<CheckpointTensor> &tensors, nlohmann::json meta);
+
+// The asynchronous writer's pieces (train/checkpoint_writer.h). A file of this rank's part prepared in memory: its
+// complete safetensors bytes (header written at construction, data block 4096-aligned so it can go to disk with
+// O_DIRECT) and where each chunk lies in it. The same layout as checkpoint_save_tensors writes: both paths write
+// byte-identical files.
 struct CheckpointImage {
     std::string file;
     AlignedBytes bytes;
-    std::vector<CheckpointTensor> tensors; // data: the live state the image is a snapshot of
-    std::vector<WrittenTensor> placement;  // offsets and sizes in `bytes`; xxh64 set by checkpoint_image_snapshot
+    std::vector<CheckpointChunk> chunks; // data: the live state the image is a snapshot of
+    std::vector<WrittenTensor> placement; // offsets and sizes in `bytes`; xxh64 set by checkpoint_image_snapshot
 };
-std::vector<CheckpointImage> checkpoint_images(const std::vector<CheckpointTensor> &tensors);
-// Copies the parts this process holds in (the others must have been gathered already) and hashes every tensor.
+// The files rank `rank` of `ranks` writes.
+std::vector<CheckpointImage> checkpoint_images(const std::vector<CheckpointTensor> &tensors, int rank, int ranks);
+// Copies the chunks in and hashes them.
 void checkpoint_image_snapshot(CheckpointImage &img);
+// Starts a save of `step`: rank 0 clears the step's temporary directory and every rank of `comm` waits for that
+// (from its communicating thread, at the same step). Returns what went wrong on rank 0 (empty: nothing).
+std::string checkpoint_begin(Communicator &comm, const std::string &run_dir, int64_t step);
+// This rank's part of the save begun (`begun`: checkpoint_begin's error): writes the images, then as in
+// checkpoint_save_tensors — ranks other than 0 report to rank 0 through the file system, rank 0 waits for the
+// reports and commits. Uses no communicator (the writer thread calls it); returns and throws as
+// checkpoint_save_tensors does.
+CheckpointSaved checkpoint_write_images(const std::string &run_dir, int64_t step, int rank, int ranks,
+                                        const std::vector<CheckpointTensor> &tensors,
+                                        const std::vector<CheckpointImage> &images, nlohmann::json meta,
+                                        const std::string &begun);
 
-// Data parallel with sharded optimizer state: the parts other ranks hold, into rank 0's images. Every rank calls
-// its side at the same point, with tensors from checkpoint_tensors: rank 0 checkpoint_gather_images, the others
-// checkpoint_send_shards (pieces go point to point, in checkpoint order). Nothing to do with one rank.
-void checkpoint_gather_images(Communicator &comm, std::vector<CheckpointImage> &images);
-void checkpoint_send_shards(Communicator &comm, const std::vector<CheckpointTensor> &tensors);
-// Writes a checkpoint from images (as checkpoint_write does from tensors).
-std::string checkpoint_write_images(const std::string &run_dir, int64_t step, const std::vector<CheckpointImage> &images,
-                                    nlohmann::json meta);
+// Synchronous save of `t`'s current state, called by every rank; see checkpoint_save_tensors.
+CheckpointSaved checkpoint_save(Trainer &t, const std::string &run_dir);
 
-// Synchronous save of `t`'s current state, called by every rank (the others send rank 0 their optimizer state
-// shards); returns the checkpoint directory on rank 0, an empty string on the others.
-std::string checkpoint_save(Trainer &t, const std::string &run_dir);
+// Fills the pieces of `wanted` this process holds (data non-null) from the checkpoint in `checkpoint_dir`, after
+// verifying the manifest, the files' sizes and every chunk of every wanted tensor (shape, dtype, checksum); nothing
+// is written unless all of it checks out. Errors name the file or tensor.
+void checkpoint_read_tensors(const std::string &checkpoint_dir, const std::vector<CheckpointTensor> &wanted);
 
 // Restores `t` (built with the same model configuration) from `checkpoint_dir`. Verifies the manifest, the files'
 // sizes, and every tensor's shape, dtype and checksum before changing anything; errors name the file or tensor.

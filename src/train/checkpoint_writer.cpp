@@ -17,7 +17,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 } // namespace
 
 CheckpointWriter::CheckpointWriter(Trainer &t, std::string run_dir, int64_t keep)
-    : run_dir_(std::move(run_dir)), keep_(keep), images_(checkpoint_images(checkpoint_tensors(t))) {
+    : run_dir_(std::move(run_dir)), keep_(keep), rank_(t.comm().rank()), ranks_(t.comm().size()),
+      tensors_(checkpoint_tensors(t)), images_(checkpoint_images(tensors_, rank_, ranks_)) {
     thread_ = std::thread([this] { run(); });
 }
 
@@ -41,11 +42,9 @@ void CheckpointWriter::start(Trainer &t) {
     const auto t0 = std::chrono::steady_clock::now();
     std::unique_lock lk(mu_);
     cv_.wait(lk, [&] { return !busy_; });
-    // The optimizer state other ranks hold (ZeRO-1) comes in now, on this thread (MPI is used from the main
-    // thread only); they send it from their save() at the same step (checkpoint_send_shards).
     t.refresh_host_copies(); // the live pointers are host copies: on a GPU they are downloaded now
-    checkpoint_gather_images(t.comm(), images_);
     step_ = t.step_count();
+    begun_ = checkpoint_begin(t.comm(), run_dir_, step_); // on this thread: MPI is used from the main thread only
     meta_ = checkpoint_meta(t); // the tensors' live pointers were taken in the constructor: same trainer
     have_job_ = true;
     busy_ = true;
@@ -97,13 +96,11 @@ void CheckpointWriter::run() {
         SaveReport r;
         r.step = step_;
         nlohmann::json meta = std::move(meta_);
+        const std::string begun = begun_;
         lk.unlock();
 
         auto t0 = std::chrono::steady_clock::now();
-        for (CheckpointImage &img : images_) {
-            checkpoint_image_snapshot(img);
-            r.bytes += img.bytes.size();
-        }
+        for (CheckpointImage &img : images_) checkpoint_image_snapshot(img);
         r.copy_s = seconds_since(t0);
         {
             std::lock_guard g(mu_);
@@ -113,9 +110,12 @@ void CheckpointWriter::run() {
 
         t0 = std::chrono::steady_clock::now();
         try {
-            r.dir = checkpoint_write_images(run_dir_, r.step, images_, std::move(meta));
+            const CheckpointSaved saved =
+                checkpoint_write_images(run_dir_, r.step, rank_, ranks_, tensors_, images_, std::move(meta), begun);
+            r.dir = saved.dir;
+            r.bytes = saved.bytes;
             r.write_s = seconds_since(t0);
-            if (keep_ > 0) checkpoint_prune(run_dir_, keep_); // after the new one is complete, not timed
+            if (keep_ > 0 && rank_ == 0) checkpoint_prune(run_dir_, keep_); // after the new one is complete, not timed
         } catch (const std::exception &e) {
             r.error = e.what();
             r.dir.clear();

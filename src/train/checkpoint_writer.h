@@ -1,19 +1,23 @@
 // Asynchronous checkpoint saving (spec §D.5): training stops at most for a snapshot copy of its state; a
 // background thread writes, checksums and fsyncs the checkpoint (train/checkpoint.h) while training goes on.
 //
-//   start(t)        waits for the previous save to finish, receives the optimizer state other data-parallel ranks
-//                   hold (ZeRO-1; they call checkpoint_send_shards at the same step), records the manifest fields
-//                   (step, loader position, guard history — small) and hands the save to the writer thread.
-//   writer thread   copies (and hashes) every state tensor into the file images allocated once in the
-//                   constructor (headers already in place, train/checkpoint.h CheckpointImage), signals "snapshot
-//                   taken", then writes the images with O_DIRECT (io/direct_write.h), renames into place, updates
-//                   `latest`, prunes.
+//   start(t)        waits for the previous save to finish, begins the new one with the other data-parallel ranks
+//                   (every rank has a writer and calls start at the same step: rank 0 clears the temporary
+//                   directory, the others wait for that), records the manifest fields (step, loader position,
+//                   guard history — small) and hands the save to the writer thread.
+//   writer thread   copies (and hashes) this rank's part of the state — its chunks, train/checkpoint.h — into the
+//                   file images allocated once in the constructor (headers already in place), signals "snapshot
+//                   taken", then writes the images with O_DIRECT (io/direct_write.h). Rank 0 then waits for the
+//                   other ranks' reports, writes the manifest, renames into place, updates `latest`, prunes; the
+//                   others report their part to it. No rank holds more than its own part: ZeRO-1's optimizer
+//                   state and a 1/N share of the parameters.
 //   wait_snapshot() blocks until the copy is complete. The trainer calls it right before the next update modifies
 //                   the parameters and optimizer state (Trainer::set_before_update), so the copy overlaps the next
 //                   step's forward and backward, which only read them.
 //
-// Errors (a full disk, an unwritable directory) fail that save only: the temporary directory is removed, every
-// complete checkpoint stays as it was, and the error is reported by poll()/finish() for the run to log.
+// Errors (a full disk, an unwritable directory, on any rank) fail that save only: the temporary directory is
+// removed, every complete checkpoint stays as it was, and the error is reported by poll()/finish() for the run to
+// log — rank 0's report names every rank's error; another rank's report is done when its own part is.
 #pragma once
 #include "model/params.h"
 #include "train/checkpoint.h"
@@ -30,9 +34,9 @@ namespace zaya {
 
 struct SaveReport {
     int64_t step = 0;
-    std::string dir;     // the checkpoint directory, when it succeeded
+    std::string dir;     // the checkpoint directory, when it succeeded (rank 0)
     std::string error;   // empty on success
-    uint64_t bytes = 0;  // file bytes written
+    uint64_t bytes = 0;  // file bytes written: by every rank on rank 0, by this rank on the others
     double copy_s = 0;   // snapshot copy and hashing (writer thread)
     double write_s = 0;  // writing, fsync, rename, pointer update (writer thread); pruning is not counted
     bool ok() const { return error.empty(); }
@@ -60,7 +64,10 @@ class CheckpointWriter {
 
     std::string run_dir_;
     int64_t keep_;
+    int rank_, ranks_;
+    std::vector<CheckpointTensor> tensors_;
     std::vector<CheckpointImage> images_;
+    std::string begun_; // checkpoint_begin's error for the save in flight
     mutable std::mutex mu_;
     std::condition_variable cv_;
     bool have_job_ = false, snapshot_done_ = true, busy_ = false, stop_ = false;

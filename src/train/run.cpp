@@ -110,7 +110,7 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
     ParamCounts pc = param_counts(mc);
     Trainer trainer(tc, std::move(model), data, comm);
     std::unique_ptr<CheckpointWriter> writer;
-    if (tc.ckpt_every > 0 && tc.ckpt_async && root) {
+    if (tc.ckpt_every > 0 && tc.ckpt_async) { // every rank: each writes its own part of each checkpoint
         writer = std::make_unique<CheckpointWriter>(trainer, tc.out, tc.keep);
         trainer.set_before_update([&writer] { writer->wait_snapshot(); });
     }
@@ -153,9 +153,14 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
     } else {
         fmt::print("  optimizer state {:.2f} MiB\n", double(trainer.optimizer().state_bytes()) / (1 << 20));
     }
+    // The asynchronous writer's images: each rank's part of a checkpoint (a 1/N share with N ranks).
+    const std::string snapshot =
+        !writer ? std::string()
+        : comm->size() > 1
+            ? fmt::format(" + checkpoint snapshot per rank {} MiB", per_rank_mib(*comm, writer->snapshot_bytes(), 1))
+            : fmt::format(" + {:.1f} MiB checkpoint snapshot", double(writer->snapshot_bytes()) / (1 << 20));
     fmt::print("  memory {:.1f} MiB{}, {} threads, {} {:.1f} GFLOP/s\n", double(trainer.memory_bytes()) / (1 << 20),
-               writer ? fmt::format(" + {:.1f} MiB checkpoint snapshot", double(writer->snapshot_bytes()) / (1 << 20))
-                      : std::string(),
+               snapshot,
                omp_get_max_threads(), on_gpu ? "MFU against H200 dense bf16" : "matmul peak measured now",
                peak / 1e9);
     // On a GPU: what `zaya info --train --device cuda` plans, printed now and held against the peak at the end.
@@ -210,11 +215,7 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         if (writer)
             if (auto r = writer->finish()) report(*r);
     };
-    auto save = [&](bool wait) {
-        if (!root) { // rank 0 writes; the others send it their shards of the optimizer state
-            checkpoint_save(trainer, tc.out);
-            return;
-        }
+    auto save = [&](bool wait) { // every rank at the same step (rank 0's report names any rank's failure)
         if (writer) {
             writer->start(trainer);
             if (wait) finish_saves();
@@ -224,7 +225,9 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
         r.step = trainer.step_count();
         const auto t0 = std::chrono::steady_clock::now();
         try {
-            r.dir = checkpoint_save(trainer, tc.out);
+            const CheckpointSaved saved = checkpoint_save(trainer, tc.out);
+            r.dir = saved.dir;
+            r.bytes = saved.bytes;
             if (tc.keep > 0) checkpoint_prune(tc.out, tc.keep);
         } catch (const Error &e) {
             r.error = e.what();

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Data parallel over MPI: 2 ranks × micro-batch 2 train the same model as 1 rank × micro-batch 4 on the same
-# global batches (per-step and validation losses within 1e-5 relative); a checkpoint written by 2 ranks resumes on
-# 1, on 4 and on 2 (bit-exactly, with the asynchronous and the synchronous writer), one of 1 rank on 2; each rank
+# global batches (per-step and validation losses within 1e-5 relative); every rank writes its part of each
+# checkpoint (files checked against the manifest); a checkpoint written by 2 ranks resumes on 1, on 4 and on 2
+# (bit-exactly, with the asynchronous and the synchronous writer), one of 1 rank on 2, one of 4 on 1, and exports
+# as the run's model; a rank whose part fails fails that checkpoint only, named by rank 0; each rank
 # holds about 1/N of the optimizer state (ZeRO-1); `zaya eval` on 2 ranks gives their run's val_loss; a NaN gradient
 # on one rank skips the step on all; a rank killed with SIGKILL or hanging ends every rank quickly with a message,
 # and `zaya train --supervise --launcher mpirun...` restarts the job. Skipped (exit 0, with a note) when mpirun is
@@ -78,6 +80,13 @@ mpi 2 "$ZAYA" train "${args[@]}" --micro-batch 2 --out "$tmp/r21" --stop-after 1
 python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["world_size"] != 2)' \
     "$tmp/r21/checkpoints/step_00000010/manifest.json" && pass "a 2-rank checkpoint records world_size 2" ||
     fail "a 2-rank checkpoint records world_size 2"
+# Each rank writes its own files: ZeRO-1's optimizer state where it lies, the parameters shared out.
+if out=$(python3 "$SRC/tests/cli/check_manifest.py" "$tmp/r21/checkpoints/step_00000010" 10 2 2>&1) &&
+    [[ $out =~ largest\ rank\ part\ 0\.5[0-9]+ ]]; then
+    pass "2 ranks write a checkpoint's files at once, each about half of it ($out)"
+else
+    fail "2 ranks write a checkpoint's files at once, each about half of it" "$out"
+fi
 expect_ok "resume on 1 rank from a 2-rank checkpoint" train "${args[@]}" --micro-batch 4 --out "$tmp/r21" --resume
 d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/r21/metrics.jsonl")
 within "$d" 1e-5 && pass "2 → 1 ranks continues with the straight run's losses ($d)" || fail "2 → 1 ranks" "$d"
@@ -96,6 +105,34 @@ d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/r24/metrics.jsonl")
 [[ $rc -eq 0 ]] && within "$d" 1e-5 && pass "2 → 4 ranks continues with the straight run's losses ($d)" ||
     fail "2 → 4 ranks" "exit $rc, difference $d" "$(tail -3 "$tmp/r24.out")"
 
+# 4 → 1: the checkpoints the 4 ranks wrote after resuming (their parts, 4 files of optimizer state) resume on one.
+out=$(python3 "$SRC/tests/cli/check_manifest.py" "$tmp/r24/checkpoints/step_00000015" 15 4 2>&1) &&
+    pass "4 ranks write 8 files of one checkpoint ($out)" || fail "4 ranks write 8 files of one checkpoint" "$out"
+rc=0
+cp -r "$tmp/r24" "$tmp/r41" # its metrics, cut back to step 15 by the resume
+"$ZAYA" train "${args[@]}" --micro-batch 4 --out "$tmp/r41" --resume --from "$tmp/r41/checkpoints/step_00000015" \
+    >"$tmp/r41.out" 2>&1 || rc=$?
+d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/r41/metrics.jsonl")
+[[ $rc -eq 0 ]] && grep -q "resumed from .*step_00000015 (step 15)" "$tmp/r41.out" && within "$d" 1e-5 &&
+    pass "4 → 1 ranks continues with the straight run's losses ($d)" ||
+    fail "4 → 1 ranks" "exit $rc, difference $d" "$(tail -3 "$tmp/r41.out")"
+
+# One rank's part failing (as a full disk would) fails that checkpoint only: rank 0 names the rank, removes the
+# temporary directory, keeps the earlier checkpoints, and training goes on to the straight run's model.
+for async in true false; do
+    rc=0
+    ZAYA_FAULT_CKPT_PART=10 mpi 2 -x ZAYA_FAULT_CKPT_PART "$ZAYA" train "${args[@]}" --micro-batch 2 \
+        --ckpt-async $async --out "$tmp/part$async" >"$tmp/part.out" 2>&1 || rc=$?
+    ls=$(ls "$tmp/part$async/checkpoints" | tr '\n' ' ')
+    want="step    10  checkpoint FAILED, training goes on, earlier checkpoints are intact: rank 1: injected fault"
+    [[ $rc -eq 0 ]] && grep -qF "$want" "$tmp/part.out" &&
+        [[ $ls == "latest step_00000005 step_00000015 step_00000020 " ]] &&
+        cmp -s "$tmp/two/model/model.safetensors" "$tmp/part$async/model/model.safetensors" &&
+        pass "a rank's failed part (--ckpt-async $async): that checkpoint fails naming rank 1, training goes on" ||
+        fail "a rank's failed part (--ckpt-async $async)" "exit $rc; checkpoints: $ls" \
+            "$(grep -i checkpoint "$tmp/part.out")"
+done
+
 # Same process count: resuming from the sharded checkpoint is bit-exact, whichever writer wrote it.
 for async in true false; do
     mpi 2 "$ZAYA" train "${args[@]}" --micro-batch 2 --ckpt-async $async --out "$tmp/r22$async" --stop-after 10 \
@@ -106,6 +143,11 @@ for async in true false; do
         pass "2 → 2 ranks (--ckpt-async $async): bit-identical to the straight run" ||
         fail "2 → 2 ranks (--ckpt-async $async)" "$(tail -3 "$tmp/r22.out")"
 done
+# zaya export reads the model's tensors from the ranks' files: the last checkpoint is the run's final model.
+expect_ok "zaya export of a 2-rank checkpoint" export "$tmp/r22true/checkpoints/step_00000020" --out "$tmp/exported"
+cmp -s "$tmp/r22true/model/model.safetensors" "$tmp/exported/model.safetensors" &&
+    pass "the exported 2-rank checkpoint is the run's final model, byte for byte" ||
+    fail "the exported 2-rank checkpoint is the run's final model, byte for byte"
 
 # What the collectives move per step, measured: 2 ranks over TCP on the loopback of a network namespace of their own
 # (no other test's traffic there), 3 and 6 steps, the difference of lo's byte count over 3 steps. It must be what the

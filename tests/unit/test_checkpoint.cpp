@@ -71,7 +71,7 @@ TEST(Checkpoint, ResumeIsBitExact) {
 
     Trainer first = f.make_trainer();
     for (int s = 0; s < 3; ++s) ASSERT_EQ(first.step().loss, losses[size_t(s)]);
-    const std::string dir = checkpoint_save(first, f.tc.out);
+    const std::string dir = checkpoint_save(first, f.tc.out).dir;
     ASSERT_EQ(checkpoint_latest(f.tc.out), dir);
 
     Trainer resumed = f.make_trainer();
@@ -108,7 +108,7 @@ TEST(Checkpoint, DamagedCheckpointsAreRefused) {
     Fixture f;
     Trainer t = f.make_trainer();
     t.step();
-    const std::string dir = checkpoint_save(t, f.tc.out);
+    const std::string dir = checkpoint_save(t, f.tc.out).dir;
     auto expect_error = [&](const std::string &needle) {
         Trainer u = f.make_trainer();
         const std::string msg = test::error_of([&] { checkpoint_load(u, dir); });
@@ -165,7 +165,7 @@ TEST(Checkpoint, AsyncSaveWritesTheStateOfItsStepWhileTrainingGoesOn) {
     Fixture f;
     Trainer sync = f.make_trainer();
     for (int s = 0; s < 3; ++s) sync.step();
-    const std::string sync_dir = checkpoint_save(sync, f.tmp.str("sync_run"));
+    const std::string sync_dir = checkpoint_save(sync, f.tmp.str("sync_run")).dir;
 
     Trainer t = f.make_trainer();
     for (int s = 0; s < 3; ++s) t.step();
@@ -193,7 +193,7 @@ TEST(Checkpoint, ACorruptedTensorIsNamedAndNothingIsLoaded) {
     Fixture f;
     Trainer t = f.make_trainer();
     t.step();
-    const std::string dir = checkpoint_save(t, f.tc.out);
+    const std::string dir = checkpoint_save(t, f.tc.out).dir;
     const std::string opt = dir + "/optimizer.safetensors";
     std::string bytes = read_file_bytes(opt);
     bytes[bytes.size() - 5] ^= 0x10; // inside the last tensor
@@ -229,7 +229,7 @@ TEST(Checkpoint, GuardHistoryAndCountersRoundTrip) {
     Fixture f;
     Trainer t = f.make_trainer();
     for (int s = 0; s < 5; ++s) t.step();
-    const std::string dir = checkpoint_save(t, f.tc.out);
+    const std::string dir = checkpoint_save(t, f.tc.out).dir;
     Trainer u = f.make_trainer();
     checkpoint_load(u, dir);
     EXPECT_EQ(u.guard().to_json(), t.guard().to_json());

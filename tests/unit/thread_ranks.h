@@ -1,6 +1,7 @@
 // N ranks as threads of one process (a test's data-parallel or context-parallel group): all-reduces of doubles,
-// broadcasts of blocks, sums onto owners and point-to-point messages, through shared memory, each sum in rank
-// order as one MPI reduce does. Each thread makes its Rank (a Communicator) and calls in the same order as the others.
+// broadcasts of blocks, sums onto owners, barriers and point-to-point messages, through shared memory, each sum
+// in rank order as one MPI reduce does. Each thread makes its Rank (a Communicator) and calls in the same order as
+// the others.
 #pragma once
 #include "dist/comm.h"
 
@@ -82,6 +83,7 @@ class ThreadRanks {
             std::copy(box.front().begin(), box.front().end(), data);
             box.pop_front();
         }
+        void barrier() override { all_.sync_.arrive_and_wait(); }
         int calls = 0; // all-reduces
 
       private:
