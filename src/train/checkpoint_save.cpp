@@ -30,9 +30,11 @@ namespace {
 
 constexpr size_t kDataAlign = kDirectAlign;
 const std::map<std::string, std::string> kFileMetadata{{"format", "pt"}};
-// How long rank 0 waits for another rank's report once its own part is written. The ranks write at the same
-// time, so this only ends a save whose rank died without the job noticing (the job's watchdog normally does).
-constexpr double kReportTimeoutS = 1800;
+// How long rank 0 waits for the other ranks' reports while their files in the temporary directory stop growing:
+// it ends a save whose rank died or could not even report its failure (a full disk), rather than waiting for ever.
+// Longer than an fsync of a large part takes; shorter than the job's default watchdog (600 s), which the ranks
+// waiting for the next save's start would otherwise meet.
+constexpr double kReportStallS = 300;
 
 // Makes a directory's entries (new files, renames) durable.
 void fsync_dir(const fs::path &dir) {
@@ -133,13 +135,23 @@ std::vector<TensorToWrite> to_write(const std::vector<const CheckpointChunk *> &
     return out;
 }
 
+// A part that failed: its files go (a full disk gets the space back for the reports), the error stays.
+void drop_files(Part &part, const fs::path &tmp, const std::vector<std::string> &files, const std::string &error) {
+    std::error_code ec;
+    for (const std::string &f : files) fs::remove(tmp / f, ec);
+    part = Part{};
+    part.error = error;
+}
+
 Part write_direct(const fs::path &tmp, const std::vector<CheckpointTensor> &tensors, int64_t step, int rank,
                   int ranks) {
     Part part;
+    std::vector<std::string> files;
     try {
         fault_part(step, rank, ranks);
         const std::vector<CheckpointChunk> chunks = checkpoint_chunks(tensors, ranks);
         for (const auto &[file, list] : files_of(chunks, rank)) {
+            files.push_back(file);
             std::vector<WrittenTensor> written;
             safetensors_write((tmp / file).string(), to_write(list, true), kFileMetadata, &written, kDataAlign);
             for (size_t i = 0; i < list.size(); ++i) record(part, tensors[list[i]->tensor], *list[i], written[i]);
@@ -147,7 +159,7 @@ Part write_direct(const fs::path &tmp, const std::vector<CheckpointTensor> &tens
             fault_pause();
         }
     } catch (const std::exception &e) {
-        part.error = e.what();
+        drop_files(part, tmp, files, e.what());
     }
     return part;
 }
@@ -155,9 +167,11 @@ Part write_direct(const fs::path &tmp, const std::vector<CheckpointTensor> &tens
 Part write_images(const fs::path &tmp, const std::vector<CheckpointTensor> &tensors,
                   const std::vector<CheckpointImage> &images, int64_t step, int rank, int ranks) {
     Part part;
+    std::vector<std::string> files;
     try {
         fault_part(step, rank, ranks);
         for (const CheckpointImage &img : images) {
+            files.push_back(img.file);
             write_file_direct((tmp / img.file).string(), img.bytes);
             for (size_t i = 0; i < img.chunks.size(); ++i)
                 record(part, tensors[img.chunks[i].tensor], img.chunks[i], img.placement[i]);
@@ -165,7 +179,7 @@ Part write_images(const fs::path &tmp, const std::vector<CheckpointTensor> &tens
             fault_pause();
         }
     } catch (const std::exception &e) {
-        part.error = e.what();
+        drop_files(part, tmp, files, e.what());
     }
     return part;
 }
@@ -186,12 +200,24 @@ void report_part(const fs::path &tmp, int rank, const Part &part) {
     if (ec) fail("cannot rename '{}' to '{}': {}", staged.string(), to.string(), ec.message());
 }
 
+// The bytes of the files in a directory: how far the ranks writing into it have got.
+uint64_t bytes_in(const fs::path &dir) {
+    uint64_t n = 0;
+    std::error_code ec;
+    for (const auto &e : fs::directory_iterator(dir, ec)) {
+        const uintmax_t size = e.file_size(ec);
+        if (!ec) n += size;
+    }
+    return n;
+}
+
 // Rank 0: the other ranks' reports, in rank order, each removed once read.
 std::vector<Part> wait_for_reports(const fs::path &tmp, int ranks) {
     std::vector<Part> parts(static_cast<size_t>(ranks));
     std::vector<bool> have(size_t(ranks), false);
     have[0] = true;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kReportTimeoutS);
+    auto progress = std::chrono::steady_clock::now();
+    uint64_t written = bytes_in(tmp);
     auto sleep = std::chrono::microseconds(500);
     for (;;) {
         std::vector<int> missing;
@@ -220,11 +246,13 @@ std::vector<Part> wait_for_reports(const fs::path &tmp, int ranks) {
             have[size_t(r)] = true;
         }
         if (missing.empty()) return parts;
-        if (std::chrono::steady_clock::now() > deadline) {
+        const auto now = std::chrono::steady_clock::now();
+        if (const uint64_t w = bytes_in(tmp); w != written) written = w, progress = now;
+        if (now - progress > std::chrono::duration<double>(kReportStallS)) {
             std::string list;
             for (int r : missing) list += fmt::format("{}{}", list.empty() ? "" : ", ", r);
-            fail("checkpoint: rank{} {} did not report {} part within {:g} s", missing.size() > 1 ? "s" : "", list,
-                 missing.size() > 1 ? "their" : "its", kReportTimeoutS);
+            fail("checkpoint: rank{} {} did not report {} part, and nothing was written for {:g} s",
+                 missing.size() > 1 ? "s" : "", list, missing.size() > 1 ? "their" : "its", kReportStallS);
         }
         std::this_thread::sleep_for(sleep);
         sleep = std::min(sleep * 2, std::chrono::microseconds(20000));
