@@ -126,8 +126,8 @@ std::optional<DType> parse_kv_dtype(const std::string &name) {
 void add_kv_dtype_option(CLI::App *cmd, std::optional<DType> &kv) {
     cmd->add_option_function<std::string>(
            "--kv-dtype", [&kv](const std::string &v) { kv = parse_kv_dtype(v); },
-           "The KV cache's element: auto (cuda: bf16 for a bf16 model, half the cache's bytes; cpu: f32), bf16 "
-           "(cuda only) or f32")
+           "The KV cache's element: auto (bf16 for a bf16 model: half the cache's bytes, and of what a step reads "
+           "at long context; else f32), bf16 or f32")
         ->check(CLI::IsMember({"auto", "bf16", "f32"}))
         ->default_str("auto");
 }

@@ -7,6 +7,7 @@
 // Built into the CUDA library (zaya_cuda); without CUDA, infer/no_cuda_decoder.cpp fails with a clear message.
 #pragma once
 #include "core/error.h"
+#include "infer/kv_cache.h"
 #include "infer/weights.h"
 
 #include <cstdint>
@@ -91,10 +92,7 @@ class CudaDecoder {
     // Options::kv_dtype resolved for these layers (BF16 when their attention projections are; fails if asked for
     // neither F32 nor BF16).
     static DType kv_dtype_for(std::optional<DType> asked, const std::vector<LayerMats> &layers) {
-        if (asked && *asked != DType::F32 && *asked != DType::BF16)
-            fail("cuda decoder: the KV cache's dtype must be f32 or bf16, got {}", dtype_name(*asked));
-        const bool bf16 = !layers.empty() && layers[0].q_proj.dtype == DType::BF16;
-        return asked.value_or(bf16 ? DType::BF16 : DType::F32);
+        return zaya::kv_dtype_for(asked, layers.empty() ? DType::F32 : layers[0].q_proj.dtype);
     }
     size_t step_kernels() const; // kernels in the captured decode step graph (0 before the second step)
 

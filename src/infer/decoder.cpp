@@ -20,8 +20,8 @@ namespace {
 void resize(std::vector<float> &v, int64_t n) { v.assign(size_t(n), 0.0f); }
 } // namespace
 
-Decoder::Decoder(const InferModel &m, int64_t max_tokens, int64_t max_seqs)
-    : m_(m), max_tokens_(max_tokens), max_seqs_(max_seqs) {
+Decoder::Decoder(const InferModel &m, int64_t max_tokens, int64_t max_seqs, DType kv_element)
+    : m_(m), max_tokens_(max_tokens), max_seqs_(max_seqs), kv_element_(kv_dtype_for(kv_element, DType::F32)) {
     if (max_tokens < 1 || max_seqs < 1 || max_seqs > max_tokens)
         fail("decoder needs 1 ≤ max_seqs ({}) ≤ max_tokens ({})", max_seqs, max_tokens);
     const ZayaConfig &c = m.config;
@@ -65,8 +65,8 @@ SequenceCache Decoder::new_sequence() const {
     const ZayaConfig &c = m_.config;
     const int64_t L = c.num_hidden_layers, Dv = c.kv_dim() / 2;
     SequenceCache s;
-    s.k.resize(size_t(L));
-    s.v.resize(size_t(L));
+    s.k.assign(size_t(L), KvRows(kv_element_));
+    s.v.assign(size_t(L), KvRows(kv_element_));
     s.conv.assign(size_t(L * c.conv_padding() * c.conv_channels()), 0.0f);
     s.vdel.assign(size_t(L * Dv), 0.0f);
     // Before the first token the delayed projection sees a zero input: it yields only its bias.
@@ -238,10 +238,15 @@ void Decoder::attention(int64_t l, std::span<SequenceCache *const> seqs) {
     for (size_t s = 0; s < seqs.size(); ++s) {
         SequenceCache &sc = *seqs[s];
         const int64_t a = start_[s], n = start_[s + 1] - a, p0 = sc.length;
-        std::vector<float> &kc = sc.k[size_t(l)], &vc = sc.v[size_t(l)];
-        kc.insert(kc.end(), k_.begin() + a * Dk, k_.begin() + (a + n) * Dk);
-        vc.insert(vc.end(), v_.begin() + a * Dk, v_.begin() + (a + n) * Dk);
-        attention_cached(att_.data() + a * Dq, q_.data() + a * Dq, kc.data(), vc.data(), n, p0, as);
+        KvRows &kc = sc.k[size_t(l)], &vc = sc.v[size_t(l)];
+        // Appended first: the new tokens attend to their own keys and values as later steps will read them (in a
+        // bf16 cache, rounded), so steps compute what a prefill of the same tokens computes.
+        kc.append(k_.data() + a * Dk, size_t(n * Dk));
+        vc.append(v_.data() + a * Dk, size_t(n * Dk));
+        if (kv_element_ == DType::BF16)
+            attention_cached(att_.data() + a * Dq, q_.data() + a * Dq, kc.bf16(), vc.bf16(), n, p0, as);
+        else
+            attention_cached(att_.data() + a * Dq, q_.data() + a * Dq, kc.f32(), vc.f32(), n, p0, as);
     }
 }
 

@@ -14,8 +14,9 @@ namespace zaya {
 
 class Decoder {
   public:
-    // Scratch for up to max_tokens new tokens over up to max_seqs sequences per call, allocated here once.
-    Decoder(const InferModel &m, int64_t max_tokens, int64_t max_seqs);
+    // Scratch for up to max_tokens new tokens over up to max_seqs sequences per call, allocated here once. The
+    // sequences' KV caches hold `kv_element` (F32 or BF16: infer/kv_cache.h KvRows).
+    Decoder(const InferModel &m, int64_t max_tokens, int64_t max_seqs, DType kv_element = DType::F32);
 
     SequenceCache new_sequence() const;
 
@@ -31,6 +32,7 @@ class Decoder {
     const InferModel &model() const { return m_; }
     int64_t max_tokens() const { return max_tokens_; }
     int64_t max_seqs() const { return max_seqs_; }
+    DType kv_dtype() const { return kv_element_; }
 
   private:
     void layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int64_t N);
@@ -43,6 +45,7 @@ class Decoder {
 
     const InferModel &m_;
     int64_t max_tokens_, max_seqs_;
+    DType kv_element_;
     std::vector<int64_t> start_;       // [B+1] rows of each sequence's new tokens
     std::vector<int64_t> start_ext_;   // [B+1] the same with the conv state rows in front
     std::vector<int32_t> tokens_, positions_, choice_, order_;

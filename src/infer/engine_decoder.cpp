@@ -16,13 +16,15 @@ namespace {
 class CpuEngineDecoder final : public EngineDecoder {
   public:
     CpuEngineDecoder(const InferModel &m, const EngineDecoderOptions &o)
-        : dec_(m, o.max_tokens, o.max_seqs), V_(m.config.vocab_size),
+        : dec_(m, o.max_tokens, o.max_seqs,
+               kv_dtype_for(o.kv_dtype, m.layers.empty() ? DType::F32 : m.layers[0].q_proj.dtype)),
+          V_(m.config.vocab_size),
           max_length_(o.max_length > 0 ? std::min(o.max_length, m.config.max_position_embeddings)
                                        : m.config.max_position_embeddings) {}
     int64_t max_seqs() const override { return dec_.max_seqs(); }
     int64_t max_length() const override { return max_length_; }
     std::string device() const override { return "cpu"; }
-    DType kv_dtype() const override { return DType::F32; }
+    DType kv_dtype() const override { return dec_.kv_dtype(); }
     bool host_cache() const override { return true; }
     bool can_start_sequence() const override { return true; }
     SequenceCache new_sequence() override { return dec_.new_sequence(); }
@@ -161,18 +163,9 @@ int64_t default_prefill_chunk(const std::string &device) {
     return device == "cuda" ? CudaDecoder::Options{}.prefill_chunk : 256;
 }
 
-void check_cpu_kv_dtype(std::optional<DType> kv) {
-    if (kv && *kv != DType::F32)
-        fail("the CPU decoder's KV cache is f32 only, not {} (a {} cache needs --device cuda)", dtype_name(*kv),
-             dtype_name(*kv));
-}
-
 std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const EngineDecoderOptions &o) {
     if (o.max_length < 0) fail("the maximum sequence length must be ≥ 0 (0: default), got {}", o.max_length);
-    if (o.device == "cpu") {
-        check_cpu_kv_dtype(o.kv_dtype);
-        return std::make_unique<CpuEngineDecoder>(m, o);
-    }
+    if (o.device == "cpu") return std::make_unique<CpuEngineDecoder>(m, o);
     if (o.device == "cuda") {
         try {
             return std::make_unique<CudaEngineDecoder>(m, o);

@@ -19,7 +19,7 @@ class EngineDecoder {
     virtual int64_t max_seqs() const = 0;   // sequences alive at once
     virtual int64_t max_length() const = 0; // tokens one sequence may hold, prompt and generated
     virtual std::string device() const = 0; // "cpu", or the GPU's description
-    virtual DType kv_dtype() const = 0;     // the KV cache's element: F32 (cpu), F32 or BF16 (cuda)
+    virtual DType kv_dtype() const = 0;     // the KV cache's element: F32 or BF16
     // Whether its sequences live on the host, where they can be copied and cut back (SequenceCache::prefix) for
     // prefix reuse: the CPU's; the GPU's live in device slots, and are only continued whole.
     virtual bool host_cache() const = 0;
@@ -45,17 +45,14 @@ struct EngineDecoderOptions {
     int64_t max_tokens = 272;   // cpu: new tokens per forward (a prompt chunk plus one per decoding sequence)
     int64_t max_seqs = 16;      // sequences per forward (cuda: at most 8, each a slot of the device cache)
     int64_t max_length = 0;     // tokens per sequence; 0: the model's context (cpu), min(context, 32768) (cuda)
-    std::optional<DType> kv_dtype{}; // the KV cache's element; unset: the device's default (cpu: F32; cuda: BF16 for a
-                                     // bf16 model, see CudaDecoder::Options). The CPU's cache is F32 only
+    std::optional<DType> kv_dtype{}; // the KV cache's element, F32 or BF16; unset: BF16 for a bf16 model, else F32
+                                     // (kv_dtype_for in infer/kv_cache.h), on either device
 };
 
 // Prompt tokens an engine step feeds by default: 256 on the CPU (its decoder's working memory grows with the chunk);
 // on the GPU one full GEMM prefill pass (CudaDecoder::Options::prefill_chunk, 2048), which reads ZAYA1-8B's ~16 GB
 // of experts once for 2048 rows where 256-row pieces read them 8 times; the other sequences' steps wait for one pass.
 int64_t default_prefill_chunk(const std::string &device);
-
-// Fails, saying so, unless kv (unset or F32) is what the CPU decoder's cache holds.
-void check_cpu_kv_dtype(std::optional<DType> kv);
 
 // Fails naming the device if it is unknown or unavailable (no GPU, or a build without CUDA).
 std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const EngineDecoderOptions &o);

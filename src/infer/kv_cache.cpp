@@ -6,9 +6,37 @@
 
 namespace zaya {
 
+KvRows::KvRows(DType element) : element_(element) {
+    if (element != DType::F32 && element != DType::BF16)
+        fail("the KV cache's element must be f32 or bf16, got {}", dtype_name(element));
+}
+
+void KvRows::append(const float *values, size_t n) {
+    if (element_ == DType::F32) {
+        f32_.insert(f32_.end(), values, values + n);
+        return;
+    }
+    const size_t at = bf16_.size();
+    bf16_.resize(at + n);
+    for (size_t i = 0; i < n; ++i) bf16_[at + i] = f32_to_bf16(values[i]);
+}
+
+KvRows KvRows::first(size_t n) const {
+    if (n > size()) fail("cannot take {} values of a KV cache holding {}", n, size());
+    KvRows out(element_);
+    if (element_ == DType::F32) out.f32_.assign(f32_.begin(), f32_.begin() + std::ptrdiff_t(n));
+    else out.bf16_.assign(bf16_.begin(), bf16_.begin() + std::ptrdiff_t(n));
+    return out;
+}
+
+void KvRows::shrink_to_fit() {
+    f32_.shrink_to_fit();
+    bf16_.shrink_to_fit();
+}
+
 size_t SequenceCache::bytes() const {
     size_t total = (conv.size() + vdel.size()) * sizeof(float);
-    for (size_t l = 0; l < k.size(); ++l) total += (k[l].size() + v[l].size()) * sizeof(float);
+    for (size_t l = 0; l < k.size(); ++l) total += k[l].bytes() + v[l].bytes();
     for (const SequenceState &s : snapshots) total += (s.conv.size() + s.vdel.size()) * sizeof(float);
     return total;
 }
@@ -31,12 +59,10 @@ SequenceCache SequenceCache::prefix(int64_t n) const {
     if (n != length && !at) fail("no state kept at length {} of a sequence of {} tokens", n, length);
     SequenceCache out;
     out.length = n;
-    out.k.resize(k.size());
-    out.v.resize(v.size());
     for (size_t l = 0; l < k.size(); ++l) {
         const size_t row = length > 0 ? k[l].size() / size_t(length) : 0; // kv_dim
-        out.k[l].assign(k[l].begin(), k[l].begin() + std::ptrdiff_t(size_t(n) * row));
-        out.v[l].assign(v[l].begin(), v[l].begin() + std::ptrdiff_t(size_t(n) * row));
+        out.k.push_back(k[l].first(size_t(n) * row));
+        out.v.push_back(v[l].first(size_t(n) * row));
     }
     out.conv = at ? at->conv : conv;
     out.vdel = at ? at->vdel : vdel;

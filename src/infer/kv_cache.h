@@ -8,13 +8,36 @@
 // tokens' only; so a sequence can be cut back to a shorter length only where that state was kept: its snapshots.
 #pragma once
 #include "core/dtype.h"
+#include "core/error.h"
 #include "model/config.h"
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace zaya {
+
+// One layer's cached keys or values of a sequence, row after row, in F32 or BF16: a bf16 cache holds half the
+// bytes and a decoding step reads half of them (at long context more than the weights). Each value is rounded to
+// nearest even once, as it is appended (f32_to_bf16: the GPU decoder's bits), and widened exactly as it is read.
+class KvRows {
+  public:
+    explicit KvRows(DType element = DType::F32); // F32 or BF16
+    DType element() const { return element_; }
+    size_t size() const { return element_ == DType::BF16 ? bf16_.size() : f32_.size(); } // values held
+    size_t bytes() const { return size() * dtype_size(element_); }
+    void append(const float *values, size_t n);
+    const float *f32() const { return f32_.data(); }       // F32 rows
+    const uint16_t *bf16() const { return bf16_.data(); }  // BF16 rows
+    KvRows first(size_t n) const;                          // a copy of the first n values
+    void shrink_to_fit();
+
+  private:
+    DType element_;
+    std::vector<float> f32_;
+    std::vector<uint16_t> bf16_;
+};
 
 // The conv and value state after a sequence's first `length` tokens, all layers.
 struct SequenceState {
@@ -23,9 +46,18 @@ struct SequenceState {
     std::vector<float> vdel; // [layers, kv_dim/2]
 };
 
+// The KV cache's element: `asked` (F32 or BF16; fails naming anything else), by default BF16 when the attention
+// projections' weights are (as `transformers` keeps a bf16 model's cache), else F32.
+// Inline: the GPU decoder's tests link it without the rest of the inference code.
+inline DType kv_dtype_for(std::optional<DType> asked, DType attention_weights) {
+    if (asked && *asked != DType::F32 && *asked != DType::BF16)
+        fail("the KV cache's element must be f32 or bf16, got {}", dtype_name(*asked));
+    return asked.value_or(attention_weights == DType::BF16 ? DType::BF16 : DType::F32);
+}
+
 struct SequenceCache {
     int64_t length = 0; // tokens cached so far (= the position of the next token)
-    std::vector<std::vector<float>> k, v; // per layer, [length, kv_dim]; grows with the sequence
+    std::vector<KvRows> k, v;             // per layer, [length, kv_dim]; grows with the sequence
     std::vector<float> conv;              // [layers, conv_padding, conv_channels]
     std::vector<float> vdel;              // [layers, kv_dim/2]
     // With snapshot_every > 0 the CPU decoder keeps the state at every multiple of it that the sequence reaches
@@ -40,8 +72,7 @@ struct SequenceCache {
 
     // Bytes held: grows linearly with length (the KV cache and snapshots) on top of a constant (conv and value state).
     size_t bytes() const;
-    // Bytes per cached token, for a config: 2 (K and V) × layers × kv_dim × the element's bytes (4 here; the GPU
-    // decoder's cache may be bf16: 2).
+    // Bytes per cached token, for a config: 2 (K and V) × layers × kv_dim × the element's bytes (F32 4, BF16 2).
     static size_t bytes_per_token(const ZayaConfig &c, DType element = DType::F32);
 
     // Whether the state after `n` tokens is held: n is the length or a snapshot's.

@@ -216,18 +216,26 @@ cpu_ids=$out
 expect_ok "generate a 14-token prompt --device cuda (a GEMM prefill pass)" "${long[@]}" --device cuda
 [[ $out == "$cpu_ids" && -n $out ]] && pass "generate a 14-token prompt: the same ids on both devices ($out)" ||
     fail "generate a 14-token prompt: the same ids on both devices" "cpu: $cpu_ids" "cuda: $out"
-# The KV cache's element: bf16 by default for a bf16 model on the device, half the bytes per token of --kv-dtype f32
-# (generate's statistics); the CPU's cache is fp32 only, and says so.
-kv_gen=(generate tiny --dtype bf16 --tokens 5,17,3,99,4,8,8,2,100,7,42,42,1,60 -n 4 --temperature 0 --device cuda)
+# The KV cache's element: bf16 by default for a bf16 model, on the device as on the cpu, half the bytes per token of
+# --kv-dtype f32 (generate's statistics); both devices' bf16 caches give the same ids.
+kv_gen=(generate tiny --dtype bf16 --tokens 5,17,3,99,4,8,8,2,100,7,42,42,1,60 -n 4 --temperature 0 --print-ids
+    --device cuda)
 expect_ok "generate bf16 --device cuda" "${kv_gen[@]}"
 kv_auto=$(grep -oE "KV cache [0-9.]+ KiB/token \([A-Z0-9]+\)" <<<"$err" || true)
+gpu_ids=$out
+expect_ok "generate bf16 --device cpu" "${kv_gen[@]:0:${#kv_gen[@]}-2}"
+kv_cpu=$(grep -oE "KV cache [0-9.]+ KiB/token \([A-Z0-9]+\)" <<<"$err" || true)
+[[ $kv_cpu == "KV cache 0.2 KiB/token (BF16)" && $out == "$gpu_ids" && -n $out ]] &&
+    pass "a bf16 model's cpu cache is bf16 by default too, with the device's ids ($out)" ||
+    fail "a bf16 model's cpu cache is bf16 by default too, with the device's ids" "'$kv_cpu'" "cpu: $out" \
+        "cuda: $gpu_ids"
 expect_ok "generate bf16 --device cuda --kv-dtype f32" "${kv_gen[@]}" --kv-dtype f32
 kv_f32=$(grep -oE "KV cache [0-9.]+ KiB/token \([A-Z0-9]+\)" <<<"$err" || true)
 [[ $kv_auto == "KV cache 0.2 KiB/token (BF16)" && $kv_f32 == "KV cache 0.5 KiB/token (F32)" ]] &&
     pass "a bf16 model's device cache is bf16 by default, f32 when asked ($kv_auto; $kv_f32)" ||
     fail "a bf16 model's device cache is bf16 by default, f32 when asked" "default: '$kv_auto'" "f32: '$kv_f32'"
-expect_error "--kv-dtype bf16 on the cpu is refused" "^zaya: error: .*f32 only.*--device cuda" \
-    generate tiny --tokens 5,17 -n 2 --kv-dtype bf16
+expect_error "--kv-dtype f16 is refused" "^zaya: error: --kv-dtype: f16 not in \\{auto,bf16,f32\\}" \
+    generate tiny --tokens 5,17 -n 2 --kv-dtype f16
 # The server on the device: three concurrent requests share decode steps (slots of the GPU decoder) and each gets
 # the ids `zaya generate --device cpu` gives it alone.
 "$ZAYA" serve tiny --dtype f32 --port 0 --device cuda --max-batch 3 >"$tmp/serve.log" 2>&1 &

@@ -3,6 +3,7 @@
 // 1, 2 and 4, sliding windows narrower and wider than a block; and results bit-identical for 1 and 2 threads
 // (which also takes the backward through both of its task splits).
 #include "core/rng.h"
+#include "core/dtype.h"
 #include "ops/cpu/attention.h"
 
 #include <gtest/gtest.h>
@@ -354,6 +355,39 @@ TEST(Attention, CachedMatchesNaiveReferenceAcrossKeyBlocks) {
                         }
                     }
             }
+        }
+    }
+}
+
+// A bf16 cache is read by widening each value: the fp32 kernel's outputs over the widened values, up to the order of
+// the vectorised sums (key blocks split or not, sliding window or not), and the same bits for any thread count.
+TEST(Attention, CachedOverBf16IsCachedOverItsWidenedValues) {
+    Rng rng(23, 0);
+    const int64_t nq = 8, nkv = 2, hd = 16;
+    for (int64_t window : {int64_t(0), int64_t(300)}) {
+        for (int64_t n : {1, 5, 40}) {
+            const int64_t p0 = 1100, total = p0 + n;
+            std::vector<float> q(size_t(n * nq * hd)), k(size_t(total * nkv * hd)), v(k.size());
+            for (auto *x : {&q, &k, &v})
+                for (float &e : *x) e = float(rng.normal());
+            std::vector<uint16_t> kb(k.size()), vb(v.size());
+            for (size_t i = 0; i < k.size(); ++i) {
+                kb[i] = f32_to_bf16(k[i]), vb[i] = f32_to_bf16(v[i]);
+                k[i] = bf16_to_f32(kb[i]), v[i] = bf16_to_f32(vb[i]);
+            }
+            const cpu::AttnShape sh{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
+            std::vector<float> out(q.size(), std::nanf("")), want(q.size());
+            cpu::attention_cached(out.data(), q.data(), kb.data(), vb.data(), n, p0, sh);
+            cpu::attention_cached(want.data(), q.data(), k.data(), v.data(), n, p0, sh);
+            float worst = 0;
+            for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::fabs(out[i] - want[i]));
+            EXPECT_LT(worst, 1e-6f) << "n " << n << " window " << window;
+            std::vector<float> one(q.size());
+            const int saved = omp_get_max_threads();
+            omp_set_num_threads(1);
+            cpu::attention_cached(one.data(), q.data(), kb.data(), vb.data(), n, p0, sh);
+            omp_set_num_threads(saved);
+            EXPECT_EQ(out, one) << "n " << n << " window " << window;
         }
     }
 }

@@ -1,6 +1,7 @@
 // Cached decoding (src/infer) computes what the full-sequence forward computes: logits of every position agree to
 // 1e-4 whether a sequence is fed whole, in prefill chunks, token by token, or batched with other sequences; with
 // bf16 weights it agrees with the forward of the same bf16-rounded weights.
+#include "core/error.h"
 #include "decode_helpers.h"
 #include "infer/decoder.h"
 #include "ops/cpu/linear_i8.h"
@@ -140,6 +141,35 @@ TEST(Decoder, CacheGrowsLinearlyWithTokens) {
     dec.prefill(seq, tokens, logits.data());
     EXPECT_EQ(seq.bytes(), fresh + 20 * per_token);
     EXPECT_EQ(per_token, size_t(2 * 2 * 32 * 4)); // K and V × 2 layers × kv_dim 32 × fp32
+}
+
+// A bf16 KV cache: every key and value is rounded once, as it is appended, and a chunk's tokens attend to their
+// own rows already rounded, so however a sequence is fed it gives the same logits (to the 1e-4 the fp32 cache
+// keeps); against the fp32 cache they move by what bf16 rounding of K and V moves them; it holds half the bytes.
+TEST(Decoder, Bf16CacheIsTheSameHoweverFedAndTracksTheF32Cache) {
+    Model m = perturbed_model(decode_config(), 13);
+    const auto tokens = random_tokens(29, m.config.vocab_size, 5);
+    const auto ref = test::full_logits(m, tokens);
+    auto im = InferModel::from_model(std::move(m), DType::F32);
+    Decoder dec(*im, 16, 4, DType::BF16);
+    EXPECT_EQ(dec.kv_dtype(), DType::BF16);
+    const auto whole = test::cached_logits(dec, tokens, {16});
+    for (std::vector<int64_t> sizes : {std::vector<int64_t>{1}, {3, 1, 7, 2}}) {
+        const auto got = test::cached_logits(dec, tokens, sizes);
+        EXPECT_LT(test::max_abs_diff(got.data(), whole.data(), whole.size()), 1e-4f) << "chunks " << sizes[0];
+    }
+    float scale = 0;
+    for (float x : ref) scale = std::max(scale, std::fabs(x));
+    const float moved = test::max_abs_diff(whole.data(), ref.data(), ref.size());
+    EXPECT_GT(moved, 1e-6f * scale) << "the keys and values were not rounded";
+    EXPECT_LT(moved, 2e-2f * scale);
+    SequenceCache seq = dec.new_sequence();
+    std::vector<float> logits(size_t(im->config.vocab_size));
+    const size_t fresh = seq.bytes();
+    dec.prefill(seq, tokens, logits.data());
+    EXPECT_EQ(seq.bytes() - fresh, tokens.size() * SequenceCache::bytes_per_token(im->config, DType::BF16));
+    EXPECT_EQ(SequenceCache::bytes_per_token(im->config, DType::BF16) * 2, SequenceCache::bytes_per_token(im->config));
+    EXPECT_THROW(Decoder(*im, 16, 4, DType::F16), zaya::Error);
 }
 
 TEST(Decoder, RejectsBadInput) {

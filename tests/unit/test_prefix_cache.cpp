@@ -87,8 +87,10 @@ TEST(PrefixCache, SnapshotsResumeAsTheFullForward) {
 SequenceCache fake_cache(int64_t n, const std::vector<int64_t> &snaps) {
     SequenceCache c;
     c.length = n;
-    c.k = {std::vector<float>(size_t(2 * n))};
-    std::iota(c.k[0].begin(), c.k[0].end(), 0.0f);
+    std::vector<float> rows(size_t(2 * n));
+    std::iota(rows.begin(), rows.end(), 0.0f);
+    c.k = {KvRows()};
+    c.k[0].append(rows.data(), rows.size());
     c.v = c.k;
     c.conv = {float(n)};
     c.vdel = {float(-n)};
@@ -108,7 +110,8 @@ TEST(PrefixCache, CutBackOnlyWhereTheStateWasKept) {
     EXPECT_TRUE(c.can_cut_to(10) && c.can_cut_to(8) && c.can_cut_to(4));
     EXPECT_FALSE(c.can_cut_to(5));
     const SequenceCache cut = c.prefix(4);
-    EXPECT_EQ(cut.k[0], std::vector<float>({0, 1, 2, 3, 4, 5, 6, 7}));
+    EXPECT_EQ(std::vector<float>(cut.k[0].f32(), cut.k[0].f32() + cut.k[0].size()),
+              std::vector<float>({0, 1, 2, 3, 4, 5, 6, 7}));
     EXPECT_EQ(cut.conv, std::vector<float>({4}));
     EXPECT_EQ(cut.vdel, std::vector<float>({-4}));
     EXPECT_EQ(c.prefix(10).conv, std::vector<float>({10})); // its own state

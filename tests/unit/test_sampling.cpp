@@ -281,15 +281,18 @@ TEST(Engine, MaxContextBoundsEachSequence) {
               std::string::npos);
 }
 
-// The CPU decoder's cache is fp32: that is the default there, and asking for a bf16 one fails, naming the device
-// that has it.
-TEST(Engine, CpuKvCacheIsF32) {
+// The CPU decoder's cache element: the model's by default (an fp32 model's is fp32), bf16 or f32 when asked,
+// nothing else.
+TEST(Engine, CpuKvCacheElement) {
     EXPECT_EQ(Engine(tiny_model(), std::nullopt, EngineOptions{}).kv_dtype(), DType::F32);
-    EXPECT_EQ(Engine(tiny_model(), std::nullopt, EngineOptions{.kv_dtype = DType::F32}).kv_dtype(), DType::F32);
+    EXPECT_EQ(Engine(tiny_model(), std::nullopt, EngineOptions{.kv_dtype = DType::BF16}).kv_dtype(), DType::BF16);
+    Model bf16 = Model::create(config_preset("tiny"));
+    model_init_random(bf16, 3);
+    auto bf16_model = InferModel::from_model(std::move(bf16), DType::BF16);
+    EXPECT_EQ(Engine(std::move(bf16_model), std::nullopt, EngineOptions{}).kv_dtype(), DType::BF16);
     const std::string err =
-        test::error_of([] { Engine(tiny_model(), std::nullopt, EngineOptions{.kv_dtype = DType::BF16}); });
-    EXPECT_NE(err.find("f32 only"), std::string::npos) << err;
-    EXPECT_NE(err.find("--device cuda"), std::string::npos) << err;
+        test::error_of([] { Engine(tiny_model(), std::nullopt, EngineOptions{.kv_dtype = DType::F16}); });
+    EXPECT_NE(err.find("the KV cache's element must be f32 or bf16, got F16"), std::string::npos) << err;
 }
 
 // The prompt chunk per step: the device's default when not given (the CPU's 256), kept when given, and a

@@ -2,6 +2,7 @@
 // query block into one matrix, rows (head, token): [g·rq, hd]. A block's scores for the whole group then come from
 // one GEMM against the kv head's keys, read in place as a strided view (row stride nkv·hd), and so do P·V and the
 // backward products. Blocks are bounded (query_block(g) × kBlockK*): scratch memory does not grow with the sequence.
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/fastmath.h"
 #include "core/parallel.h"
@@ -380,9 +381,13 @@ void attention_backward(real *dq, real *dk, real *dv, const real *dout, const re
 // (decoding) the keys are also split into blocks of kCachedKeyBlock, so that one token's attention still spreads over
 // every thread (flash-decoding): each block keeps its max, sum and unnormalised output, merged in a second pass. The
 // split depends on the shapes only, so results do not depend on the thread count.
-void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
-                      const AttnShape &s) {
-    ZAYA_PROFILE("attention_cached");
+namespace {
+inline real widen(real x) { return x; }
+inline real widen(uint16_t x) { return bf16_to_f32(x); }
+
+template <class KV>
+void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, int64_t n, int64_t p0,
+                           const AttnShape &s) {
     constexpr int64_t kCachedKeyBlock = 512, kSplitBelowRows = 16;
     const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, G = nq / nkv, total = p0 + n;
     const int64_t block = n * nkv < kSplitBelowRows ? kCachedKeyBlock : total;
@@ -411,12 +416,12 @@ void attention_cached(real *out, const real *q, const real *k, const real *v, in
             scores.resize(size_t(G * len));
             const real *qg = q + (i * nq + j * G) * hd; // the group's G query heads, consecutive
             for (int64_t t = t0; t < t1; ++t) {
-                const real *kr = k + (t * nkv + j) * hd;
+                const KV *kr = k + (t * nkv + j) * hd;
                 for (int64_t g = 0; g < G; ++g) {
                     const real *qr = qg + g * hd;
                     real dot = 0;
 #pragma omp simd reduction(+ : dot)
-                    for (int64_t d = 0; d < hd; ++d) dot += qr[d] * kr[d];
+                    for (int64_t d = 0; d < hd; ++d) dot += qr[d] * widen(kr[d]);
                     scores[size_t(g * len + t - t0)] = dot * s.scale;
                 }
             }
@@ -429,12 +434,12 @@ void attention_cached(real *out, const real *q, const real *k, const real *v, in
                 std::fill_n(part + g * stride + 2, hd, real(0));
             }
             for (int64_t t = t0; t < t1; ++t) {
-                const real *vr = v + (t * nkv + j) * hd;
+                const KV *vr = v + (t * nkv + j) * hd;
                 for (int64_t g = 0; g < G; ++g) {
                     const real p = scores[size_t(g * len + t - t0)];
                     real *o = part + g * stride + 2;
 #pragma omp simd
-                    for (int64_t d = 0; d < hd; ++d) o[d] += p * vr[d];
+                    for (int64_t d = 0; d < hd; ++d) o[d] += p * widen(vr[d]);
                 }
             }
         }
@@ -458,6 +463,19 @@ void attention_cached(real *out, const real *q, const real *k, const real *v, in
             for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
         }
     }
+}
+} // namespace
+
+void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
+                      const AttnShape &s) {
+    ZAYA_PROFILE("attention_cached");
+    attention_cached_over(out, q, k, v, n, p0, s);
+}
+
+void attention_cached(real *out, const real *q, const uint16_t *k, const uint16_t *v, int64_t n, int64_t p0,
+                      const AttnShape &s) {
+    ZAYA_PROFILE("attention_cached");
+    attention_cached_over(out, q, k, v, n, p0, s);
 }
 
 } // namespace zaya::cpu

@@ -25,6 +25,9 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
 // every earlier position and the new ones (causal; sliding window as above). out[n, nq, hd]. Inference only.
 void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
                       const AttnShape &s);
+// The same over a bf16 cache, each key and value widened (exactly) as it is read.
+void attention_cached(real *out, const real *q, const uint16_t *k, const uint16_t *v, int64_t n, int64_t p0,
+                      const AttnShape &s);
 
 // Backward of attention_forward (flash-attention style: P is recomputed from q, k and the saved lse).
 // dq[N,nq,hd], dk, dv[N,nkv,hd] are written (=); with a prefix, dk and dv at the key rows of positions
