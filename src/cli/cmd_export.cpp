@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "io/model_io.h"
 #include "train/checkpoint.h"
+#include "train/start_model.h"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -38,11 +39,9 @@ void register_export(CLI::App &app) {
         // The tokenizer the run was trained with, when its data directory is still there.
         const auto manifest = checkpoint_manifest(dir);
         std::string note;
-        if (manifest.contains("train_config") && manifest["train_config"].contains("data")) {
-            const fs::path tok = fs::path(manifest["train_config"]["data"].get<std::string>()) / "tokenizer.model";
+        if (const std::optional<std::string> tok = checkpoint_tokenizer(dir)) {
             std::error_code ec;
-            if (fs::exists(tok) && fs::copy_file(tok, fs::path(*out) / "tokenizer.model",
-                                                 fs::copy_options::overwrite_existing, ec))
+            if (fs::copy_file(*tok, fs::path(*out) / "tokenizer.model", fs::copy_options::overwrite_existing, ec))
                 note = " + tokenizer.model";
         }
         fmt::print("exported {} (step {}) to {} ({}{})\n", dir, manifest.value("step", int64_t(-1)), *out, *dtype, note);

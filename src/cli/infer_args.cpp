@@ -1,6 +1,7 @@
 #include "cli/infer_args.h"
 
 #include "core/error.h"
+#include "train/start_model.h"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -10,13 +11,17 @@ namespace zaya::cli {
 namespace fs = std::filesystem;
 
 void add_model_options(CLI::App *cmd, InferModelArgs &a) {
-    cmd->add_option("model", a.model, "Model directory (config.json + safetensors, mapped in place) or preset name")
+    cmd->add_option("model", a.model,
+                    "Model directory (config.json + safetensors, mapped in place), training checkpoint directory "
+                    "(its fp32 weights) or preset name")
         ->required();
     cmd->add_option("--dtype", a.dtype, "Preset only: dtype of the random weight matrices (bf16|f32)")
         ->capture_default_str();
     cmd->add_option("--layers", a.layers, "Preset only: keep the first N layers (0 = all)")->capture_default_str();
     cmd->add_option("--seed-weights", a.seed, "Preset only: seed of the random weights")->capture_default_str();
-    cmd->add_option("--tokenizer", a.tokenizer, "sentencepiece tokenizer.model (default: MODEL_DIR/tokenizer.model)");
+    cmd->add_option("--tokenizer", a.tokenizer,
+                    "sentencepiece tokenizer.model (default: MODEL_DIR/tokenizer.model; for a checkpoint, its run's "
+                    "data's)");
     add_quantize_option(cmd, a.quantize);
 }
 
@@ -42,7 +47,10 @@ DType parse_weight_dtype(const std::string &name) {
 std::unique_ptr<InferModel> load_infer_model(const InferModelArgs &a) {
     if (fs::is_directory(a.model)) {
         if (a.layers != 0) fail("--layers applies to presets only; '{}' is a model directory", a.model);
-        auto m = InferModel::load(a.model);
+        // A training checkpoint: its fp32 master weights, as its run's model/ would hold them (no export first).
+        auto m = fs::exists(fs::path(a.model) / "config.json")
+                     ? InferModel::load(a.model)
+                     : InferModel::from_model(load_model_or_checkpoint(a.model, "model"), DType::F32);
         apply_quantize(*m, a.quantize);
         return m;
     }
@@ -62,6 +70,8 @@ std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a) {
     if (!a.tokenizer.empty()) return Tokenizer::load(a.tokenizer);
     const fs::path p = fs::path(a.model) / "tokenizer.model";
     if (fs::is_directory(a.model) && fs::exists(p)) return Tokenizer::load(p.string());
+    if (fs::is_directory(a.model))
+        if (const std::optional<std::string> t = checkpoint_tokenizer(a.model)) return Tokenizer::load(*t);
     return std::nullopt;
 }
 

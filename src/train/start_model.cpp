@@ -26,6 +26,17 @@ Model load_model_or_checkpoint(const std::string &dir, const std::string &who) {
     return fs::exists(d / "manifest.json") ? checkpoint_load_model(dir) : model_load(dir);
 }
 
+std::optional<std::string> checkpoint_tokenizer(const std::string &dir) {
+    if (!fs::exists(fs::path(dir) / "manifest.json")) return std::nullopt;
+    const nlohmann::json j = checkpoint_manifest(dir);
+    const nlohmann::json *data = nullptr;
+    if (j.contains("train_config") && j.at("train_config").contains("data")) data = &j.at("train_config").at("data");
+    if (!data || !data->is_string() || data->get<std::string>().empty()) return std::nullopt;
+    const fs::path p = fs::path(data->get<std::string>()) / "tokenizer.model";
+    if (!fs::exists(p)) return std::nullopt;
+    return p.string();
+}
+
 Model load_trained_model(const std::string &dir, const DataManifest &dm, const std::string &tokenizer_path,
                          const std::string &who) {
     Model m = load_model_or_checkpoint(dir, who);

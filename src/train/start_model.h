@@ -15,6 +15,7 @@
 #include "model/params.h"
 #include "train/train_config.h"
 
+#include <optional>
 #include <string>
 
 namespace zaya {
@@ -31,5 +32,9 @@ Model load_model_or_checkpoint(const std::string &dir, const std::string &who);
 // The same, checked as above against the data it will read; errors start with `who` ("--init", "eval").
 Model load_trained_model(const std::string &dir, const DataManifest &dm, const std::string &tokenizer_path,
                          const std::string &who);
+
+// The tokenizer a training checkpoint's run was trained with: its data directory's tokenizer.model (the manifest's
+// train_config.data), when `dir` is a checkpoint and that file is still there.
+std::optional<std::string> checkpoint_tokenizer(const std::string &dir);
 
 } // namespace zaya

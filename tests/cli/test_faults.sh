@@ -49,6 +49,15 @@ cmp -s "$tmp/exp32/model.safetensors" "$(model_of straight)" && cmp -s "$tmp/exp
     fail "export equals the run's own model, byte for byte, with its tokenizer"
 expect_ok "export a run directory's latest checkpoint as bf16" export "$tmp/straight" --out "$tmp/exp16" --dtype bf16
 expect_ok "zaya forward loads the bf16 export" forward "$tmp/exp16" --tokens 2,10,11 --out "$tmp/f16.safetensors"
+# A checkpoint is a model for generate (its fp32 weights; the tokenizer of its run's data): the final one gives the
+# run's own model's completion; a run directory is refused, naming what to give.
+expect_ok "generate from the final checkpoint" generate "$ck" --prompt "Document 3" -n 8 --temperature 0
+from_ck=$out
+expect_ok "generate from the run's model" generate "$tmp/straight/model" --prompt "Document 3" -n 8 --temperature 0
+[[ -n $from_ck && $from_ck == "$out" ]] && pass "generate from a checkpoint = from the run's model ($out)" ||
+    fail "generate from a checkpoint = from the run's model" "checkpoint: $from_ck" "model: $out"
+expect_error "generate: a run directory names what to give" "^zaya: error: model: .* is a run directory" \
+    generate "$tmp/straight" --prompt "Document 3" -n 2
 expect_error "export: not a checkpoint" "^zaya: error: .*no manifest.json" export "$tmp/data" --out "$tmp/e1"
 expect_error "export: bad dtype" "^zaya: error: .*--dtype" export "$ck" --out "$tmp/e2" --dtype f64
 cp -r "$ck" "$tmp/bad_ck"
