@@ -28,7 +28,8 @@ void add_model_options(CLI::App *cmd, InferModelArgs &a) {
 void add_quantize_option(CLI::App *cmd, std::string &quantize, const std::string &when) {
     cmd->add_option("--quantize", quantize,
                     when + "none, or int8: every weight matrix as int8 with a scale per 64 columns, quantized when "
-                           "loaded (about half of bf16's bytes, so about twice the batch-1 decoding speed; cpu only)")
+                           "loaded, and each layer's input rows alike (about half of bf16's bytes and integer dot "
+                           "products: over twice bf16's batch-1 decoding speed; cpu only)")
         ->check(CLI::IsMember({"none", "int8"}))
         ->capture_default_str();
 }

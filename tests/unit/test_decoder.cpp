@@ -98,8 +98,10 @@ TEST(Decoder, Bf16WeightsMatchForwardOfRoundedWeights) {
 }
 
 // --quantize int8: every matrix (the tied embedding / LM head and each expert included) becomes int8 with its group
-// scales; the decoder then computes the forward of the dequantized weights, on both linear paths.
-TEST(Decoder, Int8WeightsMatchForwardOfDequantizedWeights) {
+// scales, and each linear's input rows are quantized alike (ops/cpu/linear_i8.h). Both linear paths compute the same
+// products, so prompts fed whole (70 rows: panels), in chunks or token by token give the same logits; they stay
+// near the fp32 forward of the dequantized weights, moved by the activations' quantization.
+TEST(Decoder, Int8WeightsAndActivationsTrackForwardOfDequantizedWeights) {
     Model m = perturbed_model(decode_config(), 9);
     Model dequantized = Model::create(m.config);
     std::copy_n(m.params.data(), m.layout.total, dequantized.params.data());
@@ -114,17 +116,24 @@ TEST(Decoder, Int8WeightsMatchForwardOfDequantizedWeights) {
             for (int64_t c = 0; c < cols; ++c)
                 p[r * cols + c] = s[size_t(r * G + c / cpu::kI8Group)] * q[size_t(r * cols + c)];
     }
-    const auto tokens = random_tokens(21, m.config.vocab_size, 4);
+    const auto tokens = random_tokens(70, m.config.vocab_size, 4);
     const auto ref = test::full_logits(dequantized, tokens);
     auto im = InferModel::from_model(std::move(m), DType::F32);
     const size_t f32_bytes = im->matrix_bytes();
     im->quantize_i8();
     EXPECT_EQ(im->weight_dtype, DType::I8);
     EXPECT_LT(double(im->matrix_bytes()), 0.3 * double(f32_bytes)); // a byte and 4/64 of one per weight
-    Decoder dec(*im, 12, 1);
+    Decoder dec(*im, 70, 1);
+    const auto whole = test::cached_logits(dec, tokens, {70});
+    float scale = 0;
+    for (float x : ref) scale = std::max(scale, std::fabs(x));
+    const float moved = test::max_abs_diff(whole.data(), ref.data(), ref.size());
+    EXPECT_GT(moved, 1e-4f * scale) << "the activations were not quantized";
+    EXPECT_LT(moved, 2e-2f * scale);
     for (std::vector<int64_t> sizes : {std::vector<int64_t>{12}, {1}, {2, 5}}) {
         const auto got = test::cached_logits(dec, tokens, sizes);
-        EXPECT_LT(test::max_abs_diff(got.data(), ref.data(), ref.size()), 1e-4f) << "chunks " << sizes[0];
+        EXPECT_LT(test::max_abs_diff(got.data(), whole.data(), whole.size()), 1e-4f * scale)
+            << "chunks " << sizes[0];
     }
     test::TempDir tmp;
     const std::string err = test::error_of([&] { im->save(tmp.str("q"), size_t(1) << 30); });

@@ -1,6 +1,7 @@
-// int8-weight linear layers (`--quantize int8`): the quantization's error bound and groups, both paths (dot passes,
-// widened panels + GEMM) equal to an fp32 reference on the dequantized weights for sizes that exercise every
-// remainder loop and the column chunks, and the row gather.
+// int8 linear layers (`--quantize int8`): the quantization's error bound and groups, both paths (dot passes of
+// exact int8 sums, widened panels + GEMM) equal to a double reference on the dequantized weights and activations
+// (each row quantized by the weights' rule) for sizes that exercise every remainder loop and the column chunks,
+// and the row gather.
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "ops/cpu/linear_i8.h"
@@ -67,8 +68,9 @@ TEST(LinearI8, QuantizationBoundsAndGroups) {
     }
 }
 
-TEST(LinearI8, MatchesFp32ReferenceOnBothPaths) {
+TEST(LinearI8, MatchesReferenceOfDequantizedWeightsAndActivationsOnBothPaths) {
     Rng rng(5, 0);
+    double worst = 0; // against the fp32 activations: what their quantization moves, beyond rounding
     // 1100 columns: 8 rows of them (35 KB) are cut into 1024-column chunks, a chunk boundary inside the groups' run.
     for (int64_t I : {7, 16, 45, 64, 300, 1100}) {
         for (int64_t O : {1, 3, 70}) {
@@ -79,22 +81,28 @@ TEST(LinearI8, MatchesFp32ReferenceOnBothPaths) {
             for (int64_t N : {1, 2, 3, 5, 8, 9, 17, 40, 41}) {
                 std::vector<float> x(size_t(N * I));
                 for (auto &v : x) v = float(rng.normal());
+                const Quantized xr = quantize(x, N, I); // the activations as the kernel sees them
                 const int64_t ldy = O + 3; // a strided output: the rest of each row must stay untouched
                 std::vector<float> y(size_t(N * ldy), -7.0f);
                 const int64_t dot_max = N % 2 ? 1000 : 0; // both paths, alternating by N
                 cpu::linear_i8_with(y.data(), ldy, x.data(), r.q.data(), r.scales.data(), b.data(), N, I, O, dot_max);
                 for (int64_t n = 0; n < N; ++n) {
                     for (int64_t o = 0; o < O; ++o) {
-                        double ref = b[size_t(o)];
-                        for (int64_t i = 0; i < I; ++i) ref += double(x[size_t(n * I + i)]) * r.w[size_t(o * I + i)];
+                        double ref = b[size_t(o)], exact = ref;
+                        for (int64_t i = 0; i < I; ++i) {
+                            ref += double(xr.w[size_t(n * I + i)]) * r.w[size_t(o * I + i)];
+                            exact += double(x[size_t(n * I + i)]) * r.w[size_t(o * I + i)];
+                        }
                         ASSERT_NEAR(y[size_t(n * ldy + o)], ref, 1e-4 * std::sqrt(double(I)))
                             << "I " << I << " O " << O << " N " << N << " row " << n << " col " << o;
+                        worst = std::max(worst, std::fabs(y[size_t(n * ldy + o)] - exact) / std::sqrt(double(I)));
                     }
                     for (int64_t o = O; o < ldy; ++o) ASSERT_EQ(y[size_t(n * ldy + o)], -7.0f);
                 }
             }
         }
     }
+    EXPECT_GT(worst, 1e-3); // the activations were quantized (fp32 activations would stay within 1e-4)
 }
 
 TEST(LinearI8, GatherRowsDequantizes) {

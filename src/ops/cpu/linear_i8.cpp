@@ -26,69 +26,56 @@ void quantize_row(int8_t *q, float *scales, const float *w, int64_t I) {
     }
 }
 
-// acc[r] += Σ_i x[r][i]·s(i)·q[i], i < n, for R rows of x (row stride ldx) against one row piece q[n] whose first
-// column starts a group (its scales sc[]). Each 16 weights are widened and scaled once, then used by every row.
+// acc[r] += Σ_i (sx·xq)[r][i]·(s·q)[i], i < n, for R rows of int8 activations xq (row stride ldx; scales sx, row
+// stride ldsx) against one weight row piece q[n]; both pieces start on a group. Each group's products are summed
+// exactly in int32 (VNNI: 64 at once), then scaled by the two groups' scales into fp32.
 template <int R>
-inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t n, const int8_t *q, const float *sc) {
+inline void dot_rows_q8(float *acc, const int8_t *xq, const float *sx, int64_t ldx, int64_t ldsx, int64_t n,
+                        const int8_t *q, const float *sc) {
     int64_t i = 0;
-#if defined(__AVX512F__)
-    if constexpr (R == 1) {
-        // One row (decoding): each group's 64 products summed unscaled in two chains, then scaled once — 4 fewer
-        // multiplies per group, which is where a single row's time goes (the weights arrive faster than they widen).
-        __m512 s = _mm512_setzero_ps();
-        for (; i + kI8Group <= n; i += kI8Group) {
-            auto widen16 = [&](int64_t k) {
-                return _mm512_cvtepi32_ps(
-                    _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + i + k))));
-            };
-            __m512 a = _mm512_mul_ps(_mm512_loadu_ps(x + i), widen16(0));
-            __m512 b = _mm512_mul_ps(_mm512_loadu_ps(x + i + 16), widen16(16));
-            a = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), widen16(32), a);
-            b = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), widen16(48), b);
-            s = _mm512_fmadd_ps(_mm512_add_ps(a, b), _mm512_set1_ps(sc[i / kI8Group]), s);
-        }
-        acc[0] += _mm512_reduce_add_ps(s);
-    }
-    // Two accumulators per row, as the bf16 kernel: one FMA chain would cap the stream.
-    __m512 s[R], t[R];
-    for (int r = 0; r < R; ++r) s[r] = t[r] = _mm512_setzero_ps();
-    for (; i + 32 <= n; i += 32) { // a group is 64 columns: both halves share its scale
-        const __m512 scale = _mm512_set1_ps(sc[i / kI8Group]);
-        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + i));
-        const __m128i qlo = _mm256_castsi256_si128(h), qhi = _mm256_extracti128_si256(h, 1);
-        const __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(qlo)), scale);
-        const __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(qhi)), scale);
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+    // vpdpbusd multiplies unsigned by signed bytes: |x| by w with x's sign moved onto w (|q| ≤ 127: no overflow).
+    __m512 s[R];
+    for (int r = 0; r < R; ++r) s[r] = _mm512_setzero_ps();
+    const __m512i zero = _mm512_setzero_si512();
+    for (; i + kI8Group <= n; i += kI8Group) {
+        const int64_t g = i / kI8Group;
+        const __m512i w = _mm512_loadu_si512(q + i);
         for (int r = 0; r < R; ++r) {
-            s[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i), lo, s[r]);
-            t[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i + 16), hi, t[r]);
+            const __m512i xv = _mm512_loadu_si512(xq + r * ldx + i);
+            const __m512i ws = _mm512_mask_sub_epi8(w, _mm512_movepi8_mask(xv), zero, w);
+            const __m512i d = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(xv), ws);
+            s[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(sc[g] * sx[r * ldsx + g]), s[r]);
         }
     }
-    for (int r = 0; r < R; ++r) acc[r] += _mm512_reduce_add_ps(_mm512_add_ps(s[r], t[r]));
-#elif defined(__AVX2__)
-    __m256 s[R];
-    for (int r = 0; r < R; ++r) s[r] = _mm256_setzero_ps();
-    for (; i + 8 <= n; i += 8) {
-        const __m256 scale = _mm256_set1_ps(sc[i / kI8Group]);
-        const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(q + i));
-        const __m256 wf = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(h)), scale);
-        for (int r = 0; r < R; ++r) s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * ldx + i), wf, s[r]);
-    }
-    for (int r = 0; r < R; ++r) acc[r] += hsum(s[r]);
+    for (int r = 0; r < R; ++r) acc[r] += _mm512_reduce_add_ps(s[r]);
 #endif
-    for (; i < n; ++i) {
-        const float w = sc[i / kI8Group] * float(q[i]);
-        for (int r = 0; r < R; ++r) acc[r] += x[r * ldx + i] * w;
+    for (; i < n;) { // the rest, a group at a time (the compiler vectorises the integer sums)
+        const int64_t g = i / kI8Group, end = std::min(n, (g + 1) * kI8Group);
+        for (int r = 0; r < R; ++r) {
+            int32_t d = 0;
+            for (int64_t k = i; k < end; ++k) d += int32_t(xq[r * ldx + k]) * int32_t(q[k]);
+            acc[r] += float(d) * (sc[g] * sx[r * ldsx + g]);
+        }
+        i = end;
     }
 }
 
-// int8 rows for weight_stream. Column chunks start on a group, so a chunk's first scale is its group's.
+// int8 rows for weight_stream. Column chunks start on a group, so a chunk's first scale is its group's. The dot
+// path reads the activations' int8 copy (xq, xs: the same layout as x0, the fp32 rows weight_stream passes
+// pointers into).
 struct I8Rows {
     const int8_t *q;
     const float *scales;
     int64_t I, G;
+    const float *x0 = nullptr;
+    const int8_t *xq = nullptr;
+    const float *xs = nullptr;
     static constexpr int64_t kColAlign = kI8Group;
     template <int R> void dot(float *acc, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const {
-        dot_rows<R>(acc, x, ldx, n, q + o * I + c, scales + o * G + c / kI8Group);
+        const int64_t at = x - x0; // the first row's element c: (row, c) = (at / I, at % I) in the int8 copy too
+        dot_rows_q8<R>(acc, xq + at, xs + at / I * G + c / kI8Group, ldx, G, n, q + o * I + c,
+                       scales + o * G + c / kI8Group);
     }
     void widen(float *dst, int64_t o0, int64_t rows) const {
 #pragma omp parallel for schedule(static)
@@ -122,7 +109,31 @@ void quantize_i8_from_bf16(int8_t *q, float *scales, const uint16_t *w, int64_t 
 void linear_i8_with(float *y, int64_t ldy, const float *x, const int8_t *q, const float *scales, const float *b,
                     int64_t N, int64_t I, int64_t O, int64_t dot_max_rows) {
     ZAYA_PROFILE("linear_i8");
-    weight_stream::linear(y, ldy, x, I8Rows{q, scales, I, i8_groups(I)}, b, N, I, O, dot_max_rows);
+    if (N <= 0 || O <= 0) return;
+    const int64_t G = i8_groups(I);
+    // The activations as int8, by the weights' rule; grown once, reused by every later call of this thread.
+    thread_local std::vector<int8_t> xq;
+    thread_local std::vector<float> xs, xdq;
+    xq.resize(size_t(N * I));
+    xs.resize(size_t(N * G));
+    // The calling thread's buffers, which a parallel region's threads reach through these pointers (their own
+    // thread_local copies are empty).
+    int8_t *const aq = xq.data();
+    float *const as = xs.data();
+    // Threads only for many rows: one decoding row is ~1 µs of work, less than starting a parallel region.
+#pragma omp parallel for schedule(static) if (N * I >= 65536)
+    for (int64_t n = 0; n < N; ++n) quantize_row(aq + n * I, as + n * G, x + n * I, I);
+    if (N <= dot_max_rows) {
+        weight_stream::linear(y, ldy, x, I8Rows{q, scales, I, G, x, aq, as}, b, N, I, O, dot_max_rows);
+        return;
+    }
+    // Many rows: the GEMM multiplies the dequantized activations by the widened weights — the same products.
+    xdq.resize(size_t(N * I));
+    float *const ad = xdq.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < I; ++i) ad[n * I + i] = as[n * G + i / kI8Group] * float(aq[n * I + i]);
+    weight_stream::linear(y, ldy, ad, I8Rows{q, scales, I, G}, b, N, I, O, dot_max_rows);
 }
 
 void linear_i8(float *y, int64_t ldy, const float *x, const int8_t *q, const float *scales, const float *b, int64_t N,

@@ -1,9 +1,11 @@
 // Linear layers with int8 weights (inference only: `--quantize int8`): each weight row is cut into groups of
 // kI8Group columns, each group stored as int8 values q and one fp32 scale s, w ≈ s·q with s = max|w| / 127 over the
-// group (symmetric, round to nearest). Activations and accumulation stay fp32: only the weights are approximated,
-// and they are read at about a byte each, half of bf16 — batch-1 decoding is bound by the bytes of weights it
-// streams. Few rows stream the weights through a dot kernel that widens each group as it is read; many rows widen a
-// panel of weight rows at a time for the fp32 GEMM (as linear_bf16.h).
+// group (symmetric, round to nearest). Each call quantizes its input rows by the same rule (one scale per row and
+// group, as llama.cpp's Q8_0 does), so a group's 64 products are summed exactly as integers — with AVX-512 VNNI 64
+// of them per instruction — and scaled once into fp32: batch-1 decoding streams the weights at about a byte each
+// (half of bf16) with little arithmetic per byte. Few rows run that dot kernel; many rows multiply the dequantized
+// rows by a panel of widened weight rows at a time with the fp32 GEMM (as linear_bf16.h) — the same products, so
+// both paths agree to rounding.
 #pragma once
 #include <cstdint>
 
@@ -19,7 +21,7 @@ void quantize_i8(int8_t *q, float *scales, const float *w, int64_t O, int64_t I)
 // The same from bf16 weights (raw uint16 bits).
 void quantize_i8_from_bf16(int8_t *q, float *scales, const uint16_t *w, int64_t O, int64_t I);
 
-// y[N, O] (row stride ldy) = x[N, I] · (s·q)[O, I]ᵀ + b[O]; b may be null.
+// y[N, O] (row stride ldy) = x̃[N, I] · (s·q)[O, I]ᵀ + b[O], x̃ the rows of x quantized as above; b may be null.
 void linear_i8(float *y, int64_t ldy, const float *x, const int8_t *q, const float *scales, const float *b, int64_t N,
                int64_t I, int64_t O);
 
