@@ -228,7 +228,7 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
             const CheckpointSaved saved = checkpoint_save(trainer, tc.out);
             r.dir = saved.dir;
             r.bytes = saved.bytes;
-            if (tc.keep > 0) checkpoint_prune(tc.out, tc.keep);
+            if (tc.keep > 0 && root) checkpoint_prune(tc.out, tc.keep); // rank 0's, once the checkpoint is whole
         } catch (const Error &e) {
             r.error = e.what();
         }
