@@ -1,4 +1,5 @@
-// zaya info MODEL_DIR|PRESET — config summary, parameter counts and memory needs, without loading weights.
+// zaya info MODEL_DIR|CHECKPOINT_DIR|PRESET — config summary, parameter counts and memory needs, without loading
+// weights.
 #include "cli/commands.h"
 #include "core/error.h"
 #include "dist/context_parallel.h"
@@ -8,6 +9,7 @@
 #include "model/params.h"
 #include "optim/param_groups.h"
 #include "optim/zero_shard.h"
+#include "train/checkpoint.h"
 #include "train/memory.h"
 
 #include <filesystem>
@@ -55,7 +57,20 @@ void run_info(const InfoArgs &a) {
     const int64_t seq_len = a.seq_len;
     ZayaConfig c;
     std::string checkpoint;
-    if (std::filesystem::is_directory(target)) {
+    if (std::filesystem::exists(std::filesystem::path(target) / "manifest.json")) { // a training checkpoint
+        const nlohmann::json m = checkpoint_manifest(target);
+        const std::string label = (std::filesystem::path(target) / "manifest.json").string();
+        if (!m.contains("model_config") || !m.contains("files") || !m.at("files").is_object())
+            fail("{}: malformed manifest: no model_config or files table", label);
+        c = config_from_json(m.at("model_config"), label);
+        const nlohmann::json &files = m.at("files");
+        uint64_t bytes = 0;
+        for (const auto &f : files) bytes += f.value("bytes", uint64_t(0));
+        const int64_t ranks = m.value("world_size", int64_t(1));
+        checkpoint = fmt::format("training checkpoint, step {}, written by {} rank{}: {} files, {:.1f} MB",
+                                 m.value("step", int64_t(-1)), ranks, ranks == 1 ? "" : "s", files.size(),
+                                 double(bytes) / 1e6);
+    } else if (std::filesystem::is_directory(target)) {
         c = config_load((std::filesystem::path(target) / "config.json").string());
         SafetensorSet set = SafetensorSet::open(target);
         checkpoint = fmt::format("{} tensors{}", set.size(), c.legacy_layout ? " (legacy Megatron-export names)" : "");
@@ -140,7 +155,9 @@ void run_info(const InfoArgs &a) {
 void register_info(CLI::App &app) {
     auto *cmd = app.add_subcommand("info", "Show a model's config, parameter counts and memory needs");
     auto a = std::make_shared<InfoArgs>();
-    cmd->add_option("model", a->target, "Model directory (config.json + safetensors) or preset name")->required();
+    cmd->add_option("model", a->target,
+                    "Model directory (config.json + safetensors), training checkpoint directory or preset name")
+        ->required();
     cmd->add_option("--seq-len,--seq", a->seq_len, "Sequence length for the memory estimates")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();

@@ -87,6 +87,10 @@ if out=$(python3 "$SRC/tests/cli/check_manifest.py" "$tmp/r21/checkpoints/step_0
 else
     fail "2 ranks write a checkpoint's files at once, each about half of it" "$out"
 fi
+expect_ok "info on a 2-rank checkpoint" info "$tmp/r21/checkpoints/step_00000010"
+[[ $out == *"training checkpoint, step 10, written by 2 ranks: 4 files"* ]] &&
+    pass "info on a 2-rank checkpoint names its ranks and files" ||
+    fail "info on a 2-rank checkpoint names its ranks and files" "$out"
 expect_ok "resume on 1 rank from a 2-rank checkpoint" train "${args[@]}" --micro-batch 4 --out "$tmp/r21" --resume
 d=$(max_rel_diff "$tmp/one/metrics.jsonl" "$tmp/r21/metrics.jsonl")
 within "$d" 1e-5 && pass "2 → 1 ranks continues with the straight run's losses ($d)" || fail "2 → 1 ranks" "$d"

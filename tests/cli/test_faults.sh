@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fault tolerance, end to end (the checkpoint issue): export, graceful stop on SIGTERM, injected NaN gradients,
+# Fault tolerance, end to end (the checkpoint issue): export, a checkpoint as a model (generate, info), graceful
+# stop on SIGTERM, injected NaN gradients,
 # spikes that force a rollback, a corrupted latest checkpoint, a full disk during saves, and the supervisor
 # restarting a killed or hung trainer. Every recovered run is compared byte for byte with an uninterrupted one.
 #
@@ -56,6 +57,10 @@ from_ck=$out
 expect_ok "generate from the run's model" generate "$tmp/straight/model" --prompt "Document 3" -n 8 --temperature 0
 [[ -n $from_ck && $from_ck == "$out" ]] && pass "generate from a checkpoint = from the run's model ($out)" ||
     fail "generate from a checkpoint = from the run's model" "checkpoint: $from_ck" "model: $out"
+expect_ok "info on a checkpoint" info "$ck"
+[[ $out == *"training checkpoint, step 40, written by 1 rank: 2 files"* && $out == *"layers "* ]] &&
+    pass "info on a checkpoint: its step, ranks, files and the model's shape" ||
+    fail "info on a checkpoint: its step, ranks, files and the model's shape" "$out"
 expect_error "generate: a run directory names what to give" "^zaya: error: model: .* is a run directory" \
     generate "$tmp/straight" --prompt "Document 3" -n 2
 expect_error "export: not a checkpoint" "^zaya: error: .*no manifest.json" export "$tmp/data" --out "$tmp/e1"
