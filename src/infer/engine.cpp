@@ -18,6 +18,7 @@ struct Engine::Request {
     SequenceCache cache;
     std::optional<Sampler> sampler;
     std::optional<TextStream> text;
+    std::optional<JsonConstraint> json; // JSON mode
     int64_t fed = 0;  // prompt tokens in the cache
     int32_t next = -1; // the sampled token to feed next (decoding)
     Completion out;
@@ -65,6 +66,7 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, 
     const ZayaConfig &c = model_->config;
     opts.validate(c.vocab_size);
     if (prompt.empty()) fail("the prompt is empty");
+    if (opts.json_object && !tok_) fail("JSON mode needs the model's tokenizer (the bytes of its tokens)");
     for (size_t i = 0; i < prompt.size(); ++i)
         if (prompt[i] < 0 || prompt[i] >= c.vocab_size)
             fail("prompt token {} at position {} is outside the vocabulary [0, {})", prompt[i], i, c.vocab_size);
@@ -124,6 +126,10 @@ void Engine::admit() {
         r->sampler.emplace(r->opts, model_->config.vocab_size);
         for (int32_t t : r->prompt) r->sampler->observe(t, /*generated=*/false);
         if (tok_) r->text.emplace(*tok_, r->opts.stop_strings);
+        if (r->opts.json_object) {
+            if (!json_tokens_) json_tokens_ = std::make_shared<const TokenTable>(*tok_, model_->config.vocab_size);
+            r->json.emplace(json_tokens_);
+        }
         running_.push_back(std::move(r));
     }
     running_count_ = int64_t(running_.size());
@@ -247,7 +253,7 @@ bool Engine::step() {
     // When every sequence picks greedily and none reports log-probabilities, the decoder gives the argmax alone (on
     // the GPU: 4 bytes per sequence downloaded instead of V floats).
     const bool all_greedy = scored == SIZE_MAX && std::all_of(fed.begin(), fed.end(), [](const Request *r) {
-                                return r->sampler->greedy() && r->opts.logprobs < 0;
+                                return r->sampler->greedy() && r->opts.logprobs < 0 && !r->json;
                             });
     try {
         if (scored != SIZE_MAX) {
@@ -280,7 +286,19 @@ bool Engine::step() {
             continue;
         }
         const float *logits = logits_.data() + i * size_t(V);
-        const int32_t t = all_greedy ? greedy_[i] : r.sampler->sample(logits);
+        int32_t t = -1;
+        if (r.json) { // sampled from the tokens that continue the JSON text; log-probabilities stay the model's
+            masked_.assign(logits, logits + V);
+            if (r.json->mask(masked_.data()) == 0) {
+                r.out.error = "JSON mode: no token of the vocabulary continues the JSON text";
+                finish(r, "error");
+                continue;
+            }
+            t = r.sampler->sample(masked_.data());
+            r.json->advance(t);
+        } else {
+            t = all_greedy ? greedy_[i] : r.sampler->sample(logits);
+        }
         const auto &stops = r.opts.stop_tokens;
         if (std::find(stops.begin(), stops.end(), t) != stops.end()) {
             finish(r, "stop");
@@ -298,7 +316,7 @@ bool Engine::step() {
             finish(r, "error");
             continue;
         }
-        if (r.text && r.text->stopped()) finish(r, "stop");
+        if ((r.text && r.text->stopped()) || (r.json && r.json->complete())) finish(r, "stop");
         else if (int64_t(r.out.tokens.size()) >= r.opts.max_new_tokens || r.cache.length + 1 >= max_context_)
             finish(r, "length");
     }

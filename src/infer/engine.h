@@ -7,6 +7,7 @@
 #pragma once
 #include "data/tokenizer.h"
 #include "infer/engine_decoder.h"
+#include "infer/json_constraint.h"
 #include "infer/logprobs.h"
 #include "infer/prefix_cache.h"
 #include "infer/sample.h"
@@ -118,6 +119,8 @@ class Engine {
     Totals totals_;                  // under mu_
     int64_t max_context_ = 0;
     std::vector<float> logits_;
+    std::vector<float> masked_; // [V] a JSON-mode request's logits with the tokens it cannot take at −∞
+    std::shared_ptr<const TokenTable> json_tokens_; // built for the first JSON-mode request
     std::vector<float> scored_rows_; // [scored_chunk(), V]: a prompt chunk's logits (its log-probabilities asked)
     std::vector<int32_t> greedy_, top_idx_;
     std::vector<std::unique_ptr<Request>> running_;

@@ -147,6 +147,17 @@ void parse_logprobs(const json &j, ApiRequest &r) {
     o.prompt_logprobs = r.echo && o.logprobs >= 0;
 }
 
+// {"type": "text"} (the default) or {"type": "json_object"} (JSON mode: infer/json_constraint.h).
+void parse_response_format(const json &f, SampleOptions &o) {
+    if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
+        bad("response_format", "'response_format' must be an object with a 'type': 'text' or 'json_object'");
+    const std::string type = f["type"].get<std::string>();
+    if (type == "json_object") o.json_object = true;
+    else if (type != "text")
+        bad("response_format", "'response_format' type '" + type +
+                                   "' is not supported (supported: 'text', 'json_object'; no JSON schemas)");
+}
+
 } // namespace
 
 ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_context) {
@@ -194,9 +205,10 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
     if (r.n * int64_t(std::max<size_t>(r.prompts.size(), 1)) > kMaxChoices)
         bad("n", "at most " + std::to_string(kMaxChoices) + " choices (prompts × n) per request");
     parse_logprobs(j, r);
-    for (const char *key : {"tools", "functions", "response_format"})
+    for (const char *key : {"tools", "functions"})
         if (has(j, key) && !(j[key].is_boolean() && !j[key].get<bool>()))
             bad(key, std::string("'") + key + "' is not supported");
+    if (has(j, "response_format")) parse_response_format(j["response_format"], o);
     if (has(j, "stop")) {
         const json &s = j["stop"];
         if (s.is_string()) o.stop_strings = {s.get<std::string>()};

@@ -97,6 +97,8 @@ int32_t Sampler::sample(const float *logits) {
         u -= w[idx[i]];
         if (u < 0) return idx[i];
     }
+    // Rounding left u ≥ 0: the last candidate of positive weight (a token at −∞, as JSON mode masks them, has none).
+    while (m > 1 && !(w[idx[m - 1]] > 0)) --m;
     return idx[m - 1];
 }
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `zaya serve` through a real HTTP client (curl): health, models, API key, completions (text and token-id prompts,
-# equal to `zaya generate`), chat, server-sent-event streams (same text as the plain response), log-probabilities
-# (echo scoring against `zaya forward`'s loss, streamed = plain, chat's form), several prompts per request,
-# concurrent requests (batched: the same results as alone), prefix reuse (a continuation resumes from the earlier
-# request's cache and equals `zaya generate`; a chat's next turn), /metrics, and bad requests (4xx with an OpenAI error body; the
-# server keeps serving).
+# equal to `zaya generate`), chat, server-sent-event streams (same text as the plain response), JSON mode,
+# log-probabilities (echo scoring against `zaya forward`'s loss, streamed = plain, chat's form), several prompts per
+# request, concurrent requests (batched: the same results as alone), prefix reuse (a continuation resumes from the
+# earlier request's cache and equals `zaya generate`; a chat's next turn), /metrics, and bad requests (4xx with an
+# OpenAI error body; the server keeps serving).
 # Usage: test_serve.sh ZAYA_BINARY SOURCE_DIR
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -225,6 +225,38 @@ else
         "$(head -c 600 <<<"$metrics")"
 fi
 
+# JSON mode: every answer that stops is a JSON object, one cut by max_tokens a prefix of one (the random model is
+# nudged towards closing strings and containers). Greedy, it draws what `zaya generate --json` draws.
+bias='{'
+for ch in '\"' '}' ']' ','; do
+    post /tokenize "{\"prompt\": \"$ch\", \"add_special_tokens\": false}"
+    bias+="\"$(echo "$body" | jq -r '.tokens[0]')\": 6,"
+done
+bias="${bias%,}}"
+post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"Answer in JSON\"}], \"n\": 6,
+    \"seed\": 4, \"max_tokens\": 60, \"response_format\": {\"type\": \"json_object\"}, \"logit_bias\": $bias}"
+check "JSON mode (chat): answers that stop parse as objects, the others are cut by max_tokens; most stop" \
+    '[.choices[] | if .finish_reason == "stop" then (.message.content | fromjson | type == "object")
+      else .finish_reason == "length" end] as $ok | ($ok | all) and
+     ([.choices[] | select(.finish_reason == "stop")] | length) >= 3'
+post /v1/completions "{\"prompt\": \"The quick brown fox\", \"n\": 4, \"seed\": 9, \"max_tokens\": 60,
+    \"response_format\": {\"type\": \"json_object\"}, \"logit_bias\": $bias}"
+check "JSON mode (completions): the same" \
+    '[.choices[] | if .finish_reason == "stop" then (.text | fromjson | type == "object")
+      else .finish_reason == "length" end] | all'
+# (At most 32 bytes of whitespace before the object: the random model's favourite token is a space.)
+expected=$("$ZAYA" generate "$tmp/m" --tokens 5,17,3,9 --temperature 0 -n 40 --json --print-ids -q | tail -1)
+post /v1/completions '{"prompt": [5,17,3,9], "max_tokens": 40, "temperature": 0,
+    "response_format": {"type": "json_object"}}'
+got=$(echo "$body" | jq -r '.choices[0].token_ids | map(tostring) | join(",")')
+if [[ $status == 200 && -n $got && $got == "$expected" ]] &&
+    echo "$body" | jq -e '.choices[0].text | test("^[ \\n\\t\\r]{0,32}[{]")' >/dev/null; then
+    pass "JSON mode, greedy: the server = zaya generate --json ($(echo "$body" | jq -c '.choices[0].text'))"
+else
+    fail "JSON mode, greedy: the server = zaya generate --json" "status $status" "server: $got" "generate: $expected" \
+        "${body:0:300}"
+fi
+
 # Bad requests: 4xx with an OpenAI error body.
 expect_status() {
     local name=$1 want=$2 path=$3 data=$4 param=${5:-}
@@ -258,6 +290,11 @@ expect_status "logit_bias out of the vocabulary" 400 /v1/completions '{"prompt":
     logit_bias
 expect_status "/detokenize an id outside the vocabulary" 400 /detokenize '{"tokens": [1, 99999]}' tokens
 expect_status "/tokenize without a prompt" 400 /tokenize '{"text": "x"}' prompt
+expect_status "response_format json_schema" 400 /v1/chat/completions \
+    '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}}' response_format
+expect_status "response_format not an object" 400 /v1/completions '{"prompt": [1], "response_format": "json"}' \
+    response_format
+expect_status "tools" 400 /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "tools": []}' tools
 expect_status "several prompts streamed" 400 /v1/completions '{"prompt": ["a", "b"], "stream": true}' prompt
 body=$(curl -s "$url/health")
 check "still serving after the bad requests" '.status == "ok"'

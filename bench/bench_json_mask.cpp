@@ -1,0 +1,138 @@
+// What JSON mode (infer/json_constraint.h) costs per generated token: JsonConstraint::mask over a vocabulary, at each
+// step of writing a fixed JSON document token by token (the longest allowed token that spells the document's next
+// bytes, as a tokenizer would). Prints the median and mean milliseconds per token and the share spent where the text
+// is inside a string (where most tokens are allowed).
+//
+//   zaya_bench_json_mask [--tokenizer PATH] [--vocab N] [--repeat R]
+//
+// The vocabulary: the tokenizer's tokens when given, then (up to N, default 262144: ZAYA1's) synthetic pieces —
+// words and fragments of English and code with and without a leading space, numbers, punctuation runs, accented and
+// CJK characters — so that the ZAYA1 vocabulary's size is measured without its tokenizer file.
+#include "data/tokenizer.h"
+#include "infer/json_constraint.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using zaya::JsonConstraint;
+using zaya::TokenTable;
+
+std::vector<std::string> synthetic_pieces(size_t n, std::vector<std::string> pieces) {
+    static const char *words[] = {"the", "of", "and", "to", "in", "is", "for", "on", "with", "that", "as", "by", "this",
+                                  "be", "are", "from", "or", "an", "at", "which", "def", "return", "self", "import",
+                                  "class", "value", "name", "type", "data", "list", "string", "number", "object",
+                                  "true", "false", "null", "json", "key", "index", "result", "error", "http", "www"};
+    static const char *marks[] = {"\"", "\":", "\",", "\": \"", "{", "}", "[", "]", "},", "],", ",", ":", ".", "(",
+                                  ")", "\n", "\n  ", "  ", "    ", "\\n", "\\\"", "é", "ü", "日本", "中文", "—", "…"};
+    uint64_t s = 42;
+    auto next = [&s] {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        return uint32_t(s >> 33);
+    };
+    while (pieces.size() < n) {
+        std::string p;
+        switch (next() % 6) {
+        case 0: p = std::to_string(next() % 100000); break;
+        case 1: p = marks[next() % std::size(marks)]; break;
+        default:
+            if (next() % 2) p = " ";
+            for (uint32_t k = 1 + next() % 3; k > 0; --k) {
+                std::string w = words[next() % std::size(words)];
+                w = w.substr(0, 1 + next() % w.size()); // fragments too
+                if (next() % 4 == 0) w[0] = char(std::toupper(uint8_t(w[0])));
+                p += w;
+            }
+        }
+        pieces.push_back(p);
+    }
+    pieces.resize(n);
+    return pieces;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    std::string tokenizer;
+    size_t vocab = 262144;
+    int repeat = 3;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--tokenizer" && i + 1 < argc) tokenizer = argv[++i];
+        else if (a == "--vocab" && i + 1 < argc) vocab = std::strtoull(argv[++i], nullptr, 10);
+        else if (a == "--repeat" && i + 1 < argc) repeat = std::atoi(argv[++i]);
+        else {
+            fmt::print(stderr, "usage: zaya_bench_json_mask [--tokenizer PATH] [--vocab N] [--repeat R]\n");
+            return 2;
+        }
+    }
+    std::vector<std::string> pieces;
+    for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, char(b))); // byte pieces: anything is spellable
+    if (!tokenizer.empty()) {
+        try {
+            const zaya::Tokenizer tok = zaya::Tokenizer::load(tokenizer);
+            for (int32_t id = 0; id < tok.vocab_size(); ++id) pieces.push_back(tok.token_bytes(id));
+        } catch (const std::exception &e) {
+            fmt::print(stderr, "zaya_bench_json_mask: {}\n", e.what());
+            return 1;
+        }
+    }
+    const auto table = std::make_shared<const TokenTable>(synthetic_pieces(std::max(vocab, pieces.size()), pieces));
+    const std::string doc =
+        "{\n  \"name\": \"Ada Lovelace\",\n  \"born\": 1815,\n  \"fields\": [\"mathematics\", \"computing\"],\n"
+        "  \"notes\": \"She wrote the first algorithm meant for a machine — the Analytical Engine's Bernoulli "
+        "numbers.\",\n  \"ratio\": -0.5e3,\n  \"alive\": false,\n  \"links\": {\"wiki\": \"https://en.wikipedia.org/wiki/Ada\", "
+        "\"id\": null}\n}";
+    std::vector<double> ms, string_ms;
+    std::vector<float> logits(size_t(table->size()));
+    int tokens = 0;
+    for (int r = 0; r < repeat; ++r) {
+        JsonConstraint c(table);
+        size_t at = 0;
+        tokens = 0;
+        while (!c.complete()) {
+            std::fill(logits.begin(), logits.end(), 0.0f);
+            const bool in_string = c.grammar().in_plain_string();
+            const auto t0 = std::chrono::steady_clock::now();
+            c.mask(logits.data());
+            const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            (in_string ? string_ms : ms).push_back(t);
+            int32_t best = -1;
+            for (int32_t id = 0; id < table->size(); ++id) {
+                const std::string_view b = table->bytes(id);
+                if (logits[size_t(id)] == 0.0f && !b.empty() && doc.compare(at, b.size(), b) == 0 &&
+                    (best < 0 || b.size() > table->bytes(best).size()))
+                    best = id;
+            }
+            if (best < 0) {
+                fmt::print(stderr, "no allowed token spells the document at byte {}\n", at);
+                return 1;
+            }
+            c.advance(best);
+            at += table->bytes(best).size();
+            ++tokens;
+        }
+    }
+    auto summary = [](std::vector<double> v) {
+        if (v.empty()) return std::string("none");
+        std::sort(v.begin(), v.end());
+        double sum = 0;
+        for (double x : v) sum += x;
+        return fmt::format("median {:.3f} ms, mean {:.3f} ms over {} masks", v[v.size() / 2], sum / double(v.size()),
+                           v.size());
+    };
+    fmt::print("vocabulary {} tokens, document {} bytes in {} tokens\n", table->size(), doc.size(), tokens);
+    fmt::print("inside strings:  {}\n", summary(string_ms));
+    fmt::print("elsewhere:       {}\n", summary(ms));
+    std::vector<double> all = ms;
+    all.insert(all.end(), string_ms.begin(), string_ms.end());
+    fmt::print("every token:     {}\n", summary(all));
+    return 0;
+}
