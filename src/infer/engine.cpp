@@ -295,7 +295,13 @@ bool Engine::step() {
                 continue;
             }
             t = r.sampler->sample(masked_.data());
-            r.json->advance(t);
+            try {
+                r.json->advance(t);
+            } catch (const std::exception &e) { // a token at −∞ drawn: a bug, but one request's, not the engine's
+                r.out.error = e.what();
+                finish(r, "error");
+                continue;
+            }
         } else {
             t = all_greedy ? greedy_[i] : r.sampler->sample(logits);
         }
