@@ -1,15 +1,17 @@
-// What JSON mode (infer/json_constraint.h) costs per generated token: JsonConstraint::mask over a vocabulary, at each
-// step of writing a fixed JSON document token by token (the longest allowed token that spells the document's next
+// What JSON mode and structured outputs (infer/json_constraint.h) cost per generated token: JsonConstraint::mask
+// over a vocabulary, without and with a schema of the document, at each step of writing a fixed JSON document token
+// by token (the longest allowed token that spells the document's next
 // bytes, as a tokenizer would). Prints the median and mean milliseconds per token and the share spent where the text
 // is inside a string (where most tokens are allowed).
 //
 //   zaya_bench_json_mask [--tokenizer PATH] [--vocab N] [--repeat R]
 //
-// The vocabulary: the tokenizer's tokens when given, then (up to N, default 262144: ZAYA1's) synthetic pieces —
-// words and fragments of English and code with and without a leading space, numbers, punctuation runs, accented and
-// CJK characters — so that the ZAYA1 vocabulary's size is measured without its tokenizer file.
+// The vocabulary: the 256 byte pieces, the tokenizer's tokens when given, then (up to N, default 262144: ZAYA1's)
+// distinct synthetic pieces — words and fragments of English and code with and without a leading space, numbers,
+// punctuation, accented and CJK characters — so that the ZAYA1 vocabulary's size is measured without its tokenizer.
 #include "data/tokenizer.h"
 #include "infer/json_constraint.h"
+#include "infer/json_schema.h"
 
 #include <fmt/format.h>
 
@@ -18,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace {
@@ -37,6 +40,7 @@ std::vector<std::string> synthetic_pieces(size_t n, std::vector<std::string> pie
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         return uint32_t(s >> 33);
     };
+    std::unordered_set<std::string> seen(pieces.begin(), pieces.end()); // a vocabulary holds each piece once
     while (pieces.size() < n) {
         std::string p;
         switch (next() % 6) {
@@ -51,7 +55,7 @@ std::vector<std::string> synthetic_pieces(size_t n, std::vector<std::string> pie
                 p += w;
             }
         }
-        pieces.push_back(p);
+        if (seen.insert(p).second) pieces.push_back(p);
     }
     pieces.resize(n);
     return pieces;
@@ -90,36 +94,14 @@ int main(int argc, char **argv) {
         "  \"notes\": \"She wrote the first algorithm meant for a machine — the Analytical Engine's Bernoulli "
         "numbers.\",\n  \"ratio\": -0.5e3,\n  \"alive\": false,\n  \"links\": {\"wiki\": \"https://en.wikipedia.org/wiki/Ada\", "
         "\"id\": null}\n}";
-    std::vector<double> ms, string_ms;
+    const auto schema = zaya::JsonSchema::compile(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+        "name": {"type": "string"}, "born": {"type": "integer"},
+        "fields": {"type": "array", "items": {"type": "string"}},
+        "notes": {"type": "string"}, "ratio": {"type": "number"}, "alive": {"type": "boolean"},
+        "links": {"type": "object", "properties": {"wiki": {"type": "string"}, "id": {"type": ["string", "null"]}},
+                  "required": ["wiki", "id"], "additionalProperties": false}},
+        "required": ["name", "born", "fields", "notes", "ratio", "alive", "links"], "additionalProperties": false})"));
     std::vector<float> logits(size_t(table->size()));
-    int tokens = 0;
-    for (int r = 0; r < repeat; ++r) {
-        JsonConstraint c(table);
-        size_t at = 0;
-        tokens = 0;
-        while (!c.complete()) {
-            std::fill(logits.begin(), logits.end(), 0.0f);
-            const bool in_string = c.grammar().in_plain_string();
-            const auto t0 = std::chrono::steady_clock::now();
-            c.mask(logits.data());
-            const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            (in_string ? string_ms : ms).push_back(t);
-            int32_t best = -1;
-            for (int32_t id = 0; id < table->size(); ++id) {
-                const std::string_view b = table->bytes(id);
-                if (logits[size_t(id)] == 0.0f && !b.empty() && doc.compare(at, b.size(), b) == 0 &&
-                    (best < 0 || b.size() > table->bytes(best).size()))
-                    best = id;
-            }
-            if (best < 0) {
-                fmt::print(stderr, "no allowed token spells the document at byte {}\n", at);
-                return 1;
-            }
-            c.advance(best);
-            at += table->bytes(best).size();
-            ++tokens;
-        }
-    }
     auto summary = [](std::vector<double> v) {
         if (v.empty()) return std::string("none");
         std::sort(v.begin(), v.end());
@@ -128,11 +110,46 @@ int main(int argc, char **argv) {
         return fmt::format("median {:.3f} ms, mean {:.3f} ms over {} masks", v[v.size() / 2], sum / double(v.size()),
                            v.size());
     };
-    fmt::print("vocabulary {} tokens, document {} bytes in {} tokens\n", table->size(), doc.size(), tokens);
-    fmt::print("inside strings:  {}\n", summary(string_ms));
-    fmt::print("elsewhere:       {}\n", summary(ms));
-    std::vector<double> all = ms;
-    all.insert(all.end(), string_ms.begin(), string_ms.end());
-    fmt::print("every token:     {}\n", summary(all));
+    const std::pair<const char *, std::shared_ptr<const zaya::JsonSchema>> modes[] = {
+        {"json_object", zaya::JsonSchema::any_object()}, {"json_schema", schema}};
+    for (const auto &[label, s] : modes) {
+        std::vector<double> ms, string_ms;
+        int tokens = 0;
+        for (int r = 0; r < repeat; ++r) {
+            JsonConstraint c(table, s);
+            size_t at = 0;
+            tokens = 0;
+            while (!c.complete()) {
+                std::fill(logits.begin(), logits.end(), 0.0f);
+                const bool in_string = c.grammar().in_plain_string();
+                const auto t0 = std::chrono::steady_clock::now();
+                c.mask(logits.data());
+                const double t =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                (in_string ? string_ms : ms).push_back(t);
+                int32_t best = -1;
+                for (int32_t id = 0; id < table->size(); ++id) {
+                    const std::string_view b = table->bytes(id);
+                    if (logits[size_t(id)] == 0.0f && !b.empty() && doc.compare(at, b.size(), b) == 0 &&
+                        (best < 0 || b.size() > table->bytes(best).size()))
+                        best = id;
+                }
+                if (best < 0) {
+                    fmt::print(stderr, "{}: no allowed token spells the document at byte {}\n", label, at);
+                    return 1;
+                }
+                c.advance(best);
+                at += table->bytes(best).size();
+                ++tokens;
+            }
+        }
+        std::vector<double> all = ms;
+        all.insert(all.end(), string_ms.begin(), string_ms.end());
+        fmt::print("{}: vocabulary {} tokens, document {} bytes in {} tokens\n", label, table->size(), doc.size(),
+                   tokens);
+        fmt::print("  inside strings:  {}\n", summary(string_ms));
+        fmt::print("  elsewhere:       {}\n", summary(ms));
+        fmt::print("  every token:     {}\n", summary(all));
+    }
     return 0;
 }

@@ -1,10 +1,12 @@
 #include "cli/infer_args.h"
 
 #include "core/error.h"
+#include "infer/json_schema.h"
 #include "train/start_model.h"
 
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 
 namespace zaya::cli {
 
@@ -105,6 +107,26 @@ void add_sampling_options(CLI::App *cmd, SampleOptions &o) {
     cmd->add_flag("--json", o.json_object,
                   "JSON mode: draw only tokens that continue a JSON object, and stop when it closes (needs the "
                   "model's tokenizer)");
+    cmd->add_option_function<std::string>(
+           "--json-schema",
+           [&o](const std::string &path) {
+               std::ifstream in(path);
+               if (!in) fail("--json-schema: cannot read '{}'", path);
+               nlohmann::ordered_json schema;
+               try {
+                   schema = nlohmann::ordered_json::parse(in);
+               } catch (const nlohmann::json::exception &e) {
+                   fail("--json-schema: '{}' is not JSON: {}", path, e.what());
+               }
+               try {
+                   o.json_schema = JsonSchema::compile(schema);
+               } catch (const Error &e) {
+                   fail("--json-schema '{}': {}", path, e.what());
+               }
+           },
+           "Structured output: draw only tokens that continue a value of this JSON schema (a file; docs/inference.md "
+           "says which keywords it may use)")
+        ->type_name("FILE");
 }
 
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o) {

@@ -4,6 +4,7 @@
 #include "data/tokenizer.h"
 
 #include <algorithm>
+#include <bitset>
 #include <limits>
 
 namespace zaya {
@@ -41,19 +42,50 @@ void TokenTable::index() {
     }
 }
 
+namespace {
+
+// Whether bytes can follow g's state: inside a string, read by a copy of its lexer until they close it (then by a
+// copy of the whole state), else by a copy of the state.
+bool continues(const SchemaGrammar &g, std::string_view bytes) {
+    if (const StringLexer *s = g.string_lexer()) {
+        StringLexer lexer = *s;
+        size_t i = 0;
+        for (; i < bytes.size(); ++i) {
+            const Lexed l = lexer.feed(uint8_t(bytes[i]));
+            if (l == Lexed::Refused) return false;
+            if (l == Lexed::Closed) break;
+        }
+        if (i == bytes.size()) return true; // still inside the string
+    }
+    SchemaGrammar copy = g;
+    return copy.feed(bytes);
+}
+
+} // namespace
+
 int64_t JsonConstraint::mask(float *logits) {
     const int64_t V = table_->size();
     allowed_.assign(size_t(V), 0);
     int64_t n = 0;
     const bool in_string = grammar_.in_plain_string();
     for (int b = 0; b < 256; ++b) {
-        JsonGrammar first = grammar_;
+        SchemaGrammar first = grammar_;
         if (!first.feed(uint8_t(b))) continue;
+        // Outside strings the second byte rules most tokens out (after whitespace, the many " word" tokens): the
+        // bytes that may follow b, tested once, spare reading those tokens. Inside one, its lexer reads them cheaply.
+        std::bitset<256> second;
+        bool second_known = first.string_lexer() != nullptr;
+        if (second_known) second.set();
         for (int32_t id : table_->starting_with(uint8_t(b))) {
             bool ok = in_string && table_->plain(id);
+            const std::string_view bytes = ok ? std::string_view() : table_->bytes(id); // only when needed: 8 MB
+            if (!ok && bytes.size() == 1) ok = true;
             if (!ok) {
-                JsonGrammar g = first;
-                ok = g.feed(table_->bytes(id).substr(1));
+                if (!second_known) {
+                    for (int c = 0; c < 256; ++c) second[size_t(c)] = SchemaGrammar(first).feed(uint8_t(c));
+                    second_known = true;
+                }
+                ok = second[uint8_t(bytes[1])] && continues(first, bytes.substr(1));
             }
             if (ok) allowed_[size_t(id)] = 1, ++n;
         }
@@ -65,7 +97,7 @@ int64_t JsonConstraint::mask(float *logits) {
 
 void JsonConstraint::advance(int32_t token) {
     if (token < 0 || token >= table_->size()) fail("JSON mode: token {} is outside the vocabulary", token);
-    JsonGrammar g = grammar_;
+    SchemaGrammar g = grammar_;
     if (table_->bytes(token).empty() || !g.feed(table_->bytes(token)))
         fail("JSON mode: token {} does not continue the JSON text", token);
     grammar_ = std::move(g);

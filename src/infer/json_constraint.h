@@ -1,13 +1,16 @@
-// JSON mode (OpenAI's `response_format: {"type": "json_object"}`, `zaya generate --json`): each token is drawn only
-// from those whose bytes continue the text as a JSON object (infer/json_grammar.h), so the output is a JSON object
-// once it ends with finish_reason "stop", and a prefix of one when max_tokens cut it. The model's distribution is
-// renormalised over the tokens allowed (their logits unchanged, the others −∞) before the sampling controls apply.
+// JSON mode (OpenAI's `response_format: {"type": "json_object"}`, `zaya generate --json`) and structured outputs
+// (`{"type": "json_schema", ...}`, `--json-schema FILE`): each token is drawn only from those whose bytes continue
+// the text as a JSON object (infer/json_grammar.h) or as a value of the schema (infer/json_schema.h), so the
+// output is one once it ends with finish_reason "stop", and a prefix of one when max_tokens cut it. The model's
+// distribution is renormalised over the tokens allowed (their logits unchanged, the others −∞) before the sampling
+// controls apply.
 //
-// Cost per token: the vocabulary is grouped by first byte, so a state that takes few bytes (after a value: ',',
-// '}', ']', whitespace) tests few tokens; inside a string, tokens of plain text (no '"', '\\', control bytes, whole
-// UTF-8 characters) are taken without reading them. Only the rest are read byte by byte.
+// Cost per token: the vocabulary is grouped by first byte, and outside strings tested by its second byte too, so a
+// state that takes few bytes (after a value: ',', '}', ']', whitespace) reads few tokens; inside a string, tokens of
+// plain text (no '"', '\\', control bytes, whole UTF-8 characters) are taken without reading them and the others
+// are read by the string's lexer alone until they close it.
 #pragma once
-#include "infer/json_grammar.h"
+#include "infer/json_schema.h"
 
 #include <array>
 #include <cstdint>
@@ -44,7 +47,9 @@ class TokenTable {
 
 class JsonConstraint {
   public:
-    explicit JsonConstraint(std::shared_ptr<const TokenTable> table) : table_(std::move(table)) {}
+    // schema: JsonSchema::any_object() for plain JSON mode.
+    JsonConstraint(std::shared_ptr<const TokenTable> table, std::shared_ptr<const JsonSchema> schema)
+        : table_(std::move(table)), grammar_(std::move(schema)) {}
 
     // Sets logits[V] (V = the table's size) of every token that cannot continue the text to −∞; returns how many
     // can (0 only if the vocabulary cannot spell what JSON needs next).
@@ -52,11 +57,11 @@ class JsonConstraint {
     // Reads the bytes of a token mask() allowed; fails naming the token otherwise.
     void advance(int32_t token);
     bool complete() const { return grammar_.complete(); } // the object is closed: generation ends
-    const JsonGrammar &grammar() const { return grammar_; }
+    const SchemaGrammar &grammar() const { return grammar_; }
 
   private:
     std::shared_ptr<const TokenTable> table_;
-    JsonGrammar grammar_;
+    SchemaGrammar grammar_;
     std::vector<uint8_t> allowed_; // [V] scratch of mask()
 };
 

@@ -13,9 +13,56 @@
 
 namespace zaya {
 
+inline constexpr int kJsonMaxWhitespace = 32;
+
+inline bool json_whitespace(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+
+// What a lexer does with a byte.
+enum class Lexed : uint8_t {
+    Taken,   // part of the token
+    Refused, // cannot come here (the lexer's state is unchanged)
+    Ended,   // the token ended before this byte (a number, seen whole only when what follows it comes): the byte
+             // belongs to what follows, and the lexer is done
+    Closed,  // the byte ended the token (a string's closing quote)
+};
+
+// A string's contents, after its opening quote, up to and with its closing quote.
+class StringLexer {
+  public:
+    Lexed feed(uint8_t b);
+    // Past any escape or partial UTF-8 character: any byte but '"', '\\' and controls (< 0x20) that ends whole
+    // characters leaves the state as it is (json_constraint.h's shortcut for most tokens).
+    bool plain() const { return mode_ == Mode::Chars && utf8_left_ == 0 && !low_surrogate_; }
+
+  private:
+    enum class Mode : uint8_t { Chars, Escape, Unicode };
+    Mode mode_ = Mode::Chars;
+    uint8_t utf8_left_ = 0;  // continuation bytes the character under way still needs
+    uint8_t utf8_lo_ = 0x80; // the range of the next continuation byte (narrower after E0, ED, F0, F4)
+    uint8_t utf8_hi_ = 0xBF;
+    uint8_t hex_left_ = 0;       // \u digits to go
+    uint16_t unit_ = 0;          // the \u escape's code unit so far
+    bool low_surrogate_ = false; // a \uD800–\uDBFF was read: the next thing must be its \uDC00–\uDFFF
+};
+
+// A number, from its first byte ('-' or a digit; integer: no fraction or exponent).
+class NumberLexer {
+  public:
+    explicit NumberLexer(bool integer = false) : integer_(integer) {}
+    Lexed feed(uint8_t b);
+
+  private:
+    enum class Mode : uint8_t { Start, Minus, Zero, Int, Dot, Frac, Exp, ExpSign, ExpInt };
+    Mode mode_ = Mode::Start;
+    bool integer_;
+};
+
 class JsonGrammar {
   public:
-    static constexpr int kMaxWhitespace = 32;
+    static constexpr int kMaxWhitespace = kJsonMaxWhitespace;
+
+    // any_value: the text is one JSON value of any kind (a schema's free-form part, json_schema.h), else an object.
+    explicit JsonGrammar(bool any_value = false) : any_value_(any_value) {}
 
     // Whether `byte` can follow what was read; if so, reads it. A refused byte leaves the state as it was.
     bool feed(uint8_t byte);
@@ -25,15 +72,17 @@ class JsonGrammar {
             if (!feed(uint8_t(b))) return false;
         return true;
     }
-    bool complete() const { return mode_ == Mode::Done; } // the top-level object is closed
-    // Inside a string, past any escape or partial UTF-8 character: any byte but '"', '\\' and controls (< 0x20)
-    // that ends whole characters leaves the state as it is (json_constraint.h's shortcut for most tokens).
-    bool in_plain_string() const { return mode_ == Mode::String && utf8_left_ == 0 && !low_surrogate_; }
+    bool complete() const { return mode_ == Mode::Done; } // the top-level value is closed
+    // Whether the value could end here: complete, or a top-level number that the next byte ends.
+    bool can_end() const { return complete() || (mode_ == Mode::Number && stack_.empty() && number_done()); }
+    bool in_plain_string() const { return mode_ == Mode::String && string_.plain(); }
+    // The string under way (a key's or a value's), or null.
+    const StringLexer *string_lexer() const { return mode_ == Mode::String ? &string_ : nullptr; }
     int depth() const { return int(stack_.size()); }
 
   private:
     enum class Mode : uint8_t {
-        Start,      // before the top-level object: whitespace or '{'
+        Start,      // before the top-level value: whitespace, or its first byte
         Value,      // a value (after ':' or ',' in an array)
         ValueOrEnd, // after '[': a value or ']'
         KeyOrEnd,   // after '{': a key or '}'
@@ -41,35 +90,23 @@ class JsonGrammar {
         Colon,      // after a key
         AfterValue, // ',' or the innermost container's end
         String,     // in a string (key_ says which kind)
-        Escape,     // after '\\'
-        Unicode,    // in \uXXXX (hex_left_ digits to go)
-        Minus,      // number: after '-'
-        Zero,       // number: integer part "0" (no digit may follow)
-        Int,        // number: integer digits
-        Dot,        // number: after '.', a digit must follow
-        Frac,       // number: fraction digits
-        Exp,        // number: after 'e' / 'E'
-        ExpSign,    // number: after the exponent's sign
-        ExpInt,     // number: exponent digits
+        Number,     // in a number
         Literal,    // true / false / null: literal_ holds the bytes still to come
-        Done,       // the object is closed; nothing may follow
+        Done,       // the top-level value is complete; nothing may follow
     };
-    bool value_start(uint8_t b);        // the first byte of a value (not whitespace)
-    bool after_value(uint8_t b);        // ',' or a container's end, or whitespace
-    bool close(uint8_t b);              // '}' or ']' matching the innermost container
-    bool string_byte(uint8_t b);        // a byte of a string's contents
+    bool value_start(uint8_t b); // the first byte of a value (not whitespace)
+    bool after_value(uint8_t b); // ',' or a container's end
+    bool close(uint8_t b);       // '}' or ']' matching the innermost container
+    bool number_done() const;    // the number read so far is whole (a copy of it ends at a space)
     void end_value() { mode_ = stack_.empty() ? Mode::Done : Mode::AfterValue; }
 
+    bool any_value_;
     Mode mode_ = Mode::Start;
-    std::string stack_;       // the open containers, '{' or '[' each, innermost last
-    bool key_ = false;        // the string being read is an object's key
-    uint8_t utf8_left_ = 0;   // continuation bytes the character under way still needs
-    uint8_t utf8_lo_ = 0x80;  // the range of the next continuation byte (narrower after E0, ED, F0, F4)
-    uint8_t utf8_hi_ = 0xBF;
-    uint8_t hex_left_ = 0;    // \u digits to go
-    uint16_t unit_ = 0;       // the \u escape's code unit so far
-    bool low_surrogate_ = false; // a \uD800–\uDBFF was read: the next thing must be its \uDC00–\uDFFF
-    uint8_t ws_run_ = 0;      // whitespace bytes in a row
+    std::string stack_;             // the open containers, '{' or '[' each, innermost last
+    bool key_ = false;              // the string being read is an object's key
+    StringLexer string_;            // the string under way
+    NumberLexer number_;            // the number under way
+    uint8_t ws_run_ = 0;            // whitespace bytes in a row
     const char *literal_ = nullptr; // the rest of true / false / null
 };
 

@@ -1,6 +1,8 @@
 #include "infer/openai_api.h"
 
+#include "core/error.h"
 #include "core/utf8.h"
+#include "infer/json_schema.h"
 
 #include <fmt/format.h>
 
@@ -147,15 +149,29 @@ void parse_logprobs(const json &j, ApiRequest &r) {
     o.prompt_logprobs = r.echo && o.logprobs >= 0;
 }
 
-// {"type": "text"} (the default) or {"type": "json_object"} (JSON mode: infer/json_constraint.h).
-void parse_response_format(const json &f, SampleOptions &o) {
+// {"type": "text"} (the default), {"type": "json_object"} (JSON mode: infer/json_constraint.h) or {"type":
+// "json_schema", "json_schema": {"name": ..., "schema": {...}}} (infer/json_schema.h). The schema is read again from
+// the body as an ordered_json: its properties are written in the order it gives them.
+void parse_response_format(const json &f, const std::string &body, SampleOptions &o) {
     if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
-        bad("response_format", "'response_format' must be an object with a 'type': 'text' or 'json_object'");
+        bad("response_format",
+            "'response_format' must be an object with a 'type': 'text', 'json_object' or 'json_schema'");
     const std::string type = f["type"].get<std::string>();
-    if (type == "json_object") o.json_object = true;
-    else if (type != "text")
-        bad("response_format", "'response_format' type '" + type +
-                                   "' is not supported (supported: 'text', 'json_object'; no JSON schemas)");
+    if (type == "json_object") {
+        o.json_object = true;
+    } else if (type == "json_schema") {
+        if (!f.contains("json_schema") || !f["json_schema"].is_object() || !f["json_schema"].contains("schema"))
+            bad("response_format", "'response_format' of type 'json_schema' needs 'json_schema': {'schema': {...}}");
+        try {
+            const auto ordered = nlohmann::ordered_json::parse(body);
+            o.json_schema = JsonSchema::compile(ordered["response_format"]["json_schema"]["schema"]);
+        } catch (const Error &e) {
+            bad("response_format", std::string("response_format.json_schema.") + e.what());
+        }
+    } else if (type != "text") {
+        bad("response_format",
+            "'response_format' type '" + type + "' is not supported (supported: 'text', 'json_object', 'json_schema')");
+    }
 }
 
 } // namespace
@@ -208,7 +224,7 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
     for (const char *key : {"tools", "functions"})
         if (has(j, key) && !(j[key].is_boolean() && !j[key].get<bool>()))
             bad(key, std::string("'") + key + "' is not supported");
-    if (has(j, "response_format")) parse_response_format(j["response_format"], o);
+    if (has(j, "response_format")) parse_response_format(j["response_format"], body, o);
     if (has(j, "stop")) {
         const json &s = j["stop"];
         if (s.is_string()) o.stop_strings = {s.get<std::string>()};

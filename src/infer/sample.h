@@ -5,6 +5,7 @@
 // lowest id wins ties).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -12,6 +13,8 @@
 #include <vector>
 
 namespace zaya {
+
+class JsonSchema;
 
 struct SampleOptions {
     int64_t max_new_tokens = 128;
@@ -29,9 +32,10 @@ struct SampleOptions {
     // Reported, not used to sample (infer/logprobs.h): the model's log-probabilities.
     int64_t logprobs = -1;        // −1: none; k ≥ 0: each generated token's and the k most likely there (k ≤ 20)
     bool prompt_logprobs = false; // also each prompt token's after the first (needs logprobs ≥ 0)
-    // JSON mode (infer/json_constraint.h): only tokens that continue a JSON object are drawn, and generation ends
-    // when it closes. Needs the model's tokenizer (the tokens' bytes).
+    // JSON mode (infer/json_constraint.h): only tokens that continue a JSON object are drawn — one of json_schema's
+    // values when it is set — and generation ends when it closes. Needs the model's tokenizer (the tokens' bytes).
     bool json_object = false;
+    std::shared_ptr<const JsonSchema> json_schema; // structured outputs (infer/json_schema.h); implies json_object
 
     // Throws zaya::Error naming the field and value out of range; with vocab_size > 0, also a logit_bias token
     // outside [0, vocab_size).

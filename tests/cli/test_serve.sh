@@ -257,6 +257,41 @@ else
         "${body:0:300}"
 fi
 
+# Structured output (response_format json_schema): answers that stop are values of the schema, keys in its order
+# (whitespace tokens banned too, so that the random model gets there within max_tokens). Greedy, the server draws
+# what `zaya generate --json-schema FILE` draws.
+terse="${bias%\}}"
+for ch in ' ' '\n' '\t' '\r'; do
+    post /tokenize "{\"prompt\": \"$ch\", \"add_special_tokens\": false}"
+    terse+=",\"$(echo "$body" | jq -r '.tokens[0]')\": -100"
+done
+terse+="}"
+schema='{"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}, "n": {"type": "integer"}},
+    "required": ["answer", "n"], "additionalProperties": false}'
+post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"Answer in JSON\"}], \"n\": 6,
+    \"seed\": 2, \"max_tokens\": 60, \"logit_bias\": $terse,
+    \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"a\", \"schema\": $schema}}}"
+check "structured output: answers that stop are {answer: yes|no, n: an integer}, in that order; most stop" \
+    '[.choices[] | if .finish_reason == "stop" then (.message.content | fromjson | (keys_unsorted == ["answer", "n"])
+      and (.answer == "yes" or .answer == "no") and (.n | type == "number" and floor == .))
+      else .finish_reason == "length" end] as $ok | ($ok | all) and
+     ([.choices[] | select(.finish_reason == "stop")] | length) >= 3'
+printf '%s' "$schema" >"$tmp/schema.json"
+expected=$("$ZAYA" generate "$tmp/m" --tokens 5,17,3,9 --temperature 0 -n 40 --json-schema "$tmp/schema.json" \
+    --print-ids -q | tail -1)
+post /v1/completions "{\"prompt\": [5,17,3,9], \"max_tokens\": 40, \"temperature\": 0,
+    \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"a\", \"schema\": $schema}}}"
+got=$(echo "$body" | jq -r '.choices[0].token_ids | map(tostring) | join(",")')
+[[ $status == 200 && -n $got && $got == "$expected" ]] &&
+    pass "structured output, greedy: the server = zaya generate --json-schema" ||
+    fail "structured output, greedy: the server = zaya generate --json-schema" "status $status" "server: $got" \
+        "generate: $expected"
+printf '{"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}' >"$tmp/bad_schema.json"
+out=$("$ZAYA" generate "$tmp/m" --tokens 5 --json-schema "$tmp/bad_schema.json" 2>&1)
+[[ $? != 0 && $out == *"bad_schema.json"*"schema.properties.a: 'pattern' is not supported"* ]] &&
+    pass "--json-schema refuses what it cannot enforce, naming the file and the place" ||
+    fail "--json-schema refuses what it cannot enforce, naming the file and the place" "$out"
+
 # Bad requests: 4xx with an OpenAI error body.
 expect_status() {
     local name=$1 want=$2 path=$3 data=$4 param=${5:-}
@@ -290,8 +325,14 @@ expect_status "logit_bias out of the vocabulary" 400 /v1/completions '{"prompt":
     logit_bias
 expect_status "/detokenize an id outside the vocabulary" 400 /detokenize '{"tokens": [1, 99999]}' tokens
 expect_status "/tokenize without a prompt" 400 /tokenize '{"text": "x"}' prompt
-expect_status "response_format json_schema" 400 /v1/chat/completions \
+expect_status "response_format json_schema without a schema" 400 /v1/chat/completions \
     '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}}' response_format
+expect_status "a json_schema with a keyword it cannot enforce" 400 /v1/chat/completions \
+    '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema":
+      {"name": "a", "schema": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 3}}}}}}' \
+    response_format
+[[ $(echo "$body" | jq -r .error.message) == *"schema.properties.n: 'minimum' is not supported"* ]] &&
+    pass "its message names the keyword and the place" || fail "its message names the keyword and the place" "$body"
 expect_status "response_format not an object" 400 /v1/completions '{"prompt": [1], "response_format": "json"}' \
     response_format
 expect_status "tools" 400 /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "tools": []}' tools

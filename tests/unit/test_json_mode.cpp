@@ -91,6 +91,17 @@ size_t reference_refused_at(const std::string &s) {
     return s.size();
 }
 
+// A walk's next byte among those taken: mostly one of the alphabet's (so that structure happens), one time in
+// `odds` any byte taken.
+uint8_t pick(const std::vector<uint8_t> &taken, const std::string &alphabet, unsigned odds, std::mt19937 &rng) {
+    if (rng() % odds != 0)
+        for (int tries = 0; tries < 30; ++tries) {
+            const uint8_t a = uint8_t(alphabet[rng() % alphabet.size()]);
+            if (std::find(taken.begin(), taken.end(), a) != taken.end()) return a;
+        }
+    return taken[rng() % taken.size()];
+}
+
 TEST(JsonGrammar, TakesValidObjectsByteByByteAndCompletesAtTheirEnd) {
     const std::vector<std::string> docs = {
         "{}",
@@ -151,6 +162,7 @@ TEST(JsonGrammar, RandomWalksAgreeWithTheReference) {
     int completed = 0;
     for (int walk = 0; walk < 16; ++walk) {
         JsonGrammar g;
+        SchemaGrammar any_object(JsonSchema::any_object()); // JSON mode's grammar: must take the same bytes
         std::string text;
         for (int step = 0; step < 120 && !g.complete(); ++step) {
             std::vector<uint8_t> taken;
@@ -158,6 +170,8 @@ TEST(JsonGrammar, RandomWalksAgreeWithTheReference) {
                 JsonGrammar h = g;
                 const std::string next = text + char(b);
                 if (exponent_digits_at_least(next, 3)) continue;
+                SchemaGrammar sh = any_object;
+                ASSERT_EQ(sh.feed(uint8_t(b)), JsonGrammar(g).feed(uint8_t(b))) << "byte " << b << " after " << text;
                 if (h.feed(uint8_t(b))) {
                     ASSERT_TRUE(unfinished(next)) << "took byte " << b << " after '" << text << "'";
                     taken.push_back(uint8_t(b));
@@ -171,16 +185,10 @@ TEST(JsonGrammar, RandomWalksAgreeWithTheReference) {
                 }
             }
             ASSERT_FALSE(taken.empty()) << "stuck after '" << text << "'";
-            // Mostly bytes of the alphabet (so that structure happens), sometimes any byte taken.
-            uint8_t b = taken[rng() % taken.size()];
-            for (int tries = 0; tries < 20 && rng() % 4 != 0; ++tries) {
-                const uint8_t a = uint8_t(alphabet[rng() % alphabet.size()]);
-                if (std::find(taken.begin(), taken.end(), a) != taken.end()) {
-                    b = a;
-                    break;
-                }
-            }
+            const uint8_t b = pick(taken, alphabet, 4, rng);
             ASSERT_TRUE(g.feed(b));
+            ASSERT_TRUE(any_object.feed(b));
+            ASSERT_EQ(any_object.complete(), g.complete());
             text += char(b);
             ASSERT_TRUE(viable_prefix(text)) << text;
         }
@@ -202,14 +210,14 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
     auto table = std::make_shared<const TokenTable>(bytes);
     std::mt19937 rng(11);
     for (int walk = 0; walk < 12; ++walk) {
-        JsonConstraint c(table);
+        JsonConstraint c(table, JsonSchema::any_object());
         std::string text;
         for (int step = 0; step < 40 && !c.complete(); ++step) {
             std::vector<float> logits(bytes.size(), 0.0f);
             const int64_t n = c.mask(logits.data());
             std::vector<int32_t> allowed;
             for (size_t id = 0; id < bytes.size(); ++id) {
-                JsonGrammar g = c.grammar();
+                SchemaGrammar g = c.grammar();
                 const bool takes = !bytes[id].empty() && g.feed(bytes[id]);
                 ASSERT_EQ(std::isinf(logits[id]), !takes) << "token '" << bytes[id] << "' after '" << text << "'";
                 if (takes) {
@@ -228,9 +236,189 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
             text += bytes[size_t(t)];
         }
     }
-    JsonConstraint c(table);
+    JsonConstraint c(table, JsonSchema::any_object());
     EXPECT_NE(test::error_of([&] { c.advance(2); }).find("does not continue"), std::string::npos); // '}' first
     EXPECT_NE(test::error_of([&] { c.advance(0); }).find("does not continue"), std::string::npos); // no bytes
+}
+
+using ojson = nlohmann::ordered_json;
+
+// A direct validator of the schema subset (a different algorithm from the byte acceptor: over parsed values), with
+// the properties' order checked too (the value parsed as an ordered_json).
+bool valid(const ojson &v, const ojson &s, const ojson &root) {
+    if (s.is_boolean()) return s.get<bool>();
+    if (s.contains("$ref")) {
+        const std::string r = s["$ref"].get<std::string>();
+        return valid(v, r == "#" ? root : root["$defs"][r.substr(8)], root);
+    }
+    if (s.contains("const")) return v == s["const"];
+    if (s.contains("enum")) return std::find(s["enum"].begin(), s["enum"].end(), v) != s["enum"].end();
+    if (s.contains("anyOf"))
+        return std::any_of(s["anyOf"].begin(), s["anyOf"].end(), [&](const ojson &a) { return valid(v, a, root); });
+    if (s.contains("type") && s["type"].is_array())
+        return std::any_of(s["type"].begin(), s["type"].end(), [&](const ojson &t) {
+            ojson one = s;
+            one["type"] = t;
+            return valid(v, one, root);
+        });
+    const std::string type = s.value("type", "");
+    if (type == "string") return v.is_string();
+    if (type == "number") return v.is_number();
+    if (type == "integer") // beyond 64 bits nlohmann keeps an integer as a double
+        return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+    if (type == "boolean") return v.is_boolean();
+    if (type == "null") return v.is_null();
+    if (type == "array") {
+        if (!v.is_array() || v.size() < s.value("minItems", size_t(0)) || v.size() > s.value("maxItems", SIZE_MAX))
+            return false;
+        for (const ojson &x : v)
+            if (!valid(x, s.value("items", ojson(true)), root)) return false;
+        return true;
+    }
+    if (type == "object") {
+        if (!v.is_object()) return false;
+        if (!s.contains("properties")) return true;
+        const ojson &props = s["properties"];
+        auto at = props.begin();
+        for (const auto &[key, x] : v.items()) { // in the schema's order, no other keys
+            while (at != props.end() && at.key() != key) ++at;
+            if (at == props.end() || !valid(x, at.value(), root)) return false;
+        }
+        for (const ojson &r : s.value("required", ojson::array()))
+            if (!v.contains(r.get<std::string>())) return false;
+        return true;
+    }
+    return true; // any value
+}
+
+const ojson &person_schema() {
+    static const ojson s = ojson::parse(R"({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "ignored"},
+            "age": {"type": "integer"},
+            "score": {"type": "number"},
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+            "kind": {"enum": ["a", "b", 1, 12]},
+            "nick": {"type": ["string", "null"]},
+            "meta": {},
+            "opt": {"type": "boolean"},
+            "child": {"$ref": "#/$defs/node"}
+        },
+        "required": ["name", "age", "score", "tags", "kind", "nick", "meta", "child"],
+        "additionalProperties": false,
+        "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                  "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+                  "required": ["v", "next"], "additionalProperties": false}}
+    })");
+    return s;
+}
+
+bool takes(const std::shared_ptr<const JsonSchema> &schema, const std::string &text, bool *complete = nullptr) {
+    SchemaGrammar g(schema);
+    const bool ok = g.feed(text);
+    if (complete) *complete = ok && g.complete();
+    return ok;
+}
+
+TEST(JsonSchema, RefusesWhatItCannotEnforceNamingThePlace) {
+    auto refused = [](const std::string &schema) {
+        return test::error_of([&] { JsonSchema::compile(ojson::parse(schema)); });
+    };
+    EXPECT_NE(refused(R"({"type": "string"})").find("root must be an object"), std::string::npos);
+    const std::string pattern =
+        refused(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x+"}}})");
+    EXPECT_NE(pattern.find("schema.properties.a: 'pattern' is not supported"), std::string::npos) << pattern;
+    EXPECT_NE(refused(R"({"type": "object", "properties": {}, "additionalProperties": true})")
+                  .find("additionalProperties: must be false"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})").find("'b' is not among"),
+              std::string::npos);
+    const std::string twice = refused(R"({"type": "object", "properties": {"a": {"anyOf": [
+        {"type": "object", "properties": {"x": {}}}, {"type": "object"}]}}})");
+    EXPECT_NE(twice.find("schema.properties.a: the alternatives of anyOf"), std::string::npos) << twice;
+    EXPECT_NE(twice.find("begin with '{'"), std::string::npos) << twice;
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": ["number", "integer"]}}})")
+                  .find("begin with '-'"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}})").find("names no definition"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "date"}}})").find("unknown type 'date'"),
+              std::string::npos);
+}
+
+TEST(SchemaGrammar, TakesTheSchemasValuesInItsOrderAndRefusesOthers) {
+    const auto schema = JsonSchema::compile(person_schema());
+    const std::string head = R"({"name": "Ada", "age": 36, "score": -1.5e2, "tags": ["x", "y"], "kind": )";
+    const std::string tail = R"(, "nick": null, "meta": {"any": [1, "thing"]}, "child": {"v": 1, "next": null}})";
+    const std::vector<std::string> good = {
+        head + "\"a\"" + tail,
+        head + "12" + tail,
+        head + "1" + tail,
+        head + "1" + R"(, "nick": "A", "meta": 7, "opt": true, "child": {"v": 1, "next": {"v": 2, "next": null}}})",
+        R"({ "name" : "" , "age" : -0 , "score" : 0 , "tags" : [ ] , "kind" : "b" , "nick" : "" , "meta" : null ,)"
+        R"( "child" : { "v" : 0 , "next" : null } })",
+    };
+    for (const std::string &t : good) {
+        bool complete = false;
+        EXPECT_TRUE(takes(schema, t, &complete)) << t;
+        EXPECT_TRUE(complete) << t;
+        EXPECT_TRUE(valid(ojson::parse(t), person_schema(), person_schema())) << t; // the tests' own view agrees
+    }
+    const std::vector<std::string> bad = {
+        R"({"age": 1})",                                   // properties out of order (name first)
+        R"({"name": "A", "score": 1})",                    // age is required, cannot be skipped
+        R"({"name": "A", "age": 1.5})",                    // an integer
+        R"({"name": "A", "age": 1, "score": "1"})",        // a number
+        R"({"name": "A", "age": 1, "score": 1, "tags": ["a", "b", "c", "d"]})", // maxItems 3
+        R"({"name": "A", "age": 1, "score": 1, "tags": [1]})",                  // items are strings
+        head + "\"c\"",                                    // not in the enum
+        head + "13",                                       // 1 and 12 only
+        head + "1" + R"(, "nick": 5)",                     // a string or null
+        head + "1" + R"(, "nick": null, "meta": 1, "child": {"v": 1, "next": null}, "x": 1)", // no other keys
+        head + "1" + R"(, "nick": null, "meta": 1, "child": {"v": 1, "next": null}})" + " ", // nothing after
+        head + "1" + R"(, "nick": null, "meta": 1, "child": {"v": 1}})", // next is required
+        R"({"name": "A", "age": 1, "score": 1, "tags": [], "kind": 1, "nick": null, "meta": 1})", // child required
+    };
+    for (const std::string &t : bad) {
+        bool complete = false;
+        EXPECT_FALSE(takes(schema, t, &complete) && complete) << t;
+    }
+    EXPECT_FALSE(takes(schema, R"({"age")"));
+    EXPECT_FALSE(takes(schema, R"({"name": "A", "age": 1.)"));
+    EXPECT_FALSE(takes(schema, head + "13"));
+    EXPECT_TRUE(takes(schema, head + "1")); // 1 or 12: the next byte decides
+}
+
+// Random walks through the schema's texts: every complete one parses (nlohmann) and is valid by the direct validator,
+// every prefix the grammar takes is one the reference parser can finish.
+TEST(SchemaGrammar, RandomWalksWriteValidValues) {
+    const auto schema = JsonSchema::compile(person_schema());
+    std::mt19937 rng(5);
+    const std::string alphabet = "{}[],:\"\" 0123456789-.enultrfaAbyx";
+    int completed = 0;
+    for (int walk = 0; walk < 40; ++walk) {
+        SchemaGrammar g(schema);
+        std::string text;
+        for (int step = 0; step < 400 && !g.complete(); ++step) {
+            std::vector<uint8_t> taken;
+            for (int b = 0; b < 256; ++b) {
+                SchemaGrammar h = g;
+                const std::string next = text + char(b);
+                if (!exponent_digits_at_least(next, 3) && h.feed(uint8_t(b))) taken.push_back(uint8_t(b));
+            }
+            ASSERT_FALSE(taken.empty()) << "stuck after '" << text << "'";
+            const uint8_t b = pick(taken, alphabet, 8, rng);
+            ASSERT_TRUE(g.feed(b));
+            text += char(b);
+            ASSERT_TRUE(unfinished(text)) << text;
+        }
+        if (!g.complete()) continue;
+        ++completed;
+        const ojson v = ojson::parse(text);
+        EXPECT_TRUE(valid(v, person_schema(), person_schema())) << json(text).dump();
+    }
+    EXPECT_GE(completed, 10);
 }
 
 std::unique_ptr<InferModel> json_tiny_model() {
@@ -281,6 +469,25 @@ TEST(Engine, JsonModeGivesAnObjectOrAPrefixOfOne) {
     o.logit_bias = biased;
     Engine alone(json_tiny_model(), tok, EngineOptions{1, 8});
     EXPECT_EQ(generate_one(alone, prompt, o).tokens, got[0].tokens);
+    // Structured output: answers that stop are values of the schema.
+    const ojson schema = ojson::parse(R"({"type": "object", "properties": {"answer": {"enum": ["yes", "no"]},
+        "n": {"type": "integer"}, "why": {"type": ["string", "null"]}}, "required": ["answer", "n", "why"],
+        "additionalProperties": false})");
+    o.json_schema = JsonSchema::compile(schema);
+    for (const char *ws : {" ", "\n", "\t", "\r"}) o.logit_bias.push_back({tok.encode(ws).at(0), -100.0f}); // terse
+    int values = 0;
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+        o.seed = seed;
+        const Completion c = generate_one(e, prompt, o);
+        if (c.finish_reason == "stop") {
+            ++values;
+            EXPECT_TRUE(valid(ojson::parse(c.text), schema, schema)) << c.text;
+        } else {
+            EXPECT_EQ(c.finish_reason, "length");
+            EXPECT_TRUE(unfinished(c.text)) << c.text;
+        }
+    }
+    EXPECT_GE(values, 3);
     // No tokenizer, no token bytes.
     Engine bare(json_tiny_model(), std::nullopt, EngineOptions{1, 8});
     EXPECT_NE(test::error_of([&] { bare.submit(prompt, o, {}, {}); }).find("tokenizer"), std::string::npos);

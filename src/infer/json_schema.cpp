@@ -1,0 +1,454 @@
+#include "infer/json_schema.h"
+
+#include "core/error.h"
+
+#include <bitset>
+#include <map>
+
+namespace zaya {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+// Keywords that constrain values in ways the acceptor does not enforce: refused, not ignored.
+constexpr const char *kUnsupported[] = {
+    "pattern",         "minLength",     "maxLength",           "minimum",          "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf",      "patternProperties", "propertyNames",
+    "minProperties",   "maxProperties", "oneOf",               "allOf",            "not",
+    "if",              "then",          "else",                "prefixItems",      "contains",
+    "uniqueItems",     "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
+
+constexpr const char *kSupported = "type, properties, required, additionalProperties: false, items, minItems, "
+                                   "maxItems, enum, const, anyOf, $ref";
+
+} // namespace
+
+class SchemaCompiler {
+  public:
+    explicit SchemaCompiler(const ojson &root) : root_(root) {}
+
+    std::shared_ptr<const JsonSchema> run() {
+        auto s = std::make_shared<JsonSchema>();
+        nodes_ = &s->nodes_;
+        nodes_->emplace_back();
+        paths_.emplace_back("schema");
+        compile_into(JsonSchema::kRoot, root_, "schema");
+        const SchemaNode &root = s->nodes_[0];
+        if (root.kind != SchemaNode::Kind::Object && !(root.kind == SchemaNode::Kind::Any && root.object_only))
+            fail("schema: the root must be an object (\"type\": \"object\"), as OpenAI's structured outputs require");
+        for (size_t i = 0; i < s->nodes_.size(); ++i)
+            if (s->nodes_[i].kind == SchemaNode::Kind::Union) check_union(int32_t(i));
+        return s;
+    }
+
+  private:
+    int32_t add(const std::string &path) {
+        nodes_->emplace_back();
+        paths_.push_back(path);
+        return int32_t(nodes_->size() - 1);
+    }
+    int32_t compile(const ojson &j, const std::string &path) {
+        const int32_t i = add(path);
+        compile_into(i, j, path);
+        return i;
+    }
+    void compile_into(int32_t i, const ojson &j, const std::string &path);
+    int32_t reference(const ojson &ref, const std::string &path);
+    void object_into(SchemaNode &n, const ojson &j, const std::string &path);
+    std::bitset<256> first_bytes(int32_t i, int depth) const;
+    void check_union(int32_t i) const;
+
+    const ojson &root_;
+    std::vector<SchemaNode> *nodes_ = nullptr;
+    std::vector<std::string> paths_;
+    std::map<std::string, int32_t> refs_;
+};
+
+void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &path) {
+    SchemaNode n;
+    if (j.is_boolean()) {
+        if (!j.get<bool>()) fail("{}: the schema false admits no value", path);
+        (*nodes_)[size_t(i)] = n; // any value
+        return;
+    }
+    if (!j.is_object()) fail("{}: a schema must be an object or a boolean, got {}", path, j.dump());
+    for (const char *k : kUnsupported)
+        if (j.contains(k))
+            fail("{}: '{}' is not supported in structured outputs (supported: {})", path, k, kSupported);
+    if (j.contains("$ref")) {
+        const int32_t target = reference(j["$ref"], path + ".$ref");
+        n.kind = SchemaNode::Kind::Union; // one alternative: the referenced node, chosen by its own first bytes
+        n.children = {target};
+    } else if (j.contains("const")) {
+        n.kind = SchemaNode::Kind::Literals;
+        n.literals = {j["const"].dump()};
+    } else if (j.contains("enum")) {
+        const ojson &e = j["enum"];
+        if (!e.is_array() || e.empty()) fail("{}.enum: must be a non-empty array", path);
+        n.kind = SchemaNode::Kind::Literals;
+        for (const ojson &v : e) n.literals.push_back(v.dump());
+    } else if (j.contains("anyOf")) {
+        const ojson &a = j["anyOf"];
+        if (!a.is_array() || a.empty()) fail("{}.anyOf: must be a non-empty array of schemas", path);
+        n.kind = SchemaNode::Kind::Union;
+        for (size_t k = 0; k < a.size(); ++k) n.children.push_back(compile(a[k], fmt::format("{}.anyOf[{}]", path, k)));
+    } else if (j.contains("type") && j["type"].is_array()) {
+        const ojson &types = j["type"];
+        if (types.empty()) fail("{}.type: an empty list of types admits no value", path);
+        n.kind = SchemaNode::Kind::Union;
+        for (const ojson &t : types) {
+            ojson one = j;
+            one["type"] = t;
+            n.children.push_back(compile(one, fmt::format("{}(type {})", path, t.dump())));
+        }
+    } else {
+        std::string type;
+        if (j.contains("type")) {
+            if (!j["type"].is_string()) fail("{}.type: must be a string or a list of strings", path);
+            type = j["type"].get<std::string>();
+        } else if (j.contains("properties")) {
+            type = "object";
+        } else if (j.contains("items")) {
+            type = "array";
+        }
+        if (type.empty()) {
+            n.kind = SchemaNode::Kind::Any;
+        } else if (type == "object") {
+            object_into(n, j, path);
+        } else if (type == "array") {
+            n.kind = SchemaNode::Kind::Array;
+            auto count = [&](const char *key, int64_t dflt) {
+                if (!j.contains(key)) return dflt;
+                if (!j[key].is_number_unsigned()) fail("{}.{}: must be a non-negative integer", path, key);
+                return int64_t(j[key].get<uint64_t>());
+            };
+            n.min_items = count("minItems", 0);
+            n.max_items = count("maxItems", -1);
+            if (n.max_items >= 0 && n.max_items < n.min_items)
+                fail("{}: maxItems {} is below minItems {}", path, n.max_items, n.min_items);
+            n.children = {j.contains("items") ? compile(j["items"], path + ".items") : compile(ojson(true), path)};
+        } else if (type == "string") {
+            n.kind = SchemaNode::Kind::String;
+        } else if (type == "number") {
+            n.kind = SchemaNode::Kind::Number;
+        } else if (type == "integer") {
+            n.kind = SchemaNode::Kind::Integer;
+        } else if (type == "boolean") {
+            n.kind = SchemaNode::Kind::Literals;
+            n.literals = {"true", "false"};
+        } else if (type == "null") {
+            n.kind = SchemaNode::Kind::Literals;
+            n.literals = {"null"};
+        } else {
+            fail("{}.type: unknown type '{}' (object, array, string, number, integer, boolean, null)", path, type);
+        }
+    }
+    (*nodes_)[size_t(i)] = std::move(n);
+}
+
+void SchemaCompiler::object_into(SchemaNode &n, const ojson &j, const std::string &path) {
+    const bool closed = j.contains("additionalProperties") && j["additionalProperties"] == false;
+    if (j.contains("additionalProperties") && !closed)
+        fail("{}.additionalProperties: must be false (or absent): the output has the listed properties only", path);
+    if (!j.contains("properties") && !closed) { // {"type": "object"}: any object
+        n.kind = SchemaNode::Kind::Any;
+        n.object_only = true;
+        return;
+    }
+    n.kind = SchemaNode::Kind::Object;
+    const ojson props = j.value("properties", ojson::object());
+    if (!props.is_object()) fail("{}.properties: must be an object", path);
+    for (const auto &[key, sub] : props.items()) {
+        n.keys.push_back(ojson(key).dump());
+        n.children.push_back(compile(sub, path + ".properties." + key));
+        n.required.push_back(0);
+    }
+    if (j.contains("required")) {
+        const ojson &r = j["required"];
+        if (!r.is_array()) fail("{}.required: must be an array of property names", path);
+        for (const ojson &name : r) {
+            if (!name.is_string()) fail("{}.required: must be an array of property names", path);
+            const std::string text = ojson(name.get<std::string>()).dump();
+            size_t k = 0;
+            while (k < n.keys.size() && n.keys[k] != text) ++k;
+            if (k == n.keys.size())
+                fail("{}.required: '{}' is not among the properties", path, name.get<std::string>());
+            n.required[k] = 1;
+        }
+    }
+}
+
+int32_t SchemaCompiler::reference(const ojson &ref, const std::string &path) {
+    if (!ref.is_string()) fail("{}: must be a string", path);
+    const std::string r = ref.get<std::string>();
+    if (r == "#") return JsonSchema::kRoot;
+    for (const char *prefix : {"#/$defs/", "#/definitions/"}) {
+        const std::string p = prefix;
+        if (r.compare(0, p.size(), p) != 0) continue;
+        const std::string name = r.substr(p.size()), defs = p.substr(2, p.size() - 3);
+        if (!root_.contains(defs) || !root_[defs].contains(name)) fail("{}: '{}' names no definition", path, r);
+        if (auto it = refs_.find(r); it != refs_.end()) return it->second;
+        const int32_t i = add(r);
+        refs_[r] = i; // before compiling: a definition may refer to itself
+        compile_into(i, root_[defs][name], "schema." + defs + "." + name);
+        return i;
+    }
+    fail("{}: '{}' is not supported (only \"#\", \"#/$defs/NAME\" and \"#/definitions/NAME\")", path, r);
+}
+
+// The bytes a value of node i may begin with (depth bounds a cycle of references that never reads a byte).
+std::bitset<256> SchemaCompiler::first_bytes(int32_t i, int depth) const {
+    if (depth > 64) fail("{}: the schema refers to itself without describing a value", paths_[size_t(i)]);
+    const SchemaNode &n = (*nodes_)[size_t(i)];
+    std::bitset<256> s;
+    auto number = [&s] {
+        s.set('-');
+        for (int d = '0'; d <= '9'; ++d) s.set(size_t(d));
+    };
+    switch (n.kind) {
+    case SchemaNode::Kind::Object: s.set('{'); break;
+    case SchemaNode::Kind::Array: s.set('['); break;
+    case SchemaNode::Kind::String: s.set('"'); break;
+    case SchemaNode::Kind::Number:
+    case SchemaNode::Kind::Integer: number(); break;
+    case SchemaNode::Kind::Literals:
+        for (const std::string &l : n.literals) s.set(uint8_t(l[0]));
+        break;
+    case SchemaNode::Kind::Any:
+        s.set('{');
+        if (n.object_only) break;
+        for (char c : std::string_view("[\"tfn")) s.set(uint8_t(c));
+        number();
+        break;
+    case SchemaNode::Kind::Union:
+        for (int32_t c : n.children) s |= first_bytes(c, depth + 1);
+        break;
+    }
+    return s;
+}
+
+void SchemaCompiler::check_union(int32_t i) const {
+    const SchemaNode &n = (*nodes_)[size_t(i)];
+    std::bitset<256> seen;
+    for (int32_t c : n.children) {
+        const std::bitset<256> f = first_bytes(c, 0);
+        if ((seen & f).any()) {
+            size_t b = 0;
+            while (!(seen & f).test(b)) ++b;
+            fail("{}: the alternatives of anyOf (or of a list of types) must begin with different bytes, so that the "
+                 "first byte chooses one (a string or null, say); two can begin with '{}'",
+                 paths_[size_t(i)], char(b));
+        }
+        seen |= f;
+    }
+}
+
+std::shared_ptr<const JsonSchema> JsonSchema::compile(const nlohmann::ordered_json &schema) {
+    return SchemaCompiler(schema).run();
+}
+
+std::shared_ptr<const JsonSchema> JsonSchema::any_object() {
+    static const std::shared_ptr<const JsonSchema> s = compile(ojson{{"type", "object"}});
+    return s;
+}
+
+// The grammar.
+
+SchemaGrammar::SchemaGrammar(std::shared_ptr<const JsonSchema> schema) : schema_(std::move(schema)) {
+    stack_.push_back(frame_for(JsonSchema::kRoot));
+}
+
+SchemaGrammar::Frame SchemaGrammar::frame_for(int32_t node) const {
+    const SchemaNode &n = schema_->node(node);
+    Frame f;
+    f.node = node;
+    if (n.kind == SchemaNode::Kind::Integer) f.number = NumberLexer(true);
+    if (n.kind == SchemaNode::Kind::Any) f.any = JsonGrammar(!n.object_only);
+    return f;
+}
+
+bool SchemaGrammar::in_plain_string() const {
+    if (stack_.empty()) return false;
+    const Frame &f = stack_.back();
+    const SchemaNode::Kind k = schema_->node(f.node).kind;
+    return (k == SchemaNode::Kind::String && f.phase == 1 && f.string.plain()) ||
+           (k == SchemaNode::Kind::Any && f.any.in_plain_string());
+}
+
+const StringLexer *SchemaGrammar::string_lexer() const {
+    if (stack_.empty()) return nullptr;
+    const Frame &f = stack_.back();
+    const SchemaNode::Kind k = schema_->node(f.node).kind;
+    if (k == SchemaNode::Kind::String && f.phase == 1) return &f.string;
+    return k == SchemaNode::Kind::Any ? f.any.string_lexer() : nullptr;
+}
+
+bool SchemaGrammar::between_tokens(const Frame &f) const {
+    switch (schema_->node(f.node).kind) {
+    case SchemaNode::Kind::Any: return false; // its JsonGrammar reads its own whitespace
+    case SchemaNode::Kind::Object: return f.phase != 3;
+    case SchemaNode::Kind::Array: return true;
+    default: return f.phase == 0;
+    }
+}
+
+bool SchemaGrammar::feed(uint8_t b) {
+    for (;;) {
+        if (stack_.empty()) return false; // the value is complete: nothing follows
+        Frame &f = stack_.back();
+        if (json_whitespace(b) && between_tokens(f)) {
+            if (ws_run_ >= kJsonMaxWhitespace) return false;
+            ++ws_run_;
+            return true;
+        }
+        const Step s = step(f, b); // f may dangle after it (a child pushed)
+        if (s == Step::Refused) return false;
+        if (s == Step::Child) continue; // a child was pushed to read b
+        if (s == Step::Done || s == Step::Ended) {
+            stack_.pop_back();
+            if (!stack_.empty()) stack_.back().phase = 5; // the parent has its value
+            if (s == Step::Ended) continue;               // b comes after the value: the parent's
+        }
+        ws_run_ = 0;
+        return true;
+    }
+}
+
+// Phases: Object 0 before '{', 1 after it, 2 after ',', 3 in a key, 4 before ':', 5 after a value; Array 0 before
+// '[', 1 after it, 2 after ',', 5 after a value; String, Number, Literals 0 before the first byte, 1 after.
+SchemaGrammar::Step SchemaGrammar::step(Frame &f, uint8_t b) {
+    const SchemaNode &n = schema_->node(f.node);
+    switch (n.kind) {
+    case SchemaNode::Kind::Object: return object_step(f, n, b);
+    case SchemaNode::Kind::Array: return array_step(f, n, b);
+    case SchemaNode::Kind::Literals: return literal_step(f, n, b);
+    case SchemaNode::Kind::String:
+        if (f.phase == 0) {
+            if (b != '"') return Step::Refused;
+            f.phase = 1;
+            return Step::Taken;
+        }
+        switch (f.string.feed(b)) {
+        case Lexed::Taken: return Step::Taken;
+        case Lexed::Closed: return Step::Done;
+        default: return Step::Refused;
+        }
+    case SchemaNode::Kind::Number:
+    case SchemaNode::Kind::Integer:
+        switch (f.number.feed(b)) {
+        case Lexed::Taken: f.phase = 1; return Step::Taken;
+        case Lexed::Ended: return Step::Ended;
+        default: return Step::Refused;
+        }
+    case SchemaNode::Kind::Any:
+        if (f.any.feed(b)) return f.any.complete() ? Step::Done : Step::Taken;
+        return f.any.can_end() ? Step::Ended : Step::Refused;
+    case SchemaNode::Kind::Union:
+        for (int32_t c : n.children) { // the alternative that can begin with b (at most one can)
+            Frame alt = frame_for(c);
+            const Step s = step(alt, b);
+            if (s == Step::Refused) continue;
+            f = std::move(alt);
+            return s;
+        }
+        return Step::Refused;
+    }
+    return Step::Refused;
+}
+
+SchemaGrammar::Step SchemaGrammar::object_step(Frame &f, const SchemaNode &n, uint8_t b) {
+    const int32_t count = int32_t(n.keys.size());
+    auto required_left = [&] {
+        for (int32_t k = f.next; k < count; ++k)
+            if (n.required[size_t(k)]) return true;
+        return false;
+    };
+    switch (f.phase) {
+    case 0:
+        if (b != '{') return Step::Refused;
+        f.phase = 1;
+        return Step::Taken;
+    case 1:
+    case 2:
+        if (b == '"' && f.next < count) {
+            f.phase = 3;
+            f.text = "\"";
+            return Step::Taken;
+        }
+        return b == '}' && f.phase == 1 && !required_left() ? Step::Done : Step::Refused;
+    case 3: {
+        // The keys that may come: the next ones, up to and with the first required one.
+        f.text += char(b);
+        bool prefix = false;
+        for (int32_t k = f.next; k < count; ++k) {
+            const std::string &key = n.keys[size_t(k)];
+            if (key == f.text) {
+                f.next = k + 1;
+                f.phase = 4;
+                f.text.clear();
+                return Step::Taken;
+            }
+            prefix = prefix || key.compare(0, f.text.size(), f.text) == 0;
+            if (n.required[size_t(k)]) break;
+        }
+        return prefix ? Step::Taken : Step::Refused;
+    }
+    case 4: {
+        if (b != ':') return Step::Refused;
+        f.phase = 5;
+        const int32_t child = n.children[size_t(f.next - 1)];
+        stack_.push_back(frame_for(child)); // f is not used after this
+        return Step::Taken;
+    }
+    default: // 5
+        if (b == ',' && f.next < count) {
+            f.phase = 2;
+            return Step::Taken;
+        }
+        return b == '}' && !required_left() ? Step::Done : Step::Refused;
+    }
+}
+
+SchemaGrammar::Step SchemaGrammar::array_step(Frame &f, const SchemaNode &n, uint8_t b) {
+    switch (f.phase) {
+    case 0:
+        if (b != '[') return Step::Refused;
+        f.phase = 1;
+        return Step::Taken;
+    case 1:
+    case 2:
+        if (f.phase == 1 && b == ']') return n.min_items == 0 ? Step::Done : Step::Refused;
+        if (n.max_items >= 0 && f.next >= n.max_items) return Step::Refused;
+        ++f.next;
+        f.phase = 5;
+        stack_.push_back(frame_for(n.children[0])); // reads b (f is not used after this)
+        return Step::Child;
+    default: // 5
+        if (b == ',' && (n.max_items < 0 || f.next < n.max_items)) {
+            f.phase = 2;
+            return Step::Taken;
+        }
+        return b == ']' && f.next >= n.min_items ? Step::Done : Step::Refused;
+    }
+}
+
+SchemaGrammar::Step SchemaGrammar::literal_step(Frame &f, const SchemaNode &n, uint8_t b) {
+    const std::string t = f.text + char(b);
+    bool prefix = false, longer = false;
+    for (const std::string &l : n.literals)
+        if (l.compare(0, t.size(), t) == 0) {
+            prefix = true;
+            longer = longer || l.size() > t.size();
+        }
+    if (!prefix) { // b is not part of the literal: it follows one that is whole (a number: 1 of enum [1, 12])
+        for (const std::string &l : n.literals)
+            if (f.phase == 1 && l == f.text) return Step::Ended;
+        return Step::Refused;
+    }
+    f.text = t;
+    f.phase = 1;
+    return longer ? Step::Taken : Step::Done;
+}
+
+} // namespace zaya

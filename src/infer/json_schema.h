@@ -1,0 +1,106 @@
+// Structured outputs: a JSON schema (OpenAI's `response_format: {"type": "json_schema", "json_schema": {"schema":
+// ...}}`, `zaya generate --json-schema FILE`) compiled into nodes, and SchemaGrammar, the byte acceptor of the texts
+// of the values it describes — what JsonGrammar (json_grammar.h) is to any JSON object, and with the same whitespace
+// and string rules. JSON mode (json_constraint.h) drives either through it.
+//
+// What a schema may say (OpenAI's strict subset): "type" object (its "properties", written in the schema's order,
+// keys as JSON writes them; those not "required" may be left out; no other keys: "additionalProperties" must be
+// false or absent), array ("items", "minItems", "maxItems"), string, number, integer, boolean, null, or a list of
+// them; "enum" and "const" (each value written compactly, as JSON serialises it); "anyOf" whose alternatives begin
+// with different bytes (a string or null, an object or an array: one alternative per first byte, so the choice is
+// made there); "$ref" to "#/$defs/NAME" or "#/definitions/NAME" (recursion included); {} or true for any value.
+// Annotations are ignored (title, description, default, examples, format, $schema, $id, strict). Anything that
+// would constrain values in ways the acceptor does not enforce (pattern, minLength, minimum, oneOf, ...) is
+// refused, naming it, rather than silently not enforced. The root must be an object.
+#pragma once
+#include "infer/json_grammar.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zaya {
+
+struct SchemaNode {
+    enum class Kind : uint8_t {
+        Any,       // any JSON value (object_only: any object)
+        Object,    // keys[i] then children[i], in order; required[i] says which may not be left out
+        Array,     // children[0] each, min_items to max_items of them (−1: no maximum)
+        String,    // any string
+        Number,    // any number
+        Integer,   // a number without fraction or exponent
+        Literals,  // one of `literals` exactly (enum, const, boolean, null)
+        Union,     // one of `children`, chosen by its first byte
+    };
+    Kind kind = Kind::Any;
+    bool object_only = false;
+    std::vector<std::string> keys;     // Object: each key as JSON text, quotes included
+    std::vector<uint8_t> required;     // Object
+    std::vector<int32_t> children;     // Object: per key; Array: the items; Union: the alternatives
+    std::vector<std::string> literals; // Literals: compact JSON texts
+    int64_t min_items = 0, max_items = -1;
+};
+
+class JsonSchema {
+  public:
+    // Fails (zaya::Error) naming the place in the schema ("schema.properties.age: 'minimum' is not supported ...").
+    // Keys keep their order when the schema was parsed as an ordered_json.
+    static std::shared_ptr<const JsonSchema> compile(const nlohmann::ordered_json &schema);
+    // JSON mode without a schema: any object.
+    static std::shared_ptr<const JsonSchema> any_object();
+
+    const SchemaNode &node(int32_t i) const { return nodes_[size_t(i)]; }
+    static constexpr int32_t kRoot = 0;
+
+  private:
+    std::vector<SchemaNode> nodes_;
+    friend class SchemaCompiler;
+};
+
+class SchemaGrammar {
+  public:
+    explicit SchemaGrammar(std::shared_ptr<const JsonSchema> schema);
+
+    // Whether `byte` can follow what was read; if so, reads it. After a refused byte the state is undefined: to test
+    // a byte, feed a copy (as JsonConstraint does).
+    bool feed(uint8_t byte);
+    bool feed(std::string_view bytes) {
+        for (char b : bytes)
+            if (!feed(uint8_t(b))) return false;
+        return true;
+    }
+    bool complete() const { return stack_.empty(); }
+    bool in_plain_string() const;
+    // The string value under way, or null: while a token's bytes stay inside it, only this lexer changes
+    // (JsonConstraint reads them with a copy of it instead of a copy of the whole state).
+    const StringLexer *string_lexer() const;
+
+  private:
+    struct Frame {
+        int32_t node = 0;
+        uint8_t phase = 0;   // per kind: 0 before the value's first byte, then see step()
+        int32_t next = 0;    // Object: the first property that may still come; Array: items so far
+        std::string text;    // Object: the key's bytes so far; Literals: the bytes so far
+        StringLexer string;  // String
+        NumberLexer number{false}; // Number, Integer
+        JsonGrammar any{false};    // Any
+    };
+    // Done: b closed the value; Ended: the value ended before b; Child: a child frame was pushed to read b.
+    enum class Step : uint8_t { Refused, Taken, Done, Ended, Child };
+    Step step(Frame &f, uint8_t b);
+    Step object_step(Frame &f, const SchemaNode &n, uint8_t b);
+    Step array_step(Frame &f, const SchemaNode &n, uint8_t b);
+    Step literal_step(Frame &f, const SchemaNode &n, uint8_t b);
+    Frame frame_for(int32_t node) const;
+    bool between_tokens(const Frame &f) const; // where whitespace may come
+
+    std::shared_ptr<const JsonSchema> schema_;
+    std::vector<Frame> stack_; // innermost last; empty: the root value is complete
+    uint8_t ws_run_ = 0;
+};
+
+} // namespace zaya
