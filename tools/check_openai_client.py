@@ -8,20 +8,24 @@ Starts `zaya serve MODEL_DIR --port 0 --api-key ...`, then with openai.OpenAI(ba
 a completion and a chat completion (plain and streamed; streamed text must equal the plain text for greedy
 decoding), log-probabilities (completions' logprobs with echo, as evaluation harnesses score prompts; chat's
 logprobs/top_logprobs; streamed = plain), n choices and several prompts in one request, four concurrent requests
-from threads, and checks that a bad request raises openai.BadRequestError and a
-wrong key openai.AuthenticationError. Prints one line per check; exits non-zero on the first failure.
+from threads, JSON mode and structured outputs (the client's parse() with a pydantic model), and checks that a bad
+request (and a schema keyword zaya cannot enforce) raises openai.BadRequestError and a wrong key
+openai.AuthenticationError. Prints one line per check; exits non-zero on the first failure.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
 
 import openai
+import pydantic
 
 
 def main() -> None:
@@ -100,6 +104,31 @@ def main() -> None:
             together = list(pool.map(one, range(1, 5)))
         ok("4 concurrent requests = alone", together == [one(s) for s in range(1, 5)])
 
+        # JSON mode, and structured outputs through the client's own schema path (a pydantic model → a strict
+        # json_schema → parsed back). The grammar bounds what a value can take (forced keys, an enum, a boolean,
+        # whitespace runs of at most 32 bytes), so 400 tokens always reach the end.
+        r = client.chat.completions.create(model=name, messages=messages, max_tokens=400, temperature=0,
+                                           response_format={"type": "json_object"})
+        content = r.choices[0].message.content
+        ok("json_object: a JSON object, or a prefix of one cut by max_tokens",
+           (r.choices[0].finish_reason == "stop" and isinstance(json.loads(content), dict)) or
+           (r.choices[0].finish_reason == "length" and content.lstrip().startswith("{")), repr(content[:200]))
+
+        class Answer(pydantic.BaseModel):
+            answer: Literal["yes", "no"]
+            sure: bool
+
+        parsed = client.chat.completions.parse(model=name, messages=messages, max_tokens=400, temperature=0,
+                                               response_format=Answer)
+        ok("json_schema from a pydantic model: parsed back into it",
+           isinstance(parsed.choices[0].message.parsed, Answer), repr(parsed.choices[0].message.content))
+        try:
+            client.chat.completions.create(model=name, messages=messages, response_format={
+                "type": "json_schema", "json_schema": {"name": "x", "schema": {
+                    "type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}}})
+            ok("a schema keyword it cannot enforce raises BadRequestError", False)
+        except openai.BadRequestError as e:
+            ok("a schema keyword it cannot enforce raises BadRequestError", "minimum" in str(e))
         try:
             client.completions.create(model=name, prompt="x", top_p=5)
             ok("top_p=5 raises BadRequestError", False)
