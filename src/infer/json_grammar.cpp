@@ -114,7 +114,7 @@ bool JsonGrammar::feed(uint8_t b) {
         const NumberLexer before = number_;
         const Lexed l = number_.feed(b);
         if (l == Lexed::Taken) {
-            ws_run_ = 0;
+            ws_.reset();
             return true;
         }
         if (l == Lexed::Refused) return false;
@@ -126,9 +126,7 @@ bool JsonGrammar::feed(uint8_t b) {
     }
     // Whitespace between tokens: where a structural byte may come.
     if (json_whitespace(b) && mode_ != Mode::String && mode_ != Mode::Literal && mode_ != Mode::Done) {
-        if (ws_run_ >= kMaxWhitespace) return false;
-        ++ws_run_;
-        return true;
+        return ws_.take(b); // (a refused byte leaves the run as it was)
     }
     bool ok = false;
     switch (mode_) {
@@ -174,7 +172,7 @@ bool JsonGrammar::feed(uint8_t b) {
     case Mode::Number:
     case Mode::Done: break;
     }
-    if (ok) ws_run_ = 0;
+    if (ok) ws_.reset();
     return ok;
 }
 

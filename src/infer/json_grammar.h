@@ -3,8 +3,8 @@
 // request and lets only tokens whose bytes it accepts be sampled, so the output is always a prefix of a JSON object.
 //
 // Beyond RFC 8259, so that generation ends: the text is one object (no other top-level value, nothing after it:
-// complete() is then true), and a run of whitespace between tokens is at most kMaxWhitespace bytes (a model stuck
-// on newlines cannot fill max_tokens with them). Strings must be valid UTF-8 (no overlong forms, no surrogates,
+// complete() is then true), and a run of whitespace between tokens is at most kMaxWhitespace bytes with one line
+// break (WhitespaceRun: a model stuck on newlines cannot fill max_tokens with them). Strings must be valid UTF-8 (no overlong forms, no surrogates,
 // nothing above U+10FFFF) whose \u escapes pair their surrogates, so that strict parsers take the text too.
 #pragma once
 #include <cstdint>
@@ -16,6 +16,22 @@ namespace zaya {
 inline constexpr int kJsonMaxWhitespace = 32;
 
 inline bool json_whitespace(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+
+// A run of whitespace between two tokens: at most kJsonMaxWhitespace bytes and one line break ("\n", "\r" or
+// "\r\n"), so that pretty-printing fits (a break, then indentation) and a model cannot pad its answer with blank
+// lines.
+struct WhitespaceRun {
+    uint8_t bytes = 0, breaks = 0; // breaks: 1 for a '\n' seen, 2 for a '\r'
+    bool take(uint8_t b) {
+        if (bytes >= kJsonMaxWhitespace) return false;
+        const uint8_t bit = b == '\n' ? 1 : b == '\r' ? 2 : 0;
+        if ((breaks & bit) || (bit == 2 && (breaks & 1))) return false; // one '\n', one '\r', and '\r' before '\n'
+        breaks = uint8_t(breaks | bit);
+        ++bytes;
+        return true;
+    }
+    void reset() { bytes = breaks = 0; }
+};
 
 // What a lexer does with a byte.
 enum class Lexed : uint8_t {
@@ -106,7 +122,7 @@ class JsonGrammar {
     bool key_ = false;              // the string being read is an object's key
     StringLexer string_;            // the string under way
     NumberLexer number_;            // the number under way
-    uint8_t ws_run_ = 0;            // whitespace bytes in a row
+    WhitespaceRun ws_;              // the whitespace run under way
     const char *literal_ = nullptr; // the rest of true / false / null
 };
 

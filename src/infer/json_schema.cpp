@@ -297,11 +297,7 @@ bool SchemaGrammar::feed(uint8_t b) {
     for (;;) {
         if (stack_.empty()) return false; // the value is complete: nothing follows
         Frame &f = stack_.back();
-        if (json_whitespace(b) && between_tokens(f)) {
-            if (ws_run_ >= kJsonMaxWhitespace) return false;
-            ++ws_run_;
-            return true;
-        }
+        if (json_whitespace(b) && between_tokens(f)) return ws_.take(b);
         const Step s = step(f, b); // f may dangle after it (a child pushed)
         if (s == Step::Refused) return false;
         if (s == Step::Child) continue; // a child was pushed to read b
@@ -310,7 +306,7 @@ bool SchemaGrammar::feed(uint8_t b) {
             if (!stack_.empty()) stack_.back().phase = 5; // the parent has its value
             if (s == Step::Ended) continue;               // b comes after the value: the parent's
         }
-        ws_run_ = 0;
+        ws_.reset();
         return true;
     }
 }

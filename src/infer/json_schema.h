@@ -100,7 +100,7 @@ class SchemaGrammar {
 
     std::shared_ptr<const JsonSchema> schema_;
     std::vector<Frame> stack_; // innermost last; empty: the root value is complete
-    uint8_t ws_run_ = 0;
+    WhitespaceRun ws_;
 };
 
 } // namespace zaya

@@ -146,8 +146,12 @@ TEST(JsonGrammar, RefusesTheFirstByteTheReferenceRefuses) {
     EXPECT_EQ(refused_at("[1]"), 0u);
     EXPECT_EQ(refused_at("\"s\""), 0u);
     EXPECT_EQ(refused_at("{} "), 2u);
-    const std::string run(JsonGrammar::kMaxWhitespace, '\n');
+    const std::string run = "\r\n" + std::string(JsonGrammar::kMaxWhitespace - 2, ' ');
     EXPECT_EQ(refused_at("{" + run + " }"), 1u + run.size());
+    EXPECT_EQ(refused_at("{\n\n}"), 2u);   // one line break per run: no blank lines
+    EXPECT_EQ(refused_at("{\n\r}"), 2u);   // "\r\n", not "\n\r"
+    const std::string pretty = "{\n  \"a\":\n    1\n}";
+    EXPECT_EQ(refused_at(pretty), pretty.size()); // pretty-printed: every run its own break
     const std::string runs = "{" + run + "\"a\":" + run + "1" + run + "}";
     const std::string in_string = "{\"" + std::string(3 * run.size(), ' ') + "\":1}";
     EXPECT_EQ(refused_at(runs), runs.size());           // each run is within the cap
@@ -176,10 +180,14 @@ TEST(JsonGrammar, RandomWalksAgreeWithTheReference) {
                     ASSERT_TRUE(unfinished(next)) << "took byte " << b << " after '" << text << "'";
                     taken.push_back(uint8_t(b));
                 } else if (unfinished(next) && viable_prefix(next)) {
-                    // Refused on purpose: whitespace over the cap, a top-level value that is not an object.
+                    // Refused on purpose: whitespace over the cap or a second line break in a run, a top-level value
+                    // that is not an object.
                     size_t run = 0;
                     while (run < text.size() && std::isspace(uint8_t(text[text.size() - 1 - run]))) ++run;
-                    const bool ws_cap = std::isspace(b) && run >= size_t(JsonGrammar::kMaxWhitespace);
+                    const std::string tail = text.substr(text.size() - run);
+                    const bool second_break = (b == '\n' && tail.find('\n') != std::string::npos) ||
+                                              (b == '\r' && tail.find_first_of("\r\n") != std::string::npos);
+                    const bool ws_cap = std::isspace(b) && (run >= size_t(JsonGrammar::kMaxWhitespace) || second_break);
                     const bool top = text.find_first_not_of(" \n\t\r") == std::string::npos;
                     ASSERT_TRUE(ws_cap || top) << "refused byte " << b << " after '" << hex(text) << "'";
                 }
