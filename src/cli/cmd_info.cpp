@@ -59,10 +59,9 @@ void run_info(const InfoArgs &a) {
     std::string checkpoint;
     if (std::filesystem::exists(std::filesystem::path(target) / "manifest.json")) { // a training checkpoint
         const nlohmann::json m = checkpoint_manifest(target);
-        const std::string label = (std::filesystem::path(target) / "manifest.json").string();
-        if (!m.contains("model_config") || !m.contains("files") || !m.at("files").is_object())
-            fail("{}: malformed manifest: no model_config or files table", label);
-        c = config_from_json(m.at("model_config"), label);
+        c = checkpoint_model_config(target, m);
+        if (!m.contains("files") || !m.at("files").is_object())
+            fail("{}: malformed manifest: no files table", (std::filesystem::path(target) / "manifest.json").string());
         const nlohmann::json &files = m.at("files");
         uint64_t bytes = 0;
         for (const auto &f : files) bytes += f.value("bytes", uint64_t(0));

@@ -66,7 +66,7 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, 
     const ZayaConfig &c = model_->config;
     opts.validate(c.vocab_size);
     if (prompt.empty()) fail("the prompt is empty");
-    if ((opts.json_object || opts.json_schema) && !tok_)
+    if (opts.json_mode() && !tok_)
         fail("JSON mode needs the model's tokenizer (the bytes of its tokens)");
     for (size_t i = 0; i < prompt.size(); ++i)
         if (prompt[i] < 0 || prompt[i] >= c.vocab_size)
@@ -127,7 +127,7 @@ void Engine::admit() {
         r->sampler.emplace(r->opts, model_->config.vocab_size);
         for (int32_t t : r->prompt) r->sampler->observe(t, /*generated=*/false);
         if (tok_) r->text.emplace(*tok_, r->opts.stop_strings);
-        if (r->opts.json_object || r->opts.json_schema) {
+        if (r->opts.json_mode()) {
             if (!json_tokens_) json_tokens_ = std::make_shared<const TokenTable>(*tok_, model_->config.vocab_size);
             r->json.emplace(json_tokens_, r->opts.json_schema ? r->opts.json_schema : JsonSchema::any_object());
         }

@@ -11,13 +11,13 @@ namespace zaya {
 
 namespace {
 
-// Whether bytes are whole, valid UTF-8 characters with nothing a JSON string must escape.
+// Whether bytes are whole, valid UTF-8 characters with nothing a JSON string must escape: a string's lexer takes
+// each and, after each ASCII byte, is still in plain text (no escape begun).
 bool plain_string_text(std::string_view s) {
-    JsonGrammar g;
-    if (!g.feed("{\"")) return false;
+    StringLexer lexer;
     for (char c : s)
-        if (!g.feed(uint8_t(c)) || (uint8_t(c) < 0x80 && !g.in_plain_string())) return false;
-    return g.in_plain_string();
+        if (lexer.feed(uint8_t(c)) != Lexed::Taken || (uint8_t(c) < 0x80 && !lexer.plain())) return false;
+    return lexer.plain();
 }
 
 } // namespace

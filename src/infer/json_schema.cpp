@@ -303,7 +303,7 @@ bool SchemaGrammar::feed(uint8_t b) {
         if (s == Step::Child) continue; // a child was pushed to read b
         if (s == Step::Done || s == Step::Ended) {
             stack_.pop_back();
-            if (!stack_.empty()) stack_.back().phase = 5; // the parent has its value
+            if (!stack_.empty()) stack_.back().phase = kAfterValue; // the parent has its value
             if (s == Step::Ended) continue;               // b comes after the value: the parent's
         }
         ws_.reset();
@@ -392,12 +392,12 @@ SchemaGrammar::Step SchemaGrammar::object_step(Frame &f, const SchemaNode &n, ui
     }
     case 4: {
         if (b != ':') return Step::Refused;
-        f.phase = 5;
+        f.phase = kAfterValue;
         const int32_t child = n.children[size_t(f.next - 1)];
         stack_.push_back(frame_for(child)); // f is not used after this
         return Step::Taken;
     }
-    default: // 5
+    default: // kAfterValue
         if (b == ',' && f.next < count) {
             f.phase = 2;
             return Step::Taken;
@@ -417,10 +417,10 @@ SchemaGrammar::Step SchemaGrammar::array_step(Frame &f, const SchemaNode &n, uin
         if (f.phase == 1 && b == ']') return n.min_items == 0 ? Step::Done : Step::Refused;
         if (n.max_items >= 0 && f.next >= n.max_items) return Step::Refused;
         ++f.next;
-        f.phase = 5;
+        f.phase = kAfterValue;
         stack_.push_back(frame_for(n.children[0])); // reads b (f is not used after this)
         return Step::Child;
-    default: // 5
+    default: // kAfterValue
         if (b == ',' && (n.max_items < 0 || f.next < n.max_items)) {
             f.phase = 2;
             return Step::Taken;

@@ -91,6 +91,7 @@ class SchemaGrammar {
     };
     // Done: b closed the value; Ended: the value ended before b; Child: a child frame was pushed to read b.
     enum class Step : uint8_t { Refused, Taken, Done, Ended, Child };
+    static constexpr uint8_t kAfterValue = 5; // an object's or array's phase once a child value is complete
     Step step(Frame &f, uint8_t b);
     Step object_step(Frame &f, const SchemaNode &n, uint8_t b);
     Step array_step(Frame &f, const SchemaNode &n, uint8_t b);

@@ -36,6 +36,7 @@ struct SampleOptions {
     // values when it is set — and generation ends when it closes. Needs the model's tokenizer (the tokens' bytes).
     bool json_object = false;
     std::shared_ptr<const JsonSchema> json_schema; // structured outputs (infer/json_schema.h); implies json_object
+    bool json_mode() const { return json_object || json_schema != nullptr; }
 
     // Throws zaya::Error naming the field and value out of range; with vocab_size > 0, also a logit_bias token
     // outside [0, vocab_size).

@@ -249,11 +249,15 @@ void checkpoint_read_tensors(const std::string &dir, const std::vector<Checkpoin
     verify_and_read(dir, read_manifest(dir), wanted);
 }
 
+ZayaConfig checkpoint_model_config(const std::string &dir, const json &manifest) {
+    const std::string label = (fs::path(dir) / "manifest.json").string();
+    if (!manifest.contains("model_config")) fail("{}: malformed manifest: no model_config", label);
+    return config_from_json(manifest.at("model_config"), label);
+}
+
 Model checkpoint_load_model(const std::string &dir) {
     const json j = read_manifest(dir);
-    const std::string label = (fs::path(dir) / "manifest.json").string();
-    if (!j.contains("model_config")) fail("{}: malformed manifest: no model_config", label);
-    Model m = Model::create(config_from_json(j.at("model_config"), label));
+    Model m = Model::create(checkpoint_model_config(dir, j));
     verify_and_read(dir, j, model_tensors(m));
     return m;
 }

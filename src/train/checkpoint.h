@@ -130,6 +130,9 @@ void checkpoint_load(Trainer &t, const std::string &checkpoint_dir);
 Model checkpoint_load_model(const std::string &checkpoint_dir);
 // The step and training config a checkpoint's manifest records (for `zaya export`).
 nlohmann::json checkpoint_manifest(const std::string &checkpoint_dir);
+// The model config of a checkpoint's manifest (`manifest`, read from `checkpoint_dir`); fails naming the manifest
+// when it has none.
+ZayaConfig checkpoint_model_config(const std::string &checkpoint_dir, const nlohmann::json &manifest);
 
 // The newest complete checkpoint of a run, if any.
 std::optional<std::string> checkpoint_latest(const std::string &run_dir);

@@ -66,11 +66,9 @@ std::optional<ZayaConfig> resumed_shape(const TrainConfig &tc) {
         tc.resume_from.empty() ? checkpoint_list(tc.out) : std::vector<std::string>{tc.resume_from};
     for (const std::string &dir : dirs) {
         try {
-            const nlohmann::json j = checkpoint_manifest(dir);
-            if (j.contains("model_config"))
-                return config_from_json(j.at("model_config"), (fs::path(dir) / "manifest.json").string());
+            return checkpoint_model_config(dir, checkpoint_manifest(dir));
         } catch (const Error &) {
-            // Not readable: resuming will skip it too, and say why.
+            // Not readable, or without a model config: resuming will skip it too, and say why.
         }
     }
     return std::nullopt;
