@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) in build-fuzz/ and fuzzes, for a bounded time split between
-# them: safetensors_parse (half), the OpenAI request parser and JSON mode's grammar (a quarter each).
+# them: safetensors_parse (half), the OpenAI request parser, JSON mode's grammar and structured outputs' schemas
+# and grammar (a sixth each).
 # Usage: scripts/fuzz.sh [SECONDS]   (default 60). Exits non-zero if the fuzzer finds a crash.
 # The seed corpus is copied to a temp dir so new inputs never land in the repo; crash files are kept in
 # build-fuzz/crashes/.
@@ -12,7 +13,7 @@ build="$root/build-fuzz"
 
 CC="${CC:-clang}" CXX="${CXX:-clang++}" cmake -S "$root" -B "$build" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZAYA_FUZZ=ON -DZAYA_TESTS=OFF -DZAYA_CUDA=OFF
-cmake --build "$build" --target fuzz_safetensors fuzz_openai_request fuzz_json_grammar
+cmake --build "$build" --target fuzz_safetensors fuzz_openai_request fuzz_json_grammar fuzz_json_schema
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -37,8 +38,9 @@ fuzz() {
         exit "$rc"
     fi
 }
-quarter=$((seconds / 4 > 0 ? seconds / 4 : 1))
+sixth=$((seconds / 6 > 0 ? seconds / 6 : 1))
 fuzz fuzz_safetensors safetensors $((seconds / 2 > 0 ? seconds / 2 : 1)) -dict="$root/fuzz/safetensors.dict"
-fuzz fuzz_openai_request openai "$quarter"
-fuzz fuzz_json_grammar json "$quarter" -dict="$root/fuzz/json.dict"
+fuzz fuzz_openai_request openai "$sixth"
+fuzz fuzz_json_grammar json "$sixth" -dict="$root/fuzz/json.dict"
+fuzz fuzz_json_schema schema "$sixth" -dict="$root/fuzz/schema.dict"
 echo "fuzz.sh: no crash in ${seconds}s"

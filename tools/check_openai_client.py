@@ -122,13 +122,22 @@ def main() -> None:
                                                response_format=Answer)
         ok("json_schema from a pydantic model: parsed back into it",
            isinstance(parsed.choices[0].message.parsed, Answer), repr(parsed.choices[0].message.content))
+
+        class Rating(pydantic.BaseModel):  # bounds: pydantic validates them again as it parses
+            stars: int = pydantic.Field(ge=1, le=5)
+            word: str = pydantic.Field(min_length=1, max_length=8)
+
+        parsed = client.chat.completions.parse(model=name, messages=messages, max_tokens=400, temperature=0,
+                                               response_format=Rating)
+        ok("json_schema with ge/le and min/max_length (minimum, maximum, minLength, maxLength): parsed back",
+           isinstance(parsed.choices[0].message.parsed, Rating), repr(parsed.choices[0].message.content))
         try:
             client.chat.completions.create(model=name, messages=messages, response_format={
                 "type": "json_schema", "json_schema": {"name": "x", "schema": {
-                    "type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}}})
+                    "type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2}}}}})
             ok("a schema keyword it cannot enforce raises BadRequestError", False)
         except openai.BadRequestError as e:
-            ok("a schema keyword it cannot enforce raises BadRequestError", "minimum" in str(e))
+            ok("a schema keyword it cannot enforce raises BadRequestError", "multipleOf" in str(e))
         try:
             client.completions.create(model=name, prompt="x", top_p=5)
             ok("top_p=5 raises BadRequestError", False)

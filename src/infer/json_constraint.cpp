@@ -11,13 +11,16 @@ namespace zaya {
 
 namespace {
 
-// Whether bytes are whole, valid UTF-8 characters with nothing a JSON string must escape: a string's lexer takes
-// each and, after each ASCII byte, is still in plain text (no escape begun).
-bool plain_string_text(std::string_view s) {
+// How many characters bytes hold if they are whole, valid UTF-8 characters with nothing a JSON string must escape
+// (a string's lexer takes each and, after each ASCII byte, is still in plain text: no escape begun), else 0.
+uint16_t plain_string_chars(std::string_view s) {
     StringLexer lexer;
-    for (char c : s)
-        if (lexer.feed(uint8_t(c)) != Lexed::Taken || (uint8_t(c) < 0x80 && !lexer.plain())) return false;
-    return lexer.plain();
+    uint32_t chars = 0;
+    for (char c : s) {
+        if (lexer.feed(uint8_t(c)) != Lexed::Taken || (uint8_t(c) < 0x80 && !lexer.plain())) return 0;
+        chars += (uint8_t(c) & 0xC0) != 0x80; // a character's first byte
+    }
+    return lexer.plain() ? uint16_t(std::min<uint32_t>(chars, 65535)) : 0;
 }
 
 } // namespace
@@ -34,10 +37,12 @@ TokenTable::TokenTable(std::vector<std::string> bytes) : bytes_(std::move(bytes)
 
 void TokenTable::index() {
     plain_.assign(bytes_.size(), 0);
+    plain_chars_.assign(bytes_.size(), 0);
     for (size_t id = 0; id < bytes_.size(); ++id) {
         const std::string &b = bytes_[id];
         if (b.empty()) continue;
-        plain_[id] = plain_string_text(b);
+        plain_chars_[id] = plain_string_chars(b);
+        plain_[id] = plain_chars_[id] != 0 && plain_chars_[id] < 65535; // (longer ones are read)
         by_first_[uint8_t(b[0])].push_back(int32_t(id));
     }
 }
@@ -68,6 +73,9 @@ int64_t JsonConstraint::mask(float *logits) {
     allowed_.assign(size_t(V), 0);
     int64_t n = 0;
     const bool in_string = grammar_.in_plain_string();
+    // A string's maxLength near: plain tokens fit if they have no more characters than it has room for.
+    const uint32_t room = in_string ? grammar_.string_lexer()->room() : 0;
+    const bool bounded = in_string && room < 65535;
     for (int b = 0; b < 256; ++b) {
         SchemaGrammar first = grammar_;
         if (!first.feed(uint8_t(b))) continue;
@@ -78,6 +86,7 @@ int64_t JsonConstraint::mask(float *logits) {
         if (second_known) second.set();
         for (int32_t id : table_->starting_with(uint8_t(b))) {
             bool ok = in_string && table_->plain(id);
+            if (ok && bounded && table_->plain_chars(id) > room) continue; // plain text cannot close the string
             const std::string_view bytes = ok ? std::string_view() : table_->bytes(id); // only when needed: 8 MB
             if (!ok && bytes.size() == 1) ok = true;
             if (!ok) {

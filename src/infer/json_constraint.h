@@ -7,8 +7,9 @@
 //
 // Cost per token: the vocabulary is grouped by first byte, and outside strings tested by its second byte too, so a
 // state that takes few bytes (after a value: ',', '}', ']', whitespace) reads few tokens; inside a string, tokens of
-// plain text (no '"', '\\', control bytes, whole UTF-8 characters) are taken without reading them and the others
-// are read by the string's lexer alone until they close it.
+// plain text (no '"', '\\', control bytes, whole UTF-8 characters) are taken without reading them (a string with a
+// maxLength compares their known lengths with its room) and the others are read by the string's lexer alone until
+// they close it.
 #pragma once
 #include "infer/json_schema.h"
 
@@ -33,15 +34,18 @@ class TokenTable {
 
     int64_t size() const { return int64_t(bytes_.size()); }
     std::string_view bytes(int32_t id) const { return bytes_[size_t(id)]; }
-    // Plain string text: no '"', '\\' or control byte, and whole UTF-8 characters only.
+    // Plain string text: no '"', '\\' or control byte, and whole UTF-8 characters only (fewer than 65535).
     bool plain(int32_t id) const { return plain_[size_t(id)] != 0; }
+    // A plain token's characters (0 for the others; at most 65535, for longer ones too).
+    uint32_t plain_chars(int32_t id) const { return plain_chars_[size_t(id)]; }
     // The ids whose bytes begin with byte b.
     const std::vector<int32_t> &starting_with(uint8_t b) const { return by_first_[b]; }
 
   private:
     void index();
     std::vector<std::string> bytes_;
-    std::vector<uint8_t> plain_;
+    std::vector<uint8_t> plain_;         // the flag alone: what most masks read, at half the bytes
+    std::vector<uint16_t> plain_chars_;
     std::array<std::vector<int32_t>, 256> by_first_;
 };
 

@@ -52,14 +52,18 @@ Lexed StringLexer::feed(uint8_t b) {
         utf8_lo_ = 0x80, utf8_hi_ = 0xBF;
         return Lexed::Taken;
     }
-    if (low_surrogate_ && b != '\\') return Lexed::Refused;
-    if (b == '"') return Lexed::Closed;
-    if (b == '\\') {
+    if (low_surrogate_) { // the \ of the pair's second escape: part of the character begun
+        if (b != '\\') return Lexed::Refused;
         mode_ = Mode::Escape;
         return Lexed::Taken;
     }
-    if (b < 0x20) return Lexed::Refused; // control characters must be escaped
-    if (b < 0x80) return Lexed::Taken;
+    if (b == '"') return chars_ >= min_chars_ ? Lexed::Closed : Lexed::Refused;
+    if (b < 0x20 || chars_ >= max_chars_) return Lexed::Refused; // control characters must be escaped
+    if (b < 0x80 || b == '\\') {
+        ++chars_;
+        if (b == '\\') mode_ = Mode::Escape;
+        return Lexed::Taken;
+    }
     // A UTF-8 lead byte (RFC 3629's table): how many continuation bytes follow, and the second byte's range where
     // it is narrower (no overlong forms, no surrogates, nothing above U+10FFFF).
     if (b >= 0xC2 && b <= 0xDF) utf8_left_ = 1;
@@ -70,6 +74,7 @@ Lexed StringLexer::feed(uint8_t b) {
     if (b == 0xED) utf8_hi_ = 0x9F;
     if (b == 0xF0) utf8_lo_ = 0x90;
     if (b == 0xF4) utf8_hi_ = 0x8F;
+    ++chars_;
     return Lexed::Taken;
 }
 

@@ -49,6 +49,10 @@ class StringLexer {
     // Past any escape or partial UTF-8 character: any byte but '"', '\\' and controls (< 0x20) that ends whole
     // characters leaves the state as it is (json_constraint.h's shortcut for most tokens).
     bool plain() const { return mode_ == Mode::Chars && utf8_left_ == 0 && !low_surrogate_; }
+    // A schema's minLength and maxLength, in characters (code points: an escape is one, a surrogate pair one): a
+    // character that would pass max_chars is refused at its first byte, the closing quote before min_chars.
+    void limit(uint32_t min_chars, uint32_t max_chars) { min_chars_ = min_chars, max_chars_ = max_chars; }
+    uint32_t room() const { return max_chars_ - chars_; } // characters that may still come
 
   private:
     enum class Mode : uint8_t { Chars, Escape, Unicode };
@@ -59,6 +63,8 @@ class StringLexer {
     uint8_t hex_left_ = 0;       // \u digits to go
     uint16_t unit_ = 0;          // the \u escape's code unit so far
     bool low_surrogate_ = false; // a \uD800–\uDBFF was read: the next thing must be its \uDC00–\uDFFF
+    uint32_t chars_ = 0;         // characters begun
+    uint32_t min_chars_ = 0, max_chars_ = UINT32_MAX;
 };
 
 // A number, from its first byte ('-' or a digit; integer: no fraction or exponent).

@@ -1,7 +1,9 @@
 #include "infer/json_schema.h"
 
 #include "core/error.h"
+#include "core/json_depth.h"
 
+#include <algorithm>
 #include <bitset>
 #include <map>
 
@@ -13,14 +15,58 @@ namespace {
 
 // Keywords that constrain values in ways the acceptor does not enforce: refused, not ignored.
 constexpr const char *kUnsupported[] = {
-    "pattern",         "minLength",     "maxLength",           "minimum",          "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "multipleOf",      "patternProperties", "propertyNames",
-    "minProperties",   "maxProperties", "oneOf",               "allOf",            "not",
-    "if",              "then",          "else",                "prefixItems",      "contains",
-    "uniqueItems",     "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
+    "pattern",       "multipleOf",    "patternProperties", "propertyNames",     "minProperties",
+    "maxProperties", "oneOf",         "allOf",             "not",               "if",
+    "then",          "else",          "prefixItems",       "contains",          "uniqueItems",
+    "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
 
 constexpr const char *kSupported = "type, properties, required, additionalProperties: false, items, minItems, "
-                                   "maxItems, enum, const, anyOf, $ref";
+                                   "maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum, "
+                                   "exclusiveMaximum, enum, const, anyOf, $ref";
+
+// Keywords that bound a string's length or a number: applied by a string's or number's node, ignored by the other
+// types (as JSON Schema does), refused where the node is not typed (enum, const, anyOf, $ref, no type), since the
+// acceptor would not enforce them there.
+constexpr const char *kLengthKeys[] = {"minLength", "maxLength"};
+constexpr const char *kRangeKeys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+
+void refuse_bounds(const ojson &j, const std::string &path, const char *where) {
+    for (const char *k : kLengthKeys)
+        if (j.contains(k)) fail("{}: '{}' is supported beside \"type\": \"string\" only, not {}", path, k, where);
+    for (const char *k : kRangeKeys)
+        if (j.contains(k))
+            fail("{}: '{}' is supported beside \"type\": \"number\" or \"integer\" only, not {}", path, k, where);
+}
+
+// A count keyword (minItems, maxLength, ...): a non-negative integer, or dflt when absent.
+uint64_t count_of(const ojson &j, const char *key, uint64_t dflt, const std::string &path) {
+    if (!j.contains(key)) return dflt;
+    if (!j[key].is_number_unsigned()) fail("{}.{}: must be a non-negative integer, got {}", path, key, j[key].dump());
+    return j[key].get<uint64_t>();
+}
+
+NumberRange range_of(const ojson &j, const std::string &path, bool integer) {
+    NumberRange r;
+    std::string said;
+    for (const char *k : kRangeKeys) {
+        if (!j.contains(k)) continue;
+        const ojson &v = j[k];
+        if (v.is_boolean())
+            fail("{}.{}: must be a number (a boolean is draft 4's form; write the bound itself, as draft 2020-12 "
+                 "does)",
+                 path, k);
+        Decimal d;
+        if (!v.is_number() || !Decimal::parse(v.dump(), d))
+            fail("{}.{}: must be a finite number, got {}", path, k, v.dump());
+        const std::string key = k;
+        if (key == "minimum" || key == "exclusiveMinimum") r.limit_low(d, key != "minimum");
+        else r.limit_high(d, key != "maximum");
+        said += fmt::format("{}{} {}", said.empty() ? "" : ", ", k, v.dump());
+    }
+    if (integer) r.round_to_integers();
+    if (r.empty()) fail("{}: no {} lies within {}", path, integer ? "integer" : "number", said);
+    return r;
+}
 
 } // namespace
 
@@ -63,9 +109,21 @@ class SchemaCompiler {
     std::vector<SchemaNode> *nodes_ = nullptr;
     std::vector<std::string> paths_;
     std::map<std::string, int32_t> refs_;
+    int depth_ = 0;
+
+  public:
+    static constexpr int kMaxDepth = 64; // schema levels (OpenAI allows 10 levels of objects)
 };
 
 void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &path) {
+    // Nesting is bounded: a request's schema is untrusted, and each level is a frame of this recursion (a 1 MB body
+    // of nested "items" overflowed the stack) and a longer path.
+    if (depth_ >= kMaxDepth) fail("{}: the schema nests deeper than {} levels", path, kMaxDepth);
+    struct Level {
+        int &d;
+        explicit Level(int &depth) : d(++depth) {}
+        ~Level() { --d; }
+    } level(depth_);
     SchemaNode n;
     if (j.is_boolean()) {
         if (!j.get<bool>()) fail("{}: the schema false admits no value", path);
@@ -76,6 +134,9 @@ void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &
     for (const char *k : kUnsupported)
         if (j.contains(k))
             fail("{}: '{}' is not supported in structured outputs (supported: {})", path, k, kSupported);
+    const bool typed = j.contains("type") && !j.contains("$ref") && !j.contains("const") && !j.contains("enum") &&
+                       !j.contains("anyOf");
+    if (!typed) refuse_bounds(j, path, j.contains("type") ? "with $ref, const, enum or anyOf" : "without a type");
     if (j.contains("$ref")) {
         const int32_t target = reference(j["$ref"], path + ".$ref");
         n.kind = SchemaNode::Kind::Union; // one alternative: the referenced node, chosen by its own first bytes
@@ -118,22 +179,21 @@ void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &
             object_into(n, j, path);
         } else if (type == "array") {
             n.kind = SchemaNode::Kind::Array;
-            auto count = [&](const char *key, int64_t dflt) {
-                if (!j.contains(key)) return dflt;
-                if (!j[key].is_number_unsigned()) fail("{}.{}: must be a non-negative integer", path, key);
-                return int64_t(j[key].get<uint64_t>());
-            };
-            n.min_items = count("minItems", 0);
-            n.max_items = count("maxItems", -1);
+            n.min_items = int64_t(std::min<uint64_t>(count_of(j, "minItems", 0, path), INT64_MAX));
+            const uint64_t most = count_of(j, "maxItems", uint64_t(INT64_MAX), path);
+            n.max_items = j.contains("maxItems") ? int64_t(std::min<uint64_t>(most, INT64_MAX)) : -1;
             if (n.max_items >= 0 && n.max_items < n.min_items)
                 fail("{}: maxItems {} is below minItems {}", path, n.max_items, n.min_items);
             n.children = {j.contains("items") ? compile(j["items"], path + ".items") : compile(ojson(true), path)};
         } else if (type == "string") {
             n.kind = SchemaNode::Kind::String;
-        } else if (type == "number") {
-            n.kind = SchemaNode::Kind::Number;
-        } else if (type == "integer") {
-            n.kind = SchemaNode::Kind::Integer;
+            n.min_length = uint32_t(std::min<uint64_t>(count_of(j, "minLength", 0, path), UINT32_MAX - 1));
+            n.max_length = uint32_t(std::min<uint64_t>(count_of(j, "maxLength", UINT32_MAX, path), UINT32_MAX));
+            if (n.max_length < n.min_length)
+                fail("{}: maxLength {} is below minLength {}", path, n.max_length, n.min_length);
+        } else if (type == "number" || type == "integer") {
+            n.kind = type == "number" ? SchemaNode::Kind::Number : SchemaNode::Kind::Integer;
+            n.range = range_of(j, path, type == "integer");
         } else if (type == "boolean") {
             n.kind = SchemaNode::Kind::Literals;
             n.literals = {"true", "false"};
@@ -245,6 +305,9 @@ void SchemaCompiler::check_union(int32_t i) const {
 }
 
 std::shared_ptr<const JsonSchema> JsonSchema::compile(const nlohmann::ordered_json &schema) {
+    // Before anything copies or dumps a part of it (both recurse): each schema level is at most a few JSON levels.
+    if (json_deeper_than(schema, 4 * size_t(SchemaCompiler::kMaxDepth)))
+        fail("schema: nests deeper than {} levels of JSON", 4 * SchemaCompiler::kMaxDepth);
     return SchemaCompiler(schema).run();
 }
 
@@ -265,6 +328,7 @@ SchemaGrammar::Frame SchemaGrammar::frame_for(int32_t node) const {
     f.node = node;
     if (n.kind == SchemaNode::Kind::Integer) f.number = NumberLexer(true);
     if (n.kind == SchemaNode::Kind::Any) f.any = JsonGrammar(!n.object_only);
+    if (n.kind == SchemaNode::Kind::String) f.string.limit(n.min_length, n.max_length);
     return f;
 }
 
@@ -333,8 +397,13 @@ SchemaGrammar::Step SchemaGrammar::step(Frame &f, uint8_t b) {
     case SchemaNode::Kind::Number:
     case SchemaNode::Kind::Integer:
         switch (f.number.feed(b)) {
-        case Lexed::Taken: f.phase = 1; return Step::Taken;
-        case Lexed::Ended: return Step::Ended;
+        case Lexed::Taken:
+            f.phase = 1;
+            if (!n.range.bounded()) return Step::Taken;
+            if (b == 'e' || b == 'E') return Step::Refused; // with an exponent any prefix could go anywhere
+            f.text += char(b);
+            return n.range.viable(f.text) ? Step::Taken : Step::Refused;
+        case Lexed::Ended: return !n.range.bounded() || n.range.holds(f.text) ? Step::Ended : Step::Refused;
         default: return Step::Refused;
         }
     case SchemaNode::Kind::Any:

@@ -5,14 +5,16 @@
 //
 // What a schema may say (OpenAI's strict subset): "type" object (its "properties", written in the schema's order,
 // keys as JSON writes them; those not "required" may be left out; no other keys: "additionalProperties" must be
-// false or absent), array ("items", "minItems", "maxItems"), string, number, integer, boolean, null, or a list of
-// them; "enum" and "const" (each value written compactly, as JSON serialises it); "anyOf" whose alternatives begin
+// false or absent), array ("items", "minItems", "maxItems"), string ("minLength", "maxLength"), number and integer
+// ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), boolean, null, or a list of them; "enum" and
+// "const" (each value written compactly, as JSON serialises it); "anyOf" whose alternatives begin
 // with different bytes (a string or null, an object or an array: one alternative per first byte, so the choice is
 // made there); "$ref" to "#/$defs/NAME" or "#/definitions/NAME" (recursion included); {} or true for any value.
 // Annotations are ignored (title, description, default, examples, format, $schema, $id, strict). Anything that
-// would constrain values in ways the acceptor does not enforce (pattern, minLength, minimum, oneOf, ...) is
-// refused, naming it, rather than silently not enforced. The root must be an object.
+// would constrain values in ways the acceptor does not enforce (pattern, multipleOf, oneOf, ...) is refused, naming
+// it, rather than silently not enforced. The root must be an object.
 #pragma once
+#include "infer/json_bounds.h"
 #include "infer/json_grammar.h"
 
 #include <nlohmann/json.hpp>
@@ -30,9 +32,9 @@ struct SchemaNode {
         Any,       // any JSON value (object_only: any object)
         Object,    // keys[i] then children[i], in order; required[i] says which may not be left out
         Array,     // children[0] each, min_items to max_items of them (−1: no maximum)
-        String,    // any string
-        Number,    // any number
-        Integer,   // a number without fraction or exponent
+        String,    // a string of min_length to max_length characters
+        Number,    // a number in `range` (bounded: written without exponent)
+        Integer,   // a number without fraction or exponent, in `range`
         Literals,  // one of `literals` exactly (enum, const, boolean, null)
         Union,     // one of `children`, chosen by its first byte
     };
@@ -43,6 +45,8 @@ struct SchemaNode {
     std::vector<int32_t> children;     // Object: per key; Array: the items; Union: the alternatives
     std::vector<std::string> literals; // Literals: compact JSON texts
     int64_t min_items = 0, max_items = -1;
+    uint32_t min_length = 0, max_length = UINT32_MAX; // String: characters (code points)
+    NumberRange range;                                // Number, Integer (Integer: closed integer ends)
 };
 
 class JsonSchema {
@@ -84,7 +88,7 @@ class SchemaGrammar {
         int32_t node = 0;
         uint8_t phase = 0;   // per kind: 0 before the value's first byte, then see step()
         int32_t next = 0;    // Object: the first property that may still come; Array: items so far
-        std::string text;    // Object: the key's bytes so far; Literals: the bytes so far
+        std::string text;    // Object: the key's bytes so far; Literals, bounded numbers: the bytes so far
         StringLexer string;  // String
         NumberLexer number{false}; // Number, Integer
         JsonGrammar any{false};    // Any

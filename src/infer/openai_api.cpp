@@ -1,6 +1,7 @@
 #include "infer/openai_api.h"
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/utf8.h"
 #include "infer/json_schema.h"
 
@@ -56,6 +57,7 @@ bool boolean(const json &j, const char *key) {
 
 constexpr size_t kMaxPrompts = 256;   // per completions request
 constexpr int64_t kMaxChoices = 256; // prompts × n per request
+constexpr size_t kMaxBodyDepth = 512; // JSON levels: room for a schema of JsonSchema's own limit (core/json_depth.h)
 
 // {"token id": bias, ...}, as OpenAI: ids as strings, biases in [-100, 100].
 void parse_logit_bias(const json &b, SampleOptions &o) {
@@ -184,6 +186,8 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
         bad("", std::string("request body is not valid JSON: ") + e.what());
     }
     if (!j.is_object()) bad("", "request body must be a JSON object");
+    if (json_deeper_than(j, kMaxBodyDepth))
+        bad("", fmt::format("request body nests deeper than {} levels", kMaxBodyDepth));
     ApiRequest r;
     r.chat = chat;
     if (has(j, "model")) {

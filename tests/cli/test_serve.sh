@@ -266,14 +266,16 @@ for ch in ' ' '\n' '\t' '\r'; do
     terse+=",\"$(echo "$body" | jq -r '.tokens[0]')\": -100"
 done
 terse+="}"
-schema='{"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}, "n": {"type": "integer"}},
-    "required": ["answer", "n"], "additionalProperties": false}'
+schema='{"type": "object", "properties": {"answer": {"enum": ["yes", "no"]},
+    "n": {"type": "integer", "minimum": -5, "maximum": 20}, "code": {"type": "string", "maxLength": 3}},
+    "required": ["answer", "n", "code"], "additionalProperties": false}'
 post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"Answer in JSON\"}], \"n\": 6,
     \"seed\": 2, \"max_tokens\": 60, \"logit_bias\": $terse,
     \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"a\", \"schema\": $schema}}}"
-check "structured output: answers that stop are {answer: yes|no, n: an integer}, in that order; most stop" \
-    '[.choices[] | if .finish_reason == "stop" then (.message.content | fromjson | (keys_unsorted == ["answer", "n"])
-      and (.answer == "yes" or .answer == "no") and (.n | type == "number" and floor == .))
+check "structured output: answers that stop are {answer: yes|no, n in [-5, 20], code: 3 chars at most}; most stop" \
+    '[.choices[] | if .finish_reason == "stop" then (.message.content | fromjson |
+      (keys_unsorted == ["answer", "n", "code"]) and (.answer == "yes" or .answer == "no") and
+      (.n | type == "number" and floor == . and . >= -5 and . <= 20) and (.code | length <= 3))
       else .finish_reason == "length" end] as $ok | ($ok | all) and
      ([.choices[] | select(.finish_reason == "stop")] | length) >= 3'
 printf '%s' "$schema" >"$tmp/schema.json"
@@ -329,10 +331,13 @@ expect_status "response_format json_schema without a schema" 400 /v1/chat/comple
     '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}}' response_format
 expect_status "a json_schema with a keyword it cannot enforce" 400 /v1/chat/completions \
     '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema":
-      {"name": "a", "schema": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 3}}}}}}' \
+      {"name": "a", "schema": {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}}}}}}' \
     response_format
-[[ $(echo "$body" | jq -r .error.message) == *"schema.properties.n: 'minimum' is not supported"* ]] &&
+[[ $(echo "$body" | jq -r .error.message) == *"schema.properties.n: 'multipleOf' is not supported"* ]] &&
     pass "its message names the keyword and the place" || fail "its message names the keyword and the place" "$body"
+deep=$(printf '%*s' 30000 '' | tr ' ' '[')$(printf '%*s' 30000 '' | tr ' ' ']')
+expect_status "a body nested 30000 levels deep (nlohmann copies recursively)" 400 /v1/completions \
+    "{\"prompt\": [1], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": $deep}}}"
 expect_status "response_format not an object" 400 /v1/completions '{"prompt": [1], "response_format": "json"}' \
     response_format
 expect_status "tools" 400 /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "tools": []}' tools

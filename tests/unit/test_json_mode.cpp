@@ -2,6 +2,7 @@
 // masks (infer/json_constraint.h), and the engine's JSON-mode requests.
 #include "infer/engine.h"
 #include "infer/json_constraint.h"
+#include "infer/openai_api.h"
 #include "model/init.h"
 #include "test_helpers.h"
 
@@ -11,11 +12,13 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <random>
+#include <set>
 
 namespace zaya {
 namespace {
 
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
 // nlohmann's SAX parser as the reference: the byte offset of the first error, or 0 when the text parses.
 struct ErrorAt : nlohmann::json_sax<json> {
@@ -244,12 +247,38 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
             text += bytes[size_t(t)];
         }
     }
+    // Strings with lengths: plain tokens are taken by their known length, without reading them.
+    const auto lengths = JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {
+        "s": {"type": "string", "minLength": 2, "maxLength": 4}, "t": {"type": "string", "maxLength": 1},
+        "u": {"type": "array", "items": {"type": "string", "minLength": 3}, "maxItems": 2}},
+        "required": ["s", "t", "u"], "additionalProperties": false})"));
+    int closed = 0;
+    for (int walk = 0; walk < 12; ++walk) {
+        JsonConstraint c(table, lengths);
+        for (int step = 0; step < 60 && !c.complete(); ++step) {
+            std::vector<float> logits(bytes.size(), 0.0f);
+            c.mask(logits.data());
+            std::vector<int32_t> allowed;
+            for (size_t id = 0; id < bytes.size(); ++id) {
+                SchemaGrammar g = c.grammar();
+                const bool takes = !bytes[id].empty() && g.feed(bytes[id]);
+                ASSERT_EQ(std::isinf(logits[id]), !takes) << "token '" << bytes[id] << "'";
+                if (takes) allowed.push_back(int32_t(id));
+            }
+            ASSERT_FALSE(allowed.empty());
+            int32_t t = allowed[rng() % allowed.size()];
+            for (int32_t id : allowed)
+                if (size_t(id) < named && rng() % 2 == 0) t = id;
+            c.advance(t);
+        }
+        closed += c.complete();
+    }
+    EXPECT_GT(closed, 0);
     JsonConstraint c(table, JsonSchema::any_object());
     EXPECT_NE(test::error_of([&] { c.advance(2); }).find("does not continue"), std::string::npos); // '}' first
     EXPECT_NE(test::error_of([&] { c.advance(0); }).find("does not continue"), std::string::npos); // no bytes
 }
 
-using ojson = nlohmann::ordered_json;
 
 // A direct validator of the schema subset (a different algorithm from the byte acceptor: over parsed values), with
 // the properties' order checked too (the value parsed as an ordered_json).
@@ -270,10 +299,21 @@ bool valid(const ojson &v, const ojson &s, const ojson &root) {
             return valid(v, one, root);
         });
     const std::string type = s.value("type", "");
-    if (type == "string") return v.is_string();
-    if (type == "number") return v.is_number();
-    if (type == "integer") // beyond 64 bits nlohmann keeps an integer as a double
-        return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+    if (type == "string") {
+        if (!v.is_string()) return false;
+        size_t chars = 0; // code points: UTF-8 bytes that are not continuation bytes
+        for (char c : v.get<std::string>()) chars += (uint8_t(c) & 0xC0) != 0x80;
+        return chars >= s.value("minLength", size_t(0)) && chars <= s.value("maxLength", SIZE_MAX);
+    }
+    if (type == "number" || type == "integer") { // (the tests' bounds are exact in binary)
+        if (!v.is_number()) return false;
+        const double x = v.get<double>();
+        if (type == "integer" && !v.is_number_integer() && std::floor(x) != x) return false; // 64 bits: a double
+        return !(s.contains("minimum") && x < s["minimum"].get<double>()) &&
+               !(s.contains("maximum") && x > s["maximum"].get<double>()) &&
+               !(s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) &&
+               !(s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>());
+    }
     if (type == "boolean") return v.is_boolean();
     if (type == "null") return v.is_null();
     if (type == "array") {
@@ -353,6 +393,67 @@ TEST(JsonSchema, RefusesWhatItCannotEnforceNamingThePlace) {
               std::string::npos);
     EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "date"}}})").find("unknown type 'date'"),
               std::string::npos);
+    // Bounds: where they cannot be enforced, and bounds that admit nothing.
+    const std::string untyped = refused(R"({"type": "object", "properties": {"a": {"enum": [1, 5], "maximum": 3}}})");
+    EXPECT_NE(untyped.find("schema.properties.a: 'maximum' is supported beside \"type\": \"number\""),
+              std::string::npos)
+        << untyped;
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"minLength": 3}}})").find("not without a type"),
+              std::string::npos);
+    const std::string none = refused(R"({"type": "object", "properties": {"a": {"type": "integer",
+        "exclusiveMinimum": 2, "exclusiveMaximum": 3}}})");
+    EXPECT_NE(none.find("schema.properties.a: no integer lies within exclusiveMinimum 2, exclusiveMaximum 3"),
+              std::string::npos)
+        << none;
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "number", "minimum": 2, "maximum": 1}}})")
+                  .find("no number lies within minimum 2, maximum 1"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "number", "exclusiveMinimum": true}}})")
+                  .find("draft 4"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": -1}}})")
+                  .find("a.maxLength: must be a non-negative integer, got -1"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 4, "maxLength": 3}}})")
+                  .find("maxLength 3 is below minLength 4"),
+              std::string::npos);
+    // Bounds of the other types are ignored, as JSON Schema does: a boolean has no minimum.
+    EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(
+        R"({"type": "object", "properties": {"a": {"type": ["boolean", "string"], "minimum": 1, "maxLength": 2}}})")));
+}
+
+// Untrusted JSON nested arbitrarily deep is refused before anything recurses into it (nlohmann copies and dumps
+// recursively: a 1 MB schema of nested "items" overflowed the stack of `zaya generate` and of the server).
+TEST(JsonSchema, RefusesDeepNestingWithoutRecursingIntoIt) {
+    auto nested_items = [](int levels) {
+        std::string s = R"({"type": "object", "properties": {"a": )";
+        for (int i = 0; i < levels; ++i) s += R"({"type": "array", "items": )";
+        return s + "{}" + std::string(size_t(levels), '}') + "}}";
+    };
+    EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(nested_items(40))));
+    const std::string levels = test::error_of([&] { JsonSchema::compile(ojson::parse(nested_items(70))); });
+    EXPECT_NE(levels.find("schema.properties.a.items.items."), std::string::npos) << levels.substr(0, 100);
+    EXPECT_NE(levels.find("nests deeper than 64 levels"), std::string::npos);
+    const size_t deep = 200000;
+    const std::string brackets = std::string(deep, '[') + std::string(deep, ']');
+    const std::string json_levels = test::error_of([&] {
+        JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {"a": {"const": )" + brackets + "}}}"));
+    });
+    EXPECT_NE(json_levels.find("schema: nests deeper than 256 levels of JSON"), std::string::npos) << json_levels;
+    EXPECT_NE(test::error_of([&] { JsonSchema::compile(ojson::parse(nested_items(int(deep)))); }).find("256 levels"),
+              std::string::npos);
+    for (const std::string &body :
+         {R"({"prompt": [1], "x": )" + brackets + "}",
+          R"({"prompt": [1], "response_format": {"type": "json_schema", "json_schema": {"schema": )" +
+              nested_items(int(deep)) + "}}}"}) {
+        try {
+            parse_api_request(body, false, 4096);
+            ADD_FAILURE() << "a request nested " << deep << " deep was taken";
+        } catch (const ApiError &e) {
+            EXPECT_EQ(e.status, 400);
+            EXPECT_NE(e.message.find("nests deeper than 512 levels"), std::string::npos) << e.message;
+        }
+    }
 }
 
 TEST(SchemaGrammar, TakesTheSchemasValuesInItsOrderAndRefusesOthers) {
@@ -427,6 +528,187 @@ TEST(SchemaGrammar, RandomWalksWriteValidValues) {
         EXPECT_TRUE(valid(v, person_schema(), person_schema())) << json(text).dump();
     }
     EXPECT_GE(completed, 10);
+}
+
+// Every number text of up to `max_len` bytes over `alphabet` that a number lexer takes, shortest first, each with
+// whether it is whole (a number ends there).
+std::vector<std::pair<std::string, bool>> number_texts(const std::string &alphabet, size_t max_len, bool integer) {
+    std::vector<std::pair<std::string, bool>> out;
+    std::vector<std::string> level = {""};
+    for (size_t len = 1; len <= max_len; ++len) {
+        std::vector<std::string> next;
+        for (const std::string &p : level)
+            for (char c : alphabet) {
+                NumberLexer lexer(integer);
+                bool ok = true;
+                for (char d : p + c) ok = ok && lexer.feed(uint8_t(d)) == Lexed::Taken;
+                if (!ok) continue;
+                next.push_back(p + c);
+                out.emplace_back(p + c, lexer.feed(' ') == Lexed::Ended);
+            }
+        level = std::move(next);
+    }
+    return out;
+}
+
+// NumberRange against brute force: a prefix of up to 3 bytes is viable when one of its continuations of up to 5
+// bytes is a whole number whose strtod value lies in the range (the bounds have few digits, so that 5 bytes reach
+// the range from any such prefix that can reach it at all, and are exact in binary, so that doubles compare
+// exactly); whole numbers of up to 4 bytes are held by the same test.
+TEST(NumberRange, PrefixesAreViableExactlyWhenSomeContinuationLiesInTheRange) {
+    struct Case {
+        const char *bounds;
+        bool integer;
+        double lo, hi; // the range as the brute force sees it (integers: the closed integer ends)
+        bool lo_open, hi_open;
+    };
+    const double inf = INFINITY;
+    const std::vector<Case> cases = {
+        {R"({"minimum": -2.5, "maximum": 7})", false, -2.5, 7, false, false},
+        {R"({"exclusiveMinimum": 0.25, "exclusiveMaximum": 1})", false, 0.25, 1, true, true},
+        {R"({"minimum": 0.5, "maximum": 0.5})", false, 0.5, 0.5, false, false},
+        {R"({"maximum": -0.5})", false, -inf, -0.5, false, false},
+        {R"({"exclusiveMinimum": 10})", false, 10, inf, true, false},
+        {R"({"minimum": -3, "maximum": 12})", true, -3, 12, false, false},
+        {R"({"exclusiveMinimum": -1.5, "exclusiveMaximum": 2.5})", true, -1, 2, false, false},
+        {R"({"minimum": 100})", true, 100, inf, false, false},
+        {R"({"minimum": 0, "maximum": 0})", true, 0, 0, false, false},
+        {R"({"exclusiveMaximum": -20})", true, -inf, -21, false, false},
+    };
+    for (const Case &c : cases) {
+        ojson s = ojson::parse(c.bounds);
+        s["type"] = c.integer ? "integer" : "number";
+        const auto schema = JsonSchema::compile(ojson{{"type", "object"}, {"properties", {{"x", s}}}});
+        const NumberRange &r = schema->node(schema->node(JsonSchema::kRoot).children[0]).range;
+        auto in_range = [&](const std::string &t) {
+            const double x = std::strtod(t.c_str(), nullptr);
+            return (c.lo_open ? x > c.lo : x >= c.lo) && (c.hi_open ? x < c.hi : x <= c.hi);
+        };
+        const auto texts = number_texts(c.integer ? "-0123456789" : "-0123456789.", 5, c.integer);
+        std::set<std::string> reachable; // the prefixes of up to 3 bytes of a whole number in the range
+        int viable = 0, held = 0;
+        for (const auto &[t, whole] : texts) {
+            if (!whole || !in_range(t)) continue;
+            ++held;
+            for (size_t n = 1; n <= std::min<size_t>(3, t.size()); ++n) reachable.insert(t.substr(0, n));
+        }
+        for (const auto &[t, whole] : texts) {
+            if (whole && t.size() <= 4) {
+                ASSERT_EQ(r.holds(t), in_range(t)) << c.bounds << " " << t;
+            }
+            if (t.size() > 3) continue;
+            ASSERT_EQ(r.viable(t), reachable.count(t) != 0) << c.bounds << " " << t;
+            viable += r.viable(t);
+        }
+        EXPECT_GT(viable, 0) << c.bounds;
+        EXPECT_GT(held, 0) << c.bounds;
+    }
+}
+
+TEST(NumberRange, DecimalsCompareExactlyAndRoundToIntegers) {
+    auto dec = [](const char *t) {
+        Decimal d;
+        EXPECT_TRUE(Decimal::parse(t, d)) << t;
+        return d;
+    };
+    EXPECT_EQ(compare(dec("0.1"), dec("1e-1")), 0);
+    EXPECT_EQ(compare(dec("-0"), dec("0.0e5")), 0);
+    EXPECT_LT(compare(dec("0.09999999999999999999"), dec("0.1")), 0);
+    EXPECT_GT(compare(dec("-0.1"), dec("-0.10000000000000000001")), 0);
+    EXPECT_LT(compare(dec("12"), dec("123")), 0);
+    EXPECT_LT(compare(dec("99.5"), dec("1E2")), 0);
+    EXPECT_LT(compare(dec("-5"), dec("0")), 0);
+    EXPECT_EQ(dec("1.5e300").exp, 301);
+    for (const char *bad : {"", "-", "01", "1.", ".5", "1e", "1e+", "+1", "1 ", "0x1"}) {
+        Decimal d;
+        EXPECT_FALSE(Decimal::parse(bad, d)) << bad;
+    }
+    EXPECT_EQ(dec("999").plus(1).text(), "1000");
+    EXPECT_EQ(dec("-1000").plus(1).text(), "-999");
+    EXPECT_EQ(dec("1").plus(-1).text(), "0");
+    EXPECT_EQ(dec("0").plus(-1).text(), "-1");
+    EXPECT_EQ(compare(dec("1e25").plus(-1), dec("9999999999999999999999999")), 0);
+    EXPECT_EQ(dec("-1e25").text(), "-1e25");
+    EXPECT_EQ(dec("-7.9").truncated().text(), "-7");
+    EXPECT_EQ(dec("0.25e-3").text(), "0.00025");
+    NumberRange r;
+    r.limit_low(dec("-2.5"), true);
+    r.limit_low(dec("-3"), false); // looser: no change
+    r.limit_high(dec("4"), true);
+    r.round_to_integers();
+    EXPECT_EQ(r.lo.at.text(), "-2");
+    EXPECT_EQ(r.hi.at.text(), "3");
+    EXPECT_FALSE(r.lo.open || r.hi.open);
+    NumberRange between;
+    between.limit_low(dec("2"), true);
+    between.limit_high(dec("3"), true);
+    EXPECT_FALSE(between.empty()); // 2.5
+    between.round_to_integers();
+    EXPECT_TRUE(between.empty()); // no integer
+}
+
+// Structured outputs with lengths and bounds: texts taken and refused, and where.
+TEST(SchemaGrammar, KeepsStringLengthsAndNumberBounds) {
+    const auto schema = JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {
+        "code": {"type": "string", "minLength": 2, "maxLength": 3},
+        "n": {"type": ["integer", "null"], "minimum": 1, "exclusiveMaximum": 100},
+        "p": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5}},
+        "required": ["code", "n", "p"], "additionalProperties": false})"));
+    auto whole = [&](const std::string &t) {
+        bool complete = false;
+        return takes(schema, t, &complete) && complete;
+    };
+    // Characters, not bytes: an escape is one, a surrogate pair one, a 3-byte character one.
+    for (const char *code : {R"("ab")", R"("abc")", R"("\u00e9\n")", R"("\ud83d\ude00☃x")", R"("☃☃☃")"})
+        EXPECT_TRUE(whole(fmt::format(R"({{"code": {}, "n": 1, "p": 0.5}})", code))) << code;
+    EXPECT_FALSE(takes(schema, R"({"code": "a")")); // the quote, before 2 characters
+    EXPECT_FALSE(takes(schema, R"({"code": "abcd)")); // a 4th character
+    EXPECT_FALSE(takes(schema, R"({"code": "abc\)")); // an escape is one too
+    EXPECT_TRUE(takes(schema, "{\"code\": \"ab\xe2"));   // a 3rd character may begin
+    EXPECT_FALSE(takes(schema, "{\"code\": \"abc\xe2")); // a 4th may not, from its first byte
+    EXPECT_TRUE(takes(schema, R"({"code": "ab\ud83d\ude00")"));
+    const std::string head = R"({"code": "ab", "n": )";
+    for (const char *n : {"1", "99", "50", "null"}) EXPECT_TRUE(whole(head + n + R"(, "p": 0.1})")) << n;
+    for (const char *n : {"0", "-", "100", "1.", "1e", "nu1"}) EXPECT_FALSE(takes(schema, head + n)) << n;
+    EXPECT_TRUE(takes(schema, head + "10"));
+    EXPECT_TRUE(takes(schema, head + "10,"));
+    const std::string mid = head + "7, \"p\": ";
+    for (const char *p : {"0.5", "0.1", "0.0001", "0.49999", "0.50000"}) EXPECT_TRUE(whole(mid + p + "}")) << p;
+    for (const char *p : {"0}", "0.0}", "-", "1", "0.51", "0.500001", "5e-1", "0.5e"})
+        EXPECT_FALSE(takes(schema, mid + p)) << p;
+}
+
+// Random walks through a schema of bounded values: never stuck (every byte taken leaves a prefix that some value
+// completes), and every complete text valid by the direct validator.
+TEST(SchemaGrammar, RandomWalksKeepWithinBounds) {
+    const ojson s = ojson::parse(R"({"type": "object", "properties": {
+        "a": {"type": "integer", "minimum": -3, "maximum": 40},
+        "b": {"type": "number", "exclusiveMinimum": 0, "maximum": 2.5},
+        "c": {"type": "string", "minLength": 1, "maxLength": 3},
+        "d": {"type": "array", "items": {"type": "integer", "exclusiveMaximum": 0}, "maxItems": 3},
+        "e": {"type": ["number", "null"], "minimum": 7.25}},
+        "required": ["a", "b", "c", "d", "e"], "additionalProperties": false})");
+    const auto schema = JsonSchema::compile(s);
+    std::mt19937 rng(9);
+    const std::string alphabet = "{}[],:\"\" 0123456789-.nulxé";
+    int completed = 0;
+    for (int walk = 0; walk < 60; ++walk) {
+        SchemaGrammar g(schema);
+        std::string text;
+        for (int step = 0; step < 300 && !g.complete(); ++step) {
+            std::vector<uint8_t> taken;
+            for (int b = 0; b < 256; ++b)
+                if (SchemaGrammar(g).feed(uint8_t(b))) taken.push_back(uint8_t(b));
+            ASSERT_FALSE(taken.empty()) << "stuck after '" << text << "'";
+            const uint8_t b = pick(taken, alphabet, 8, rng);
+            ASSERT_TRUE(g.feed(b));
+            text += char(b);
+        }
+        if (!g.complete()) continue;
+        ++completed;
+        EXPECT_TRUE(valid(ojson::parse(text), s, s)) << text;
+    }
+    EXPECT_GE(completed, 20);
 }
 
 std::unique_ptr<InferModel> json_tiny_model() {
