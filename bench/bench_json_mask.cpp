@@ -1,8 +1,8 @@
 // What JSON mode and structured outputs (infer/json_constraint.h) cost per generated token: JsonConstraint::mask
-// over a vocabulary, without and with a schema of the document, at each step of writing a fixed JSON document token
-// by token (the longest allowed token that spells the document's next
-// bytes, as a tokenizer would). Prints the median and mean milliseconds per token and the share spent where the text
-// is inside a string (where most tokens are allowed).
+// over a vocabulary, without and with a schema of the document (and with one that adds patterns, a format and
+// bounds), at each step of writing a fixed JSON document token by token (the longest allowed token that spells the
+// document's next bytes, as a tokenizer would). Prints the median and mean milliseconds per token and the share
+// spent where the text is inside a free string (where most tokens are allowed and taken unread).
 //
 //   zaya_bench_json_mask [--tokenizer PATH] [--vocab N] [--repeat R]
 //
@@ -101,6 +101,17 @@ int main(int argc, char **argv) {
         "links": {"type": "object", "properties": {"wiki": {"type": "string"}, "id": {"type": ["string", "null"]}},
                   "required": ["wiki", "id"], "additionalProperties": false}},
         "required": ["name", "born", "fields", "notes", "ratio", "alive", "links"], "additionalProperties": false})"));
+    // The same with its strings patterned and its numbers bounded: each patterned string's tokens are read.
+    const auto constrained = zaya::JsonSchema::compile(nlohmann::ordered_json::parse(R"({"type": "object",
+        "properties": {
+        "name": {"type": "string", "pattern": "^[A-Z][a-z]+( [A-Z][a-z]+)*$"},
+        "born": {"type": "integer", "minimum": 0, "maximum": 2100},
+        "fields": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}, "maxItems": 4},
+        "notes": {"type": "string", "maxLength": 200}, "ratio": {"type": "number"}, "alive": {"type": "boolean"},
+        "links": {"type": "object", "properties": {"wiki": {"type": "string", "pattern": "^https://[^ ]+$"},
+                  "id": {"type": ["string", "null"], "format": "uuid"}},
+                  "required": ["wiki", "id"], "additionalProperties": false}},
+        "required": ["name", "born", "fields", "notes", "ratio", "alive", "links"], "additionalProperties": false})"));
     std::vector<float> logits(size_t(table->size()));
     auto summary = [](std::vector<double> v) {
         if (v.empty()) return std::string("none");
@@ -111,7 +122,9 @@ int main(int argc, char **argv) {
                            v.size());
     };
     const std::pair<const char *, std::shared_ptr<const zaya::JsonSchema>> modes[] = {
-        {"json_object", zaya::JsonSchema::any_object()}, {"json_schema", schema}};
+        {"json_object", zaya::JsonSchema::any_object()},
+        {"json_schema", schema},
+        {"json_schema with patterns and bounds", constrained}};
     for (const auto &[label, s] : modes) {
         std::vector<double> ms, string_ms;
         int tokens = 0;

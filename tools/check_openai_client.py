@@ -15,12 +15,14 @@ openai.AuthenticationError. Prints one line per check; exits non-zero on the fir
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
@@ -131,6 +133,17 @@ def main() -> None:
                                                response_format=Rating)
         ok("json_schema with ge/le and min/max_length (minimum, maximum, minLength, maxLength): parsed back",
            isinstance(parsed.choices[0].message.parsed, Rating), repr(parsed.choices[0].message.content))
+
+        class Event(pydantic.BaseModel):  # formats and a pattern, which pydantic parses back into their types
+            day: datetime.date
+            at: datetime.datetime
+            id: uuid.UUID
+            code: str = pydantic.Field(pattern=r"^[A-Z]{3}-\d{2}$")
+
+        parsed = client.chat.completions.parse(model=name, messages=messages, max_tokens=400, temperature=0,
+                                               response_format=Event)
+        ok("json_schema with date, date-time, uuid and a pattern: parsed back into date, datetime, UUID",
+           isinstance(parsed.choices[0].message.parsed, Event), repr(parsed.choices[0].message.content))
         try:
             client.chat.completions.create(model=name, messages=messages, response_format={
                 "type": "json_schema", "json_schema": {"name": "x", "schema": {

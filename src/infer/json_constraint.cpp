@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "data/tokenizer.h"
+#include "infer/regex.h"
 
 #include <algorithm>
 #include <bitset>
@@ -76,6 +77,13 @@ int64_t JsonConstraint::mask(float *logits) {
     // A string's maxLength near: plain tokens fit if they have no more characters than it has room for.
     const uint32_t room = in_string ? grammar_.string_lexer()->room() : 0;
     const bool bounded = in_string && room < 65535;
+    // In a patterned string, between characters: plain tokens that loop on the pattern's state.
+    const StringLexer *lexer = grammar_.string_lexer();
+    const Regex *pattern = lexer && lexer->matches() && lexer->plain() ? lexer->pattern() : nullptr;
+    if (pattern && !pattern->small_alphabet()) pattern = nullptr;
+    const std::vector<uint64_t> *classes = pattern ? &classes_of_tokens(*pattern) : nullptr;
+    const int32_t state = pattern ? lexer->pattern_state() : 0;
+    const uint64_t others = pattern ? ~pattern->loops(state) : 0;
     for (int b = 0; b < 256; ++b) {
         SchemaGrammar first = grammar_;
         if (!first.feed(uint8_t(b))) continue;
@@ -87,6 +95,12 @@ int64_t JsonConstraint::mask(float *logits) {
         for (int32_t id : table_->starting_with(uint8_t(b))) {
             bool ok = in_string && table_->plain(id);
             if (ok && bounded && table_->plain_chars(id) > room) continue; // plain text cannot close the string
+            if (classes && (*classes)[size_t(id)] != 0 && ((*classes)[size_t(id)] & others) == 0) {
+                // It stays in the pattern's state: allowed if a string of the pattern can still end within the
+                // lengths after its characters (then after each of them too).
+                if (!pattern->viable(state, lexer->chars() + table_->plain_chars(id))) continue;
+                ok = true;
+            }
             const std::string_view bytes = ok ? std::string_view() : table_->bytes(id); // only when needed: 8 MB
             if (!ok && bytes.size() == 1) ok = true;
             if (!ok) {
@@ -102,6 +116,28 @@ int64_t JsonConstraint::mask(float *logits) {
     for (int64_t id = 0; id < V; ++id)
         if (!allowed_[size_t(id)]) logits[id] = -std::numeric_limits<float>::infinity();
     return n;
+}
+
+const std::vector<uint64_t> &JsonConstraint::classes_of_tokens(const Regex &pattern) {
+    auto [it, added] = token_classes_.try_emplace(&pattern);
+    if (!added) return it->second;
+    std::vector<uint64_t> &classes = it->second;
+    classes.assign(size_t(table_->size()), 0);
+    for (int32_t id = 0; id < int32_t(table_->size()); ++id) {
+        if (!table_->plain(id)) continue;
+        const std::string_view b = table_->bytes(id);
+        uint64_t bits = 0;
+        for (size_t i = 0; i < b.size();) { // whole UTF-8 characters (plain)
+            const uint8_t lead = uint8_t(b[i]);
+            const size_t len = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+            uint32_t c = len == 1 ? lead : lead & (0x7Fu >> (len + 1));
+            for (size_t k = 1; k < len; ++k) c = c << 6 | (uint8_t(b[i + k]) & 0x3Fu);
+            bits |= pattern.class_bit(c);
+            i += len;
+        }
+        classes[size_t(id)] = bits;
+    }
+    return classes;
 }
 
 void JsonConstraint::advance(int32_t token) {

@@ -9,11 +9,14 @@
 // state that takes few bytes (after a value: ',', '}', ']', whitespace) reads few tokens; inside a string, tokens of
 // plain text (no '"', '\\', control bytes, whole UTF-8 characters) are taken without reading them (a string with a
 // maxLength compares their known lengths with its room) and the others are read by the string's lexer alone until
-// they close it.
+// they close it. In a string with a pattern, plain tokens whose characters all keep the pattern's state where it is
+// (in "^https://[^ ]+$", all but a space) are taken unread too: each token's character classes are found once per
+// pattern and request.
 #pragma once
 #include "infer/json_schema.h"
 
 #include <array>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -64,8 +67,12 @@ class JsonConstraint {
     const SchemaGrammar &grammar() const { return grammar_; }
 
   private:
+    // Per pattern with a small alphabet: each plain token's character classes (regex.h), 0 for the others.
+    const std::vector<uint64_t> &classes_of_tokens(const Regex &pattern);
+
     std::shared_ptr<const TokenTable> table_;
     SchemaGrammar grammar_;
+    std::map<const Regex *, std::vector<uint64_t>> token_classes_;
     std::vector<uint8_t> allowed_; // [V] scratch of mask()
 };
 

@@ -1,5 +1,9 @@
 #include "infer/json_grammar.h"
 
+#include "infer/regex.h"
+
+#include <algorithm>
+
 namespace zaya {
 
 namespace {
@@ -16,6 +20,42 @@ int hex_value(uint8_t b) {
 } // namespace
 
 Lexed StringLexer::feed(uint8_t b) {
+    if (pattern_ == nullptr) return lex(b);
+    const StringLexer before = *this; // a pattern may refuse a byte the lexer took: undo it
+    const Lexed l = lex(b);
+    if (l == Lexed::Refused) *this = before;
+    return l;
+}
+
+// The pattern's part: a character read whole moves its state; a character begun must be able to end as one that
+// continues the pattern viably (within the lengths too).
+bool StringLexer::pattern_takes(uint32_t code_point) {
+    if (pattern_ == nullptr) return true;
+    state_ = pattern_->step(state_, code_point);
+    return pattern_->viable(state_, chars_);
+}
+
+bool StringLexer::pattern_may_take(uint32_t lo, uint32_t hi) const {
+    return pattern_ == nullptr || pattern_->viable_through(state_, chars_ - 1, lo, hi);
+}
+
+// A \u escape with `digits` of its 4 hex digits read: which characters it can still become.
+bool StringLexer::pattern_may_take_unit(int digits) const {
+    if (pattern_ == nullptr) return true;
+    const uint32_t span = 1u << (4 * (4 - digits)), lo = uint32_t(unit_) * span, hi = lo + span - 1;
+    if (low_surrogate_) { // the pair's second unit: a character of the high one's 1024
+        const uint32_t base = 0x10000 + ((uint32_t(high_) - 0xD800) << 10);
+        const uint32_t a = std::max(lo, 0xDC00u), z = std::min(hi, 0xDFFFu);
+        return a <= z && pattern_may_take(base + a - 0xDC00, base + z - 0xDC00);
+    }
+    const uint32_t ha = std::max(lo, 0xD800u), hz = std::min(hi, 0xDBFFu); // high surrogates: what pairs make
+    return (lo <= 0xD7FF && pattern_may_take(lo, std::min(hi, 0xD7FFu))) ||
+           (hi >= 0xE000 && pattern_may_take(std::max(lo, 0xE000u), hi)) ||
+           (ha <= hz && pattern_may_take(0x10000 + ((ha - 0xD800) << 10), 0x10000 + ((hz - 0xD800) << 10) + 0x3FF));
+}
+
+Lexed StringLexer::lex(uint8_t b) {
+    auto taken_if = [](bool ok) { return ok ? Lexed::Taken : Lexed::Refused; };
     switch (mode_) {
     case Mode::Escape:
         if (b == 'u') {
@@ -27,7 +67,8 @@ Lexed StringLexer::feed(uint8_t b) {
         if (low_surrogate_) return Lexed::Refused;
         if (b == '"' || b == '\\' || b == '/' || b == 'b' || b == 'f' || b == 'n' || b == 'r' || b == 't') {
             mode_ = Mode::Chars;
-            return Lexed::Taken;
+            const uint32_t c = b == 'b' ? 8 : b == 'f' ? 12 : b == 'n' ? 10 : b == 'r' ? 13 : b == 't' ? 9 : b;
+            return taken_if(pattern_takes(c));
         }
         return Lexed::Refused;
     case Mode::Unicode: {
@@ -38,11 +79,19 @@ Lexed StringLexer::feed(uint8_t b) {
         if (hex_left_ == 3 && (v >= 0xDC && v <= 0xDF) != low_surrogate_)
             return Lexed::Refused; // a low surrogate only right after a high one, and there it must be
         unit_ = uint16_t(v);
-        if (--hex_left_ == 0) {
-            low_surrogate_ = !low_surrogate_ && unit_ >= 0xD800 && unit_ <= 0xDBFF;
-            mode_ = Mode::Chars;
+        if (--hex_left_ > 0) return taken_if(pattern_may_take_unit(4 - hex_left_));
+        mode_ = Mode::Chars;
+        if (low_surrogate_) { // the pair is whole
+            low_surrogate_ = false;
+            return taken_if(pattern_takes(0x10000 + ((uint32_t(high_) - 0xD800) << 10) + (uint32_t(unit_) - 0xDC00)));
         }
-        return Lexed::Taken;
+        if (unit_ >= 0xD800 && unit_ <= 0xDBFF) {
+            low_surrogate_ = true;
+            high_ = unit_;
+            const uint32_t base = 0x10000 + ((uint32_t(high_) - 0xD800) << 10); // its pair's 1024 characters
+            return taken_if(pattern_may_take(base, base + 0x3FF));
+        }
+        return taken_if(pattern_takes(unit_));
     }
     case Mode::Chars: break;
     }
@@ -50,19 +99,24 @@ Lexed StringLexer::feed(uint8_t b) {
         if (b < utf8_lo_ || b > utf8_hi_) return Lexed::Refused;
         --utf8_left_;
         utf8_lo_ = 0x80, utf8_hi_ = 0xBF;
-        return Lexed::Taken;
+        code_point_ = code_point_ << 6 | (b & 0x3Fu);
+        if (utf8_left_ == 0) return taken_if(pattern_takes(code_point_));
+        const uint32_t shift = 6u * utf8_left_;
+        return taken_if(pattern_may_take(code_point_ << shift, (code_point_ << shift) | ((1u << shift) - 1)));
     }
     if (low_surrogate_) { // the \ of the pair's second escape: part of the character begun
         if (b != '\\') return Lexed::Refused;
         mode_ = Mode::Escape;
         return Lexed::Taken;
     }
-    if (b == '"') return chars_ >= min_chars_ ? Lexed::Closed : Lexed::Refused;
+    if (b == '"') // closes the string if it is long enough and a whole string of the pattern
+        return chars_ >= min_chars_ && (!pattern_ || pattern_->accepts(state_)) ? Lexed::Closed : Lexed::Refused;
     if (b < 0x20 || chars_ >= max_chars_) return Lexed::Refused; // control characters must be escaped
     if (b < 0x80 || b == '\\') {
         ++chars_;
-        if (b == '\\') mode_ = Mode::Escape;
-        return Lexed::Taken;
+        if (b != '\\') return taken_if(pattern_takes(b));
+        mode_ = Mode::Escape;
+        return taken_if(pattern_may_take(0, 0x10FFFF)); // an escape can write any character
     }
     // A UTF-8 lead byte (RFC 3629's table): how many continuation bytes follow, and the second byte's range where
     // it is narrower (no overlong forms, no surrogates, nothing above U+10FFFF).
@@ -75,7 +129,11 @@ Lexed StringLexer::feed(uint8_t b) {
     if (b == 0xF0) utf8_lo_ = 0x90;
     if (b == 0xF4) utf8_hi_ = 0x8F;
     ++chars_;
-    return Lexed::Taken;
+    code_point_ = b & (0x7Fu >> (utf8_left_ + 1));
+    const uint32_t rest = 6u * (utf8_left_ - 1u); // the bits after the second byte's
+    const uint32_t lo = ((code_point_ << 6 | (utf8_lo_ & 0x3Fu)) << rest);
+    const uint32_t hi = ((code_point_ << 6 | (utf8_hi_ & 0x3Fu)) << rest) | ((1u << rest) - 1);
+    return taken_if(pattern_may_take(lo, hi));
 }
 
 Lexed NumberLexer::feed(uint8_t b) {

@@ -13,6 +13,8 @@
 
 namespace zaya {
 
+class Regex;
+
 inline constexpr int kJsonMaxWhitespace = 32;
 
 inline bool json_whitespace(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
@@ -53,8 +55,20 @@ class StringLexer {
     // character that would pass max_chars is refused at its first byte, the closing quote before min_chars.
     void limit(uint32_t min_chars, uint32_t max_chars) { min_chars_ = min_chars, max_chars_ = max_chars; }
     uint32_t room() const { return max_chars_ - chars_; } // characters that may still come
+    // A schema's pattern (or format): each character must continue a string of it, within the lengths (the Regex
+    // was compiled with them), the closing quote end one. The Regex must outlive the lexer (the schema owns it).
+    void match(const Regex *pattern) { pattern_ = pattern, state_ = 0; } // (Regex::start())
+    bool matches() const { return pattern_ != nullptr; } // plain tokens then change the state: read them
+    const Regex *pattern() const { return pattern_; }
+    int32_t pattern_state() const { return state_; }
+    uint32_t chars() const { return chars_; } // characters begun
 
   private:
+    Lexed lex(uint8_t b);
+    bool pattern_takes(uint32_t code_point);
+    bool pattern_may_take(uint32_t lo, uint32_t hi) const;
+    bool pattern_may_take_unit(int digits) const;
+
     enum class Mode : uint8_t { Chars, Escape, Unicode };
     Mode mode_ = Mode::Chars;
     uint8_t utf8_left_ = 0;  // continuation bytes the character under way still needs
@@ -65,6 +79,10 @@ class StringLexer {
     bool low_surrogate_ = false; // a \uD800–\uDBFF was read: the next thing must be its \uDC00–\uDFFF
     uint32_t chars_ = 0;         // characters begun
     uint32_t min_chars_ = 0, max_chars_ = UINT32_MAX;
+    uint32_t code_point_ = 0;    // the UTF-8 character under way: its bits so far
+    uint16_t high_ = 0;          // the pair's high surrogate, while low_surrogate_
+    int32_t state_ = 0;          // the pattern's
+    const Regex *pattern_ = nullptr;
 };
 
 // A number, from its first byte ('-' or a digit; integer: no fraction or exponent).

@@ -15,19 +15,55 @@ namespace {
 
 // Keywords that constrain values in ways the acceptor does not enforce: refused, not ignored.
 constexpr const char *kUnsupported[] = {
-    "pattern",       "multipleOf",    "patternProperties", "propertyNames",     "minProperties",
-    "maxProperties", "oneOf",         "allOf",             "not",               "if",
-    "then",          "else",          "prefixItems",       "contains",          "uniqueItems",
-    "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
+    "multipleOf", "patternProperties", "propertyNames", "minProperties", "maxProperties",        "oneOf",
+    "allOf",      "not",               "if",            "then",          "else",                 "prefixItems",
+    "contains",   "uniqueItems",       "dependentRequired", "dependentSchemas", "unevaluatedProperties",
+    "unevaluatedItems"};
 
 constexpr const char *kSupported = "type, properties, required, additionalProperties: false, items, minItems, "
-                                   "maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum, "
-                                   "exclusiveMaximum, enum, const, anyOf, $ref";
+                                   "maxItems, minLength, maxLength, pattern, format, minimum, maximum, "
+                                   "exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, $ref";
+
+// The formats OpenAI's structured outputs enforce, as patterns (regex.h) of strings of them: RFC 3339's date-time,
+// date, time (full-time) and duration (its Appendix A), RFC 5321's address with RFC 1123 hostnames, dotted-quad
+// IPv4, RFC 4291's IPv6 text forms (without the embedded-IPv4 ones), RFC 4122's UUID. Each is a subset where parsers
+// differ (no year 0, no leap second, 'T' and 'Z' upper-case), so that what is written parses (Python's datetime,
+// pydantic).
+// Other formats are annotations (JSON Schema's default) and ignored.
+constexpr const char *kDate = // years 0001-9999 (Python's), days the month has (February 29 in any year)
+    "(000[1-9]|00[1-9]\\d|0[1-9]\\d\\d|[1-9]\\d{3})-"
+    "((0[1-9]|1[0-2])-(0[1-9]|1\\d|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31|02-29)";
+constexpr const char *kTime = // no leap second, at most microseconds, upper-case Z: what strict parsers take
+    "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)";
+constexpr const char *kHostname =
+    "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*";
+constexpr const char *kDurTime = "T(\\d+H(\\d+M(\\d+S)?)?|\\d+M(\\d+S)?|\\d+S)";
+constexpr const char *kH16 = "[0-9a-fA-F]{1,4}";
+
+std::string format_pattern(const std::string &format) {
+    const std::string date = kDate, time = kTime, host = kHostname, dur_time = kDurTime, h = kH16;
+    const std::string atext = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
+    const std::string octet = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
+    if (format == "date-time") return "^" + date + "T" + time + "$";
+    if (format == "date") return "^" + date + "$";
+    if (format == "time") return "^" + time + "$";
+    if (format == "duration")
+        return "^P((\\d+D|\\d+M(\\d+D)?|\\d+Y(\\d+M(\\d+D)?)?)(" + dur_time + ")?|" + dur_time + "|\\d+W)$";
+    if (format == "email") return "^" + atext + "(\\." + atext + ")*@" + host + "$";
+    if (format == "hostname") return "^" + host + "$";
+    if (format == "ipv4") return "^(" + octet + "\\.){3}" + octet + "$";
+    if (format == "ipv6")
+        return "^((" + h + ":){7}" + h + "|(" + h + ":){1,7}:|(" + h + ":){1,6}:" + h + "|(" + h + ":){1,5}(:" + h +
+               "){1,2}|(" + h + ":){1,4}(:" + h + "){1,3}|(" + h + ":){1,3}(:" + h + "){1,4}|(" + h + ":){1,2}(:" + h +
+               "){1,5}|" + h + ":(:" + h + "){1,6}|:((:" + h + "){1,7}|:))$";
+    if (format == "uuid") return "^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$";
+    return "";
+}
 
 // Keywords that bound a string's length or a number: applied by a string's or number's node, ignored by the other
 // types (as JSON Schema does), refused where the node is not typed (enum, const, anyOf, $ref, no type), since the
 // acceptor would not enforce them there.
-constexpr const char *kLengthKeys[] = {"minLength", "maxLength"};
+constexpr const char *kLengthKeys[] = {"minLength", "maxLength", "pattern"};
 constexpr const char *kRangeKeys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
 
 void refuse_bounds(const ojson &j, const std::string &path, const char *where) {
@@ -43,6 +79,27 @@ uint64_t count_of(const ojson &j, const char *key, uint64_t dflt, const std::str
     if (!j.contains(key)) return dflt;
     if (!j[key].is_number_unsigned()) fail("{}.{}: must be a non-negative integer, got {}", path, key, j[key].dump());
     return j[key].get<uint64_t>();
+}
+
+// A string's pattern, or its format's, compiled with its lengths; null if neither constrains it.
+std::shared_ptr<const Regex> string_pattern(const ojson &j, const std::string &path, uint32_t min, uint32_t max) {
+    std::string source;
+    if (j.contains("pattern")) {
+        if (!j["pattern"].is_string()) fail("{}.pattern: must be a string, got {}", path, j["pattern"].dump());
+        source = j["pattern"].get<std::string>();
+    }
+    if (j.contains("format") && j["format"].is_string()) {
+        const std::string format = format_pattern(j["format"].get<std::string>());
+        if (!format.empty() && !source.empty())
+            fail("{}: 'pattern' and 'format' together are not supported (one of them)", path);
+        if (!format.empty()) source = format;
+    }
+    if (source.empty() && !j.contains("pattern")) return nullptr;
+    try {
+        return Regex::compile(source, min, max);
+    } catch (const Error &e) {
+        fail("{}: {}", path, e.what());
+    }
 }
 
 NumberRange range_of(const ojson &j, const std::string &path, bool integer) {
@@ -191,6 +248,7 @@ void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &
             n.max_length = uint32_t(std::min<uint64_t>(count_of(j, "maxLength", UINT32_MAX, path), UINT32_MAX));
             if (n.max_length < n.min_length)
                 fail("{}: maxLength {} is below minLength {}", path, n.max_length, n.min_length);
+            n.pattern = string_pattern(j, path, n.min_length, n.max_length);
         } else if (type == "number" || type == "integer") {
             n.kind = type == "number" ? SchemaNode::Kind::Number : SchemaNode::Kind::Integer;
             n.range = range_of(j, path, type == "integer");
@@ -329,6 +387,7 @@ SchemaGrammar::Frame SchemaGrammar::frame_for(int32_t node) const {
     if (n.kind == SchemaNode::Kind::Integer) f.number = NumberLexer(true);
     if (n.kind == SchemaNode::Kind::Any) f.any = JsonGrammar(!n.object_only);
     if (n.kind == SchemaNode::Kind::String) f.string.limit(n.min_length, n.max_length);
+    if (n.pattern) f.string.match(n.pattern.get());
     return f;
 }
 
@@ -336,7 +395,7 @@ bool SchemaGrammar::in_plain_string() const {
     if (stack_.empty()) return false;
     const Frame &f = stack_.back();
     const SchemaNode::Kind k = schema_->node(f.node).kind;
-    return (k == SchemaNode::Kind::String && f.phase == 1 && f.string.plain()) ||
+    return (k == SchemaNode::Kind::String && f.phase == 1 && f.string.plain() && !f.string.matches()) ||
            (k == SchemaNode::Kind::Any && f.any.in_plain_string());
 }
 

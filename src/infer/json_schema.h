@@ -5,17 +5,19 @@
 //
 // What a schema may say (OpenAI's strict subset): "type" object (its "properties", written in the schema's order,
 // keys as JSON writes them; those not "required" may be left out; no other keys: "additionalProperties" must be
-// false or absent), array ("items", "minItems", "maxItems"), string ("minLength", "maxLength"), number and integer
-// ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), boolean, null, or a list of them; "enum" and
-// "const" (each value written compactly, as JSON serialises it); "anyOf" whose alternatives begin
-// with different bytes (a string or null, an object or an array: one alternative per first byte, so the choice is
-// made there); "$ref" to "#/$defs/NAME" or "#/definitions/NAME" (recursion included); {} or true for any value.
-// Annotations are ignored (title, description, default, examples, format, $schema, $id, strict). Anything that
-// would constrain values in ways the acceptor does not enforce (pattern, multipleOf, oneOf, ...) is refused, naming
-// it, rather than silently not enforced. The root must be an object.
+// false or absent), array ("items", "minItems", "maxItems"), string ("minLength", "maxLength", "pattern", "format":
+// date-time, date, time, duration, email, hostname, ipv4, ipv6, uuid; regex.h), number and integer ("minimum",
+// "maximum", "exclusiveMinimum", "exclusiveMaximum"), boolean, null, or a list of them; "enum" and "const" (each
+// value written compactly, as JSON serialises it); "anyOf" whose alternatives begin with different bytes (a string
+// or null, an object or an array: one alternative per first byte, so the choice is made there); "$ref" to
+// "#/$defs/NAME" or "#/definitions/NAME" (recursion included); {} or true for any value.
+// Annotations are ignored (title, description, default, examples, other formats, $schema, $id, strict). Anything
+// that would constrain values in ways the acceptor does not enforce (multipleOf, oneOf, ...) is refused, naming it,
+// rather than silently not enforced. The root must be an object.
 #pragma once
 #include "infer/json_bounds.h"
 #include "infer/json_grammar.h"
+#include "infer/regex.h"
 
 #include <nlohmann/json.hpp>
 
@@ -46,6 +48,7 @@ struct SchemaNode {
     std::vector<std::string> literals; // Literals: compact JSON texts
     int64_t min_items = 0, max_items = -1;
     uint32_t min_length = 0, max_length = UINT32_MAX; // String: characters (code points)
+    std::shared_ptr<const Regex> pattern;             // String: its pattern or format (with the lengths), or null
     NumberRange range;                                // Number, Integer (Integer: closed integer ends)
 };
 
