@@ -119,9 +119,11 @@ int64_t JsonConstraint::mask(float *logits) {
 }
 
 const std::vector<uint64_t> &JsonConstraint::classes_of_tokens(const Regex &pattern) {
-    auto [it, added] = token_classes_.try_emplace(&pattern);
-    if (!added) return it->second;
-    std::vector<uint64_t> &classes = it->second;
+    for (auto &[p, classes] : token_classes_)
+        if (p == &pattern) return classes;
+    if (token_classes_.size() == 4) token_classes_.erase(token_classes_.begin()); // the oldest
+    token_classes_.emplace_back(&pattern, std::vector<uint64_t>());
+    std::vector<uint64_t> &classes = token_classes_.back().second;
     classes.assign(size_t(table_->size()), 0);
     for (int32_t id = 0; id < int32_t(table_->size()); ++id) {
         if (!table_->plain(id)) continue;

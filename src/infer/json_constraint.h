@@ -16,11 +16,11 @@
 #include "infer/json_schema.h"
 
 #include <array>
-#include <map>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace zaya {
@@ -72,7 +72,7 @@ class JsonConstraint {
 
     std::shared_ptr<const TokenTable> table_;
     SchemaGrammar grammar_;
-    std::map<const Regex *, std::vector<uint64_t>> token_classes_;
+    std::vector<std::pair<const Regex *, std::vector<uint64_t>>> token_classes_; // the last few patterns' (2 MB each)
     std::vector<uint8_t> allowed_; // [V] scratch of mask()
 };
 

@@ -13,6 +13,10 @@ namespace {
 
 constexpr size_t kMaxNfaStates = 50000;
 constexpr size_t kMaxDfaStates = 4000;
+// A request's pattern is untrusted: bounds on the work and memory its automaton may take (a few hundred ms, 16 MB).
+constexpr size_t kMaxTableEntries = size_t(1) << 22; // states × classes
+constexpr uint64_t kMaxSubsetWork = 10'000'000;     // NFA states and moves visited while building the DFA
+constexpr uint64_t kMaxLengthWork = 200'000'000;    // edges × lengths measured
 constexpr uint64_t kMaxReachBits = uint64_t(1) << 27; // states × lengths measured: 16 MB
 
 using Ranges = std::vector<std::pair<uint32_t, uint32_t>>; // sorted, disjoint, inclusive
@@ -68,6 +72,14 @@ Node repeat(Node kid, uint32_t min, uint32_t max) {
     return n;
 }
 
+// A pattern as messages show it: at most 80 bytes of it, cut between characters.
+std::string shown(std::string_view pattern) {
+    if (pattern.size() <= 80) return std::string(pattern);
+    size_t n = 77;
+    while (n > 0 && (uint8_t(pattern[n]) & 0xC0) == 0x80) --n; // not inside a UTF-8 character
+    return std::string(pattern.substr(0, n)) + "...";
+}
+
 // Recursive descent over the pattern's code points.
 class Parser {
   public:
@@ -118,7 +130,7 @@ class Parser {
         return cps_[pos_++];
     }
     [[noreturn]] void fail_here(const std::string &what) const {
-        fail("pattern '{}': {} (at character {})", source_, what, pos_ + 1);
+        fail("pattern '{}': {} (at character {})", shown(source_), what, pos_ + 1);
     }
 
     Node alternatives() {
@@ -410,8 +422,13 @@ std::shared_ptr<const Regex> Regex::compile(std::string_view pattern, uint32_t m
     // Subset construction.
     std::vector<uint32_t> seen(nfa.eps.size(), 0); // == stamp: in the closure under way
     uint32_t stamp = 0;
+    uint64_t work = 0;
+    auto too_complex = [&pattern](const char *what) {
+        fail("pattern '{}': too complex ({})", shown(pattern), what);
+    };
     auto closure = [&](const std::vector<int32_t> &from) {
         ++stamp;
+        if (work > kMaxSubsetWork) too_complex("its automaton takes too long to build");
         std::vector<int32_t> states, todo;
         for (int32_t s : from)
             if (seen[size_t(s)] != stamp) seen[size_t(s)] = stamp, states.push_back(s), todo.push_back(s);
@@ -422,6 +439,7 @@ std::shared_ptr<const Regex> Regex::compile(std::string_view pattern, uint32_t m
                 if (seen[size_t(t)] != stamp) seen[size_t(t)] = stamp, states.push_back(t), todo.push_back(t);
         }
         std::sort(states.begin(), states.end());
+        work += states.size();
         return states;
     };
     std::map<std::vector<int32_t>, int32_t> ids;
@@ -431,16 +449,18 @@ std::shared_ptr<const Regex> Regex::compile(std::string_view pattern, uint32_t m
     for (size_t d = 0; d < subsets.size(); ++d) {
         for (auto &b : buckets) b.clear();
         for (int32_t s : subsets[d])
-            for (const auto &[set, target] : nfa.moves[size_t(s)])
+            for (const auto &[set, target] : nfa.moves[size_t(s)]) {
                 for (int32_t a : set_atoms[size_t(set)]) buckets[size_t(a)].push_back(target);
+                work += set_atoms[size_t(set)].size();
+            }
+        if ((d + 1) * atoms > kMaxTableEntries) too_complex("its automaton's table would pass 16 MB");
         r->next_.resize((d + 1) * atoms, kDead);
         for (size_t a = 0; a < atoms; ++a) {
             if (buckets[a].empty()) continue;
             std::vector<int32_t> to = closure(buckets[a]);
             auto [it, added] = ids.emplace(std::move(to), int32_t(subsets.size()));
             if (added) {
-                if (subsets.size() >= kMaxDfaStates)
-                    fail("pattern '{}': too complex (over {} automaton states)", pattern, kMaxDfaStates);
+                if (subsets.size() >= kMaxDfaStates) too_complex("over 4000 automaton states");
                 subsets.push_back(it->first);
             }
             r->next_[d * atoms + a] = it->second;
@@ -454,8 +474,8 @@ std::shared_ptr<const Regex> Regex::compile(std::string_view pattern, uint32_t m
             for (size_t a = 0; a < atoms; ++a)
                 if (r->next_[d * atoms + a] == int32_t(d)) r->loops_[d] |= uint64_t(1) << a;
     if (!r->viable(0, 0)) {
-        if (min_chars == 0 && max_chars == UINT32_MAX) fail("pattern '{}': matches no string", pattern);
-        fail("pattern '{}': matches no string of {} to {} characters", pattern, min_chars,
+        if (min_chars == 0 && max_chars == UINT32_MAX) fail("pattern '{}': matches no string", shown(pattern));
+        fail("pattern '{}': matches no string of {} to {} characters", shown(pattern), min_chars,
              max_chars == UINT32_MAX ? std::string("any number of") : std::to_string(max_chars));
     }
     return r;
@@ -468,7 +488,7 @@ void Regex::measure_lengths(uint32_t min_chars, uint32_t max_chars) {
     min_chars_ = min_chars, max_chars_ = max_chars;
     const size_t n_states = accepting_.size(), atoms = atom_starts_.size();
     horizon_ = uint32_t(std::min<uint64_t>(max_chars, uint64_t(min_chars) + n_states));
-    if (uint64_t(horizon_ + 1) * n_states > kMaxReachBits)
+    if ((uint64_t(horizon_) + 1) * n_states > kMaxReachBits)
         fail("pattern: minLength {} is too large to combine with this pattern", min_chars);
     std::vector<std::vector<int32_t>> succ(n_states);
     for (size_t s = 0; s < n_states; ++s) {
@@ -477,6 +497,10 @@ void Regex::measure_lengths(uint32_t min_chars, uint32_t max_chars) {
         std::sort(succ[s].begin(), succ[s].end());
         succ[s].erase(std::unique(succ[s].begin(), succ[s].end()), succ[s].end());
     }
+    uint64_t edges = 0;
+    for (const auto &s : succ) edges += s.size();
+    if (edges * (uint64_t(horizon_) + 1) > kMaxLengthWork)
+        fail("pattern: too complex to combine with minLength {} and maxLength {}", min_chars, max_chars);
     const size_t words = horizon_ / 64 + 1;
     reach_.assign(n_states, std::vector<uint64_t>(words, 0));
     for (size_t s = 0; s < n_states; ++s)

@@ -116,6 +116,13 @@ TEST(Regex, RefusesWhatItCannotDoNamingThePosition) {
     EXPECT_NE(refused("(a{1000}){1000}").find("too large"), std::string::npos);
     EXPECT_NE(refused(std::string(100, '(').c_str()).find("nest too deeply"), std::string::npos);
     EXPECT_NO_THROW(Regex::compile("a{,2}}")); // not a quantifier: literal braces, as ECMA-262's Annex B reads them
+    // Untrusted patterns are bounded in what their automaton may cost, and messages show at most 80 bytes of them.
+    EXPECT_NE(refused("(a|b)*a(a|b){12}").find("over 4000 automaton states"), std::string::npos);
+    const std::string long_min = test::error_of([] { Regex::compile("^(a|b)*a(a|b){10}$", 100000); });
+    EXPECT_NE(long_min.find("minLength 100000 is too large"), std::string::npos) << long_min;
+    const std::string long_refusal = refused((std::string(500, 'a') + "\\1").c_str());
+    EXPECT_NE(long_refusal.find("aaa...': backreferences"), std::string::npos) << long_refusal.substr(0, 200);
+    EXPECT_LT(long_refusal.size(), 200u);
 }
 
 // The formats a schema enforces: examples of each taken whole, near misses refused.
