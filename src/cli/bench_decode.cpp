@@ -36,7 +36,7 @@ void bench_decode(const BenchArgs &a) {
     const int64_t V = c.vocab_size;
     if (a.prompt_tokens + a.new_tokens + 1 > c.max_position_embeddings)
         fail("--prompt-tokens + --new-tokens exceed the context length {}", c.max_position_embeddings);
-    const DType kv = kv_dtype_for(a.kv_dtype, im->layers.empty() ? DType::F32 : im->layers[0].q_proj.dtype);
+    const DType kv = kv_dtype_for(a.kv_dtype, im->attention_dtype());
     Decoder dec(*im, 256, 1, kv);
     std::vector<float> logits(static_cast<size_t>(V));
     std::vector<int32_t> prompt(size_t(a.prompt_tokens));

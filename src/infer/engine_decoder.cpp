@@ -17,7 +17,7 @@ class CpuEngineDecoder final : public EngineDecoder {
   public:
     CpuEngineDecoder(const InferModel &m, const EngineDecoderOptions &o)
         : dec_(m, o.max_tokens, o.max_seqs,
-               kv_dtype_for(o.kv_dtype, m.layers.empty() ? DType::F32 : m.layers[0].q_proj.dtype)),
+               kv_dtype_for(o.kv_dtype, m.attention_dtype())),
           V_(m.config.vocab_size),
           max_length_(o.max_length > 0 ? std::min(o.max_length, m.config.max_position_embeddings)
                                        : m.config.max_position_embeddings) {}

@@ -295,6 +295,7 @@ std::vector<Mat> InferModel::all_matrices() const {
 
 void InferModel::quantize_i8() {
     if (weight_dtype == DType::I8) return;
+    quantized_from_ = attention_dtype();
     const std::vector<Mat *> mats = matrix_fields(*this);
     // Each matrix's int8 values, then its scales, each 64-byte aligned.
     auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };

@@ -78,6 +78,11 @@ class InferModel {
     // of bf16's bytes; ops/cpu/linear_i8.h), from f32 or bf16, and lets go of the originals (a mapped checkpoint is
     // unmapped). The CPU decoder runs it; the GPU's and save() refuse it.
     void quantize_i8();
+    // The element attention's weights had before any quantization: what an `auto` KV cache follows (a bf16
+    // checkpoint's cache is bf16, quantized or not; an fp32 one's fp32).
+    DType attention_dtype() const {
+        return weight_dtype == DType::I8 ? quantized_from_ : layers.empty() ? DType::F32 : layers[0].q_proj.dtype;
+    }
 
     // Writes config.json and the weights in Hugging Face layout (matrices in weight_dtype, as they are; vectors
     // converted to it; balancing biases fp32), in shards of at most max_shard_bytes with
@@ -105,6 +110,7 @@ class InferModel {
     std::optional<Model> model_;           // from_model(F32): the matrices live here
     AlignedBytes owned_;                   // from_model(BF16) / random: the matrices live here
     std::unique_ptr<SafetensorSet> files_; // load(): mapped files
+    DType quantized_from_ = DType::F32;    // I8: the attention weights' element before quantize_i8()
 };
 
 // True for the parameters InferModel keeps as Mat (by HF name).

@@ -281,8 +281,8 @@ TEST(Engine, MaxContextBoundsEachSequence) {
               std::string::npos);
 }
 
-// The CPU decoder's cache element: the model's by default (an fp32 model's is fp32), bf16 or f32 when asked,
-// nothing else.
+// The CPU decoder's cache element: the model's by default (an fp32 model's is fp32; an int8 one's that of the weights
+// it was quantized from), bf16 or f32 when asked, nothing else.
 TEST(Engine, CpuKvCacheElement) {
     EXPECT_EQ(Engine(tiny_model(), std::nullopt, EngineOptions{}).kv_dtype(), DType::F32);
     EXPECT_EQ(Engine(tiny_model(), std::nullopt, EngineOptions{.kv_dtype = DType::BF16}).kv_dtype(), DType::BF16);
@@ -290,6 +290,15 @@ TEST(Engine, CpuKvCacheElement) {
     model_init_random(bf16, 3);
     auto bf16_model = InferModel::from_model(std::move(bf16), DType::BF16);
     EXPECT_EQ(Engine(std::move(bf16_model), std::nullopt, EngineOptions{}).kv_dtype(), DType::BF16);
+    // Quantized to int8, a model's cache follows the weights it was quantized from.
+    for (DType from : {DType::BF16, DType::F32}) {
+        Model m = Model::create(config_preset("tiny"));
+        model_init_random(m, 3);
+        auto q = InferModel::from_model(std::move(m), from);
+        q->quantize_i8();
+        EXPECT_EQ(q->attention_dtype(), from);
+        EXPECT_EQ(Engine(std::move(q), std::nullopt, EngineOptions{}).kv_dtype(), from) << dtype_name(from);
+    }
     const std::string err =
         test::error_of([] { Engine(tiny_model(), std::nullopt, EngineOptions{.kv_dtype = DType::F16}); });
     EXPECT_NE(err.find("the KV cache's element must be f32 or bf16, got F16"), std::string::npos) << err;
