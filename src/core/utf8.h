@@ -37,6 +37,19 @@ inline bool is_utf8(std::string_view s) {
     return true;
 }
 
+// The character of valid UTF-8 text (is_utf8) that begins at byte i; i moves past it.
+inline uint32_t utf8_next(std::string_view s, size_t &i) {
+    const unsigned lead = static_cast<unsigned char>(s[i]);
+    const size_t len = lead < 0x80 ? 1 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+    uint32_t cp = len == 1 ? lead : lead & (0x7fu >> (len + 1));
+    for (size_t k = 1; k < len; ++k) cp = cp << 6 | (static_cast<unsigned char>(s[i + k]) & 0x3fu);
+    i += len;
+    return cp;
+}
+
+// The character a UTF-16 surrogate pair (high U+D800–DBFF, low U+DC00–DFFF) stands for.
+inline uint32_t utf16_pair(uint32_t high, uint32_t low) { return 0x10000 + ((high - 0xd800) << 10) + (low - 0xdc00); }
+
 // Characters of UTF-8 text, counted by their lead bytes (so a character cut short still counts once): Python's len()
 // of valid text.
 inline int64_t utf8_characters(std::string_view s) {

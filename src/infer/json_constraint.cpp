@@ -1,6 +1,7 @@
 #include "infer/json_constraint.h"
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "data/tokenizer.h"
 #include "infer/regex.h"
 
@@ -16,12 +17,9 @@ namespace {
 // (a string's lexer takes each and, after each ASCII byte, is still in plain text: no escape begun), else 0.
 uint16_t plain_string_chars(std::string_view s) {
     StringLexer lexer;
-    uint32_t chars = 0;
-    for (char c : s) {
+    for (char c : s)
         if (lexer.feed(uint8_t(c)) != Lexed::Taken || (uint8_t(c) < 0x80 && !lexer.plain())) return 0;
-        chars += (uint8_t(c) & 0xC0) != 0x80; // a character's first byte
-    }
-    return lexer.plain() ? uint16_t(std::min<uint32_t>(chars, 65535)) : 0;
+    return lexer.plain() ? uint16_t(std::min<int64_t>(utf8_characters(s), 65535)) : 0;
 }
 
 } // namespace
@@ -74,11 +72,11 @@ int64_t JsonConstraint::mask(float *logits) {
     allowed_.assign(size_t(V), 0);
     int64_t n = 0;
     const bool in_string = grammar_.in_plain_string();
+    const StringLexer *lexer = grammar_.string_lexer();
     // A string's maxLength near: plain tokens fit if they have no more characters than it has room for.
-    const uint32_t room = in_string ? grammar_.string_lexer()->room() : 0;
+    const uint32_t room = in_string ? lexer->room() : 0;
     const bool bounded = in_string && room < 65535;
     // In a patterned string, between characters: plain tokens that loop on the pattern's state.
-    const StringLexer *lexer = grammar_.string_lexer();
     const Regex *pattern = lexer && lexer->matches() && lexer->plain() ? lexer->pattern() : nullptr;
     if (pattern && !pattern->small_alphabet()) pattern = nullptr;
     const std::vector<uint64_t> *classes = pattern ? &classes_of_tokens(*pattern) : nullptr;
@@ -129,14 +127,7 @@ const std::vector<uint64_t> &JsonConstraint::classes_of_tokens(const Regex &patt
         if (!table_->plain(id)) continue;
         const std::string_view b = table_->bytes(id);
         uint64_t bits = 0;
-        for (size_t i = 0; i < b.size();) { // whole UTF-8 characters (plain)
-            const uint8_t lead = uint8_t(b[i]);
-            const size_t len = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
-            uint32_t c = len == 1 ? lead : lead & (0x7Fu >> (len + 1));
-            for (size_t k = 1; k < len; ++k) c = c << 6 | (uint8_t(b[i + k]) & 0x3Fu);
-            bits |= pattern.class_bit(c);
-            i += len;
-        }
+        for (size_t i = 0; i < b.size();) bits |= pattern.class_bit(utf8_next(b, i)); // plain: valid UTF-8
         classes[size_t(id)] = bits;
     }
     return classes;

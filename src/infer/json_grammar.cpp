@@ -1,5 +1,6 @@
 #include "infer/json_grammar.h"
 
+#include "core/utf8.h"
 #include "infer/regex.h"
 
 #include <algorithm>
@@ -44,14 +45,13 @@ bool StringLexer::pattern_may_take_unit(int digits) const {
     if (pattern_ == nullptr) return true;
     const uint32_t span = 1u << (4 * (4 - digits)), lo = uint32_t(unit_) * span, hi = lo + span - 1;
     if (low_surrogate_) { // the pair's second unit: a character of the high one's 1024
-        const uint32_t base = 0x10000 + ((uint32_t(high_) - 0xD800) << 10);
         const uint32_t a = std::max(lo, 0xDC00u), z = std::min(hi, 0xDFFFu);
-        return a <= z && pattern_may_take(base + a - 0xDC00, base + z - 0xDC00);
+        return a <= z && pattern_may_take(utf16_pair(high_, a), utf16_pair(high_, z));
     }
     const uint32_t ha = std::max(lo, 0xD800u), hz = std::min(hi, 0xDBFFu); // high surrogates: what pairs make
     return (lo <= 0xD7FF && pattern_may_take(lo, std::min(hi, 0xD7FFu))) ||
            (hi >= 0xE000 && pattern_may_take(std::max(lo, 0xE000u), hi)) ||
-           (ha <= hz && pattern_may_take(0x10000 + ((ha - 0xD800) << 10), 0x10000 + ((hz - 0xD800) << 10) + 0x3FF));
+           (ha <= hz && pattern_may_take(utf16_pair(ha, 0xDC00), utf16_pair(hz, 0xDFFF)));
 }
 
 Lexed StringLexer::lex(uint8_t b) {
@@ -83,13 +83,12 @@ Lexed StringLexer::lex(uint8_t b) {
         mode_ = Mode::Chars;
         if (low_surrogate_) { // the pair is whole
             low_surrogate_ = false;
-            return taken_if(pattern_takes(0x10000 + ((uint32_t(high_) - 0xD800) << 10) + (uint32_t(unit_) - 0xDC00)));
+            return taken_if(pattern_takes(utf16_pair(high_, unit_)));
         }
         if (unit_ >= 0xD800 && unit_ <= 0xDBFF) {
             low_surrogate_ = true;
             high_ = unit_;
-            const uint32_t base = 0x10000 + ((uint32_t(high_) - 0xD800) << 10); // its pair's 1024 characters
-            return taken_if(pattern_may_take(base, base + 0x3FF));
+            return taken_if(pattern_may_take(utf16_pair(high_, 0xDC00), utf16_pair(high_, 0xDFFF))); // its pairs'
         }
         return taken_if(pattern_takes(unit_));
     }

@@ -60,14 +60,14 @@ std::string format_pattern(const std::string &format) {
     return "";
 }
 
-// Keywords that bound a string's length or a number: applied by a string's or number's node, ignored by the other
-// types (as JSON Schema does), refused where the node is not typed (enum, const, anyOf, $ref, no type), since the
-// acceptor would not enforce them there.
-constexpr const char *kLengthKeys[] = {"minLength", "maxLength", "pattern"};
+// Keywords that constrain a string (its length, its pattern) or bound a number: applied by a string's or number's
+// node, ignored by the other types (as JSON Schema does), refused where the node is not typed (enum, const, anyOf,
+// $ref, no type), since the acceptor would not enforce them there.
+constexpr const char *kStringKeys[] = {"minLength", "maxLength", "pattern"};
 constexpr const char *kRangeKeys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
 
 void refuse_bounds(const ojson &j, const std::string &path, const char *where) {
-    for (const char *k : kLengthKeys)
+    for (const char *k : kStringKeys)
         if (j.contains(k)) fail("{}: '{}' is supported beside \"type\": \"string\" only, not {}", path, k, where);
     for (const char *k : kRangeKeys)
         if (j.contains(k))

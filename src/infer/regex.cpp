@@ -1,6 +1,7 @@
 #include "infer/regex.h"
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 #include <algorithm>
 #include <map>
@@ -85,15 +86,8 @@ class Parser {
   public:
     explicit Parser(std::string_view source) : source_(source) {
         // Decode UTF-8 (the JSON string's text): positions in messages are characters.
-        for (size_t i = 0; i < source.size();) {
-            const uint8_t b = uint8_t(source[i]);
-            const int len = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
-            if (len == 0 || i + size_t(len) > source.size()) fail("pattern: not valid UTF-8");
-            uint32_t c = len == 1 ? b : b & (0x7F >> len);
-            for (int k = 1; k < len; ++k) c = c << 6 | (uint8_t(source[i + size_t(k)]) & 0x3F);
-            cps_.push_back(c);
-            i += size_t(len);
-        }
+        if (!is_utf8(source)) fail("pattern: not valid UTF-8");
+        for (size_t i = 0; i < source.size();) cps_.push_back(utf8_next(source, i));
     }
 
     Node parse() {
@@ -271,7 +265,7 @@ class Parser {
                 const size_t at = pos_;
                 pos_ += 2;
                 const uint32_t low = hex(4);
-                if (low >= 0xDC00 && low <= 0xDFFF) return one(0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00));
+                if (low >= 0xDC00 && low <= 0xDFFF) return one(utf16_pair(v, low));
                 pos_ = at;
             }
             return one(v);

@@ -1,5 +1,6 @@
 // JSON mode: the byte acceptor (infer/json_grammar.h) against nlohmann::json as the reference parser, the token
 // masks (infer/json_constraint.h), and the engine's JSON-mode requests.
+#include "core/utf8.h"
 #include "infer/engine.h"
 #include "infer/json_constraint.h"
 #include "infer/openai_api.h"
@@ -306,8 +307,7 @@ bool valid(const ojson &v, const ojson &s, const ojson &root) {
     const std::string type = s.value("type", "");
     if (type == "string") {
         if (!v.is_string()) return false;
-        size_t chars = 0; // code points: UTF-8 bytes that are not continuation bytes
-        for (char c : v.get<std::string>()) chars += (uint8_t(c) & 0xC0) != 0x80;
+        const auto chars = size_t(utf8_characters(v.get<std::string>())); // code points
         return chars >= s.value("minLength", size_t(0)) && chars <= s.value("maxLength", SIZE_MAX) &&
                (!s.contains("pattern") || // (the tests' patterns are ASCII: bytes are characters)
                 std::regex_search(v.get<std::string>(), std::regex(s["pattern"].get<std::string>())));
