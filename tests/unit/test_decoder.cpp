@@ -100,7 +100,11 @@ TEST(Decoder, Bf16WeightsMatchForwardOfRoundedWeights) {
 // --quantize int8: every matrix (the tied embedding / LM head and each expert included) becomes int8 with its group
 // scales, and each linear's input rows are quantized alike (ops/cpu/linear_i8.h). Both linear paths compute the same
 // products, so prompts fed whole (70 rows: panels), in chunks or token by token give the same logits; they stay
-// near the fp32 forward of the dequantized weights, moved by the activations' quantization.
+// near the fp32 forward of the dequantized weights, moved by the activations' quantization. "The same" up to the
+// summation order: an activation that lands on a rounding boundary can round the other way in one path, moving its
+// position and the positions that attend to it (the sliding window, the CCA conv) by as much as quantization moves
+// them. So most positions must agree to 1e-4 and every one within the quantization's bound; a misplaced row, a
+// wrong scale or a stale cache breaks every position after it.
 TEST(Decoder, Int8WeightsAndActivationsTrackForwardOfDequantizedWeights) {
     Model m = perturbed_model(decode_config(), 9);
     Model dequantized = Model::create(m.config);
@@ -130,10 +134,18 @@ TEST(Decoder, Int8WeightsAndActivationsTrackForwardOfDequantizedWeights) {
     const float moved = test::max_abs_diff(whole.data(), ref.data(), ref.size());
     EXPECT_GT(moved, 1e-4f * scale) << "the activations were not quantized";
     EXPECT_LT(moved, 2e-2f * scale);
+    const int64_t V = im->config.vocab_size, T = int64_t(tokens.size());
     for (std::vector<int64_t> sizes : {std::vector<int64_t>{12}, {1}, {2, 5}}) {
         const auto got = test::cached_logits(dec, tokens, sizes);
-        EXPECT_LT(test::max_abs_diff(got.data(), whole.data(), whole.size()), 1e-4f * scale)
-            << "chunks " << sizes[0];
+        int64_t apart = 0; // positions beyond 1e-4
+        float worst = 0;
+        for (int64_t t = 0; t < T; ++t) {
+            const float d = test::max_abs_diff(got.data() + t * V, whole.data() + t * V, size_t(V));
+            worst = std::max(worst, d);
+            apart += d >= 1e-4f * scale;
+        }
+        EXPECT_LT(worst, 2e-2f * scale) << "chunks " << sizes[0];
+        EXPECT_LE(apart, T / 4) << "chunks " << sizes[0];
     }
     test::TempDir tmp;
     const std::string err = test::error_of([&] { im->save(tmp.str("q"), size_t(1) << 30); });

@@ -49,6 +49,28 @@ inline void dot_rows_q8(float *acc, const int8_t *xq, const float *sx, int64_t l
         }
     }
     for (int r = 0; r < R; ++r) acc[r] += _mm512_reduce_add_ps(s[r]);
+#elif defined(__AVX2__)
+    // Without VNNI (AVX2 hosts: Zen 3, Haswell to Skylake client): vpmaddubsw multiplies |x| by w with x's sign moved
+    // onto it (vpsignb) and adds neighbouring products into int16 (≤ 2·127·127: no saturation), vpmaddwd adds those
+    // pairs into int32; a group is two 32-byte halves, widened to int32 apart (their int16 sum could overflow).
+    __m256 s[R];
+    for (int r = 0; r < R; ++r) s[r] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (; i + kI8Group <= n; i += kI8Group) {
+        const int64_t g = i / kI8Group;
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + i));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + i + 32));
+        for (int r = 0; r < R; ++r) {
+            const int8_t *xr = xq + r * ldx + i;
+            const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xr));
+            const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xr + 32));
+            const __m256i p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(x0, x0), _mm256_sign_epi8(w0, x0));
+            const __m256i p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(x1, x1), _mm256_sign_epi8(w1, x1));
+            const __m256i d = _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+            s[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sc[g] * sx[r * ldsx + g]), s[r]);
+        }
+    }
+    for (int r = 0; r < R; ++r) acc[r] += hsum(s[r]);
 #endif
     for (; i < n;) { // the rest, a group at a time (the compiler vectorises the integer sums)
         const int64_t g = i / kI8Group, end = std::min(n, (g + 1) * kI8Group);
