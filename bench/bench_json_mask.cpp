@@ -1,7 +1,7 @@
 // What JSON mode and structured outputs (infer/json_constraint.h) cost per generated token: JsonConstraint::mask
 // over a vocabulary, without and with a schema of the document (and with one that adds patterns, a format and
-// bounds), at each step of writing a fixed JSON document token by token (the longest allowed token that spells the
-// document's next bytes, as a tokenizer would). Prints the median and mean milliseconds per token and the share
+// bounds, and one whose alternatives begin alike), at each step of writing a fixed JSON document token by token (the
+// longest allowed token that spells the document's next bytes, as a tokenizer would). Prints the median and mean milliseconds per token and the share
 // spent where the text is inside a free string (where most tokens are allowed and taken unread).
 //
 //   zaya_bench_json_mask [--tokenizer PATH] [--vocab N] [--repeat R]
@@ -112,6 +112,19 @@ int main(int argc, char **argv) {
                   "id": {"type": ["string", "null"], "format": "uuid"}},
                   "required": ["wiki", "id"], "additionalProperties": false}},
         "required": ["name", "born", "fields", "notes", "ratio", "alive", "links"], "additionalProperties": false})"));
+    // The same with alternatives that begin alike, read side by side (pydantic's Union[A, B], int | float).
+    const auto alternatives = zaya::JsonSchema::compile(nlohmann::ordered_json::parse(R"({"type": "object",
+        "properties": {
+        "name": {"anyOf": [{"type": "string", "maxLength": 40}, {"type": "string", "format": "email"}]},
+        "born": {"type": ["integer", "number"]},
+        "fields": {"type": "array", "items": {"type": "string"}},
+        "notes": {"type": "string"}, "ratio": {"type": "number"}, "alive": {"type": "boolean"},
+        "links": {"anyOf": [{"$ref": "#/$defs/web"}, {"$ref": "#/$defs/book"}]}},
+        "required": ["name", "born", "fields", "notes", "ratio", "alive", "links"], "additionalProperties": false,
+        "$defs": {"web": {"type": "object", "properties": {"wiki": {"type": "string"}, "id": {"type": "null"}},
+                          "required": ["wiki", "id"], "additionalProperties": false},
+                  "book": {"type": "object", "properties": {"wiki": {"type": "string"}, "isbn": {"type": "string"}},
+                           "required": ["wiki"], "additionalProperties": false}}})"));
     std::vector<float> logits(size_t(table->size()));
     auto summary = [](std::vector<double> v) {
         if (v.empty()) return std::string("none");
@@ -124,7 +137,8 @@ int main(int argc, char **argv) {
     const std::pair<const char *, std::shared_ptr<const zaya::JsonSchema>> modes[] = {
         {"json_object", zaya::JsonSchema::any_object()},
         {"json_schema", schema},
-        {"json_schema with patterns and bounds", constrained}};
+        {"json_schema with patterns and bounds", constrained},
+        {"json_schema with alternatives that begin alike", alternatives}};
     for (const auto &[label, s] : modes) {
         std::vector<double> ms, string_ms;
         int tokens = 0;

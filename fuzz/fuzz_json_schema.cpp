@@ -2,7 +2,8 @@
 // text, a 0x01 byte, then a document. A schema compiles or fails with zaya::Error (nothing else thrown, no crash);
 // the document's bytes are fed to its grammar until one is refused. Then the grammar must never be stuck: unless
 // the value is complete, some byte continues it (every byte taken leaves a text that a value of the schema
-// continues — lengths, bounds and all); a complete text must parse.
+// continues — lengths, bounds, alternatives and all); a complete text must parse; alternatives are read in at most
+// kMaxReadings readings.
 #include "core/error.h"
 #include "infer/json_schema.h"
 
@@ -29,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (; taken < size; ++taken) {
         zaya::SchemaGrammar next = g;
         if (!next.feed(data[taken])) break;
+        if (next.readings() > zaya::SchemaGrammar::kMaxReadings) __builtin_trap(); // alternatives read side by side
         g = std::move(next);
     }
     if (g.complete()) {

@@ -24,7 +24,7 @@ import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from typing import Annotated, Literal, Union
 
 import openai
 import pydantic
@@ -144,6 +144,26 @@ def main() -> None:
                                                response_format=Event)
         ok("json_schema with date, date-time, uuid and a pattern: parsed back into date, datetime, UUID",
            isinstance(parsed.choices[0].message.parsed, Event), repr(parsed.choices[0].message.content))
+
+        class Cat(pydantic.BaseModel):
+            kind: Literal["cat"]
+            lives: int = pydantic.Field(ge=0, le=9)
+
+        class Dog(pydantic.BaseModel):
+            kind: Literal["dog"]
+            good: bool
+
+        class Pets(pydantic.BaseModel):  # unions whose alternatives begin alike: anyOf read side by side, oneOf
+            pet: Union[Cat, Dog]
+            tagged: Annotated[Union[Cat, Dog], pydantic.Field(discriminator="kind")]
+            n: Union[int, float]
+            when: Union[datetime.date, Annotated[str, pydantic.Field(max_length=8)]]  # (a small model's strings
+            # of spaces never end)
+
+        parsed = client.chat.completions.parse(model=name, messages=messages, max_tokens=1500, temperature=0,
+                                               response_format=Pets)  # (nested objects: more whitespace runs)
+        ok("json_schema with Union[Cat, Dog], a discriminated union (oneOf), int | float, date | str: parsed back",
+           isinstance(parsed.choices[0].message.parsed, Pets), repr(parsed.choices[0].message.content))
         try:
             client.chat.completions.create(model=name, messages=messages, response_format={
                 "type": "json_schema", "json_schema": {"name": "x", "schema": {

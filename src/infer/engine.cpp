@@ -306,8 +306,11 @@ bool Engine::step() {
         } else {
             t = all_greedy ? greedy_[i] : r.sampler->sample(logits);
         }
+        // A stop token ends the text, except in JSON mode, where only tokens that continue the JSON are drawn and
+        // the text ends as its value closes: a stop id that is an ordinary piece there (a model whose eos_token_id
+        // names one) is part of the JSON, not the end of an unclosed value.
         const auto &stops = r.opts.stop_tokens;
-        if (std::find(stops.begin(), stops.end(), t) != stops.end()) {
+        if (!r.json && std::find(stops.begin(), stops.end(), t) != stops.end()) {
             finish(r, "stop");
             continue;
         }

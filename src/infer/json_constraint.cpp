@@ -48,19 +48,29 @@ void TokenTable::index() {
 
 namespace {
 
-// Whether bytes can follow g's state: inside a string, read by a copy of its lexer until they close it (then by a
-// copy of the whole state), else by a copy of the state.
+// Whether bytes can follow g's state: inside a string, read by a copy of its lexer (each reading's) until they close
+// it (then by a copy of the whole state), else by a copy of the state.
 bool continues(const SchemaGrammar &g, std::string_view bytes) {
-    if (const StringLexer *s = g.string_lexer()) {
+    bool whole = false; // some reading must be asked with the whole state
+    for (size_t r = 0; r < g.readings() && !whole; ++r) {
+        const StringLexer *s = g.string_lexer(r);
+        if (!s) {
+            whole = true;
+            break;
+        }
         StringLexer lexer = *s;
         size_t i = 0;
         for (; i < bytes.size(); ++i) {
             const Lexed l = lexer.feed(uint8_t(bytes[i]));
-            if (l == Lexed::Refused) return false;
-            if (l == Lexed::Closed) break;
+            if (l == Lexed::Refused) break;
+            if (l == Lexed::Closed) {
+                whole = true;
+                break;
+            }
         }
         if (i == bytes.size()) return true; // still inside the string
     }
+    if (!whole) return false; // every reading's lexer refused them
     SchemaGrammar copy = g;
     return copy.feed(bytes);
 }
@@ -71,10 +81,13 @@ int64_t JsonConstraint::mask(float *logits) {
     const int64_t V = table_->size();
     allowed_.assign(size_t(V), 0);
     int64_t n = 0;
-    const bool in_string = grammar_.in_plain_string();
-    const StringLexer *lexer = grammar_.string_lexer();
-    // A string's maxLength near: plain tokens fit if they have no more characters than it has room for.
-    const uint32_t room = in_string ? lexer->room() : 0;
+    const bool in_string = grammar_.in_plain_string(); // (every reading)
+    const StringLexer *lexer = grammar_.readings() == 1 ? grammar_.string_lexer() : nullptr;
+    // A string's maxLength near: plain tokens fit if they have no more characters than it has room for (in some
+    // reading).
+    uint32_t room = 0;
+    for (size_t r = 0; in_string && r < grammar_.readings(); ++r)
+        room = std::max(room, grammar_.string_lexer(r)->room());
     const bool bounded = in_string && room < 65535;
     // In a patterned string, between characters: plain tokens that loop on the pattern's state.
     const Regex *pattern = lexer && lexer->matches() && lexer->plain() ? lexer->pattern() : nullptr;

@@ -33,6 +33,7 @@ struct WhitespaceRun {
         return true;
     }
     void reset() { bytes = breaks = 0; }
+    bool operator==(const WhitespaceRun &) const = default;
 };
 
 // What a lexer does with a byte.
@@ -62,6 +63,7 @@ class StringLexer {
     const Regex *pattern() const { return pattern_; }
     int32_t pattern_state() const { return state_; }
     uint32_t chars() const { return chars_; } // characters begun
+    bool operator==(const StringLexer &) const = default; // the same state (json_schema.h merges equal readings)
 
   private:
     Lexed lex(uint8_t b);
@@ -90,6 +92,7 @@ class NumberLexer {
   public:
     explicit NumberLexer(bool integer = false) : integer_(integer) {}
     Lexed feed(uint8_t b);
+    bool operator==(const NumberLexer &) const = default;
 
   private:
     enum class Mode : uint8_t { Start, Minus, Zero, Int, Dot, Frac, Exp, ExpSign, ExpInt };
@@ -119,6 +122,7 @@ class JsonGrammar {
     // The string under way (a key's or a value's), or null.
     const StringLexer *string_lexer() const { return mode_ == Mode::String ? &string_ : nullptr; }
     int depth() const { return int(stack_.size()); }
+    bool operator==(const JsonGrammar &) const = default;
 
   private:
     enum class Mode : uint8_t {

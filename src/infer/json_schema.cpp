@@ -15,14 +15,19 @@ namespace {
 
 // Keywords that constrain values in ways the acceptor does not enforce: refused, not ignored.
 constexpr const char *kUnsupported[] = {
-    "multipleOf", "patternProperties", "propertyNames", "minProperties", "maxProperties",        "oneOf",
-    "allOf",      "not",               "if",            "then",          "else",                 "prefixItems",
-    "contains",   "uniqueItems",       "dependentRequired", "dependentSchemas", "unevaluatedProperties",
-    "unevaluatedItems"};
+    "multipleOf", "patternProperties", "propertyNames", "minProperties",     "maxProperties",    "not",
+    "if",         "then",              "else",          "prefixItems",       "contains",         "uniqueItems",
+    "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
 
 constexpr const char *kSupported = "type, properties, required, additionalProperties: false, items, minItems, "
                                    "maxItems, minLength, maxLength, pattern, format, minimum, maximum, "
-                                   "exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, $ref";
+                                   "exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one "
+                                   "schema, $ref";
+
+// What may not stand beside "allOf" (its one schema is the node; an intersection with more is not built).
+constexpr const char *kBesideAllOf[] = {"type",     "properties", "required", "additionalProperties", "items",
+                                        "minItems", "maxItems",   "enum",     "const",                "anyOf",
+                                        "oneOf",    "$ref"};
 
 // The formats OpenAI's structured outputs enforce, as patterns (regex.h) of strings of them: RFC 3339's date-time,
 // date, time (full-time) and duration (its Appendix A), RFC 5321's address with RFC 1123 hostnames, dotted-quad
@@ -140,8 +145,21 @@ class SchemaCompiler {
         const SchemaNode &root = s->nodes_[0];
         if (root.kind != SchemaNode::Kind::Object && !(root.kind == SchemaNode::Kind::Any && root.object_only))
             fail("schema: the root must be an object (\"type\": \"object\"), as OpenAI's structured outputs require");
-        for (size_t i = 0; i < s->nodes_.size(); ++i)
-            if (s->nodes_[i].kind == SchemaNode::Kind::Union) check_union(int32_t(i));
+        firsts_.assign(nodes_->size(), {});
+        seen_.assign(nodes_->size(), 0);
+        size_t leaves = 0;
+        for (size_t i = 0; i < nodes_->size(); ++i) {
+            if ((*nodes_)[i].kind != SchemaNode::Kind::Union) continue;
+            first_bytes(int32_t(i)); // (refuses cycles of unions first)
+            const std::vector<int32_t> &l = leaves_of(int32_t(i));
+            leaves += l.size();
+            if (leaves > kMaxLeaves)
+                fail("{}: the schema's alternatives (anyOf, oneOf, $ref), counted through their nesting, pass {}",
+                     paths_[i], kMaxLeaves);
+            for (int32_t leaf : l) (*nodes_)[i].firsts.push_back(firsts_[size_t(leaf)]);
+        }
+        for (int32_t i : one_of_) check_one_of(i);
+        check_finite();
         return s;
     }
 
@@ -159,17 +177,26 @@ class SchemaCompiler {
     void compile_into(int32_t i, const ojson &j, const std::string &path);
     int32_t reference(const ojson &ref, const std::string &path);
     void object_into(SchemaNode &n, const ojson &j, const std::string &path);
-    std::bitset<256> first_bytes(int32_t i, int depth) const;
-    void check_union(int32_t i) const;
+    std::bitset<256> first_bytes(int32_t i);
+    const std::vector<int32_t> &leaves_of(int32_t i);
+    const SchemaNode &resolved(int32_t i) const; // through unions of one alternative ($ref, allOf)
+    bool exclusive(int32_t a, int32_t b) const;  // no value matches both
+    void check_one_of(int32_t i) const;
+    void check_finite() const;
 
     const ojson &root_;
     std::vector<SchemaNode> *nodes_ = nullptr;
     std::vector<std::string> paths_;
     std::map<std::string, int32_t> refs_;
+    std::vector<int32_t> one_of_;            // the unions that are oneOf
+    std::vector<std::bitset<256>> firsts_;   // first_bytes per node, once known
+    std::vector<uint8_t> seen_;              // first_bytes: 1 under way, 2 known
+    std::vector<int32_t> stamp_;             // leaves_of: the union a node was last added to
     int depth_ = 0;
 
   public:
-    static constexpr int kMaxDepth = 64; // schema levels (OpenAI allows 10 levels of objects)
+    static constexpr int kMaxDepth = 64;         // schema levels (OpenAI allows 10 levels of objects)
+    static constexpr size_t kMaxLeaves = 100000; // alternatives of all unions, through nested ones
 };
 
 void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &path) {
@@ -192,9 +219,21 @@ void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &
         if (j.contains(k))
             fail("{}: '{}' is not supported in structured outputs (supported: {})", path, k, kSupported);
     const bool typed = j.contains("type") && !j.contains("$ref") && !j.contains("const") && !j.contains("enum") &&
-                       !j.contains("anyOf");
-    if (!typed) refuse_bounds(j, path, j.contains("type") ? "with $ref, const, enum or anyOf" : "without a type");
-    if (j.contains("$ref")) {
+                       !j.contains("anyOf") && !j.contains("oneOf") && !j.contains("allOf");
+    if (!typed)
+        refuse_bounds(j, path,
+                      j.contains("type") ? "with $ref, const, enum, anyOf, oneOf or allOf" : "without a type");
+    if (j.contains("allOf")) {
+        const ojson &a = j["allOf"];
+        if (!a.is_array() || a.empty()) fail("{}.allOf: must be a non-empty array of schemas", path);
+        if (a.size() > 1)
+            fail("{}.allOf: {} schemas: only allOf of one schema is supported (a value of all of them is not built)",
+                 path, a.size());
+        for (const char *k : kBesideAllOf)
+            if (j.contains(k)) fail("{}: '{}' beside allOf is not supported (put it inside allOf's schema)", path, k);
+        n.kind = SchemaNode::Kind::Union; // one alternative, as a $ref
+        n.children = {compile(a[0], path + ".allOf[0]")};
+    } else if (j.contains("$ref")) {
         const int32_t target = reference(j["$ref"], path + ".$ref");
         n.kind = SchemaNode::Kind::Union; // one alternative: the referenced node, chosen by its own first bytes
         n.children = {target};
@@ -206,11 +245,15 @@ void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &
         if (!e.is_array() || e.empty()) fail("{}.enum: must be a non-empty array", path);
         n.kind = SchemaNode::Kind::Literals;
         for (const ojson &v : e) n.literals.push_back(v.dump());
-    } else if (j.contains("anyOf")) {
-        const ojson &a = j["anyOf"];
-        if (!a.is_array() || a.empty()) fail("{}.anyOf: must be a non-empty array of schemas", path);
+    } else if (j.contains("anyOf") || j.contains("oneOf")) {
+        const char *key = j.contains("anyOf") ? "anyOf" : "oneOf";
+        if (j.contains("anyOf") && j.contains("oneOf")) fail("{}: anyOf and oneOf together are not supported", path);
+        const ojson &a = j[key];
+        if (!a.is_array() || a.empty()) fail("{}.{}: must be a non-empty array of schemas", path, key);
         n.kind = SchemaNode::Kind::Union;
-        for (size_t k = 0; k < a.size(); ++k) n.children.push_back(compile(a[k], fmt::format("{}.anyOf[{}]", path, k)));
+        for (size_t k = 0; k < a.size(); ++k)
+            n.children.push_back(compile(a[k], fmt::format("{}.{}[{}]", path, key, k)));
+        if (j.contains("oneOf")) one_of_.push_back(i);
     } else if (j.contains("type") && j["type"].is_array()) {
         const ojson &types = j["type"];
         if (types.empty()) fail("{}.type: an empty list of types admits no value", path);
@@ -315,9 +358,13 @@ int32_t SchemaCompiler::reference(const ojson &ref, const std::string &path) {
     fail("{}: '{}' is not supported (only \"#\", \"#/$defs/NAME\" and \"#/definitions/NAME\")", path, r);
 }
 
-// The bytes a value of node i may begin with (depth bounds a cycle of references that never reads a byte).
-std::bitset<256> SchemaCompiler::first_bytes(int32_t i, int depth) const {
-    if (depth > 64) fail("{}: the schema refers to itself without describing a value", paths_[size_t(i)]);
+// The bytes a value of node i may begin with, each node's found once (alternatives shared by many unions are not
+// walked again: a chain of definitions each referring twice to the next would take 2^depth walks). A union met again
+// while its bytes are being found is a cycle of references that never reads a byte.
+std::bitset<256> SchemaCompiler::first_bytes(int32_t i) {
+    if (seen_[size_t(i)] == 2) return firsts_[size_t(i)];
+    if (seen_[size_t(i)] == 1) fail("{}: the schema refers to itself without describing a value", paths_[size_t(i)]);
+    seen_[size_t(i)] = 1;
     const SchemaNode &n = (*nodes_)[size_t(i)];
     std::bitset<256> s;
     auto number = [&s] {
@@ -340,26 +387,117 @@ std::bitset<256> SchemaCompiler::first_bytes(int32_t i, int depth) const {
         number();
         break;
     case SchemaNode::Kind::Union:
-        for (int32_t c : n.children) s |= first_bytes(c, depth + 1);
+        for (int32_t c : n.children) s |= first_bytes(c);
         break;
     }
+    firsts_[size_t(i)] = s;
+    seen_[size_t(i)] = 2;
     return s;
 }
 
-void SchemaCompiler::check_union(int32_t i) const {
-    const SchemaNode &n = (*nodes_)[size_t(i)];
-    std::bitset<256> seen;
-    for (int32_t c : n.children) {
-        const std::bitset<256> f = first_bytes(c, 0);
-        if ((seen & f).any()) {
-            size_t b = 0;
-            while (!(seen & f).test(b)) ++b;
-            fail("{}: the alternatives of anyOf (or of a list of types) must begin with different bytes, so that the "
-                 "first byte chooses one (a string or null, say); two can begin with '{}'",
-                 paths_[size_t(i)], char(b));
-        }
-        seen |= f;
+// A union's leaves, each once, in order, found once per union (after first_bytes refused cycles).
+const std::vector<int32_t> &SchemaCompiler::leaves_of(int32_t i) {
+    if (!(*nodes_)[size_t(i)].leaves.empty()) return (*nodes_)[size_t(i)].leaves;
+    const std::vector<int32_t> children = (*nodes_)[size_t(i)].children;
+    for (int32_t c : children) // the nested unions' first, so that the stamps below are this union's alone
+        if ((*nodes_)[size_t(c)].kind == SchemaNode::Kind::Union) leaves_of(c);
+    stamp_.resize(nodes_->size(), -1);
+    std::vector<int32_t> out;
+    auto add = [&](int32_t leaf) {
+        if (stamp_[size_t(leaf)] == i) return;
+        stamp_[size_t(leaf)] = i;
+        out.push_back(leaf);
+    };
+    for (int32_t c : children) {
+        if ((*nodes_)[size_t(c)].kind != SchemaNode::Kind::Union) add(c);
+        else
+            for (int32_t leaf : (*nodes_)[size_t(c)].leaves) add(leaf);
+        if (out.size() > kMaxLeaves) break;
     }
+    (*nodes_)[size_t(i)].leaves = std::move(out);
+    return (*nodes_)[size_t(i)].leaves;
+}
+
+const SchemaNode &SchemaCompiler::resolved(int32_t i) const {
+    for (int hops = 0; hops <= kMaxDepth; ++hops) { // (cycles were refused by first_bytes)
+        const SchemaNode &n = (*nodes_)[size_t(i)];
+        if (n.kind != SchemaNode::Kind::Union || n.children.size() != 1) return n;
+        i = n.children[0];
+    }
+    return (*nodes_)[size_t(i)];
+}
+
+// Whether no value matches both a and b: they begin with different bytes, or they are objects with a property both
+// require whose values are constants (const, enum) none of which are equal: a discriminator.
+bool SchemaCompiler::exclusive(int32_t a, int32_t b) const {
+    if ((firsts_[size_t(a)] & firsts_[size_t(b)]).none()) return true;
+    const SchemaNode &x = resolved(a), &y = resolved(b);
+    if (x.kind != SchemaNode::Kind::Object || y.kind != SchemaNode::Kind::Object) return false;
+    for (size_t k = 0; k < x.keys.size(); ++k) {
+        if (!x.required[k]) continue;
+        const auto at = std::find(y.keys.begin(), y.keys.end(), x.keys[k]);
+        if (at == y.keys.end() || !y.required[size_t(at - y.keys.begin())]) continue;
+        const SchemaNode &u = resolved(x.children[k]), &v = resolved(y.children[size_t(at - y.keys.begin())]);
+        if (u.kind != SchemaNode::Kind::Literals || v.kind != SchemaNode::Kind::Literals) continue;
+        bool apart = true; // as values: 1 and 1.0 are equal
+        for (const std::string &p : u.literals)
+            for (const std::string &q : v.literals) apart = apart && ojson::parse(p) != ojson::parse(q);
+        if (apart) return true;
+    }
+    return false;
+}
+
+void SchemaCompiler::check_one_of(int32_t i) const {
+    const SchemaNode &n = (*nodes_)[size_t(i)];
+    for (size_t a = 0; a < n.children.size(); ++a)
+        for (size_t b = a + 1; b < n.children.size(); ++b)
+            if (!exclusive(n.children[a], n.children[b]))
+                fail("{}.oneOf: alternatives {} and {} could both match a value, and oneOf admits values of exactly "
+                     "one; supported are alternatives that begin with different bytes or objects with a required "
+                     "property of different constant values (a discriminator); anyOf takes a value of any",
+                     paths_[size_t(i)], a, b);
+}
+
+// Every node must admit a finite value, or a text could be begun that no byte can finish (a required property
+// referring back to its own object). Found as Horn clauses are solved: from the nodes that admit one outright,
+// through their parents (a union needs one alternative, an object its required properties, an array with
+// minItems its items).
+void SchemaCompiler::check_finite() const {
+    const std::vector<SchemaNode> &nodes = *nodes_;
+    const size_t N = nodes.size();
+    std::vector<std::vector<int32_t>> parents(N);
+    std::vector<int64_t> needs(N, 0); // children still without a finite value (a union needs one)
+    std::vector<int32_t> ready;
+    for (size_t i = 0; i < N; ++i) {
+        const SchemaNode &n = nodes[i];
+        if (n.kind == SchemaNode::Kind::Object) {
+            for (size_t k = 0; k < n.children.size(); ++k)
+                if (n.required[k]) parents[size_t(n.children[k])].push_back(int32_t(i)), ++needs[i];
+        } else if (n.kind == SchemaNode::Kind::Array && n.min_items > 0) {
+            parents[size_t(n.children[0])].push_back(int32_t(i));
+            needs[i] = 1;
+        } else if (n.kind == SchemaNode::Kind::Union) {
+            for (int32_t c : n.children) parents[size_t(c)].push_back(int32_t(i));
+            needs[i] = 1;
+        }
+        if (needs[i] == 0) ready.push_back(int32_t(i));
+    }
+    std::vector<uint8_t> finite(N, 0);
+    for (int32_t i : ready) finite[size_t(i)] = 1;
+    while (!ready.empty()) {
+        const int32_t c = ready.back();
+        ready.pop_back();
+        for (int32_t p : parents[size_t(c)])
+            if (!finite[size_t(p)] && --needs[size_t(p)] == 0) {
+                finite[size_t(p)] = 1;
+                ready.push_back(p);
+            }
+    }
+    for (size_t i = 0; i < N; ++i)
+        if (!finite[i])
+            fail("{}: admits no finite value (what it requires refers back to it with no way out), so a text of it "
+                 "could never end",
+                 paths_[i]);
 }
 
 std::shared_ptr<const JsonSchema> JsonSchema::compile(const nlohmann::ordered_json &schema) {
@@ -377,7 +515,7 @@ std::shared_ptr<const JsonSchema> JsonSchema::any_object() {
 // The grammar.
 
 SchemaGrammar::SchemaGrammar(std::shared_ptr<const JsonSchema> schema) : schema_(std::move(schema)) {
-    stack_.push_back(frame_for(JsonSchema::kRoot));
+    main_.stack.push_back(frame_for(JsonSchema::kRoot));
 }
 
 SchemaGrammar::Frame SchemaGrammar::frame_for(int32_t node) const {
@@ -391,17 +529,34 @@ SchemaGrammar::Frame SchemaGrammar::frame_for(int32_t node) const {
     return f;
 }
 
-bool SchemaGrammar::in_plain_string() const {
-    if (stack_.empty()) return false;
-    const Frame &f = stack_.back();
+void SchemaGrammar::copy_more(const SchemaGrammar &o) { more_ = o.more_; }
+
+bool SchemaGrammar::complete() const {
+    if (main_.stack.empty()) return true;
+    for (const Reading &r : more_)
+        if (r.stack.empty()) return true;
+    return false;
+}
+
+bool SchemaGrammar::in_plain_string(const Reading &r) const {
+    if (r.stack.empty()) return false;
+    const Frame &f = r.stack.back();
     const SchemaNode::Kind k = schema_->node(f.node).kind;
     return (k == SchemaNode::Kind::String && f.phase == 1 && f.string.plain() && !f.string.matches()) ||
            (k == SchemaNode::Kind::Any && f.any.in_plain_string());
 }
 
-const StringLexer *SchemaGrammar::string_lexer() const {
-    if (stack_.empty()) return nullptr;
-    const Frame &f = stack_.back();
+bool SchemaGrammar::in_plain_string() const {
+    if (!in_plain_string(main_)) return false;
+    for (const Reading &r : more_)
+        if (!in_plain_string(r)) return false;
+    return true;
+}
+
+const StringLexer *SchemaGrammar::string_lexer(size_t reading) const {
+    const Reading &r = reading == 0 ? main_ : more_[reading - 1];
+    if (r.stack.empty()) return nullptr;
+    const Frame &f = r.stack.back();
     const SchemaNode::Kind k = schema_->node(f.node).kind;
     if (k == SchemaNode::Kind::String && f.phase == 1) return &f.string;
     return k == SchemaNode::Kind::Any ? f.any.string_lexer() : nullptr;
@@ -417,30 +572,83 @@ bool SchemaGrammar::between_tokens(const Frame &f) const {
 }
 
 bool SchemaGrammar::feed(uint8_t b) {
+    std::vector<Reading> forks; // alternatives begun at b beside a reading's first (none: no allocation)
+    const bool first = feed_reading(main_, b, forks);
+    if (more_.empty() && forks.empty()) return first; // one reading, as most of the time
+    size_t kept = 0;
+    for (size_t i = 0; i < more_.size(); ++i)
+        if (feed_reading(more_[i], b, forks)) {
+            if (kept != i) more_[kept] = std::move(more_[i]);
+            ++kept;
+        }
+    more_.erase(more_.begin() + std::ptrdiff_t(kept), more_.end());
+    for (size_t i = 0; i < forks.size(); ++i) { // (a fork may fork again: forks grows)
+        Reading r = std::move(forks[i]);
+        if (feed_reading(r, b, forks)) more_.push_back(std::move(r));
+    }
+    if (!first) {
+        if (more_.empty()) return false;
+        main_ = std::move(more_.front());
+        more_.erase(more_.begin());
+    }
+    if (more_.empty()) return true;
+    // Readings that have come to the same state (Union[int, float] after "1,", or alternatives that share a
+    // property's value) are one; beyond kMaxReadings the later alternatives are dropped.
+    std::vector<Reading> distinct;
+    for (Reading &r : more_)
+        if (!(r == main_) && std::find(distinct.begin(), distinct.end(), r) == distinct.end() &&
+            distinct.size() + 1 < kMaxReadings)
+            distinct.push_back(std::move(r));
+    more_ = std::move(distinct);
+    return true;
+}
+
+bool SchemaGrammar::feed_reading(Reading &r, uint8_t b, std::vector<Reading> &forks) const {
     for (;;) {
-        if (stack_.empty()) return false; // the value is complete: nothing follows
-        Frame &f = stack_.back();
-        if (json_whitespace(b) && between_tokens(f)) return ws_.take(b);
-        const Step s = step(f, b); // f may dangle after it (a child pushed)
+        if (r.stack.empty()) return false; // the value is complete: nothing follows
+        Frame &f = r.stack.back();
+        if (json_whitespace(b) && between_tokens(f)) return r.ws.take(b);
+        const Step s = step(r.stack, f, b); // f may dangle after it (a child pushed)
+        if (s == Step::Union) {
+            const SchemaNode &n = schema_->node(f.node);
+            // The leaves that may begin with b: this reading takes the first, a copy of it each other one (up to
+            // kMaxReadings copies at this byte, over all readings).
+            size_t chosen = n.leaves.size();
+            for (size_t k = 0; k < n.leaves.size(); ++k) {
+                if (!n.firsts[k].test(b)) continue;
+                if (chosen == n.leaves.size()) {
+                    chosen = k;
+                    continue;
+                }
+                if (forks.size() >= kMaxReadings) break;
+                Reading other = r;
+                other.stack.back() = frame_for(n.leaves[k]);
+                forks.push_back(std::move(other));
+            }
+            if (chosen == n.leaves.size()) return false;
+            f = frame_for(n.leaves[chosen]); // (not a union)
+            continue;
+        }
         if (s == Step::Refused) return false;
         if (s == Step::Child) continue; // a child was pushed to read b
         if (s == Step::Done || s == Step::Ended) {
-            stack_.pop_back();
-            if (!stack_.empty()) stack_.back().phase = kAfterValue; // the parent has its value
-            if (s == Step::Ended) continue;               // b comes after the value: the parent's
+            r.stack.pop_back();
+            if (!r.stack.empty()) r.stack.back().phase = kAfterValue; // the parent has its value
+            if (s == Step::Ended) continue;                           // b comes after the value: the parent's
         }
-        ws_.reset();
+        r.ws.reset();
         return true;
     }
 }
 
 // Phases: Object 0 before '{', 1 after it, 2 after ',', 3 in a key, 4 before ':', 5 after a value; Array 0 before
-// '[', 1 after it, 2 after ',', 5 after a value; String, Number, Literals 0 before the first byte, 1 after.
-SchemaGrammar::Step SchemaGrammar::step(Frame &f, uint8_t b) {
+// '[', 1 after it, 2 after ',', 5 after a value; String, Number, Literals 0 before the first byte, 1 after. Unions
+// are not stepped: a reading takes an alternative's frame in their place before their first byte.
+SchemaGrammar::Step SchemaGrammar::step(std::vector<Frame> &stack, Frame &f, uint8_t b) const {
     const SchemaNode &n = schema_->node(f.node);
     switch (n.kind) {
-    case SchemaNode::Kind::Object: return object_step(f, n, b);
-    case SchemaNode::Kind::Array: return array_step(f, n, b);
+    case SchemaNode::Kind::Object: return object_step(stack, f, n, b);
+    case SchemaNode::Kind::Array: return array_step(stack, f, n, b);
     case SchemaNode::Kind::Literals: return literal_step(f, n, b);
     case SchemaNode::Kind::String:
         if (f.phase == 0) {
@@ -468,20 +676,13 @@ SchemaGrammar::Step SchemaGrammar::step(Frame &f, uint8_t b) {
     case SchemaNode::Kind::Any:
         if (f.any.feed(b)) return f.any.complete() ? Step::Done : Step::Taken;
         return f.any.can_end() ? Step::Ended : Step::Refused;
-    case SchemaNode::Kind::Union:
-        for (int32_t c : n.children) { // the alternative that can begin with b (at most one can)
-            Frame alt = frame_for(c);
-            const Step s = step(alt, b);
-            if (s == Step::Refused) continue;
-            f = std::move(alt);
-            return s;
-        }
-        return Step::Refused;
+    case SchemaNode::Kind::Union: return Step::Union;
     }
     return Step::Refused;
 }
 
-SchemaGrammar::Step SchemaGrammar::object_step(Frame &f, const SchemaNode &n, uint8_t b) {
+SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame &f, const SchemaNode &n,
+                                                 uint8_t b) const {
     const int32_t count = int32_t(n.keys.size());
     auto required_left = [&] {
         for (int32_t k = f.next; k < count; ++k)
@@ -522,7 +723,7 @@ SchemaGrammar::Step SchemaGrammar::object_step(Frame &f, const SchemaNode &n, ui
         if (b != ':') return Step::Refused;
         f.phase = kAfterValue;
         const int32_t child = n.children[size_t(f.next - 1)];
-        stack_.push_back(frame_for(child)); // f is not used after this
+        stack.push_back(frame_for(child)); // f is not used after this
         return Step::Taken;
     }
     default: // kAfterValue
@@ -534,7 +735,8 @@ SchemaGrammar::Step SchemaGrammar::object_step(Frame &f, const SchemaNode &n, ui
     }
 }
 
-SchemaGrammar::Step SchemaGrammar::array_step(Frame &f, const SchemaNode &n, uint8_t b) {
+SchemaGrammar::Step SchemaGrammar::array_step(std::vector<Frame> &stack, Frame &f, const SchemaNode &n,
+                                                uint8_t b) const {
     switch (f.phase) {
     case 0:
         if (b != '[') return Step::Refused;
@@ -546,7 +748,7 @@ SchemaGrammar::Step SchemaGrammar::array_step(Frame &f, const SchemaNode &n, uin
         if (n.max_items >= 0 && f.next >= n.max_items) return Step::Refused;
         ++f.next;
         f.phase = kAfterValue;
-        stack_.push_back(frame_for(n.children[0])); // reads b (f is not used after this)
+        stack.push_back(frame_for(n.children[0])); // reads b (f is not used after this)
         return Step::Child;
     default: // kAfterValue
         if (b == ',' && (n.max_items < 0 || f.next < n.max_items)) {
@@ -557,7 +759,7 @@ SchemaGrammar::Step SchemaGrammar::array_step(Frame &f, const SchemaNode &n, uin
     }
 }
 
-SchemaGrammar::Step SchemaGrammar::literal_step(Frame &f, const SchemaNode &n, uint8_t b) {
+SchemaGrammar::Step SchemaGrammar::literal_step(Frame &f, const SchemaNode &n, uint8_t b) const {
     const std::string t = f.text + char(b);
     bool prefix = false, longer = false;
     for (const std::string &l : n.literals)

@@ -8,12 +8,18 @@
 // false or absent), array ("items", "minItems", "maxItems"), string ("minLength", "maxLength", "pattern", "format":
 // date-time, date, time, duration, email, hostname, ipv4, ipv6, uuid; regex.h), number and integer ("minimum",
 // "maximum", "exclusiveMinimum", "exclusiveMaximum"), boolean, null, or a list of them; "enum" and "const" (each
-// value written compactly, as JSON serialises it); "anyOf" whose alternatives begin with different bytes (a string
-// or null, an object or an array: one alternative per first byte, so the choice is made there); "$ref" to
-// "#/$defs/NAME" or "#/definitions/NAME" (recursion included); {} or true for any value.
-// Annotations are ignored (title, description, default, examples, other formats, $schema, $id, strict). Anything
-// that would constrain values in ways the acceptor does not enforce (multipleOf, oneOf, ...) is refused, naming it,
-// rather than silently not enforced. The root must be an object.
+// value written compactly, as JSON serialises it); "anyOf" (a value of any alternative: pydantic's Union[Cat, Dog],
+// int | float, str | date); "oneOf" whose alternatives no value can match two of — they begin with different bytes,
+// or they are objects with a required property of different constant values (pydantic's discriminated unions);
+// "allOf" of one schema (pydantic v1's reference with a description); "$ref" to "#/$defs/NAME" or
+// "#/definitions/NAME" (recursion included); {} or true for any value. Every part must admit a finite value.
+// Annotations are ignored (title, description, default, examples, discriminator, other formats, $schema, $id,
+// strict). Anything that would constrain values in ways the acceptor does not enforce (multipleOf, not, ...) is
+// refused, naming it, rather than silently not enforced. The root must be an object.
+//
+// Alternatives that the text so far fits several of are read side by side (a reading each, equal readings merged:
+// Union[Cat, Dog] reads two until a key or value tells them apart); at most kMaxReadings at once, later ones dropped
+// (what is written still matches the schema; only some texts of the dropped alternatives are then not offered).
 #pragma once
 #include "infer/json_bounds.h"
 #include "infer/json_grammar.h"
@@ -21,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,13 +45,15 @@ struct SchemaNode {
         Number,    // a number in `range` (bounded: written without exponent)
         Integer,   // a number without fraction or exponent, in `range`
         Literals,  // one of `literals` exactly (enum, const, boolean, null)
-        Union,     // one of `children`, chosen by its first byte
+        Union,     // one of `children`; read as one of `leaves` (`firsts`: the bytes each may begin with)
     };
     Kind kind = Kind::Any;
     bool object_only = false;
     std::vector<std::string> keys;     // Object: each key as JSON text, quotes included
     std::vector<uint8_t> required;     // Object
     std::vector<int32_t> children;     // Object: per key; Array: the items; Union: the alternatives
+    std::vector<int32_t> leaves;          // Union: the nodes other than unions it may be, through nested unions
+    std::vector<std::bitset<256>> firsts; // Union: per leaf
     std::vector<std::string> literals; // Literals: compact JSON texts
     int64_t min_items = 0, max_items = -1;
     uint32_t min_length = 0, max_length = UINT32_MAX; // String: characters (code points)
@@ -71,6 +80,13 @@ class JsonSchema {
 class SchemaGrammar {
   public:
     explicit SchemaGrammar(std::shared_ptr<const JsonSchema> schema);
+    // Masks copy the grammar for most tokens they read: the one reading inline, the others out of line.
+    SchemaGrammar(const SchemaGrammar &o) : schema_(o.schema_), main_(o.main_) {
+        if (!o.more_.empty()) copy_more(o);
+    }
+    SchemaGrammar(SchemaGrammar &&) = default;
+    SchemaGrammar &operator=(const SchemaGrammar &) = default;
+    SchemaGrammar &operator=(SchemaGrammar &&) = default;
 
     // Whether `byte` can follow what was read; if so, reads it. After a refused byte the state is undefined: to test
     // a byte, feed a copy (as JsonConstraint does).
@@ -80,11 +96,15 @@ class SchemaGrammar {
             if (!feed(uint8_t(b))) return false;
         return true;
     }
-    bool complete() const { return stack_.empty(); }
+    bool complete() const; // the root value is closed (in every reading alike: they read the same bytes)
+    // Every reading is inside a string of plain text, without a pattern.
     bool in_plain_string() const;
-    // The string value under way, or null: while a token's bytes stay inside it, only this lexer changes
+    // Readings of the text so far: one unless alternatives (anyOf, oneOf) that it fits several of are under way.
+    size_t readings() const { return 1 + more_.size(); }
+    static constexpr size_t kMaxReadings = 16;
+    // Reading r's string value under way, or null: while a token's bytes stay inside it, only this lexer changes
     // (JsonConstraint reads them with a copy of it instead of a copy of the whole state).
-    const StringLexer *string_lexer() const;
+    const StringLexer *string_lexer(size_t r = 0) const;
 
   private:
     struct Frame {
@@ -95,20 +115,33 @@ class SchemaGrammar {
         StringLexer string;  // String
         NumberLexer number{false}; // Number, Integer
         JsonGrammar any{false};    // Any
+        bool operator==(const Frame &) const = default;
     };
-    // Done: b closed the value; Ended: the value ended before b; Child: a child frame was pushed to read b.
-    enum class Step : uint8_t { Refused, Taken, Done, Ended, Child };
+    // One reading: the values open, innermost last (empty: the root value is complete), and the whitespace run.
+    struct Reading {
+        std::vector<Frame> stack;
+        WhitespaceRun ws;
+        bool operator==(const Reading &) const = default;
+    };
+    // Done: b closed the value; Ended: the value ended before b; Child: a child frame was pushed to read b; Union:
+    // the frame is a union's, to be replaced by its leaves that may begin with b.
+    enum class Step : uint8_t { Refused, Taken, Done, Ended, Child, Union };
     static constexpr uint8_t kAfterValue = 5; // an object's or array's phase once a child value is complete
-    Step step(Frame &f, uint8_t b);
-    Step object_step(Frame &f, const SchemaNode &n, uint8_t b);
-    Step array_step(Frame &f, const SchemaNode &n, uint8_t b);
-    Step literal_step(Frame &f, const SchemaNode &n, uint8_t b);
+    // Reads b in reading r; alternatives begun at b beside the first go to `forks`, each still to read b.
+    bool feed_reading(Reading &r, uint8_t b, std::vector<Reading> &forks) const;
+    // Steps push children onto `stack` (f, its top, may dangle after a push).
+    Step step(std::vector<Frame> &stack, Frame &f, uint8_t b) const;
+    Step object_step(std::vector<Frame> &stack, Frame &f, const SchemaNode &n, uint8_t b) const;
+    Step array_step(std::vector<Frame> &stack, Frame &f, const SchemaNode &n, uint8_t b) const;
+    Step literal_step(Frame &f, const SchemaNode &n, uint8_t b) const;
     Frame frame_for(int32_t node) const;
     bool between_tokens(const Frame &f) const; // where whitespace may come
+    bool in_plain_string(const Reading &r) const;
+    void copy_more(const SchemaGrammar &o);
 
     std::shared_ptr<const JsonSchema> schema_;
-    std::vector<Frame> stack_; // innermost last; empty: the root value is complete
-    WhitespaceRun ws_;
+    Reading main_;              // the first reading
+    std::vector<Reading> more_; // the others (none, and no allocation, unless alternatives are under way)
 };
 
 } // namespace zaya

@@ -278,6 +278,23 @@ check "structured output: answers that stop are {answer: yes|no, n in [-5, 20], 
       (.n | type == "number" and floor == . and . >= -5 and . <= 20) and (.code | length <= 3))
       else .finish_reason == "length" end] as $ok | ($ok | all) and
      ([.choices[] | select(.finish_reason == "stop")] | length) >= 3'
+# Alternatives that begin alike (anyOf of two objects, read side by side until "kind" tells them apart; a type list
+# of integer and number).
+pets='{"type": "object", "properties": {"pet": {"anyOf": [
+    {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer", "minimum": 0,
+     "maximum": 9}}, "required": ["kind", "lives"], "additionalProperties": false},
+    {"type": "object", "properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}},
+     "required": ["kind", "good"], "additionalProperties": false}]},
+    "n": {"type": ["integer", "number"], "maximum": 50}}, "required": ["pet", "n"], "additionalProperties": false}'
+post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"A pet in JSON\"}], \"n\": 6,
+    \"seed\": 3, \"max_tokens\": 60, \"logit_bias\": $terse,
+    \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"p\", \"schema\": $pets}}}"
+check "structured output, anyOf of objects alike: answers that stop are a cat {kind, lives 0-9} or a dog {kind, good}" \
+    '[.choices[] | if .finish_reason == "stop" then (.message.content | fromjson |
+      (.pet | (keys_unsorted == ["kind", "lives"] and .kind == "cat" and (.lives | floor == . and . >= 0 and . <= 9))
+       or (keys_unsorted == ["kind", "good"] and .kind == "dog" and (.good | type == "boolean"))) and
+      (.n | type == "number" and . <= 50)) else .finish_reason == "length" end] as $ok | ($ok | all) and
+     ([.choices[] | select(.finish_reason == "stop")] | length) >= 3'
 printf '%s' "$schema" >"$tmp/schema.json"
 expected=$("$ZAYA" generate "$tmp/m" --tokens 5,17,3,9 --temperature 0 -n 40 --json-schema "$tmp/schema.json" \
     --print-ids -q | tail -1)
