@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bitset>
 #include <map>
+#include <set>
 
 namespace zaya {
 
@@ -439,10 +440,11 @@ bool SchemaCompiler::exclusive(int32_t a, int32_t b) const {
         if (at == y.keys.end() || !y.required[size_t(at - y.keys.begin())]) continue;
         const SchemaNode &u = resolved(x.children[k]), &v = resolved(y.children[size_t(at - y.keys.begin())]);
         if (u.kind != SchemaNode::Kind::Literals || v.kind != SchemaNode::Kind::Literals) continue;
-        bool apart = true; // as values: 1 and 1.0 are equal
-        for (const std::string &p : u.literals)
-            for (const std::string &q : v.literals) apart = apart && ojson::parse(p) != ojson::parse(q);
-        if (apart) return true;
+        std::set<ojson> values; // as values: 1 and 1.0 are equal (and ordered alike)
+        for (const std::string &p : u.literals) values.insert(ojson::parse(p));
+        if (std::none_of(v.literals.begin(), v.literals.end(),
+                         [&](const std::string &q) { return values.count(ojson::parse(q)) != 0; }))
+            return true;
     }
     return false;
 }
