@@ -20,7 +20,7 @@ constexpr const char *kUnsupported[] = {
     "if",         "then",              "else",          "prefixItems",       "contains",         "uniqueItems",
     "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
 
-constexpr const char *kSupported = "type, properties, required, additionalProperties: false, items, minItems, "
+constexpr const char *kSupported = "type, properties, required, additionalProperties, items, minItems, "
                                    "maxItems, minLength, maxLength, pattern, format, minimum, maximum, "
                                    "exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one "
                                    "schema, $ref";
@@ -310,18 +310,22 @@ void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &
 }
 
 void SchemaCompiler::object_into(SchemaNode &n, const ojson &j, const std::string &path) {
-    const bool closed = j.contains("additionalProperties") && j["additionalProperties"] == false;
-    if (j.contains("additionalProperties") && !closed)
-        fail("{}.additionalProperties: must be false (or absent): the output has the listed properties only", path);
-    if (!j.contains("properties") && !closed) { // {"type": "object"}: any object
+    // additionalProperties: absent or false, the listed properties only (OpenAI's strict mode); true or a schema,
+    // other keys too, after them, with any value or one of the schema (pydantic's dict[str, X]).
+    const ojson others = j.value("additionalProperties", ojson(false));
+    if (!others.is_boolean() && !others.is_object())
+        fail("{}.additionalProperties: must be a schema or a boolean, got {}", path, others.dump());
+    if (!j.contains("properties") && (others == true || !j.contains("additionalProperties"))) { // any object
         n.kind = SchemaNode::Kind::Any;
         n.object_only = true;
         return;
     }
     n.kind = SchemaNode::Kind::Object;
+    if (others != false) n.extra = compile(others, path + ".additionalProperties");
     const ojson props = j.value("properties", ojson::object());
     if (!props.is_object()) fail("{}.properties: must be an object", path);
     for (const auto &[key, sub] : props.items()) {
+        n.names.push_back(key);
         n.keys.push_back(ojson(key).dump());
         n.children.push_back(compile(sub, path + ".properties." + key));
         n.required.push_back(0);
@@ -545,6 +549,8 @@ bool SchemaGrammar::in_plain_string(const Reading &r) const {
     const Frame &f = r.stack.back();
     const SchemaNode::Kind k = schema_->node(f.node).kind;
     return (k == SchemaNode::Kind::String && f.phase == 1 && f.string.plain() && !f.string.matches()) ||
+           (k == SchemaNode::Kind::Object && f.phase == 3 && free_keys(f, schema_->node(f.node)) &&
+            f.string.plain()) ||
            (k == SchemaNode::Kind::Any && f.any.in_plain_string());
 }
 
@@ -561,6 +567,7 @@ const StringLexer *SchemaGrammar::string_lexer(size_t reading) const {
     const Frame &f = r.stack.back();
     const SchemaNode::Kind k = schema_->node(f.node).kind;
     if (k == SchemaNode::Kind::String && f.phase == 1) return &f.string;
+    if (k == SchemaNode::Kind::Object && f.phase == 3 && free_keys(f, schema_->node(f.node))) return &f.string;
     return k == SchemaNode::Kind::Any ? f.any.string_lexer() : nullptr;
 }
 
@@ -683,6 +690,15 @@ SchemaGrammar::Step SchemaGrammar::step(std::vector<Frame> &stack, Frame &f, uin
     return Step::Refused;
 }
 
+// Whether an object may take a key other than its declared ones now: it has additionalProperties, and no required
+// property is left (the declared properties come first, in order; the others after them).
+bool SchemaGrammar::free_keys(const Frame &f, const SchemaNode &n) {
+    if (n.extra < 0) return false;
+    for (size_t k = size_t(f.next); k < n.keys.size(); ++k)
+        if (n.required[k]) return false;
+    return true;
+}
+
 SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame &f, const SchemaNode &n,
                                                  uint8_t b) const {
     const int32_t count = int32_t(n.keys.size());
@@ -698,13 +714,15 @@ SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame 
         return Step::Taken;
     case 1:
     case 2:
-        if (b == '"' && f.next < count) {
+        if (b == '"' && (f.next < count || free_keys(f, n))) {
             f.phase = 3;
             f.text = "\"";
+            f.string = StringLexer(); // (read by free keys)
             return Step::Taken;
         }
         return b == '}' && f.phase == 1 && !required_left() ? Step::Done : Step::Refused;
     case 3: {
+        if (free_keys(f, n)) return free_key_step(f, n, b);
         // The keys that may come: the next ones, up to and with the first required one.
         f.text += char(b);
         bool prefix = false;
@@ -724,17 +742,36 @@ SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame 
     case 4: {
         if (b != ':') return Step::Refused;
         f.phase = kAfterValue;
-        const int32_t child = n.children[size_t(f.next - 1)];
+        const int32_t child = f.free_key ? n.extra : n.children[size_t(f.next - 1)];
+        f.free_key = false;
         stack.push_back(frame_for(child)); // f is not used after this
         return Step::Taken;
     }
     default: // kAfterValue
-        if (b == ',' && f.next < count) {
+        if (b == ',' && (f.next < count || free_keys(f, n))) {
             f.phase = 2;
             return Step::Taken;
         }
         return b == '}' && !required_left() ? Step::Done : Step::Refused;
     }
+}
+
+// A key where any may come (no required property left): any string, by its lexer. Closed, it is the next declared
+// property it names (by value: escapes decoded), else a free one, unless it names a declared property already
+// passed (JSON objects do not repeat a name).
+SchemaGrammar::Step SchemaGrammar::free_key_step(Frame &f, const SchemaNode &n, uint8_t b) const {
+    const Lexed l = f.string.feed(b);
+    if (l == Lexed::Refused) return Step::Refused;
+    f.text += char(b);
+    if (l != Lexed::Closed) return Step::Taken;
+    const std::string name = nlohmann::json::parse(f.text).get<std::string>(); // (valid: the lexer took it)
+    const auto at = std::find(n.names.begin(), n.names.end(), name);
+    if (at != n.names.end() && at - n.names.begin() < f.next) return Step::Refused;
+    if (at != n.names.end()) f.next = int32_t(at - n.names.begin()) + 1;
+    else f.next = int32_t(n.keys.size()), f.free_key = true;
+    f.phase = 4;
+    f.text.clear();
+    return Step::Taken;
 }
 
 SchemaGrammar::Step SchemaGrammar::array_step(std::vector<Frame> &stack, Frame &f, const SchemaNode &n,

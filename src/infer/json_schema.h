@@ -3,9 +3,9 @@
 // of the values it describes — what JsonGrammar (json_grammar.h) is to any JSON object, and with the same whitespace
 // and string rules. JSON mode (json_constraint.h) drives either through it.
 //
-// What a schema may say (OpenAI's strict subset): "type" object (its "properties", written in the schema's order,
-// keys as JSON writes them; those not "required" may be left out; no other keys: "additionalProperties" must be
-// false or absent), array ("items", "minItems", "maxItems"), string ("minLength", "maxLength", "pattern", "format":
+// What a schema may say (OpenAI's strict subset, and more): "type" object (its "properties", written in the
+// schema's order, keys as JSON writes them; those not "required" may be left out; other keys after them if
+// "additionalProperties" is true or a schema, of their values: pydantic's dict[str, X]), array ("items", "minItems", "maxItems"), string ("minLength", "maxLength", "pattern", "format":
 // date-time, date, time, duration, email, hostname, ipv4, ipv6, uuid; regex.h), number and integer ("minimum",
 // "maximum", "exclusiveMinimum", "exclusiveMaximum"), boolean, null, or a list of them; "enum" and "const" (each
 // value written compactly, as JSON serialises it); "anyOf" (a value of any alternative: pydantic's Union[Cat, Dog],
@@ -39,7 +39,8 @@ namespace zaya {
 struct SchemaNode {
     enum class Kind : uint8_t {
         Any,       // any JSON value (object_only: any object)
-        Object,    // keys[i] then children[i], in order; required[i] says which may not be left out
+        Object,    // keys[i] then children[i], in order; required[i] says which may not be left out; then, with
+                   // `extra`, any other keys, each with a value of node `extra`
         Array,     // children[0] each, min_items to max_items of them (−1: no maximum)
         String,    // a string of min_length to max_length characters
         Number,    // a number in `range` (bounded: written without exponent)
@@ -50,6 +51,8 @@ struct SchemaNode {
     Kind kind = Kind::Any;
     bool object_only = false;
     std::vector<std::string> keys;     // Object: each key as JSON text, quotes included
+    std::vector<std::string> names;    // Object: each key's name (the text decoded)
+    int32_t extra = -1;                // Object: additionalProperties' schema, or −1: no other keys
     std::vector<uint8_t> required;     // Object
     std::vector<int32_t> children;     // Object: per key; Array: the items; Union: the alternatives
     std::vector<int32_t> leaves;          // Union: the nodes other than unions it may be, through nested unions
@@ -111,6 +114,7 @@ class SchemaGrammar {
         int32_t node = 0;
         uint8_t phase = 0;   // per kind: 0 before the value's first byte, then see step()
         int32_t next = 0;    // Object: the first property that may still come; Array: items so far
+        bool free_key = false; // Object: the key read is not a declared one (its value: the node's `extra`)
         std::string text;    // Object: the key's bytes so far; Literals, bounded numbers: the bytes so far
         StringLexer string;  // String
         NumberLexer number{false}; // Number, Integer
@@ -134,6 +138,8 @@ class SchemaGrammar {
     Step object_step(std::vector<Frame> &stack, Frame &f, const SchemaNode &n, uint8_t b) const;
     Step array_step(std::vector<Frame> &stack, Frame &f, const SchemaNode &n, uint8_t b) const;
     Step literal_step(Frame &f, const SchemaNode &n, uint8_t b) const;
+    Step free_key_step(Frame &f, const SchemaNode &n, uint8_t b) const;
+    static bool free_keys(const Frame &f, const SchemaNode &n);
     Frame frame_for(int32_t node) const;
     bool between_tokens(const Frame &f) const; // where whitespace may come
     bool in_plain_string(const Reading &r) const;

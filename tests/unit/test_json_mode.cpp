@@ -266,9 +266,12 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
                         {"type": "object", "properties": {"x": {"type": "string", "maxLength": 1}, "y": {}},
                          "additionalProperties": false}]}},
         "required": ["a", "b"], "additionalProperties": false})"));
+    const auto others = JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {
+        "a": {"type": "object", "properties": {"ab": {"type": "integer"}}, "additionalProperties": {"type": "string",
+              "maxLength": 2}}}, "required": ["a"], "additionalProperties": false})"));
     int closed = 0;
-    for (int walk = 0; walk < 24; ++walk) {
-        JsonConstraint c(table, walk % 2 ? alternatives : lengths);
+    for (int walk = 0; walk < 36; ++walk) {
+        JsonConstraint c(table, walk % 3 == 0 ? lengths : walk % 3 == 1 ? alternatives : others);
         for (int step = 0; step < 60 && !c.complete(); ++step) {
             std::vector<float> logits(bytes.size(), 0.0f);
             c.mask(logits.data());
@@ -345,10 +348,15 @@ bool valid(const ojson &v, const ojson &s, const ojson &root) {
     }
     if (type == "object") {
         if (!v.is_object()) return false;
-        if (!s.contains("properties")) return true;
+        if (!s.contains("properties") && !s.contains("additionalProperties")) return true;
         const ojson &props = s["properties"];
+        const ojson others = s.value("additionalProperties", ojson(false));
         auto at = props.begin();
-        for (const auto &[key, x] : v.items()) { // in the schema's order, no other keys
+        for (const auto &[key, x] : v.items()) { // in the schema's order; other keys as additionalProperties says
+            if (!props.contains(key)) {
+                if (!valid(x, others, root)) return false;
+                continue;
+            }
             while (at != props.end() && at.key() != key) ++at;
             if (at == props.end() || !valid(x, at.value(), root)) return false;
         }
@@ -397,8 +405,8 @@ TEST(JsonSchema, RefusesWhatItCannotEnforceNamingThePlace) {
     const std::string multiple =
         refused(R"({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}})");
     EXPECT_NE(multiple.find("schema.properties.a: 'multipleOf' is not supported"), std::string::npos) << multiple;
-    EXPECT_NE(refused(R"({"type": "object", "properties": {}, "additionalProperties": true})")
-                  .find("additionalProperties: must be false"),
+    EXPECT_NE(refused(R"({"type": "object", "properties": {}, "additionalProperties": 5})")
+                  .find("schema.additionalProperties: must be a schema or a boolean, got 5"),
               std::string::npos);
     EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})").find("'b' is not among"),
               std::string::npos);
@@ -912,6 +920,42 @@ TEST(SchemaGrammar, TakesOneOfWhoseAlternativesAreToldApart) {
     auto with = [&](const std::string &k) { return std::regex_replace(overlap, std::regex("KS"), k); };
     EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(with("1"))));
     EXPECT_NE(refused(with("\"y\"")).find("alternatives 0 and 1 could both match"), std::string::npos);
+}
+
+// additionalProperties true or a schema (pydantic's dict[str, X]): other keys after the declared properties, each
+// with a value of the schema; a declared name (escapes decoded) is that property, never repeated.
+const ojson &other_keys_schema() {
+    static const ojson s = ojson::parse(R"({"type": "object", "properties": {
+        "scores": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+        "meta": {"type": "object", "properties": {"id": {"type": "integer"}, "note": {"type": "string"}},
+                 "required": ["id"], "additionalProperties": {"type": "boolean"}},
+        "any": {"type": "object", "properties": {"a": {"type": "null"}}, "additionalProperties": true}},
+        "required": ["scores", "meta", "any"], "additionalProperties": false})");
+    return s;
+}
+
+TEST(SchemaGrammar, TakesOtherKeysAfterTheDeclaredOnes) {
+    const auto schema = JsonSchema::compile(other_keys_schema());
+    for (const char *t : {R"({"scores": {}, "meta": {"id": 1}, "any": {}})",
+                          R"({"scores": {"x": 1, "y\u00e9": 2, "": 0}, "meta": {"id": 1, "note": "n", "flag": true},)"
+                          R"( "any": {"a": null, "b": [1, {"c": 2}]}})",
+                          R"({"scores": {"a": 0}, "meta": {"id": 1, "flag": false, "more": true}, "any": {"z": 1}})",
+                          R"({"scores": {}, "meta": {"id": 1, "\u006eote": "x"}, "any": {}})"}) {
+        bool complete = false;
+        EXPECT_TRUE(takes(schema, t, &complete) && complete) << t;
+        EXPECT_TRUE(valid(ojson::parse(t), other_keys_schema(), other_keys_schema())) << t;
+    }
+    const std::string meta = R"({"scores": {}, "meta": {)";
+    EXPECT_FALSE(takes(schema, R"({"scores": {"x": -1)"));  // a value of additionalProperties' schema
+    EXPECT_FALSE(takes(schema, R"({"scores": {"x": 1.5)"));
+    EXPECT_FALSE(takes(schema, meta + R"("f)"));                 // id is required first
+    EXPECT_TRUE(takes(schema, meta + R"("id": 1, "id)"));        // "id2" may come
+    EXPECT_FALSE(takes(schema, meta + R"("id": 1, "id")"));      // "id" again may not
+    EXPECT_FALSE(takes(schema, meta + R"("id": 1, "\u0069d")")); // nor written with an escape
+    EXPECT_FALSE(takes(schema, meta + R"("id": 1, "flag": 1)"));  // a boolean
+    EXPECT_FALSE(takes(schema, meta + R"("id": 1, "flag": true, "note")")); // declared properties come first
+    EXPECT_FALSE(takes(schema, meta + R"("id": 1, "\u006eote": 1)")); // note, escaped, is still a string
+    EXPECT_GE(valid_walks(other_keys_schema(), "{}[],:\"\" 0123456789-abnotrue", 37), 20);
 }
 
 // Untrusted schemas: alternatives nested through shared definitions are found once each (a chain of definitions
