@@ -157,12 +157,14 @@ def main() -> None:
             pet: Union[Cat, Dog]
             tagged: Annotated[Union[Cat, Dog], pydantic.Field(discriminator="kind")]
             n: Union[int, float]
+            pair: tuple[int, Annotated[str, pydantic.Field(max_length=4)]]  # prefixItems
             when: Union[datetime.date, Annotated[str, pydantic.Field(max_length=8)]]  # (a small model's strings
             # of spaces never end)
 
         parsed = client.chat.completions.parse(model=name, messages=messages, max_tokens=1500, temperature=0,
                                                response_format=Pets)  # (nested objects: more whitespace runs)
-        ok("json_schema with Union[Cat, Dog], a discriminated union (oneOf), int | float, date | str: parsed back",
+        ok("json_schema with Union[Cat, Dog], a discriminated union (oneOf), int | float, a tuple, date | str: "
+           "parsed back",
            isinstance(parsed.choices[0].message.parsed, Pets), repr(parsed.choices[0].message.content))
         try:
             client.chat.completions.create(model=name, messages=messages, response_format={

@@ -17,11 +17,11 @@ namespace {
 // Keywords that constrain values in ways the acceptor does not enforce: refused, not ignored.
 constexpr const char *kUnsupported[] = {
     "multipleOf", "patternProperties", "propertyNames", "minProperties",     "maxProperties",    "not",
-    "if",         "then",              "else",          "prefixItems",       "contains",         "uniqueItems",
+    "if",         "then",              "else",          "contains",          "uniqueItems",
     "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
 
 constexpr const char *kSupported = "type, properties, required, additionalProperties, items, minItems, "
-                                   "maxItems, minLength, maxLength, pattern, format, minimum, maximum, "
+                                   "maxItems, prefixItems, minLength, maxLength, pattern, format, minimum, maximum, "
                                    "exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one "
                                    "schema, $ref";
 
@@ -178,6 +178,7 @@ class SchemaCompiler {
     void compile_into(int32_t i, const ojson &j, const std::string &path);
     int32_t reference(const ojson &ref, const std::string &path);
     void object_into(SchemaNode &n, const ojson &j, const std::string &path);
+    void array_items(SchemaNode &n, const ojson &j, const std::string &path);
     std::bitset<256> first_bytes(int32_t i);
     const std::vector<int32_t> &leaves_of(int32_t i);
     const SchemaNode &resolved(int32_t i) const; // through unions of one alternative ($ref, allOf)
@@ -271,7 +272,7 @@ void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &
             type = j["type"].get<std::string>();
         } else if (j.contains("properties")) {
             type = "object";
-        } else if (j.contains("items")) {
+        } else if (j.contains("items") || j.contains("prefixItems")) {
             type = "array";
         }
         if (type.empty()) {
@@ -285,7 +286,7 @@ void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &
             n.max_items = j.contains("maxItems") ? int64_t(std::min<uint64_t>(most, INT64_MAX)) : -1;
             if (n.max_items >= 0 && n.max_items < n.min_items)
                 fail("{}: maxItems {} is below minItems {}", path, n.max_items, n.min_items);
-            n.children = {j.contains("items") ? compile(j["items"], path + ".items") : compile(ojson(true), path)};
+            array_items(n, j, path);
         } else if (type == "string") {
             n.kind = SchemaNode::Kind::String;
             n.min_length = uint32_t(std::min<uint64_t>(count_of(j, "minLength", 0, path), UINT32_MAX - 1));
@@ -307,6 +308,26 @@ void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &
         }
     }
     (*nodes_)[size_t(i)] = std::move(n);
+}
+
+// An array's items: prefixItems (pydantic's tuple[int, str]) by position, then items (any value without it; none
+// when it is false).
+void SchemaCompiler::array_items(SchemaNode &n, const ojson &j, const std::string &path) {
+    if (j.contains("prefixItems")) {
+        const ojson &p = j["prefixItems"];
+        if (!p.is_array()) fail("{}.prefixItems: must be an array of schemas", path);
+        for (size_t k = 0; k < p.size(); ++k)
+            n.prefix.push_back(compile(p[k], fmt::format("{}.prefixItems[{}]", path, k)));
+    }
+    const int64_t positions = int64_t(n.prefix.size());
+    if (j.contains("items") && j["items"] == false) {
+        if (n.min_items > positions)
+            fail("{}: minItems {} is above the {} prefixItems, and items is false", path, n.min_items, positions);
+        n.max_items = n.max_items < 0 ? positions : std::min(n.max_items, positions);
+        n.children = {-1};
+        return;
+    }
+    n.children = {j.contains("items") ? compile(j["items"], path + ".items") : compile(ojson(true), path)};
 }
 
 void SchemaCompiler::object_into(SchemaNode &n, const ojson &j, const std::string &path) {
@@ -479,9 +500,11 @@ void SchemaCompiler::check_finite() const {
         if (n.kind == SchemaNode::Kind::Object) {
             for (size_t k = 0; k < n.children.size(); ++k)
                 if (n.required[k]) parents[size_t(n.children[k])].push_back(int32_t(i)), ++needs[i];
-        } else if (n.kind == SchemaNode::Kind::Array && n.min_items > 0) {
-            parents[size_t(n.children[0])].push_back(int32_t(i));
-            needs[i] = 1;
+        } else if (n.kind == SchemaNode::Kind::Array && n.min_items > 0) { // the positions minItems needs
+            const int64_t positions = int64_t(n.prefix.size());
+            for (int64_t k = 0; k < std::min(n.min_items, positions); ++k)
+                parents[size_t(n.prefix[size_t(k)])].push_back(int32_t(i)), ++needs[i];
+            if (n.min_items > positions) parents[size_t(n.children[0])].push_back(int32_t(i)), ++needs[i];
         } else if (n.kind == SchemaNode::Kind::Union) {
             for (int32_t c : n.children) parents[size_t(c)].push_back(int32_t(i));
             needs[i] = 1;
@@ -787,7 +810,8 @@ SchemaGrammar::Step SchemaGrammar::array_step(std::vector<Frame> &stack, Frame &
         if (n.max_items >= 0 && f.next >= n.max_items) return Step::Refused;
         ++f.next;
         f.phase = kAfterValue;
-        stack.push_back(frame_for(n.children[0])); // reads b (f is not used after this)
+        // reads b (f is not used after this)
+        stack.push_back(frame_for(f.next <= int64_t(n.prefix.size()) ? n.prefix[size_t(f.next - 1)] : n.children[0]));
         return Step::Child;
     default: // kAfterValue
         if (b == ',' && (n.max_items < 0 || f.next < n.max_items)) {

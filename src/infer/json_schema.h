@@ -5,9 +5,11 @@
 //
 // What a schema may say (OpenAI's strict subset, and more): "type" object (its "properties", written in the
 // schema's order, keys as JSON writes them; those not "required" may be left out; other keys after them if
-// "additionalProperties" is true or a schema, of their values: pydantic's dict[str, X]), array ("items", "minItems", "maxItems"), string ("minLength", "maxLength", "pattern", "format":
-// date-time, date, time, duration, email, hostname, ipv4, ipv6, uuid; regex.h), number and integer ("minimum",
-// "maximum", "exclusiveMinimum", "exclusiveMaximum"), boolean, null, or a list of them; "enum" and "const" (each
+// "additionalProperties" is true or a schema, of their values: pydantic's dict[str, X]), array ("prefixItems": by
+// position, pydantic's tuples; "items", false for none after them; "minItems", "maxItems"), string ("minLength",
+// "maxLength", "pattern", "format": date-time, date, time, duration, email, hostname, ipv4, ipv6, uuid; regex.h),
+// number and integer ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), boolean, null, or a list of
+// them; "enum" and "const" (each
 // value written compactly, as JSON serialises it); "anyOf" (a value of any alternative: pydantic's Union[Cat, Dog],
 // int | float, str | date); "oneOf" whose alternatives no value can match two of — they begin with different bytes,
 // or they are objects with a required property of different constant values (pydantic's discriminated unions);
@@ -41,7 +43,8 @@ struct SchemaNode {
         Any,       // any JSON value (object_only: any object)
         Object,    // keys[i] then children[i], in order; required[i] says which may not be left out; then, with
                    // `extra`, any other keys, each with a value of node `extra`
-        Array,     // children[0] each, min_items to max_items of them (−1: no maximum)
+        Array,     // prefix[k] at position k, then children[0] each; min_items to max_items of them (−1: no
+                   // maximum; children[0] is −1 when no item may follow the prefix: max_items says so too)
         String,    // a string of min_length to max_length characters
         Number,    // a number in `range` (bounded: written without exponent)
         Integer,   // a number without fraction or exponent, in `range`
@@ -53,6 +56,7 @@ struct SchemaNode {
     std::vector<std::string> keys;     // Object: each key as JSON text, quotes included
     std::vector<std::string> names;    // Object: each key's name (the text decoded)
     int32_t extra = -1;                // Object: additionalProperties' schema, or −1: no other keys
+    std::vector<int32_t> prefix;       // Array: prefixItems, by position
     std::vector<uint8_t> required;     // Object
     std::vector<int32_t> children;     // Object: per key; Array: the items; Union: the alternatives
     std::vector<int32_t> leaves;          // Union: the nodes other than unions it may be, through nested unions

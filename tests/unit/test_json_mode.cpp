@@ -342,8 +342,9 @@ bool valid(const ojson &v, const ojson &s, const ojson &root) {
     if (type == "array") {
         if (!v.is_array() || v.size() < s.value("minItems", size_t(0)) || v.size() > s.value("maxItems", SIZE_MAX))
             return false;
-        for (const ojson &x : v)
-            if (!valid(x, s.value("items", ojson(true)), root)) return false;
+        const ojson prefix = s.value("prefixItems", ojson::array());
+        for (size_t k = 0; k < v.size(); ++k)
+            if (!valid(v[k], k < prefix.size() ? prefix[k] : s.value("items", ojson(true)), root)) return false;
         return true;
     }
     if (type == "object") {
@@ -956,6 +957,41 @@ TEST(SchemaGrammar, TakesOtherKeysAfterTheDeclaredOnes) {
     EXPECT_FALSE(takes(schema, meta + R"("id": 1, "flag": true, "note")")); // declared properties come first
     EXPECT_FALSE(takes(schema, meta + R"("id": 1, "\u006eote": 1)")); // note, escaped, is still a string
     EXPECT_GE(valid_walks(other_keys_schema(), "{}[],:\"\" 0123456789-abnotrue", 37), 20);
+}
+
+// prefixItems (pydantic's tuple[int, str]): items by position, then "items" (none when it is false).
+TEST(SchemaGrammar, TakesTuplesItemByPosition) {
+    const ojson s = ojson::parse(R"({"type": "object", "properties": {
+        "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string", "maxLength": 2}],
+                 "minItems": 2, "maxItems": 2},
+        "head": {"type": "array", "prefixItems": [{"type": "boolean"}], "items": {"type": "null"}},
+        "fixed": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "integer"}], "items": false}},
+        "required": ["pair", "head", "fixed"], "additionalProperties": false})");
+    const auto schema = JsonSchema::compile(s);
+    for (const char *t : {R"({"pair": [1, "ab"], "head": [], "fixed": []})",
+                          R"({"pair": [-2, ""], "head": [true, null, null], "fixed": [1, 2]})",
+                          R"({"pair": [0, "x"], "head": [false], "fixed": [7]})"}) {
+        bool complete = false;
+        EXPECT_TRUE(takes(schema, t, &complete) && complete) << t;
+        EXPECT_TRUE(valid(ojson::parse(t), s, s)) << t;
+    }
+    for (const char *t : {R"({"pair": ["a")", R"({"pair": [1, 2)", R"({"pair": [1])", R"({"pair": [1, "a",)",
+                          R"({"pair": [1, "abc)", R"({"pair": [1, "a"], "head": [null)",
+                          R"({"pair": [1, "a"], "head": [true, 1)",
+                          R"({"pair": [1, "a"], "head": [], "fixed": [1, 2,)"})
+        EXPECT_FALSE(takes(schema, t)) << t;
+    EXPECT_GE(valid_walks(s, "{}[],:\"\" 0123456789-abtruefalsn", 41), 20);
+    auto refused = [](const std::string &t) { return test::error_of([&] { JsonSchema::compile(ojson::parse(t)); }); };
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "array", "prefixItems": [{}, {}],
+        "items": false, "minItems": 3}}})").find("a: minItems 3 is above the 2 prefixItems, and items is false"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/t"}},
+        "$defs": {"t": {"type": "array", "prefixItems": [{"type": "integer"}, {"$ref": "#/$defs/t"}],
+                        "minItems": 2}}})")
+                  .find("admits no finite value"),
+              std::string::npos);
+    EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/t"}},
+        "$defs": {"t": {"type": "array", "prefixItems": [{"type": "integer"}, {"$ref": "#/$defs/t"}]}}})")));
 }
 
 // Untrusted schemas: alternatives nested through shared definitions are found once each (a chain of definitions
