@@ -17,11 +17,12 @@ namespace {
 // Keywords that constrain values in ways the acceptor does not enforce: refused, not ignored.
 constexpr const char *kUnsupported[] = {
     "multipleOf", "patternProperties", "propertyNames", "minProperties",     "maxProperties",    "not",
-    "if",         "then",              "else",          "contains",          "uniqueItems",
+    "if",         "then",              "else",          "contains",
     "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
 
 constexpr const char *kSupported = "type, properties, required, additionalProperties, items, minItems, "
-                                   "maxItems, prefixItems, minLength, maxLength, pattern, format, minimum, maximum, "
+                                   "maxItems, prefixItems, uniqueItems, minLength, maxLength, pattern, format, "
+                                   "minimum, maximum, "
                                    "exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one "
                                    "schema, $ref";
 
@@ -160,6 +161,7 @@ class SchemaCompiler {
             for (int32_t leaf : l) (*nodes_)[i].firsts.push_back(firsts_[size_t(leaf)]);
         }
         for (int32_t i : one_of_) check_one_of(i);
+        for (int32_t i : unique_) check_unique(i);
         check_finite();
         return s;
     }
@@ -184,6 +186,7 @@ class SchemaCompiler {
     const SchemaNode &resolved(int32_t i) const; // through unions of one alternative ($ref, allOf)
     bool exclusive(int32_t a, int32_t b) const;  // no value matches both
     void check_one_of(int32_t i) const;
+    void check_unique(int32_t i) const;
     void check_finite() const;
 
     const ojson &root_;
@@ -191,6 +194,7 @@ class SchemaCompiler {
     std::vector<std::string> paths_;
     std::map<std::string, int32_t> refs_;
     std::vector<int32_t> one_of_;            // the unions that are oneOf
+    std::vector<int32_t> unique_;            // the arrays with uniqueItems
     std::vector<std::bitset<256>> firsts_;   // first_bytes per node, once known
     std::vector<uint8_t> seen_;              // first_bytes: 1 under way, 2 known
     std::vector<int32_t> stamp_;             // leaves_of: the union a node was last added to
@@ -287,6 +291,13 @@ void SchemaCompiler::compile_into(int32_t i, const ojson &j, const std::string &
             if (n.max_items >= 0 && n.max_items < n.min_items)
                 fail("{}: maxItems {} is below minItems {}", path, n.max_items, n.min_items);
             array_items(n, j, path);
+            if (j.contains("uniqueItems")) {
+                if (!j["uniqueItems"].is_boolean()) fail("{}.uniqueItems: must be a boolean", path);
+                n.unique_items = j["uniqueItems"].get<bool>();
+                if (n.unique_items && !n.prefix.empty())
+                    fail("{}: uniqueItems with prefixItems is not supported", path);
+                if (n.unique_items) unique_.push_back(i); // its items are checked once compiled
+            }
         } else if (type == "string") {
             n.kind = SchemaNode::Kind::String;
             n.min_length = uint32_t(std::min<uint64_t>(count_of(j, "minLength", 0, path), UINT32_MAX - 1));
@@ -485,6 +496,28 @@ void SchemaCompiler::check_one_of(int32_t i) const {
                      paths_[size_t(i)], a, b);
 }
 
+// uniqueItems is enforced by refusing the byte that would end an item equal to an earlier one: the item must then be
+// able to go on into another value, whatever it is so far. Strings without a maximum length or a pattern can (one
+// more character), numbers without bounds can (one more digit), except an integer 0, whose first digit is refused
+// instead once 0 was written.
+void SchemaCompiler::check_unique(int32_t i) const {
+    const SchemaNode &array = (*nodes_)[size_t(i)];
+    if (array.children[0] < 0) return; // no items
+    const SchemaNode &item = (*nodes_)[size_t(array.children[0])];
+    const std::vector<int32_t> leaves =
+        item.kind == SchemaNode::Kind::Union ? item.leaves : std::vector<int32_t>{array.children[0]};
+    for (int32_t leaf : leaves) {
+        const SchemaNode &l = (*nodes_)[size_t(leaf)];
+        const bool ok = (l.kind == SchemaNode::Kind::String && l.max_length == UINT32_MAX && !l.pattern) ||
+                        ((l.kind == SchemaNode::Kind::Integer || l.kind == SchemaNode::Kind::Number) &&
+                         !l.range.bounded());
+        if (!ok)
+            fail("{}.uniqueItems: supported for items that can always be written unlike the others — strings "
+                 "without maxLength, pattern or format, numbers and integers without bounds — not for {}",
+                 paths_[size_t(i)], paths_[size_t(leaf)]);
+    }
+}
+
 // Every node must admit a finite value, or a text could be begun that no byte can finish (a required property
 // referring back to its own object). Found as Horn clauses are solved: from the nodes that admit one outright,
 // through their parents (a union needs one alternative, an object its required properties, an array with
@@ -655,15 +688,19 @@ bool SchemaGrammar::feed_reading(Reading &r, uint8_t b, std::vector<Reading> &fo
                 if (forks.size() >= kMaxReadings) break;
                 Reading other = r;
                 other.stack.back() = frame_for(n.leaves[k]);
+                other.stack.back().record = f.record;
                 forks.push_back(std::move(other));
             }
             if (chosen == n.leaves.size()) return false;
+            const bool record = f.record;
             f = frame_for(n.leaves[chosen]); // (not a union)
+            f.record = record;
             continue;
         }
         if (s == Step::Refused) return false;
         if (s == Step::Child) continue; // a child was pushed to read b
         if (s == Step::Done || s == Step::Ended) {
+            if (r.stack.back().record && !distinct_item(r.stack)) return false;
             r.stack.pop_back();
             if (!r.stack.empty()) r.stack.back().phase = kAfterValue; // the parent has its value
             if (s == Step::Ended) continue;                           // b comes after the value: the parent's
@@ -682,22 +719,29 @@ SchemaGrammar::Step SchemaGrammar::step(std::vector<Frame> &stack, Frame &f, uin
     case SchemaNode::Kind::Object: return object_step(stack, f, n, b);
     case SchemaNode::Kind::Array: return array_step(stack, f, n, b);
     case SchemaNode::Kind::Literals: return literal_step(f, n, b);
-    case SchemaNode::Kind::String:
+    case SchemaNode::Kind::String: {
         if (f.phase == 0) {
             if (b != '"') return Step::Refused;
             f.phase = 1;
+            if (f.record) f.text = "\"";
             return Step::Taken;
         }
-        switch (f.string.feed(b)) {
-        case Lexed::Taken: return Step::Taken;
-        case Lexed::Closed: return Step::Done;
-        default: return Step::Refused;
-        }
+        const Lexed l = f.string.feed(b);
+        if (l == Lexed::Refused) return Step::Refused;
+        if (f.record) f.text += char(b);
+        return l == Lexed::Closed ? Step::Done : Step::Taken;
+    }
     case SchemaNode::Kind::Number:
     case SchemaNode::Kind::Integer:
+        if (f.record && n.kind == SchemaNode::Kind::Integer && b == '0' && (f.text.empty() || f.text == "-")) {
+            // An integer item beginning 0 can only be 0: refused at once if 0 was written (see check_unique).
+            const auto &seen = stack[stack.size() - 2].seen;
+            if (std::find(seen.begin(), seen.end(), nlohmann::json(0)) != seen.end()) return Step::Refused;
+        }
         switch (f.number.feed(b)) {
         case Lexed::Taken:
             f.phase = 1;
+            if (f.record) f.text += char(b); // (unique items are unbounded)
             if (!n.range.bounded()) return Step::Taken;
             if (b == 'e' || b == 'E') return Step::Refused; // with an exponent any prefix could go anywhere
             f.text += char(b);
@@ -719,6 +763,20 @@ bool SchemaGrammar::free_keys(const Frame &f, const SchemaNode &n) {
     if (n.extra < 0) return false;
     for (size_t k = size_t(f.next); k < n.keys.size(); ++k)
         if (n.required[k]) return false;
+    return true;
+}
+
+// The item on top of `stack` is whole: false if it equals an earlier item of its array, else it joins them.
+bool SchemaGrammar::distinct_item(std::vector<Frame> &stack) {
+    nlohmann::json value;
+    try {
+        value = nlohmann::json::parse(stack.back().text);
+    } catch (const nlohmann::json::out_of_range &) { // a number beyond a double: not compared
+        return true;
+    }
+    std::vector<nlohmann::json> &seen = stack[stack.size() - 2].seen;
+    if (std::find(seen.begin(), seen.end(), value) != seen.end()) return false;
+    seen.push_back(std::move(value));
     return true;
 }
 
@@ -812,6 +870,7 @@ SchemaGrammar::Step SchemaGrammar::array_step(std::vector<Frame> &stack, Frame &
         f.phase = kAfterValue;
         // reads b (f is not used after this)
         stack.push_back(frame_for(f.next <= int64_t(n.prefix.size()) ? n.prefix[size_t(f.next - 1)] : n.children[0]));
+        stack.back().record = n.unique_items;
         return Step::Child;
     default: // kAfterValue
         if (b == ',' && (n.max_items < 0 || f.next < n.max_items)) {

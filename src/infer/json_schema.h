@@ -9,9 +9,10 @@
 // position, pydantic's tuples; "items", false for none after them; "minItems", "maxItems"), string ("minLength",
 // "maxLength", "pattern", "format": date-time, date, time, duration, email, hostname, ipv4, ipv6, uuid; regex.h),
 // number and integer ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), boolean, null, or a list of
-// them; "enum" and "const" (each
-// value written compactly, as JSON serialises it); "anyOf" (a value of any alternative: pydantic's Union[Cat, Dog],
-// int | float, str | date); "oneOf" whose alternatives no value can match two of — they begin with different bytes,
+// them; "enum" and "const" (each value written compactly, as JSON serialises it); "uniqueItems" where every item can
+// be made unlike the others by writing on (strings without maxLength, pattern or format; numbers without bounds:
+// pydantic's set[str], set[int]); "anyOf" (a value of any alternative: pydantic's Union[Cat, Dog], int | float,
+// str | date); "oneOf" whose alternatives no value can match two of — they begin with different bytes,
 // or they are objects with a required property of different constant values (pydantic's discriminated unions);
 // "allOf" of one schema (pydantic v1's reference with a description); "$ref" to "#/$defs/NAME" or
 // "#/definitions/NAME" (recursion included); {} or true for any value. Every part must admit a finite value.
@@ -63,6 +64,7 @@ struct SchemaNode {
     std::vector<std::bitset<256>> firsts; // Union: per leaf
     std::vector<std::string> literals; // Literals: compact JSON texts
     int64_t min_items = 0, max_items = -1;
+    bool unique_items = false;         // Array: no item equal (as a value) to an earlier one
     uint32_t min_length = 0, max_length = UINT32_MAX; // String: characters (code points)
     std::shared_ptr<const Regex> pattern;             // String: its pattern or format (with the lengths), or null
     NumberRange range;                                // Number, Integer (Integer: closed integer ends)
@@ -119,6 +121,8 @@ class SchemaGrammar {
         uint8_t phase = 0;   // per kind: 0 before the value's first byte, then see step()
         int32_t next = 0;    // Object: the first property that may still come; Array: items so far
         bool free_key = false; // Object: the key read is not a declared one (its value: the node's `extra`)
+        bool record = false;   // an item of a uniqueItems array: its text is kept (in `text`) to compare
+        std::vector<nlohmann::json> seen; // Array with uniqueItems: the items so far, as values
         std::string text;    // Object: the key's bytes so far; Literals, bounded numbers: the bytes so far
         StringLexer string;  // String
         NumberLexer number{false}; // Number, Integer
@@ -147,6 +151,7 @@ class SchemaGrammar {
     Frame frame_for(int32_t node) const;
     bool between_tokens(const Frame &f) const; // where whitespace may come
     bool in_plain_string(const Reading &r) const;
+    static bool distinct_item(std::vector<Frame> &stack);
     void copy_more(const SchemaGrammar &o);
 
     std::shared_ptr<const JsonSchema> schema_;

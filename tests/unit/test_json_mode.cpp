@@ -268,7 +268,9 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
         "required": ["a", "b"], "additionalProperties": false})"));
     const auto others = JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {
         "a": {"type": "object", "properties": {"ab": {"type": "integer"}}, "additionalProperties": {"type": "string",
-              "maxLength": 2}}}, "required": ["a"], "additionalProperties": false})"));
+              "maxLength": 2}},
+        "u": {"type": "array", "items": {"type": "string"}, "uniqueItems": true, "maxItems": 3}},
+        "required": ["a", "u"], "additionalProperties": false})"));
     int closed = 0;
     for (int walk = 0; walk < 36; ++walk) {
         JsonConstraint c(table, walk % 3 == 0 ? lengths : walk % 3 == 1 ? alternatives : others);
@@ -342,6 +344,10 @@ bool valid(const ojson &v, const ojson &s, const ojson &root) {
     if (type == "array") {
         if (!v.is_array() || v.size() < s.value("minItems", size_t(0)) || v.size() > s.value("maxItems", SIZE_MAX))
             return false;
+        if (s.value("uniqueItems", false))
+            for (size_t a = 0; a < v.size(); ++a)
+                for (size_t b = a + 1; b < v.size(); ++b)
+                    if (json(v[a]) == json(v[b])) return false; // as values (1 and 1.0 equal)
         const ojson prefix = s.value("prefixItems", ojson::array());
         for (size_t k = 0; k < v.size(); ++k)
             if (!valid(v[k], k < prefix.size() ? prefix[k] : s.value("items", ojson(true)), root)) return false;
@@ -992,6 +998,45 @@ TEST(SchemaGrammar, TakesTuplesItemByPosition) {
               std::string::npos);
     EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/t"}},
         "$defs": {"t": {"type": "array", "prefixItems": [{"type": "integer"}, {"$ref": "#/$defs/t"}]}}})")));
+}
+
+// uniqueItems (pydantic's set[str], set[int]): the byte that would end an item equal to an earlier one (as values:
+// escapes decoded, 1 and 1.0 alike) is refused, and the item goes on into another value.
+TEST(SchemaGrammar, KeepsItemsUnique) {
+    const ojson s = ojson::parse(R"({"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+        "ids": {"type": "array", "items": {"type": "integer"}, "uniqueItems": true, "maxItems": 4},
+        "xs": {"type": "array", "items": {"$ref": "#/$defs/x"}, "uniqueItems": true}},
+        "required": ["tags", "ids", "xs"], "additionalProperties": false,
+        "$defs": {"x": {"type": ["number", "string"]}}})");
+    const auto schema = JsonSchema::compile(s);
+    for (const char *t : {R"({"tags": ["a", "b", "ab"], "ids": [0, 1, 10, -1], "xs": [1, "1", 1.5]})",
+                          R"({"tags": [], "ids": [], "xs": []})"}) {
+        bool complete = false;
+        EXPECT_TRUE(takes(schema, t, &complete) && complete) << t;
+        EXPECT_TRUE(valid(ojson::parse(t), s, s)) << t;
+    }
+    for (const char *t : {R"({"tags": ["a", "a")", R"({"tags": ["a", "\u0061")", R"({"tags": ["", "")",
+                          R"({"tags": [], "ids": [5, 5,)", R"({"tags": [], "ids": [5, 5])",
+                          R"({"tags": [], "ids": [5, 5 )",
+                          R"({"tags": [], "ids": [0, 0)", R"({"tags": [], "ids": [0, -0)",
+                          R"({"tags": [], "ids": [], "xs": [1, 1.0])", R"({"tags": [], "ids": [], "xs": [0, -0e5,)"})
+        EXPECT_FALSE(takes(schema, t)) << t;
+    EXPECT_TRUE(takes(schema, R"({"tags": ["a", "aa")"));  // a string goes on into another
+    EXPECT_TRUE(takes(schema, R"({"tags": [], "ids": [5, 55)"));
+    EXPECT_TRUE(takes(schema, R"({"tags": [], "ids": [], "xs": [0, 0.5)"));
+    EXPECT_GE(valid_walks(s, "{}[],:\"\" 0123456789-.ab", 43), 20);
+    auto refused = [](const std::string &t) { return test::error_of([&] { JsonSchema::compile(ojson::parse(t)); }); };
+    const std::string bounded = refused(R"({"type": "object", "properties": {"a": {"type": "array",
+        "items": {"type": "integer", "maximum": 3}, "uniqueItems": true}}})");
+    EXPECT_NE(bounded.find("schema.properties.a.uniqueItems: supported for items that can always be written unlike"),
+              std::string::npos)
+        << bounded;
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "array",
+        "items": {"enum": ["x", "y"]}, "uniqueItems": true}}})").find("not for schema.properties.a.items"),
+              std::string::npos);
+    EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {"a": {"type": "array",
+        "items": {"enum": ["x", "y"]}, "uniqueItems": false}}})")));
 }
 
 // Untrusted schemas: alternatives nested through shared definitions are found once each (a chain of definitions
