@@ -16,11 +16,12 @@ namespace {
 
 // Keywords that constrain values in ways the acceptor does not enforce: refused, not ignored.
 constexpr const char *kUnsupported[] = {
-    "multipleOf", "patternProperties", "propertyNames", "minProperties",     "maxProperties",    "not",
+    "multipleOf", "patternProperties", "propertyNames", "not",
     "if",         "then",              "else",          "contains",
     "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
 
-constexpr const char *kSupported = "type, properties, required, additionalProperties, items, minItems, "
+constexpr const char *kSupported = "type, properties, required, additionalProperties, minProperties, "
+                                   "maxProperties, items, minItems, "
                                    "maxItems, prefixItems, uniqueItems, minLength, maxLength, pattern, format, "
                                    "minimum, maximum, "
                                    "exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one "
@@ -347,13 +348,19 @@ void SchemaCompiler::object_into(SchemaNode &n, const ojson &j, const std::strin
     const ojson others = j.value("additionalProperties", ojson(false));
     if (!others.is_boolean() && !others.is_object())
         fail("{}.additionalProperties: must be a schema or a boolean, got {}", path, others.dump());
-    if (!j.contains("properties") && (others == true || !j.contains("additionalProperties"))) { // any object
-        n.kind = SchemaNode::Kind::Any;
+    n.min_props = int64_t(std::min<uint64_t>(count_of(j, "minProperties", 0, path), INT64_MAX));
+    n.max_props = j.contains("maxProperties")
+                      ? int64_t(std::min<uint64_t>(count_of(j, "maxProperties", 0, path), INT64_MAX))
+                      : -1;
+    const bool counted = n.min_props > 0 || n.max_props >= 0;
+    if (!j.contains("properties") && (others == true || !j.contains("additionalProperties")) && !counted) {
+        n.kind = SchemaNode::Kind::Any; // any object
         n.object_only = true;
         return;
     }
     n.kind = SchemaNode::Kind::Object;
-    if (others != false) n.extra = compile(others, path + ".additionalProperties");
+    if (others != false || (!j.contains("additionalProperties") && !j.contains("properties"))) // (counted: any keys)
+        n.extra = compile(others == false ? ojson(true) : others, path + ".additionalProperties");
     const ojson props = j.value("properties", ojson::object());
     if (!props.is_object()) fail("{}.properties: must be an object", path);
     for (const auto &[key, sub] : props.items()) {
@@ -375,6 +382,14 @@ void SchemaCompiler::object_into(SchemaNode &n, const ojson &j, const std::strin
             n.required[k] = 1;
         }
     }
+    const int64_t required = std::count(n.required.begin(), n.required.end(), uint8_t(1));
+    if (n.max_props >= 0 && n.max_props < std::max(n.min_props, required))
+        fail("{}: maxProperties {} is below {}", path, n.max_props,
+             n.min_props > required ? fmt::format("minProperties {}", n.min_props)
+                                    : fmt::format("the {} required properties", required));
+    if (n.extra < 0 && n.min_props > int64_t(n.keys.size()))
+        fail("{}: minProperties {} is above the {} properties (and additionalProperties is false)", path, n.min_props,
+             n.keys.size());
 }
 
 int32_t SchemaCompiler::reference(const ojson &ref, const std::string &path) {
@@ -533,6 +548,7 @@ void SchemaCompiler::check_finite() const {
         if (n.kind == SchemaNode::Kind::Object) {
             for (size_t k = 0; k < n.children.size(); ++k)
                 if (n.required[k]) parents[size_t(n.children[k])].push_back(int32_t(i)), ++needs[i];
+            if (n.min_props > 0 && n.extra >= 0) parents[size_t(n.extra)].push_back(int32_t(i)), ++needs[i];
         } else if (n.kind == SchemaNode::Kind::Array && n.min_items > 0) { // the positions minItems needs
             const int64_t positions = int64_t(n.prefix.size());
             for (int64_t k = 0; k < std::min(n.min_items, positions); ++k)
@@ -766,6 +782,26 @@ bool SchemaGrammar::free_keys(const Frame &f, const SchemaNode &n) {
     return true;
 }
 
+// Whether declared property k may be written next: with the required ones after it the object stays within
+// maxProperties, and minProperties stays within reach (other keys always can reach it).
+bool SchemaGrammar::key_fits(const Frame &f, const SchemaNode &n, int32_t k) {
+    if (n.max_props < 0 && n.min_props == 0) return true;
+    const int64_t with = f.props + 1, after = int64_t(n.keys.size()) - k - 1;
+    int64_t required_after = 0;
+    for (size_t j = size_t(k) + 1; j < n.keys.size(); ++j) required_after += n.required[j];
+    if (n.max_props >= 0 && with + required_after > n.max_props) return false;
+    return n.extra >= 0 || with + after >= n.min_props;
+}
+
+// Whether a key may begin: a declared one that fits, up to and with the next required one, or a free one.
+bool SchemaGrammar::key_may_come(const Frame &f, const SchemaNode &n) {
+    for (int32_t k = f.next; k < int32_t(n.keys.size()); ++k) {
+        if (key_fits(f, n, k)) return true;
+        if (n.required[size_t(k)]) return false;
+    }
+    return free_keys(f, n) && (n.max_props < 0 || f.props < n.max_props);
+}
+
 // The item on top of `stack` is whole: false if it equals an earlier item of its array, else it joins them.
 bool SchemaGrammar::distinct_item(std::vector<Frame> &stack) {
     nlohmann::json value;
@@ -795,13 +831,13 @@ SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame 
         return Step::Taken;
     case 1:
     case 2:
-        if (b == '"' && (f.next < count || free_keys(f, n))) {
+        if (b == '"' && key_may_come(f, n)) {
             f.phase = 3;
             f.text = "\"";
             f.string = StringLexer(); // (read by free keys)
             return Step::Taken;
         }
-        return b == '}' && f.phase == 1 && !required_left() ? Step::Done : Step::Refused;
+        return b == '}' && f.phase == 1 && !required_left() && f.props >= n.min_props ? Step::Done : Step::Refused;
     case 3: {
         if (free_keys(f, n)) return free_key_step(f, n, b);
         // The keys that may come: the next ones, up to and with the first required one.
@@ -809,13 +845,15 @@ SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame 
         bool prefix = false;
         for (int32_t k = f.next; k < count; ++k) {
             const std::string &key = n.keys[size_t(k)];
-            if (key == f.text) {
+            const bool fits = key_fits(f, n, k);
+            if (fits && key == f.text) {
                 f.next = k + 1;
+                ++f.props;
                 f.phase = 4;
                 f.text.clear();
                 return Step::Taken;
             }
-            prefix = prefix || key.compare(0, f.text.size(), f.text) == 0;
+            prefix = prefix || (fits && key.compare(0, f.text.size(), f.text) == 0);
             if (n.required[size_t(k)]) break;
         }
         return prefix ? Step::Taken : Step::Refused;
@@ -829,11 +867,11 @@ SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame 
         return Step::Taken;
     }
     default: // kAfterValue
-        if (b == ',' && (f.next < count || free_keys(f, n))) {
+        if (b == ',' && key_may_come(f, n)) {
             f.phase = 2;
             return Step::Taken;
         }
-        return b == '}' && !required_left() ? Step::Done : Step::Refused;
+        return b == '}' && !required_left() && f.props >= n.min_props ? Step::Done : Step::Refused;
     }
 }
 
@@ -847,9 +885,11 @@ SchemaGrammar::Step SchemaGrammar::free_key_step(Frame &f, const SchemaNode &n, 
     if (l != Lexed::Closed) return Step::Taken;
     const std::string name = nlohmann::json::parse(f.text).get<std::string>(); // (valid: the lexer took it)
     const auto at = std::find(n.names.begin(), n.names.end(), name);
-    if (at != n.names.end() && at - n.names.begin() < f.next) return Step::Refused;
-    if (at != n.names.end()) f.next = int32_t(at - n.names.begin()) + 1;
+    const int32_t k = int32_t(at - n.names.begin());
+    if (at != n.names.end() && (k < f.next || !key_fits(f, n, k))) return Step::Refused;
+    if (at != n.names.end()) f.next = k + 1;
     else f.next = int32_t(n.keys.size()), f.free_key = true;
+    ++f.props; // (a free key fits whenever this path was entered: see key_may_come)
     f.phase = 4;
     f.text.clear();
     return Step::Taken;

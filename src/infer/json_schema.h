@@ -57,6 +57,7 @@ struct SchemaNode {
     std::vector<std::string> keys;     // Object: each key as JSON text, quotes included
     std::vector<std::string> names;    // Object: each key's name (the text decoded)
     int32_t extra = -1;                // Object: additionalProperties' schema, or −1: no other keys
+    int64_t min_props = 0, max_props = -1; // Object: minProperties, maxProperties (−1: none)
     std::vector<int32_t> prefix;       // Array: prefixItems, by position
     std::vector<uint8_t> required;     // Object
     std::vector<int32_t> children;     // Object: per key; Array: the items; Union: the alternatives
@@ -121,6 +122,7 @@ class SchemaGrammar {
         uint8_t phase = 0;   // per kind: 0 before the value's first byte, then see step()
         int32_t next = 0;    // Object: the first property that may still come; Array: items so far
         bool free_key = false; // Object: the key read is not a declared one (its value: the node's `extra`)
+        int32_t props = 0;     // Object: properties written
         bool record = false;   // an item of a uniqueItems array: its text is kept (in `text`) to compare
         std::vector<nlohmann::json> seen; // Array with uniqueItems: the items so far, as values
         std::string text;    // Object: the key's bytes so far; Literals, bounded numbers: the bytes so far
@@ -148,6 +150,8 @@ class SchemaGrammar {
     Step literal_step(Frame &f, const SchemaNode &n, uint8_t b) const;
     Step free_key_step(Frame &f, const SchemaNode &n, uint8_t b) const;
     static bool free_keys(const Frame &f, const SchemaNode &n);
+    static bool key_fits(const Frame &f, const SchemaNode &n, int32_t k);
+    static bool key_may_come(const Frame &f, const SchemaNode &n);
     Frame frame_for(int32_t node) const;
     bool between_tokens(const Frame &f) const; // where whitespace may come
     bool in_plain_string(const Reading &r) const;

@@ -355,7 +355,10 @@ bool valid(const ojson &v, const ojson &s, const ojson &root) {
     }
     if (type == "object") {
         if (!v.is_object()) return false;
+        if (v.size() < s.value("minProperties", size_t(0)) || v.size() > s.value("maxProperties", SIZE_MAX))
+            return false;
         if (!s.contains("properties") && !s.contains("additionalProperties")) return true;
+        // (an object with minProperties or maxProperties alone takes other keys of any value, below)
         const ojson &props = s["properties"];
         const ojson others = s.value("additionalProperties", ojson(false));
         auto at = props.begin();
@@ -963,6 +966,42 @@ TEST(SchemaGrammar, TakesOtherKeysAfterTheDeclaredOnes) {
     EXPECT_FALSE(takes(schema, meta + R"("id": 1, "flag": true, "note")")); // declared properties come first
     EXPECT_FALSE(takes(schema, meta + R"("id": 1, "\u006eote": 1)")); // note, escaped, is still a string
     EXPECT_GE(valid_walks(other_keys_schema(), "{}[],:\"\" 0123456789-abnotrue", 37), 20);
+}
+
+// minProperties and maxProperties (pydantic's dict[str, X] with min_length / max_length): a key is taken only if the
+// count can still end within them — with the required properties after it, and the keys left to reach the minimum.
+TEST(SchemaGrammar, KeepsPropertyCountsWithinBounds) {
+    const ojson s = ojson::parse(R"({"type": "object", "properties": {
+        "d": {"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 2},
+        "o": {"type": "object", "properties": {"a": {"type": "null"}, "b": {"type": "null"}, "c": {"type": "null"},
+              "r": {"type": "null"}}, "required": ["r"], "minProperties": 2, "maxProperties": 2,
+              "additionalProperties": false},
+        "any": {"type": "object", "maxProperties": 1}},
+        "required": ["d", "o", "any"], "additionalProperties": false})");
+    const auto schema = JsonSchema::compile(s);
+    for (const char *t : {R"({"d": {"x": 1}, "o": {"a": null, "r": null}, "any": {}})",
+                          R"({"d": {"x": 1, "y": 2}, "o": {"c": null, "r": null}, "any": {"k": [1]}})"}) {
+        bool complete = false;
+        EXPECT_TRUE(takes(schema, t, &complete) && complete) << t;
+        EXPECT_TRUE(valid(ojson::parse(t), s, s)) << t;
+    }
+    const std::string o = R"({"d": {"x": 1}, "o": {)";
+    for (const std::string &t : {std::string(R"({"d": {})"), std::string(R"({"d": {"x": 1, "y": 2,)"),
+                                 o + R"("r": null})", o + R"("a": null, "b")", o + R"("a": null, "r": null,)",
+                                 o + R"("r": null, "a")", o + R"("a": null, "r": null}, "any": {"k": 1,)"})
+        EXPECT_FALSE(takes(schema, t)) << t;
+    EXPECT_TRUE(takes(schema, o + R"("a": null, "r")"));
+    EXPECT_GE(valid_walks(s, "{}[],:\"\" 0123456789-abcdrxyknul", 47), 20);
+    auto refused = [](const std::string &t) { return test::error_of([&] { JsonSchema::compile(ojson::parse(t)); }); };
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"x": {}, "y": {}},
+        "required": ["x", "y"], "maxProperties": 1}}})").find("a: maxProperties 1 is below the 2 required properties"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"x": {}},
+        "minProperties": 2, "additionalProperties": false}}})").find("minProperties 2 is above the 1 properties"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "object", "minProperties": 3,
+        "maxProperties": 2}}})").find("maxProperties 2 is below minProperties 3"),
+              std::string::npos);
 }
 
 // prefixItems (pydantic's tuple[int, str]): items by position, then "items" (none when it is false).
