@@ -359,7 +359,7 @@ bool valid(const ojson &v, const ojson &s, const ojson &root) {
             return false;
         if (!s.contains("properties") && !s.contains("additionalProperties")) return true;
         // (an object with minProperties or maxProperties alone takes other keys of any value, below)
-        const ojson &props = s["properties"];
+        const ojson props = s.value("properties", ojson::object()); // (const operator[] of a missing key: UB)
         const ojson others = s.value("additionalProperties", ojson(false));
         auto at = props.begin();
         for (const auto &[key, x] : v.items()) { // in the schema's order; other keys as additionalProperties says
