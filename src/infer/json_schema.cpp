@@ -15,17 +15,14 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 // Keywords that constrain values in ways the acceptor does not enforce: refused, not ignored.
-constexpr const char *kUnsupported[] = {
-    "multipleOf", "patternProperties", "propertyNames", "not",
-    "if",         "then",              "else",          "contains",
-    "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
+constexpr const char *kUnsupported[] = {"multipleOf", "patternProperties", "propertyNames", "not", "if", "then",
+                                        "else", "contains", "dependentRequired", "dependentSchemas",
+                                        "unevaluatedProperties", "unevaluatedItems"};
 
-constexpr const char *kSupported = "type, properties, required, additionalProperties, minProperties, "
-                                   "maxProperties, items, minItems, "
-                                   "maxItems, prefixItems, uniqueItems, minLength, maxLength, pattern, format, "
-                                   "minimum, maximum, "
-                                   "exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one "
-                                   "schema, $ref";
+constexpr const char *kSupported =
+    "type, properties, required, additionalProperties, minProperties, maxProperties, items, prefixItems, minItems, "
+    "maxItems, uniqueItems, minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
+    "exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one schema, $ref";
 
 // What may not stand beside "allOf" (its one schema is the node; an intersection with more is not built).
 constexpr const char *kBesideAllOf[] = {"type",     "properties", "required", "additionalProperties", "items",
@@ -149,7 +146,7 @@ class SchemaCompiler {
         if (root.kind != SchemaNode::Kind::Object && !(root.kind == SchemaNode::Kind::Any && root.object_only))
             fail("schema: the root must be an object (\"type\": \"object\"), as OpenAI's structured outputs require");
         firsts_.assign(nodes_->size(), {});
-        seen_.assign(nodes_->size(), 0);
+        first_state_.assign(nodes_->size(), 0);
         size_t leaves = 0;
         for (size_t i = 0; i < nodes_->size(); ++i) {
             if ((*nodes_)[i].kind != SchemaNode::Kind::Union) continue;
@@ -197,7 +194,7 @@ class SchemaCompiler {
     std::vector<int32_t> one_of_;            // the unions that are oneOf
     std::vector<int32_t> unique_;            // the arrays with uniqueItems
     std::vector<std::bitset<256>> firsts_;   // first_bytes per node, once known
-    std::vector<uint8_t> seen_;              // first_bytes: 1 under way, 2 known
+    std::vector<uint8_t> first_state_;       // first_bytes: 1 under way, 2 known
     std::vector<int32_t> stamp_;             // leaves_of: the union a node was last added to
     int depth_ = 0;
 
@@ -414,9 +411,10 @@ int32_t SchemaCompiler::reference(const ojson &ref, const std::string &path) {
 // walked again: a chain of definitions each referring twice to the next would take 2^depth walks). A union met again
 // while its bytes are being found is a cycle of references that never reads a byte.
 std::bitset<256> SchemaCompiler::first_bytes(int32_t i) {
-    if (seen_[size_t(i)] == 2) return firsts_[size_t(i)];
-    if (seen_[size_t(i)] == 1) fail("{}: the schema refers to itself without describing a value", paths_[size_t(i)]);
-    seen_[size_t(i)] = 1;
+    if (first_state_[size_t(i)] == 2) return firsts_[size_t(i)];
+    if (first_state_[size_t(i)] == 1)
+        fail("{}: the schema refers to itself without describing a value", paths_[size_t(i)]);
+    first_state_[size_t(i)] = 1;
     const SchemaNode &n = (*nodes_)[size_t(i)];
     std::bitset<256> s;
     auto number = [&s] {
@@ -443,7 +441,7 @@ std::bitset<256> SchemaCompiler::first_bytes(int32_t i) {
         break;
     }
     firsts_[size_t(i)] = s;
-    seen_[size_t(i)] = 2;
+    first_state_[size_t(i)] = 2;
     return s;
 }
 
@@ -694,6 +692,11 @@ bool SchemaGrammar::feed_reading(Reading &r, uint8_t b, std::vector<Reading> &fo
             const SchemaNode &n = schema_->node(f.node);
             // The leaves that may begin with b: this reading takes the first, a copy of it each other one (up to
             // kMaxReadings copies at this byte, over all readings).
+            auto leaf = [&](size_t k) { // (an item of a uniqueItems array stays one)
+                Frame g = frame_for(n.leaves[k]);
+                g.record = f.record;
+                return g;
+            };
             size_t chosen = n.leaves.size();
             for (size_t k = 0; k < n.leaves.size(); ++k) {
                 if (!n.firsts[k].test(b)) continue;
@@ -703,14 +706,11 @@ bool SchemaGrammar::feed_reading(Reading &r, uint8_t b, std::vector<Reading> &fo
                 }
                 if (forks.size() >= kMaxReadings) break;
                 Reading other = r;
-                other.stack.back() = frame_for(n.leaves[k]);
-                other.stack.back().record = f.record;
+                other.stack.back() = leaf(k);
                 forks.push_back(std::move(other));
             }
             if (chosen == n.leaves.size()) return false;
-            const bool record = f.record;
-            f = frame_for(n.leaves[chosen]); // (not a union)
-            f.record = record;
+            f = leaf(chosen); // (not a union)
             continue;
         }
         if (s == Step::Refused) return false;
@@ -757,10 +757,9 @@ SchemaGrammar::Step SchemaGrammar::step(std::vector<Frame> &stack, Frame &f, uin
         switch (f.number.feed(b)) {
         case Lexed::Taken:
             f.phase = 1;
-            if (f.record) f.text += char(b); // (unique items are unbounded)
+            if (f.record || n.range.bounded()) f.text += char(b); // (to compare, to bound)
             if (!n.range.bounded()) return Step::Taken;
             if (b == 'e' || b == 'E') return Step::Refused; // with an exponent any prefix could go anywhere
-            f.text += char(b);
             return n.range.viable(f.text) ? Step::Taken : Step::Refused;
         case Lexed::Ended: return !n.range.bounded() || n.range.holds(f.text) ? Step::Ended : Step::Refused;
         default: return Step::Refused;
@@ -773,14 +772,16 @@ SchemaGrammar::Step SchemaGrammar::step(std::vector<Frame> &stack, Frame &f, uin
     return Step::Refused;
 }
 
+// Whether a required property of the object is still to come.
+bool SchemaGrammar::required_left(const Frame &f, const SchemaNode &n) {
+    for (size_t k = size_t(f.next); k < n.keys.size(); ++k)
+        if (n.required[k]) return true;
+    return false;
+}
+
 // Whether an object may take a key other than its declared ones now: it has additionalProperties, and no required
 // property is left (the declared properties come first, in order; the others after them).
-bool SchemaGrammar::free_keys(const Frame &f, const SchemaNode &n) {
-    if (n.extra < 0) return false;
-    for (size_t k = size_t(f.next); k < n.keys.size(); ++k)
-        if (n.required[k]) return false;
-    return true;
-}
+bool SchemaGrammar::free_keys(const Frame &f, const SchemaNode &n) { return n.extra >= 0 && !required_left(f, n); }
 
 // Whether declared property k may be written next: with the required ones after it the object stays within
 // maxProperties, and minProperties stays within reach (other keys always can reach it).
@@ -819,11 +820,6 @@ bool SchemaGrammar::distinct_item(std::vector<Frame> &stack) {
 SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame &f, const SchemaNode &n,
                                                  uint8_t b) const {
     const int32_t count = int32_t(n.keys.size());
-    auto required_left = [&] {
-        for (int32_t k = f.next; k < count; ++k)
-            if (n.required[size_t(k)]) return true;
-        return false;
-    };
     switch (f.phase) {
     case 0:
         if (b != '{') return Step::Refused;
@@ -837,7 +833,8 @@ SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame 
             f.string = StringLexer(); // (read by free keys)
             return Step::Taken;
         }
-        return b == '}' && f.phase == 1 && !required_left() && f.props >= n.min_props ? Step::Done : Step::Refused;
+        if (b != '}' || f.phase != 1) return Step::Refused;
+        return !required_left(f, n) && f.props >= n.min_props ? Step::Done : Step::Refused;
     case 3: {
         if (free_keys(f, n)) return free_key_step(f, n, b);
         // The keys that may come: the next ones, up to and with the first required one.
@@ -871,7 +868,7 @@ SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame 
             f.phase = 2;
             return Step::Taken;
         }
-        return b == '}' && !required_left() && f.props >= n.min_props ? Step::Done : Step::Refused;
+        return b == '}' && !required_left(f, n) && f.props >= n.min_props ? Step::Done : Step::Refused;
     }
 }
 

@@ -125,7 +125,7 @@ class SchemaGrammar {
         int32_t props = 0;     // Object: properties written
         bool record = false;   // an item of a uniqueItems array: its text is kept (in `text`) to compare
         std::vector<nlohmann::json> seen; // Array with uniqueItems: the items so far, as values
-        std::string text;    // Object: the key's bytes so far; Literals, bounded numbers: the bytes so far
+        std::string text;    // the bytes so far: Object, of the key; Literals, bounded numbers, unique items
         StringLexer string;  // String
         NumberLexer number{false}; // Number, Integer
         JsonGrammar any{false};    // Any
@@ -149,6 +149,7 @@ class SchemaGrammar {
     Step array_step(std::vector<Frame> &stack, Frame &f, const SchemaNode &n, uint8_t b) const;
     Step literal_step(Frame &f, const SchemaNode &n, uint8_t b) const;
     Step free_key_step(Frame &f, const SchemaNode &n, uint8_t b) const;
+    static bool required_left(const Frame &f, const SchemaNode &n);
     static bool free_keys(const Frame &f, const SchemaNode &n);
     static bool key_fits(const Frame &f, const SchemaNode &n, int32_t k);
     static bool key_may_come(const Frame &f, const SchemaNode &n);

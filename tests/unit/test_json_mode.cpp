@@ -407,66 +407,74 @@ bool takes(const std::shared_ptr<const JsonSchema> &schema, const std::string &t
     return ok;
 }
 
+// Whether the schema's grammar takes the whole text as a complete value.
+bool whole(const std::shared_ptr<const JsonSchema> &schema, const std::string &text) {
+    bool complete = false;
+    return takes(schema, text, &complete) && complete;
+}
+
+// The error compiling the schema's text gives (empty if it compiles).
+std::string refusal(const std::string &schema) {
+    return test::error_of([&] { JsonSchema::compile(ojson::parse(schema)); });
+}
+
 TEST(JsonSchema, RefusesWhatItCannotEnforceNamingThePlace) {
-    auto refused = [](const std::string &schema) {
-        return test::error_of([&] { JsonSchema::compile(ojson::parse(schema)); });
-    };
-    EXPECT_NE(refused(R"({"type": "string"})").find("root must be an object"), std::string::npos);
+    EXPECT_NE(refusal(R"({"type": "string"})").find("root must be an object"), std::string::npos);
     const std::string multiple =
-        refused(R"({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}})");
+        refusal(R"({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}})");
     EXPECT_NE(multiple.find("schema.properties.a: 'multipleOf' is not supported"), std::string::npos) << multiple;
-    EXPECT_NE(refused(R"({"type": "object", "properties": {}, "additionalProperties": 5})")
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {}, "additionalProperties": 5})")
                   .find("schema.additionalProperties: must be a schema or a boolean, got 5"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})").find("'b' is not among"),
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})").find("'b' is not among"),
               std::string::npos);
-    const std::string both = refused(R"({"type": "object", "properties": {"a": {"oneOf": [
+    const std::string both = refusal(R"({"type": "object", "properties": {"a": {"oneOf": [
         {"type": "object", "properties": {"x": {}}}, {"type": "string"}, {"type": "object"}]}}})");
     EXPECT_NE(both.find("schema.properties.a.oneOf: alternatives 0 and 2 could both match"), std::string::npos)
         << both;
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"allOf": [{"type": "string"}, {"maxLength": 2}]}}})")
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"allOf": [{"type": "string"}, {"maxLength": 2}]}}})")
                   .find("a.allOf: 2 schemas: only allOf of one schema"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"allOf": [{"type": "string"}], "type": "string"}}})")
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"allOf": [{"type": "string"}], "type": "string"}}})")
                   .find("'type' beside allOf"),
               std::string::npos);
-    const std::string endless = refused(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/n"}},
+    const std::string endless = refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/n"}},
         "$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}, "required": ["next"]}}})");
     EXPECT_NE(endless.find("schema.properties.a: admits no finite value"), std::string::npos) << endless;
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/l"}},
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/l"}},
         "$defs": {"l": {"type": "array", "items": {"$ref": "#/$defs/l"}, "minItems": 1}}})")
                   .find("admits no finite value"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/u"}},
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/u"}},
         "$defs": {"u": {"anyOf": [{"$ref": "#/$defs/u"}, {"type": "null"}]}}})")
                   .find("refers to itself without describing a value"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}})").find("names no definition"),
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}})").find("names no definition"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "date"}}})").find("unknown type 'date'"),
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "date"}}})").find("unknown type 'date'"),
               std::string::npos);
     // Bounds: where they cannot be enforced, and bounds that admit nothing.
-    const std::string untyped = refused(R"({"type": "object", "properties": {"a": {"enum": [1, 5], "maximum": 3}}})");
+    const std::string untyped = refusal(R"({"type": "object", "properties": {"a": {"enum": [1, 5], "maximum": 3}}})");
     EXPECT_NE(untyped.find("schema.properties.a: 'maximum' is supported beside \"type\": \"number\""),
               std::string::npos)
         << untyped;
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"minLength": 3}}})").find("not without a type"),
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"minLength": 3}}})").find("not without a type"),
               std::string::npos);
-    const std::string none = refused(R"({"type": "object", "properties": {"a": {"type": "integer",
+    const std::string none = refusal(R"({"type": "object", "properties": {"a": {"type": "integer",
         "exclusiveMinimum": 2, "exclusiveMaximum": 3}}})");
     EXPECT_NE(none.find("schema.properties.a: no integer lies within exclusiveMinimum 2, exclusiveMaximum 3"),
               std::string::npos)
         << none;
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "number", "minimum": 2, "maximum": 1}}})")
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "number", "minimum": 2, "maximum": 1}}})")
                   .find("no number lies within minimum 2, maximum 1"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "number", "exclusiveMinimum": true}}})")
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "number", "exclusiveMinimum": true}}})")
                   .find("draft 4"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": -1}}})")
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": -1}}})")
                   .find("a.maxLength: must be a non-negative integer, got -1"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 4, "maxLength": 3}}})")
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 4, "maxLength": 3}}})")
                   .find("maxLength 3 is below minLength 4"),
               std::string::npos);
     // Bounds of the other types are ignored, as JSON Schema does: a boolean has no minimum.
@@ -706,13 +714,9 @@ TEST(SchemaGrammar, KeepsStringLengthsAndNumberBounds) {
         "n": {"type": ["integer", "null"], "minimum": 1, "exclusiveMaximum": 100},
         "p": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5}},
         "required": ["code", "n", "p"], "additionalProperties": false})"));
-    auto whole = [&](const std::string &t) {
-        bool complete = false;
-        return takes(schema, t, &complete) && complete;
-    };
     // Characters, not bytes: an escape is one, a surrogate pair one, a 3-byte character one.
     for (const char *code : {R"("ab")", R"("abc")", R"("\u00e9\n")", R"("\ud83d\ude00☃x")", R"("☃☃☃")"})
-        EXPECT_TRUE(whole(fmt::format(R"({{"code": {}, "n": 1, "p": 0.5}})", code))) << code;
+        EXPECT_TRUE(whole(schema, fmt::format(R"({{"code": {}, "n": 1, "p": 0.5}})", code))) << code;
     EXPECT_FALSE(takes(schema, R"({"code": "a")")); // the quote, before 2 characters
     EXPECT_FALSE(takes(schema, R"({"code": "abcd)")); // a 4th character
     EXPECT_FALSE(takes(schema, R"({"code": "abc\)")); // an escape is one too
@@ -720,12 +724,12 @@ TEST(SchemaGrammar, KeepsStringLengthsAndNumberBounds) {
     EXPECT_FALSE(takes(schema, "{\"code\": \"abc\xe2")); // a 4th may not, from its first byte
     EXPECT_TRUE(takes(schema, R"({"code": "ab\ud83d\ude00")"));
     const std::string head = R"({"code": "ab", "n": )";
-    for (const char *n : {"1", "99", "50", "null"}) EXPECT_TRUE(whole(head + n + R"(, "p": 0.1})")) << n;
+    for (const char *n : {"1", "99", "50", "null"}) EXPECT_TRUE(whole(schema, head + n + R"(, "p": 0.1})")) << n;
     for (const char *n : {"0", "-", "100", "1.", "1e", "nu1"}) EXPECT_FALSE(takes(schema, head + n)) << n;
     EXPECT_TRUE(takes(schema, head + "10"));
     EXPECT_TRUE(takes(schema, head + "10,"));
     const std::string mid = head + "7, \"p\": ";
-    for (const char *p : {"0.5", "0.1", "0.0001", "0.49999", "0.50000"}) EXPECT_TRUE(whole(mid + p + "}")) << p;
+    for (const char *p : {"0.5", "0.1", "0.0001", "0.49999", "0.50000"}) EXPECT_TRUE(whole(schema, mid + p + "}")) << p;
     for (const char *p : {"0}", "0.0}", "-", "1", "0.51", "0.500001", "5e-1", "0.5e"})
         EXPECT_FALSE(takes(schema, mid + p)) << p;
 }
@@ -738,12 +742,8 @@ TEST(SchemaGrammar, KeepsStringsToTheirPatterns) {
         "word": {"type": "string", "pattern": "^é+$", "maxLength": 3},
         "emoji": {"type": "string", "pattern": "^😀+$"}},
         "required": ["code", "word", "emoji"], "additionalProperties": false})"));
-    auto whole = [&](const std::string &t) {
-        bool complete = false;
-        return takes(schema, t, &complete) && complete;
-    };
-    EXPECT_TRUE(whole(R"({"code": "AB-123", "word": "é\u00e9", "emoji": "\ud83d\ude00😀"})"));
-    EXPECT_TRUE(whole(R"({"code": "\u0041B-123", "word": "\u00E9", "emoji": "😀"})"));
+    EXPECT_TRUE(whole(schema, R"({"code": "AB-123", "word": "é\u00e9", "emoji": "\ud83d\ude00😀"})"));
+    EXPECT_TRUE(whole(schema, R"({"code": "\u0041B-123", "word": "\u00E9", "emoji": "😀"})"));
     EXPECT_FALSE(takes(schema, R"({"code": "ab)"));
     EXPECT_FALSE(takes(schema, R"({"code": "AB-12")")); // the quote, before a whole code
     EXPECT_FALSE(takes(schema, R"({"code": "AB-1234)"));
@@ -764,15 +764,14 @@ TEST(SchemaGrammar, KeepsStringsToTheirPatterns) {
     EXPECT_FALSE(takes(schema, emoji + "\xf0\x9e"));
     EXPECT_FALSE(takes(schema, emoji + "\xf0\x9f\x98\x81"));
     // Refusals name the place: a pattern refused, with a format, without a type.
-    auto refused = [](const std::string &s) { return test::error_of([&] { JsonSchema::compile(ojson::parse(s)); }); };
-    const std::string lookahead = refused(R"js({"type": "object", "properties": {"a": {"type": "string",
+    const std::string lookahead = refusal(R"js({"type": "object", "properties": {"a": {"type": "string",
         "pattern": "(?=x)"}}})js");
     EXPECT_NE(lookahead.find("schema.properties.a: pattern '(?=x)': lookaround"), std::string::npos) << lookahead;
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x",
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x",
         "format": "date"}}})").find("'pattern' and 'format' together"), std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"pattern": "x"}}})").find("without a type"),
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"pattern": "x"}}})").find("without a type"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^ab$",
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^ab$",
         "maxLength": 1}}})").find("matches no string of 0 to 1 characters"), std::string::npos);
     EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(
         R"({"type": "object", "properties": {"a": {"type": "string", "format": "textarea"}}})"))); // an annotation
@@ -848,30 +847,27 @@ const ojson &alternatives_schema() {
 
 TEST(SchemaGrammar, ReadsAlternativesThatBeginAlikeSideBySide) {
     const auto schema = JsonSchema::compile(alternatives_schema());
-    auto whole = [&](const std::string &t) {
-        bool complete = false;
-        return takes(schema, t, &complete) && complete;
-    };
     const std::string tail = R"(, "n": 1, "when": "ab", "xs": []})";
     for (const char *pet : {R"({"name": "Tom", "good": true})", R"({"name": "Tom"})", R"({"name": "To", "lives": 9})",
                             R"({"name": "To"})"}) {
         const std::string t = std::string(R"({"pet": )") + pet + tail;
-        EXPECT_TRUE(whole(t)) << t;
+        EXPECT_TRUE(whole(schema, t)) << t;
         EXPECT_TRUE(valid(ojson::parse(t), alternatives_schema(), alternatives_schema())) << t;
     }
     EXPECT_FALSE(takes(schema, R"({"pet": {"name": "Tom", "lives")")); // a cat's name has at most 2 characters
     EXPECT_FALSE(takes(schema, R"({"pet": {"name": "To", "lives": 9, "good")"));
     EXPECT_FALSE(takes(schema, R"({"pet": {"lives")")); // name first in both
     const std::string head = R"({"pet": {"name": "x"}, "n": )";
-    for (const char *n : {"1", "-2.5e3", "0"}) EXPECT_TRUE(whole(head + n + R"(, "when": "ab", "xs": []})")) << n;
+    for (const char *n : {"1", "-2.5e3", "0"})
+        EXPECT_TRUE(whole(schema, head + n + R"(, "when": "ab", "xs": []})")) << n;
     const std::string when = head + R"(1, "when": )";
     for (const char *w : {R"("2024-01-31")", R"("abc")", R"("")", R"("202")"})
-        EXPECT_TRUE(whole(when + w + R"(, "xs": []})")) << w;
+        EXPECT_TRUE(whole(schema, when + w + R"(, "xs": []})")) << w;
     EXPECT_FALSE(takes(schema, when + R"("abcd)"));          // neither a date nor 3 characters
     EXPECT_FALSE(takes(schema, when + R"("2024-02-30)"));    // a date's digits, past 3, must make one
     EXPECT_FALSE(takes(schema, when + R"("2024")"));         // the date is not whole
     const std::string xs = when + R"("ab", "xs": )";
-    EXPECT_TRUE(whole(xs + "[1, 4, 4.5, 7]}"));
+    EXPECT_TRUE(whole(schema, xs + "[1, 4, 4.5, 7]}"));
     for (const char *x : {"[2.5", "[-1.5", "[-7.", "[4, 4, 4, 4, 4"}) EXPECT_FALSE(takes(schema, xs + x)) << x;
     // Readings: two while a name fits both pets, one once a key tells them apart; equal ones merged.
     SchemaGrammar g(schema);
@@ -905,21 +901,19 @@ TEST(SchemaGrammar, TakesOneOfWhoseAlternativesAreToldApart) {
     const auto schema = JsonSchema::compile(s);
     for (const char *t : {R"({"pet": {"kind": "cat", "name": "a"}, "id": "x"})",
                           R"({"pet": {"name": "a", "kind": "puppy"}, "id": 7, "old": {"kind": "cat", "name": "b"}})"}) {
-        bool complete = false;
-        EXPECT_TRUE(takes(schema, t, &complete) && complete) << t;
+        EXPECT_TRUE(whole(schema, t)) << t;
         EXPECT_TRUE(valid(ojson::parse(t), s, s)) << t;
     }
     EXPECT_FALSE(takes(schema, R"({"pet": {"name": "a", "kind": "cat")"));
     EXPECT_FALSE(takes(schema, R"({"pet": {"kind": "dog")"));
     EXPECT_GE(valid_walks(s, "{}[],:\"\" 0123456789-.catdogpuppykind", 29), 20);
     // Constants equal as values do not tell alternatives apart (1 and 1.0); a discriminator must be required.
-    auto refused = [](const std::string &t) { return test::error_of([&] { JsonSchema::compile(ojson::parse(t)); }); };
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"oneOf": [
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"oneOf": [
         {"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},
         {"type": "object", "properties": {"k": {"const": 1.0}}, "required": ["k"]}]}}})")
                   .find("alternatives 0 and 1 could both match"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"oneOf": [
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"oneOf": [
         {"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},
         {"type": "object", "properties": {"k": {"const": 2}}}]}}})")
                   .find("alternatives 0 and 1 could both match"),
@@ -929,7 +923,7 @@ TEST(SchemaGrammar, TakesOneOfWhoseAlternativesAreToldApart) {
         {"type": "object", "properties": {"k": {"enum": ["z", KS]}}, "required": ["k"]}]}}})";
     auto with = [&](const std::string &k) { return std::regex_replace(overlap, std::regex("KS"), k); };
     EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(with("1"))));
-    EXPECT_NE(refused(with("\"y\"")).find("alternatives 0 and 1 could both match"), std::string::npos);
+    EXPECT_NE(refusal(with("\"y\"")).find("alternatives 0 and 1 could both match"), std::string::npos);
 }
 
 // additionalProperties true or a schema (pydantic's dict[str, X]): other keys after the declared properties, each
@@ -951,8 +945,7 @@ TEST(SchemaGrammar, TakesOtherKeysAfterTheDeclaredOnes) {
                           R"( "any": {"a": null, "b": [1, {"c": 2}]}})",
                           R"({"scores": {"a": 0}, "meta": {"id": 1, "flag": false, "more": true}, "any": {"z": 1}})",
                           R"({"scores": {}, "meta": {"id": 1, "\u006eote": "x"}, "any": {}})"}) {
-        bool complete = false;
-        EXPECT_TRUE(takes(schema, t, &complete) && complete) << t;
+        EXPECT_TRUE(whole(schema, t)) << t;
         EXPECT_TRUE(valid(ojson::parse(t), other_keys_schema(), other_keys_schema())) << t;
     }
     const std::string meta = R"({"scores": {}, "meta": {)";
@@ -981,8 +974,7 @@ TEST(SchemaGrammar, KeepsPropertyCountsWithinBounds) {
     const auto schema = JsonSchema::compile(s);
     for (const char *t : {R"({"d": {"x": 1}, "o": {"a": null, "r": null}, "any": {}})",
                           R"({"d": {"x": 1, "y": 2}, "o": {"c": null, "r": null}, "any": {"k": [1]}})"}) {
-        bool complete = false;
-        EXPECT_TRUE(takes(schema, t, &complete) && complete) << t;
+        EXPECT_TRUE(whole(schema, t)) << t;
         EXPECT_TRUE(valid(ojson::parse(t), s, s)) << t;
     }
     const std::string o = R"({"d": {"x": 1}, "o": {)";
@@ -992,14 +984,13 @@ TEST(SchemaGrammar, KeepsPropertyCountsWithinBounds) {
         EXPECT_FALSE(takes(schema, t)) << t;
     EXPECT_TRUE(takes(schema, o + R"("a": null, "r")"));
     EXPECT_GE(valid_walks(s, "{}[],:\"\" 0123456789-abcdrxyknul", 47), 20);
-    auto refused = [](const std::string &t) { return test::error_of([&] { JsonSchema::compile(ojson::parse(t)); }); };
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"x": {}, "y": {}},
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"x": {}, "y": {}},
         "required": ["x", "y"], "maxProperties": 1}}})").find("a: maxProperties 1 is below the 2 required properties"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"x": {}},
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"x": {}},
         "minProperties": 2, "additionalProperties": false}}})").find("minProperties 2 is above the 1 properties"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "object", "minProperties": 3,
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "object", "minProperties": 3,
         "maxProperties": 2}}})").find("maxProperties 2 is below minProperties 3"),
               std::string::npos);
 }
@@ -1016,8 +1007,7 @@ TEST(SchemaGrammar, TakesTuplesItemByPosition) {
     for (const char *t : {R"({"pair": [1, "ab"], "head": [], "fixed": []})",
                           R"({"pair": [-2, ""], "head": [true, null, null], "fixed": [1, 2]})",
                           R"({"pair": [0, "x"], "head": [false], "fixed": [7]})"}) {
-        bool complete = false;
-        EXPECT_TRUE(takes(schema, t, &complete) && complete) << t;
+        EXPECT_TRUE(whole(schema, t)) << t;
         EXPECT_TRUE(valid(ojson::parse(t), s, s)) << t;
     }
     for (const char *t : {R"({"pair": ["a")", R"({"pair": [1, 2)", R"({"pair": [1])", R"({"pair": [1, "a",)",
@@ -1026,11 +1016,10 @@ TEST(SchemaGrammar, TakesTuplesItemByPosition) {
                           R"({"pair": [1, "a"], "head": [], "fixed": [1, 2,)"})
         EXPECT_FALSE(takes(schema, t)) << t;
     EXPECT_GE(valid_walks(s, "{}[],:\"\" 0123456789-abtruefalsn", 41), 20);
-    auto refused = [](const std::string &t) { return test::error_of([&] { JsonSchema::compile(ojson::parse(t)); }); };
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "array", "prefixItems": [{}, {}],
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "array", "prefixItems": [{}, {}],
         "items": false, "minItems": 3}}})").find("a: minItems 3 is above the 2 prefixItems, and items is false"),
               std::string::npos);
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/t"}},
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/t"}},
         "$defs": {"t": {"type": "array", "prefixItems": [{"type": "integer"}, {"$ref": "#/$defs/t"}],
                         "minItems": 2}}})")
                   .find("admits no finite value"),
@@ -1051,8 +1040,7 @@ TEST(SchemaGrammar, KeepsItemsUnique) {
     const auto schema = JsonSchema::compile(s);
     for (const char *t : {R"({"tags": ["a", "b", "ab"], "ids": [0, 1, 10, -1], "xs": [1, "1", 1.5]})",
                           R"({"tags": [], "ids": [], "xs": []})"}) {
-        bool complete = false;
-        EXPECT_TRUE(takes(schema, t, &complete) && complete) << t;
+        EXPECT_TRUE(whole(schema, t)) << t;
         EXPECT_TRUE(valid(ojson::parse(t), s, s)) << t;
     }
     for (const char *t : {R"({"tags": ["a", "a")", R"({"tags": ["a", "\u0061")", R"({"tags": ["", "")",
@@ -1065,13 +1053,12 @@ TEST(SchemaGrammar, KeepsItemsUnique) {
     EXPECT_TRUE(takes(schema, R"({"tags": [], "ids": [5, 55)"));
     EXPECT_TRUE(takes(schema, R"({"tags": [], "ids": [], "xs": [0, 0.5)"));
     EXPECT_GE(valid_walks(s, "{}[],:\"\" 0123456789-.ab", 43), 20);
-    auto refused = [](const std::string &t) { return test::error_of([&] { JsonSchema::compile(ojson::parse(t)); }); };
-    const std::string bounded = refused(R"({"type": "object", "properties": {"a": {"type": "array",
+    const std::string bounded = refusal(R"({"type": "object", "properties": {"a": {"type": "array",
         "items": {"type": "integer", "maximum": 3}, "uniqueItems": true}}})");
     EXPECT_NE(bounded.find("schema.properties.a.uniqueItems: supported for items that can always be written unlike"),
               std::string::npos)
         << bounded;
-    EXPECT_NE(refused(R"({"type": "object", "properties": {"a": {"type": "array",
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "array",
         "items": {"enum": ["x", "y"]}, "uniqueItems": true}}})").find("not for schema.properties.a.items"),
               std::string::npos);
     EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {"a": {"type": "array",
