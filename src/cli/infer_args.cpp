@@ -103,7 +103,9 @@ void add_sampling_options(CLI::App *cmd, SampleOptions &o) {
         ->capture_default_str();
     cmd->add_option("--seed", o.seed, "Sampling seed (same seed, same output)")->capture_default_str();
     cmd->add_option("--stop", o.stop_strings, "Stop when the text contains this string (repeatable)");
-    cmd->add_option("--stop-token", o.stop_tokens, "Stop at this token id (repeatable; default: EOS, <end_of_turn>)");
+    cmd->add_option("--stop-token", o.stop_tokens,
+                    "Stop at this token id (repeatable; default: EOS, <end_of_turn>; with --json or --json-schema the "
+                    "text ends only as its value closes)");
     cmd->add_flag("--json", o.json_object,
                   "JSON mode: draw only tokens that continue a JSON object, and stop when it closes (needs the "
                   "model's tokenizer)");
