@@ -47,7 +47,7 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
     if (a.by_position < 0 || a.by_position > a.seq)
         fail("eval: --by-position must be in [0, --seq {}] (0 = off), got {}", a.seq, a.by_position);
     if (!(a.rope_theta >= 0)) fail("eval: --rope-theta must be positive (0 = the model's own), got {}", a.rope_theta);
-    ContextParallel::check_options("eval", a.context_parallel, a.seq, a.packing, a.device);
+    ContextParallel::check_options("eval", a.context_parallel, a.seq, a.device);
     const int cp = int(a.context_parallel);
     const cpu::MatmulPrecision precision = cpu::matmul_precision_from_string(a.precision);
     auto data = DataSet::open(a.data);

@@ -109,7 +109,7 @@ void run_info(const InfoArgs &a) {
                    double(data_parallel_bytes_per_step(ParamGroups::classify(ParamLayout::build(c), c), a.ranks)) /
                        (1 << 20));
     if (a.context_parallel > 1) { // before the GPU's plan, which has no context parallelism (refused there)
-        ContextParallel::check_options("info", a.context_parallel, seq_len, "chunks", a.device);
+        ContextParallel::check_options("info", a.context_parallel, seq_len, a.device);
         ContextParallel::check_ranks("info", a.ranks, a.context_parallel);
         ContextParallel::check_chunks(c, seq_len, a.context_parallel);
     }

@@ -31,6 +31,7 @@ Batch TokenBatch::inputs(int32_t doc_eos) const {
     b.seq_start.push_back(0);
     for (int64_t i = 0; i < sequences; ++i) {
         const int64_t n = inputs_of(i);
+        if (!first_positions.empty()) b.part_tokens.push_back(n); // a rank's parts (chunk()), empty ones too
         if (n == 0) continue;
         const int64_t start = int64_t(b.tokens.size());
         b.tokens.insert(b.tokens.end(), row(i), row(i) + n);
@@ -74,13 +75,15 @@ void TokenBatch::resize(int64_t rows, int64_t T, bool masked) {
 }
 
 TokenBatch TokenBatch::chunk(int r, int n, int32_t doc_eos) const {
-    ZAYA_ASSERT(n > 0 && r >= 0 && r < n && seq_len % (2 * n) == 0 && lengths.empty() && first_positions.empty());
+    ZAYA_ASSERT(n > 0 && r >= 0 && r < n && seq_len % (2 * n) == 0 && first_positions.empty());
     const int64_t Tc = seq_len / (2 * n);
     TokenBatch c;
     c.resize(2 * sequences, Tc, !learned.empty());
     for (int64_t i = 0; i < sequences; ++i)
         for (int part = 0; part < 2; ++part) { // Tc inputs and the target after the last: Tc + 1 tokens
             const int64_t at = chunk_part_start(r, n, part, seq_len);
+            if (!lengths.empty()) // a packed row: the part's tokens before the padding, none past it
+                c.lengths.push_back(std::clamp<int64_t>(lengths[size_t(i)] - at, 0, Tc + 1));
             const auto from = ptrdiff_t(i * (seq_len + 1) + at), to = ptrdiff_t((2 * i + part) * (Tc + 1));
             std::copy_n(tokens.begin() + from, Tc + 1, c.tokens.begin() + to);
             if (!learned.empty()) std::copy_n(learned.begin() + from, Tc + 1, c.learned.begin() + to);

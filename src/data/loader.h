@@ -59,6 +59,11 @@ struct TokenBatch {
     int64_t inputs_of(int64_t i) const {
         return lengths.empty() ? seq_len : std::max<int64_t>(lengths[size_t(i)] - 1, 0);
     }
+    bool any_inputs() const { // false for packed rows of one-token documents only: nothing to run
+        for (int64_t i = 0; i < sequences; ++i)
+            if (inputs_of(i) > 0) return true;
+        return false;
+    }
     // The model's input batch: each row's first T tokens (inputs_of); with doc_eos ≥ 0 (document masking), each
     // row cut after every doc_eos into sequences whose positions start at 0.
     Batch inputs(int32_t doc_eos = -1) const;
@@ -70,8 +75,8 @@ struct TokenBatch {
     // Rank r of n's parts of every row (context parallelism, model/chunk_exchange.h): 2·sequences rows of T/(2n)
     // inputs and their targets (flags too), each row's parts 0 and 1 in turn, at chunk_part_start's positions — or,
     // with doc_eos ≥ 0 (document masking), at their positions in the document under way where the part begins
-    // (inputs(doc_eos) then cuts the parts at each EOS as it cuts whole rows). T must divide by 2n; not for packed
-    // rows (whose lengths differ).
+    // (inputs(doc_eos) then cuts the parts at each EOS as it cuts whole rows). Of a packed row, a part takes the
+    // tokens before the row's padding: fewer than T/(2n) inputs, or none (lengths). T must divide by 2n.
     TokenBatch chunk(int r, int n, int32_t doc_eos = -1) const;
     // The most sequences inputs() makes of `rows` rows: every token its own document at worst.
     // With context_parallel n > 1: the most a rank's parts of them make (chunk(r, n): 2·rows rows of seq_len/(2n)).

@@ -58,17 +58,12 @@ void ContextParallel::check_chunks(const ZayaConfig &c, int64_t seq_len, int n) 
              n, seq_len / (2 * n), conv_halo(c));
 }
 
-void ContextParallel::check_options(const char *who, int64_t n, int64_t seq_len, const std::string &packing,
-                                    const std::string &device) {
+void ContextParallel::check_options(const char *who, int64_t n, int64_t seq_len, const std::string &device) {
     if (n < 1) fail("{}: --context-parallel must be at least 1, got {}", who, n);
     if (n == 1) return;
     if (seq_len % (2 * n) != 0)
         fail("{}: --context-parallel {} needs --seq divisible by {} (2 equal chunks per rank), got {}", who, n, 2 * n,
              seq_len);
-    if (packing != "chunks")
-        fail("{}: --context-parallel works on rows of the token stream; --pack documents is not supported with it "
-             "yet",
-             who);
     if (device != "cpu") fail("{}: --context-parallel runs on --device cpu only so far", who);
 }
 
@@ -98,29 +93,43 @@ real *ContextParallel::halo_slot(int64_t l) const {
     return halo_.data() + size_t(layer_slot(l)) * size_t(2 * max_seqs_ * (H_ * C_ + Dv_));
 }
 
-void ContextParallel::begin(const int64_t *seq_start, const int32_t *positions, int64_t B) {
-    const int64_t N = seq_start[B];
-    if (N % (2 * Tc_) != 0 || N / (2 * Tc_) > max_seqs_)
-        fail("context parallelism: a batch of {} tokens, not 2 parts of {} tokens of at most {} rows", N, Tc_,
-             max_seqs_);
-    B_ = N / (2 * Tc_); // rows
+void ContextParallel::begin(const Batch &batch) {
+    const std::vector<int64_t> &parts = batch.part_tokens;
+    const int64_t N = batch.num_tokens(), B = batch.num_sequences();
+    if (parts.empty() || parts.size() % 2 != 0 || int64_t(parts.size()) / 2 > max_seqs_)
+        fail("context parallelism: a batch of {} parts, not 2 parts of each of at most {} rows (TokenBatch::chunk)",
+             parts.size(), max_seqs_);
+    B_ = int64_t(parts.size()) / 2; // rows
+    part_at_.resize(parts.size());
+    part_len_ = parts;
+    int64_t at = 0;
+    for (size_t q = 0; q < parts.size(); ++q) {
+        if (parts[q] < 0 || parts[q] > Tc_)
+            fail("context parallelism: part {} of the batch holds {} tokens, parts hold at most {}", q, parts[q], Tc_);
+        part_at_[q] = at;
+        at += parts[q];
+    }
+    if (at != N) fail("context parallelism: the batch's parts hold {} tokens, the batch {}", at, N);
     key_start_.resize(size_t(B));
     pos0_.resize(size_t(B));
     halo_of_.resize(size_t(B));
+    const int64_t *seq_start = batch.seq_start.data();
+    size_t q = 0; // the part holding sequence b: row q/2, part q % 2
     for (int64_t b = 0; b < B; ++b) {
-        const int64_t n0 = seq_start[b], part = n0 / Tc_; // the part holding the sequence: row part/2, part % 2
-        if (seq_start[b + 1] > (part + 1) * Tc_)
-            fail("context parallelism: sequence {} of the batch (tokens {}..{}) crosses a part's end (parts of {} "
-                 "tokens)",
-                 b, n0, seq_start[b + 1] - 1, Tc_);
-        const int64_t at = part_start(int(part % 2)) + n0 % Tc_; // its first token's place in its row
-        const int64_t pos0 = positions[n0];
-        if (pos0 > at || (n0 % Tc_ != 0 && pos0 != 0))
+        const int64_t n0 = seq_start[b];
+        while (q < parts.size() && n0 >= part_at_[q] + part_len_[q]) ++q;
+        if (q == parts.size() || seq_start[b + 1] > part_at_[q] + part_len_[q])
+            fail("context parallelism: sequence {} of the batch (tokens {}..{}) crosses a part's end", b, n0,
+                 seq_start[b + 1] - 1);
+        const int64_t in_part = n0 - part_at_[q];
+        const int64_t place = part_start(int(q % 2)) + in_part; // its first token's place in its row
+        const int64_t pos0 = batch.positions[size_t(n0)];
+        if (pos0 > place || (in_part != 0 && pos0 != 0))
             fail("context parallelism: sequence {} of the batch starts at position {}, at {} of its row", b, pos0,
-                 at);
-        key_start_[size_t(b)] = part / 2 * T_ + at - pos0; // its document's first key in the gathered rows
+                 place);
+        key_start_[size_t(b)] = int64_t(q / 2) * T_ + place - pos0; // its document's first key in the gathered rows
         pos0_[size_t(b)] = pos0;
-        halo_of_[size_t(b)] = n0 % Tc_ == 0 ? part : -1; // the halo of its part, if it starts the part
+        halo_of_[size_t(b)] = in_part == 0 ? int64_t(q) : -1; // the halo of its part, if it starts the part
     }
     for (size_t slot = 0; slot < prefixes_.size(); ++slot) {
         real *halo = halo_slot(int64_t(slot));
@@ -132,9 +141,16 @@ void ContextParallel::begin(const int64_t *seq_start, const int32_t *positions, 
 
 void ContextParallel::pack_tails(int p, const real *z, const real *v_del, real *out) const {
     for (int64_t i = 0; i < B_; ++i) {
-        const int64_t end = (2 * i + p + 1) * Tc_; // one past the part's last row
-        std::copy_n(z + (end - H_) * C_, H_ * C_, out + i * H_ * C_);
-        std::copy_n(v_del + (end - 1) * Dv_, Dv_, out + B_ * H_ * C_ + i * Dv_);
+        const size_t q = size_t(2 * i + p);
+        real *zo = out + i * H_ * C_, *vo = out + B_ * H_ * C_ + i * Dv_;
+        if (part_len_[q] < Tc_) { // the row ends in or before this part: no part after it reads its tail
+            std::fill_n(zo, H_ * C_, real(0));
+            std::fill_n(vo, Dv_, real(0));
+            continue;
+        }
+        const int64_t end = part_at_[q] + Tc_; // one past the part's last row
+        std::copy_n(z + (end - H_) * C_, H_ * C_, zo);
+        std::copy_n(v_del + (end - 1) * Dv_, Dv_, vo);
     }
 }
 
@@ -149,14 +165,22 @@ void ContextParallel::unpack_halo(int p, const real *in, real *halo) const {
 void ContextParallel::pack_halo(int p, const real *halo, real *out) const {
     for (int64_t i = 0; i < B_; ++i) {
         const int64_t s = 2 * i + p;
-        std::copy_n(halo + s * H_ * C_, H_ * C_, out + i * H_ * C_);
-        std::copy_n(halo + 2 * B_ * H_ * C_ + s * Dv_, Dv_, out + B_ * H_ * C_ + i * Dv_);
+        real *zo = out + i * H_ * C_, *vo = out + B_ * H_ * C_ + i * Dv_;
+        if (part_len_[size_t(s)] == 0) { // no sequence, so no op wrote this entry's gradient
+            std::fill_n(zo, H_ * C_, real(0));
+            std::fill_n(vo, Dv_, real(0));
+            continue;
+        }
+        std::copy_n(halo + s * H_ * C_, H_ * C_, zo);
+        std::copy_n(halo + 2 * B_ * H_ * C_ + s * Dv_, Dv_, vo);
     }
 }
 
 void ContextParallel::add_to_tails(int p, const real *in, real *dz, real *d_vdel) const {
     for (int64_t i = 0; i < B_; ++i) {
-        const int64_t end = (2 * i + p + 1) * Tc_;
+        const size_t q = size_t(2 * i + p);
+        if (part_len_[q] < Tc_) continue; // its tail went out as zeros: the part after it is empty
+        const int64_t end = part_at_[q] + Tc_;
         const real *dzh = in + i * H_ * C_, *dvh = in + B_ * H_ * C_ + i * Dv_;
         real *dzr = dz + (end - H_) * C_, *dvr = d_vdel + (end - 1) * Dv_;
         for (int64_t k = 0; k < H_ * C_; ++k) dzr[k] += dzh[k];
@@ -236,11 +260,14 @@ std::pair<const real *, const real *> ContextParallel::gather_kv(int64_t l, cons
     real *keys = kv_slot(l);
     const int64_t values = kv_values();
     for (int64_t i = 0; i < B_; ++i)
-        for (int p = 0; p < 2; ++p) {
+        for (int p = 0; p < 2; ++p) { // a part cut short: zeros after its rows (no query reads them)
             real *at = keys + (i * T_ + part_start(p)) * Dk_;
-            const int64_t row = (2 * i + p) * Tc_;
-            std::copy_n(k + row * Dk_, Tc_ * Dk_, at);
-            std::copy_n(v + row * Dk_, Tc_ * Dk_, at + values);
+            const size_t q = size_t(2 * i + p);
+            const int64_t row = part_at_[q], len = part_len_[q];
+            std::copy_n(k + row * Dk_, len * Dk_, at);
+            std::copy_n(v + row * Dk_, len * Dk_, at + values);
+            std::fill_n(at + len * Dk_, (Tc_ - len) * Dk_, real(0));
+            std::fill_n(at + values + len * Dk_, (Tc_ - len) * Dk_, real(0));
         }
     for (int root = 0; root < size_; ++root)
         group_->broadcast_blocks(keys, owned_blocks(root, size_, B_, T_, Tc_, Dk_, size_t(values)), root);
@@ -264,9 +291,10 @@ void ContextParallel::reduce_kv_grads(real *dk, real *dv) {
     for (int64_t i = 0; i < B_; ++i)
         for (int p = 0; p < 2; ++p) {
             const real *at = dkeys + (i * T_ + part_start(p)) * Dk_;
-            const int64_t row = (2 * i + p) * Tc_;
-            std::copy_n(at, Tc_ * Dk_, dk + row * Dk_);
-            std::copy_n(at + values, Tc_ * Dk_, dv + row * Dk_);
+            const size_t q = size_t(2 * i + p);
+            const int64_t row = part_at_[q], len = part_len_[q];
+            std::copy_n(at, len * Dk_, dk + row * Dk_);
+            std::copy_n(at + values, len * Dk_, dv + row * Dk_);
         }
 }
 

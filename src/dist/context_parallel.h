@@ -34,9 +34,8 @@ class ContextParallel final : public ChunkExchange {
     // Fails, naming the values, unless seq_len splits into 2n chunks of at least the conv's halo.
     static void check_chunks(const ZayaConfig &c, int64_t seq_len, int n);
     // What a command (`who`: "train", "eval") can run with n > 1 before it has a model: fails, naming the option,
-    // unless seq_len divides by 2n and the rows are rows of the token stream (not packed documents) on the CPU.
-    static void check_options(const char *who, int64_t n, int64_t seq_len, const std::string &packing,
-                              const std::string &device);
+    // unless seq_len divides by 2n and the device is the CPU.
+    static void check_options(const char *who, int64_t n, int64_t seq_len, const std::string &device);
     // Fails, naming the values, unless `ranks` divide into groups of n.
     static void check_ranks(const char *who, int ranks, int n);
     // This rank's group of n consecutive ranks of `comm` (called by every rank at once); fails unless they divide.
@@ -56,8 +55,10 @@ class ContextParallel final : public ChunkExchange {
     // ChunkExchange (model/chunk_exchange.h). The batch holds each row's parts 0 and 1 in turn (with document
     // masking cut into documents); the gathered keys lie per row, its T rows in turn (chunk c at rows
     // c·chunk_len …), and the keys' gradients are summed onto the ranks that own them (one reduce per chunk and
-    // row). Halos are per part: the sequence that starts a part reads its part's.
-    void begin(const int64_t *seq_start, const int32_t *positions, int64_t B) override;
+    // row). Halos are per part: the sequence that starts a part reads its part's. A part cut short by a packed
+    // row's padding is the row's last: nothing reads its tail, and its successors hold no tokens; the messages keep
+    // their size (zeros stand for what such parts do not have), so every rank sends and receives alike.
+    void begin(const Batch &batch) override;
     const SeqPrefix *prefix(int64_t l) const override { return &prefixes_[size_t(layer_slot(l))]; }
     const SeqPrefix *exchange_halos(int64_t l, const real *z, const real *v_del) override;
     std::pair<const real *, const real *> gather_kv(int64_t l, const real *k, const real *v) override;
@@ -72,11 +73,12 @@ class ContextParallel final : public ChunkExchange {
     // Layer l's gathered keys [max_seqs·T, Dk], the values kv_values() floats after them (and so in kv_grad_).
     real *kv_slot(int64_t l) const;
     int64_t kv_values() const { return max_seqs_ * T_ * Dk_; }
-    // The message of part p: each sequence's last rows of z and v_del (its tails) into out; the other way, a message
-    // into part p's rows of a halo (or of its gradient).
+    // The message of part p: each row's part p's last rows of z and v_del (its tails; zeros for a part not full)
+    // into out; the other way, a message into part p's rows of a halo (or of its gradient).
     void pack_tails(int p, const real *z, const real *v_del, real *out) const;
     void unpack_halo(int p, const real *in, real *halo) const;
-    // The gradients: part p's rows of the halo's gradient into a message; a message added into part p's tails.
+    // The gradients: part p's rows of the halo's gradient into a message (zeros for an empty part, which no op
+    // wrote); a message added into part p's tails where the part is full.
     void pack_halo(int p, const real *halo, real *out) const;
     void add_to_tails(int p, const real *in, real *dz, real *d_vdel) const;
     int64_t part_start(int p) const { return chunk_part_start(rank_, size_, p, T_); }
@@ -86,13 +88,14 @@ class ContextParallel final : public ChunkExchange {
     int rank_, size_;
     int64_t T_, Tc_, max_seqs_, C_, H_, Dk_, Dv_;
     bool keep_all_layers_;
-    int64_t B_ = 0; // sequences of the pass begun (2·B_ parts)
+    int64_t B_ = 0; // rows of the pass begun (2·B_ parts)
     RealBuffer kv_;      // per layer slot: keys [max_seqs·T, Dk] then values, the current pass's B sequences first
     RealBuffer kv_grad_; // dk then dv, one layer's
     RealBuffer halo_;    // per layer slot: the halo received (the conv's backward reads it again)
     RealBuffer dhalo_;   // its gradient, as the ops write it
     RealBuffer send_, recv_; // one message each
     std::vector<int64_t> key_start_, pos0_, halo_of_; // per sequence of the batch
+    std::vector<int64_t> part_at_, part_len_;          // per part (2·B_): its first row in the batch, its rows
     std::vector<SeqPrefix> prefixes_; // per layer slot
 };
 

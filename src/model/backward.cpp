@@ -129,11 +129,14 @@ double model_backward(const Model &m, const Batch &batch, Activations &acts, con
 
     int64_t count = 0;
     for (int64_t n = 0; n < N; ++n) count += targets[n] >= 0;
-    if (count == 0) return 0.0;
+    // Without a target the gradient is zero — except with context parallelism, where this rank's keys, values and
+    // halos feed the other ranks' targets (and its exchanges are collective): the pass runs, its own loss zero.
+    if (count == 0 && !acts.context) return 0.0;
     // Loss → logits → LM head → final norm.
     be.phase("bwd.lm_head");
     const double loss = be.lm_head_backward(s.d_x, gw.lm_head, gw.lm_head_bias, acts.logits, acts.final_norm,
-                                            m.w.lm_head, m.w.lm_head_bias, acts.targets, N, D, V, loss_scale, count);
+                                            m.w.lm_head, m.w.lm_head_bias, acts.targets, N, D, V, loss_scale,
+                                            std::max<int64_t>(count, 1));
     // Each norm's backward runs fused with the residual scaling whose output it read (see model_forward): the final
     // norm and each layer's input_norm with the MoE residual below them, post_norm with the attention residual.
     if (L == 0)

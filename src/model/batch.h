@@ -12,6 +12,9 @@ struct Batch {
     std::vector<int32_t> tokens;    // [N]
     std::vector<int32_t> positions; // [N]
     std::vector<int64_t> seq_start; // [B+1]
+    // Context parallelism (TokenBatch::chunk): the inputs of each row's parts 0 and 1 in turn, back to back in
+    // tokens — at most chunk_len each, fewer or none where a packed row's padding begins. Empty otherwise.
+    std::vector<int64_t> part_tokens;
 
     static Batch from_sequences(const std::vector<std::vector<int32_t>> &seqs);
     int64_t num_tokens() const { return int64_t(tokens.size()); }

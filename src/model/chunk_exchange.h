@@ -3,6 +3,7 @@
 // implements it over a communicator (the model itself knows nothing of ranks). See that file for what crosses.
 #pragma once
 #include "core/real.h"
+#include "model/batch.h"
 #include "ops/backend.h"
 
 #include <cstdint>
@@ -25,9 +26,11 @@ class ChunkExchange {
     virtual int chunk() const = 0;
     virtual int chunks() const = 0;
     // Starts a pass over a batch (host memory) of this rank's parts 0 and 1 of every row in turn (chunk_part_start),
-    // each part one sequence, or with document masking cut after each EOS into sequences whose positions
-    // (positions[N]) count from their document's start; fails naming the sequence that is not so.
-    virtual void begin(const int64_t *seq_start, const int32_t *positions, int64_t B) = 0;
+    // as many tokens of each as batch.part_tokens says (fewer where a packed row's padding begins), each part one
+    // sequence, or with document masking cut after each EOS into sequences whose positions count from their
+    // document's start; fails naming the sequence that is not so. Every rank of the group begins every pass, with
+    // the same rows, even one whose parts are all empty (no tokens): the exchanges are collective.
+    virtual void begin(const Batch &batch) = 0;
     // Forward, after layer l's projections: sends what the next chunk reads of this one's end (the last rows of z
     // [N, C] and v_del [N, Dv] of each sequence), receives the previous chunk's; returns layer l's prefix
     // (SeqBatch::prefix) for the conv, the value shift and attention.

@@ -99,7 +99,7 @@ ForwardResult model_forward(const Model &m, const Batch &batch, Activations &act
             if (targets[n] >= V) fail("target id {} at position {} is outside the vocabulary [0, {})", targets[n], n, V);
     Backend &be = *acts.backend;
     be.phase("fwd.embed"); // the batch's upload, RoPE tables, embedding and the first norm
-    if (acts.context) acts.context->begin(batch.seq_start.data(), batch.positions.data(), batch.num_sequences());
+    if (acts.context) acts.context->begin(batch);
     const SeqBatch sb = upload_batch(batch, acts, targets);
 
     for (int type = 0; type < 2; ++type) {

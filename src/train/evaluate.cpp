@@ -31,9 +31,9 @@ EvalResult evaluate_loss(const Model &m, const std::shared_ptr<const DataSet> &d
     while ((max_batches == 0 || r.batches < max_batches) && val.next(tb)) {
         ++r.batches;
         if (tb.sequences == 0) continue; // this rank's share of a short last batch
-        if (acts.context) tb = tb.chunk(acts.context->chunk(), chunks, doc_eos);
+        if (!tb.any_inputs()) continue; // judged on whole rows: every rank of a group skips it alike
+        if (acts.context) tb = tb.chunk(acts.context->chunk(), chunks, doc_eos); // parts of padding: no tokens
         Batch inputs = tb.inputs(doc_eos);
-        if (inputs.num_tokens() == 0) continue; // packed rows of one-token documents only
         std::vector<int32_t> targets = tb.targets(doc_eos);
         ForwardResult f = model_forward(m, inputs, acts, targets.data());
         sums[0] += f.loss * double(f.loss_tokens);

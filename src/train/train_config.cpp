@@ -31,7 +31,7 @@ void TrainConfig::validate() const {
     schedule_kind_from_string(schedule); // names the bad value
     if (packing != "chunks" && packing != "documents")
         fail("train: packing must be 'chunks' or 'documents', got '{}'", packing);
-    ContextParallel::check_options("train", context_parallel, seq, packing, device);
+    ContextParallel::check_options("train", context_parallel, seq, device);
     validate_precisions();
 }
 

@@ -225,6 +225,7 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
     std::vector<TokenBatch> micro_batches;
     std::vector<std::vector<int32_t>> micro_targets; // each micro-batch's targets, −1 where not learned
     std::vector<int64_t> micro_learned;              // and how many are learned
+    std::vector<char> micro_empty; // no input in any row: nothing to run (with context parallelism: on any rank)
     double learned = 0;
     for (int64_t a = 0; a < accum; ++a) {
         TokenBatch rows = next_micro_batch(micro);
@@ -232,6 +233,7 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
             batch_log->tokens.insert(batch_log->tokens.end(), rows.tokens.begin(), rows.tokens.end());
             batch_log->learned.insert(batch_log->learned.end(), rows.learned.begin(), rows.learned.end());
         }
+        micro_empty.push_back(!rows.any_inputs()); // whole rows: every rank of a group judges alike
         micro_batches.push_back(context_ ? rows.chunk(context_->chunk(), context_->chunks(), doc_eos_)
                                          : std::move(rows));
         micro_targets.push_back(micro_batches.back().targets(doc_eos_));
@@ -251,7 +253,9 @@ real *Trainer::accumulate(const std::function<TokenBatch(int64_t)> &next_micro_b
         const std::vector<int32_t> &targets = micro_targets[size_t(a)];
         const double share = learned > 0 ? double(micro_learned[size_t(a)]) / learned : 0.0;
         const bool overlap = ranks > 1 && a == accum - 1;
-        if (batch.num_tokens() == 0) { // packed rows of one-token documents only: nothing to run
+        // Packed rows of one-token documents only: nothing to run. With context parallelism a rank whose parts are
+        // all padding still runs the pass, with no tokens: its group's exchanges are collective.
+        if (micro_empty[size_t(a)]) {
             if (overlap) // in start_through's order (last layer first): every rank starts the same sums in turn
                 for (auto it = layer_parts_.rbegin(); it != layer_parts_.rend(); ++it) start_gradient_sum(*it);
             continue;
