@@ -1,5 +1,7 @@
 #include "infer/json_bounds.h"
 
+#include "core/error.h"
+
 #include <algorithm>
 
 namespace zaya {
@@ -37,6 +39,25 @@ NumberText split(std::string_view t) {
     n.integer = t.substr(0, dot);
     if (dot != std::string_view::npos) n.dot = true, n.fraction = t.substr(dot + 1);
     return n;
+}
+
+// The digits of |d|'s integer part (none for |d| < 1).
+std::string integer_digits(const Decimal &d) {
+    if (d.exp <= 0) return {};
+    const auto n = int64_t(d.digits.size());
+    return d.digits.substr(0, size_t(std::min(d.exp, n))) + std::string(size_t(std::max<int64_t>(d.exp - n, 0)), '0');
+}
+
+// The integer `digits` (a run of '0'–'9') times m: m < 10^18, so a digit's product and carry stay below 2^64.
+std::string times(const std::string &digits, uint64_t m) {
+    std::string out(digits.size(), '0');
+    uint64_t carry = 0;
+    for (size_t i = digits.size(); i-- > 0;) {
+        const uint64_t v = uint64_t(digits[i] - '0') * m + carry;
+        out[i] = char('0' + v % 10);
+        carry = v / 10;
+    }
+    return carry ? std::to_string(carry) + out : out;
 }
 
 // Whether some value lies in both ranges.
@@ -150,10 +171,48 @@ void NumberRange::round_to_integers() {
     }
 }
 
+void NumberRange::set_step(const Decimal &step, bool integer) {
+    if (step.is_zero() || step.neg) fail("multipleOf must be greater than 0, got {}", step.text());
+    if (step.digits.size() > 18)
+        fail("multipleOf {}: at most 18 significant digits are supported", step.text());
+    // step = 0.d₁…dₙ × 10^exp = units × 10^−scale, the units the digits and any zeros the exponent adds after them.
+    const int64_t n = int64_t(step.digits.size());
+    if (step.exp - n > 18 - n) fail("multipleOf {}: steps of 10^18 or more are not supported", step.text());
+    units_ = std::stoull(step.digits + std::string(size_t(std::max<int64_t>(step.exp - n, 0)), '0'));
+    scale_ = std::max<int64_t>(n - step.exp, 0);
+    if (integer) { // the least integer multiple: units / gcd(units, 10^scale)
+        for (int64_t i = 0; i < scale_ && units_ % 2 == 0; ++i) units_ /= 2;
+        for (int64_t i = 0; i < scale_ && units_ % 5 == 0; ++i) units_ /= 5;
+        scale_ = 0;
+    }
+    step_ = Decimal::of(false, std::to_string(units_), int64_t(std::to_string(units_).size()) - scale_);
+}
+
 bool NumberRange::empty() const {
-    if (!lo.present || !hi.present) return false;
+    if (!lo.present || !hi.present) return false; // a half-line holds multiples of any step
     const int c = compare(lo.at, hi.at);
-    return c > 0 || (c == 0 && (lo.open || hi.open));
+    if (c > 0 || (c == 0 && (lo.open || hi.open))) return true;
+    if (!stepped()) return false;
+    // The least multiple q·step not below lo (above it if open), against hi. In units of 10^−scale lo is L, whose
+    // integer part |L| splits as quotient Q and remainder R by the step's units; q = sign(L)·Q, plus one where that
+    // multiple is below L (L > 0 with R or a fraction left) or is L itself but lo is open.
+    Decimal L = lo.at;
+    if (!L.is_zero()) L.exp += scale_;
+    std::string quotient;
+    uint64_t rem = 0;
+    for (char d : integer_digits(L)) { // rem < units_ < 10^18: rem·10 + 9 < 2^64
+        rem = rem * 10 + uint64_t(d - '0');
+        quotient += char('0' + rem / units_);
+        rem %= units_;
+    }
+    const bool exact = rem == 0 && L.is_integer();
+    Decimal q = Decimal::of(L.neg, quotient, int64_t(quotient.size()));
+    if ((!exact && !L.neg) || (exact && lo.open)) q = q.plus(1);
+    std::string m = times(integer_digits(q), units_);
+    const int64_t len = int64_t(m.size());
+    const Decimal least = Decimal::of(q.neg, std::move(m), len - scale_);
+    const int h = compare(least, hi.at);
+    return h > 0 || (h == 0 && hi.open);
 }
 
 bool NumberRange::viable(std::string_view prefix) const {

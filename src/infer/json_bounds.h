@@ -1,7 +1,8 @@
-// A schema's numeric bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum) tested on a number's text as it is
-// written: whether a prefix can still become a number within them (structured outputs must never take a byte after
-// which no valid value can follow), and whether a whole number is within them. Exact: bounds and numbers are compared
-// as decimal digit strings, never rounded to doubles, so that "minimum": 0.1 takes 0.1 and refuses 0.09999999.
+// A schema's numeric bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum) and step (multipleOf) tested on a
+// number's text as it is written: whether a prefix can still become a number within them (structured outputs must
+// never take a byte after which no valid value can follow), and whether a whole number is within them. Exact: bounds,
+// steps and numbers are compared as decimal digit strings, never rounded to doubles, so that "minimum": 0.1 takes 0.1
+// and refuses 0.09999999, and "multipleOf": 0.1 takes 0.3 (which in doubles is not 3 × 0.1).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -39,12 +40,20 @@ class NumberRange {
     RangeEnd lo, hi;
 
     bool bounded() const { return lo.present || hi.present; }
+    bool stepped() const { return !step_.is_zero(); }
+    // Whether values are constrained at all: then written without exponent, and their text kept to test.
+    bool constrained() const { return bounded() || stepped(); }
+    // multipleOf: only multiples of `step` (> 0, at most 18 significant digits) are in the range; for an integer,
+    // only integer multiples (the step becomes the least integer multiple of it: 0.5 → 1, 2.5 → 5). Fails naming the
+    // value otherwise.
+    void set_step(const Decimal &step, bool integer);
+    const Decimal &step() const { return step_; }
     // Tightens an end (minimum / exclusiveMinimum: low; maximum / exclusiveMaximum: high).
     void limit_low(const Decimal &v, bool open);
     void limit_high(const Decimal &v, bool open);
     // For an integer: the ends become the closed integer ends of the same integers (minimum 2.5 → 3, < 4 → 3).
     void round_to_integers();
-    bool empty() const; // no number (of the ends' kind) is in the range
+    bool empty() const; // no number (of the ends' kind, a multiple of the step if one is set) is in the range
 
     // Whether some number written as `prefix` followed by more bytes (or nothing) lies in the range. The prefix is
     // '-'? digits ('.' digits*)?: the grammar keeps exponents out of bounded numbers, since with one any prefix can
@@ -52,6 +61,11 @@ class NumberRange {
     bool viable(std::string_view prefix) const;
     // Whether the whole number `text` (same form) lies in the range.
     bool holds(std::string_view text) const;
+
+  private:
+    Decimal step_;        // multipleOf; zero: none
+    uint64_t units_ = 0;  // the step as units_ × 10^−scale_ (units_ < 10^18)
+    int64_t scale_ = 0;
 };
 
 } // namespace zaya

@@ -15,14 +15,14 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 // Keywords that constrain values in ways the acceptor does not enforce: refused, not ignored.
-constexpr const char *kUnsupported[] = {"multipleOf", "patternProperties", "propertyNames", "not", "if", "then",
+constexpr const char *kUnsupported[] = {"patternProperties", "propertyNames", "not", "if", "then",
                                         "else", "contains", "dependentRequired", "dependentSchemas",
                                         "unevaluatedProperties", "unevaluatedItems"};
 
 constexpr const char *kSupported =
     "type, properties, required, additionalProperties, minProperties, maxProperties, items, prefixItems, minItems, "
     "maxItems, uniqueItems, minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
-    "exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one schema, $ref";
+    "exclusiveMaximum, multipleOf, enum, const, anyOf, oneOf, allOf of one schema, $ref";
 
 // What may not stand beside "allOf" (its one schema is the node; an intersection with more is not built).
 constexpr const char *kBesideAllOf[] = {"type",     "properties", "required", "additionalProperties", "items",
@@ -65,11 +65,11 @@ std::string format_pattern(const std::string &format) {
     return "";
 }
 
-// Keywords that constrain a string (its length, its pattern) or bound a number: applied by a string's or number's
+// Keywords that constrain a string (its length, its pattern) or a number (bounds, step): applied by a string's or number's
 // node, ignored by the other types (as JSON Schema does), refused where the node is not typed (enum, const, anyOf,
 // $ref, no type), since the acceptor would not enforce them there.
 constexpr const char *kStringKeys[] = {"minLength", "maxLength", "pattern"};
-constexpr const char *kRangeKeys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+constexpr const char *kRangeKeys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf"};
 
 void refuse_bounds(const ojson &j, const std::string &path, const char *where) {
     for (const char *k : kStringKeys)
@@ -109,6 +109,7 @@ std::shared_ptr<const Regex> string_pattern(const ojson &j, const std::string &p
 
 NumberRange range_of(const ojson &j, const std::string &path, bool integer) {
     NumberRange r;
+    Decimal step;
     std::string said;
     for (const char *k : kRangeKeys) {
         if (!j.contains(k)) continue;
@@ -122,10 +123,18 @@ NumberRange range_of(const ojson &j, const std::string &path, bool integer) {
             fail("{}.{}: must be a finite number, got {}", path, k, v.dump());
         const std::string key = k;
         if (key == "minimum" || key == "exclusiveMinimum") r.limit_low(d, key != "minimum");
+        else if (key == "multipleOf") step = d;
         else r.limit_high(d, key != "maximum");
         said += fmt::format("{}{} {}", said.empty() ? "" : ", ", k, v.dump());
     }
     if (integer) r.round_to_integers();
+    if (j.contains("multipleOf")) {
+        try {
+            r.set_step(step, integer);
+        } catch (const Error &e) {
+            fail("{}: {}", path, e.what());
+        }
+    }
     if (r.empty()) fail("{}: no {} lies within {}", path, integer ? "integer" : "number", said);
     return r;
 }
@@ -523,10 +532,10 @@ void SchemaCompiler::check_unique(int32_t i) const {
         const SchemaNode &l = (*nodes_)[size_t(leaf)];
         const bool ok = (l.kind == SchemaNode::Kind::String && l.max_length == UINT32_MAX && !l.pattern) ||
                         ((l.kind == SchemaNode::Kind::Integer || l.kind == SchemaNode::Kind::Number) &&
-                         !l.range.bounded());
+                         !l.range.constrained());
         if (!ok)
             fail("{}.uniqueItems: supported for items that can always be written unlike the others — strings "
-                 "without maxLength, pattern or format, numbers and integers without bounds — not for {}",
+                 "without maxLength, pattern or format, numbers and integers without bounds or multipleOf — not for {}",
                  paths_[size_t(i)], paths_[size_t(leaf)]);
     }
 }
@@ -757,11 +766,11 @@ SchemaGrammar::Step SchemaGrammar::step(std::vector<Frame> &stack, Frame &f, uin
         switch (f.number.feed(b)) {
         case Lexed::Taken:
             f.phase = 1;
-            if (f.record || n.range.bounded()) f.text += char(b); // (to compare, to bound)
-            if (!n.range.bounded()) return Step::Taken;
+            if (f.record || n.range.constrained()) f.text += char(b); // (to compare, to bound)
+            if (!n.range.constrained()) return Step::Taken;
             if (b == 'e' || b == 'E') return Step::Refused; // with an exponent any prefix could go anywhere
             return n.range.viable(f.text) ? Step::Taken : Step::Refused;
-        case Lexed::Ended: return !n.range.bounded() || n.range.holds(f.text) ? Step::Ended : Step::Refused;
+        case Lexed::Ended: return !n.range.constrained() || n.range.holds(f.text) ? Step::Ended : Step::Refused;
         default: return Step::Refused;
         }
     case SchemaNode::Kind::Any:

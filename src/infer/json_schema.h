@@ -8,17 +8,17 @@
 // "additionalProperties" is true or a schema, of their values: pydantic's dict[str, X]), array ("prefixItems": by
 // position, pydantic's tuples; "items", false for none after them; "minItems", "maxItems"), string ("minLength",
 // "maxLength", "pattern", "format": date-time, date, time, duration, email, hostname, ipv4, ipv6, uuid; regex.h),
-// number and integer ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), boolean, null, or a list of
-// them; "enum" and "const" (each value written compactly, as JSON serialises it); "uniqueItems" where every item can
-// be made unlike the others by writing on (strings without maxLength, pattern or format; numbers without bounds:
-// pydantic's set[str], set[int]); "anyOf" (a value of any alternative: pydantic's Union[Cat, Dog], int | float,
-// str | date); "oneOf" whose alternatives no value can match two of — they begin with different bytes,
-// or they are objects with a required property of different constant values (pydantic's discriminated unions);
-// "allOf" of one schema (pydantic v1's reference with a description); "$ref" to "#/$defs/NAME" or
-// "#/definitions/NAME" (recursion included); {} or true for any value. Every part must admit a finite value.
-// Annotations are ignored (title, description, default, examples, discriminator, other formats, $schema, $id,
-// strict). Anything that would constrain values in ways the acceptor does not enforce (multipleOf, not, ...) is
-// refused, naming it, rather than silently not enforced. The root must be an object.
+// number and integer ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"), boolean, null,
+// or a list of them; "enum" and "const" (each value written compactly, as JSON serialises it); "uniqueItems" where
+// every item can be made unlike the others by writing on (strings without maxLength, pattern or format; numbers
+// without bounds or step: pydantic's set[str], set[int]); "anyOf" (a value of any alternative: pydantic's
+// Union[Cat, Dog], int | float, str | date); "oneOf" whose alternatives no value can match two of — they begin with
+// different bytes, or they are objects with a required property of different constant values (pydantic's
+// discriminated unions); "allOf" of one schema (pydantic v1's reference with a description); "$ref" to
+// "#/$defs/NAME" or "#/definitions/NAME" (recursion included); {} or true for any value. Every part must admit a
+// finite value. Annotations are ignored (title, description, default, examples, discriminator, other formats,
+// $schema, $id, strict). Anything that would constrain values in ways the acceptor does not enforce (not,
+// patternProperties, ...) is refused, naming it, rather than silently not enforced. The root must be an object.
 //
 // Alternatives that the text so far fits several of are read side by side (a reading each, equal readings merged:
 // Union[Cat, Dog] reads two until a key or value tells them apart); at most kMaxReadings at once, later ones dropped
@@ -47,7 +47,7 @@ struct SchemaNode {
         Array,     // prefix[k] at position k, then children[0] each; min_items to max_items of them (−1: no
                    // maximum; children[0] is −1 when no item may follow the prefix: max_items says so too)
         String,    // a string of min_length to max_length characters
-        Number,    // a number in `range` (bounded: written without exponent)
+        Number,    // a number in `range` (constrained: written without exponent)
         Integer,   // a number without fraction or exponent, in `range`
         Literals,  // one of `literals` exactly (enum, const, boolean, null)
         Union,     // one of `children`; read as one of `leaves` (`firsts`: the bytes each may begin with)

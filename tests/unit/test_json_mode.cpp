@@ -334,6 +334,10 @@ bool valid(const ojson &v, const ojson &s, const ojson &root) {
         if (!v.is_number()) return false;
         const double x = v.get<double>();
         if (type == "integer" && !v.is_number_integer() && std::floor(x) != x) return false; // 64 bits: a double
+        if (s.contains("multipleOf")) { // (the tests' steps and values have at most 6 decimals)
+            const double q = x / s["multipleOf"].get<double>();
+            if (std::fabs(q - std::round(q)) > 1e-6 * std::max(1.0, std::fabs(q))) return false;
+        }
         return !(s.contains("minimum") && x < s["minimum"].get<double>()) &&
                !(s.contains("maximum") && x > s["maximum"].get<double>()) &&
                !(s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) &&
@@ -420,9 +424,8 @@ std::string refusal(const std::string &schema) {
 
 TEST(JsonSchema, RefusesWhatItCannotEnforceNamingThePlace) {
     EXPECT_NE(refusal(R"({"type": "string"})").find("root must be an object"), std::string::npos);
-    const std::string multiple =
-        refusal(R"({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}})");
-    EXPECT_NE(multiple.find("schema.properties.a: 'multipleOf' is not supported"), std::string::npos) << multiple;
+    const std::string negation = refusal(R"({"type": "object", "properties": {"a": {"not": {"type": "integer"}}}})");
+    EXPECT_NE(negation.find("schema.properties.a: 'not' is not supported"), std::string::npos) << negation;
     EXPECT_NE(refusal(R"({"type": "object", "properties": {}, "additionalProperties": 5})")
                   .find("schema.additionalProperties: must be a schema or a boolean, got 5"),
               std::string::npos);
@@ -621,6 +624,7 @@ TEST(NumberRange, PrefixesAreViableExactlyWhenSomeContinuationLiesInTheRange) {
         bool integer;
         double lo, hi; // the range as the brute force sees it (integers: the closed integer ends)
         bool lo_open, hi_open;
+        int64_t step = 0; // multipleOf in units of 10^−4 (the texts have at most 3 decimals); 0: none
     };
     const double inf = INFINITY;
     const std::vector<Case> cases = {
@@ -634,6 +638,17 @@ TEST(NumberRange, PrefixesAreViableExactlyWhenSomeContinuationLiesInTheRange) {
         {R"({"minimum": 100})", true, 100, inf, false, false},
         {R"({"minimum": 0, "maximum": 0})", true, 0, 0, false, false},
         {R"({"exclusiveMaximum": -20})", true, -inf, -21, false, false},
+        // multipleOf (for an integer the least integer multiple of the step: 0.5 → 1, 2.5 → 5)
+        {R"({"multipleOf": 0.25})", false, -inf, inf, false, false, 2500},
+        {R"({"multipleOf": 0.3, "minimum": 0.5, "maximum": 1})", false, 0.5, 1, false, false, 3000},
+        {R"({"multipleOf": 1.5, "minimum": -2, "exclusiveMaximum": 6})", false, -2, 6, false, true, 15000},
+        {R"({"multipleOf": 0.01, "exclusiveMinimum": 0, "maximum": 0.05})", false, 0, 0.05, true, false, 100},
+        {R"({"multipleOf": 0.007})", false, -inf, inf, false, false, 70},
+        {R"({"multipleOf": 7})", true, -inf, inf, false, false, 70000},
+        {R"({"multipleOf": 3, "minimum": 10, "maximum": 14})", true, 10, 14, false, false, 30000},
+        {R"({"multipleOf": 0.5, "minimum": -2, "maximum": 3})", true, -2, 3, false, false, 10000},
+        {R"({"multipleOf": 2.5, "exclusiveMinimum": -10, "exclusiveMaximum": 10})", true, -9, 9, false, false, 50000},
+        {R"({"multipleOf": 25, "maximum": -30})", true, -inf, -30, false, false, 250000},
     };
     for (const Case &c : cases) {
         ojson s = ojson::parse(c.bounds);
@@ -642,6 +657,12 @@ TEST(NumberRange, PrefixesAreViableExactlyWhenSomeContinuationLiesInTheRange) {
         const NumberRange &r = schema->node(schema->node(JsonSchema::kRoot).children[0]).range;
         auto in_range = [&](const std::string &t) {
             const double x = std::strtod(t.c_str(), nullptr);
+            if (c.step) { // exactly: the text in units of 10^−4 (digits, then the fraction padded to 4 places)
+                const size_t dot = std::min(t.find('.'), t.size());
+                const std::string fraction = dot < t.size() ? t.substr(dot + 1) : "";
+                const int64_t units = std::stoll(t.substr(0, dot) + fraction + std::string(4 - fraction.size(), '0'));
+                if (units % c.step != 0) return false;
+            }
             return (c.lo_open ? x > c.lo : x >= c.lo) && (c.hi_open ? x < c.hi : x <= c.hi);
         };
         const auto texts = number_texts(c.integer ? "-0123456789" : "-0123456789.", 5, c.integer);
@@ -816,6 +837,63 @@ TEST(SchemaGrammar, RandomWalksKeepToPatterns) { // (std::regex validates the pa
     EXPECT_GE(valid_walks(s, "{}[],:\"\" abcx19.\\u", 17), 20);
 }
 
+// multipleOf (pydantic's conint(multiple_of=5), condecimal(multiple_of=0.01)): exact in decimal, any size, with and
+// without bounds; what cannot be enforced or admits nothing is refused, naming the place.
+TEST(SchemaGrammar, KeepsToMultiples) {
+    const auto schema = JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {
+        "n": {"type": "integer", "multipleOf": 5},
+        "p": {"type": "number", "multipleOf": 0.1, "maximum": 1},
+        "q": {"type": "number", "multipleOf": 0.37}},
+        "required": ["n", "p", "q"], "additionalProperties": false})"));
+    auto text = [](const char *n, const char *p, const char *q) {
+        return fmt::format(R"({{"n": {}, "p": {}, "q": {}}})", n, p, q);
+    };
+    for (const char *n : {"0", "-35", "1000", "123456789012345678901234567890"})
+        EXPECT_TRUE(whole(schema, text(n, "0.3", "0.74"))) << n;
+    for (const char *p : {"0.3", "-0.7", "1", "1.0", "0.30", "-12345678901234567.9"}) // 0.3 is 3 × 0.1 in decimal
+        EXPECT_TRUE(whole(schema, text("5", p, "0"))) << p;
+    for (const char *q : {"0.37", "-3.33", "370000000000000000000", "3.7", "0.7400"})
+        EXPECT_TRUE(whole(schema, text("5", "0.3", q))) << q;
+    EXPECT_FALSE(takes(schema, R"({"n": 12,)"));          // ends at no multiple
+    EXPECT_TRUE(takes(schema, R"({"n": 12)"));            // 120 is one
+    EXPECT_FALSE(takes(schema, R"({"n": 1.)"));           // an integer
+    EXPECT_FALSE(takes(schema, R"({"n": 1e)"));           // no exponent
+    EXPECT_FALSE(takes(schema, R"({"n": 5, "p": 0.35)")); // 0.35… holds no tenth
+    EXPECT_FALSE(takes(schema, R"({"n": 5, "p": 1.1)"));  // above the maximum
+    EXPECT_FALSE(takes(schema, R"({"n": 5, "p": 2)"));
+    const std::string q = R"({"n": 5, "p": 0, "q": )";
+    EXPECT_FALSE(takes(schema, q + "0.1"));  // [0.1, 0.2) holds no multiple of 0.37
+    EXPECT_TRUE(takes(schema, q + "0.7"));   // 0.74
+    EXPECT_FALSE(takes(schema, q + "0.75")); // and then nothing
+    EXPECT_FALSE(takes(schema, q + "1.0"));  // [1.0, 1.1) holds none: 1.11 is past it
+    EXPECT_TRUE(takes(schema, q + "1.1"));   // 1.11
+    EXPECT_FALSE(takes(schema, q + "0.74,") && takes(schema, q + "0.741"));
+
+    auto refused = [](const char *x) {
+        return refusal(fmt::format(R"({{"type": "object", "properties": {{"a": {}}}}})", x));
+    };
+    for (const char *bad : {R"({"type": "integer", "multipleOf": 0})", R"({"type": "number", "multipleOf": -2})"})
+        EXPECT_NE(refused(bad).find("schema.properties.a: multipleOf must be greater than 0"), std::string::npos)
+            << bad;
+    EXPECT_NE(refused(R"({"type": "number", "multipleOf": "5"})").find("multipleOf: must be a finite number"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "number", "multipleOf": 12345678901234567891})").find("at most 18 significant"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "integer", "multipleOf": 1e18})").find("steps of 10^18 or more"), std::string::npos);
+    const std::string none = refused(R"({"type": "integer", "minimum": 1, "maximum": 4, "multipleOf": 2.5})");
+    EXPECT_NE(none.find("no integer lies within minimum 1, maximum 4, multipleOf 2.5"), std::string::npos) << none;
+    EXPECT_NE(refused(R"({"multipleOf": 3})").find("'multipleOf' is supported beside \"type\": \"number\""),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "array", "items": {"type": "integer", "multipleOf": 3}, "uniqueItems": true})")
+                  .find("without bounds or multipleOf"),
+              std::string::npos);
+    for (const char *fine : {R"({"type": "integer", "multipleOf": 1e17})",
+                             R"({"type": "number", "multipleOf": 1e-30, "minimum": 0})",
+                             R"({"type": "string", "multipleOf": 3})"}) // other types' keywords are ignored
+        EXPECT_NO_THROW(JsonSchema::compile(ojson{{"type", "object"}, {"properties", {{"a", ojson::parse(fine)}}}}))
+            << fine;
+}
+
 TEST(SchemaGrammar, RandomWalksKeepWithinBounds) {
     const ojson s = ojson::parse(R"({"type": "object", "properties": {
         "a": {"type": "integer", "minimum": -3, "maximum": 40},
@@ -825,6 +903,13 @@ TEST(SchemaGrammar, RandomWalksKeepWithinBounds) {
         "e": {"type": ["number", "null"], "minimum": 7.25}},
         "required": ["a", "b", "c", "d", "e"], "additionalProperties": false})");
     EXPECT_GE(valid_walks(s, "{}[],:\"\" 0123456789-.nulxé", 9), 20);
+    const ojson steps = ojson::parse(R"({"type": "object", "properties": {
+        "a": {"type": "integer", "multipleOf": 7},
+        "b": {"type": "number", "multipleOf": 0.37, "minimum": 1, "maximum": 3},
+        "c": {"type": "number", "multipleOf": 0.05, "exclusiveMinimum": -0.1},
+        "d": {"type": "array", "items": {"type": "integer", "multipleOf": 2.5, "maximum": 100}, "maxItems": 3}},
+        "required": ["a", "b", "c", "d"], "additionalProperties": false})");
+    EXPECT_GE(valid_walks(steps, "{}[],:\"\" 0123456789-.", 9), 20);
 }
 
 // Alternatives that begin alike (pydantic's Union[Cat, Dog], int | float, str | date) are read side by side until the
