@@ -16,6 +16,7 @@ openai.AuthenticationError. Prints one line per check; exits non-zero on the fir
 from __future__ import annotations
 
 import datetime
+import enum
 import json
 import os
 import re
@@ -142,6 +143,20 @@ def main() -> None:
                                                response_format=Order)
         ok("json_schema with multiple_of (multipleOf) and bounds: parsed back",
            isinstance(parsed.choices[0].message.parsed, Order), repr(parsed.choices[0].message.content))
+
+        class Color(str, enum.Enum):
+            red = "red"
+            green = "green"
+
+        class Tally(pydantic.BaseModel):  # keys by rule: propertyNames (enum, $ref to one), patternProperties
+            votes: dict[Literal["x", "y"], int]
+            seen: dict[Color, bool]
+            codes: dict[Annotated[str, pydantic.Field(pattern=r"^[a-z]{2}$")], int]
+
+        parsed = client.chat.completions.parse(model=name, messages=messages, max_tokens=600, temperature=0,
+                                               response_format=Tally)
+        ok("json_schema with dict[Literal, int], dict[Enum, bool], dict[constr(pattern), int]: parsed back",
+           isinstance(parsed.choices[0].message.parsed, Tally), repr(parsed.choices[0].message.content))
 
         class Event(pydantic.BaseModel):  # formats and a pattern, which pydantic parses back into their types
             day: datetime.date

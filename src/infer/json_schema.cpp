@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/json_depth.h"
+#include "core/utf8.h"
 
 #include <algorithm>
 #include <bitset>
@@ -15,14 +16,14 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 // Keywords that constrain values in ways the acceptor does not enforce: refused, not ignored.
-constexpr const char *kUnsupported[] = {"patternProperties", "propertyNames", "not", "if", "then",
-                                        "else", "contains", "dependentRequired", "dependentSchemas",
-                                        "unevaluatedProperties", "unevaluatedItems"};
+constexpr const char *kUnsupported[] = {"not",          "if",       "then", "else", "contains", "dependentRequired",
+                                        "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
 
 constexpr const char *kSupported =
     "type, properties, required, additionalProperties, minProperties, maxProperties, items, prefixItems, minItems, "
     "maxItems, uniqueItems, minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
-    "exclusiveMaximum, multipleOf, enum, const, anyOf, oneOf, allOf of one schema, $ref";
+    "exclusiveMaximum, multipleOf, propertyNames, patternProperties (one pattern), enum, const, anyOf, oneOf, "
+    "allOf of one schema, $ref";
 
 // What may not stand beside "allOf" (its one schema is the node; an intersection with more is not built).
 constexpr const char *kBesideAllOf[] = {"type",     "properties", "required", "additionalProperties", "items",
@@ -65,11 +66,12 @@ std::string format_pattern(const std::string &format) {
     return "";
 }
 
-// Keywords that constrain a string (its length, its pattern) or a number (bounds, step): applied by a string's or number's
-// node, ignored by the other types (as JSON Schema does), refused where the node is not typed (enum, const, anyOf,
-// $ref, no type), since the acceptor would not enforce them there.
+// Keywords that constrain a string (its length, its pattern), a number (bounds, step) or an object's keys: applied by
+// a node of that type, ignored by the other types (as JSON Schema does), refused where the node is not typed (enum,
+// const, anyOf, $ref, no type), since the acceptor would not enforce them there.
 constexpr const char *kStringKeys[] = {"minLength", "maxLength", "pattern"};
 constexpr const char *kRangeKeys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf"};
+constexpr const char *kKeyKeys[] = {"propertyNames", "patternProperties"};
 
 void refuse_bounds(const ojson &j, const std::string &path, const char *where) {
     for (const char *k : kStringKeys)
@@ -77,6 +79,8 @@ void refuse_bounds(const ojson &j, const std::string &path, const char *where) {
     for (const char *k : kRangeKeys)
         if (j.contains(k))
             fail("{}: '{}' is supported beside \"type\": \"number\" or \"integer\" only, not {}", path, k, where);
+    for (const char *k : kKeyKeys)
+        if (j.contains(k)) fail("{}: '{}' is supported beside \"type\": \"object\" only, not {}", path, k, where);
 }
 
 // A count keyword (minItems, maxLength, ...): a non-negative integer, or dflt when absent.
@@ -169,6 +173,8 @@ class SchemaCompiler {
         }
         for (int32_t i : one_of_) check_one_of(i);
         for (int32_t i : unique_) check_unique(i);
+        for (size_t i = 0; i < nodes_->size(); ++i)
+            if ((*nodes_)[i].key_names >= 0) key_rules(int32_t(i));
         check_finite();
         return s;
     }
@@ -194,6 +200,7 @@ class SchemaCompiler {
     bool exclusive(int32_t a, int32_t b) const;  // no value matches both
     void check_one_of(int32_t i) const;
     void check_unique(int32_t i) const;
+    void key_rules(int32_t i);
     void check_finite() const;
 
     const ojson &root_;
@@ -359,14 +366,42 @@ void SchemaCompiler::object_into(SchemaNode &n, const ojson &j, const std::strin
                       ? int64_t(std::min<uint64_t>(count_of(j, "maxProperties", 0, path), INT64_MAX))
                       : -1;
     const bool counted = n.min_props > 0 || n.max_props >= 0;
-    if (!j.contains("properties") && (others == true || !j.contains("additionalProperties")) && !counted) {
+    // Keys by rule: propertyNames (pydantic's dict[Literal[...], X], dict[SomeEnum, X]: its schema is read once the
+    // whole schema is compiled, see key_rules) or patternProperties of one pattern (dict[constr(pattern=...), X]),
+    // for objects of other keys only.
+    const bool named =
+        j.contains("propertyNames") && j["propertyNames"] != true && j["propertyNames"] != ojson::object();
+    const bool patterned = j.contains("patternProperties");
+    if ((named || patterned) && j.contains("properties"))
+        fail("{}: {} beside properties is not supported", path, named ? "propertyNames" : "patternProperties");
+    if (named && patterned) fail("{}: propertyNames and patternProperties together are not supported", path);
+    if (!j.contains("properties") && (others == true || !j.contains("additionalProperties")) && !counted && !named &&
+        !patterned) {
         n.kind = SchemaNode::Kind::Any; // any object
         n.object_only = true;
         return;
     }
     n.kind = SchemaNode::Kind::Object;
-    if (others != false || (!j.contains("additionalProperties") && !j.contains("properties"))) // (counted: any keys)
+    if (patterned) {
+        const ojson &pp = j["patternProperties"];
+        if (!pp.is_object() || pp.size() != 1)
+            fail("{}.patternProperties: supported with one pattern (an object of one pattern and its schema)", path);
+        if (others != false)
+            fail("{}: patternProperties beside additionalProperties is not supported (other keys would have "
+                 "to be told from the pattern's)",
+                 path);
+        const std::string &pattern = pp.begin().key();
+        try {
+            n.key_pattern = Regex::compile(pattern);
+        } catch (const Error &e) {
+            fail("{}.patternProperties: pattern '{}': {}", path, pattern, e.what());
+        }
+        n.extra = compile(pp.begin().value(), path + ".patternProperties." + pattern);
+    } else if (others != false || (!j.contains("additionalProperties") && !j.contains("properties"))) {
+        // (counted or named without additionalProperties: any values)
         n.extra = compile(others == false ? ojson(true) : others, path + ".additionalProperties");
+    }
+    if (named) n.key_names = compile(j["propertyNames"], path + ".propertyNames");
     const ojson props = j.value("properties", ojson::object());
     if (!props.is_object()) fail("{}.properties: must be an object", path);
     for (const auto &[key, sub] : props.items()) {
@@ -540,6 +575,46 @@ void SchemaCompiler::check_unique(int32_t i) const {
     }
 }
 
+// An object's propertyNames, compiled as a node of its own, as the rules its keys are read by: a string's pattern
+// and lengths; an enum's or const's strings as a pattern of them (each character a \u{...} escape); any value: no
+// rule. A schema no string can match (a number's, an enum without strings) leaves no key: the object is {}.
+void SchemaCompiler::key_rules(int32_t i) {
+    SchemaNode &object = (*nodes_)[size_t(i)];
+    const std::string &path = paths_[size_t(object.key_names)];
+    const SchemaNode &k = resolved(object.key_names);
+    switch (k.kind) {
+    case SchemaNode::Kind::Any: return;
+    case SchemaNode::Kind::String:
+        object.key_pattern = k.pattern;
+        object.key_min = k.min_length, object.key_max = k.max_length;
+        return;
+    case SchemaNode::Kind::Literals: {
+        std::string alternatives;
+        bool named = false;
+        for (const std::string &literal : k.literals) {
+            const ojson v = ojson::parse(literal);
+            if (!v.is_string()) continue; // (keys are strings: true, 1 or null never name one)
+            named = true;
+            std::string escaped;
+            const std::string name = v.get<std::string>();
+            for (size_t at = 0; at < name.size();) escaped += fmt::format("\\u{{{:x}}}", utf8_next(name, at));
+            alternatives += (alternatives.empty() ? "" : "|") + escaped; // ("" first: an empty alternative after)
+        }
+        if (!named) break;
+        try {
+            object.key_pattern = Regex::compile("^(?:" + alternatives + ")$");
+        } catch (const Error &e) {
+            fail("{}: {}", path, e.what());
+        }
+        return;
+    }
+    case SchemaNode::Kind::Union: fail("{}: anyOf or oneOf of key schemas is not supported", path);
+    default: break; // a number, object, array: no key is one
+    }
+    if (object.min_props > 0) fail("{}: no key is a value of it, and minProperties is {}", path, object.min_props);
+    object.extra = -1;
+}
+
 // Every node must admit a finite value, or a text could be begun that no byte can finish (a required property
 // referring back to its own object). Found as Horn clauses are solved: from the nodes that admit one outright,
 // through their parents (a union needs one alternative, an object its required properties, an array with
@@ -629,7 +704,7 @@ bool SchemaGrammar::in_plain_string(const Reading &r) const {
     const SchemaNode::Kind k = schema_->node(f.node).kind;
     return (k == SchemaNode::Kind::String && f.phase == 1 && f.string.plain() && !f.string.matches()) ||
            (k == SchemaNode::Kind::Object && f.phase == 3 && free_keys(f, schema_->node(f.node)) &&
-            f.string.plain()) ||
+            f.string.plain() && !f.string.matches()) ||
            (k == SchemaNode::Kind::Any && f.any.in_plain_string());
 }
 
@@ -760,7 +835,7 @@ SchemaGrammar::Step SchemaGrammar::step(std::vector<Frame> &stack, Frame &f, uin
     case SchemaNode::Kind::Integer:
         if (f.record && n.kind == SchemaNode::Kind::Integer && b == '0' && (f.text.empty() || f.text == "-")) {
             // An integer item beginning 0 can only be 0: refused at once if 0 was written (see check_unique).
-            const auto &seen = stack[stack.size() - 2].seen;
+            const auto &seen = stack[stack.size() - 2].seen.get();
             if (std::find(seen.begin(), seen.end(), nlohmann::json(0)) != seen.end()) return Step::Refused;
         }
         switch (f.number.feed(b)) {
@@ -773,9 +848,11 @@ SchemaGrammar::Step SchemaGrammar::step(std::vector<Frame> &stack, Frame &f, uin
         case Lexed::Ended: return !n.range.constrained() || n.range.holds(f.text) ? Step::Ended : Step::Refused;
         default: return Step::Refused;
         }
-    case SchemaNode::Kind::Any:
-        if (f.any.feed(b)) return f.any.complete() ? Step::Done : Step::Taken;
-        return f.any.can_end() ? Step::Ended : Step::Refused;
+    case SchemaNode::Kind::Any: {
+        JsonGrammar &g = f.any; // (a refused byte leaves it as it was)
+        if (g.feed(b)) return g.complete() ? Step::Done : Step::Taken;
+        return g.can_end() ? Step::Ended : Step::Refused;
+    }
     case SchemaNode::Kind::Union: return Step::Union;
     }
     return Step::Refused;
@@ -820,9 +897,9 @@ bool SchemaGrammar::distinct_item(std::vector<Frame> &stack) {
     } catch (const nlohmann::json::out_of_range &) { // a number beyond a double: not compared
         return true;
     }
-    std::vector<nlohmann::json> &seen = stack[stack.size() - 2].seen;
+    const std::vector<nlohmann::json> &seen = stack[stack.size() - 2].seen.get();
     if (std::find(seen.begin(), seen.end(), value) != seen.end()) return false;
-    seen.push_back(std::move(value));
+    stack[stack.size() - 2].seen.edit().push_back(std::move(value));
     return true;
 }
 
@@ -839,7 +916,9 @@ SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame 
         if (b == '"' && key_may_come(f, n)) {
             f.phase = 3;
             f.text = "\"";
-            f.string = StringLexer(); // (read by free keys)
+            f.string = StringLexer(); // (read by free keys, by the object's key rules)
+            f.string.limit(n.key_min, n.key_max);
+            if (n.key_pattern) f.string.match(n.key_pattern.get());
             return Step::Taken;
         }
         if (b != '}' || f.phase != 1) return Step::Refused;

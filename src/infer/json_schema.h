@@ -5,25 +5,28 @@
 //
 // What a schema may say (OpenAI's strict subset, and more): "type" object (its "properties", written in the
 // schema's order, keys as JSON writes them; those not "required" may be left out; other keys after them if
-// "additionalProperties" is true or a schema, of their values: pydantic's dict[str, X]), array ("prefixItems": by
-// position, pydantic's tuples; "items", false for none after them; "minItems", "maxItems"), string ("minLength",
-// "maxLength", "pattern", "format": date-time, date, time, duration, email, hostname, ipv4, ipv6, uuid; regex.h),
-// number and integer ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"), boolean, null,
-// or a list of them; "enum" and "const" (each value written compactly, as JSON serialises it); "uniqueItems" where
-// every item can be made unlike the others by writing on (strings without maxLength, pattern or format; numbers
-// without bounds or step: pydantic's set[str], set[int]); "anyOf" (a value of any alternative: pydantic's
-// Union[Cat, Dog], int | float, str | date); "oneOf" whose alternatives no value can match two of — they begin with
-// different bytes, or they are objects with a required property of different constant values (pydantic's
-// discriminated unions); "allOf" of one schema (pydantic v1's reference with a description); "$ref" to
-// "#/$defs/NAME" or "#/definitions/NAME" (recursion included); {} or true for any value. Every part must admit a
-// finite value. Annotations are ignored (title, description, default, examples, discriminator, other formats,
-// $schema, $id, strict). Anything that would constrain values in ways the acceptor does not enforce (not,
-// patternProperties, ...) is refused, naming it, rather than silently not enforced. The root must be an object.
+// "additionalProperties" is true or a schema, of their values: pydantic's dict[str, X]; without properties, keys
+// by "propertyNames" or one "patternProperties" pattern: dict[Literal[...], X], dict[constr(pattern=...), X]),
+// array ("prefixItems": by position, pydantic's tuples; "items", false for none after them; "minItems",
+// "maxItems"), string ("minLength", "maxLength", "pattern", "format": date-time, date, time, duration, email,
+// hostname, ipv4, ipv6, uuid; regex.h), number and integer ("minimum", "maximum", "exclusiveMinimum",
+// "exclusiveMaximum", "multipleOf"), boolean, null, or a list of them; "enum" and "const" (each value written
+// compactly, as JSON serialises it); "uniqueItems" where every item can be made unlike the others by writing on
+// (strings without maxLength, pattern or format; numbers without bounds or step: pydantic's set[str], set[int]);
+// "anyOf" (a value of any alternative: pydantic's Union[Cat, Dog], int | float, str | date); "oneOf" whose
+// alternatives no value can match two of — they begin with different bytes, or they are objects with a required
+// property of different constant values (pydantic's discriminated unions); "allOf" of one schema (pydantic v1's
+// reference with a description); "$ref" to "#/$defs/NAME" or "#/definitions/NAME" (recursion included); {} or
+// true for any value. Every part must admit a finite value. Annotations are ignored (title, description, default,
+// examples, discriminator, other formats, $schema, $id, strict). Anything that would constrain values in ways the
+// acceptor does not enforce (not, if, contains, ...) is refused, naming it, rather than silently not enforced.
+// The root must be an object.
 //
 // Alternatives that the text so far fits several of are read side by side (a reading each, equal readings merged:
 // Union[Cat, Dog] reads two until a key or value tells them apart); at most kMaxReadings at once, later ones dropped
 // (what is written still matches the schema; only some texts of the dropped alternatives are then not offered).
 #pragma once
+#include "core/copy_on_write.h"
 #include "infer/json_bounds.h"
 #include "infer/json_grammar.h"
 #include "infer/regex.h"
@@ -58,6 +61,11 @@ struct SchemaNode {
     std::vector<std::string> names;    // Object: each key's name (the text decoded)
     int32_t extra = -1;                // Object: additionalProperties' schema, or −1: no other keys
     int64_t min_props = 0, max_props = -1; // Object: minProperties, maxProperties (−1: none)
+    // Object without properties: what its keys must be (propertyNames, patternProperties): a pattern (null: any)
+    // within key_min to key_max characters; key_names is propertyNames' node, read into them once compiled.
+    std::shared_ptr<const Regex> key_pattern;
+    uint32_t key_min = 0, key_max = UINT32_MAX;
+    int32_t key_names = -1;
     std::vector<int32_t> prefix;       // Array: prefixItems, by position
     std::vector<uint8_t> required;     // Object
     std::vector<int32_t> children;     // Object: per key; Array: the items; Union: the alternatives
@@ -124,11 +132,11 @@ class SchemaGrammar {
         bool free_key = false; // Object: the key read is not a declared one (its value: the node's `extra`)
         int32_t props = 0;     // Object: properties written
         bool record = false;   // an item of a uniqueItems array: its text is kept (in `text`) to compare
-        std::vector<nlohmann::json> seen; // Array with uniqueItems: the items so far, as values
+        CopyOnWrite<std::vector<nlohmann::json>> seen; // Array with uniqueItems: the items so far, as values
         std::string text;    // the bytes so far: Object, of the key; Literals, bounded numbers, unique items
         StringLexer string;  // String
-        NumberLexer number{false}; // Number, Integer
-        JsonGrammar any{false};    // Any
+        NumberLexer number{false};     // Number, Integer
+        JsonGrammar any{false};        // Any
         bool operator==(const Frame &) const = default;
     };
     // One reading: the values open, innermost last (empty: the root value is complete), and the whitespace run.

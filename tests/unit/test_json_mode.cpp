@@ -267,10 +267,12 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
                          "additionalProperties": false}]}},
         "required": ["a", "b"], "additionalProperties": false})"));
     const auto others = JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {
+        "k": {"type": "object", "propertyNames": {"type": "string", "pattern": "^[ab]+$", "maxLength": 3},
+              "additionalProperties": {"type": "integer"}, "maxProperties": 2},
         "a": {"type": "object", "properties": {"ab": {"type": "integer"}}, "additionalProperties": {"type": "string",
               "maxLength": 2}},
         "u": {"type": "array", "items": {"type": "string"}, "uniqueItems": true, "maxItems": 3}},
-        "required": ["a", "u"], "additionalProperties": false})"));
+        "required": ["k", "a", "u"], "additionalProperties": false})"));
     int closed = 0;
     for (int walk = 0; walk < 36; ++walk) {
         JsonConstraint c(table, walk % 3 == 0 ? lengths : walk % 3 == 1 ? alternatives : others);
@@ -361,6 +363,16 @@ bool valid(const ojson &v, const ojson &s, const ojson &root) {
         if (!v.is_object()) return false;
         if (v.size() < s.value("minProperties", size_t(0)) || v.size() > s.value("maxProperties", SIZE_MAX))
             return false;
+        if (s.contains("propertyNames"))
+            for (const auto &[key, x] : v.items())
+                if (!valid(ojson(key), s.at("propertyNames"), root)) return false;
+        if (s.contains("patternProperties")) { // (one pattern, no other keys, as the acceptor takes them)
+            const auto &pp = s.at("patternProperties");
+            for (const auto &[key, x] : v.items())
+                if (!std::regex_search(key, std::regex(pp.begin().key())) || !valid(x, pp.begin().value(), root))
+                    return false;
+            return true;
+        }
         if (!s.contains("properties") && !s.contains("additionalProperties")) return true;
         // (an object with minProperties or maxProperties alone takes other keys of any value, below)
         const ojson props = s.value("properties", ojson::object()); // (const operator[] of a missing key: UB)
@@ -1044,6 +1056,82 @@ TEST(SchemaGrammar, TakesOtherKeysAfterTheDeclaredOnes) {
     EXPECT_FALSE(takes(schema, meta + R"("id": 1, "flag": true, "note")")); // declared properties come first
     EXPECT_FALSE(takes(schema, meta + R"("id": 1, "\u006eote": 1)")); // note, escaped, is still a string
     EXPECT_GE(valid_walks(other_keys_schema(), "{}[],:\"\" 0123456789-abnotrue", 37), 20);
+}
+
+// Keys by rule (pydantic's dict[Literal["x", "y"], int], dict[Color, int], dict[constr(pattern=...), int]):
+// propertyNames or one patternProperties pattern, for objects of other keys only.
+const ojson &key_rules_schema() {
+    static const ojson s = ojson::parse(R"({"type": "object", "properties": {
+        "lit": {"type": "object", "additionalProperties": {"type": "integer"}, "propertyNames": {"enum": ["x", "y"]}},
+        "col": {"type": "object", "additionalProperties": {"type": "boolean"},
+                "propertyNames": {"$ref": "#/$defs/Color"}, "maxProperties": 2},
+        "pat": {"type": "object", "patternProperties": {"^[a-z]+$": {"type": "integer"}}},
+        "len": {"type": "object", "propertyNames": {"type": "string", "pattern": "^k", "maxLength": 2}},
+        "odd": {"type": "object", "propertyNames": {"enum": ["\u00e9", "a\"b", "", 3]},
+                "additionalProperties": {"type": "null"}}},
+        "required": ["lit", "col", "pat", "len", "odd"], "additionalProperties": false,
+        "$defs": {"Color": {"enum": ["red", "green"], "type": "string"}}})");
+    return s;
+}
+
+TEST(SchemaGrammar, KeepsKeysToTheirRules) {
+    const auto schema = JsonSchema::compile(key_rules_schema());
+    for (const char *t : {R"({"lit": {}, "col": {}, "pat": {}, "len": {}, "odd": {}})",
+                          R"({"lit": {"x": 1, "y": -2}, "col": {"red": true, "green": false}, "pat": {"ab": 3},)"
+                          R"( "len": {"k": [1], "kz": {}}, "odd": {"é": null, "a\"b": null, "": null}})",
+                          R"({"lit": {"\u0078": 1}, "col": {"gr\u0065en": true}, "pat": {"z": 0, "qq": 1},)"
+                          R"( "len": {"\u006b": 0}, "odd": {"\u00e9": null, "a\u0022b": null}})"}) {
+        EXPECT_TRUE(whole(schema, t)) << t;
+        EXPECT_TRUE(valid(ojson::parse(t), key_rules_schema(), key_rules_schema())) << t;
+    }
+    EXPECT_FALSE(takes(schema, R"({"lit": {"z)"));            // x or y
+    EXPECT_FALSE(takes(schema, R"({"lit": {"xx)"));
+    EXPECT_FALSE(takes(schema, R"({"lit": {"x")") && takes(schema, R"({"lit": {"x": 1.5)"));
+    EXPECT_FALSE(takes(schema, R"({"lit": {"x": 1.5)"));      // additionalProperties' integers
+    const std::string col = R"({"lit": {}, "col": {)";
+    EXPECT_FALSE(takes(schema, col + R"("blue)"));
+    EXPECT_FALSE(takes(schema, col + R"("red": true, "green": true, ")")); // maxProperties 2
+    const std::string pat = R"({"lit": {}, "col": {}, "pat": {)";
+    EXPECT_FALSE(takes(schema, pat + R"("A)"));               // ^[a-z]+$
+    EXPECT_FALSE(takes(schema, pat + R"("")"));               // not empty: the closing quote is refused
+    EXPECT_FALSE(takes(schema, pat + R"("a": "s)"));          // its schema's integers
+    const std::string len = R"({"lit": {}, "col": {}, "pat": {}, "len": {)";
+    EXPECT_FALSE(takes(schema, len + R"("x)"));
+    EXPECT_FALSE(takes(schema, len + R"("kab)"));             // 2 characters at most
+    const std::string odd = len + R"(}, "odd": {)";
+    EXPECT_FALSE(takes(schema, odd + R"("3)"));               // 3 is not a string: no key
+    EXPECT_FALSE(takes(schema, odd + R"("ab)"));
+    EXPECT_GE(valid_walks(key_rules_schema(), "{}[],:\"\" 0123456789-xyredgnlutabkqzé", 41), 20);
+
+    auto refused = [](const char *x) {
+        return refusal(fmt::format(R"({{"type": "object", "properties": {{"a": {}}}}})", x));
+    };
+    EXPECT_NE(refused(R"({"type": "object", "properties": {"b": {}}, "propertyNames": {"enum": ["b"]}})")
+                  .find("schema.properties.a: propertyNames beside properties is not supported"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "patternProperties": {"^a": {}, "^b": {}}})")
+                  .find("schema.properties.a.patternProperties: supported with one pattern"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "patternProperties": {"^a": {}}, "additionalProperties": true})")
+                  .find("patternProperties beside additionalProperties is not supported"),
+              std::string::npos);
+    EXPECT_NE(refused(R"js({"type": "object", "patternProperties": {"(?=a)": {}}})js")
+                  .find("schema.properties.a.patternProperties: pattern '(?=a)':"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "propertyNames": {"anyOf": [{"const": "a"}, {"const": "b"}]}})")
+                  .find("schema.properties.a.propertyNames: anyOf or oneOf of key schemas is not supported"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"type": "object", "propertyNames": {"type": "integer"}, "minProperties": 1})")
+                  .find("schema.properties.a.propertyNames: no key is a value of it, and minProperties is 1"),
+              std::string::npos);
+    EXPECT_NE(refused(R"({"propertyNames": {"enum": ["b"]}})")
+                  .find("'propertyNames' is supported beside \"type\": \"object\" only, not without a type"),
+              std::string::npos);
+    // No string is a key of a number's schema: the object is {}.
+    const auto none = JsonSchema::compile(ojson::parse(
+        R"({"type": "object", "properties": {"a": {"type": "object", "propertyNames": {"type": "integer"}}}})"));
+    EXPECT_TRUE(whole(none, R"({"a": {}})"));
+    EXPECT_FALSE(takes(none, R"({"a": {")"));
 }
 
 // minProperties and maxProperties (pydantic's dict[str, X] with min_length / max_length): a key is taken only if the
