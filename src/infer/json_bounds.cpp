@@ -177,7 +177,7 @@ void NumberRange::set_step(const Decimal &step, bool integer) {
         fail("multipleOf {}: at most 18 significant digits are supported", step.text());
     // step = 0.d₁…dₙ × 10^exp = units × 10^−scale, the units the digits and any zeros the exponent adds after them.
     const int64_t n = int64_t(step.digits.size());
-    if (step.exp - n > 18 - n) fail("multipleOf {}: steps of 10^18 or more are not supported", step.text());
+    if (step.exp > 18) fail("multipleOf {}: steps of 10^18 or more are not supported", step.text());
     units_ = std::stoull(step.digits + std::string(size_t(std::max<int64_t>(step.exp - n, 0)), '0'));
     scale_ = std::max<int64_t>(n - step.exp, 0);
     if (integer) { // the least integer multiple: units / gcd(units, 10^scale)

@@ -47,7 +47,6 @@ class NumberRange {
     // only integer multiples (the step becomes the least integer multiple of it: 0.5 → 1, 2.5 → 5). Fails naming the
     // value otherwise.
     void set_step(const Decimal &step, bool integer);
-    const Decimal &step() const { return step_; }
     // Tightens an end (minimum / exclusiveMinimum: low; maximum / exclusiveMaximum: high).
     void limit_low(const Decimal &v, bool open);
     void limit_high(const Decimal &v, bool open);
@@ -56,8 +55,8 @@ class NumberRange {
     bool empty() const; // no number (of the ends' kind, a multiple of the step if one is set) is in the range
 
     // Whether some number written as `prefix` followed by more bytes (or nothing) lies in the range. The prefix is
-    // '-'? digits ('.' digits*)?: the grammar keeps exponents out of bounded numbers, since with one any prefix can
-    // go anywhere.
+    // '-'? digits ('.' digits*)?: the grammar keeps exponents out of constrained numbers, since with one any prefix
+    // can go anywhere.
     bool viable(std::string_view prefix) const;
     // Whether the whole number `text` (same form) lies in the range.
     bool holds(std::string_view text) const;

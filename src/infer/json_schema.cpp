@@ -16,7 +16,7 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 // Keywords that constrain values in ways the acceptor does not enforce: refused, not ignored.
-constexpr const char *kUnsupported[] = {"not",          "if",       "then", "else", "contains", "dependentRequired",
+constexpr const char *kUnsupported[] = {"not", "if", "then", "else", "contains", "dependentRequired",
                                         "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
 
 constexpr const char *kSupported =
@@ -848,11 +848,9 @@ SchemaGrammar::Step SchemaGrammar::step(std::vector<Frame> &stack, Frame &f, uin
         case Lexed::Ended: return !n.range.constrained() || n.range.holds(f.text) ? Step::Ended : Step::Refused;
         default: return Step::Refused;
         }
-    case SchemaNode::Kind::Any: {
-        JsonGrammar &g = f.any; // (a refused byte leaves it as it was)
-        if (g.feed(b)) return g.complete() ? Step::Done : Step::Taken;
-        return g.can_end() ? Step::Ended : Step::Refused;
-    }
+    case SchemaNode::Kind::Any:
+        if (f.any.feed(b)) return f.any.complete() ? Step::Done : Step::Taken;
+        return f.any.can_end() ? Step::Ended : Step::Refused;
     case SchemaNode::Kind::Union: return Step::Union;
     }
     return Step::Refused;

@@ -135,8 +135,8 @@ class SchemaGrammar {
         CopyOnWrite<std::vector<nlohmann::json>> seen; // Array with uniqueItems: the items so far, as values
         std::string text;    // the bytes so far: Object, of the key; Literals, bounded numbers, unique items
         StringLexer string;  // String
-        NumberLexer number{false};     // Number, Integer
-        JsonGrammar any{false};        // Any
+        NumberLexer number{false}; // Number, Integer
+        JsonGrammar any{false};    // Any
         bool operator==(const Frame &) const = default;
     };
     // One reading: the values open, innermost last (empty: the root value is complete), and the whitespace run.
