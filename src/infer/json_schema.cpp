@@ -576,8 +576,9 @@ void SchemaCompiler::check_unique(int32_t i) const {
 }
 
 // An object's propertyNames, compiled as a node of its own, as the rules its keys are read by: a string's pattern
-// and lengths; an enum's or const's strings as a pattern of them (each character a \u{...} escape); any value: no
-// rule. A schema no string can match (a number's, an enum without strings) leaves no key: the object is {}.
+// and lengths; an enum's or const's strings as optional properties of additionalProperties' schema, in its order
+// (so no name comes twice); any value: no rule. A schema no string can match (a number's, an enum without strings)
+// leaves no key: the object is {}.
 void SchemaCompiler::key_rules(int32_t i) {
     SchemaNode &object = (*nodes_)[size_t(i)];
     const std::string &path = paths_[size_t(object.key_names)];
@@ -588,26 +589,22 @@ void SchemaCompiler::key_rules(int32_t i) {
         object.key_pattern = k.pattern;
         object.key_min = k.min_length, object.key_max = k.max_length;
         return;
-    case SchemaNode::Kind::Literals: {
-        std::string alternatives;
-        bool named = false;
+    case SchemaNode::Kind::Literals: // the names become optional properties, in the enum's order: none twice
         for (const std::string &literal : k.literals) {
             const ojson v = ojson::parse(literal);
             if (!v.is_string()) continue; // (keys are strings: true, 1 or null never name one)
-            named = true;
-            std::string escaped;
             const std::string name = v.get<std::string>();
-            for (size_t at = 0; at < name.size();) escaped += fmt::format("\\u{{{:x}}}", utf8_next(name, at));
-            alternatives += (alternatives.empty() ? "" : "|") + escaped; // ("" first: an empty alternative after)
+            if (std::find(object.names.begin(), object.names.end(), name) != object.names.end()) continue;
+            object.names.push_back(name);
+            object.keys.push_back(ojson(name).dump());
+            object.children.push_back(object.extra);
+            object.required.push_back(0);
         }
-        if (!named) break;
-        try {
-            object.key_pattern = Regex::compile("^(?:" + alternatives + ")$");
-        } catch (const Error &e) {
-            fail("{}: {}", path, e.what());
-        }
+        if (object.keys.empty() || object.extra < 0) break;
+        if (object.min_props > int64_t(object.keys.size()))
+            fail("{}: minProperties {} is above its {} names", path, object.min_props, object.keys.size());
+        object.extra = -1;
         return;
-    }
     case SchemaNode::Kind::Union: fail("{}: anyOf or oneOf of key schemas is not supported", path);
     default: break; // a number, object, array: no key is one
     }
@@ -960,7 +957,8 @@ SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame 
 
 // A key where any may come (no required property left): any string, by its lexer. Closed, it is the next declared
 // property it names (by value: escapes decoded), else a free one, unless it names a declared property already
-// passed (JSON objects do not repeat a name).
+// passed or (where any key may be written: no pattern or maximum length to run out of names) a free key already
+// written (JSON objects do not repeat a name).
 SchemaGrammar::Step SchemaGrammar::free_key_step(Frame &f, const SchemaNode &n, uint8_t b) const {
     const Lexed l = f.string.feed(b);
     if (l == Lexed::Refused) return Step::Refused;
@@ -970,6 +968,11 @@ SchemaGrammar::Step SchemaGrammar::free_key_step(Frame &f, const SchemaNode &n, 
     const auto at = std::find(n.names.begin(), n.names.end(), name);
     const int32_t k = int32_t(at - n.names.begin());
     if (at != n.names.end() && (k < f.next || !key_fits(f, n, k))) return Step::Refused;
+    if (at == n.names.end() && !n.key_pattern && n.key_max == UINT32_MAX) { // (any key can go on to another name)
+        const auto &written = f.seen.get();
+        if (std::find(written.begin(), written.end(), nlohmann::json(name)) != written.end()) return Step::Refused;
+        f.seen.edit().push_back(name);
+    }
     if (at != n.names.end()) f.next = k + 1;
     else f.next = int32_t(n.keys.size()), f.free_key = true;
     ++f.props; // (a free key fits whenever this path was entered: see key_may_come)

@@ -62,7 +62,8 @@ struct SchemaNode {
     int32_t extra = -1;                // Object: additionalProperties' schema, or −1: no other keys
     int64_t min_props = 0, max_props = -1; // Object: minProperties, maxProperties (−1: none)
     // Object without properties: what its keys must be (propertyNames, patternProperties): a pattern (null: any)
-    // within key_min to key_max characters; key_names is propertyNames' node, read into them once compiled.
+    // within key_min to key_max characters; key_names is propertyNames' node, read into them (or, an enum, into
+    // keys) once compiled.
     std::shared_ptr<const Regex> key_pattern;
     uint32_t key_min = 0, key_max = UINT32_MAX;
     int32_t key_names = -1;
@@ -132,7 +133,8 @@ class SchemaGrammar {
         bool free_key = false; // Object: the key read is not a declared one (its value: the node's `extra`)
         int32_t props = 0;     // Object: properties written
         bool record = false;   // an item of a uniqueItems array: its text is kept (in `text`) to compare
-        CopyOnWrite<std::vector<nlohmann::json>> seen; // Array with uniqueItems: the items so far, as values
+        // Array with uniqueItems: the items so far, as values; Object: the free keys so far (where checked)
+        CopyOnWrite<std::vector<nlohmann::json>> seen;
         std::string text;    // the bytes so far: Object, of the key; Literals, bounded numbers, unique items
         StringLexer string;  // String
         NumberLexer number{false}; // Number, Integer
