@@ -957,8 +957,8 @@ SchemaGrammar::Step SchemaGrammar::object_step(std::vector<Frame> &stack, Frame 
 
 // A key where any may come (no required property left): any string, by its lexer. Closed, it is the next declared
 // property it names (by value: escapes decoded), else a free one, unless it names a declared property already
-// passed or (where any key may be written: no pattern or maximum length to run out of names) a free key already
-// written (JSON objects do not repeat a name).
+// passed or (where a key can always go on to another name: no maximum length, no pattern or an endless one) a free
+// key already written (JSON objects do not repeat a name).
 SchemaGrammar::Step SchemaGrammar::free_key_step(Frame &f, const SchemaNode &n, uint8_t b) const {
     const Lexed l = f.string.feed(b);
     if (l == Lexed::Refused) return Step::Refused;
@@ -968,7 +968,8 @@ SchemaGrammar::Step SchemaGrammar::free_key_step(Frame &f, const SchemaNode &n, 
     const auto at = std::find(n.names.begin(), n.names.end(), name);
     const int32_t k = int32_t(at - n.names.begin());
     if (at != n.names.end() && (k < f.next || !key_fits(f, n, k))) return Step::Refused;
-    if (at == n.names.end() && !n.key_pattern && n.key_max == UINT32_MAX) { // (any key can go on to another name)
+    if (at == n.names.end() && n.key_max == UINT32_MAX && (!n.key_pattern || n.key_pattern->endless())) {
+        // (a key can always go on to another name: refusing a repeat at its closing quote never leaves it stuck)
         const auto &written = f.seen.get();
         if (std::find(written.begin(), written.end(), nlohmann::json(name)) != written.end()) return Step::Refused;
         f.seen.edit().push_back(name);

@@ -507,11 +507,42 @@ void Regex::measure_lengths(uint32_t min_chars, uint32_t max_chars) {
                     break;
                 }
     // A state from which no string of the pattern ends within the horizon is dead: transitions into it go nowhere.
+    auto dead = [&](int32_t t) {
+        return std::all_of(reach_[size_t(t)].begin(), reach_[size_t(t)].end(), [](uint64_t w) { return w == 0; });
+    };
     for (int32_t &t : next_)
-        if (t != kDead && std::all_of(reach_[size_t(t)].begin(), reach_[size_t(t)].end(), [](uint64_t w) {
-                return w == 0;
-            }))
-            t = kDead;
+        if (t != kDead && dead(t)) t = kDead;
+    // Endless: no state reachable from the start is finite — one whose every path ends (states without a live
+    // successor, then those whose successors are all finite, as a topological order peels them off).
+    if (max_chars != UINT32_MAX) return;
+    std::vector<std::vector<int32_t>> pred(n_states);
+    std::vector<size_t> out(n_states, 0);
+    for (size_t s = 0; s < n_states; ++s) {
+        std::erase_if(succ[s], dead);
+        out[s] = succ[s].size();
+        for (int32_t t : succ[s]) pred[size_t(t)].push_back(int32_t(s));
+    }
+    std::vector<uint8_t> finite(n_states, 0);
+    std::vector<int32_t> peel;
+    for (size_t s = 0; s < n_states; ++s)
+        if (out[s] == 0) finite[s] = 1, peel.push_back(int32_t(s));
+    while (!peel.empty()) {
+        const int32_t t = peel.back();
+        peel.pop_back();
+        for (int32_t s : pred[size_t(t)])
+            if (--out[size_t(s)] == 0) finite[size_t(s)] = 1, peel.push_back(s);
+    }
+    std::vector<uint8_t> seen(n_states, 0);
+    std::vector<int32_t> todo{0};
+    seen[0] = 1;
+    endless_ = true;
+    while (!todo.empty() && endless_) {
+        const int32_t s = todo.back();
+        todo.pop_back();
+        endless_ = !finite[size_t(s)];
+        for (int32_t t : succ[size_t(s)])
+            if (!seen[size_t(t)]) seen[size_t(t)] = 1, todo.push_back(t);
+    }
 }
 
 int32_t Regex::atom_of(uint32_t c) const {

@@ -45,6 +45,9 @@ class Regex {
     bool small_alphabet() const { return atom_starts_.size() <= 64; }
     uint64_t class_bit(uint32_t code_point) const { return uint64_t(1) << atom_of(code_point); }
     uint64_t loops(int32_t state) const { return loops_[size_t(state)]; }
+    // Whether every text of the pattern can go on into other strings of it without end (no maximum length, and no
+    // state it reaches from which only finitely many strings end): a string written can always become another one.
+    bool endless() const { return endless_; }
 
   private:
     int32_t atom_of(uint32_t code_point) const;
@@ -58,6 +61,7 @@ class Regex {
     // reach_[state] bit n: a string of the pattern ends exactly n characters after `state` (n ≤ horizon_).
     std::vector<std::vector<uint64_t>> reach_;
     uint32_t horizon_ = 0, min_chars_ = 0, max_chars_ = UINT32_MAX;
+    bool endless_ = false;
 };
 
 } // namespace zaya

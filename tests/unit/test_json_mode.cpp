@@ -1103,9 +1103,12 @@ TEST(SchemaGrammar, KeepsKeysToTheirRules) {
     EXPECT_FALSE(takes(schema, pat + R"("A)"));               // ^[a-z]+$
     EXPECT_FALSE(takes(schema, pat + R"("")"));               // not empty: the closing quote is refused
     EXPECT_FALSE(takes(schema, pat + R"("a": "s)"));          // its schema's integers
+    EXPECT_FALSE(takes(schema, pat + R"("ab": 1, "ab")")); // ^[a-z]+$ is endless: a repeat is refused
+    EXPECT_TRUE(takes(schema, pat + R"("ab": 1, "abc")"));
     const std::string len = R"({"lit": {}, "col": {}, "pat": {}, "len": {)";
     EXPECT_FALSE(takes(schema, len + R"("x)"));
     EXPECT_FALSE(takes(schema, len + R"("kab)"));             // 2 characters at most
+    EXPECT_TRUE(takes(schema, len + R"("k": 1, "k")"));      // (with a maximum length repeats are not compared)
     const std::string odd = len + R"(}, "odd": {)";
     EXPECT_FALSE(takes(schema, odd + R"("3)"));               // 3 is not a string: no key
     EXPECT_FALSE(takes(schema, odd + R"("ab)"));

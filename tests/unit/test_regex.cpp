@@ -87,6 +87,29 @@ TEST(Regex, LengthsAreFoldedIntoViability) {
     EXPECT_NE(test::error_of([] { Regex::compile("^a$b"); }).find("'$' may only end"), std::string::npos);
 }
 
+// endless(): every string begun can go on into strings of the pattern without end — against brute force over "ab":
+// each viable prefix of up to 3 characters begins a match at least 5 characters longer (these patterns' automata
+// have fewer states than that, so a longer match exists exactly when infinitely many do).
+TEST(Regex, EndlessWhenEveryStringBegunGoesOnWithoutEnd) {
+    const auto strings = all_strings("ab", 9);
+    for (const char *pattern : {"^[ab]+$", "b", "", "^a*$", "^(a|b[ab]*)$", "^(ab|ba)$", "^[ab]{2}$", "^a+b?$",
+                                "^(ab)*a?$", "^b(a|b)*a$"}) {
+        const auto r = Regex::compile(pattern);
+        const std::regex reference(pattern, std::regex::ECMAScript);
+        bool endless = true;
+        for (const std::string &p : strings) {
+            if (p.size() > 3 || !r->viable(run(*r, p), uint32_t(p.size()))) continue;
+            bool longer = false;
+            for (const std::string &s : strings)
+                longer = longer || (s.size() >= p.size() + 5 && s.compare(0, p.size(), p) == 0 &&
+                                    std::regex_search(s, reference));
+            endless = endless && longer;
+        }
+        EXPECT_EQ(r->endless(), endless) << "/" << pattern << "/";
+    }
+    EXPECT_FALSE(Regex::compile("^[ab]+$", 0, 5)->endless()); // a maximum length ends every string
+}
+
 TEST(Regex, CodePointsBeyondAscii) {
     const auto r = Regex::compile("^[é-ë]\\u00ff.😀$");
     int32_t s = r->start();
