@@ -8,9 +8,6 @@ namespace zaya {
 
 template <class T> class CopyOnWrite {
   public:
-    CopyOnWrite() = default;
-    explicit CopyOnWrite(T value) : p_(std::make_shared<T>(std::move(value))) {}
-
     const T &get() const { return p_ ? *p_ : empty(); }
     // This holder's own value, to change: copied first while other holders share it.
     T &edit() {

@@ -185,7 +185,9 @@ void NumberRange::set_step(const Decimal &step, bool integer) {
         for (int64_t i = 0; i < scale_ && units_ % 5 == 0; ++i) units_ /= 5;
         scale_ = 0;
     }
-    step_ = Decimal::of(false, std::to_string(units_), int64_t(std::to_string(units_).size()) - scale_);
+    std::string digits = std::to_string(units_);
+    const auto len = int64_t(digits.size());
+    step_ = Decimal::of(false, std::move(digits), len - scale_);
 }
 
 bool NumberRange::empty() const {

@@ -892,9 +892,14 @@ bool SchemaGrammar::distinct_item(std::vector<Frame> &stack) {
     } catch (const nlohmann::json::out_of_range &) { // a number beyond a double: not compared
         return true;
     }
-    const std::vector<nlohmann::json> &seen = stack[stack.size() - 2].seen.get();
-    if (std::find(seen.begin(), seen.end(), value) != seen.end()) return false;
-    stack[stack.size() - 2].seen.edit().push_back(std::move(value));
+    return first_time(stack[stack.size() - 2].seen, std::move(value));
+}
+
+// False if `value` is among `seen` (a unique array's items, an object's free keys), else it joins them.
+bool SchemaGrammar::first_time(CopyOnWrite<std::vector<nlohmann::json>> &seen, nlohmann::json value) {
+    const std::vector<nlohmann::json> &all = seen.get();
+    if (std::find(all.begin(), all.end(), value) != all.end()) return false;
+    seen.edit().push_back(std::move(value));
     return true;
 }
 
@@ -970,9 +975,7 @@ SchemaGrammar::Step SchemaGrammar::free_key_step(Frame &f, const SchemaNode &n, 
     if (at != n.names.end() && (k < f.next || !key_fits(f, n, k))) return Step::Refused;
     if (at == n.names.end() && n.key_max == UINT32_MAX && (!n.key_pattern || n.key_pattern->endless())) {
         // (a key can always go on to another name: refusing a repeat at its closing quote never leaves it stuck)
-        const auto &written = f.seen.get();
-        if (std::find(written.begin(), written.end(), nlohmann::json(name)) != written.end()) return Step::Refused;
-        f.seen.edit().push_back(name);
+        if (!first_time(f.seen, name)) return Step::Refused;
     }
     if (at != n.names.end()) f.next = k + 1;
     else f.next = int32_t(n.keys.size()), f.free_key = true;

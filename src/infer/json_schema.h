@@ -167,6 +167,7 @@ class SchemaGrammar {
     bool between_tokens(const Frame &f) const; // where whitespace may come
     bool in_plain_string(const Reading &r) const;
     static bool distinct_item(std::vector<Frame> &stack);
+    static bool first_time(CopyOnWrite<std::vector<nlohmann::json>> &seen, nlohmann::json value);
     void copy_more(const SchemaGrammar &o);
 
     std::shared_ptr<const JsonSchema> schema_;
