@@ -143,6 +143,50 @@ NumberRange range_of(const ojson &j, const std::string &path, bool integer) {
     return r;
 }
 
+// One token of a $ref's JSON pointer (ref, for messages): percent-escapes (a URI fragment's) decoded, then RFC
+// 6901's "~1" → "/" and "~0" → "~".
+std::string pointer_token(const std::string &raw, const std::string &path, const std::string &ref) {
+    auto hex = [](char c) {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    };
+    std::string decoded;
+    for (size_t i = 0; i < raw.size(); ++i) {
+        if (raw[i] != '%') {
+            decoded += raw[i];
+            continue;
+        }
+        if (i + 2 >= raw.size() || hex(raw[i + 1]) < 0 || hex(raw[i + 2]) < 0)
+            fail("{}: '{}' has a '%' not followed by two hex digits", path, ref);
+        decoded += char(hex(raw[i + 1]) * 16 + hex(raw[i + 2]));
+        i += 2;
+    }
+    std::string token;
+    for (size_t i = 0; i < decoded.size(); ++i) {
+        if (decoded[i] != '~') {
+            token += decoded[i];
+            continue;
+        }
+        const char next = i + 1 < decoded.size() ? decoded[i + 1] : '\0';
+        if (next != '0' && next != '1') fail("{}: '{}' has a '~' not followed by 0 or 1 (RFC 6901)", path, ref);
+        token += next == '0' ? '~' : '/';
+        ++i;
+    }
+    return token;
+}
+
+// A JSON pointer token as an array index ("0", or digits without a leading zero), −1 if it is none.
+int64_t array_index(const std::string &token) {
+    if (token.empty() || token.size() > 9 || (token[0] == '0' && token.size() > 1)) return -1;
+    int64_t k = 0;
+    for (char c : token) {
+        if (c < '0' || c > '9') return -1;
+        k = k * 10 + (c - '0');
+    }
+    return k;
+}
+
 } // namespace
 
 class SchemaCompiler {
@@ -433,22 +477,40 @@ void SchemaCompiler::object_into(SchemaNode &n, const ojson &j, const std::strin
              n.keys.size());
 }
 
+// A reference within the schema: "#" (the root) or a JSON pointer in a URI fragment, "#/$defs/NAME",
+// "#/properties/a/items" (RFC 6901: percent-escapes decoded first, then "~1" is "/" and "~0" is "~"; array elements by
+// index). The target is compiled once per reference text, with the place it names as its path.
 int32_t SchemaCompiler::reference(const ojson &ref, const std::string &path) {
     if (!ref.is_string()) fail("{}: must be a string", path);
     const std::string r = ref.get<std::string>();
     if (r == "#") return JsonSchema::kRoot;
-    for (const char *prefix : {"#/$defs/", "#/definitions/"}) {
-        const std::string p = prefix;
-        if (r.compare(0, p.size(), p) != 0) continue;
-        const std::string name = r.substr(p.size()), defs = p.substr(2, p.size() - 3);
-        if (!root_.contains(defs) || !root_[defs].contains(name)) fail("{}: '{}' names no definition", path, r);
-        if (auto it = refs_.find(r); it != refs_.end()) return it->second;
-        const int32_t i = add(r);
-        refs_[r] = i; // before compiling: a definition may refer to itself
-        compile_into(i, root_[defs][name], "schema." + defs + "." + name);
-        return i;
+    if (auto it = refs_.find(r); it != refs_.end()) return it->second;
+    if (r.size() < 2 || r[0] != '#' || r[1] != '/')
+        fail("{}: '{}' is not supported (only references within the schema: \"#\" or a JSON pointer \"#/...\", such "
+             "as \"#/$defs/NAME\")",
+             path, r);
+    const ojson *target = &root_;
+    std::string where = "schema";
+    size_t at = 2;
+    while (true) {
+        const size_t end = std::min(r.find('/', at), r.size());
+        const std::string token = pointer_token(r.substr(at, end - at), path, r);
+        if (target->is_object() && target->contains(token)) {
+            target = &target->find(token).value();
+            where += "." + token;
+        } else if (const int64_t k = array_index(token); target->is_array() && k >= 0 && k < int64_t(target->size())) {
+            target = &(*target)[size_t(k)];
+            where += "[" + token + "]";
+        } else {
+            fail("{}: '{}' names no definition (nothing at '{}' in the schema)", path, r, r.substr(1, end - 1));
+        }
+        if (end == r.size()) break;
+        at = end + 1;
     }
-    fail("{}: '{}' is not supported (only \"#\", \"#/$defs/NAME\" and \"#/definitions/NAME\")", path, r);
+    const int32_t i = add(where);
+    refs_[r] = i; // before compiling: a definition may refer to itself
+    compile_into(i, *target, where);
+    return i;
 }
 
 // The bytes a value of node i may begin with, each node's found once (alternatives shared by many unions are not

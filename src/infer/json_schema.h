@@ -16,7 +16,8 @@
 // "anyOf" (a value of any alternative: pydantic's Union[Cat, Dog], int | float, str | date); "oneOf" whose
 // alternatives no value can match two of — they begin with different bytes, or they are objects with a required
 // property of different constant values (pydantic's discriminated unions); "allOf" of one schema (pydantic v1's
-// reference with a description); "$ref" to "#/$defs/NAME" or "#/definitions/NAME" (recursion included); {} or
+// reference with a description); "$ref" to "#" or any place in the schema by JSON pointer, "#/$defs/NAME",
+// "#/definitions/NAME", "#/properties/a" (zod-to-json-schema's reuse; recursion included); {} or
 // true for any value. Every part must admit a finite value. Annotations are ignored (title, description, default,
 // examples, discriminator, other formats, $schema, $id, strict). Anything that would constrain values in ways the
 // acceptor does not enforce (not, if, contains, ...) is refused, naming it, rather than silently not enforced.

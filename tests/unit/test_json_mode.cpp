@@ -305,9 +305,10 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
 // the properties' order checked too (the value parsed as an ordered_json).
 bool valid(const ojson &v, const ojson &s, const ojson &root) {
     if (s.is_boolean()) return s.get<bool>();
-    if (s.contains("$ref")) {
-        const std::string r = s["$ref"].get<std::string>();
-        return valid(v, r == "#" ? root : root["$defs"][r.substr(8)], root);
+    if (s.contains("$ref")) { // a JSON pointer (the tests' only percent-escape is %20)
+        std::string r = s["$ref"].get<std::string>().substr(1);
+        for (size_t at; (at = r.find("%20")) != std::string::npos;) r.replace(at, 3, " ");
+        return valid(v, root.at(ojson::json_pointer(r)), root);
     }
     if (s.contains("const")) return v == s["const"];
     if (s.contains("enum")) return std::find(s["enum"].begin(), s["enum"].end(), v) != s["enum"].end();
@@ -495,6 +496,56 @@ TEST(JsonSchema, RefusesWhatItCannotEnforceNamingThePlace) {
     // Bounds of the other types are ignored, as JSON Schema does: a boolean has no minimum.
     EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(
         R"({"type": "object", "properties": {"a": {"type": ["boolean", "string"], "minimum": 1, "maxLength": 2}}})")));
+}
+
+// $ref by JSON pointer: to a definition, a property, an array element, names with "/", "~" and escapes.
+TEST(JsonSchema, FollowsReferencesByJsonPointer) {
+    const ojson s = ojson::parse(R"({"type": "object", "properties": {
+        "a": {"type": "integer", "minimum": 3},
+        "b": {"$ref": "#/properties/a"},
+        "t": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}], "items": false},
+        "c": {"$ref": "#/properties/t/prefixItems/1"},
+        "d": {"$ref": "#/$defs/x~1y~0z"},
+        "e": {"$ref": "#/$defs/sp%20ace"}},
+        "required": ["a", "b", "c", "d", "e"],
+        "$defs": {"x/y~z": {"enum": ["q"]}, "sp ace": {"type": "null"}}})");
+    const auto schema = JsonSchema::compile(s);
+    const std::string good = R"({"a": 3, "b": 4, "c": true, "d": "q", "e": null})";
+    EXPECT_TRUE(whole(schema, good));
+    EXPECT_TRUE(valid(ojson::parse(good), s, s));
+    EXPECT_FALSE(takes(schema, R"({"a": 3, "b": 2,)")); // b is a, minimum 3
+    EXPECT_FALSE(takes(schema, R"({"a": 3, "b": 4, "c": ")"));
+    EXPECT_FALSE(takes(schema, R"({"a": 3, "b": 4, "c": true, "d": "r)"));
+    EXPECT_FALSE(takes(schema, R"({"a": 3, "b": 4, "c": true, "d": "q", "e": 1)"));
+    // A reference into a recursive definition's own properties.
+    const auto tree = JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {
+        "kids": {"type": "array", "items": {"$ref": "#"}}, "first": {"$ref": "#/properties/kids/items"}}})"));
+    EXPECT_TRUE(whole(tree, R"({"kids": [{"kids": []}], "first": {"first": {}}})"));
+    EXPECT_FALSE(takes(tree, R"({"first": [)"));
+    // Refused, naming the reference and the place.
+    const std::string nothing = refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/properties/zz"}}})");
+    EXPECT_NE(nothing.find("schema.properties.a.$ref: '#/properties/zz' names no definition (nothing at "
+                           "'/properties/zz' in the schema)"),
+              std::string::npos)
+        << nothing;
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/a~2"}}, "$defs": {"a~2": {}}})")
+                  .find("'~' not followed by 0 or 1"),
+              std::string::npos);
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/%zz"}}, "$defs": {}})")
+                  .find("two hex digits"),
+              std::string::npos);
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"type": "array", "prefixItems": [{}]},
+        "b": {"$ref": "#/properties/a/prefixItems/00"}}})")
+                  .find("names no definition"),
+              std::string::npos); // an index with a leading zero names no element
+    EXPECT_NE(refusal(R"({"type": "object", "properties": {"a": {"$ref": "other.json#/x"}}})")
+                  .find("only references within the schema"),
+              std::string::npos);
+    // A place that is not a schema fails as one: its path is the place the pointer names.
+    const std::string not_schema = refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/required"}},
+        "required": ["a"]})");
+    EXPECT_NE(not_schema.find("schema.required: a schema must be an object or a boolean"), std::string::npos)
+        << not_schema;
 }
 
 // Untrusted JSON nested arbitrarily deep is refused before anything recurses into it (nlohmann copies and dumps
