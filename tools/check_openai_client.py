@@ -8,7 +8,9 @@ Starts `zaya serve MODEL_DIR --port 0 --api-key ...`, then with openai.OpenAI(ba
 a completion and a chat completion (plain and streamed; streamed text must equal the plain text for greedy
 decoding), log-probabilities (completions' logprobs with echo, as evaluation harnesses score prompts; chat's
 logprobs/top_logprobs; streamed = plain), n choices and several prompts in one request, four concurrent requests
-from threads, JSON mode and structured outputs (the client's parse() with a pydantic model), and checks that a bad
+from threads, JSON mode and structured outputs (the client's parse() with a pydantic model), tool calls (strict
+function tools from pydantic models, tool_choice required / named / none, streamed, a tool's result sent back),
+and checks that a bad
 request (and a schema keyword zaya cannot enforce) raises openai.BadRequestError and a wrong key
 openai.AuthenticationError. Prints one line per check; exits non-zero on the first failure.
 """
@@ -190,6 +192,55 @@ def main() -> None:
         ok("json_schema with Union[Cat, Dog], a discriminated union (oneOf), int | float, a tuple, date | str: "
            "parsed back",
            isinstance(parsed.choices[0].message.parsed, Pets), repr(parsed.choices[0].message.content))
+        # Tool calling (infer/tool_calls.h): strict function tools from pydantic models, the calls parsed back by
+        # the client; one call per answer (parallel_tool_calls=False) so that a small model's answer ends.
+        class GetWeather(pydantic.BaseModel):
+            city: str = pydantic.Field(max_length=12)
+            unit: Literal["c", "f"]
+
+        class GetTime(pydantic.BaseModel):
+            zone: str = pydantic.Field(pattern=r"^[A-Z]{3}$")
+
+        tools = [openai.pydantic_function_tool(GetWeather), openai.pydantic_function_tool(GetTime)]
+        ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+        parsed = client.chat.completions.parse(model=name, messages=ask, max_tokens=300, temperature=0, tools=tools,
+                                               tool_choice="required", parallel_tool_calls=False)
+        call = (parsed.choices[0].message.tool_calls or [None])[0]
+        ok("tools (pydantic_function_tool), tool_choice='required': one call, its arguments parsed back",
+           parsed.choices[0].finish_reason == "tool_calls" and call is not None and
+           isinstance(call.function.parsed_arguments, (GetWeather, GetTime)) and call.id.startswith("call_"),
+           repr(call.function if call else parsed.choices[0].message))
+        r = client.chat.completions.create(model=name, messages=ask, max_tokens=300, temperature=0, tools=tools,
+                                           tool_choice={"type": "function", "function": {"name": "GetTime"}},
+                                           parallel_tool_calls=False)
+        named = r.choices[0].message.tool_calls
+        ok("tool_choice naming a function: a call of that function",
+           named is not None and len(named) == 1 and named[0].function.name == "GetTime" and
+           GetTime.model_validate_json(named[0].function.arguments) is not None, repr(r.choices[0].message))
+        calls: dict[int, dict] = {}
+        finish = None
+        for chunk in client.chat.completions.create(model=name, messages=ask, max_tokens=300, temperature=0,
+                                                    tools=tools, tool_choice="required", parallel_tool_calls=False,
+                                                    stream=True):
+            finish = chunk.choices[0].finish_reason or finish
+            for d in chunk.choices[0].delta.tool_calls or []:
+                c = calls.setdefault(d.index, {"id": "", "name": "", "arguments": ""})
+                c["id"] += d.id or ""
+                c["name"] += d.function.name or "" if d.function else ""
+                c["arguments"] += d.function.arguments or "" if d.function else ""
+        ok("tool calls streamed = plain", finish == "tool_calls" and len(calls) == 1 and
+           (calls[0]["name"], json.loads(calls[0]["arguments"])) ==
+           (call.function.name, json.loads(call.function.arguments)), repr(calls))
+        follow = ask + [parsed.choices[0].message.model_dump(exclude_none=True, include={"role", "content",
+                                                                                          "tool_calls"}),
+                        {"role": "tool", "tool_call_id": call.id, "content": "18 C, clear"}]
+        for tc in follow[1]["tool_calls"]:  # the client's parsed_arguments is not part of OpenAI's message
+            tc["function"].pop("parsed_arguments", None)
+        r = client.chat.completions.create(model=name, messages=follow, max_tokens=20, temperature=0, tools=tools,
+                                           tool_choice="none")
+        ok("the tool's result sent back (role 'tool'), answered in words with tool_choice='none'",
+           r.choices[0].finish_reason in ("stop", "length") and isinstance(r.choices[0].message.content, str) and
+           not r.choices[0].message.tool_calls, repr(r.choices[0].message.content[:60]))
         try:
             client.chat.completions.create(model=name, messages=messages, response_format={
                 "type": "json_schema", "json_schema": {"name": "x", "schema": {

@@ -188,7 +188,7 @@ bool JsonGrammar::feed(uint8_t b) {
     }
     // Whitespace between tokens: where a structural byte may come.
     if (json_whitespace(b) && mode_ != Mode::String && mode_ != Mode::Literal && mode_ != Mode::Done) {
-        return ws_.take(b); // (a refused byte leaves the run as it was)
+        return !compact_ && ws_.take(b); // (a refused byte leaves the run as it was)
     }
     bool ok = false;
     switch (mode_) {

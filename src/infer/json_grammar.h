@@ -105,7 +105,8 @@ class JsonGrammar {
     static constexpr int kMaxWhitespace = kJsonMaxWhitespace;
 
     // any_value: the text is one JSON value of any kind (a schema's free-form part, json_schema.h), else an object.
-    explicit JsonGrammar(bool any_value = false) : any_value_(any_value) {}
+    // compact: no whitespace between tokens (JsonSchema::compact()).
+    explicit JsonGrammar(bool any_value = false, bool compact = false) : any_value_(any_value), compact_(compact) {}
 
     // Whether `byte` can follow what was read; if so, reads it. A refused byte leaves the state as it was.
     bool feed(uint8_t byte);
@@ -145,6 +146,7 @@ class JsonGrammar {
     void end_value() { mode_ = stack_.empty() ? Mode::Done : Mode::AfterValue; }
 
     bool any_value_;
+    bool compact_;
     Mode mode_ = Mode::Start;
     std::string stack_;             // the open containers, '{' or '[' each, innermost last
     bool key_ = false;              // the string being read is an object's key

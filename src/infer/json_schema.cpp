@@ -86,8 +86,10 @@ void refuse_bounds(const ojson &j, const std::string &path, const char *where) {
 // A count keyword (minItems, maxLength, ...): a non-negative integer, or dflt when absent.
 uint64_t count_of(const ojson &j, const char *key, uint64_t dflt, const std::string &path) {
     if (!j.contains(key)) return dflt;
-    if (!j[key].is_number_unsigned()) fail("{}.{}: must be a non-negative integer, got {}", path, key, j[key].dump());
-    return j[key].get<uint64_t>();
+    const ojson &v = j[key]; // (parsed, a non-negative integer is unsigned; built in code, it may be signed)
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        fail("{}.{}: must be a non-negative integer, got {}", path, key, v.dump());
+    return v.get<uint64_t>();
 }
 
 // A string's pattern, or its format's, compiled with its lengths; null if neither constrains it.
@@ -193,8 +195,9 @@ class SchemaCompiler {
   public:
     explicit SchemaCompiler(const ojson &root) : root_(root) {}
 
-    std::shared_ptr<const JsonSchema> run() {
+    std::shared_ptr<const JsonSchema> run(bool compact) {
         auto s = std::make_shared<JsonSchema>();
+        s->compact_ = compact;
         nodes_ = &s->nodes_;
         nodes_->emplace_back();
         paths_.emplace_back("schema");
@@ -719,11 +722,11 @@ void SchemaCompiler::check_finite() const {
                  paths_[i]);
 }
 
-std::shared_ptr<const JsonSchema> JsonSchema::compile(const nlohmann::ordered_json &schema) {
+std::shared_ptr<const JsonSchema> JsonSchema::compile(const nlohmann::ordered_json &schema, bool compact) {
     // Before anything copies or dumps a part of it (both recurse): each schema level is at most a few JSON levels.
     if (json_deeper_than(schema, 4 * size_t(SchemaCompiler::kMaxDepth)))
         fail("schema: nests deeper than {} levels of JSON", 4 * SchemaCompiler::kMaxDepth);
-    return SchemaCompiler(schema).run();
+    return SchemaCompiler(schema).run(compact);
 }
 
 std::shared_ptr<const JsonSchema> JsonSchema::any_object() {
@@ -742,7 +745,7 @@ SchemaGrammar::Frame SchemaGrammar::frame_for(int32_t node) const {
     Frame f;
     f.node = node;
     if (n.kind == SchemaNode::Kind::Integer) f.number = NumberLexer(true);
-    if (n.kind == SchemaNode::Kind::Any) f.any = JsonGrammar(!n.object_only);
+    if (n.kind == SchemaNode::Kind::Any) f.any = JsonGrammar(!n.object_only, schema_->compact());
     if (n.kind == SchemaNode::Kind::String) f.string.limit(n.min_length, n.max_length);
     if (n.pattern) f.string.match(n.pattern.get());
     return f;
@@ -829,7 +832,7 @@ bool SchemaGrammar::feed_reading(Reading &r, uint8_t b, std::vector<Reading> &fo
     for (;;) {
         if (r.stack.empty()) return false; // the value is complete: nothing follows
         Frame &f = r.stack.back();
-        if (json_whitespace(b) && between_tokens(f)) return r.ws.take(b);
+        if (json_whitespace(b) && between_tokens(f)) return !schema_->compact() && r.ws.take(b);
         const Step s = step(r.stack, f, b); // f may dangle after it (a child pushed)
         if (s == Step::Union) {
             const SchemaNode &n = schema_->node(f.node);

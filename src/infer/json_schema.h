@@ -85,15 +85,19 @@ class JsonSchema {
   public:
     // Fails (zaya::Error) naming the place in the schema ("schema.properties.age: 'minimum' is not supported ...").
     // Keys keep their order when the schema was parsed as an ordered_json.
-    static std::shared_ptr<const JsonSchema> compile(const nlohmann::ordered_json &schema);
+    // compact: its texts have no whitespace between tokens (as nlohmann's dump() writes them), not even before the
+    // root (tool calls, infer/tool_calls.h: a weak model cannot spend its tokens on spaces).
+    static std::shared_ptr<const JsonSchema> compile(const nlohmann::ordered_json &schema, bool compact = false);
     // JSON mode without a schema: any object.
     static std::shared_ptr<const JsonSchema> any_object();
 
     const SchemaNode &node(int32_t i) const { return nodes_[size_t(i)]; }
+    bool compact() const { return compact_; }
     static constexpr int32_t kRoot = 0;
 
   private:
     std::vector<SchemaNode> nodes_;
+    bool compact_ = false;
     friend class SchemaCompiler;
 };
 

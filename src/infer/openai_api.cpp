@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 namespace zaya {
 
@@ -102,33 +103,69 @@ void parse_prompts(const json &p, ApiRequest &r) {
     for (const json &x : p) one(x);
 }
 
+// A message's text: a string, or an array of text parts; null (nothing) only where `may_be_null`.
+std::string message_content(const json &msg, const std::string &where, bool may_be_null) {
+    const json &c = msg.contains("content") ? msg["content"] : json();
+    if (c.is_null() && may_be_null) return "";
+    if (c.is_string()) return c.get<std::string>();
+    if (!c.is_array()) bad(where + ".content", where + ".content must be a string or an array of text parts");
+    std::string content;
+    for (const json &part : c) { // [{"type": "text", "text": "..."}, ...]
+        // (json == "text" compares without converting: a "type" of another JSON type is just not text.)
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+            !part["text"].is_string())
+            bad(where + ".content", "only text content parts are supported");
+        content += part["text"].get<std::string>();
+    }
+    return content;
+}
+
+// The messages as the model reads them: an assistant's tool calls written as the object it answers with (and, with
+// tools in force, its words as {"content": ...}); the results of tools ("tool" messages) one user turn, each named
+// by its call; the tools' instructions added to the system message (infer/tool_calls.h).
 void parse_messages(const json &m, ApiRequest &r) {
     if (!m.is_array() || m.empty()) bad("messages", "'messages' must be a non-empty array");
+    std::map<std::string, std::string> call_names; // tool_call_id → the tool's name, from the assistant turns
+    bool results = false;                          // the last message added holds tools' results
     for (size_t i = 0; i < m.size(); ++i) {
         const json &msg = m[i];
         const std::string where = "messages[" + std::to_string(i) + "]";
         if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
             bad(where + ".role", where + " must be an object with a string 'role'");
         const std::string role = msg["role"].get<std::string>();
-        if (role != "system" && role != "user" && role != "assistant" && role != "developer")
-            bad(where + ".role", "unsupported role '" + role + "' (system, developer, user, assistant)");
-        std::string content;
-        const json &c = msg.contains("content") ? msg["content"] : json();
-        if (c.is_string()) content = c.get<std::string>();
-        else if (c.is_array()) { // [{"type": "text", "text": "..."}, ...]
-            for (const json &part : c) {
-                // (json == "text" compares without converting: a "type" of another JSON type is just not text.)
-                if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
-                    !part["text"].is_string())
-                    bad(where + ".content", "only text content parts are supported");
-                content += part["text"].get<std::string>();
+        if (role != "system" && role != "user" && role != "assistant" && role != "developer" && role != "tool")
+            bad(where + ".role", "unsupported role '" + role + "' (system, developer, user, assistant, tool)");
+        const bool calls = role == "assistant" && has(msg, "tool_calls");
+        std::string content = message_content(msg, where, calls);
+        if (calls) {
+            content = written_tool_calls(msg["tool_calls"], where + ".tool_calls");
+            for (const json &c : msg["tool_calls"])
+                if (c.contains("id") && c["id"].is_string())
+                    call_names[c["id"].get<std::string>()] = c["function"]["name"].get<std::string>();
+        } else if (role == "assistant" && r.tools.active()) {
+            content = written_content(content);
+        }
+        if (role == "tool") {
+            if (!has(msg, "tool_call_id") || !msg["tool_call_id"].is_string())
+                bad(where + ".tool_call_id", where + " (a tool's result) needs a string 'tool_call_id'");
+            const std::string id = msg["tool_call_id"].get<std::string>();
+            const auto name = call_names.find(id);
+            content = written_tool_result(id, name == call_names.end() ? "" : name->second, content);
+            if (results) {
+                r.messages.back().content += "\n\n" + content;
+                continue;
             }
-        } else bad(where + ".content", where + ".content must be a string or an array of text parts");
-        r.messages.push_back({role == "developer" ? "system" : role, content});
+        }
+        results = role == "tool";
+        r.messages.push_back({role == "developer" ? "system" : role == "tool" ? "user" : role, content});
     }
     if (r.messages.size() > 1)
         for (size_t i = 1; i < r.messages.size(); ++i)
             if (r.messages[i].role == "system") bad("messages", "a system message may only come first");
+    if (const std::string tools = tools_instructions(r.tools); !tools.empty()) {
+        if (r.messages[0].role == "system") r.messages[0].content += "\n\n" + tools;
+        else r.messages.insert(r.messages.begin(), ChatMessage{"system", tools});
+    }
 }
 
 // Completions: `logprobs` k and `echo`; chat: `logprobs` true and `top_logprobs` k.
@@ -196,6 +233,9 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
     }
     if (chat) {
         if (!j.contains("messages")) bad("messages", "'messages' is required");
+        if (j.contains("tools") || j.contains("tool_choice") || j.contains("functions") ||
+            j.contains("function_call") || j.contains("parallel_tool_calls"))
+            r.tools = parse_tools(nlohmann::ordered_json::parse(body)); // ordered: the parameters keep their order
         parse_messages(j["messages"], r);
     } else {
         if (!j.contains("prompt")) bad("prompt", "'prompt' is required");
@@ -225,10 +265,16 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
     if (r.n * int64_t(std::max<size_t>(r.prompts.size(), 1)) > kMaxChoices)
         bad("n", "at most " + std::to_string(kMaxChoices) + " choices (prompts × n) per request");
     parse_logprobs(j, r);
-    for (const char *key : {"tools", "functions"})
-        if (has(j, key) && !(j[key].is_boolean() && !j[key].get<bool>()))
-            bad(key, std::string("'") + key + "' is not supported");
+    if (!chat)
+        for (const char *key : {"tools", "tool_choice", "functions", "function_call"})
+            if (has(j, key)) bad(key, std::string("'") + key + "' applies to /v1/chat/completions");
     if (has(j, "response_format")) parse_response_format(j["response_format"], body, o);
+    if (r.tools.active()) {
+        if (o.json_mode())
+            bad("response_format", "'response_format' with tools is not supported (tools hold the answer to their "
+                                   "own JSON form; use tool_choice 'none' for a JSON answer)");
+        o.json_schema = tools_schema(r.tools);
+    }
     if (has(j, "stop")) {
         const json &s = j["stop"];
         if (s.is_string()) o.stop_strings = {s.get<std::string>()};
@@ -316,6 +362,10 @@ json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached
 }
 } // namespace
 
+std::string tool_call_prefix(const std::string &response_id, size_t choice) {
+    return fmt::format("{}_{}", response_id.substr(response_id.find('-') + 1), choice);
+}
+
 json completion_response(const ApiRequest &r, const std::string &id, int64_t created, const std::string &model,
                          const std::vector<ApiChoice> &choices, const SpellToken &spell) {
     json out = json::array();
@@ -324,7 +374,13 @@ json completion_response(const ApiRequest &r, const std::string &id, int64_t cre
         const Completion &c = choices[i].completion;
         json choice = {{"index", i}, {"finish_reason", c.finish_reason}};
         const bool lp = r.sample.logprobs >= 0;
-        if (r.chat) {
+        if (r.chat && r.tools.active()) { // the answer's object read back: calls, or words
+            const ToolAnswer a = read_tool_answer(c.text, c.finish_reason, tool_call_prefix(id, i));
+            choice["finish_reason"] = a.finish_reason;
+            choice["message"] = {{"role", "assistant"}, {"content", a.tool_calls.is_null() ? json(a.content) : json()}};
+            if (!a.tool_calls.is_null()) choice["message"]["tool_calls"] = a.tool_calls;
+            choice["logprobs"] = lp ? api_logprobs(true, c.logprobs, spell, nullptr) : json(nullptr);
+        } else if (r.chat) {
             choice["message"] = {{"role", "assistant"}, {"content", c.text}};
             choice["logprobs"] = lp ? api_logprobs(true, c.logprobs, spell, nullptr) : json(nullptr);
         } else {

@@ -2,7 +2,9 @@
 // parsing validates every field zaya reads (type and range; the error names the field), unknown fields are
 // ignored as OpenAI's own server does, and responses / stream chunks are built as the OpenAI clients expect.
 #pragma once
+#include "infer/api_error.h"
 #include "infer/engine.h"
+#include "infer/tool_calls.h"
 
 #include <nlohmann/json.hpp>
 #include <functional>
@@ -11,17 +13,6 @@
 #include <vector>
 
 namespace zaya {
-
-// A request the server must refuse: HTTP status, message, and the offending parameter (may be empty).
-struct ApiError {
-    ApiError(int status_, std::string message_, std::string param_ = "", std::string type_ = "invalid_request_error",
-             std::string code_ = "")
-        : status(status_), message(std::move(message_)), param(std::move(param_)), type(std::move(type_)),
-          code(std::move(code_)) {}
-    int status;
-    std::string message, param, type, code;
-    nlohmann::json body() const; // {"error": {"message", "type", "param", "code"}}
-};
 
 // One prompt of a completions request: text, or token ids.
 struct ApiPrompt {
@@ -36,7 +27,8 @@ struct ApiRequest {
     std::string model;
     std::vector<ApiPrompt> prompts;    // completions: one or more, n choices each (one when streaming)
     int64_t n = 1;                     // choices per prompt (the j-th sampled with seed + j)
-    std::vector<ChatMessage> messages; // chat
+    std::vector<ChatMessage> messages; // chat: as the model reads them (tool calls and results written out)
+    ApiTools tools;                    // chat: tools, tool_choice, parallel_tool_calls (infer/tool_calls.h)
     SampleOptions sample; // max_tokens, temperature, top_p, top_k, min_p, the penalties, logit_bias, seed, stop,
                           // logprobs
 };
@@ -75,6 +67,9 @@ nlohmann::json api_logprobs(bool chat, std::span<const TokenLogprobs> lps, const
 nlohmann::json completion_response(const ApiRequest &r, const std::string &id, int64_t created,
                                    const std::string &model, const std::vector<ApiChoice> &choices,
                                    const SpellToken &spell);
+// The tool call ids of choice `choice` of response `response_id` ("chatcmpl-7") begin "call_7_<choice>_"
+// (read_tool_answer).
+std::string tool_call_prefix(const std::string &response_id, size_t choice);
 // One server-sent-events chunk: a text delta (finish_reason null), or the final chunk (finish_reason set, usage);
 // `logprobs` (api_logprobs of the delta's tokens) or null.
 nlohmann::json stream_chunk(const ApiRequest &r, const std::string &id, int64_t created, const std::string &model,

@@ -316,6 +316,7 @@ void Server::routes() {
             struct Sent {
                 bool opened = false;
                 int64_t offset = 0;
+                ContentStream words; // with tools: the answer's words, as they come (infer/tool_calls.h)
             };
             auto sent = std::make_shared<Sent>();
             const std::shared_ptr<Channel> ch = channels[0];
@@ -359,17 +360,36 @@ void Server::routes() {
                     const std::optional<Completion> done = ch->done;
                     const size_t rest = ch->logprobs_sent;
                     lock.unlock();
-                    for (const Channel::Delta &d : deltas)
-                        if (!send(
-                                stream_chunk(r, rid, created, opts_.model_name, d.text, nullptr, logprobs(d.logprobs))))
+                    const bool tools = r.chat && r.tools.active();
+                    for (const Channel::Delta &d : deltas) {
+                        // With tools only the answer's words are text; the tokens of the object around them still
+                        // send their log-probabilities.
+                        const std::string text = tools ? sent->words.feed(d.text) : d.text;
+                        if (tools && text.empty() && !lp) continue;
+                        if (!send(stream_chunk(r, rid, created, opts_.model_name, text, nullptr, logprobs(d.logprobs))))
                             return engine_.cancel(id), false; // the client went away: stop generating
+                    }
                     if (done && done->finish_reason == "error") {
                         send(ApiError(500, "generation failed: " + done->error, "", "server_error").body());
                         sink.done();
                     } else if (done) { // with the log-probabilities of tokens whose text was never released
+                        Completion last = *done;
+                        if (tools) { // the calls, whole, as the answer ends (or a text that was not an answer)
+                            const ToolAnswer a =
+                                read_tool_answer(done->text, done->finish_reason, tool_call_prefix(rid, 0));
+                            last.finish_reason = a.finish_reason;
+                            json j = stream_chunk(r, rid, created, opts_.model_name, a.content, nullptr);
+                            if (!a.tool_calls.is_null()) {
+                                json calls = a.tool_calls;
+                                for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
+                                j["choices"][0]["delta"] = {{"tool_calls", calls}};
+                            }
+                            if ((!a.tool_calls.is_null() || !sent->words.words()) && !send(j))
+                                return engine_.cancel(id), false;
+                        }
                         const std::span<const TokenLogprobs> left(done->logprobs.begin() + std::ptrdiff_t(rest),
                                                                   done->logprobs.end());
-                        send(stream_chunk(r, rid, created, opts_.model_name, "", &*done,
+                        send(stream_chunk(r, rid, created, opts_.model_name, "", &last,
                                           left.empty() ? json(nullptr) : logprobs(left)));
                         const std::string end = "data: [DONE]\n\n";
                         sink.write(end.data(), end.size());

@@ -2,7 +2,8 @@
 # `zaya serve` through a real HTTP client (curl): health, models, API key, completions (text and token-id prompts,
 # equal to `zaya generate`), chat, server-sent-event streams (same text as the plain response), JSON mode,
 # log-probabilities (echo scoring against `zaya forward`'s loss, streamed = plain, chat's form), several prompts per
-# request, concurrent requests (batched: the same results as alone), prefix reuse (a continuation resumes from the
+# request, concurrent requests (batched: the same results as alone), tool calls (held to the tools' schemas, read
+# back, streamed = plain, a result sent back), prefix reuse (a continuation resumes from the
 # earlier request's cache and equals `zaya generate`; a chat's next turn), /metrics, and bad requests (4xx with an
 # OpenAI error body; the server keeps serving).
 # Usage: test_serve.sh ZAYA_BINARY SOURCE_DIR
@@ -334,6 +335,47 @@ out=$("$ZAYA" generate "$tmp/m" --tokens 5 --json-schema "$tmp/bad_schema.json" 
     fail "--json-schema refuses what it cannot enforce, naming the file and the place" "$out"
 
 # Bad requests: 4xx with an OpenAI error body.
+# Tool calls (infer/tool_calls.h): the answer held to the tools' calls, read back into OpenAI's message; streamed,
+# the same call; a tool's result sent back.
+tools='[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties":
+    {"city": {"type": "string", "maxLength": 8}, "unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"],
+    "additionalProperties": false}}}, {"type": "function", "function": {"name": "now"}}]'
+ask='[{"role": "user", "content": "Weather in Paris?"}]'
+post /v1/chat/completions "{\"messages\": $ask, \"tools\": $tools, \"tool_choice\": \"required\",
+    \"parallel_tool_calls\": false, \"n\": 3, \"max_tokens\": 200, \"seed\": 11}"
+check "tool_choice required: 3 choices, each one call of a tool, its arguments of the tool's schema" '
+    (.choices | length) == 3 and all(.choices[];
+        .finish_reason == "tool_calls" and .message.content == null and (.message.tool_calls | length) == 1 and
+        (.message.tool_calls[0] | .type == "function" and (.id | startswith("call_")) and
+            (.function.arguments | fromjson) as $a |
+            if .function.name == "get_weather" then ($a | keys) == ["city", "unit"] and ($a.city | length) <= 8 and
+                ($a.unit == "c" or $a.unit == "f")
+            else .function.name == "now" and $a == {} end))'
+plain_call=$(echo "$body" | jq -c '.choices[0].message.tool_calls[0].function')
+stream=$(curl -sN "${auth[@]}" -d "{\"messages\": $ask, \"tools\": $tools, \"tool_choice\": \"required\",
+    \"parallel_tool_calls\": false, \"max_tokens\": 200, \"seed\": 11, \"stream\": true}" "$url/v1/chat/completions")
+streamed_call=$(echo "$stream" | grep '^data: {' | sed 's/^data: //' |
+    jq -sc '[.[].choices[0].delta.tool_calls // [] | .[]] | {name: (map(.function.name // "") | add),
+            arguments: (map(.function.arguments // "") | add)}')
+finish=$(echo "$stream" | grep '^data: {' | tail -1 | sed 's/^data: //' | jq -r '.choices[0].finish_reason')
+[[ -n $plain_call && $(jq -S . <<<"$streamed_call") == "$(jq -S '{name, arguments}' <<<"$plain_call")" &&
+    $finish == tool_calls ]] &&
+    pass "the call streamed = the plain response's first (finish_reason tool_calls)" ||
+    fail "the call streamed = the plain response's first" "stream: $streamed_call ($finish)" "plain: $plain_call"
+post /v1/chat/completions "{\"messages\": $ask, \"tools\": $tools,
+    \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"now\"}}, \"max_tokens\": 50, \"seed\": 2}"
+check "tool_choice naming a function: calls of it alone" \
+    '.choices[0].finish_reason == "tool_calls" and all(.choices[0].message.tool_calls[]; .function.name == "now")'
+followup=$(jq -c --argjson call "$(echo "$body" | jq -c '.choices[0].message')" \
+    '. + [$call, {"role": "tool", "tool_call_id": $call.tool_calls[0].id, "content": "12:00"}]' <<<"$ask")
+post /tokenize "{\"messages\": $followup, \"tools\": $tools}"
+ids=$(echo "$body" | jq -c .tokens)
+post /detokenize "{\"tokens\": $ids}"
+check "a tool's result sent back: the prompt holds the call as the model wrote it and the result" \
+    '.prompt | contains("{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}") and contains("returned:\n12:00")'
+post /v1/chat/completions "{\"messages\": $followup, \"tools\": $tools, \"tool_choice\": \"none\", \"max_tokens\": 5}"
+check "then tool_choice none: words" '.choices[0].message.tool_calls == null and (.choices[0].message.content | type) == "string"'
+
 expect_status() {
     local name=$1 want=$2 path=$3 data=$4 param=${5:-}
     post "$path" "$data"
@@ -379,7 +421,10 @@ expect_status "a body nested 30000 levels deep (nlohmann copies recursively)" 40
     "{\"prompt\": [1], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": $deep}}}"
 expect_status "response_format not an object" 400 /v1/completions '{"prompt": [1], "response_format": "json"}' \
     response_format
-expect_status "tools" 400 /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "tools": []}' tools
+expect_status "tools empty" 400 /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "tools": []}' tools
+expect_status "a tool's name with a space" 400 /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}],
+    "tools": [{"type": "function", "function": {"name": "get weather"}}]}' 'tools[0].function.name'
+expect_status "tools on /v1/completions" 400 /v1/completions     '{"prompt": "x", "tools": [{"type": "function", "function": {"name": "a"}}]}' tools
 expect_status "several prompts streamed" 400 /v1/completions '{"prompt": ["a", "b"], "stream": true}' prompt
 body=$(curl -s "$url/health")
 check "still serving after the bad requests" '.status == "ok"'

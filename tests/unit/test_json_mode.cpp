@@ -548,6 +548,22 @@ TEST(JsonSchema, FollowsReferencesByJsonPointer) {
         << not_schema;
 }
 
+// A compact schema's texts have no whitespace between tokens, in its free-form values too; strings keep theirs.
+TEST(JsonSchema, CompactTextsHaveNoWhitespaceBetweenTokens) {
+    const ojson s = ojson::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}, "m": {},
+        "s": {"type": "string"}}, "required": ["a", "m", "s"]})");
+    const auto compact = JsonSchema::compile(s, true), free = JsonSchema::compile(s);
+    EXPECT_TRUE(compact->compact());
+    EXPECT_FALSE(free->compact());
+    EXPECT_TRUE(whole(compact, R"({"a":1,"m":{"x":[1,{"y":null}]},"s":"a b\n"})"));
+    for (const char *spaced : {R"( {"a":1,"m":1,"s":""})", R"({ "a":1,"m":1,"s":""})", R"({"a" :1,"m":1,"s":""})",
+                               R"({"a": 1,"m":1,"s":""})", R"({"a":1 ,"m":1,"s":""})", R"({"a":1,"m":{"x": 1},"s":""})",
+                               "{\"a\":1,\"m\":[1,\n2],\"s\":\"\"}", R"({"a":1,"m":1,"s":"" })"}) {
+        EXPECT_FALSE(takes(compact, spaced)) << spaced;
+        EXPECT_TRUE(whole(free, spaced)) << spaced;
+    }
+}
+
 // Untrusted JSON nested arbitrarily deep is refused before anything recurses into it (nlohmann copies and dumps
 // recursively: a 1 MB schema of nested "items" overflowed the stack of `zaya generate` and of the server).
 TEST(JsonSchema, RefusesDeepNestingWithoutRecursingIntoIt) {

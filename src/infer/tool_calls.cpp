@@ -1,0 +1,321 @@
+#include "infer/tool_calls.h"
+
+#include "core/error.h"
+#include "infer/json_grammar.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace zaya {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+[[noreturn]] void refuse_tool(const std::string &param, const std::string &message) {
+    throw ApiError(400, message, param);
+}
+
+// OpenAI's rule for a function's name: 1 to 64 of a-z, A-Z, 0-9, '_' and '-'.
+bool tool_name_ok(const std::string &name) {
+    if (name.empty() || name.size() > 64) return false;
+    for (char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return false;
+    return true;
+}
+
+// A string member of an object, or "" when absent; refused naming `where` when present and not a string.
+std::string string_member(const ordered_json &j, const char *key, const std::string &where) {
+    if (!j.contains(key) || j[key].is_null()) return "";
+    if (!j[key].is_string()) refuse_tool(where + "." + key, fmt::format("'{}.{}' must be a string", where, key));
+    return j[key].get<std::string>();
+}
+
+// A tool's parameters, compiled alone so that a refusal names its place in them.
+void check_parameters(const ordered_json &parameters, const std::string &where) {
+    try {
+        JsonSchema::compile(parameters);
+    } catch (const Error &e) {
+        std::string what = e.what(); // "schema.properties.x: ..." or "schema: ..."
+        if (what.rfind("schema", 0) == 0) what = what.substr(6);
+        refuse_tool(where, where + what);
+    }
+}
+
+ToolSpec parse_tool(const ordered_json &t, size_t i) {
+    const std::string where = fmt::format("tools[{}]", i);
+    if (!t.is_object() || !t.contains("type") || t["type"] != "function")
+        refuse_tool(where, fmt::format("'{}' must be an object with \"type\": \"function\" (the only kind of tool)",
+                                       where));
+    if (!t.contains("function") || !t["function"].is_object())
+        refuse_tool(where + ".function", fmt::format("'{}.function' must be an object", where));
+    const ordered_json &f = t["function"];
+    const std::string fwhere = where + ".function";
+    ToolSpec spec;
+    spec.name = string_member(f, "name", fwhere);
+    if (!tool_name_ok(spec.name))
+        refuse_tool(fwhere + ".name", fmt::format("'{}.name' must be 1 to 64 letters, digits, '_' or '-', got '{}'",
+                                                  fwhere, spec.name));
+    spec.description = string_member(f, "description", fwhere);
+    const bool given =
+        f.contains("parameters") && !f["parameters"].is_null() && f["parameters"] != ordered_json::object();
+    if (given && !f["parameters"].is_object())
+        refuse_tool(fwhere + ".parameters", fmt::format("'{}.parameters' must be a JSON Schema object", fwhere));
+    spec.parameters =
+        given ? f["parameters"] : ordered_json{{"type", "object"}, {"properties", ordered_json::object()}};
+    check_parameters(spec.parameters, fwhere + ".parameters");
+    return spec;
+}
+
+// The tool_choice forms: "none", "auto", "required", {"type": "function", "function": {"name": ...}}.
+void parse_choice(const ordered_json &c, ApiTools &t) {
+    if (c.is_string()) {
+        const std::string s = c.get<std::string>();
+        if (s == "none") t.choice = ApiTools::Choice::None;
+        else if (s == "auto") t.choice = ApiTools::Choice::Auto;
+        else if (s == "required") t.choice = ApiTools::Choice::Required;
+        else
+            refuse_tool("tool_choice",
+                        "'tool_choice' must be 'none', 'auto', 'required' or a function, got '" + s + "'");
+        return;
+    }
+    if (!c.is_object() || !c.contains("type") || c["type"] != "function" || !c.contains("function") ||
+        !c["function"].is_object() || !c["function"].contains("name") || !c["function"]["name"].is_string())
+        refuse_tool("tool_choice",
+                    "'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": "
+                    "{\"name\": ...}}");
+    t.choice = ApiTools::Choice::Named;
+    t.named = c["function"]["name"].get<std::string>();
+    for (const ToolSpec &s : t.tools)
+        if (s.name == t.named) return;
+    refuse_tool("tool_choice", "'tool_choice' names '" + t.named + "', which is not among the tools");
+}
+
+// A copy of a tool's parameters placed at #/$defs/<def> of a larger schema: its references to itself ("#",
+// "#/...") made to point there. Values (const, enum, default, examples) are not schemas and are left as they are.
+ordered_json relocated(const ordered_json &s, const std::string &def) {
+    if (s.is_array()) {
+        ordered_json out = ordered_json::array();
+        for (const ordered_json &x : s) out.push_back(relocated(x, def));
+        return out;
+    }
+    if (!s.is_object()) return s;
+    ordered_json out = ordered_json::object();
+    for (const auto &[key, value] : s.items()) {
+        if (key == "$ref" && value.is_string() && value.get<std::string>().rfind('#', 0) == 0)
+            out[key] = "#/$defs/" + def + value.get<std::string>().substr(1);
+        else if (key == "const" || key == "enum" || key == "default" || key == "examples")
+            out[key] = value;
+        else
+            out[key] = relocated(value, def);
+    }
+    return out;
+}
+
+} // namespace
+
+ApiTools parse_tools(const ordered_json &body) {
+    ApiTools t;
+    for (const char *legacy : {"functions", "function_call"})
+        if (body.contains(legacy) && !body[legacy].is_null())
+            refuse_tool(legacy, fmt::format("'{}' is OpenAI's deprecated form: use 'tools' and 'tool_choice'", legacy));
+    const bool listed = body.contains("tools") && !body["tools"].is_null();
+    if (listed) {
+        const ordered_json &tools = body["tools"];
+        if (!tools.is_array() || tools.empty()) refuse_tool("tools", "'tools' must be a non-empty array of tools");
+        if (tools.size() > 128) refuse_tool("tools", fmt::format("at most 128 tools, got {}", tools.size()));
+        std::set<std::string> names;
+        for (size_t i = 0; i < tools.size(); ++i) {
+            t.tools.push_back(parse_tool(tools[i], i));
+            if (!names.insert(t.tools.back().name).second)
+                refuse_tool(fmt::format("tools[{}].function.name", i),
+                            fmt::format("two tools are named '{}'", t.tools.back().name));
+        }
+        t.choice = ApiTools::Choice::Auto;
+    }
+    if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
+        const ordered_json &c = body["tool_choice"];
+        if (!listed && !(c.is_string() && c == "none"))
+            refuse_tool("tool_choice", "'tool_choice' needs 'tools'");
+        parse_choice(c, t);
+    }
+    if (body.contains("parallel_tool_calls") && !body["parallel_tool_calls"].is_null()) {
+        if (!body["parallel_tool_calls"].is_boolean())
+            refuse_tool("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+        t.parallel = body["parallel_tool_calls"].get<bool>();
+    }
+    return t;
+}
+
+std::string tools_instructions(const ApiTools &t) {
+    if (!t.active()) return "";
+    std::string s = "You can call tools. Each one, with a JSON Schema of its arguments:\n";
+    for (const ToolSpec &tool : t.tools) {
+        ordered_json line = {{"name", tool.name}};
+        if (!tool.description.empty()) line["description"] = tool.description;
+        line["parameters"] = tool.parameters;
+        s += line.dump() + "\n";
+    }
+    // (The forms as the answer must write them: without spaces.)
+    const std::string calls = fmt::format("{{\"tool_calls\":[{{\"name\":{},\"arguments\":{{...}}}}]}}",
+                                          t.choice == ApiTools::Choice::Named ? json(t.named).dump() : "...");
+    const std::string how_many = t.parallel ? "one or more calls" : "exactly one call";
+    s += "\nAnswer with one JSON object: ";
+    if (t.choice == ApiTools::Choice::Auto)
+        s += fmt::format("{} to call the tools ({}; their results come back in the next turn), or "
+                         "{{\"content\":\"...\"}} to answer in words.",
+                         calls, how_many);
+    else if (t.choice == ApiTools::Choice::Named)
+        s += fmt::format("{} to call {} (its result comes back in the next turn).", calls, t.named);
+    else
+        s += fmt::format("{} to call the tools ({}; their results come back in the next turn).", calls, how_many);
+    return s;
+}
+
+std::shared_ptr<const JsonSchema> tools_schema(const ApiTools &t) {
+    ordered_json defs = ordered_json::object(), calls = ordered_json::array();
+    for (size_t i = 0; i < t.tools.size(); ++i) {
+        const ToolSpec &tool = t.tools[i];
+        if (t.choice == ApiTools::Choice::Named && tool.name != t.named) continue;
+        const std::string def = fmt::format("tool_{}", i);
+        defs[def] = relocated(tool.parameters, def);
+        const ordered_json properties = {{"name", {{"const", tool.name}}}, {"arguments", {{"$ref", "#/$defs/" + def}}}};
+        calls.push_back({{"type", "object"},
+                         {"properties", properties},
+                         {"required", {"name", "arguments"}},
+                         {"additionalProperties", false}});
+    }
+    ordered_json list = {{"type", "array"},
+                         {"items", calls.size() == 1 ? calls[0] : ordered_json{{"anyOf", calls}}},
+                         {"minItems", 1}};
+    if (!t.parallel) list["maxItems"] = 1;
+    // One object with one of its properties: the calls, or (with "auto") the words. (A root anyOf of the two would
+    // be the same texts; structured outputs take an object at the root.)
+    ordered_json properties = {{"tool_calls", list}};
+    if (t.choice == ApiTools::Choice::Auto) properties["content"] = {{"type", "string"}};
+    ordered_json root = {{"type", "object"},
+                         {"properties", properties},
+                         {"minProperties", 1},
+                         {"maxProperties", 1},
+                         {"additionalProperties", false}};
+    root["$defs"] = defs;
+    try {
+        return JsonSchema::compile(root, /*compact=*/true);
+    } catch (const Error &e) { // each tool's parameters compiled alone: only limits over all of them are left
+        refuse_tool("tools", std::string("the tools together: ") + e.what());
+    }
+}
+
+std::string written_tool_calls(const json &calls, const std::string &where) {
+    if (!calls.is_array() || calls.empty())
+        refuse_tool(where, fmt::format("'{}' must be a non-empty array of tool calls", where));
+    ordered_json list = ordered_json::array();
+    for (size_t k = 0; k < calls.size(); ++k) {
+        const json &c = calls[k];
+        const std::string at = fmt::format("{}[{}]", where, k);
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+            !c["function"].contains("name") || !c["function"]["name"].is_string())
+            refuse_tool(at, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{\"name\": ..., "
+                                        "\"arguments\": ...}}}}",
+                                        at));
+        const json &f = c["function"];
+        ordered_json arguments = ordered_json::object();
+        if (f.contains("arguments") && !f["arguments"].is_null()) {
+            if (!f["arguments"].is_string())
+                refuse_tool(at + ".function.arguments", fmt::format("'{}.function.arguments' must be a JSON text", at));
+            try {
+                arguments = ordered_json::parse(f["arguments"].get<std::string>());
+            } catch (const json::exception &) {
+                refuse_tool(at + ".function.arguments",
+                            fmt::format("'{}.function.arguments' is not valid JSON: {}", at, f["arguments"].dump()));
+            }
+        }
+        list.push_back({{"name", f["name"]}, {"arguments", arguments}});
+    }
+    return ordered_json{{"tool_calls", list}}.dump();
+}
+
+std::string written_content(const std::string &content) { return ordered_json{{"content", content}}.dump(); }
+
+std::string written_tool_result(const std::string &id, const std::string &name, const std::string &content) {
+    return fmt::format("The call {} of {} returned:\n{}", id, name.empty() ? "a tool" : name, content);
+}
+
+ToolAnswer read_tool_answer(const std::string &text, const std::string &finish_reason, const std::string &id_prefix) {
+    ToolAnswer a;
+    a.finish_reason = finish_reason;
+    const ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("tool_calls") && j["tool_calls"].is_array()) {
+        a.tool_calls = json::array();
+        for (const ordered_json &c : j["tool_calls"]) {
+            const std::string args = c.contains("arguments") ? c["arguments"].dump() : "{}";
+            a.tool_calls.push_back({{"id", fmt::format("call_{}_{}", id_prefix, a.tool_calls.size())},
+                                    {"type", "function"},
+                                    {"function", {{"name", c.value("name", "")}, {"arguments", args}}}});
+        }
+        if (finish_reason == "stop") a.finish_reason = "tool_calls";
+        return a;
+    }
+    if (j.is_object() && j.contains("content") && j["content"].is_string()) {
+        a.content = j["content"].get<std::string>();
+        return a;
+    }
+    ContentStream words; // cut short: the words so far, or the text as it is
+    a.content = words.feed(text);
+    if (!words.words()) a.content = text;
+    return a;
+}
+
+std::string ContentStream::feed(std::string_view text) {
+    static constexpr std::string_view kKey = "content\"";
+    size_t i = 0;
+    for (; i < text.size() && phase_ < kString; ++i) {
+        const uint8_t b = uint8_t(text[i]);
+        if (phase_ == 2) {
+            phase_ = b == uint8_t(kKey[key_at_]) ? (++key_at_ == kKey.size() ? 3 : 2) : kOther;
+            continue;
+        }
+        if (json_whitespace(b)) continue;
+        const char want = phase_ == 0 ? '{' : phase_ == 1 ? '"' : phase_ == 3 ? ':' : '"';
+        phase_ = b == uint8_t(want) ? phase_ + 1 : kOther;
+        if (phase_ == 5) phase_ = kString; // the value's opening quote
+    }
+    if (phase_ != kString) return "";
+    held_.append(text.substr(i));
+    // The longest run of whole characters and escapes (a \uD8xx with its low surrogate), up to the closing quote.
+    size_t safe = 0, at = 0;
+    bool closed = false;
+    while (at < held_.size()) {
+        const uint8_t c = uint8_t(held_[at]);
+        size_t len = 1;
+        if (c == '"') {
+            closed = true;
+            break;
+        }
+        if (c == '\\') {
+            if (at + 1 >= held_.size()) break;
+            len = held_[at + 1] != 'u' ? 2 : 6;
+            if (len == 6 && at + 2 < held_.size() && (held_[at + 2] == 'd' || held_[at + 2] == 'D') &&
+                at + 3 < held_.size() && std::string_view("89abAB").find(held_[at + 3]) != std::string_view::npos)
+                len = 12; // a high surrogate: with its low one
+        } else if (c >= 0x80) {
+            len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        }
+        if (at + len > held_.size()) break;
+        at += len;
+        safe = at;
+    }
+    std::string out;
+    if (safe > 0) { // (a text held to the schema always parses; one that does not is passed on as it is)
+        const json piece = json::parse("\"" + held_.substr(0, safe) + "\"", nullptr, /*allow_exceptions=*/false);
+        out = piece.is_string() ? piece.get<std::string>() : held_.substr(0, safe);
+    }
+    held_.erase(0, safe);
+    if (closed) phase_ = kDone, held_.clear();
+    return out;
+}
+
+} // namespace zaya

@@ -1,0 +1,260 @@
+// Tool calling (infer/tool_calls.h): the request's tools and tool_choice read and refused naming the field, the
+// answer held to the tools' schema (compact JSON: calls of the tools offered with arguments of their schemas, or
+// words with "auto"), earlier turns written exactly as that grammar takes them, answers read back into OpenAI's
+// message, and the words of an answer streamed as they come whatever the pieces.
+#include "core/utf8.h"
+#include "infer/openai_api.h"
+#include "infer/tool_calls.h"
+#include "test_helpers.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <random>
+
+namespace zaya {
+namespace {
+
+using nlohmann::json;
+
+const char *kTools = R"([
+    {"type": "function", "function": {"name": "get_weather", "description": "The weather at a place",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                    "unit": {"$ref": "#/$defs/Unit"}}, "required": ["city", "unit"], "additionalProperties": false,
+                    "$defs": {"Unit": {"enum": ["c", "f"]}}}}},
+    {"type": "function", "function": {"name": "tree", "parameters": {"type": "object", "properties":
+                    {"kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}}, "required": ["kids"]}}},
+    {"type": "function", "function": {"name": "now"}}])";
+
+std::string chat_body(const std::string &extra,
+                      const std::string &messages = R"([{"role": "user", "content": "hi"}])") {
+    return R"({"messages": )" + messages + R"(, "tools": )" + kTools + (extra.empty() ? "" : ", " + extra) + "}";
+}
+
+// The ApiError's parameter and message, or empty if the body parses.
+std::pair<std::string, std::string> refusal_of(const std::string &body, bool chat = true) {
+    try {
+        parse_api_request(body, chat, 4096);
+    } catch (const ApiError &e) {
+        EXPECT_EQ(e.status, 400);
+        return {e.param, e.message};
+    }
+    return {};
+}
+
+bool whole(const std::shared_ptr<const JsonSchema> &schema, const std::string &text) {
+    SchemaGrammar g(schema);
+    return g.feed(text) && g.complete();
+}
+
+TEST(ToolCalls, ReadsToolsAndRefusesNamingTheField) {
+    const ApiRequest r = parse_api_request(chat_body(""), true, 4096);
+    ASSERT_EQ(r.tools.tools.size(), 3u);
+    EXPECT_EQ(r.tools.choice, ApiTools::Choice::Auto); // tools given: "auto"
+    EXPECT_TRUE(r.tools.parallel);
+    EXPECT_EQ(r.tools.tools[0].description, "The weather at a place");
+    EXPECT_EQ(r.tools.tools[2].parameters, nlohmann::ordered_json::parse(R"({"type": "object", "properties": {}})"));
+    ASSERT_NE(r.sample.json_schema, nullptr);
+    EXPECT_TRUE(r.sample.json_schema->compact());
+    EXPECT_NE(r.messages[0].content.find(R"({"name":"get_weather","description":"The weather at a place",)"),
+              std::string::npos)
+        << r.messages[0].content;
+    // "none": no tools shown, no schema.
+    const ApiRequest none = parse_api_request(chat_body(R"("tool_choice": "none")"), true, 4096);
+    EXPECT_FALSE(none.tools.active());
+    EXPECT_EQ(none.sample.json_schema, nullptr);
+    ASSERT_EQ(none.messages.size(), 1u);
+    EXPECT_EQ(none.messages[0].content, "hi");
+
+    const std::vector<std::tuple<std::string, bool, std::string, std::string>> bad = {
+        {R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", true, "tools", "non-empty array"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "retrieval"}]})", true, "tools[0]",
+         "\"type\": \"function\""},
+        {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function":
+            {"name": "get weather"}}]})",
+         true, "tools[0].function.name", "letters, digits, '_' or '-', got 'get weather'"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "a"}},
+            {"type": "function", "function": {"name": "a"}}]})",
+         true, "tools[1].function.name", "two tools are named 'a'"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "a",
+            "parameters": {"type": "object", "properties": {"x": {"not": {}}}}}}]})", true,
+         "tools[0].function.parameters", "tools[0].function.parameters.properties.x: 'not' is not supported"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "a",
+            "parameters": {"type": "string"}}}]})", true, "tools[0].function.parameters", "the root must be an object"},
+        {chat_body(R"("tool_choice": {"type": "function", "function": {"name": "b"}})"), true, "tool_choice",
+         "names 'b', which is not among the tools"},
+        {chat_body(R"("tool_choice": "sometimes")"), true, "tool_choice", "got 'sometimes'"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"})", true, "tool_choice",
+         "needs 'tools'"},
+        {chat_body(R"("parallel_tool_calls": "yes")"), true, "parallel_tool_calls", "must be a boolean"},
+        {R"({"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "a"}]})", true, "functions",
+         "use 'tools'"},
+        {R"({"prompt": "x", "tools": [{"type": "function", "function": {"name": "a"}}]})", false, "tools",
+         "applies to /v1/chat/completions"},
+        {chat_body(R"("response_format": {"type": "json_object"})"), true, "response_format", "with tools"},
+        {chat_body("", R"([{"role": "user", "content": "x"}, {"role": "tool", "content": "3"}])"), true,
+         "messages[1].tool_call_id", "needs a string 'tool_call_id'"},
+        {chat_body("", R"([{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function":
+            {"name": "now", "arguments": "{oops"}}]}])"), true, "messages[0].tool_calls[0].function.arguments",
+         "is not valid JSON"},
+        {chat_body("", R"([{"role": "assistant", "tool_calls": [{"id": "c"}]}])"), true, "messages[0].tool_calls[0]",
+         "must be {\"type\": \"function\""},
+        {chat_body("", R"([{"role": "user", "content": null}])"), true, "messages[0].content", "must be a string"},
+        {chat_body("", R"([{"role": "function", "content": "x"}])"), true, "messages[0].role", "unsupported role"},
+    };
+    for (const auto &[body, chat, param, message] : bad) {
+        const auto [p, m] = refusal_of(body, chat);
+        EXPECT_EQ(p, param) << body;
+        EXPECT_NE(m.find(message), std::string::npos) << m;
+    }
+}
+
+TEST(ToolCalls, HoldsTheAnswerToTheToolsAndTheirArguments) {
+    const auto schema = parse_api_request(chat_body(""), true, 4096).sample.json_schema;
+    const std::string weather = R"({"name":"get_weather","arguments":{"city":"Paris","unit":"c"}})";
+    for (const std::string &good :
+         {R"({"tool_calls":[)" + weather + "]}", R"({"tool_calls":[)" + weather + "," + weather + "]}",
+          std::string(R"({"tool_calls":[{"name":"tree","arguments":{"kids":[{"kids":[]},{"kids":[{"kids":[]}]}]}}]})"),
+          std::string(R"({"tool_calls":[{"name":"now","arguments":{}}]})"), std::string(R"({"content":"Hello."})")})
+        EXPECT_TRUE(whole(schema, good)) << good;
+    for (const std::string &bad : {
+             std::string(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Paris","unit":"k"}}]})"),
+             std::string(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Paris"}}]})"), // unit required
+             std::string(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Paris-sur-Seine","unit":"c"}})"
+                         "]}"), // maxLength 12
+             std::string(R"({"tool_calls":[{"name":"tree","arguments":{"kids":[{},{},{}]}}]})"), // maxItems, kids
+             std::string(R"({"tool_calls":[{"name":"now","arguments":{"x":1}}]})"),
+             std::string(R"({"tool_calls":[{"name":"other","arguments":{}}]})"),
+             std::string(R"({"tool_calls":[]})"), std::string("{}"),
+             std::string(R"({"content":"a","tool_calls":[{"name":"now","arguments":{}}]})"), // one of the two
+             std::string(R"({"tool_calls":[{"arguments":{},"name":"now"}]})"),               // name first
+             std::string(R"({"content": "Hello."})"), std::string(R"( {"content":"Hello."})"), // no whitespace
+             std::string(R"({"tool_calls":[{"name":"tree","arguments":{"kids": []}}]})")})
+        EXPECT_FALSE(whole(schema, bad)) << bad;
+
+    const auto required = parse_api_request(chat_body(R"("tool_choice": "required")"), true, 4096).sample.json_schema;
+    EXPECT_TRUE(whole(required, R"({"tool_calls":[)" + weather + "]}"));
+    EXPECT_FALSE(whole(required, R"({"content":"Hello."})"));
+    const auto named = parse_api_request(
+        chat_body(R"("tool_choice": {"type": "function", "function": {"name": "now"}}, "parallel_tool_calls": false)"),
+        true, 4096);
+    EXPECT_TRUE(whole(named.sample.json_schema, R"({"tool_calls":[{"name":"now","arguments":{}}]})"));
+    EXPECT_FALSE(whole(named.sample.json_schema, R"({"tool_calls":[)" + weather + "]}"));
+    EXPECT_FALSE(whole(named.sample.json_schema,
+                       R"({"tool_calls":[{"name":"now","arguments":{}},{"name":"now","arguments":{}}]})")); // one call
+    EXPECT_NE(named.messages[0].content.find(R"({"tool_calls":[{"name":"now","arguments":{...}}]} to call now)"),
+              std::string::npos)
+        << named.messages[0].content;
+    EXPECT_NE(named.messages[0].content.find(R"({"name":"tree")"), std::string::npos); // every tool is described
+}
+
+// Earlier turns are written as the model answers: the grammar of the same request takes them whole.
+TEST(ToolCalls, WritesEarlierTurnsAsTheGrammarTakesThem) {
+    const std::string history = R"([{"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "get_weather",
+             "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"}},
+            {"id": "call_b", "type": "function", "function": {"name": "get_weather",
+             "arguments": "{\"city\":\"Ro\\u006de\",\"unit\":\"c\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "18 C"},
+        {"role": "tool", "tool_call_id": "call_b", "content": [{"type": "text", "text": "21 C"}]},
+        {"role": "assistant", "content": "Paris 18, Rome 21 \"C\"."},
+        {"role": "user", "content": "And now?"},
+        {"role": "tool", "tool_call_id": "call_x", "content": "?"}])";
+    const ApiRequest r = parse_api_request(chat_body("", history), true, 4096);
+    ASSERT_EQ(r.messages.size(), 7u);
+    EXPECT_EQ(r.messages[0].role, "system");
+    EXPECT_EQ(r.messages[0].content.rfind("Be brief.\n\nYou can call tools.", 0), 0u) << r.messages[0].content;
+    const std::string calls = R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Paris","unit":"c"}},)"
+                              R"({"name":"get_weather","arguments":{"city":"Rome","unit":"c"}}]})";
+    EXPECT_EQ(r.messages[2].role, "assistant");
+    EXPECT_EQ(r.messages[2].content, calls);
+    EXPECT_TRUE(whole(r.sample.json_schema, r.messages[2].content));
+    EXPECT_EQ(r.messages[3].role, "user"); // the two results, one turn
+    EXPECT_EQ(r.messages[3].content,
+              "The call call_a of get_weather returned:\n18 C\n\nThe call call_b of get_weather returned:\n21 C");
+    EXPECT_EQ(r.messages[4].content, R"({"content":"Paris 18, Rome 21 \"C\"."})");
+    EXPECT_TRUE(whole(r.sample.json_schema, r.messages[4].content));
+    EXPECT_EQ(r.messages[6].content, "The call call_x of a tool returned:\n?"); // a call it was not shown
+    // With tool_choice "none", words stay words; calls are still written as they were made.
+    const ApiRequest none = parse_api_request(chat_body(R"("tool_choice": "none")", history), true, 4096);
+    EXPECT_EQ(none.messages[0].content, "Be brief.");
+    EXPECT_EQ(none.messages[2].content, calls);
+    EXPECT_EQ(none.messages[4].content, "Paris 18, Rome 21 \"C\".");
+}
+
+TEST(ToolCalls, ReadsAnswersBackIntoOpenAIsMessage) {
+    ToolAnswer a = read_tool_answer(
+        R"({"tool_calls":[{"name":"get_weather","arguments":{"unit":"c","city":"Paris"}},)"
+        R"({"name":"now","arguments":{}}]})",
+        "stop", "7_1");
+    EXPECT_EQ(a.finish_reason, "tool_calls");
+    ASSERT_EQ(a.tool_calls.size(), 2u);
+    EXPECT_EQ(a.tool_calls[0]["id"], "call_7_1_0");
+    EXPECT_EQ(a.tool_calls[1]["id"], "call_7_1_1");
+    EXPECT_EQ(a.tool_calls[0]["type"], "function");
+    EXPECT_EQ(a.tool_calls[0]["function"]["name"], "get_weather");
+    EXPECT_EQ(a.tool_calls[0]["function"]["arguments"], R"({"unit":"c","city":"Paris"})"); // as written, in order
+    EXPECT_EQ(a.tool_calls[1]["function"]["arguments"], "{}");
+    a = read_tool_answer(R"({"content":"caf\u00e9 \ud83d\ude00"})", "stop", "1_0");
+    EXPECT_TRUE(a.tool_calls.is_null());
+    EXPECT_EQ(a.content, "café \xf0\x9f\x98\x80");
+    EXPECT_EQ(a.finish_reason, "stop");
+    // Cut short (max_tokens): the words so far, or the text itself; the finish reason stays.
+    a = read_tool_answer(R"({"content":"ab\nc\u00)", "length", "1_0");
+    EXPECT_EQ(a.content, "ab\nc");
+    EXPECT_EQ(a.finish_reason, "length");
+    a = read_tool_answer(R"({"tool_calls":[{"name":"no)", "length", "1_0");
+    EXPECT_TRUE(a.tool_calls.is_null());
+    EXPECT_EQ(a.content, R"({"tool_calls":[{"name":"no)");
+
+    // The response: no content beside the calls.
+    ApiRequest r = parse_api_request(chat_body(""), true, 4096);
+    ApiChoice c;
+    c.completion.text = R"({"tool_calls":[{"name":"now","arguments":{}}]})";
+    c.completion.finish_reason = "stop";
+    const json out = completion_response(r, "chatcmpl-9", 0, "m", {c, c}, [](int32_t) { return TokenSpelling{}; });
+    const json &m = out["choices"][1]["message"];
+    EXPECT_EQ(out["choices"][1]["finish_reason"], "tool_calls");
+    EXPECT_TRUE(m["content"].is_null());
+    EXPECT_EQ(m["tool_calls"][0]["id"], "call_9_1_0");
+    EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "now");
+}
+
+// The words streamed, cut anywhere (inside escapes, surrogate pairs and UTF-8 characters), add up to the answer's
+// words; each piece is whole UTF-8; an answer that is calls streams nothing.
+TEST(ContentStream, StreamsTheWordsWhateverThePieces) {
+    const std::vector<std::string> answers = {
+        R"({"content":"plain words"})", R"({"content":"a\"b\\c\/d\b\f\n\r\t e"})",
+        R"({"content":"\u00e9\u4e2d\ud83d\ude00 x"})", "{\"content\":\"caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80\"}",
+        R"({"content":""})", "{ \"content\" :\n \"spaced\" }"};
+    std::mt19937 rng(5);
+    for (const std::string &text : answers) {
+        const std::string want = json::parse(text)["content"].get<std::string>();
+        for (int trial = 0; trial < 200; ++trial) {
+            ContentStream s;
+            std::string got;
+            for (size_t at = 0; at < text.size();) {
+                const size_t n = trial == 0 ? 1 : 1 + rng() % 6; // byte by byte first
+                const std::string piece = s.feed(std::string_view(text).substr(at, n));
+                EXPECT_TRUE(is_utf8(piece)) << text;
+                got += piece;
+                at += n;
+            }
+            EXPECT_TRUE(s.words());
+            EXPECT_EQ(got, want) << text;
+        }
+    }
+    for (const std::string &text : {std::string(R"({"tool_calls":[{"name":"now","arguments":{}}]})"),
+                                    std::string(R"({"contents":"x"})"), std::string("[1]")}) {
+        ContentStream s;
+        std::string got;
+        for (char c : text) got += s.feed(std::string_view(&c, 1));
+        EXPECT_FALSE(s.words()) << text;
+        EXPECT_EQ(got, "") << text;
+    }
+}
+
+} // namespace
+} // namespace zaya
