@@ -219,6 +219,7 @@ bool NumberRange::empty() const {
 
 bool NumberRange::viable(std::string_view prefix) const {
     const NumberText n = split(prefix);
+    if (too_fine(n.fraction.size())) return false;
     // The numbers that begin with the prefix, on the positive side: [a, b); their negatives for a '-'.
     auto reachable = [&](const Decimal &a, const Decimal &b) {
         NumberRange r;
@@ -262,6 +263,7 @@ bool NumberRange::viable(std::string_view prefix) const {
 
 bool NumberRange::holds(std::string_view text) const {
     const NumberText n = split(text);
+    if (too_fine(n.fraction.size())) return false;
     const Decimal v = Decimal::of(n.neg, std::string(n.integer) + std::string(n.fraction), int64_t(n.integer.size()));
     NumberRange point;
     point.lo = point.hi = {true, false, v};

@@ -56,12 +56,18 @@ class NumberRange {
 
     // Whether some number written as `prefix` followed by more bytes (or nothing) lies in the range. The prefix is
     // '-'? digits ('.' digits*)?: the grammar keeps exponents out of constrained numbers, since with one any prefix
-    // can go anywhere.
+    // can go anywhere. With a step, a number has at most kSpareZeros fraction digits past the step's (which can
+    // only be zeros): "multipleOf": 0.25 takes 0.2500, not 0.25000 — a model that writes zeros on must end (this
+    // never strands a prefix: a multiple that begins with one is written in as many digits).
     bool viable(std::string_view prefix) const;
+    static constexpr int64_t kSpareZeros = 2;
     // Whether the whole number `text` (same form) lies in the range.
     bool holds(std::string_view text) const;
 
   private:
+    bool too_fine(size_t fraction_digits) const {
+        return stepped() && int64_t(fraction_digits) > scale_ + kSpareZeros;
+    }
     Decimal step_;        // multipleOf; zero: none
     uint64_t units_ = 0;  // the step as units_ × 10^−scale_ (units_ < 10^18)
     int64_t scale_ = 0;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 namespace zaya {
@@ -248,13 +249,16 @@ ToolAnswer read_tool_answer(const std::string &text, const std::string &finish_r
     ToolAnswer a;
     a.finish_reason = finish_reason;
     const ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("tool_calls") && j["tool_calls"].is_array()) {
+    auto call = [](const ordered_json &c) { return c.is_object() && c.contains("name") && c["name"].is_string(); };
+    if (j.is_object() && j.contains("tool_calls") && j["tool_calls"].is_array() && !j["tool_calls"].empty() &&
+        std::all_of(j["tool_calls"].begin(), j["tool_calls"].end(), call)) {
         a.tool_calls = json::array();
         for (const ordered_json &c : j["tool_calls"]) {
             const std::string args = c.contains("arguments") ? c["arguments"].dump() : "{}";
-            a.tool_calls.push_back({{"id", fmt::format("call_{}_{}", id_prefix, a.tool_calls.size())},
-                                    {"type", "function"},
-                                    {"function", {{"name", c.value("name", "")}, {"arguments", args}}}});
+            a.tool_calls.push_back(
+                {{"id", fmt::format("call_{}_{}", id_prefix, a.tool_calls.size())},
+                 {"type", "function"},
+                 {"function", {{"name", c["name"].get<std::string>()}, {"arguments", args}}}});
         }
         if (finish_reason == "stop") a.finish_reason = "tool_calls";
         return a;

@@ -947,6 +947,11 @@ TEST(SchemaGrammar, KeepsToMultiples) {
     EXPECT_FALSE(takes(schema, q + "1.0"));  // [1.0, 1.1) holds none: 1.11 is past it
     EXPECT_TRUE(takes(schema, q + "1.1"));   // 1.11
     EXPECT_FALSE(takes(schema, q + "0.74,") && takes(schema, q + "0.741"));
+    // Two zeros past the step's digits, no more: a model writing zeros on must end.
+    EXPECT_TRUE(whole(schema, text("5", "0.300", "0.7400")));
+    EXPECT_FALSE(takes(schema, text("5", "0.3000", "0")));
+    EXPECT_FALSE(takes(schema, q + "0.74000"));
+    EXPECT_FALSE(takes(schema, q + "-0.00000"));
 
     auto refused = [](const char *x) {
         return refusal(fmt::format(R"({{"type": "object", "properties": {{"a": {}}}}})", x));
