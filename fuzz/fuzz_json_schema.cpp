@@ -3,7 +3,8 @@
 // the document's bytes are fed to its grammar until one is refused. Then the grammar must never be stuck: unless
 // the value is complete, some byte continues it (every byte taken leaves a text that a value of the schema
 // continues — lengths, bounds, alternatives and all); a complete text must parse; alternatives are read in at most
-// kMaxReadings readings.
+// kMaxReadings readings. An input of odd length compiles the schema compact (no whitespace between tokens: tool
+// calls' form).
 #include "core/error.h"
 #include "infer/json_schema.h"
 
@@ -21,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (schema_json.is_discarded()) return 0;
     std::shared_ptr<const zaya::JsonSchema> schema;
     try {
-        schema = zaya::JsonSchema::compile(schema_json);
+        schema = zaya::JsonSchema::compile(schema_json, /*compact=*/size % 2 == 1);
     } catch (const zaya::Error &) {
         return 0;
     }
