@@ -1,7 +1,8 @@
 // libFuzzer target: parse_api_request must turn any request body into a request or an ApiError (a 4xx), never
 // crash, read out of bounds or throw anything else. The first byte picks /v1/completions or /v1/chat/completions.
-// The body is also read as a model's answer to tools (read_tool_answer, and ContentStream in two pieces): no throw,
-// and valid UTF-8 in, valid UTF-8 out (the server's JSON writer throws on anything else).
+// The body is also read as a model's answer to tools: read_tool_answer whole, and an AnswerStream in two pieces
+// must say the same (words, each call's name and arguments), throw nothing, and give valid UTF-8 for valid UTF-8
+// (the server's JSON writer throws on anything else).
 #include "core/utf8.h"
 #include "infer/openai_api.h"
 #include "infer/tool_calls.h"
@@ -21,9 +22,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (e.status < 400 || e.status >= 500) __builtin_trap();
     }
     const zaya::ToolAnswer a = zaya::read_tool_answer(body, "stop", "0_0");
-    zaya::ContentStream words;
+    zaya::AnswerStream stream;
     const size_t cut = data[0] % (body.size() + 1);
-    const std::string streamed = words.feed(std::string_view(body).substr(0, cut)) + words.feed(body.substr(cut));
-    if (zaya::is_utf8(body) && (!zaya::is_utf8(a.content) || !zaya::is_utf8(streamed))) __builtin_trap();
+    std::string words;
+    nlohmann::json calls = nlohmann::json::array();
+    for (const std::string_view piece : {std::string_view(body).substr(0, cut), std::string_view(body).substr(cut)}) {
+        const zaya::AnswerPiece p = stream.feed(piece);
+        words += p.words;
+        for (const nlohmann::json &d : zaya::call_deltas(p, "0_0")) {
+            const size_t k = d["index"].get<size_t>();
+            const bool begins = d["function"].contains("name");
+            if (begins != (k == calls.size())) __builtin_trap(); // each call begins once, in order, with its name
+            if (begins) calls.push_back({{"name", d["function"]["name"]}, {"arguments", ""}});
+            const std::string &piece_args = d["function"]["arguments"].get_ref<const std::string &>();
+            if (zaya::is_utf8(body) && !zaya::is_utf8(piece_args)) __builtin_trap(); // whole characters only
+            calls[k]["arguments"].get_ref<std::string &>() += piece_args;
+        }
+    }
+    if (stream.words() && words != a.content) __builtin_trap();
+    if (stream.calls() != !a.tool_calls.is_null() || (stream.calls() && calls.size() != a.tool_calls.size()))
+        __builtin_trap();
+    for (size_t k = 0; stream.calls() && k < calls.size(); ++k)
+        if (calls[k]["name"] != a.tool_calls[k]["function"]["name"] ||
+            calls[k]["arguments"] != a.tool_calls[k]["function"]["arguments"])
+            __builtin_trap();
+    if (zaya::is_utf8(body) && (!zaya::is_utf8(a.content) || !zaya::is_utf8(words))) __builtin_trap();
     return 0;
 }

@@ -1,5 +1,6 @@
 #include "infer/json_grammar.h"
 
+#include "core/hex.h"
 #include "core/utf8.h"
 #include "infer/regex.h"
 
@@ -10,13 +11,6 @@ namespace zaya {
 namespace {
 
 bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
-
-int hex_value(uint8_t b) {
-    if (is_digit(b)) return b - '0';
-    if (b >= 'a' && b <= 'f') return b - 'a' + 10;
-    if (b >= 'A' && b <= 'F') return b - 'A' + 10;
-    return -1;
-}
 
 } // namespace
 
@@ -72,7 +66,7 @@ Lexed StringLexer::lex(uint8_t b) {
         }
         return Lexed::Refused;
     case Mode::Unicode: {
-        const int h = hex_value(b);
+        const int h = hex_digit(b);
         if (h < 0) return Lexed::Refused;
         const unsigned v = unsigned(unit_) << 4 | unsigned(h);
         if (hex_left_ == 4 && low_surrogate_ && h != 0xD) return Lexed::Refused;

@@ -1,6 +1,7 @@
 #include "infer/json_schema.h"
 
 #include "core/error.h"
+#include "core/hex.h"
 #include "core/json_depth.h"
 #include "core/utf8.h"
 
@@ -148,20 +149,15 @@ NumberRange range_of(const ojson &j, const std::string &path, bool integer) {
 // One token of a $ref's JSON pointer (ref, for messages): percent-escapes (a URI fragment's) decoded, then RFC
 // 6901's "~1" → "/" and "~0" → "~".
 std::string pointer_token(const std::string &raw, const std::string &path, const std::string &ref) {
-    auto hex = [](char c) {
-        if (c >= '0' && c <= '9') return c - '0';
-        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-        return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-    };
     std::string decoded;
     for (size_t i = 0; i < raw.size(); ++i) {
         if (raw[i] != '%') {
             decoded += raw[i];
             continue;
         }
-        if (i + 2 >= raw.size() || hex(raw[i + 1]) < 0 || hex(raw[i + 2]) < 0)
+        if (i + 2 >= raw.size() || hex_digit(uint8_t(raw[i + 1])) < 0 || hex_digit(uint8_t(raw[i + 2])) < 0)
             fail("{}: '{}' has a '%' not followed by two hex digits", path, ref);
-        decoded += char(hex(raw[i + 1]) * 16 + hex(raw[i + 2]));
+        decoded += char(hex_digit(uint8_t(raw[i + 1])) * 16 + hex_digit(uint8_t(raw[i + 2])));
         i += 2;
     }
     std::string token;

@@ -1,6 +1,7 @@
 #include "infer/regex.h"
 
 #include "core/error.h"
+#include "core/hex.h"
 #include "core/utf8.h"
 
 #include <algorithm>
@@ -228,8 +229,7 @@ class Parser {
             uint32_t v = 0;
             for (int k = 0; k < digits; ++k) {
                 const uint32_t h = take();
-                const int d = h >= '0' && h <= '9' ? int(h - '0') : h >= 'a' && h <= 'f' ? int(h - 'a' + 10)
-                            : h >= 'A' && h <= 'F' ? int(h - 'A' + 10) : -1;
+                const int d = hex_digit(h);
                 if (d < 0) fail_here("a hexadecimal digit was expected");
                 v = v << 4 | uint32_t(d);
             }

@@ -316,7 +316,7 @@ void Server::routes() {
             struct Sent {
                 bool opened = false;
                 int64_t offset = 0;
-                ContentStream words; // with tools: the answer's words, as they come (infer/tool_calls.h)
+                AnswerStream answer; // with tools: the answer's words and calls, as they come (infer/tool_calls.h)
             };
             auto sent = std::make_shared<Sent>();
             const std::shared_ptr<Channel> ch = channels[0];
@@ -362,29 +362,31 @@ void Server::routes() {
                     lock.unlock();
                     const bool tools = r.chat && r.tools.active();
                     for (const Channel::Delta &d : deltas) {
-                        // With tools only the answer's words are text; the tokens of the object around them still
-                        // send their log-probabilities.
-                        const std::string text = tools ? sent->words.feed(d.text) : d.text;
-                        if (tools && text.empty() && !lp) continue;
-                        if (!send(stream_chunk(r, rid, created, opts_.model_name, text, nullptr, logprobs(d.logprobs))))
-                            return engine_.cancel(id), false; // the client went away: stop generating
+                        // With tools the answer's words are its text and its calls go out as tool_calls deltas; the
+                        // tokens of the object around them still send their log-probabilities.
+                        AnswerPiece piece;
+                        if (tools) piece = sent->answer.feed(d.text);
+                        json j = stream_chunk(r, rid, created, opts_.model_name, tools ? piece.words : d.text, nullptr,
+                                              logprobs(d.logprobs));
+                        if (!piece.calls.empty()) {
+                            json &delta = j["choices"][0]["delta"];
+                            if (piece.words.empty()) delta = json::object(); // (no "content": "" beside calls)
+                            delta["tool_calls"] = call_deltas(piece, tool_call_prefix(rid, 0));
+                        }
+                        if (tools && piece.words.empty() && piece.calls.empty() && !lp) continue;
+                        if (!send(j)) return engine_.cancel(id), false; // the client went away: stop generating
                     }
                     if (done && done->finish_reason == "error") {
                         send(ApiError(500, "generation failed: " + done->error, "", "server_error").body());
                         sink.done();
                     } else if (done) { // with the log-probabilities of tokens whose text was never released
                         Completion last = *done;
-                        if (tools) { // the calls, whole, as the answer ends (or a text that was not an answer)
+                        if (tools) { // the finish reason of calls; a text that was no answer sent as it is
                             const ToolAnswer a =
                                 read_tool_answer(done->text, done->finish_reason, tool_call_prefix(rid, 0));
                             last.finish_reason = a.finish_reason;
-                            json j = stream_chunk(r, rid, created, opts_.model_name, a.content, nullptr);
-                            if (!a.tool_calls.is_null()) {
-                                json calls = a.tool_calls;
-                                for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
-                                j["choices"][0]["delta"] = {{"tool_calls", calls}};
-                            }
-                            if ((!a.tool_calls.is_null() || !sent->words.words()) && !send(j))
+                            if (!sent->answer.calls() && !sent->answer.words() && !a.content.empty() &&
+                                !send(stream_chunk(r, rid, created, opts_.model_name, a.content, nullptr)))
                                 return engine_.cancel(id), false;
                         }
                         const std::span<const TokenLogprobs> left(done->logprobs.begin() + std::ptrdiff_t(rest),

@@ -1,6 +1,8 @@
 #include "infer/tool_calls.h"
 
 #include "core/error.h"
+#include "core/hex.h"
+#include "core/utf8.h"
 #include "infer/json_grammar.h"
 
 #include <fmt/format.h>
@@ -248,78 +250,224 @@ std::string written_tool_result(const std::string &id, const std::string &name, 
 ToolAnswer read_tool_answer(const std::string &text, const std::string &finish_reason, const std::string &id_prefix) {
     ToolAnswer a;
     a.finish_reason = finish_reason;
-    const ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    auto call = [](const ordered_json &c) { return c.is_object() && c.contains("name") && c["name"].is_string(); };
-    if (j.is_object() && j.contains("tool_calls") && j["tool_calls"].is_array() && !j["tool_calls"].empty() &&
-        std::all_of(j["tool_calls"].begin(), j["tool_calls"].end(), call)) {
-        a.tool_calls = json::array();
-        for (const ordered_json &c : j["tool_calls"]) {
-            const std::string args = c.contains("arguments") ? c["arguments"].dump() : "{}";
-            a.tool_calls.push_back(
-                {{"id", fmt::format("call_{}_{}", id_prefix, a.tool_calls.size())},
-                 {"type", "function"},
-                 {"function", {{"name", c["name"].get<std::string>()}, {"arguments", args}}}});
-        }
-        if (finish_reason == "stop") a.finish_reason = "tool_calls";
-        return a;
+    AnswerStream s;
+    const AnswerPiece piece = s.feed(text);
+    if (s.calls()) { // one piece: each call's delta is the whole call
+        a.tool_calls = call_deltas(piece, id_prefix);
+        for (json &c : a.tool_calls) c.erase("index");
+        if (s.complete() && finish_reason == "stop") a.finish_reason = "tool_calls";
+    } else {
+        a.content = s.words() ? piece.words : text;
     }
-    if (j.is_object() && j.contains("content") && j["content"].is_string()) {
-        a.content = j["content"].get<std::string>();
-        return a;
-    }
-    ContentStream words; // cut short: the words so far, or the text as it is
-    a.content = words.feed(text);
-    if (!words.words()) a.content = text;
     return a;
 }
 
-std::string ContentStream::feed(std::string_view text) {
-    static constexpr std::string_view kKey = "content\"";
-    size_t i = 0;
-    for (; i < text.size() && phase_ < kString; ++i) {
-        const uint8_t b = uint8_t(text[i]);
-        if (phase_ == 2) {
-            phase_ = b == uint8_t(kKey[key_at_]) ? (++key_at_ == kKey.size() ? 3 : 2) : kOther;
-            continue;
+json call_deltas(const AnswerPiece &piece, const std::string &id_prefix) {
+    json deltas = json::array();
+    for (const AnswerPiece::Call &c : piece.calls) {
+        json d = {{"index", c.index}};
+        if (!c.name.empty()) {
+            d["id"] = fmt::format("call_{}_{}", id_prefix, c.index);
+            d["type"] = "function";
+            d["function"] = {{"name", c.name}, {"arguments", c.arguments}};
+        } else {
+            d["function"] = {{"arguments", c.arguments}};
         }
-        if (json_whitespace(b)) continue;
-        const char want = phase_ == 0 ? '{' : phase_ == 1 ? '"' : phase_ == 3 ? ':' : '"';
-        phase_ = b == uint8_t(want) ? phase_ + 1 : kOther;
-        if (phase_ == 5) phase_ = kString; // the value's opening quote
+        deltas.push_back(d);
     }
-    if (phase_ != kString) return "";
-    held_.append(text.substr(i));
-    // The longest run of whole characters and escapes (a \uD8xx with its low surrogate), up to the closing quote.
-    size_t safe = 0, at = 0;
+    return deltas;
+}
+
+bool AnswerStream::punct(uint8_t b, char want, Phase next) {
+    if (json_whitespace(b)) return true;
+    phase_ = b == uint8_t(want) ? next : Phase::Other;
+    return phase_ != Phase::Other;
+}
+
+AnswerPiece::Call &AnswerStream::call_piece(AnswerPiece &out) {
+    if (out.calls.empty() || out.calls.back().index != index_) out.calls.push_back({index_, "", ""});
+    return out.calls.back();
+}
+
+AnswerPiece AnswerStream::feed(std::string_view text) {
+    AnswerPiece out;
+    for (size_t i = 0; i < text.size() && phase_ != Phase::Other; ++i) {
+        if (phase_ == Phase::Words) { // the rest of the piece, at once: decoded in runs
+            words_bytes(text.substr(i), out);
+            break;
+        }
+        byte(uint8_t(text[i]), out);
+    }
+    if (phase_ == Phase::Args) { // the arguments so far, whole characters only
+        size_t whole = held_.size(), k = held_.size();
+        while (k > 0 && (uint8_t(held_[k - 1]) & 0xc0) == 0x80) --k; // back to the last character's lead byte
+        if (k > 0 && uint8_t(held_[k - 1]) >= 0xc0) {
+            const uint8_t lead = uint8_t(held_[k - 1]);
+            const size_t len = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+            if (held_.size() - (k - 1) < len) whole = k - 1;
+        }
+        if (whole > 0) call_piece(out).arguments += held_.substr(0, whole);
+        held_.erase(0, whole);
+    }
+    return out;
+}
+
+void AnswerStream::expect(std::string_view a, std::string_view b, std::string_view c, Phase next) {
+    tokens_ = {a, b, c};
+    token_ = at_ = 0;
+    after_ = next;
+    phase_ = Phase::Tokens;
+}
+
+// {"content":"..."} or {"tool_calls":[{"name":"..","arguments":{..}},..]}, whitespace allowed between tokens.
+void AnswerStream::byte(uint8_t b, AnswerPiece &out) {
+    switch (phase_) {
+    case Phase::Open: punct(b, '{', Phase::KeyQuote); return;
+    case Phase::KeyQuote: punct(b, '"', Phase::Key); return;
+    case Phase::Key:
+        if (b != '"') {
+            key_ += char(b);
+            if (key_.size() > 16) phase_ = Phase::Other;
+        } else if (key_ == "content" || key_ == "tool_calls") {
+            after_ = key_ == "content" ? Phase::WordsQuote : Phase::CallsBracket;
+            phase_ = Phase::Colon;
+        } else {
+            phase_ = Phase::Other;
+        }
+        return;
+    case Phase::Colon: punct(b, ':', after_); return;
+    case Phase::WordsQuote:
+        if (punct(b, '"', Phase::Words) && phase_ == Phase::Words) kind_ = Kind::Words;
+        return;
+    case Phase::CallsBracket:
+        if (b == '[') expect("{", "\"name\"", ":", Phase::NameQuote);
+        else if (!json_whitespace(b)) phase_ = Phase::Other;
+        return;
+    case Phase::Tokens:
+        if (at_ == 0 && json_whitespace(b)) return;
+        if (b != uint8_t(tokens_[token_][at_])) {
+            phase_ = Phase::Other;
+        } else if (++at_ == tokens_[token_].size()) {
+            at_ = 0;
+            if (++token_ == tokens_.size()) phase_ = after_;
+        }
+        return;
+    case Phase::NameQuote:
+        if (punct(b, '"', Phase::Name)) key_.clear();
+        return;
+    case Phase::Name:
+        if (b != '"') {
+            key_ += char(b);
+            if (key_.size() > 64) phase_ = Phase::Other;
+            return;
+        }
+        kind_ = Kind::Calls;
+        call_piece(out).name = key_;
+        depth_ = 0, in_string_ = escaped_ = false;
+        expect(",", "\"arguments\"", ":", Phase::Args);
+        return;
+    case Phase::Args:
+        if (depth_ == 0 && json_whitespace(b)) return; // before the value
+        if (depth_ == 0 && b != '{' && b != '[') {
+            phase_ = Phase::Other; // the arguments are an object
+            return;
+        }
+        held_ += char(b);
+        if (in_string_) {
+            if (escaped_) escaped_ = false;
+            else if (b == '\\') escaped_ = true;
+            else if (b == '"') in_string_ = false;
+        } else if (b == '"') {
+            in_string_ = true;
+        } else if (b == '{' || b == '[') {
+            ++depth_;
+        } else if ((b == '}' || b == ']') && --depth_ == 0) {
+            call_piece(out).arguments += held_;
+            held_.clear();
+            phase_ = Phase::CallClose;
+        }
+        return;
+    case Phase::CallClose: punct(b, '}', Phase::AfterCall); return;
+    case Phase::AfterCall:
+        if (b == ',') ++index_, expect("{", "\"name\"", ":", Phase::NameQuote);
+        else punct(b, ']', Phase::Close);
+        return;
+    case Phase::Close: punct(b, '}', Phase::Done); return;
+    case Phase::Done:
+        if (!json_whitespace(b)) phase_ = Phase::Other;
+        return;
+    case Phase::Words:
+    case Phase::Other: return;
+    }
+}
+
+namespace {
+
+// The code unit of the \uXXXX escape at s[at] (6 bytes there), or −1 if its digits are not hex.
+int32_t escaped_unit(std::string_view s, size_t at) {
+    int32_t u = 0;
+    for (size_t k = at + 2; k < at + 6; ++k) {
+        const int v = hex_digit(uint8_t(s[k]));
+        if (v < 0) return -1;
+        u = u * 16 + v;
+    }
+    return u;
+}
+
+} // namespace
+
+// The words' string from where the piece reaches it, up to its closing quote: each unit (a character, an escape, a
+// \uD8xx escape with its \uDCxx) decoded once whole, so that how the text is cut never changes what comes out; a
+// unit JSON does not allow (which the schema never lets a model write) is passed on as it is.
+void AnswerStream::words_bytes(std::string_view text, AnswerPiece &out) {
+    held_.append(text);
+    static constexpr std::string_view kEscapes = "\"\\/bfnrt", kMeanings = "\"\\/\b\f\n\r\t";
+    size_t at = 0;
     bool closed = false;
     while (at < held_.size()) {
         const uint8_t c = uint8_t(held_[at]);
-        size_t len = 1;
         if (c == '"') {
             closed = true;
             break;
         }
-        if (c == '\\') {
-            if (at + 1 >= held_.size()) break;
-            len = held_[at + 1] != 'u' ? 2 : 6;
-            if (len == 6 && at + 2 < held_.size() && (held_[at + 2] == 'd' || held_[at + 2] == 'D') &&
-                at + 3 < held_.size() && std::string_view("89abAB").find(held_[at + 3]) != std::string_view::npos)
-                len = 12; // a high surrogate: with its low one
-        } else if (c >= 0x80) {
-            len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        if (c != '\\') {
+            const size_t len = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+            if (at + len > held_.size()) break; // the rest of the character comes later
+            out.words.append(held_, at, len);
+            at += len;
+            continue;
         }
-        if (at + len > held_.size()) break;
-        at += len;
-        safe = at;
+        if (at + 2 > held_.size()) break;
+        if (held_[at + 1] != 'u') {
+            const size_t k = kEscapes.find(held_[at + 1]);
+            if (k == std::string_view::npos) out.words.append(held_, at, 2);
+            else out.words += kMeanings[k];
+            at += 2;
+            continue;
+        }
+        if (at + 6 > held_.size()) break;
+        const int32_t unit = escaped_unit(held_, at);
+        if (unit >= 0xd800 && unit < 0xdc00) { // a high surrogate: decoded with the escape after it
+            if (at + 12 > held_.size()) break;
+            const int32_t low = held_[at + 6] == '\\' && held_[at + 7] == 'u' ? escaped_unit(held_, at + 6) : -1;
+            if (low >= 0xdc00 && low < 0xe000) {
+                utf8_append(out.words, utf16_pair(uint32_t(unit), uint32_t(low)));
+                at += 12;
+                continue;
+            }
+        }
+        if (unit < 0 || (unit >= 0xd800 && unit < 0xe000)) out.words.append(held_, at, 6); // not a character
+        else utf8_append(out.words, uint32_t(unit));
+        at += 6;
     }
-    std::string out;
-    if (safe > 0) { // (a text held to the schema always parses; one that does not is passed on as it is)
-        const json piece = json::parse("\"" + held_.substr(0, safe) + "\"", nullptr, /*allow_exceptions=*/false);
-        out = piece.is_string() ? piece.get<std::string>() : held_.substr(0, safe);
+    if (!closed) {
+        held_.erase(0, at);
+        return;
     }
-    held_.erase(0, safe);
-    if (closed) phase_ = kDone, held_.clear();
-    return out;
+    const std::string rest = held_.substr(at + 1); // after the closing quote: the object's end
+    held_.clear();
+    phase_ = Phase::Close;
+    for (char b : rest) byte(uint8_t(b), out);
 }
 
 } // namespace zaya

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -57,9 +58,10 @@ std::string written_content(const std::string &content);
 std::string written_tool_result(const std::string &id, const std::string &name, const std::string &content);
 
 // An answer read back. `text` is what the model wrote (held to tools_schema, or cut short by max_tokens or a stop
-// string), `finish_reason` the engine's. Calls get ids "call_<id_prefix>_<k>"; finish_reason becomes "tool_calls".
-// Words, or a text that is not a whole answer, become `content` (what the answer's words say so far, or the text
-// itself when it began as no answer in words).
+// string), `finish_reason` the engine's. Calls get ids "call_<id_prefix>_<k>" and their arguments as written; a whole
+// answer of calls that ended at the object's close has finish_reason "tool_calls". Calls cut short are the calls
+// begun (a name written), the last one's arguments cut where the text ends, as a stream has sent them; words are the
+// words so far; a text that began as neither is `content` itself.
 struct ToolAnswer {
     nlohmann::json tool_calls = nullptr; // [{"id", "type": "function", "function": {"name", "arguments"}}], or null
     std::string content;
@@ -67,19 +69,56 @@ struct ToolAnswer {
 };
 ToolAnswer read_tool_answer(const std::string &text, const std::string &finish_reason, const std::string &id_prefix);
 
-// The words of an answer {"content": "..."} as they are written, for a stream: feed the text as it comes, get the
-// string's characters it completes (escapes decoded; a partial escape, or a high surrogate without its low one,
-// waits for the next piece). Nothing comes out of an answer that is not words.
-class ContentStream {
+// What a piece of an answer adds: the words' characters it completes (escapes decoded; a partial escape, or a high
+// surrogate without its low one, waits for the next piece), or calls begun (index, name) and the bytes of their
+// arguments (whole UTF-8 characters; the arguments' JSON text as written), in order.
+struct AnswerPiece {
+    struct Call {
+        size_t index = 0;
+        std::string name;      // non-empty: the call begins here (OpenAI's first delta of a call: id, type, name)
+        std::string arguments; // the arguments' text this piece adds
+    };
+    std::string words;
+    std::vector<Call> calls;
+};
+
+// OpenAI's `delta.tool_calls` for a piece: a call that begins with its "index", "id" ("call_<id_prefix>_<index>"),
+// "type" and "function" {"name", "arguments" so far}; one under way with its "index" and "function" {"arguments"}.
+nlohmann::json call_deltas(const AnswerPiece &piece, const std::string &id_prefix);
+
+// An answer read as it is written, for a stream (and for read_tool_answer): feed the text piece by piece.
+// Whitespace between tokens is allowed, as in any JSON; an answer of another shape stops the reading (nothing more
+// comes out).
+class AnswerStream {
   public:
-    std::string feed(std::string_view text);
-    bool words() const { return phase_ == kString || phase_ == kDone; } // the answer is words (its string began)
+    AnswerPiece feed(std::string_view text);
+    bool words() const { return kind_ == Kind::Words; } // the answer is words (its string began)
+    bool calls() const { return kind_ == Kind::Calls; } // the answer is calls (the first one's name is written)
+    bool complete() const { return phase_ == Phase::Done; } // the answer's object closed
+    bool other() const { return phase_ == Phase::Other; }   // not an answer of either shape
 
   private:
-    static constexpr int kString = 6, kDone = 7, kOther = 8;
-    int phase_ = 0;      // 0 '{', 1 '"', 2 the key, 3 ':', 4 '"' opening the value, kString, kDone, kOther
-    size_t key_at_ = 0;  // phase 2: bytes of `content"` matched
-    std::string held_;   // kString: undecoded bytes (a partial escape)
+    enum class Phase : uint8_t {
+        Open, KeyQuote, Key, Colon, WordsQuote, Words, CallsBracket, Tokens, NameQuote, Name, Args, CallClose,
+        AfterCall, Close, Done, Other
+    };
+    enum class Kind : uint8_t { None, Words, Calls };
+    void byte(uint8_t b, AnswerPiece &out);
+    void words_bytes(std::string_view text, AnswerPiece &out);
+    bool punct(uint8_t b, char want, Phase next); // whitespace, or `want` then `next`; else Other
+    void expect(std::string_view a, std::string_view b, std::string_view c, Phase next); // tokens, then `next`
+    AnswerPiece::Call &call_piece(AnswerPiece &out);
+
+    Phase phase_ = Phase::Open;
+    Phase after_ = Phase::Open;   // Colon, Tokens: where they lead
+    Kind kind_ = Kind::None;
+    std::string key_;             // Key: the key so far; Name: the name so far
+    std::array<std::string_view, 3> tokens_; // Tokens: to match in turn, whitespace allowed between them
+    size_t token_ = 0, at_ = 0;   // Tokens: the token under way, and its bytes matched
+    std::string held_;            // Words: undecoded bytes (a partial escape); Args: a partial UTF-8 character
+    size_t index_ = 0;            // the call under way
+    int depth_ = 0;               // Args: open containers
+    bool in_string_ = false, escaped_ = false; // Args: inside a string, after its backslash
 };
 
 } // namespace zaya

@@ -1,7 +1,7 @@
 // Tool calling (infer/tool_calls.h): the request's tools and tool_choice read and refused naming the field, the
 // answer held to the tools' schema (compact JSON: calls of the tools offered with arguments of their schemas, or
 // words with "auto"), earlier turns written exactly as that grammar takes them, answers read back into OpenAI's
-// message, and the words of an answer streamed as they come whatever the pieces.
+// message, and the words and calls of an answer streamed as they come whatever the pieces.
 #include "core/utf8.h"
 #include "infer/openai_api.h"
 #include "infer/tool_calls.h"
@@ -205,9 +205,17 @@ TEST(ToolCalls, ReadsAnswersBackIntoOpenAIsMessage) {
     a = read_tool_answer(R"({"content":"ab\nc\u00)", "length", "1_0");
     EXPECT_EQ(a.content, "ab\nc");
     EXPECT_EQ(a.finish_reason, "length");
-    a = read_tool_answer(R"({"tool_calls":[{"name":"no)", "length", "1_0");
+    a = read_tool_answer(R"({"tool_calls":[{"name":"no)", "length", "1_0"); // no call begun yet: the text
     EXPECT_TRUE(a.tool_calls.is_null());
     EXPECT_EQ(a.content, R"({"tool_calls":[{"name":"no)");
+    a = read_tool_answer(R"({"tool_calls":[{"name":"now","arguments":{}},{"name":"get_weather","arguments":{"ci)",
+                         "length", "1_0"); // the calls begun, the last cut where the text ends
+    ASSERT_EQ(a.tool_calls.size(), 2u);
+    EXPECT_EQ(a.tool_calls[1]["function"]["name"], "get_weather");
+    EXPECT_EQ(a.tool_calls[1]["function"]["arguments"], R"({"ci)");
+    EXPECT_EQ(a.finish_reason, "length");
+    EXPECT_EQ(read_tool_answer(R"({"tool_calls":[{"name":"now","arguments":{}})", "stop", "1_0").finish_reason,
+              "stop"); // cut by a stop string: not a whole answer
 
     // The response: no content beside the calls.
     ApiRequest r = parse_api_request(chat_body(""), true, 4096);
@@ -222,38 +230,87 @@ TEST(ToolCalls, ReadsAnswersBackIntoOpenAIsMessage) {
     EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "now");
 }
 
-// The words streamed, cut anywhere (inside escapes, surrogate pairs and UTF-8 characters), add up to the answer's
-// words; each piece is whole UTF-8; an answer that is calls streams nothing.
-TEST(ContentStream, StreamsTheWordsWhateverThePieces) {
-    const std::vector<std::string> answers = {
+// Pieces of an answer in random sizes (byte by byte first): what an AnswerStream gives for them, gathered.
+struct Streamed {
+    std::string words;
+    std::vector<std::pair<std::string, std::string>> calls; // name, arguments
+    bool is_words = false, is_calls = false, complete = false;
+};
+Streamed stream_in_pieces(const std::string &text, std::mt19937 &rng, bool byte_by_byte) {
+    AnswerStream s;
+    Streamed out;
+    for (size_t at = 0; at < text.size();) {
+        const size_t n = byte_by_byte ? 1 : 1 + rng() % 6;
+        const AnswerPiece p = s.feed(std::string_view(text).substr(at, n));
+        EXPECT_TRUE(is_utf8(p.words)) << text;
+        out.words += p.words;
+        for (const AnswerPiece::Call &c : p.calls) {
+            EXPECT_TRUE(is_utf8(c.arguments)) << text; // whole characters only
+            if (!c.name.empty()) {
+                EXPECT_EQ(c.index, out.calls.size()) << text; // each call begins once, in order
+                out.calls.emplace_back(c.name, "");
+            }
+            EXPECT_LT(c.index, out.calls.size()) << text; // (its pieces after its name)
+            if (c.index < out.calls.size()) out.calls[c.index].second += c.arguments;
+        }
+        at += n;
+    }
+    out.is_words = s.words(), out.is_calls = s.calls(), out.complete = s.complete();
+    return out;
+}
+
+// The words and calls streamed, cut anywhere (inside escapes, surrogate pairs, UTF-8 characters, names, arguments),
+// add up to the answer's, and to what read_tool_answer reads from the whole text.
+TEST(AnswerStream, StreamsWordsAndCallsWhateverThePieces) {
+    const std::vector<std::string> words = {
         R"({"content":"plain words"})", R"({"content":"a\"b\\c\/d\b\f\n\r\t e"})",
         R"({"content":"\u00e9\u4e2d\ud83d\ude00 x"})", "{\"content\":\"caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80\"}",
         R"({"content":""})", "{ \"content\" :\n \"spaced\" }"};
     std::mt19937 rng(5);
-    for (const std::string &text : answers) {
+    for (const std::string &text : words) {
         const std::string want = json::parse(text)["content"].get<std::string>();
         for (int trial = 0; trial < 200; ++trial) {
-            ContentStream s;
-            std::string got;
-            for (size_t at = 0; at < text.size();) {
-                const size_t n = trial == 0 ? 1 : 1 + rng() % 6; // byte by byte first
-                const std::string piece = s.feed(std::string_view(text).substr(at, n));
-                EXPECT_TRUE(is_utf8(piece)) << text;
-                got += piece;
-                at += n;
+            const Streamed got = stream_in_pieces(text, rng, trial == 0);
+            EXPECT_TRUE(got.is_words && got.complete && !got.is_calls);
+            EXPECT_EQ(got.words, want) << text;
+        }
+        EXPECT_EQ(read_tool_answer(text, "stop", "1_0").content, want);
+    }
+    const std::string args0 = R"({"city":"Par\"is}{","n":[1,{"x":[]}],"é":"\u00e9 \xf0\x9f\x98\x80"})";
+    const std::vector<std::string> calls = {
+        R"({"tool_calls":[{"name":"get_weather","arguments":)" + args0 + R"(},{"name":"now","arguments":{}}]})",
+        "{ \"tool_calls\" : [ { \"name\" : \"now\" , \"arguments\" : { } } ] }\n"};
+    for (const std::string &text : calls) {
+        const ToolAnswer whole = read_tool_answer(text, "stop", "1_0");
+        ASSERT_FALSE(whole.tool_calls.is_null()) << text;
+        EXPECT_EQ(whole.finish_reason, "tool_calls");
+        for (int trial = 0; trial < 200; ++trial) {
+            const Streamed got = stream_in_pieces(text, rng, trial == 0);
+            EXPECT_TRUE(got.is_calls && got.complete && !got.is_words && got.words.empty());
+            ASSERT_EQ(got.calls.size(), whole.tool_calls.size()) << text;
+            for (size_t k = 0; k < got.calls.size(); ++k) {
+                EXPECT_EQ(got.calls[k].first, whole.tool_calls[k]["function"]["name"]);
+                EXPECT_EQ(got.calls[k].second, whole.tool_calls[k]["function"]["arguments"]);
             }
-            EXPECT_TRUE(s.words());
-            EXPECT_EQ(got, want) << text;
         }
     }
-    for (const std::string &text : {std::string(R"({"tool_calls":[{"name":"now","arguments":{}}]})"),
-                                    std::string(R"({"contents":"x"})"), std::string("[1]")}) {
-        ContentStream s;
-        std::string got;
-        for (char c : text) got += s.feed(std::string_view(&c, 1));
-        EXPECT_FALSE(s.words()) << text;
-        EXPECT_EQ(got, "") << text;
+    EXPECT_EQ(read_tool_answer(calls[0], "stop", "1_0").tool_calls[0]["function"]["arguments"], args0); // as written
+    EXPECT_EQ(read_tool_answer(calls[1], "stop", "1_0").tool_calls[0]["function"]["arguments"], "{ }");
+    // Other shapes: nothing comes out, and read back they are the text itself.
+    for (const std::string &text : {std::string(R"({"contents":"x"})"), std::string("[1]"),
+                                    std::string(R"({"tool_calls":[{"arguments":{},"name":"now"}]})")}) {
+        const Streamed got = stream_in_pieces(text, rng, true);
+        EXPECT_FALSE(got.is_words || got.is_calls || got.complete) << text;
+        EXPECT_TRUE(got.words.empty() && got.calls.empty()) << text;
+        const ToolAnswer a = read_tool_answer(text, "stop", "1_0");
+        EXPECT_TRUE(a.tool_calls.is_null());
+        EXPECT_EQ(a.content, text);
     }
+    // A shape that breaks off after a call began is that call, as far as it went (its delta was sent).
+    const ToolAnswer broken = read_tool_answer(R"({"tool_calls":[{"name":"now","arguments":3}]})", "stop", "1_0");
+    ASSERT_EQ(broken.tool_calls.size(), 1u);
+    EXPECT_EQ(broken.tool_calls[0]["function"]["arguments"], "");
+    EXPECT_EQ(broken.finish_reason, "stop");
 }
 
 } // namespace
