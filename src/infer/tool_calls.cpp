@@ -98,22 +98,31 @@ void parse_choice(const ordered_json &c, ApiTools &t) {
 }
 
 // A copy of a tool's parameters placed at #/$defs/<def> of a larger schema: its references to itself ("#",
-// "#/...") made to point there. Values (const, enum, default, examples) are not schemas and are left as they are.
-ordered_json relocated(const ordered_json &s, const std::string &def) {
-    if (s.is_array()) {
-        ordered_json out = ordered_json::array();
-        for (const ordered_json &x : s) out.push_back(relocated(x, def));
-        return out;
-    }
-    if (!s.is_object()) return s;
+// "#/...") made to point there. Walked as a schema: the maps of names to schemas (properties, $defs, ...) by their
+// values — a property may be named "enum" or "$ref" — and values (const, enum, default, examples) left as they are.
+ordered_json relocated(const ordered_json &schema, const std::string &def) {
+    if (!schema.is_object()) return schema; // true, false
+    static const std::set<std::string> kMaps = {"properties", "patternProperties", "$defs", "definitions",
+                                                "dependentSchemas"};
+    static const std::set<std::string> kLists = {"anyOf", "oneOf", "allOf", "prefixItems"};
+    static const std::set<std::string> kSchemas = {"items", "additionalProperties", "propertyNames", "not", "contains",
+                                                   "if", "then", "else", "additionalItems", "unevaluatedProperties",
+                                                   "unevaluatedItems"};
     ordered_json out = ordered_json::object();
-    for (const auto &[key, value] : s.items()) {
-        if (key == "$ref" && value.is_string() && value.get<std::string>().rfind('#', 0) == 0)
+    for (const auto &[key, value] : schema.items()) {
+        if (key == "$ref" && value.is_string() && value.get<std::string>().rfind('#', 0) == 0) {
             out[key] = "#/$defs/" + def + value.get<std::string>().substr(1);
-        else if (key == "const" || key == "enum" || key == "default" || key == "examples")
-            out[key] = value;
-        else
+        } else if (kMaps.count(key) && value.is_object()) {
+            out[key] = ordered_json::object();
+            for (const auto &[name, sub] : value.items()) out[key][name] = relocated(sub, def);
+        } else if ((kLists.count(key) || kSchemas.count(key)) && value.is_array()) { // (draft 4's items list too)
+            out[key] = ordered_json::array();
+            for (const ordered_json &sub : value) out[key].push_back(relocated(sub, def));
+        } else if (kSchemas.count(key)) {
             out[key] = relocated(value, def);
+        } else {
+            out[key] = value; // annotations, values, counts, patterns: no references in them
+        }
     }
     return out;
 }

@@ -24,7 +24,11 @@ const char *kTools = R"([
                     "$defs": {"Unit": {"enum": ["c", "f"]}}}}},
     {"type": "function", "function": {"name": "tree", "parameters": {"type": "object", "properties":
                     {"kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}}, "required": ["kids"]}}},
-    {"type": "function", "function": {"name": "now"}}])";
+    {"type": "function", "function": {"name": "now"}},
+    {"type": "function", "function": {"name": "odd_names", "parameters": {"type": "object", "properties": {
+        "enum": {"$ref": "#/$defs/const"}, "default": {"type": "array", "items": {"$ref": "#/properties/enum"}}},
+        "required": ["enum", "default"], "additionalProperties": false,
+        "$defs": {"const": {"enum": [{"$ref": "#"}, 2]}}}}}])";
 
 std::string chat_body(const std::string &extra,
                       const std::string &messages = R"([{"role": "user", "content": "hi"}])") {
@@ -49,7 +53,7 @@ bool whole(const std::shared_ptr<const JsonSchema> &schema, const std::string &t
 
 TEST(ToolCalls, ReadsToolsAndRefusesNamingTheField) {
     const ApiRequest r = parse_api_request(chat_body(""), true, 4096);
-    ASSERT_EQ(r.tools.tools.size(), 3u);
+    ASSERT_EQ(r.tools.tools.size(), 4u);
     EXPECT_EQ(r.tools.choice, ApiTools::Choice::Auto); // tools given: "auto"
     EXPECT_TRUE(r.tools.parallel);
     EXPECT_EQ(r.tools.tools[0].description, "The weather at a place");
@@ -115,7 +119,9 @@ TEST(ToolCalls, HoldsTheAnswerToTheToolsAndTheirArguments) {
     for (const std::string &good :
          {R"({"tool_calls":[)" + weather + "]}", R"({"tool_calls":[)" + weather + "," + weather + "]}",
           std::string(R"({"tool_calls":[{"name":"tree","arguments":{"kids":[{"kids":[]},{"kids":[{"kids":[]}]}]}}]})"),
-          std::string(R"({"tool_calls":[{"name":"now","arguments":{}}]})"), std::string(R"({"content":"Hello."})")})
+          std::string(R"({"tool_calls":[{"name":"now","arguments":{}}]})"), std::string(R"({"content":"Hello."})"),
+          // properties named like keywords, a definition named "const" whose enum holds an object like a reference
+          std::string(R"({"tool_calls":[{"name":"odd_names","arguments":{"enum":{"$ref":"#"},"default":[2]}}]})")})
         EXPECT_TRUE(whole(schema, good)) << good;
     for (const std::string &bad : {
              std::string(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Paris","unit":"k"}}]})"),
@@ -129,7 +135,8 @@ TEST(ToolCalls, HoldsTheAnswerToTheToolsAndTheirArguments) {
              std::string(R"({"content":"a","tool_calls":[{"name":"now","arguments":{}}]})"), // one of the two
              std::string(R"({"tool_calls":[{"arguments":{},"name":"now"}]})"),               // name first
              std::string(R"({"content": "Hello."})"), std::string(R"( {"content":"Hello."})"), // no whitespace
-             std::string(R"({"tool_calls":[{"name":"tree","arguments":{"kids": []}}]})")})
+             std::string(R"({"tool_calls":[{"name":"tree","arguments":{"kids": []}}]})"),
+             std::string(R"({"tool_calls":[{"name":"odd_names","arguments":{"enum":3,"default":[]}}]})")})
         EXPECT_FALSE(whole(schema, bad)) << bad;
 
     const auto required = parse_api_request(chat_body(R"("tool_choice": "required")"), true, 4096).sample.json_schema;
