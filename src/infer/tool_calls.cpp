@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/hex.h"
+#include "core/json_depth.h"
 #include "core/utf8.h"
 #include "infer/json_grammar.h"
 
@@ -16,6 +17,8 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 namespace {
+
+constexpr size_t kMaxArgumentDepth = 256; // an earlier call's arguments, in JSON levels
 
 [[noreturn]] void refuse_tool(const std::string &param, const std::string &message) {
     throw ApiError(400, message, param);
@@ -244,6 +247,9 @@ std::string written_tool_calls(const json &calls, const std::string &where) {
                 refuse_tool(at + ".function.arguments",
                             fmt::format("'{}.function.arguments' is not valid JSON: {}", at, f["arguments"].dump()));
             }
+            if (json_deeper_than(arguments, kMaxArgumentDepth)) // (copies and dumps recurse: core/json_depth.h)
+                refuse_tool(at + ".function.arguments",
+                            fmt::format("'{}.function.arguments' nests deeper than {} levels", at, kMaxArgumentDepth));
         }
         list.push_back({{"name", f["name"]}, {"arguments", arguments}});
     }

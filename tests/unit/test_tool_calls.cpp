@@ -101,6 +101,9 @@ TEST(ToolCalls, ReadsToolsAndRefusesNamingTheField) {
         {chat_body("", R"([{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function":
             {"name": "now", "arguments": "{oops"}}]}])"), true, "messages[0].tool_calls[0].function.arguments",
          "is not valid JSON"},
+        {chat_body("", R"([{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function":
+            {"name": "now", "arguments": ")" + std::string(100000, '[') + std::string(100000, ']') + R"("}}]}])"),
+         true, "messages[0].tool_calls[0].function.arguments", "nests deeper than 256 levels"},
         {chat_body("", R"([{"role": "assistant", "tool_calls": [{"id": "c"}]}])"), true, "messages[0].tool_calls[0]",
          "must be {\"type\": \"function\""},
         {chat_body("", R"([{"role": "user", "content": null}])"), true, "messages[0].content", "must be a string"},
