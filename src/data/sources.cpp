@@ -2,7 +2,9 @@
 
 #include "core/error.h"
 #include "core/atomic_file.h"
+#include "core/json_depth.h"
 #include "core/utf8.h"
+#include "infer/openai_api.h"
 
 #include <nlohmann/json.hpp>
 
@@ -89,6 +91,8 @@ SourceList collect_sources(const std::vector<std::string> &inputs, const std::st
 
 namespace {
 
+constexpr size_t kMaxRecordDepth = 512; // JSON levels of a record, as of a server request
+
 // A JSONL record's string field; `where` is file:line.
 std::string string_field(const nlohmann::json &j, const char *name, const std::string &where) {
     const auto it = j.find(name);
@@ -97,8 +101,8 @@ std::string string_field(const nlohmann::json &j, const char *name, const std::s
     return it->get<std::string>();
 }
 
-// One JSONL record (see sources.h); its text is empty when it has nothing to learn.
-Document jsonl_document(const nlohmann::json &j, const std::string &where) {
+// One JSONL record (see sources.h), parsed from `line`; its text is empty when it has nothing to learn.
+Document jsonl_document(const nlohmann::json &j, std::string_view line, const std::string &where) {
     const bool text = j.contains("text"), completion = j.contains("prompt") || j.contains("completion"),
                chat = j.contains("messages");
     if (int(text) + int(completion) + int(chat) != 1)
@@ -114,21 +118,22 @@ Document jsonl_document(const nlohmann::json &j, const std::string &where) {
         if (!d.completion.empty()) d.text = d.prompt + d.completion;
     } else {
         d.kind = DocKind::Chat;
-        const nlohmann::json &m = j["messages"];
-        if (!m.is_array()) fail("{}: \"messages\" is {}, expected an array", where, m.type_name());
+        // Read as the server reads a request's messages (infer/openai_api.h), so that a model learns its turns as it
+        // will be prompted with them: tool calls and results included, with a record's "tools" (and "tool_choice",
+        // "parallel_tool_calls") described as the server describes them.
+        try {
+            ApiTools tools;
+            if (j.contains("tools") || j.contains("tool_choice") || j.contains("parallel_tool_calls"))
+                tools = parse_tools(nlohmann::ordered_json::parse(line)); // ordered: the parameters keep their order
+            d.messages = chat_messages(j["messages"], tools);
+        } catch (const ApiError &e) {
+            fail("{}: {}", where, e.message);
+        }
         bool answers = false;
-        for (size_t i = 0; i < m.size(); ++i) {
-            const std::string at = fmt::format("{}: messages[{}]", where, i);
-            if (!m[i].is_object()) fail("{} is {}, expected an object with \"role\" and \"content\"", at,
-                                        m[i].type_name());
-            ChatMessage msg{string_field(m[i], "role", at), string_field(m[i], "content", at)};
-            if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
-                fail("{}: role \"{}\" is not system, user or assistant", at, msg.role);
-            if (msg.role == "system" && i > 0) fail("{}: a system message may only come first", at);
+        for (const ChatMessage &msg : d.messages) {
             answers |= msg.role == "assistant" && !msg.content.empty();
             if (!d.text.empty()) d.text += '\n';
             d.text += msg.content;
-            d.messages.push_back(std::move(msg));
         }
         if (!answers) d.text.clear();
     }
@@ -165,7 +170,9 @@ std::vector<Document> read_documents(const SourceFile &f) {
             fail("{}:{}: invalid JSON: {}", f.path, line_no, e.what());
         }
         if (!j.is_object()) fail("{}:{}: expected a JSON object", f.path, line_no);
-        Document d = jsonl_document(j, fmt::format("{}:{}", f.path, line_no));
+        if (json_deeper_than(j, kMaxRecordDepth)) // (copies recurse: core/json_depth.h)
+            fail("{}:{}: nests deeper than {} levels", f.path, line_no, kMaxRecordDepth);
+        Document d = jsonl_document(j, line, fmt::format("{}:{}", f.path, line_no));
         d.line = line_no;
         if (!d.text.empty()) docs.push_back(std::move(d));
     }

@@ -114,17 +114,17 @@ std::string message_content(const json &msg, const std::string &where, bool may_
         // (json == "text" compares without converting: a "type" of another JSON type is just not text.)
         if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
             !part["text"].is_string())
-            bad(where + ".content", "only text content parts are supported");
+            bad(where + ".content", where + ".content: only text content parts are supported");
         content += part["text"].get<std::string>();
     }
     return content;
 }
 
-// The messages as the model reads them: an assistant's tool calls written as the object it answers with (and, with
-// tools in force, its words as {"content": ...}); the results of tools ("tool" messages) one user turn, each named
-// by its call; the tools' instructions added to the system message (infer/tool_calls.h).
-void parse_messages(const json &m, ApiRequest &r) {
+} // namespace
+
+std::vector<ChatMessage> chat_messages(const json &m, const ApiTools &tools) {
     if (!m.is_array() || m.empty()) bad("messages", "'messages' must be a non-empty array");
+    std::vector<ChatMessage> out;
     std::map<std::string, std::string> call_names; // tool_call_id → the tool's name, from the assistant turns
     bool results = false;                          // the last message added holds tools' results
     for (size_t i = 0; i < m.size(); ++i) {
@@ -134,7 +134,10 @@ void parse_messages(const json &m, ApiRequest &r) {
             bad(where + ".role", where + " must be an object with a string 'role'");
         const std::string role = msg["role"].get<std::string>();
         if (role != "system" && role != "user" && role != "assistant" && role != "developer" && role != "tool")
-            bad(where + ".role", "unsupported role '" + role + "' (system, developer, user, assistant, tool)");
+            bad(where + ".role",
+                where + ": unsupported role '" + role + "' (system, developer, user, assistant, tool)");
+        if ((role == "system" || role == "developer") && i > 0)
+            bad(where + ".role", where + ": a system message may only come first");
         const bool calls = role == "assistant" && has(msg, "tool_calls");
         std::string content = message_content(msg, where, calls);
         if (calls) {
@@ -142,7 +145,7 @@ void parse_messages(const json &m, ApiRequest &r) {
             for (const json &c : msg["tool_calls"])
                 if (c.contains("id") && c["id"].is_string())
                     call_names[c["id"].get<std::string>()] = c["function"]["name"].get<std::string>();
-        } else if (role == "assistant" && r.tools.active()) {
+        } else if (role == "assistant" && tools.active()) {
             content = written_content(content);
         }
         if (role == "tool") {
@@ -152,21 +155,21 @@ void parse_messages(const json &m, ApiRequest &r) {
             const auto name = call_names.find(id);
             content = written_tool_result(id, name == call_names.end() ? "" : name->second, content);
             if (results) {
-                r.messages.back().content += "\n\n" + content;
+                out.back().content += "\n\n" + content;
                 continue;
             }
         }
         results = role == "tool";
-        r.messages.push_back({role == "developer" ? "system" : role == "tool" ? "user" : role, content});
+        out.push_back({role == "developer" ? "system" : role == "tool" ? "user" : role, content});
     }
-    if (r.messages.size() > 1)
-        for (size_t i = 1; i < r.messages.size(); ++i)
-            if (r.messages[i].role == "system") bad("messages", "a system message may only come first");
-    if (const std::string tools = tools_instructions(r.tools); !tools.empty()) {
-        if (r.messages[0].role == "system") r.messages[0].content += "\n\n" + tools;
-        else r.messages.insert(r.messages.begin(), ChatMessage{"system", tools});
+    if (const std::string instructions = tools_instructions(tools); !instructions.empty()) {
+        if (out[0].role == "system") out[0].content += "\n\n" + instructions;
+        else out.insert(out.begin(), ChatMessage{"system", instructions});
     }
+    return out;
 }
+
+namespace {
 
 // Completions: `logprobs` k and `echo`; chat: `logprobs` true and `top_logprobs` k.
 void parse_logprobs(const json &j, ApiRequest &r) {
@@ -236,7 +239,7 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
         if (j.contains("tools") || j.contains("tool_choice") || j.contains("functions") ||
             j.contains("function_call") || j.contains("parallel_tool_calls"))
             r.tools = parse_tools(nlohmann::ordered_json::parse(body)); // ordered: the parameters keep their order
-        parse_messages(j["messages"], r);
+        r.messages = chat_messages(j["messages"], r.tools);
     } else {
         if (!j.contains("prompt")) bad("prompt", "'prompt' is required");
         parse_prompts(j["prompt"], r);

@@ -33,6 +33,13 @@ struct ApiRequest {
                           // logprobs
 };
 
+// A chat's "messages" (OpenAI's form: roles system, developer, user, assistant, tool; content a string or text
+// parts) as the model reads them, with `tools` in force: an assistant's tool calls written as the object it answers
+// with (and, with tools active, its words as {"content": ...}), the results of tools ("tool" messages) one user turn
+// each naming its call, the tools' instructions added to the system message (infer/tool_calls.h). The server's
+// prompts and `zaya prepare`'s fine-tuning chats both come from here. Throws ApiError naming the field.
+std::vector<ChatMessage> chat_messages(const nlohmann::json &messages, const ApiTools &tools);
+
 // Parses a request body. Defaults follow OpenAI: max_tokens 16 for completions, up to the context for chat;
 // temperature 1, top_p 1, top_k off. `max_context` bounds max_tokens. Log-probabilities: completions'
 // `logprobs` k (0–20: the chosen token's and the k most likely; with `echo`, the prompt's too), chat's `logprobs`

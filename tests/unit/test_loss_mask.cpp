@@ -194,15 +194,21 @@ TEST(LossMask, RecordErrorsNameFileAndLine) {
     EXPECT_NE(err(R"({"text": "a", "prompt": "b", "completion": "c"})").find("r.jsonl:2: expected exactly one of"),
               std::string::npos);
     EXPECT_NE(err(R"({"prompt": "b"})").find("r.jsonl:2: no \"completion\" field"), std::string::npos);
-    EXPECT_NE(err(R"({"messages": {"role": "user"}})").find("r.jsonl:2: \"messages\" is object, expected an array"),
+    // Chats are read as the server reads a request's messages: the same refusals, naming the place.
+    EXPECT_NE(err(R"({"messages": {"role": "user"}})").find("r.jsonl:2: 'messages' must be a non-empty array"),
               std::string::npos);
     EXPECT_NE(err(R"({"messages": [{"role": "robot", "content": "x"}]})")
-                  .find("r.jsonl:2: messages[0]: role \"robot\" is not system, user or assistant"),
+                  .find("r.jsonl:2: messages[0]: unsupported role 'robot'"),
               std::string::npos);
     EXPECT_NE(err(R"({"messages": [{"role": "user", "content": "x"}, {"role": "system", "content": "y"}]})")
                   .find("r.jsonl:2: messages[1]: a system message may only come first"),
               std::string::npos);
-    EXPECT_NE(err(R"({"messages": [{"role": "user"}]})").find("r.jsonl:2: messages[0]: no \"content\" field"),
+    EXPECT_NE(err(R"({"messages": [{"role": "user"}]})")
+                  .find("r.jsonl:2: messages[0].content must be a string or an array of text parts"),
+              std::string::npos);
+    EXPECT_NE(err(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": )"
+                  R"({"name": "a b"}}]})")
+                  .find("r.jsonl:2: 'tools[0].function.name' must be 1 to 64 letters"),
               std::string::npos);
     EXPECT_FALSE(fs::exists(d.path / "o" / "data.json"));
 }

@@ -3,6 +3,7 @@
 // words with "auto"), earlier turns written exactly as that grammar takes them, answers read back into OpenAI's
 // message, and the words and calls of an answer streamed as they come whatever the pieces.
 #include "core/utf8.h"
+#include "data/sources.h"
 #include "infer/openai_api.h"
 #include "infer/tool_calls.h"
 #include "test_helpers.h"
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <random>
 
 namespace zaya {
@@ -192,6 +194,33 @@ TEST(ToolCalls, WritesEarlierTurnsAsTheGrammarTakesThem) {
     EXPECT_EQ(none.messages[0].content, "Be brief.");
     EXPECT_EQ(none.messages[2].content, calls);
     EXPECT_EQ(none.messages[4].content, "Paris 18, Rome 21 \"C\".");
+}
+
+// Fine-tuning chats with tools (`zaya prepare`) are the turns the server prompts with: the same messages, so a model
+// learns its calls in the form the grammar holds it to.
+TEST(ToolCalls, FineTuningChatsAreTheServersTurns) {
+    const std::string history = R"([{"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "18 C"},
+        {"role": "assistant", "content": "It is 18 C in Paris."}])";
+    const std::string record = chat_body(R"("parallel_tool_calls": false)", history);
+    test::TempDir dir;
+    const std::string path = dir.str("chats.jsonl");
+    std::ofstream(path) << nlohmann::ordered_json::parse(record).dump() << "\n" // one line, in its order
+                        << R"({"messages": [{"role": "user", "content": "x"}]})"
+                        << "\n";
+    const std::vector<Document> docs = read_documents(SourceFile{path, "chats.jsonl", true, 0});
+    ASSERT_EQ(docs.size(), 1u); // (the chat without an answer is dropped)
+    const ApiRequest served = parse_api_request(record, true, 4096);
+    ASSERT_EQ(docs[0].messages.size(), served.messages.size());
+    for (size_t i = 0; i < served.messages.size(); ++i) {
+        EXPECT_EQ(docs[0].messages[i].role, served.messages[i].role) << i;
+        EXPECT_EQ(docs[0].messages[i].content, served.messages[i].content) << i;
+    }
+    EXPECT_NE(docs[0].messages[0].content.find("exactly one call"), std::string::npos); // the record's choice
+    EXPECT_TRUE(whole(served.sample.json_schema, docs[0].messages[2].content)); // the call, as the grammar takes it
+    EXPECT_TRUE(whole(served.sample.json_schema, docs[0].messages[4].content)); // the words, too
 }
 
 TEST(ToolCalls, ReadsAnswersBackIntoOpenAIsMessage) {
