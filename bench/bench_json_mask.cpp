@@ -1,8 +1,9 @@
 // What JSON mode and structured outputs (infer/json_constraint.h) cost per generated token: JsonConstraint::mask
 // over a vocabulary, without and with a schema of the document (and with one that adds patterns, a format and
-// bounds, and one whose alternatives begin alike), at each step of writing a fixed JSON document token by token (the
-// longest allowed token that spells the document's next bytes, as a tokenizer would). Prints the median and mean milliseconds per token and the share
-// spent where the text is inside a free string (where most tokens are allowed and taken unread).
+// bounds, one whose alternatives begin alike, and a tool call's), at each step of writing a fixed JSON document token
+// by token (the longest allowed token that spells the document's next bytes, as a tokenizer would). Prints the median
+// and mean milliseconds per token and the share spent where the text is inside a free string (where most tokens are
+// allowed and taken unread).
 //
 //   zaya_bench_json_mask [--tokenizer PATH] [--vocab N] [--repeat R]
 //
@@ -12,6 +13,7 @@
 #include "data/tokenizer.h"
 #include "infer/json_constraint.h"
 #include "infer/json_schema.h"
+#include "infer/tool_calls.h"
 
 #include <fmt/format.h>
 
@@ -134,12 +136,33 @@ int main(int argc, char **argv) {
         return fmt::format("median {:.3f} ms, mean {:.3f} ms over {} masks", v[v.size() / 2], sum / double(v.size()),
                            v.size());
     };
-    const std::pair<const char *, std::shared_ptr<const zaya::JsonSchema>> modes[] = {
-        {"json_object", zaya::JsonSchema::any_object()},
-        {"json_schema", schema},
-        {"json_schema with patterns and bounds", constrained},
-        {"json_schema with alternatives that begin alike", alternatives}};
-    for (const auto &[label, s] : modes) {
+    // Tool calls (infer/tool_calls.h): four tools offered, "auto", two calls written compactly.
+    const auto tools = zaya::tools_schema(zaya::parse_tools(nlohmann::ordered_json::parse(R"({"tools": [
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}, "unit": {"enum": ["c", "f"]}, "days": {"type": "integer", "minimum": 1,
+            "maximum": 14}}, "required": ["city", "unit", "days"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {
+            "zone": {"type": "string"}}, "required": ["zone"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {
+            "query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"],
+            "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "send_mail", "parameters": {"type": "object", "properties": {
+            "to": {"type": "string", "format": "email"}, "body": {"type": "string"}}, "required": ["to", "body"],
+            "additionalProperties": false}}}]})")));
+    const std::string calls = R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Ada Lovelace","unit":"c",)"
+                              R"("days":3}},{"name":"search","arguments":{"query":"She wrote the first algorithm )"
+                              R"(meant for a machine — the Analytical Engine's Bernoulli numbers."}}]})";
+    struct Mode {
+        const char *label;
+        std::shared_ptr<const zaya::JsonSchema> schema;
+        const std::string &doc;
+    };
+    const Mode modes[] = {{"json_object", zaya::JsonSchema::any_object(), doc},
+                          {"json_schema", schema, doc},
+                          {"json_schema with patterns and bounds", constrained, doc},
+                          {"json_schema with alternatives that begin alike", alternatives, doc},
+                          {"tool calls (4 tools, auto)", tools, calls}};
+    for (const auto &[label, s, text] : modes) {
         std::vector<double> ms, string_ms;
         int tokens = 0;
         for (int r = 0; r < repeat; ++r) {
@@ -157,7 +180,7 @@ int main(int argc, char **argv) {
                 int32_t best = -1;
                 for (int32_t id = 0; id < table->size(); ++id) {
                     const std::string_view b = table->bytes(id);
-                    if (logits[size_t(id)] == 0.0f && !b.empty() && doc.compare(at, b.size(), b) == 0 &&
+                    if (logits[size_t(id)] == 0.0f && !b.empty() && text.compare(at, b.size(), b) == 0 &&
                         (best < 0 || b.size() > table->bytes(best).size()))
                         best = id;
                 }
@@ -172,7 +195,7 @@ int main(int argc, char **argv) {
         }
         std::vector<double> all = ms;
         all.insert(all.end(), string_ms.begin(), string_ms.end());
-        fmt::print("{}: vocabulary {} tokens, document {} bytes in {} tokens\n", label, table->size(), doc.size(),
+        fmt::print("{}: vocabulary {} tokens, document {} bytes in {} tokens\n", label, table->size(), text.size(),
                    tokens);
         fmt::print("  inside strings:  {}\n", summary(string_ms));
         fmt::print("  elsewhere:       {}\n", summary(ms));
