@@ -259,7 +259,8 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
     if (has(j, "top_k")) o.top_k = integer(j, "top_k", 0, std::numeric_limits<int32_t>::max());
     if (has(j, "min_p")) o.min_p = number(j, "min_p", 0, 1);
     if (has(j, "repetition_penalty")) o.repetition_penalty = number(j, "repetition_penalty", 0.01, 100);
-    if (has(j, "seed")) o.seed = uint64_t(integer(j, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+    if (has(j, "seed"))
+        o.seed = uint64_t(integer(j, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
     if (has(j, "frequency_penalty")) o.frequency_penalty = number(j, "frequency_penalty", -2, 2);
     if (has(j, "presence_penalty")) o.presence_penalty = number(j, "presence_penalty", -2, 2);
     if (has(j, "logit_bias")) parse_logit_bias(j["logit_bias"], o);

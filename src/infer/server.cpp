@@ -104,7 +104,8 @@ int Server::bind() {
     int port = opts_.port;
     if (port == 0) port = http_->bind_to_any_port(opts_.host);
     else if (!http_->bind_to_port(opts_.host, port)) port = -1;
-    if (port < 0) fail("cannot listen on {}:{} (address in use, or not an address of this machine)", opts_.host, opts_.port);
+    if (port < 0)
+        fail("cannot listen on {}:{} (address in use, or not an address of this machine)", opts_.host, opts_.port);
     return port;
 }
 
