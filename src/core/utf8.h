@@ -38,10 +38,13 @@ inline bool is_utf8(std::string_view s) {
     return true;
 }
 
+// The bytes of the character a lead byte begins (1 for ASCII, and for a byte that begins none: a continuation byte).
+inline size_t utf8_length(uint8_t lead) { return lead < 0xc0 ? 1 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2; }
+
 // The character of valid UTF-8 text (is_utf8) that begins at byte i; i moves past it.
 inline uint32_t utf8_next(std::string_view s, size_t &i) {
     const unsigned lead = static_cast<unsigned char>(s[i]);
-    const size_t len = lead < 0x80 ? 1 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+    const size_t len = utf8_length(uint8_t(lead));
     uint32_t cp = len == 1 ? lead : lead & (0x7fu >> (len + 1));
     for (size_t k = 1; k < len; ++k) cp = cp << 6 | (static_cast<unsigned char>(s[i + k]) & 0x3fu);
     i += len;

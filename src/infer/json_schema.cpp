@@ -155,9 +155,10 @@ std::string pointer_token(const std::string &raw, const std::string &path, const
             decoded += raw[i];
             continue;
         }
-        if (i + 2 >= raw.size() || hex_digit(uint8_t(raw[i + 1])) < 0 || hex_digit(uint8_t(raw[i + 2])) < 0)
-            fail("{}: '{}' has a '%' not followed by two hex digits", path, ref);
-        decoded += char(hex_digit(uint8_t(raw[i + 1])) * 16 + hex_digit(uint8_t(raw[i + 2])));
+        const int hi = i + 2 < raw.size() ? hex_digit(uint8_t(raw[i + 1])) : -1;
+        const int lo = i + 2 < raw.size() ? hex_digit(uint8_t(raw[i + 2])) : -1;
+        if (hi < 0 || lo < 0) fail("{}: '{}' has a '%' not followed by two hex digits", path, ref);
+        decoded += char(hi * 16 + lo);
         i += 2;
     }
     std::string token;

@@ -316,11 +316,7 @@ AnswerPiece AnswerStream::feed(std::string_view text) {
     if (phase_ == Phase::Args) { // the arguments so far, whole characters only
         size_t whole = held_.size(), k = held_.size();
         while (k > 0 && (uint8_t(held_[k - 1]) & 0xc0) == 0x80) --k; // back to the last character's lead byte
-        if (k > 0 && uint8_t(held_[k - 1]) >= 0xc0) {
-            const uint8_t lead = uint8_t(held_[k - 1]);
-            const size_t len = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
-            if (held_.size() - (k - 1) < len) whole = k - 1;
-        }
+        if (k > 0 && held_.size() - (k - 1) < utf8_length(uint8_t(held_[k - 1]))) whole = k - 1;
         if (whole > 0) call_piece(out).arguments += held_.substr(0, whole);
         held_.erase(0, whole);
     }
@@ -446,7 +442,7 @@ void AnswerStream::words_bytes(std::string_view text, AnswerPiece &out) {
             break;
         }
         if (c != '\\') {
-            const size_t len = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+            const size_t len = utf8_length(c);
             if (at + len > held_.size()) break; // the rest of the character comes later
             out.words.append(held_, at, len);
             at += len;
