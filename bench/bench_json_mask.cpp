@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
                            v.size());
     };
     // Tool calls (infer/tool_calls.h): four tools offered, "auto", two calls written compactly.
-    const auto tools = zaya::tools_schema(zaya::parse_tools(nlohmann::ordered_json::parse(R"({"tools": [
+    const zaya::ApiTools offered = zaya::parse_tools(nlohmann::ordered_json::parse(R"({"tools": [
         {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
             "city": {"type": "string"}, "unit": {"enum": ["c", "f"]}, "days": {"type": "integer", "minimum": 1,
             "maximum": 14}}, "required": ["city", "unit", "days"], "additionalProperties": false}}},
@@ -148,7 +148,8 @@ int main(int argc, char **argv) {
             "additionalProperties": false}}},
         {"type": "function", "function": {"name": "send_mail", "parameters": {"type": "object", "properties": {
             "to": {"type": "string", "format": "email"}, "body": {"type": "string"}}, "required": ["to", "body"],
-            "additionalProperties": false}}}]})")));
+            "additionalProperties": false}}}]})"));
+    const auto tools = zaya::tools_schema(offered);
     const std::string calls = R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Ada Lovelace","unit":"c",)"
                               R"("days":3}},{"name":"search","arguments":{"query":"She wrote the first algorithm )"
                               R"(meant for a machine — the Analytical Engine's Bernoulli numbers."}}]})";
@@ -156,17 +157,18 @@ int main(int argc, char **argv) {
         const char *label;
         std::shared_ptr<const zaya::JsonSchema> schema;
         const std::string &doc;
+        std::string trigger; // lazy: tool_choice "auto"
     };
-    const Mode modes[] = {{"json_object", zaya::JsonSchema::any_object(), doc},
-                          {"json_schema", schema, doc},
-                          {"json_schema with patterns and bounds", constrained, doc},
-                          {"json_schema with alternatives that begin alike", alternatives, doc},
-                          {"tool calls (4 tools, auto)", tools, calls}};
-    for (const auto &[label, s, text] : modes) {
+    const Mode modes[] = {{"json_object", zaya::JsonSchema::any_object(), doc, ""},
+                          {"json_schema", schema, doc, ""},
+                          {"json_schema with patterns and bounds", constrained, doc, ""},
+                          {"json_schema with alternatives that begin alike", alternatives, doc, ""},
+                          {"tool calls (4 tools, auto)", tools, calls, zaya::tools_trigger(offered)}};
+    for (const auto &[label, s, text, trigger] : modes) {
         std::vector<double> ms, string_ms;
         int tokens = 0;
         for (int r = 0; r < repeat; ++r) {
-            JsonConstraint c(table, s);
+            JsonConstraint c(table, s, trigger);
             size_t at = 0;
             tokens = 0;
             while (!c.complete()) {

@@ -9,7 +9,7 @@ a completion and a chat completion (plain and streamed; streamed text must equal
 decoding), log-probabilities (completions' logprobs with echo, as evaluation harnesses score prompts; chat's
 logprobs/top_logprobs; streamed = plain), n choices and several prompts in one request, four concurrent requests
 from threads, JSON mode and structured outputs (the client's parse() with a pydantic model), tool calls (strict
-function tools from pydantic models, tool_choice required / named / none, streamed, a tool's result sent back),
+function tools from pydantic models, tool_choice auto / required / named / none, streamed, a tool's result sent back),
 and checks that a bad
 request (and a schema keyword zaya cannot enforce) raises openai.BadRequestError and a wrong key
 openai.AuthenticationError. Prints one line per check; exits non-zero on the first failure.
@@ -210,6 +210,13 @@ def main() -> None:
            parsed.choices[0].finish_reason == "tool_calls" and call is not None and
            isinstance(call.function.parsed_arguments, (GetWeather, GetTime)) and call.id.startswith("call_"),
            repr(call.function if call else parsed.choices[0].message))
+        # tool_choice 'auto' (the default): words, or calls once the answer begins with {"tool_calls":.
+        r = client.chat.completions.create(model=name, messages=ask, max_tokens=60, temperature=0, tools=tools)
+        m = r.choices[0].message
+        ok("tool_choice='auto': words, or calls whose arguments parse",
+           (not m.tool_calls and isinstance(m.content, str) and r.choices[0].finish_reason in ("stop", "length")) or
+           (m.content is None and all(json.loads(c.function.arguments) is not None for c in m.tool_calls)),
+           repr(m.content[:60]) if m.content else repr(m.tool_calls))
         r = client.chat.completions.create(model=name, messages=ask, max_tokens=300, temperature=0, tools=tools,
                                            tool_choice={"type": "function", "function": {"name": "GetTime"}},
                                            parallel_tool_calls=False)

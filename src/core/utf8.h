@@ -51,20 +51,6 @@ inline uint32_t utf8_next(std::string_view s, size_t &i) {
     return cp;
 }
 
-// Appends code point cp (≤ U+10FFFF, not a surrogate) as UTF-8.
-inline void utf8_append(std::string &out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += char(cp);
-    } else if (cp < 0x800) {
-        out += char(0xc0 | cp >> 6), out += char(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        out += char(0xe0 | cp >> 12), out += char(0x80 | (cp >> 6 & 0x3f)), out += char(0x80 | (cp & 0x3f));
-    } else {
-        out += char(0xf0 | cp >> 18), out += char(0x80 | (cp >> 12 & 0x3f)), out += char(0x80 | (cp >> 6 & 0x3f));
-        out += char(0x80 | (cp & 0x3f));
-    }
-}
-
 // The character a UTF-16 surrogate pair (high U+D800–DBFF, low U+DC00–DFFF) stands for.
 inline uint32_t utf16_pair(uint32_t high, uint32_t low) { return 0x10000 + ((high - 0xd800) << 10) + (low - 0xdc00); }
 

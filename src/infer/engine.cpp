@@ -129,7 +129,8 @@ void Engine::admit() {
         if (tok_) r->text.emplace(*tok_, r->opts.stop_strings);
         if (r->opts.json_mode()) {
             if (!json_tokens_) json_tokens_ = std::make_shared<const TokenTable>(*tok_, model_->config.vocab_size);
-            r->json.emplace(json_tokens_, r->opts.json_schema ? r->opts.json_schema : JsonSchema::any_object());
+            r->json.emplace(json_tokens_, r->opts.json_schema ? r->opts.json_schema : JsonSchema::any_object(),
+                            r->opts.json_trigger);
         }
         running_.push_back(std::move(r));
     }
@@ -254,7 +255,7 @@ bool Engine::step() {
     // When every sequence picks greedily and none reports log-probabilities, the decoder gives the argmax alone (on
     // the GPU: 4 bytes per sequence downloaded instead of V floats).
     const bool all_greedy = scored == SIZE_MAX && std::all_of(fed.begin(), fed.end(), [](const Request *r) {
-                                return r->sampler->greedy() && r->opts.logprobs < 0 && !r->json;
+                                return r->sampler->greedy() && r->opts.logprobs < 0 && (!r->json || r->json->free());
                             });
     try {
         if (scored != SIZE_MAX) {
@@ -288,7 +289,8 @@ bool Engine::step() {
         }
         const float *logits = logits_.data() + i * size_t(V);
         int32_t t = -1;
-        if (r.json) { // sampled from the tokens that continue the JSON text; log-probabilities stay the model's
+        if (r.json && !r.json->free()) { // drawn from the tokens that continue the JSON text; log-probabilities stay
+                                         // the model's
             masked_.assign(logits, logits + V);
             if (r.json->mask(masked_.data()) == 0) {
                 r.out.error = "JSON mode: no token of the vocabulary continues the JSON text";
@@ -308,9 +310,10 @@ bool Engine::step() {
         }
         // A stop token ends the text, except in JSON mode, where only tokens that continue the JSON are drawn and
         // the text ends as its value closes: a stop id that is an ordinary piece there (a model whose eos_token_id
-        // names one) is part of the JSON, not the end of an unclosed value.
+        // names one) is part of the JSON, not the end of an unclosed value. (A lazy constraint's text ends as any
+        // text does until the schema holds it.)
         const auto &stops = r.opts.stop_tokens;
-        if (!r.json && std::find(stops.begin(), stops.end(), t) != stops.end()) {
+        if (!(r.json && r.json->held()) && std::find(stops.begin(), stops.end(), t) != stops.end()) {
             finish(r, "stop");
             continue;
         }

@@ -77,7 +77,49 @@ bool continues(const SchemaGrammar &g, std::string_view bytes) {
 
 } // namespace
 
+JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTable> table, std::shared_ptr<const JsonSchema> schema,
+                               std::string trigger)
+    : table_(std::move(table)), grammar_(schema), trigger_(std::move(trigger)), after_trigger_(std::move(schema)) {
+    if (trigger_.empty()) return;
+    if (!after_trigger_.feed(trigger_)) fail("JSON mode: the trigger '{}' does not begin the schema's texts", trigger_);
+    state_ = State::Deciding;
+}
+
+JsonConstraint::State JsonConstraint::decide(std::string_view bytes, size_t &matched, size_t &rest) const {
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        const uint8_t b = uint8_t(bytes[i]);
+        if (matched == 0 && json_whitespace(b)) continue; // whitespace before the trigger
+        if (b != uint8_t(trigger_[matched])) return State::Free;
+        if (++matched == trigger_.size()) {
+            rest = i + 1;
+            return State::Held;
+        }
+    }
+    return State::Deciding;
+}
+
+// Undecided, a token is allowed unless it completes the trigger with bytes the schema does not take: only tokens
+// that begin with the trigger's next byte (or with whitespace, before its first) can.
+int64_t JsonConstraint::mask_deciding(float *logits) {
+    int64_t n = table_->size();
+    for (int b = 0; b < 256; ++b) {
+        if (b != uint8_t(trigger_[matched_]) && !(matched_ == 0 && json_whitespace(uint8_t(b)))) continue;
+        for (int32_t id : table_->starting_with(uint8_t(b))) {
+            const std::string_view bytes = table_->bytes(id);
+            size_t matched = matched_, rest = 0;
+            if (decide(bytes, matched, rest) != State::Held) continue;
+            SchemaGrammar g = after_trigger_;
+            if (g.feed(bytes.substr(rest))) continue;
+            logits[id] = -std::numeric_limits<float>::infinity();
+            --n;
+        }
+    }
+    return n;
+}
+
 int64_t JsonConstraint::mask(float *logits) {
+    if (state_ == State::Free) return table_->size();
+    if (state_ == State::Deciding) return mask_deciding(logits);
     const int64_t V = table_->size();
     allowed_.assign(size_t(V), 0);
     int64_t n = 0;
@@ -148,6 +190,20 @@ const std::vector<uint64_t> &JsonConstraint::classes_of_tokens(const Regex &patt
 
 void JsonConstraint::advance(int32_t token) {
     if (token < 0 || token >= table_->size()) fail("JSON mode: token {} is outside the vocabulary", token);
+    if (state_ == State::Free) return;
+    if (state_ == State::Deciding) {
+        const std::string_view bytes = table_->bytes(token);
+        size_t matched = matched_, rest = 0;
+        const State next = decide(bytes, matched, rest);
+        if (next == State::Held) {
+            SchemaGrammar g = after_trigger_;
+            if (!g.feed(bytes.substr(rest))) fail("JSON mode: token {} does not continue the JSON text", token);
+            grammar_ = std::move(g);
+        }
+        matched_ = matched;
+        state_ = next;
+        return;
+    }
     SchemaGrammar g = grammar_;
     if (table_->bytes(token).empty() || !g.feed(table_->bytes(token)))
         fail("JSON mode: token {} does not continue the JSON text", token);

@@ -12,6 +12,11 @@
 // they close it. In a string with a pattern, plain tokens whose characters all keep the pattern's state where it is
 // (in "^https://[^ ]+$", all but a space) are taken unread too: each token's character classes are found once per
 // pattern and request.
+//
+// A lazy constraint (a trigger given: tool calls under tool_choice "auto", infer/tool_calls.h) holds the text to the
+// schema only if it begins, after any whitespace, with the trigger (the first bytes of the schema's texts); a text
+// that turns away from the trigger before it is complete is free from there on. While undecided, the mask forbids
+// only the tokens that complete the trigger with bytes the schema does not take.
 #pragma once
 #include "infer/json_schema.h"
 
@@ -55,18 +60,28 @@ class TokenTable {
 class JsonConstraint {
   public:
     // schema: JsonSchema::any_object() for plain JSON mode.
-    JsonConstraint(std::shared_ptr<const TokenTable> table, std::shared_ptr<const JsonSchema> schema)
-        : table_(std::move(table)), grammar_(std::move(schema)) {}
+    // trigger: empty, or lazy (above): then a prefix of the schema's texts, or this fails naming it.
+    JsonConstraint(std::shared_ptr<const TokenTable> table, std::shared_ptr<const JsonSchema> schema,
+                   std::string trigger = {});
 
     // Sets logits[V] (V = the table's size) of every token that cannot continue the text to −∞; returns how many
-    // can (0 only if the vocabulary cannot spell what JSON needs next).
+    // can (0 only if the vocabulary cannot spell what JSON needs next). Not needed once free().
     int64_t mask(float *logits);
     // Reads the bytes of a token mask() allowed; fails naming the token otherwise.
     void advance(int32_t token);
-    bool complete() const { return grammar_.complete(); } // the object is closed: generation ends
+    bool complete() const { return state_ == State::Held && grammar_.complete(); } // closed: generation ends
+    bool held() const { return state_ == State::Held; } // the schema holds the text (a stop token is a piece of it)
+    bool free() const { return state_ == State::Free; } // lazy, and the text turned away from the trigger
     const SchemaGrammar &grammar() const { return grammar_; }
 
   private:
+    enum class State : uint8_t { Deciding, Held, Free };
+    // Lazy, undecided: what bytes do after the text so far — keep it a prefix of the trigger (Deciding), turn away
+    // from it (Free), or complete it (Held: the schema reads what follows).
+    // `matched`: the trigger's bytes written, updated; `rest`: where the bytes after the trigger begin (Held).
+    State decide(std::string_view bytes, size_t &matched, size_t &rest) const;
+    int64_t mask_deciding(float *logits);
+
     // Per pattern with a small alphabet: each plain token's character classes (regex.h), 0 for the others.
     const std::vector<uint64_t> &classes_of_tokens(const Regex &pattern);
 
@@ -74,6 +89,10 @@ class JsonConstraint {
     SchemaGrammar grammar_;
     std::vector<std::pair<const Regex *, std::vector<uint64_t>>> token_classes_; // the last few patterns' (2 MB each)
     std::vector<uint8_t> allowed_; // [V] scratch of mask()
+    std::string trigger_;
+    State state_ = State::Held;
+    size_t matched_ = 0;           // Deciding: the trigger's bytes written so far
+    SchemaGrammar after_trigger_;  // lazy: the grammar once the trigger is read
 };
 
 } // namespace zaya

@@ -145,8 +145,6 @@ std::vector<ChatMessage> chat_messages(const json &m, const ApiTools &tools) {
             for (const json &c : msg["tool_calls"])
                 if (c.contains("id") && c["id"].is_string())
                     call_names[c["id"].get<std::string>()] = c["function"]["name"].get<std::string>();
-        } else if (role == "assistant" && tools.active()) {
-            content = written_content(content);
         }
         if (role == "tool") {
             if (!has(msg, "tool_call_id") || !msg["tool_call_id"].is_string())
@@ -278,6 +276,7 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
             bad("response_format", "'response_format' with tools is not supported (tools hold the answer to their "
                                    "own JSON form; use tool_choice 'none' for a JSON answer)");
         o.json_schema = tools_schema(r.tools);
+        o.json_trigger = tools_trigger(r.tools);
     }
     if (has(j, "stop")) {
         const json &s = j["stop"];
@@ -378,7 +377,7 @@ json completion_response(const ApiRequest &r, const std::string &id, int64_t cre
         const Completion &c = choices[i].completion;
         json choice = {{"index", i}, {"finish_reason", c.finish_reason}};
         const bool lp = r.sample.logprobs >= 0;
-        if (r.chat && r.tools.active()) { // the answer's object read back: calls, or words
+        if (r.chat && r.tools.active()) { // the answer read back: calls, or words
             const ToolAnswer a = read_tool_answer(c.text, c.finish_reason, tool_call_prefix(id, i));
             choice["finish_reason"] = a.finish_reason;
             choice["message"] = {{"role", "assistant"}, {"content", a.tool_calls.is_null() ? json(a.content) : json()}};

@@ -34,6 +34,7 @@ void SampleOptions::validate(int64_t vocab_size) const {
     if (logprobs < -1 || logprobs > kMaxTopLogprobs)
         fail("logprobs must be in [-1, {}] (-1: none), got {}", kMaxTopLogprobs, logprobs);
     if (prompt_logprobs && logprobs < 0) fail("prompt log-probabilities need logprobs ≥ 0");
+    if (!json_trigger.empty() && !json_schema) fail("a JSON trigger needs a JSON schema");
 }
 
 Sampler::Sampler(const SampleOptions &o, int64_t vocab_size)

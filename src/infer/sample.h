@@ -36,6 +36,9 @@ struct SampleOptions {
     // values when it is set — and generation ends when it closes. Needs the model's tokenizer (the tokens' bytes).
     bool json_object = false;
     std::shared_ptr<const JsonSchema> json_schema; // structured outputs (infer/json_schema.h); implies json_object
+    // With json_schema, lazy (infer/json_constraint.h): the text is held to the schema only if it begins with this
+    // (after whitespace); otherwise it is free. Tool calls under tool_choice "auto" (infer/tool_calls.h).
+    std::string json_trigger;
     bool json_mode() const { return json_object || json_schema != nullptr; }
 
     // Throws zaya::Error naming the field and value out of range; with vocab_size > 0, also a logit_bias token

@@ -1,7 +1,6 @@
 #include "infer/tool_calls.h"
 
 #include "core/error.h"
-#include "core/hex.h"
 #include "core/json_depth.h"
 #include "core/utf8.h"
 #include "infer/json_grammar.h"
@@ -178,15 +177,17 @@ std::string tools_instructions(const ApiTools &t) {
     const std::string calls = fmt::format("{{\"tool_calls\":[{{\"name\":{},\"arguments\":{{...}}}}]}}",
                                           t.choice == ApiTools::Choice::Named ? json(t.named).dump() : "...");
     const std::string how_many = t.parallel ? "one or more calls" : "exactly one call";
-    s += "\nAnswer with one JSON object: ";
     if (t.choice == ApiTools::Choice::Auto)
-        s += fmt::format("{} to call the tools ({}; their results come back in the next turn), or "
-                         "{{\"content\":\"...\"}} to answer in words.",
+        s += fmt::format("\nTo call tools, answer with only this JSON object: {} ({}; their results come back in the "
+                         "next turn). Otherwise answer in words.",
                          calls, how_many);
     else if (t.choice == ApiTools::Choice::Named)
-        s += fmt::format("{} to call {} (its result comes back in the next turn).", calls, t.named);
+        s += fmt::format("\nAnswer with one JSON object: {} to call {} (its result comes back in the next turn).", calls,
+                         t.named);
     else
-        s += fmt::format("{} to call the tools ({}; their results come back in the next turn).", calls, how_many);
+        s += fmt::format("\nAnswer with one JSON object: {} to call the tools ({}; their results come back in the "
+                         "next turn).",
+                         calls, how_many);
     return s;
 }
 
@@ -207,14 +208,9 @@ std::shared_ptr<const JsonSchema> tools_schema(const ApiTools &t) {
                          {"items", calls.size() == 1 ? calls[0] : ordered_json{{"anyOf", calls}}},
                          {"minItems", 1}};
     if (!t.parallel) list["maxItems"] = 1;
-    // One object with one of its properties: the calls, or (with "auto") the words. (A root anyOf of the two would
-    // be the same texts; structured outputs take an object at the root.)
-    ordered_json properties = {{"tool_calls", list}};
-    if (t.choice == ApiTools::Choice::Auto) properties["content"] = {{"type", "string"}};
     ordered_json root = {{"type", "object"},
-                         {"properties", properties},
-                         {"minProperties", 1},
-                         {"maxProperties", 1},
+                         {"properties", {{"tool_calls", list}}},
+                         {"required", {"tool_calls"}},
                          {"additionalProperties", false}};
     root["$defs"] = defs;
     try {
@@ -222,6 +218,10 @@ std::shared_ptr<const JsonSchema> tools_schema(const ApiTools &t) {
     } catch (const Error &e) { // each tool's parameters compiled alone: only limits over all of them are left
         refuse_tool("tools", std::string("the tools together: ") + e.what());
     }
+}
+
+std::string tools_trigger(const ApiTools &t) {
+    return t.choice == ApiTools::Choice::Auto ? std::string(kToolCallsTrigger) : std::string();
 }
 
 std::string written_tool_calls(const json &calls, const std::string &where) {
@@ -256,8 +256,6 @@ std::string written_tool_calls(const json &calls, const std::string &where) {
     return ordered_json{{"tool_calls", list}}.dump();
 }
 
-std::string written_content(const std::string &content) { return ordered_json{{"content", content}}.dump(); }
-
 std::string written_tool_result(const std::string &id, const std::string &name, const std::string &content) {
     return fmt::format("The call {} of {} returned:\n{}", id, name.empty() ? "a tool" : name, content);
 }
@@ -272,7 +270,7 @@ ToolAnswer read_tool_answer(const std::string &text, const std::string &finish_r
         for (json &c : a.tool_calls) c.erase("index");
         if (s.complete() && finish_reason == "stop") a.finish_reason = "tool_calls";
     } else {
-        a.content = s.words() ? piece.words : text;
+        a.content = text; // words, or a text that stopped short of deciding (or calls of another shape)
     }
     return a;
 }
@@ -307,19 +305,25 @@ AnswerPiece::Call &AnswerStream::call_piece(AnswerPiece &out) {
 AnswerPiece AnswerStream::feed(std::string_view text) {
     AnswerPiece out;
     for (size_t i = 0; i < text.size() && phase_ != Phase::Other; ++i) {
-        if (phase_ == Phase::Words) { // the rest of the piece, at once: decoded in runs
-            words_bytes(text.substr(i), out);
+        if (phase_ == Phase::Words) { // the rest of the piece, at once
+            held_.append(text.substr(i));
             break;
         }
         byte(uint8_t(text[i]), out);
     }
-    if (phase_ == Phase::Args) { // the arguments so far, whole characters only
-        size_t whole = held_.size(), k = held_.size();
-        while (k > 0 && (uint8_t(held_[k - 1]) & 0xc0) == 0x80) --k; // back to the last character's lead byte
-        if (k > 0 && held_.size() - (k - 1) < utf8_length(uint8_t(held_[k - 1]))) whole = k - 1;
-        if (whole > 0) call_piece(out).arguments += held_.substr(0, whole);
-        held_.erase(0, whole);
-    }
+    if (phase_ == Phase::Words) out.words += release_whole();
+    if (phase_ == Phase::Args)
+        if (const std::string whole = release_whole(); !whole.empty()) call_piece(out).arguments += whole;
+    return out;
+}
+
+// The held bytes up to the last whole UTF-8 character, taken out (a JSON writer refuses a piece of one).
+std::string AnswerStream::release_whole() {
+    size_t whole = held_.size(), k = held_.size();
+    while (k > 0 && (uint8_t(held_[k - 1]) & 0xc0) == 0x80) --k; // back to the last character's lead byte
+    if (k > 0 && held_.size() - (k - 1) < utf8_length(uint8_t(held_[k - 1]))) whole = k - 1;
+    std::string out = held_.substr(0, whole);
+    held_.erase(0, whole);
     return out;
 }
 
@@ -330,25 +334,21 @@ void AnswerStream::expect(std::string_view a, std::string_view b, std::string_vi
     phase_ = Phase::Tokens;
 }
 
-// {"content":"..."} or {"tool_calls":[{"name":"..","arguments":{..}},..]}, whitespace allowed between tokens.
+// Words, or {"tool_calls":[{"name":"..","arguments":{..}},..]}: whitespace, then the trigger exactly (the bytes the
+// engine decides by), then whitespace allowed between tokens.
 void AnswerStream::byte(uint8_t b, AnswerPiece &out) {
     switch (phase_) {
-    case Phase::Open: punct(b, '{', Phase::KeyQuote); return;
-    case Phase::KeyQuote: punct(b, '"', Phase::Key); return;
-    case Phase::Key:
-        if (b != '"') {
-            key_ += char(b);
-            if (key_.size() > 16) phase_ = Phase::Other;
-        } else if (key_ == "content" || key_ == "tool_calls") {
-            after_ = key_ == "content" ? Phase::WordsQuote : Phase::CallsBracket;
-            phase_ = Phase::Colon;
-        } else {
-            phase_ = Phase::Other;
+    case Phase::Trigger:
+        held_ += char(b);
+        if (at_ == 0 && json_whitespace(b)) return;
+        if (b != uint8_t(kToolCallsTrigger[at_])) { // words: the bytes held so far are their first
+            kind_ = Kind::Words;
+            phase_ = Phase::Words;
+        } else if (++at_ == kToolCallsTrigger.size()) {
+            held_.clear();
+            at_ = 0;
+            phase_ = Phase::CallsBracket;
         }
-        return;
-    case Phase::Colon: punct(b, ':', after_); return;
-    case Phase::WordsQuote:
-        if (punct(b, '"', Phase::Words) && phase_ == Phase::Words) kind_ = Kind::Words;
         return;
     case Phase::CallsBracket:
         if (b == '[') expect("{", "\"name\"", ":", Phase::NameQuote);
@@ -407,78 +407,9 @@ void AnswerStream::byte(uint8_t b, AnswerPiece &out) {
     case Phase::Done:
         if (!json_whitespace(b)) phase_ = Phase::Other;
         return;
-    case Phase::Words:
+    case Phase::Words: // (fed by feed() directly)
     case Phase::Other: return;
     }
-}
-
-namespace {
-
-// The code unit of the \uXXXX escape at s[at] (6 bytes there), or −1 if its digits are not hex.
-int32_t escaped_unit(std::string_view s, size_t at) {
-    int32_t u = 0;
-    for (size_t k = at + 2; k < at + 6; ++k) {
-        const int v = hex_digit(uint8_t(s[k]));
-        if (v < 0) return -1;
-        u = u * 16 + v;
-    }
-    return u;
-}
-
-} // namespace
-
-// The words' string from where the piece reaches it, up to its closing quote: each unit (a character, an escape, a
-// \uD8xx escape with its \uDCxx) decoded once whole, so that how the text is cut never changes what comes out; a
-// unit JSON does not allow (which the schema never lets a model write) is passed on as it is.
-void AnswerStream::words_bytes(std::string_view text, AnswerPiece &out) {
-    held_.append(text);
-    static constexpr std::string_view kEscapes = "\"\\/bfnrt", kMeanings = "\"\\/\b\f\n\r\t";
-    size_t at = 0;
-    bool closed = false;
-    while (at < held_.size()) {
-        const uint8_t c = uint8_t(held_[at]);
-        if (c == '"') {
-            closed = true;
-            break;
-        }
-        if (c != '\\') {
-            const size_t len = utf8_length(c);
-            if (at + len > held_.size()) break; // the rest of the character comes later
-            out.words.append(held_, at, len);
-            at += len;
-            continue;
-        }
-        if (at + 2 > held_.size()) break;
-        if (held_[at + 1] != 'u') {
-            const size_t k = kEscapes.find(held_[at + 1]);
-            if (k == std::string_view::npos) out.words.append(held_, at, 2);
-            else out.words += kMeanings[k];
-            at += 2;
-            continue;
-        }
-        if (at + 6 > held_.size()) break;
-        const int32_t unit = escaped_unit(held_, at);
-        if (unit >= 0xd800 && unit < 0xdc00) { // a high surrogate: decoded with the escape after it
-            if (at + 12 > held_.size()) break;
-            const int32_t low = held_[at + 6] == '\\' && held_[at + 7] == 'u' ? escaped_unit(held_, at + 6) : -1;
-            if (low >= 0xdc00 && low < 0xe000) {
-                utf8_append(out.words, utf16_pair(uint32_t(unit), uint32_t(low)));
-                at += 12;
-                continue;
-            }
-        }
-        if (unit < 0 || (unit >= 0xd800 && unit < 0xe000)) out.words.append(held_, at, 6); // not a character
-        else utf8_append(out.words, uint32_t(unit));
-        at += 6;
-    }
-    if (!closed) {
-        held_.erase(0, at);
-        return;
-    }
-    const std::string rest = held_.substr(at + 1); // after the closing quote: the object's end
-    held_.clear();
-    phase_ = Phase::Close;
-    for (char b : rest) byte(uint8_t(b), out);
 }
 
 } // namespace zaya

@@ -3,7 +3,7 @@
 # equal to `zaya generate`), chat, server-sent-event streams (same text as the plain response), JSON mode,
 # log-probabilities (echo scoring against `zaya forward`'s loss, streamed = plain, chat's form), several prompts per
 # request, concurrent requests (batched: the same results as alone), tool calls (held to the tools' schemas, read
-# back, streamed = plain, a result sent back), prefix reuse (a continuation resumes from the
+# back, streamed = plain, a result sent back; auto's words free), prefix reuse (a continuation resumes from the
 # earlier request's cache and equals `zaya generate`; a chat's next turn), /metrics, and bad requests (4xx with an
 # OpenAI error body; the server keeps serving).
 # Usage: test_serve.sh ZAYA_BINARY SOURCE_DIR
@@ -362,6 +362,24 @@ finish=$(echo "$stream" | grep '^data: {' | tail -1 | sed 's/^data: //' | jq -r 
     $finish == tool_calls ]] &&
     pass "the call streamed = the plain response's first (finish_reason tool_calls)" ||
     fail "the call streamed = the plain response's first" "stream: $streamed_call ($finish)" "plain: $plain_call"
+# tool_choice auto (the default with tools) is lazy: an answer that does not begin with {"tool_calls": is words,
+# written freely — the random model's words are the completion of the same prompt ids; streamed, the same words.
+auto_req="\"messages\": $ask, \"tools\": $tools, \"max_tokens\": 24, \"temperature\": 1.0, \"seed\": 7"
+post /v1/chat/completions "{$auto_req}"
+check "tool_choice auto: the random model answers in words" '.choices[0].message.tool_calls == null and
+    (.choices[0].message.content | type) == "string" and (.choices[0].finish_reason | . == "stop" or . == "length")'
+auto_words=$(echo "$body" | jq -c '.choices[0].message.content')
+post /tokenize "{\"messages\": $ask, \"tools\": $tools}"
+post /v1/completions "{\"prompt\": $(echo "$body" | jq -c .tokens), \"max_tokens\": 24, \"temperature\": 1.0,
+    \"seed\": 7}"
+completed=$(echo "$body" | jq -c '.choices[0].text')
+[[ $status == 200 && $completed == "$auto_words" ]] &&
+    pass "auto's words = the completion of the same prompt ids, unconstrained" ||
+    fail "auto's words = the completion of the same prompt ids" "chat: $auto_words" "completion: $completed"
+streamed_words=$(curl -sN "${auth[@]}" -d "{$auto_req, \"stream\": true}" "$url/v1/chat/completions" |
+    grep '^data: {' | sed 's/^data: //' | jq -sc '[.[].choices[0].delta.content // ""] | add')
+[[ $streamed_words == "$auto_words" ]] && pass "auto's words streamed = plain" ||
+    fail "auto's words streamed = plain" "stream: $streamed_words" "plain: $auto_words"
 post /v1/chat/completions "{\"messages\": $ask, \"tools\": $tools,
     \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"now\"}}, \"max_tokens\": 50, \"seed\": 2}"
 check "tool_choice naming a function: calls of it alone" \

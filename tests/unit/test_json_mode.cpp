@@ -301,6 +301,86 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
 }
 
 
+// Lazy (a trigger): undecided, every token is allowed but those that complete the trigger with bytes the schema does
+// not take; a text that begins (after whitespace) with the trigger is then held as any JSON-mode text, one that turns
+// away is free — its mask leaves every logit alone.
+TEST(JsonConstraint, LazyHoldsOnlyTextsThatBeginWithTheTrigger) {
+    std::vector<std::string> bytes = {"", "{", "}", "{\"", "\"a", "\":", "{\"a\":", "{\"a\":1}", "{\"a\":x",
+                                      " {\"a\"", "\n", " ", "{\"b", "Hi", " there", "1", "2", "}\n", "a\":-", "\"",
+                                      ":", "\":3,", "{\"a\": 1}"};
+    const size_t named = bytes.size();
+    for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, char(b)));
+    auto table = std::make_shared<const TokenTable>(bytes);
+    const auto schema = JsonSchema::compile(
+        ojson::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+                         "additionalProperties": false})"),
+        /*compact=*/true);
+    const std::string trigger = "{\"a\":";
+    auto stripped = [](const std::string &t) { return t.substr(std::min(t.size(), t.find_first_not_of(" \t\n\r"))); };
+    auto begins = [&](const std::string &t) { return stripped(t).rfind(trigger, 0) == 0; };
+    std::mt19937 rng(3);
+    int held = 0, turned = 0, closed = 0;
+    for (int walk = 0; walk < 80; ++walk) {
+        JsonConstraint c(table, schema, trigger);
+        std::string text;
+        for (int step = 0; step < 12 && !c.complete(); ++step) {
+            std::vector<float> logits(bytes.size(), 0.0f);
+            const int64_t n = c.mask(logits.data());
+            std::vector<int32_t> allowed;
+            for (size_t id = 0; id < bytes.size(); ++id) {
+                const std::string next = text + bytes[id];
+                bool takes = true; // free, or undecided and not yet held
+                if (c.held()) {
+                    SchemaGrammar g = c.grammar();
+                    takes = !bytes[id].empty() && g.feed(bytes[id]);
+                } else if (!c.free() && begins(next)) {
+                    SchemaGrammar g(schema);
+                    takes = g.feed(stripped(next));
+                }
+                ASSERT_EQ(std::isinf(logits[id]), !takes) << "token '" << bytes[id] << "' after '" << text << "'";
+                if (takes) allowed.push_back(int32_t(id));
+            }
+            ASSERT_EQ(n, int64_t(allowed.size()));
+            int32_t t = allowed[rng() % allowed.size()];
+            for (int32_t id : allowed)
+                if (size_t(id) < named && rng() % 4 == 0) t = id;
+            std::vector<int32_t> toward; // tokens that keep the text on the trigger, or complete it
+            for (int32_t id : allowed) {
+                const std::string s = stripped(text + bytes[size_t(id)]);
+                if (!s.empty() && (begins(text + bytes[size_t(id)]) || trigger.rfind(s, 0) == 0)) toward.push_back(id);
+            }
+            if (walk % 2 == 0 && !c.held() && !c.free() && !toward.empty()) t = toward[rng() % toward.size()];
+            c.advance(t);
+            text += bytes[size_t(t)];
+            // Held exactly when the text begins with the trigger; free once it cannot.
+            const std::string s = stripped(text);
+            EXPECT_EQ(c.held(), begins(text)) << text;
+            EXPECT_EQ(c.free(), !c.held() && s.compare(0, std::min(s.size(), trigger.size()), trigger, 0,
+                                                       std::min(s.size(), trigger.size())) != 0)
+                << text;
+        }
+        held += c.held(), turned += c.free();
+        if (c.complete()) {
+            ++closed;
+            EXPECT_EQ(json::parse(text), json::parse(R"({"a":)" + stripped(text).substr(trigger.size()))) << text;
+            EXPECT_TRUE(json::parse(text)["a"].is_number_integer()) << text;
+        }
+    }
+    EXPECT_GT(held, 0);
+    EXPECT_GT(turned, 0);
+    EXPECT_GT(closed, 0);
+    EXPECT_NE(test::error_of([&] { JsonConstraint(table, schema, "[1"); }).find("does not begin"), std::string::npos);
+    EXPECT_NE(test::error_of([&] { JsonConstraint(table, schema, "{\"a\": "); }).find("does not begin"),
+              std::string::npos); // compact: no whitespace inside the trigger
+    // Advancing past a refused token fails as in any JSON mode; a free text takes anything.
+    JsonConstraint c(table, schema, trigger);
+    EXPECT_NE(test::error_of([&] { c.advance(8); }).find("does not continue"), std::string::npos); // {"a":x
+    c.advance(13); // "Hi": free
+    EXPECT_TRUE(c.free());
+    c.advance(8);
+    EXPECT_FALSE(c.complete());
+}
+
 // A direct validator of the schema subset (a different algorithm from the byte acceptor: over parsed values), with
 // the properties' order checked too (the value parsed as an ordered_json).
 bool valid(const ojson &v, const ojson &s, const ojson &root) {
@@ -1427,6 +1507,61 @@ TEST(Engine, JsonModeGivesAnObjectOrAPrefixOfOne) {
     // No tokenizer, no token bytes.
     Engine bare(json_tiny_model(), std::nullopt, EngineOptions{1, 8});
     EXPECT_NE(test::error_of([&] { bare.submit(prompt, o, {}, {}); }).find("tokenizer"), std::string::npos);
+}
+
+// A lazy constraint in the engine (tool_choice "auto"): answers that begin with the trigger are held to the schema,
+// and a stop id that is an ordinary piece continues them; the others are free text, which that stop id ends. Half
+// the requests lean towards the trigger ("{": the random model seldom writes it first), the others write freely:
+// what they would write without the constraint.
+TEST(Engine, LazyJsonHoldsOnlyAnswersThatBeginWithTheTrigger) {
+    const Tokenizer &tok = test::small_tokenizer();
+    Engine e(json_tiny_model(), tok, EngineOptions{4, 8});
+    const ojson schema = ojson::parse(R"({"type": "object", "properties": {"n": {"type": "integer"},
+        "why": {"type": "string", "maxLength": 6}}, "required": ["n", "why"], "additionalProperties": false})");
+    SampleOptions o;
+    o.temperature = 1.0;
+    o.top_k = 0;
+    o.max_new_tokens = 40;
+    o.json_schema = JsonSchema::compile(schema, /*compact=*/true);
+    o.json_trigger = "{";
+    const int32_t comma = tok.encode(",").at(0);
+    o.stop_tokens = {comma};
+    const std::vector<int32_t> prompt = tok.encode("the quick brown fox");
+    int held = 0, values = 0, words = 0, stopped = 0;
+    for (uint64_t seed = 1; seed <= 24; ++seed) {
+        o.seed = seed;
+        o.logit_bias = {{comma, 3.0f}};
+        if (seed % 2 == 0)
+            for (const char *p : {"{", "\"", "}"}) o.logit_bias.push_back({tok.encode(p).at(0), *p == '{' ? 10.f : 4.f});
+        const Completion c = generate_one(e, prompt, o);
+        ASSERT_NE(c.finish_reason, "error") << c.error;
+        const size_t first = c.text.find_first_not_of(" \t\n\r");
+        if (first != std::string::npos && c.text[first] == '{') {
+            ++held;
+            if (c.finish_reason == "stop") { // closed: a value of the schema, commas and all
+                ++values;
+                EXPECT_TRUE(valid(ojson::parse(c.text), schema, schema)) << c.text;
+            } else {
+                EXPECT_TRUE(unfinished(c.text.substr(first))) << c.text;
+            }
+        } else {
+            ++words;
+            if (c.finish_reason == "stop") { // ended by the stop id, which is not emitted
+                ++stopped;
+                EXPECT_EQ(std::find(c.tokens.begin(), c.tokens.end(), comma), c.tokens.end()) << c.text;
+            }
+            SampleOptions unheld = o; // free from the first token: what the model writes without a schema (no
+            unheld.json_schema = nullptr; // token of this vocabulary completes the trigger with refused bytes, so
+            unheld.json_trigger.clear();  // the first token's mask took nothing away either)
+            const Completion alone = generate_one(e, prompt, unheld);
+            EXPECT_EQ(alone.tokens, c.tokens) << c.text;
+            EXPECT_EQ(alone.finish_reason, c.finish_reason) << c.text;
+        }
+    }
+    EXPECT_GE(held, 6);
+    EXPECT_GE(values, 3);
+    EXPECT_GE(words, 6);
+    EXPECT_GE(stopped, 2);
 }
 
 } // namespace

@@ -1,7 +1,7 @@
-// Tool calling (infer/tool_calls.h): the request's tools and tool_choice read and refused naming the field, the
-// answer held to the tools' schema (compact JSON: calls of the tools offered with arguments of their schemas, or
-// words with "auto"), earlier turns written exactly as that grammar takes them, answers read back into OpenAI's
-// message, and the words and calls of an answer streamed as they come whatever the pieces.
+// Tool calling (infer/tool_calls.h): the request's tools and tool_choice read and refused naming the field, calls
+// held to the tools' schema (compact JSON: calls of the tools offered with arguments of their schemas; under "auto"
+// only once the answer begins with the trigger), earlier turns written exactly as the model answers, answers read
+// back into OpenAI's message, and the words and calls of an answer streamed as they come whatever the pieces.
 #include "core/utf8.h"
 #include "data/sources.h"
 #include "infer/openai_api.h"
@@ -124,7 +124,7 @@ TEST(ToolCalls, HoldsTheAnswerToTheToolsAndTheirArguments) {
     for (const std::string &good :
          {R"({"tool_calls":[)" + weather + "]}", R"({"tool_calls":[)" + weather + "," + weather + "]}",
           std::string(R"({"tool_calls":[{"name":"tree","arguments":{"kids":[{"kids":[]},{"kids":[{"kids":[]}]}]}}]})"),
-          std::string(R"({"tool_calls":[{"name":"now","arguments":{}}]})"), std::string(R"({"content":"Hello."})"),
+          std::string(R"({"tool_calls":[{"name":"now","arguments":{}}]})"),
           // properties named like keywords, a definition named "const" whose enum holds an object like a reference
           std::string(R"({"tool_calls":[{"name":"odd_names","arguments":{"enum":{"$ref":"#"},"default":[2]}}]})")})
         EXPECT_TRUE(whole(schema, good)) << good;
@@ -139,17 +139,26 @@ TEST(ToolCalls, HoldsTheAnswerToTheToolsAndTheirArguments) {
              std::string(R"({"tool_calls":[]})"), std::string("{}"),
              std::string(R"({"content":"a","tool_calls":[{"name":"now","arguments":{}}]})"), // one of the two
              std::string(R"({"tool_calls":[{"arguments":{},"name":"now"}]})"),               // name first
-             std::string(R"({"content": "Hello."})"), std::string(R"( {"content":"Hello."})"), // no whitespace
+             std::string(R"({"content":"Hello."})"), // words are not an object (under "auto", the text turned away)
+             std::string(R"({"tool_calls": [{"name":"now","arguments":{}}]})"), // no whitespace
+             std::string(R"( {"tool_calls":[{"name":"now","arguments":{}}]})"),
              std::string(R"({"tool_calls":[{"name":"tree","arguments":{"kids": []}}]})"),
              std::string(R"({"tool_calls":[{"name":"odd_names","arguments":{"enum":3,"default":[]}}]})")})
         EXPECT_FALSE(whole(schema, bad)) << bad;
 
-    const auto required = parse_api_request(chat_body(R"("tool_choice": "required")"), true, 4096).sample.json_schema;
-    EXPECT_TRUE(whole(required, R"({"tool_calls":[)" + weather + "]}"));
-    EXPECT_FALSE(whole(required, R"({"content":"Hello."})"));
+    // "auto" is lazy: the trigger, the first bytes of every call object, decides (infer/json_constraint.h).
+    const ApiRequest automatic = parse_api_request(chat_body(""), true, 4096);
+    EXPECT_EQ(automatic.sample.json_trigger, kToolCallsTrigger);
+    EXPECT_TRUE(SchemaGrammar(schema).feed(kToolCallsTrigger));
+    EXPECT_NE(automatic.messages[0].content.find("Otherwise answer in words."), std::string::npos);
+    const ApiRequest required = parse_api_request(chat_body(R"("tool_choice": "required")"), true, 4096);
+    EXPECT_TRUE(whole(required.sample.json_schema, R"({"tool_calls":[)" + weather + "]}"));
+    EXPECT_TRUE(required.sample.json_trigger.empty()); // held from the first token
+    EXPECT_EQ(required.messages[0].content.find("words"), std::string::npos) << required.messages[0].content;
     const auto named = parse_api_request(
         chat_body(R"("tool_choice": {"type": "function", "function": {"name": "now"}}, "parallel_tool_calls": false)"),
         true, 4096);
+    EXPECT_TRUE(named.sample.json_trigger.empty());
     EXPECT_TRUE(whole(named.sample.json_schema, R"({"tool_calls":[{"name":"now","arguments":{}}]})"));
     EXPECT_FALSE(whole(named.sample.json_schema, R"({"tool_calls":[)" + weather + "]}"));
     EXPECT_FALSE(whole(named.sample.json_schema,
@@ -160,7 +169,8 @@ TEST(ToolCalls, HoldsTheAnswerToTheToolsAndTheirArguments) {
     EXPECT_NE(named.messages[0].content.find(R"({"name":"tree")"), std::string::npos); // every tool is described
 }
 
-// Earlier turns are written as the model answers: the grammar of the same request takes them whole.
+// Earlier turns are written as the model answers: calls as the grammar of the same request takes them whole, words
+// as they are.
 TEST(ToolCalls, WritesEarlierTurnsAsTheGrammarTakesThem) {
     const std::string history = R"([{"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Weather in Paris and Rome?"},
@@ -186,8 +196,7 @@ TEST(ToolCalls, WritesEarlierTurnsAsTheGrammarTakesThem) {
     EXPECT_EQ(r.messages[3].role, "user"); // the two results, one turn
     EXPECT_EQ(r.messages[3].content,
               "The call call_a of get_weather returned:\n18 C\n\nThe call call_b of get_weather returned:\n21 C");
-    EXPECT_EQ(r.messages[4].content, R"({"content":"Paris 18, Rome 21 \"C\"."})");
-    EXPECT_TRUE(whole(r.sample.json_schema, r.messages[4].content));
+    EXPECT_EQ(r.messages[4].content, "Paris 18, Rome 21 \"C\".");
     EXPECT_EQ(r.messages[6].content, "The call call_x of a tool returned:\n?"); // a call it was not shown
     // With tool_choice "none", words stay words; calls are still written as they were made.
     const ApiRequest none = parse_api_request(chat_body(R"("tool_choice": "none")", history), true, 4096);
@@ -220,7 +229,7 @@ TEST(ToolCalls, FineTuningChatsAreTheServersTurns) {
     }
     EXPECT_NE(docs[0].messages[0].content.find("exactly one call"), std::string::npos); // the record's choice
     EXPECT_TRUE(whole(served.sample.json_schema, docs[0].messages[2].content)); // the call, as the grammar takes it
-    EXPECT_TRUE(whole(served.sample.json_schema, docs[0].messages[4].content)); // the words, too
+    EXPECT_EQ(docs[0].messages[4].content, "It is 18 C in Paris."); // the words as they are
 }
 
 TEST(ToolCalls, ReadsAnswersBackIntoOpenAIsMessage) {
@@ -236,14 +245,17 @@ TEST(ToolCalls, ReadsAnswersBackIntoOpenAIsMessage) {
     EXPECT_EQ(a.tool_calls[0]["function"]["name"], "get_weather");
     EXPECT_EQ(a.tool_calls[0]["function"]["arguments"], R"({"unit":"c","city":"Paris"})"); // as written, in order
     EXPECT_EQ(a.tool_calls[1]["function"]["arguments"], "{}");
-    a = read_tool_answer(R"({"content":"caf\u00e9 \ud83d\ude00"})", "stop", "1_0");
+    a = read_tool_answer("\n{\"content\":\"caf\u00e9\"} \xf0\x9f\x98\x80", "stop", "1_0"); // words, as written
     EXPECT_TRUE(a.tool_calls.is_null());
-    EXPECT_EQ(a.content, "café \xf0\x9f\x98\x80");
+    EXPECT_EQ(a.content, "\n{\"content\":\"caf\u00e9\"} \xf0\x9f\x98\x80");
     EXPECT_EQ(a.finish_reason, "stop");
-    // Cut short (max_tokens): the words so far, or the text itself; the finish reason stays.
-    a = read_tool_answer(R"({"content":"ab\nc\u00)", "length", "1_0");
-    EXPECT_EQ(a.content, "ab\nc");
+    // Cut short (max_tokens): the calls begun, or the text itself; the finish reason stays.
+    a = read_tool_answer(R"( {"tool_ca)", "length", "1_0"); // undecided: the text
+    EXPECT_EQ(a.content, R"( {"tool_ca)");
     EXPECT_EQ(a.finish_reason, "length");
+    a = read_tool_answer(" \n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop", "1_0");
+    ASSERT_EQ(a.tool_calls.size(), 1u); // whitespace before the trigger, as the engine allows
+    EXPECT_EQ(a.finish_reason, "tool_calls");
     a = read_tool_answer(R"({"tool_calls":[{"name":"no)", "length", "1_0"); // no call begun yet: the text
     EXPECT_TRUE(a.tool_calls.is_null());
     EXPECT_EQ(a.content, R"({"tool_calls":[{"name":"no)");
@@ -301,24 +313,30 @@ Streamed stream_in_pieces(const std::string &text, std::mt19937 &rng, bool byte_
 // The words and calls streamed, cut anywhere (inside escapes, surrogate pairs, UTF-8 characters, names, arguments),
 // add up to the answer's, and to what read_tool_answer reads from the whole text.
 TEST(AnswerStream, StreamsWordsAndCallsWhateverThePieces) {
+    // Words: the text as written, the whitespace and trigger bytes held while undecided coming with the first words.
     const std::vector<std::string> words = {
-        R"({"content":"plain words"})", R"({"content":"a\"b\\c\/d\b\f\n\r\t e"})",
-        R"({"content":"\u00e9\u4e2d\ud83d\ude00 x"})", "{\"content\":\"caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80\"}",
-        R"({"content":""})", "{ \"content\" :\n \"spaced\" }"};
+        "plain words", "\n\n  Caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80", R"({"content":"a\"b"})",
+        R"( {"tool_calls" :[]})", R"({"tool_calls":)" "\xe2\x80\x8b", "{\n", R"({"tool_callsX)"};
     std::mt19937 rng(5);
     for (const std::string &text : words) {
-        const std::string want = json::parse(text)["content"].get<std::string>();
         for (int trial = 0; trial < 200; ++trial) {
             const Streamed got = stream_in_pieces(text, rng, trial == 0);
-            EXPECT_TRUE(got.is_words && got.complete && !got.is_calls);
-            EXPECT_EQ(got.words, want) << text;
+            EXPECT_EQ(got.is_words, text != R"({"tool_calls":)" "\xe2\x80\x8b") << text; // (that one: calls gone awry)
+            EXPECT_TRUE(!got.complete && !got.is_calls && got.calls.empty()) << text;
+            EXPECT_EQ(got.words, got.is_words ? text : "") << text;
         }
-        EXPECT_EQ(read_tool_answer(text, "stop", "1_0").content, want);
+        EXPECT_EQ(read_tool_answer(text, "stop", "1_0").content, text);
+    }
+    for (const std::string &text : {std::string(), std::string(" \n"), std::string(R"(  {"tool_c)")}) {
+        const Streamed got = stream_in_pieces(text, rng, true); // undecided: nothing yet (the server sends the
+        EXPECT_FALSE(got.is_words || got.is_calls) << text;     // text when the answer ends)
+        EXPECT_TRUE(got.words.empty()) << text;
+        EXPECT_EQ(read_tool_answer(text, "length", "1_0").content, text);
     }
     const std::string args0 = R"({"city":"Par\"is}{","n":[1,{"x":[]}],"é":"\u00e9 \xf0\x9f\x98\x80"})";
     const std::vector<std::string> calls = {
         R"({"tool_calls":[{"name":"get_weather","arguments":)" + args0 + R"(},{"name":"now","arguments":{}}]})",
-        "{ \"tool_calls\" : [ { \"name\" : \"now\" , \"arguments\" : { } } ] }\n"};
+        "\n{\"tool_calls\": [ { \"name\" : \"now\" , \"arguments\" : { } } ] }\n"};
     for (const std::string &text : calls) {
         const ToolAnswer whole = read_tool_answer(text, "stop", "1_0");
         ASSERT_FALSE(whole.tool_calls.is_null()) << text;
@@ -335,8 +353,8 @@ TEST(AnswerStream, StreamsWordsAndCallsWhateverThePieces) {
     }
     EXPECT_EQ(read_tool_answer(calls[0], "stop", "1_0").tool_calls[0]["function"]["arguments"], args0); // as written
     EXPECT_EQ(read_tool_answer(calls[1], "stop", "1_0").tool_calls[0]["function"]["arguments"], "{ }");
-    // Other shapes: nothing comes out, and read back they are the text itself.
-    for (const std::string &text : {std::string(R"({"contents":"x"})"), std::string("[1]"),
+    // Calls of other shapes: nothing comes out, and read back they are the text itself.
+    for (const std::string &text : {std::string(R"({"tool_calls":{"x":1}})"), std::string(R"({"tool_calls":[1]})"),
                                     std::string(R"({"tool_calls":[{"arguments":{},"name":"now"}]})")}) {
         const Streamed got = stream_in_pieces(text, rng, true);
         EXPECT_FALSE(got.is_words || got.is_calls || got.complete) << text;
