@@ -3,7 +3,7 @@
 // bounds, one whose alternatives begin alike, and a tool call's), at each step of writing a fixed JSON document token
 // by token (the longest allowed token that spells the document's next bytes, as a tokenizer would). Prints the median
 // and mean milliseconds per token and the share spent where the text is inside a free string (where most tokens are
-// allowed and taken unread).
+// allowed and taken unread), and for the lazy tool-call mode ("auto") the tokens before its trigger is written.
 //
 //   zaya_bench_json_mask [--tokenizer PATH] [--vocab N] [--repeat R]
 //
@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
                           {"json_schema with alternatives that begin alike", alternatives, doc, ""},
                           {"tool calls (4 tools, auto)", tools, calls, zaya::tools_trigger(offered)}};
     for (const auto &[label, s, text, trigger] : modes) {
-        std::vector<double> ms, string_ms;
+        std::vector<double> ms, string_ms, undecided_ms; // undecided: lazy, before the trigger is written
         int tokens = 0;
         for (int r = 0; r < repeat; ++r) {
             JsonConstraint c(table, s, trigger);
@@ -173,12 +173,12 @@ int main(int argc, char **argv) {
             tokens = 0;
             while (!c.complete()) {
                 std::fill(logits.begin(), logits.end(), 0.0f);
-                const bool in_string = c.grammar().in_plain_string();
+                const bool in_string = c.held() && c.grammar().in_plain_string(), undecided = !c.held();
                 const auto t0 = std::chrono::steady_clock::now();
                 c.mask(logits.data());
                 const double t =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-                (in_string ? string_ms : ms).push_back(t);
+                (undecided ? undecided_ms : in_string ? string_ms : ms).push_back(t);
                 int32_t best = -1;
                 for (int32_t id = 0; id < table->size(); ++id) {
                     const std::string_view b = table->bytes(id);
@@ -197,10 +197,12 @@ int main(int argc, char **argv) {
         }
         std::vector<double> all = ms;
         all.insert(all.end(), string_ms.begin(), string_ms.end());
+        all.insert(all.end(), undecided_ms.begin(), undecided_ms.end());
         fmt::print("{}: vocabulary {} tokens, document {} bytes in {} tokens\n", label, table->size(), text.size(),
                    tokens);
         fmt::print("  inside strings:  {}\n", summary(string_ms));
         fmt::print("  elsewhere:       {}\n", summary(ms));
+        if (!undecided_ms.empty()) fmt::print("  undecided:       {}\n", summary(undecided_ms));
         fmt::print("  every token:     {}\n", summary(all));
     }
     return 0;
