@@ -1,11 +1,13 @@
-// libFuzzer target: parse_api_request must turn any request body into a request or an ApiError (a 4xx), never
-// crash, read out of bounds or throw anything else. The first byte picks /v1/completions or /v1/chat/completions.
+// libFuzzer target: parse_api_request (and parse_responses_request) must turn any request body into a request or an
+// ApiError (a 4xx), never crash, read out of bounds or throw anything else. The first byte picks /v1/completions,
+// /v1/chat/completions or /v1/responses.
 // The body is also read as a model's answer to tools: read_tool_answer whole, and an AnswerStream in two pieces
 // must say the same (words, each call's name and arguments), throw nothing, and give valid UTF-8 for valid UTF-8
 // (the server's JSON writer throws on anything else). Words are the text itself once it turns away from the
 // trigger, {"tool_calls":.
 #include "core/utf8.h"
 #include "infer/openai_api.h"
+#include "infer/responses_api.h"
 #include "infer/tool_calls.h"
 
 #include <cstddef>
@@ -14,10 +16,12 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
-    const bool chat = data[0] & 1;
+    const bool chat = data[0] & 1, responses = (data[0] & 6) == 6;
     const std::string body(reinterpret_cast<const char *>(data) + 1, size - 1);
     try {
-        zaya::ApiRequest r = zaya::parse_api_request(body, chat, 4096);
+        nlohmann::json echoed;
+        zaya::ApiRequest r = responses ? zaya::parse_responses_request(body, 4096, echoed)
+                                       : zaya::parse_api_request(body, chat, 4096);
         r.sample.validate(); // whatever was accepted must be a valid sampling request
     } catch (const zaya::ApiError &e) {
         if (e.status < 400 || e.status >= 500) __builtin_trap();

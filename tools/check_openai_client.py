@@ -10,6 +10,7 @@ decoding), log-probabilities (completions' logprobs with echo, as evaluation har
 logprobs/top_logprobs; streamed = plain), n choices and several prompts in one request, four concurrent requests
 from threads, JSON mode and structured outputs (the client's parse() with a pydantic model), tool calls (strict
 function tools from pydantic models, tool_choice auto / required / named / none, streamed, a tool's result sent back),
+the Responses API (create, the stream helper, parse with text_format, function tools, a call's output sent back),
 and checks that a bad
 request (and a schema keyword zaya cannot enforce) raises openai.BadRequestError and a wrong key
 openai.AuthenticationError. Prints one line per check; exits non-zero on the first failure.
@@ -248,6 +249,42 @@ def main() -> None:
         ok("the tool's result sent back (role 'tool'), answered in words with tool_choice='none'",
            r.choices[0].finish_reason in ("stop", "length") and isinstance(r.choices[0].message.content, str) and
            not r.choices[0].message.tool_calls, repr(r.choices[0].message.content[:60]))
+        # The Responses API (infer/responses_api.h): the chat it means, a typed stream gathered by the client's own
+        # helper, text_format parsed back, function tools in Responses' form, a call's output sent back.
+        chat = client.chat.completions.create(model=name, messages=messages, max_tokens=20, temperature=0)
+        resp = client.responses.create(model=name, instructions="Answer briefly.", input="What is Python?",
+                                       max_output_tokens=20, temperature=0)
+        ok("responses.create: output_text = the chat's words",
+           resp.output_text == chat.choices[0].message.content and resp.status in ("completed", "incomplete") and
+           resp.usage.input_tokens == chat.usage.prompt_tokens, repr(resp.output_text[:60]))
+        with client.responses.stream(model=name, instructions="Answer briefly.", input="What is Python?",
+                                     max_output_tokens=20, temperature=0) as stream:
+            events = list(stream)  # (get_final_response() wants response.completed; a cut answer ends incomplete)
+        deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        final = events[-1].response
+        ok("responses.stream: the deltas and the final response = the plain one",
+           deltas == resp.output_text and final.output_text == resp.output_text and final.status == resp.status and
+           events[-1].type == f"response.{resp.status}", repr(deltas[:60]))
+        parsed_resp = client.responses.parse(model=name, input=messages, text_format=Answer, max_output_tokens=400,
+                                             temperature=0)
+        ok("responses.parse(text_format=pydantic model): output_parsed",
+           isinstance(parsed_resp.output_parsed, Answer), repr(parsed_resp.output_text))
+        rtools = [{"type": "function", "name": "GetWeather", "parameters": GetWeather.model_json_schema(),
+                   "strict": False}]
+        resp = client.responses.create(model=name, input="What is the weather in Paris?", tools=rtools,
+                                       tool_choice="required", parallel_tool_calls=False, max_output_tokens=300,
+                                       temperature=0)
+        fc = resp.output[0]
+        ok("responses with a function tool, tool_choice='required': a function_call item, arguments of its schema",
+           fc.type == "function_call" and fc.name == "GetWeather" and
+           GetWeather.model_validate_json(fc.arguments) is not None, repr(resp.output))
+        resp = client.responses.create(model=name, input=[
+            {"role": "user", "content": "What is the weather in Paris?"},
+            {"type": "function_call", "call_id": fc.call_id, "name": fc.name, "arguments": fc.arguments},
+            {"type": "function_call_output", "call_id": fc.call_id, "output": "18 C, clear"}],
+            tools=rtools, tool_choice="none", max_output_tokens=20, temperature=0)
+        ok("responses: the call and its output sent back, answered in words", isinstance(resp.output_text, str) and
+           resp.output[0].type == "message", repr(resp.output_text[:60]))
         try:
             client.chat.completions.create(model=name, messages=messages, response_format={
                 "type": "json_schema", "json_schema": {"name": "x", "schema": {

@@ -52,8 +52,8 @@ void run_serve(ServeArgs a) {
     else
         fmt::print("prefix cache: up to {} MiB of finished sequences, resumable every {} tokens\n",
                    a.engine.prefix_cache_bytes >> 20, a.engine.prefix_cache_stride);
-    fmt::print("listening on http://{}:{} (POST /v1/completions, /v1/chat/completions; GET /v1/models, /health, "
-               "/metrics)\n",
+    fmt::print("listening on http://{}:{} (POST /v1/completions, /v1/chat/completions, /v1/responses; GET /v1/models, "
+               "/health, /metrics)\n",
                a.server.host, port);
     std::fflush(stdout);
     while (!signals.received()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -67,7 +67,7 @@ void run_serve(ServeArgs a) {
 } // namespace
 
 void register_serve(CLI::App &app) {
-    auto *cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, streaming, batching)");
+    auto *cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, responses, streaming, batching)");
     auto a = std::make_shared<ServeArgs>();
     add_model_options(cmd, a->model);
     cmd->add_option("--host", a->server.host, "Address to listen on (loopback by default)")->capture_default_str();

@@ -35,7 +35,7 @@ struct ApiRequest {
 
 // A chat's "messages" (OpenAI's form: roles system, developer, user, assistant, tool; content a string or text
 // parts) as the model reads them, with `tools` in force: an assistant's tool calls written as the object it answers
-// with (and, with tools active, its words as {"content": ...}), the results of tools ("tool" messages) one user turn
+// with (its words as they are), the results of tools ("tool" messages) one user turn
 // each naming its call, the tools' instructions added to the system message (infer/tool_calls.h). The server's
 // prompts and `zaya prepare`'s fine-tuning chats both come from here. Throws ApiError naming the field.
 std::vector<ChatMessage> chat_messages(const nlohmann::json &messages, const ApiTools &tools);

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "infer/openai_api.h"
+#include "infer/responses_api.h"
 
 #include <httplib.h>
 
@@ -60,7 +61,57 @@ struct Channel {
         done = c;
         cv.notify_all();
     }
+    // On an HTTP thread: waits for deltas or the end, and takes what came.
+    struct Taken {
+        std::deque<Delta> deltas;
+        std::optional<Completion> done;
+        size_t logprobs_sent = 0;
+    };
+    Taken take() {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return !deltas.empty() || done.has_value(); });
+        Taken t;
+        t.deltas.swap(deltas);
+        t.done = done;
+        t.logprobs_sent = logprobs_sent;
+        return t;
+    }
 };
+
+enum class Endpoint : uint8_t { Completions, Chat, Responses };
+
+// A Responses stream: typed events ("event: response.output_text.delta" and its data), no [DONE] line.
+void stream_response_events(Engine &engine, httplib::Response &res, std::shared_ptr<Channel> ch, uint64_t id,
+                            std::shared_ptr<ResponsesStream> stream) {
+    auto opened = std::make_shared<bool>(false);
+    res.set_chunked_content_provider(
+        "text/event-stream", [&engine, ch, id, stream, opened](size_t, httplib::DataSink &sink) {
+            auto send = [&](const std::vector<json> &events) {
+                for (const json &e : events) {
+                    const std::string line =
+                        "event: " + e["type"].get<std::string>() + "\ndata: " + e.dump() + "\n\n";
+                    if (!sink.write(line.data(), line.size())) return false;
+                }
+                return true;
+            };
+            if (!*opened) {
+                *opened = true;
+                if (!send(stream->open())) return engine.cancel(id), false;
+            }
+            const auto [deltas, done, unused] = ch->take();
+            for (const Channel::Delta &d : deltas)
+                if (!send(stream->feed(d.text))) return engine.cancel(id), false; // the client went away
+            if (done && done->finish_reason == "error") {
+                send({{{"type", "error"}, {"code", "server_error"}, {"message", "generation failed: " + done->error},
+                       {"param", nullptr}}});
+                sink.done();
+            } else if (done) {
+                send(stream->finish(*done));
+                sink.done();
+            }
+            return true;
+        });
+}
 
 std::atomic<uint64_t> g_request_counter{0};
 
@@ -239,15 +290,18 @@ void Server::routes() {
                         "application/json");
     });
 
-    auto generate = [this, authorised](bool chat) {
-        return [this, authorised, chat](const httplib::Request &req, httplib::Response &res) {
+    auto generate = [this, authorised](Endpoint endpoint) {
+        return [this, authorised, endpoint](const httplib::Request &req, httplib::Response &res) {
             if (!authorised(req, res)) return;
+            const bool chat = endpoint != Endpoint::Completions, responses = endpoint == Endpoint::Responses;
             const Tokenizer *tok = engine_.tokenizer();
             ApiRequest r;
+            json echoed; // Responses: the request's fields its Response repeats
             std::vector<std::vector<int32_t>> prompts;
             std::vector<std::string> echoes; // each prompt's text, when echoed
             try {
-                r = parse_api_request(req.body, chat, engine_.max_context());
+                r = responses ? parse_responses_request(req.body, engine_.max_context(), echoed)
+                              : parse_api_request(req.body, chat, engine_.max_context());
                 prompts = prompt_ids(r, tok, int32_t(engine_.model().config.bos_token_id), echoes);
                 const int64_t V = engine_.model().config.vocab_size;
                 for (const auto &[token, bias] : r.sample.logit_bias)
@@ -259,7 +313,7 @@ void Server::routes() {
                 send_error(res, e);
                 return;
             } catch (const Error &e) {
-                send_error(res, ApiError(400, e.what(), chat ? "messages" : "prompt"));
+                send_error(res, ApiError(400, e.what(), responses ? "input" : chat ? "messages" : "prompt"));
                 return;
             }
             // Every choice is its own engine request (they are batched together): each prompt n times, the j-th
@@ -287,7 +341,8 @@ void Server::routes() {
                 send_error(res, ApiError(400, e.what(), chat ? "messages" : "prompt"));
                 return;
             }
-            const std::string rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++g_request_counter);
+            const std::string rid =
+                (responses ? "resp_" : chat ? "chatcmpl-" : "cmpl-") + std::to_string(++g_request_counter);
             const int64_t created = unix_now();
             const SpellToken spell = [tok](int32_t id) {
                 if (!tok || id >= tok->vocab_size()) return TokenSpelling{"", "token_id:" + std::to_string(id)};
@@ -308,11 +363,22 @@ void Server::routes() {
                         send_error(res, ApiError(500, "generation failed: " + c.completion.error, "", "server_error"));
                         return;
                     }
+                if (responses) {
+                    res.set_content(
+                        responses_response(r, echoed, rid, created, opts_.model_name, choices[0].completion).dump(),
+                        "application/json");
+                    return;
+                }
                 res.set_content(completion_response(r, rid, created, opts_.model_name, choices, spell).dump(),
                                 "application/json");
                 return;
             }
             res.set_header("Cache-Control", "no-cache");
+            if (responses) {
+                stream_response_events(engine_, res, channels[0], ids[0],
+                                       std::make_shared<ResponsesStream>(r, echoed, rid, created, opts_.model_name));
+                return;
+            }
             // What the stream has sent: the opening (a chat's role, an echoed prompt) and the text offset so far.
             struct Sent {
                 bool opened = false;
@@ -354,13 +420,7 @@ void Server::routes() {
                             return engine_.cancel(id), false;
                     }
                     sent->opened = true;
-                    std::unique_lock lock(ch->mu);
-                    ch->cv.wait(lock, [&] { return !ch->deltas.empty() || ch->done.has_value(); });
-                    std::deque<Channel::Delta> deltas;
-                    deltas.swap(ch->deltas);
-                    const std::optional<Completion> done = ch->done;
-                    const size_t rest = ch->logprobs_sent;
-                    lock.unlock();
+                    const auto [deltas, done, rest] = ch->take();
                     const bool tools = r.chat && r.tools.active();
                     for (const Channel::Delta &d : deltas) {
                         // With tools the answer's words are its text and its calls go out as tool_calls deltas; the
@@ -402,8 +462,10 @@ void Server::routes() {
                 });
         };
     };
-    s.Post("/v1/completions", generate(false));
-    s.Post("/v1/chat/completions", generate(true));
+    s.Post("/v1/completions", generate(Endpoint::Completions));
+    s.Post("/v1/chat/completions", generate(Endpoint::Chat));
+    s.Post("/v1/responses", generate(Endpoint::Responses));
 }
+
 
 } // namespace zaya

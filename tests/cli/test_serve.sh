@@ -3,7 +3,8 @@
 # equal to `zaya generate`), chat, server-sent-event streams (same text as the plain response), JSON mode,
 # log-probabilities (echo scoring against `zaya forward`'s loss, streamed = plain, chat's form), several prompts per
 # request, concurrent requests (batched: the same results as alone), tool calls (held to the tools' schemas, read
-# back, streamed = plain, a result sent back; auto's words free), prefix reuse (a continuation resumes from the
+# back, streamed = plain, a result sent back; auto's words free), the Responses API (the chat it means; typed
+# stream events; function calls), prefix reuse (a continuation resumes from the
 # earlier request's cache and equals `zaya generate`; a chat's next turn), /metrics, and bad requests (4xx with an
 # OpenAI error body; the server keeps serving).
 # Usage: test_serve.sh ZAYA_BINARY SOURCE_DIR
@@ -394,6 +395,45 @@ check "a tool's result sent back: the prompt holds the call as the model wrote i
 post /v1/chat/completions "{\"messages\": $followup, \"tools\": $tools, \"tool_choice\": \"none\", \"max_tokens\": 5}"
 check "then tool_choice none: words" '.choices[0].message.tool_calls == null and (.choices[0].message.content | type) == "string"'
 
+# The Responses API (/v1/responses, infer/responses_api.h): the chat it means, answered as a Response object; its
+# typed stream adds up to the same; function calls as items; a call and its output sent back as input items.
+post /v1/chat/completions '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content":
+    "Hello"}], "max_tokens": 12, "temperature": 1.0, "seed": 4}'
+chat_text=$(echo "$body" | jq -c '.choices[0].message.content')
+chat_usage=$(echo "$body" | jq -c '[.usage.prompt_tokens, .usage.completion_tokens]')
+resp_req='"instructions": "Be brief.", "input": "Hello", "max_output_tokens": 12, "temperature": 1.0, "seed": 4'
+post /v1/responses "{$resp_req}"
+check "/v1/responses: the chat's words as a Response's message" "
+    .object == \"response\" and (.id | startswith(\"resp_\")) and .output[0].type == \"message\" and
+    .output[0].content[0].text == $chat_text and [.usage.input_tokens, .usage.output_tokens] == $chat_usage and
+    (if .status == \"incomplete\" then .incomplete_details.reason == \"max_output_tokens\" else .status ==
+        \"completed\" end)"
+plain_response=$(echo "$body" | jq -c '{output: [.output[] | del(.id)], status, usage}') # (ids are per response)
+events=$(curl -sN "${auth[@]}" -d "{$resp_req, \"stream\": true}" "$url/v1/responses")
+streamed=$(echo "$events" | grep '^data: ' | sed 's/^data: //' | jq -sc '{text: ([.[] |
+    select(.type == "response.output_text.delta") | .delta] | add), last: (.[-1] | {output: [.response.output[] | del(.id)],
+    status: .response.status, usage: .response.usage}), order: ([.[].sequence_number] == ([.[].sequence_number] |
+    sort)), named: ([.[].type] | length)}')
+types=$(echo "$events" | grep -c '^event: response\.')
+[[ $(jq -c .last <<<"$streamed") == "$plain_response" && $(jq -c .text <<<"$streamed") == "$chat_text" &&
+    $(jq .order <<<"$streamed") == true && $types == $(jq .named <<<"$streamed") ]] &&
+    pass "/v1/responses streamed: typed events ($types) whose deltas and final Response = the plain one" ||
+    fail "/v1/responses streamed = plain" "stream: $streamed" "plain: $plain_response ($chat_text)"
+rtools='[{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city":
+    {"type": "string", "maxLength": 8}}, "required": ["city"], "additionalProperties": false}}]'
+post /v1/responses "{\"input\": \"Weather in Paris?\", \"tools\": $rtools, \"tool_choice\": \"required\",
+    \"max_output_tokens\": 100, \"seed\": 3}"
+check "/v1/responses tool_choice required: function_call items, arguments of the tool's schema" '
+    .status == "completed" and (.output | length) >= 1 and all(.output[]; .type == "function_call" and
+        .name == "get_weather" and (.call_id | startswith("call_")) and
+        ((.arguments | fromjson) | keys == ["city"] and (.city | length) <= 8))'
+call=$(echo "$body" | jq -c '.output[0] | {type, call_id, name, arguments}')
+post /v1/responses "{\"input\": [{\"role\": \"user\", \"content\": \"Weather in Paris?\"}, $call,
+    {\"type\": \"function_call_output\", \"call_id\": $(jq .call_id <<<"$call"), \"output\": \"18 C\"}],
+    \"tools\": $rtools, \"tool_choice\": \"none\", \"max_output_tokens\": 5}"
+check "/v1/responses: the call and its output sent back as input items, answered in words" \
+    '.output[0].type == "message" and (.output[0].content[0].text | type) == "string"'
+
 expect_status() {
     local name=$1 want=$2 path=$3 data=$4 param=${5:-}
     post "$path" "$data"
@@ -443,6 +483,10 @@ expect_status "tools empty" 400 /v1/chat/completions '{"messages": [{"role": "us
 expect_status "a tool's name with a space" 400 /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}],
     "tools": [{"type": "function", "function": {"name": "get weather"}}]}' 'tools[0].function.name'
 expect_status "tools on /v1/completions" 400 /v1/completions     '{"prompt": "x", "tools": [{"type": "function", "function": {"name": "a"}}]}' tools
+expect_status "/v1/responses previous_response_id (nothing stored)" 400 /v1/responses '{"input": "x",
+    "previous_response_id": "resp_1"}' previous_response_id
+expect_status "/v1/responses a hosted tool" 400 /v1/responses '{"input": "x", "tools": [{"type": "web_search"}]}' \
+    'tools[0].type'
 expect_status "several prompts streamed" 400 /v1/completions '{"prompt": ["a", "b"], "stream": true}' prompt
 body=$(curl -s "$url/health")
 check "still serving after the bad requests" '.status == "ok"'

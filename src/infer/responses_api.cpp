@@ -1,0 +1,386 @@
+#include "infer/responses_api.h"
+
+#include <fmt/format.h>
+
+namespace zaya {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+[[noreturn]] void refuse(const std::string &param, const std::string &message) { throw ApiError(400, message, param); }
+
+bool given(const ordered_json &j, const char *key) { return j.contains(key) && !j[key].is_null(); }
+
+// A string member, refused naming `where.key` when absent (required) or not a string.
+std::string text_member(const ordered_json &j, const char *key, const std::string &where) {
+    if (!given(j, key) || !j[key].is_string())
+        refuse(where + "." + key, fmt::format("'{}.{}' must be a string", where, key));
+    return j[key].get<std::string>();
+}
+
+// A message's content: a string, or text parts (input_text, output_text) joined.
+std::string item_text(const ordered_json &content, const std::string &where) {
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) refuse(where, fmt::format("'{}' must be a string or an array of text parts", where));
+    std::string text;
+    for (size_t k = 0; k < content.size(); ++k) {
+        const ordered_json &part = content[k];
+        const std::string at = fmt::format("{}[{}]", where, k);
+        if (!part.is_object() || !part.contains("type") ||
+            (part["type"] != "input_text" && part["type"] != "output_text" && part["type"] != "text"))
+            refuse(at, fmt::format("'{}': only text parts (input_text, output_text) are supported", at));
+        text += text_member(part, "text", at);
+    }
+    return text;
+}
+
+// The chat request's messages for `input` (after the instructions' system message, if any); where[k] names the
+// Responses field message k came from, for refusals.
+void input_messages(const ordered_json &input, ordered_json &messages, std::vector<std::string> &where) {
+    if (input.is_string()) {
+        messages.push_back({{"role", "user"}, {"content", input}});
+        where.push_back("input");
+        return;
+    }
+    if (!input.is_array() || input.empty()) refuse("input", "'input' must be a string or a non-empty array of items");
+    bool calls = false; // the last item was a function_call: calls in a row are one assistant turn
+    for (size_t i = 0; i < input.size(); ++i) {
+        const ordered_json &item = input[i];
+        const std::string at = fmt::format("input[{}]", i);
+        if (!item.is_object()) refuse(at, fmt::format("'{}' must be an object", at));
+        const std::string type = given(item, "type") ? text_member(item, "type", at) : "message";
+        if (type != "function_call") calls = false;
+        if (type == "message") {
+            const std::string role = text_member(item, "role", at);
+            if (role != "user" && role != "assistant" && role != "system" && role != "developer")
+                refuse(at + ".role", fmt::format("'{}.role' must be user, assistant, system or developer, got '{}'",
+                                                 at, role));
+            const std::string text = item_text(item.contains("content") ? item["content"] : ordered_json(),
+                                               at + ".content");
+            const bool system = role == "system" || role == "developer";
+            if (system && messages.size() == 1 && where[0] == "instructions" && i == 0) { // one system turn
+                messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + text;
+                continue;
+            }
+            messages.push_back({{"role", role}, {"content", text}});
+        } else if (type == "function_call") {
+            const ordered_json call = {{"id", text_member(item, "call_id", at)},
+                                       {"type", "function"},
+                                       {"function",
+                                        {{"name", text_member(item, "name", at)},
+                                         {"arguments", text_member(item, "arguments", at)}}}};
+            const bool follows = calls;
+            calls = true;
+            if (follows) {
+                messages.back()["tool_calls"].push_back(call);
+                continue;
+            }
+            messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}});
+            where.push_back(at);
+            continue;
+        } else if (type == "function_call_output") {
+            const ordered_json &output = item.contains("output") ? item["output"] : ordered_json();
+            messages.push_back({{"role", "tool"},
+                                {"tool_call_id", text_member(item, "call_id", at)},
+                                {"content", item_text(output, at + ".output")}});
+        } else {
+            refuse(at + ".type", fmt::format("'{}.type' '{}' is not supported (message, function_call, "
+                                             "function_call_output)",
+                                             at, type));
+        }
+        where.push_back(at);
+    }
+}
+
+// Responses' function tools ({"type": "function", "name", "description", "parameters", "strict"}) in chat's form.
+ordered_json chat_tools(const ordered_json &tools) {
+    if (!tools.is_array()) refuse("tools", "'tools' must be an array");
+    ordered_json out = ordered_json::array();
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const ordered_json &t = tools[i];
+        const std::string at = fmt::format("tools[{}]", i);
+        if (!t.is_object() || !t.contains("type") || !t["type"].is_string())
+            refuse(at, fmt::format("'{}' must be an object with a 'type'", at));
+        if (t["type"] != "function")
+            refuse(at + ".type", fmt::format("'{}.type' '{}': only function tools are supported (zaya hosts no "
+                                             "tools)",
+                                             at, t["type"].get<std::string>()));
+        ordered_json f = ordered_json::object();
+        for (const char *key : {"name", "description", "parameters", "strict"})
+            if (t.contains(key)) f[key] = t[key];
+        out.push_back({{"type", "function"}, {"function", f}});
+    }
+    return out;
+}
+
+ordered_json chat_tool_choice(const ordered_json &c) {
+    if (c.is_string()) return c;
+    if (c.is_object() && c.contains("type") && c["type"] == "function" && c.contains("name"))
+        return {{"type", "function"}, {"function", {{"name", c["name"]}}}};
+    refuse("tool_choice", "'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"name\": ...}");
+}
+
+// Responses' text.format ({"type": "text" | "json_object" | "json_schema", "name", "schema", "strict"}) as chat's
+// response_format.
+ordered_json chat_response_format(const ordered_json &text) {
+    if (!text.is_object()) refuse("text", "'text' must be an object");
+    if (!given(text, "format")) return nullptr;
+    const ordered_json &f = text["format"];
+    if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
+        refuse("text.format", "'text.format' must be an object with a 'type'");
+    if (f["type"] != "json_schema") return {{"type", f["type"]}};
+    ordered_json schema = ordered_json::object();
+    for (const char *key : {"name", "schema", "strict", "description"})
+        if (f.contains(key)) schema[key] = f[key];
+    return {{"type", "json_schema"}, {"json_schema", schema}};
+}
+
+void replace_all(std::string &s, const std::string &from, const std::string &to) {
+    for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
+}
+
+// A refusal of the chat request, in the Responses request's names.
+ApiError in_responses_names(ApiError e, const std::vector<std::string> &where) {
+    for (std::string *s : {&e.param, &e.message}) {
+        for (size_t k = where.size(); k-- > 0;) replace_all(*s, fmt::format("messages[{}]", k), where[k]);
+        replace_all(*s, "'messages'", "'input'");
+        if (*s == "messages") *s = "input";
+        replace_all(*s, ".function.", ".");
+        replace_all(*s, "max_tokens", "max_output_tokens");
+        replace_all(*s, "response_format.json_schema.", "text.format.");
+        replace_all(*s, "response_format", "text.format");
+    }
+    return e;
+}
+
+std::string number_of(const std::string &id) { return id.substr(id.find('_') + 1); }
+
+json message_item(const std::string &id, const std::string &text, const char *status) {
+    return {{"type", "message"},
+            {"id", "msg_" + number_of(id)},
+            {"status", status},
+            {"role", "assistant"},
+            {"content", json::array({{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}}})}};
+}
+
+json call_item(const std::string &id, size_t k, const json &call_id, const json &name, const json &arguments,
+               const char *status) {
+    return {{"type", "function_call"},
+            {"id", fmt::format("fc_{}_{}", number_of(id), k)},
+            {"call_id", call_id},
+            {"name", name},
+            {"arguments", arguments},
+            {"status", status}};
+}
+
+// The Response object around `output`.
+json response_object(const json &echoed, const std::string &id, int64_t created, const std::string &model,
+                     const char *status, json output, const Completion *c) {
+    json out = {{"id", id},       {"object", "response"}, {"created_at", created}, {"status", status},
+                {"error", nullptr}, {"incomplete_details", nullptr}, {"model", model}, {"output", std::move(output)}};
+    if (c && c->finish_reason == "length") out["incomplete_details"] = {{"reason", "max_output_tokens"}};
+    for (const auto &[key, value] : echoed.items()) out[key] = value;
+    out["store"] = false;
+    out["usage"] = nullptr;
+    if (c)
+        out["usage"] = {{"input_tokens", c->prompt_tokens},
+                        {"input_tokens_details", {{"cached_tokens", c->cached_tokens}}},
+                        {"output_tokens", int64_t(c->tokens.size())},
+                        {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                        {"total_tokens", c->prompt_tokens + int64_t(c->tokens.size())}};
+    return out;
+}
+
+} // namespace
+
+ApiRequest parse_responses_request(const std::string &body, int64_t max_context, json &echoed) {
+    ordered_json j;
+    try {
+        j = ordered_json::parse(body);
+    } catch (const json::exception &e) {
+        refuse("", std::string("the request body is not valid JSON: ") + e.what());
+    }
+    if (!j.is_object()) refuse("", "the request body must be a JSON object");
+    if (given(j, "previous_response_id"))
+        refuse("previous_response_id", "'previous_response_id': zaya stores no responses; send the whole "
+                                       "conversation in 'input'");
+    if (given(j, "conversation"))
+        refuse("conversation", "'conversation': zaya stores no conversations; send the whole conversation in 'input'");
+    if (given(j, "background") && j["background"] != false)
+        refuse("background", "'background' responses are not supported");
+    if (!given(j, "input")) refuse("input", "'input' is required");
+    ordered_json chat = ordered_json::object();
+    ordered_json messages = ordered_json::array();
+    std::vector<std::string> where;
+    if (given(j, "instructions")) {
+        if (!j["instructions"].is_string()) refuse("instructions", "'instructions' must be a string");
+        messages.push_back({{"role", "system"}, {"content", j["instructions"]}});
+        where.push_back("instructions");
+    }
+    input_messages(j["input"], messages, where);
+    chat["messages"] = messages;
+    for (const char *key : {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "top_k", "min_p",
+                            "stop", "repetition_penalty", "frequency_penalty", "presence_penalty", "logit_bias"})
+        if (j.contains(key)) chat[key] = j[key];
+    if (j.contains("max_output_tokens")) chat["max_tokens"] = j["max_output_tokens"];
+    if (given(j, "tools")) chat["tools"] = chat_tools(j["tools"]);
+    if (given(j, "tool_choice")) chat["tool_choice"] = chat_tool_choice(j["tool_choice"]);
+    if (given(j, "text"))
+        if (ordered_json f = chat_response_format(j["text"]); !f.is_null()) chat["response_format"] = f;
+    ApiRequest r;
+    try {
+        r = parse_api_request(chat.dump(), /*chat=*/true, max_context);
+    } catch (const ApiError &e) {
+        throw in_responses_names(e, where);
+    }
+    echoed = {{"instructions", given(j, "instructions") ? json(j["instructions"]) : json(nullptr)},
+              {"max_output_tokens", given(j, "max_output_tokens") ? json(j["max_output_tokens"]) : json(nullptr)},
+              {"temperature", given(j, "temperature") ? json(j["temperature"]) : json(1.0)},
+              {"top_p", given(j, "top_p") ? json(j["top_p"]) : json(1.0)},
+              {"tools", given(j, "tools") ? json(j["tools"]) : json::array()},
+              {"tool_choice", given(j, "tool_choice") ? json(j["tool_choice"]) : json(r.tools.active() ? "auto" : "none")},
+              {"parallel_tool_calls", r.tools.parallel},
+              {"text", given(j, "text") && given(j["text"], "format") ? json(j["text"])
+                                                                         : json{{"format", {{"type", "text"}}}}}};
+    return r;
+}
+
+json responses_response(const ApiRequest &r, const json &echoed, const std::string &id, int64_t created,
+                        const std::string &model, const Completion &c) {
+    const bool cut = c.finish_reason == "length";
+    json output = json::array();
+    ToolAnswer a;
+    a.content = c.text;
+    if (r.tools.active()) a = read_tool_answer(c.text, c.finish_reason, number_of(id) + "_0");
+    if (a.tool_calls.is_null()) {
+        output.push_back(message_item(id, a.content, cut ? "incomplete" : "completed"));
+    } else {
+        for (size_t k = 0; k < a.tool_calls.size(); ++k) {
+            const json &call = a.tool_calls[k];
+            output.push_back(call_item(id, k, call["id"], call["function"]["name"], call["function"]["arguments"],
+                                       cut && k + 1 == a.tool_calls.size() ? "incomplete" : "completed"));
+        }
+    }
+    return response_object(echoed, id, created, model, cut ? "incomplete" : "completed", output, &c);
+}
+
+ResponsesStream::ResponsesStream(ApiRequest r, json echoed, std::string id, int64_t created, std::string model)
+    : r_(std::move(r)), echoed_(std::move(echoed)), id_(std::move(id)), model_(std::move(model)), created_(created) {}
+
+json ResponsesStream::event(const char *type, json fields) {
+    json e = {{"type", type}, {"sequence_number", sequence_++}};
+    for (auto &[key, value] : fields.items()) e[key] = std::move(value);
+    return e;
+}
+
+json ResponsesStream::snapshot(const char *status) const {
+    return response_object(echoed_, id_, created_, model_, status, output_, nullptr);
+}
+
+std::vector<json> ResponsesStream::open() {
+    return {event("response.created", {{"response", snapshot("in_progress")}}),
+            event("response.in_progress", {{"response", snapshot("in_progress")}})};
+}
+
+void ResponsesStream::open_message(std::vector<json> &out) {
+    if (item_open_) return;
+    output_.push_back(message_item(id_, "", "in_progress"));
+    json added = output_.back();
+    added["content"] = json::array();
+    out.push_back(event("response.output_item.added", {{"output_index", output_.size() - 1}, {"item", added}}));
+    out.push_back(event("response.content_part.added",
+                        {{"item_id", output_.back()["id"]},
+                         {"output_index", output_.size() - 1},
+                         {"content_index", 0},
+                         {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}}));
+    item_open_ = true;
+}
+
+std::vector<json> ResponsesStream::feed(const std::string &text) {
+    std::vector<json> out;
+    std::string words = text;
+    AnswerPiece piece;
+    if (r_.tools.active()) {
+        piece = answer_.feed(text);
+        words = piece.words;
+    }
+    if (!words.empty()) {
+        open_message(out);
+        output_.back()["content"][0]["text"].get_ref<std::string &>() += words;
+        out.push_back(event("response.output_text.delta", {{"item_id", output_.back()["id"]},
+                                                           {"output_index", output_.size() - 1},
+                                                           {"content_index", 0},
+                                                           {"delta", words},
+                                                           {"logprobs", json::array()}}));
+    }
+    for (const json &d : call_deltas(piece, number_of(id_) + "_0")) {
+        if (d.contains("id")) { // a call begins: the one before is done
+            close_item(out);
+            output_.push_back(call_item(id_, d["index"].get<size_t>(), d["id"], d["function"]["name"], "",
+                                        "in_progress"));
+            out.push_back(
+                event("response.output_item.added", {{"output_index", output_.size() - 1}, {"item", output_.back()}}));
+            item_open_ = true;
+        }
+        const std::string &delta = d["function"]["arguments"].get_ref<const std::string &>();
+        if (delta.empty()) continue;
+        output_.back()["arguments"].get_ref<std::string &>() += delta;
+        out.push_back(event("response.function_call_arguments.delta",
+                            {{"item_id", output_.back()["id"]}, {"output_index", output_.size() - 1}, {"delta", delta}}));
+    }
+    return out;
+}
+
+void ResponsesStream::close_item(std::vector<json> &out) {
+    if (!item_open_) return;
+    item_open_ = false;
+    json &item = output_.back();
+    const size_t index = output_.size() - 1;
+    if (item["type"] == "message") {
+        const json &text = item["content"][0]["text"];
+        out.push_back(event("response.output_text.done", {{"item_id", item["id"]},
+                                                          {"output_index", index},
+                                                          {"content_index", 0},
+                                                          {"text", text},
+                                                          {"logprobs", json::array()}}));
+        out.push_back(event("response.content_part.done", {{"item_id", item["id"]},
+                                                           {"output_index", index},
+                                                           {"content_index", 0},
+                                                           {"part", item["content"][0]}}));
+    } else {
+        out.push_back(event("response.function_call_arguments.done", {{"item_id", item["id"]},
+                                                                      {"output_index", index},
+                                                                      {"name", item["name"]},
+                                                                      {"arguments", item["arguments"]}}));
+    }
+    if (item["status"] == "in_progress") item["status"] = "completed";
+    out.push_back(event("response.output_item.done", {{"output_index", index}, {"item", item}}));
+}
+
+std::vector<json> ResponsesStream::finish(const Completion &c) {
+    std::vector<json> out;
+    const json final_response = responses_response(r_, echoed_, id_, created_, model_, c);
+    const json &items = final_response["output"];
+    // Text the stream held back (an answer that stopped short of deciding whether it calls): sent now.
+    if (output_.empty() && items.size() == 1 && items[0]["type"] == "message") {
+        const std::string &text = items[0]["content"][0]["text"].get_ref<const std::string &>();
+        open_message(out);
+        if (!text.empty()) {
+            output_.back()["content"][0]["text"] = text;
+            out.push_back(event("response.output_text.delta", {{"item_id", output_.back()["id"]},
+                                                               {"output_index", 0},
+                                                               {"content_index", 0},
+                                                               {"delta", text},
+                                                               {"logprobs", json::array()}}));
+        }
+    }
+    if (!output_.empty() && output_.size() == items.size()) output_.back()["status"] = items.back()["status"];
+    close_item(out);
+    const bool cut = final_response["status"] == "incomplete";
+    out.push_back(event(cut ? "response.incomplete" : "response.completed", {{"response", final_response}}));
+    return out;
+}
+
+} // namespace zaya

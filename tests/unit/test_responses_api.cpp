@@ -1,0 +1,283 @@
+// The Responses API (infer/responses_api.h): a request read as the chat request it means (items, instructions,
+// tools, tool_choice, text.format, max_output_tokens), refusals naming the Responses field, the Response object of
+// words, calls and answers cut short, and a stream's events — gathered as OpenAI's client gathers them, whatever the
+// pieces — adding up to that object.
+#include "infer/responses_api.h"
+#include "test_helpers.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <random>
+
+namespace zaya {
+namespace {
+
+using nlohmann::json;
+
+ApiRequest parsed(const std::string &body, json *echoed = nullptr) {
+    json e;
+    ApiRequest r = parse_responses_request(body, 4096, e);
+    if (echoed) *echoed = e;
+    return r;
+}
+
+std::pair<std::string, std::string> refusal_of(const std::string &body) {
+    try {
+        parsed(body);
+    } catch (const ApiError &e) {
+        EXPECT_EQ(e.status, 400);
+        return {e.param, e.message};
+    }
+    return {};
+}
+
+const char *kTools = R"([{"type": "function", "name": "get_weather", "description": "The weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+    "additionalProperties": false}, "strict": true}, {"type": "function", "name": "now"}])";
+
+TEST(ResponsesApi, ReadsTheRequestAsTheChatItMeans) {
+    // A string input, instructions as the system turn, the sampling fields.
+    json echoed;
+    ApiRequest r = parsed(R"({"model": "zaya", "input": "Hi", "instructions": "Be brief.", "max_output_tokens": 7,
+                              "temperature": 0.5, "top_p": 0.9, "seed": 3})",
+                          &echoed);
+    EXPECT_TRUE(r.chat);
+    EXPECT_EQ(r.n, 1);
+    ASSERT_EQ(r.messages.size(), 2u);
+    EXPECT_EQ(r.messages[0].role, "system");
+    EXPECT_EQ(r.messages[0].content, "Be brief.");
+    EXPECT_EQ(r.messages[1].role, "user");
+    EXPECT_EQ(r.messages[1].content, "Hi");
+    EXPECT_EQ(r.sample.max_new_tokens, 7);
+    EXPECT_DOUBLE_EQ(r.sample.temperature, 0.5);
+    EXPECT_DOUBLE_EQ(r.sample.top_p, 0.9);
+    EXPECT_EQ(r.sample.seed, 3u);
+    EXPECT_EQ(echoed["instructions"], "Be brief.");
+    EXPECT_EQ(echoed["max_output_tokens"], 7);
+    EXPECT_EQ(echoed["tool_choice"], "none");
+    EXPECT_EQ(echoed["text"]["format"]["type"], "text");
+
+    // Items: a system message joins the instructions; text parts; calls in a row are one assistant turn, their
+    // outputs the tool results; the same turns as the chat request with those messages.
+    const std::string items = R"([
+        {"role": "developer", "content": "Use tools."},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in "},
+                                                        {"type": "input_text", "text": "Oslo and Rome?"}]},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
+        {"type": "function_call", "call_id": "c2", "name": "get_weather", "arguments": "{\"city\":\"Rome\"}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "3 C"},
+        {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "21 C"}]},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "Cold, warm."}]},
+        {"role": "user", "content": "Thanks"}])";
+    r = parsed(R"({"instructions": "Be brief.", "tools": )" + std::string(kTools) + R"(, "input": )" + items + "}",
+               &echoed);
+    const ApiRequest chat = parse_api_request(R"({"tools": [
+        {"type": "function", "function": {"name": "get_weather", "description": "The weather", "parameters": {
+         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+         "additionalProperties": false}, "strict": true}}, {"type": "function", "function": {"name": "now"}}],
+        "messages": [{"role": "system", "content": "Be brief.\n\nUse tools."},
+        {"role": "user", "content": "Weather in Oslo and Rome?"},
+        {"role": "assistant", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
+            {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Rome\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "3 C"}, {"role": "tool", "tool_call_id": "c2", "content": "21 C"},
+        {"role": "assistant", "content": "Cold, warm."}, {"role": "user", "content": "Thanks"}]})",
+                                              true, 4096);
+    ASSERT_EQ(r.messages.size(), chat.messages.size());
+    for (size_t i = 0; i < r.messages.size(); ++i) {
+        EXPECT_EQ(r.messages[i].role, chat.messages[i].role) << i;
+        EXPECT_EQ(r.messages[i].content, chat.messages[i].content) << i;
+    }
+    EXPECT_NE(r.messages[2].content.find(R"("name":"get_weather","arguments":{"city":"Rome"})"), std::string::npos);
+    EXPECT_EQ(r.sample.json_trigger, kToolCallsTrigger); // tool_choice auto by default
+    EXPECT_EQ(echoed["tool_choice"], "auto");
+    EXPECT_EQ(echoed["tools"], json::parse(kTools));
+
+    // tool_choice naming a function, Responses' form; text.format as structured outputs.
+    r = parsed(R"({"input": "x", "tools": )" + std::string(kTools) +
+               R"(, "tool_choice": {"type": "function", "name": "now"}, "parallel_tool_calls": false})");
+    EXPECT_EQ(r.tools.choice, ApiTools::Choice::Named);
+    EXPECT_EQ(r.tools.named, "now");
+    EXPECT_FALSE(r.tools.parallel);
+    r = parsed(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "A", "strict": true,
+                   "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}})");
+    ASSERT_TRUE(r.sample.json_schema);
+    SchemaGrammar g(r.sample.json_schema);
+    EXPECT_TRUE(g.feed(R"({"a": 3})") && g.complete());
+    EXPECT_TRUE(parsed(R"({"input": "x", "text": {"format": {"type": "json_object"}}})").sample.json_object);
+    EXPECT_FALSE(parsed(R"({"input": "x", "text": {"format": {"type": "text"}}})").sample.json_mode());
+}
+
+TEST(ResponsesApi, RefusesNamingTheResponsesField) {
+    struct Case {
+        std::string body, param, says;
+    };
+    const std::vector<Case> cases = {
+        {R"({"model": "m"})", "input", "required"},
+        {R"({"input": []})", "input", "non-empty"},
+        {R"({"input": 3})", "input", "string"},
+        {R"({"input": [3]})", "input[0]", "object"},
+        {R"({"input": [{"role": "tool", "content": "x"}]})", "input[0].role", "user, assistant"},
+        {R"({"input": [{"type": "reasoning", "summary": []}]})", "input[0].type", "not supported"},
+        {R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]})",
+         "input[0].content[0]", "only text parts"},
+        {R"({"input": [{"type": "function_call", "name": "a", "arguments": "{}"}]})", "input[0].call_id", "string"},
+        {R"({"input": [{"type": "function_call_output", "call_id": "c"}]})", "input[0].output", "string"},
+        {R"({"input": [{"role": "user", "content": "x"}, {"role": "system", "content": "y"}]})", "input[1].role",
+         "only come first"},
+        {R"({"input": "x", "max_output_tokens": -1})", "max_output_tokens", "max_output_tokens"},
+        {R"({"input": "x", "temperature": "hot"})", "temperature", "temperature"},
+        {R"({"input": "x", "tools": [{"type": "web_search"}]})", "tools[0].type", "only function tools"},
+        {R"({"input": "x", "tools": [{"type": "function", "name": "a b"}]})", "tools[0].name", "tools[0].name"},
+        {R"({"input": "x", "tools": [{"type": "function", "name": "a", "parameters": {"not": {}}}]})",
+         "tools[0].parameters", "'not' is not supported"},
+        {R"({"input": "x", "tools": [{"type": "function", "name": "a"}], "tool_choice": {"type": "mcp"}})",
+         "tool_choice", "tool_choice"},
+        {R"({"input": "x", "tool_choice": "auto"})", "tool_choice", "needs 'tools'"},
+        {R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "a", "schema": {"not": {}}}}})",
+         "text.format", "text.format.schema"},
+        {R"({"input": "x", "text": {"format": {"type": "xml"}}})", "text.format", "text.format"},
+        {R"({"input": "x", "previous_response_id": "resp_1"})", "previous_response_id", "stores no responses"},
+        {R"({"input": "x", "conversation": "c"})", "conversation", "stores no conversations"},
+        {R"({"input": "x", "background": true})", "background", "not supported"},
+        {"[1]", "", "JSON object"},
+        {"{", "", "not valid JSON"}};
+    for (const Case &c : cases) {
+        const auto [param, message] = refusal_of(c.body);
+        EXPECT_EQ(param, c.param) << c.body << ": " << message;
+        EXPECT_NE(message.find(c.says), std::string::npos) << c.body << ": " << message;
+        EXPECT_EQ(message.find("messages"), std::string::npos) << message; // the chat request's names stay hidden
+        EXPECT_EQ(message.find("max_tokens"), std::string::npos) << message;
+    }
+}
+
+Completion completion(const std::string &text, const std::string &finish) {
+    Completion c;
+    c.text = text;
+    c.finish_reason = finish;
+    c.tokens = {1, 2, 3};
+    c.prompt_tokens = 10;
+    c.cached_tokens = 4;
+    return c;
+}
+
+TEST(ResponsesApi, AnswersAsAResponseObject) {
+    json echoed;
+    const ApiRequest plain = parsed(R"({"input": "x", "max_output_tokens": 3})", &echoed);
+    json out = responses_response(plain, echoed, "resp_7", 100, "zaya", completion("Hello.", "stop"));
+    EXPECT_EQ(out["id"], "resp_7");
+    EXPECT_EQ(out["object"], "response");
+    EXPECT_EQ(out["created_at"], 100);
+    EXPECT_EQ(out["status"], "completed");
+    EXPECT_TRUE(out["incomplete_details"].is_null());
+    EXPECT_EQ(out["max_output_tokens"], 3);
+    ASSERT_EQ(out["output"].size(), 1u);
+    EXPECT_EQ(out["output"][0]["type"], "message");
+    EXPECT_EQ(out["output"][0]["id"], "msg_7");
+    EXPECT_EQ(out["output"][0]["role"], "assistant");
+    EXPECT_EQ(out["output"][0]["content"][0]["type"], "output_text");
+    EXPECT_EQ(out["output"][0]["content"][0]["text"], "Hello.");
+    EXPECT_EQ(out["usage"], json::parse(R"({"input_tokens": 10, "input_tokens_details": {"cached_tokens": 4},
+        "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13})"));
+    out = responses_response(plain, echoed, "resp_7", 100, "zaya", completion("Hel", "length"));
+    EXPECT_EQ(out["status"], "incomplete");
+    EXPECT_EQ(out["incomplete_details"]["reason"], "max_output_tokens");
+    EXPECT_EQ(out["output"][0]["status"], "incomplete");
+
+    // Calls: one function_call item each, ids as the chat endpoint's; with tools, words are a message.
+    const ApiRequest tools = parsed(R"({"input": "x", "tools": )" + std::string(kTools) + "}", &echoed);
+    out = responses_response(tools, echoed, "resp_7", 100, "zaya",
+                             completion(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}},)"
+                                        R"({"name":"now","arguments":{}}]})",
+                                        "stop"));
+    EXPECT_EQ(out["status"], "completed");
+    ASSERT_EQ(out["output"].size(), 2u);
+    EXPECT_EQ(out["output"][0], json::parse(R"({"type": "function_call", "id": "fc_7_0", "call_id": "call_7_0_0",
+        "name": "get_weather", "arguments": "{\"city\":\"Oslo\"}", "status": "completed"})"));
+    EXPECT_EQ(out["output"][1]["call_id"], "call_7_0_1");
+    EXPECT_EQ(out["output"][1]["arguments"], "{}");
+    out = responses_response(tools, echoed, "resp_7", 100, "zaya", completion("  Sunny, I think.", "stop"));
+    EXPECT_EQ(out["output"][0]["content"][0]["text"], "  Sunny, I think.");
+}
+
+// A stream gathered as OpenAI's client gathers it (openai/lib/streaming/responses): items added, parts added, text
+// and argument deltas appended; the final event's Response.
+struct Gathered {
+    json output = json::array();
+    json final_response;
+    std::vector<std::string> types;
+};
+void gather(const json &e, Gathered &g, int64_t &sequence) {
+    const std::string type = e["type"];
+    g.types.push_back(type);
+    EXPECT_EQ(e["sequence_number"], sequence++) << type;
+    if (type == "response.output_item.added") {
+        EXPECT_EQ(e["output_index"], g.output.size());
+        g.output.push_back(e["item"]);
+    } else if (type == "response.content_part.added") {
+        g.output[e["output_index"].get<size_t>()]["content"].push_back(e["part"]);
+    } else if (type == "response.output_text.delta") {
+        json &part = g.output[e["output_index"].get<size_t>()]["content"][e["content_index"].get<size_t>()];
+        part["text"] = part["text"].get<std::string>() + e["delta"].get<std::string>();
+        EXPECT_EQ(e["item_id"], g.output[e["output_index"].get<size_t>()]["id"]);
+    } else if (type == "response.function_call_arguments.delta") {
+        json &item = g.output[e["output_index"].get<size_t>()];
+        item["arguments"] = item["arguments"].get<std::string>() + e["delta"].get<std::string>();
+        EXPECT_EQ(e["item_id"], item["id"]);
+    } else if (type == "response.output_text.done") {
+        EXPECT_EQ(e["text"], g.output[e["output_index"].get<size_t>()]["content"][0]["text"]);
+    } else if (type == "response.function_call_arguments.done") {
+        EXPECT_EQ(e["arguments"], g.output[e["output_index"].get<size_t>()]["arguments"]);
+    } else if (type == "response.output_item.done") {
+        g.output[e["output_index"].get<size_t>()]["status"] = e["item"]["status"];
+        EXPECT_EQ(e["item"], g.output[e["output_index"].get<size_t>()]);
+    } else if (type == "response.completed" || type == "response.incomplete") {
+        g.final_response = e["response"];
+    }
+}
+
+TEST(ResponsesApi, StreamsEventsThatAddUpToTheResponse) {
+    struct Case {
+        std::string body, text, finish;
+    };
+    const std::string tools = R"({"input": "x", "tools": )" + std::string(kTools) + "}";
+    const std::vector<Case> cases = {
+        {R"({"input": "x"})", "Caf\xc3\xa9 \xf0\x9f\x98\x80 ok", "stop"},
+        {R"({"input": "x"})", "cut sh", "length"},
+        {R"({"input": "x"})", "", "stop"},
+        {tools, R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Z\u00fcrich \"Z\""}},)"
+                R"({"name":"now","arguments":{}}]})",
+         "stop"},
+        {tools, R"({"tool_calls":[{"name":"get_weather","arguments":{"ci)", "length"},
+        {tools, "\n Words, not calls {\"tool_calls\":", "stop"},
+        {tools, " {\"tool_c", "length"}}; // undecided when cut: the text, sent at the end
+    std::mt19937 rng(9);
+    for (const Case &c : cases) {
+        json echoed;
+        const ApiRequest r = parsed(c.body, &echoed);
+        Completion done = completion(c.text, c.finish);
+        const json want = responses_response(r, echoed, "resp_5", 9, "zaya", done);
+        for (int trial = 0; trial < 50; ++trial) {
+            ResponsesStream s(r, echoed, "resp_5", 9, "zaya");
+            Gathered g;
+            int64_t sequence = 0;
+            for (const json &e : s.open()) gather(e, g, sequence);
+            for (size_t at = 0; at < c.text.size();) {
+                const size_t n = trial == 0 ? 1 : 1 + rng() % 5;
+                for (const json &e : s.feed(c.text.substr(at, n))) gather(e, g, sequence);
+                at += n;
+            }
+            for (const json &e : s.finish(done)) gather(e, g, sequence);
+            ASSERT_GE(g.types.size(), 3u);
+            EXPECT_EQ(g.types[0], "response.created");
+            EXPECT_EQ(g.types[1], "response.in_progress");
+            EXPECT_EQ(g.types.back(), c.finish == "length" ? "response.incomplete" : "response.completed");
+            EXPECT_EQ(g.final_response, want) << c.text;
+            EXPECT_EQ(g.output, want["output"]) << c.text; // the streamed items are the Response's
+        }
+    }
+}
+
+} // namespace
+} // namespace zaya
