@@ -216,16 +216,23 @@ void parse_response_format(const json &f, const std::string &body, SampleOptions
 
 } // namespace
 
-ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_context) {
-    json j;
+template <class Json> Json parse_request_body(const std::string &body) {
+    Json j;
     try {
-        j = json::parse(body);
+        j = Json::parse(body);
     } catch (const json::exception &e) {
         bad("", std::string("request body is not valid JSON: ") + e.what());
     }
     if (!j.is_object()) bad("", "request body must be a JSON object");
     if (json_deeper_than(j, kMaxBodyDepth))
         bad("", fmt::format("request body nests deeper than {} levels", kMaxBodyDepth));
+    return j;
+}
+template json parse_request_body<json>(const std::string &);
+template nlohmann::ordered_json parse_request_body<nlohmann::ordered_json>(const std::string &);
+
+ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_context) {
+    json j = parse_request_body<json>(body); // (not const: operator[] of a missing key asserts on a const json)
     ApiRequest r;
     r.chat = chat;
     if (has(j, "model")) {

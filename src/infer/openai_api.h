@@ -40,6 +40,12 @@ struct ApiRequest {
 // prompts and `zaya prepare`'s fine-tuning chats both come from here. Throws ApiError naming the field.
 std::vector<ChatMessage> chat_messages(const nlohmann::json &messages, const ApiTools &tools);
 
+// A request body parsed: a JSON object nesting no deeper than any request needs (copies and dumps recurse:
+// core/json_depth.h). Throws ApiError (400) naming what is wrong. For Json = nlohmann::json and ordered_json.
+template <class Json> Json parse_request_body(const std::string &body);
+extern template nlohmann::json parse_request_body<nlohmann::json>(const std::string &);
+extern template nlohmann::ordered_json parse_request_body<nlohmann::ordered_json>(const std::string &);
+
 // Parses a request body. Defaults follow OpenAI: max_tokens 16 for completions, up to the context for chat;
 // temperature 1, top_p 1, top_k off. `max_context` bounds max_tokens. Log-probabilities: completions'
 // `logprobs` k (0–20: the chosen token's and the k most likely; with `echo`, the prompt's too), chat's `logprobs`

@@ -55,10 +55,10 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
         if (type == "message") {
             const std::string role = text_member(item, "role", at);
             if (role != "user" && role != "assistant" && role != "system" && role != "developer")
-                refuse(at + ".role", fmt::format("'{}.role' must be user, assistant, system or developer, got '{}'",
-                                                 at, role));
-            const std::string text = item_text(item.contains("content") ? item["content"] : ordered_json(),
-                                               at + ".content");
+                refuse(at + ".role",
+                       fmt::format("'{}.role' must be user, assistant, system or developer, got '{}'", at, role));
+            const std::string text =
+                item_text(item.contains("content") ? item["content"] : ordered_json(), at + ".content");
             const bool system = role == "system" || role == "developer";
             if (system && messages.size() == 1 && where[0] == "instructions" && i == 0) { // one system turn
                 messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + text;
@@ -66,11 +66,11 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
             }
             messages.push_back({{"role", role}, {"content", text}});
         } else if (type == "function_call") {
-            const ordered_json call = {{"id", text_member(item, "call_id", at)},
-                                       {"type", "function"},
-                                       {"function",
-                                        {{"name", text_member(item, "name", at)},
-                                         {"arguments", text_member(item, "arguments", at)}}}};
+            const ordered_json call = {
+                {"id", text_member(item, "call_id", at)},
+                {"type", "function"},
+                {"function",
+                 {{"name", text_member(item, "name", at)}, {"arguments", text_member(item, "arguments", at)}}}};
             const bool follows = calls;
             calls = true;
             if (follows) {
@@ -119,7 +119,8 @@ ordered_json chat_tool_choice(const ordered_json &c) {
     if (c.is_string()) return c;
     if (c.is_object() && c.contains("type") && c["type"] == "function" && c.contains("name"))
         return {{"type", "function"}, {"function", {{"name", c["name"]}}}};
-    refuse("tool_choice", "'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"name\": ...}");
+    refuse("tool_choice",
+           "'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"name\": ...}");
 }
 
 // Responses' text.format ({"type": "text" | "json_object" | "json_schema", "name", "schema", "strict"}) as chat's
@@ -167,19 +168,17 @@ json message_item(const std::string &id, const std::string &text, const char *st
 
 json call_item(const std::string &id, size_t k, const json &call_id, const json &name, const json &arguments,
                const char *status) {
-    return {{"type", "function_call"},
-            {"id", fmt::format("fc_{}_{}", number_of(id), k)},
-            {"call_id", call_id},
-            {"name", name},
-            {"arguments", arguments},
-            {"status", status}};
+    return {{"type", "function_call"}, {"id", fmt::format("fc_{}_{}", number_of(id), k)},
+            {"call_id", call_id},      {"name", name},
+            {"arguments", arguments},  {"status", status}};
 }
 
 // The Response object around `output`.
 json response_object(const json &echoed, const std::string &id, int64_t created, const std::string &model,
                      const char *status, json output, const Completion *c) {
-    json out = {{"id", id},       {"object", "response"}, {"created_at", created}, {"status", status},
-                {"error", nullptr}, {"incomplete_details", nullptr}, {"model", model}, {"output", std::move(output)}};
+    json out = {{"id", id},         {"object", "response"},       {"created_at", created},
+                {"status", status}, {"error", nullptr},           {"incomplete_details", nullptr},
+                {"model", model},   {"output", std::move(output)}};
     if (c && c->finish_reason == "length") out["incomplete_details"] = {{"reason", "max_output_tokens"}};
     for (const auto &[key, value] : echoed.items()) out[key] = value;
     out["store"] = false;
@@ -196,13 +195,7 @@ json response_object(const json &echoed, const std::string &id, int64_t created,
 } // namespace
 
 ApiRequest parse_responses_request(const std::string &body, int64_t max_context, json &echoed) {
-    ordered_json j;
-    try {
-        j = ordered_json::parse(body);
-    } catch (const json::exception &e) {
-        refuse("", std::string("the request body is not valid JSON: ") + e.what());
-    }
-    if (!j.is_object()) refuse("", "the request body must be a JSON object");
+    const ordered_json j = parse_request_body<ordered_json>(body);
     if (given(j, "previous_response_id"))
         refuse("previous_response_id", "'previous_response_id': zaya stores no responses; send the whole "
                                        "conversation in 'input'");
@@ -235,15 +228,16 @@ ApiRequest parse_responses_request(const std::string &body, int64_t max_context,
     } catch (const ApiError &e) {
         throw in_responses_names(e, where);
     }
-    echoed = {{"instructions", given(j, "instructions") ? json(j["instructions"]) : json(nullptr)},
-              {"max_output_tokens", given(j, "max_output_tokens") ? json(j["max_output_tokens"]) : json(nullptr)},
-              {"temperature", given(j, "temperature") ? json(j["temperature"]) : json(1.0)},
-              {"top_p", given(j, "top_p") ? json(j["top_p"]) : json(1.0)},
-              {"tools", given(j, "tools") ? json(j["tools"]) : json::array()},
-              {"tool_choice", given(j, "tool_choice") ? json(j["tool_choice"]) : json(r.tools.active() ? "auto" : "none")},
-              {"parallel_tool_calls", r.tools.parallel},
-              {"text", given(j, "text") && given(j["text"], "format") ? json(j["text"])
-                                                                         : json{{"format", {{"type", "text"}}}}}};
+    echoed = {
+        {"instructions", given(j, "instructions") ? json(j["instructions"]) : json(nullptr)},
+        {"max_output_tokens", given(j, "max_output_tokens") ? json(j["max_output_tokens"]) : json(nullptr)},
+        {"temperature", given(j, "temperature") ? json(j["temperature"]) : json(1.0)},
+        {"top_p", given(j, "top_p") ? json(j["top_p"]) : json(1.0)},
+        {"tools", given(j, "tools") ? json(j["tools"]) : json::array()},
+        {"tool_choice", given(j, "tool_choice") ? json(j["tool_choice"]) : json(r.tools.active() ? "auto" : "none")},
+        {"parallel_tool_calls", r.tools.parallel},
+        {"text",
+         given(j, "text") && given(j["text"], "format") ? json(j["text"]) : json{{"format", {{"type", "text"}}}}}};
     return r;
 }
 
@@ -318,8 +312,8 @@ std::vector<json> ResponsesStream::feed(const std::string &text) {
     for (const json &d : call_deltas(piece, number_of(id_) + "_0")) {
         if (d.contains("id")) { // a call begins: the one before is done
             close_item(out);
-            output_.push_back(call_item(id_, d["index"].get<size_t>(), d["id"], d["function"]["name"], "",
-                                        "in_progress"));
+            output_.push_back(
+                call_item(id_, d["index"].get<size_t>(), d["id"], d["function"]["name"], "", "in_progress"));
             out.push_back(
                 event("response.output_item.added", {{"output_index", output_.size() - 1}, {"item", output_.back()}}));
             item_open_ = true;
@@ -327,8 +321,9 @@ std::vector<json> ResponsesStream::feed(const std::string &text) {
         const std::string &delta = d["function"]["arguments"].get_ref<const std::string &>();
         if (delta.empty()) continue;
         output_.back()["arguments"].get_ref<std::string &>() += delta;
-        out.push_back(event("response.function_call_arguments.delta",
-                            {{"item_id", output_.back()["id"]}, {"output_index", output_.size() - 1}, {"delta", delta}}));
+        out.push_back(
+            event("response.function_call_arguments.delta",
+                  {{"item_id", output_.back()["id"]}, {"output_index", output_.size() - 1}, {"delta", delta}}));
     }
     return out;
 }
@@ -345,10 +340,9 @@ void ResponsesStream::close_item(std::vector<json> &out) {
                                                           {"content_index", 0},
                                                           {"text", text},
                                                           {"logprobs", json::array()}}));
-        out.push_back(event("response.content_part.done", {{"item_id", item["id"]},
-                                                           {"output_index", index},
-                                                           {"content_index", 0},
-                                                           {"part", item["content"][0]}}));
+        out.push_back(event(
+            "response.content_part.done",
+            {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", item["content"][0]}}));
     } else {
         out.push_back(event("response.function_call_arguments.done", {{"item_id", item["id"]},
                                                                       {"output_index", index},

@@ -40,14 +40,14 @@ class ResponsesStream {
     nlohmann::json event(const char *type, nlohmann::json fields);
     void open_message(std::vector<nlohmann::json> &out);
     void close_item(std::vector<nlohmann::json> &out); // the item under way, done
-    nlohmann::json snapshot(const char *status) const;  // the Response so far
+    nlohmann::json snapshot(const char *status) const; // the Response so far
 
     ApiRequest r_;
     nlohmann::json echoed_;
     std::string id_, model_;
     int64_t created_ = 0;
     int64_t sequence_ = 0;
-    AnswerStream answer_; // with tools: words and calls as they come
+    AnswerStream answer_;                             // with tools: words and calls as they come
     nlohmann::json output_ = nlohmann::json::array(); // the items so far (the last one maybe under way)
     bool item_open_ = false;
 };

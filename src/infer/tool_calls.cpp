@@ -182,8 +182,8 @@ std::string tools_instructions(const ApiTools &t) {
                          "next turn). Otherwise answer in words.",
                          calls, how_many);
     else if (t.choice == ApiTools::Choice::Named)
-        s += fmt::format("\nAnswer with one JSON object: {} to call {} (its result comes back in the next turn).", calls,
-                         t.named);
+        s += fmt::format("\nAnswer with one JSON object: {} to call {} (its result comes back in the next turn).",
+                         calls, t.named);
     else
         s += fmt::format("\nAnswer with one JSON object: {} to call the tools ({}; their results come back in the "
                          "next turn).",

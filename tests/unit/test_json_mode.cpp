@@ -1532,7 +1532,8 @@ TEST(Engine, LazyJsonHoldsOnlyAnswersThatBeginWithTheTrigger) {
         o.seed = seed;
         o.logit_bias = {{comma, 3.0f}};
         if (seed % 2 == 0)
-            for (const char *p : {"{", "\"", "}"}) o.logit_bias.push_back({tok.encode(p).at(0), *p == '{' ? 10.f : 4.f});
+            for (const char *p : {"{", "\"", "}"})
+                o.logit_bias.push_back({tok.encode(p).at(0), *p == '{' ? 10.f : 4.f});
         const Completion c = generate_one(e, prompt, o);
         ASSERT_NE(c.finish_reason, "error") << c.error;
         const size_t first = c.text.find_first_not_of(" \t\n\r");

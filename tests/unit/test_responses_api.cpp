@@ -81,7 +81,8 @@ TEST(ResponsesApi, ReadsTheRequestAsTheChatItMeans) {
         {"role": "assistant", "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
             {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Rome\"}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "3 C"}, {"role": "tool", "tool_call_id": "c2", "content": "21 C"},
+        {"role": "tool", "tool_call_id": "c1", "content": "3 C"},
+        {"role": "tool", "tool_call_id": "c2", "content": "21 C"},
         {"role": "assistant", "content": "Cold, warm."}, {"role": "user", "content": "Thanks"}]})",
                                               true, 4096);
     ASSERT_EQ(r.messages.size(), chat.messages.size());
@@ -141,6 +142,7 @@ TEST(ResponsesApi, RefusesNamingTheResponsesField) {
         {R"({"input": "x", "previous_response_id": "resp_1"})", "previous_response_id", "stores no responses"},
         {R"({"input": "x", "conversation": "c"})", "conversation", "stores no conversations"},
         {R"({"input": "x", "background": true})", "background", "not supported"},
+        {R"({"input": )" + std::string(100000, '[') + std::string(100000, ']') + "}", "", "nests deeper"},
         {"[1]", "", "JSON object"},
         {"{", "", "not valid JSON"}};
     for (const Case &c : cases) {
@@ -246,8 +248,9 @@ TEST(ResponsesApi, StreamsEventsThatAddUpToTheResponse) {
         {R"({"input": "x"})", "Caf\xc3\xa9 \xf0\x9f\x98\x80 ok", "stop"},
         {R"({"input": "x"})", "cut sh", "length"},
         {R"({"input": "x"})", "", "stop"},
-        {tools, R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Z\u00fcrich \"Z\""}},)"
-                R"({"name":"now","arguments":{}}]})",
+        {tools,
+         R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Z\u00fcrich \"Z\""}},)"
+         R"({"name":"now","arguments":{}}]})",
          "stop"},
         {tools, R"({"tool_calls":[{"name":"get_weather","arguments":{"ci)", "length"},
         {tools, "\n Words, not calls {\"tool_calls\":", "stop"},
