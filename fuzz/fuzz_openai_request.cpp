@@ -19,8 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const bool chat = data[0] & 1, responses = (data[0] & 6) == 6;
     const std::string body(reinterpret_cast<const char *>(data) + 1, size - 1);
     try {
-        nlohmann::json echoed;
-        zaya::ApiRequest r = responses ? zaya::parse_responses_request(body, 4096, echoed)
+        zaya::ApiRequest r = responses ? zaya::parse_responses_request(body, 4096).api
                                        : zaya::parse_api_request(body, chat, 4096);
         r.sample.validate(); // whatever was accepted must be a valid sampling request
     } catch (const zaya::ApiError &e) {

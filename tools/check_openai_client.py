@@ -10,7 +10,8 @@ decoding), log-probabilities (completions' logprobs with echo, as evaluation har
 logprobs/top_logprobs; streamed = plain), n choices and several prompts in one request, four concurrent requests
 from threads, JSON mode and structured outputs (the client's parse() with a pydantic model), tool calls (strict
 function tools from pydantic models, tool_choice auto / required / named / none, streamed, a tool's result sent back),
-the Responses API (create, the stream helper, parse with text_format, function tools, a call's output sent back),
+the Responses API (create, the stream helper, parse with text_format, function tools, a call's output sent back,
+previous_response_id, retrieve, delete),
 and checks that a bad
 request (and a schema keyword zaya cannot enforce) raises openai.BadRequestError and a wrong key
 openai.AuthenticationError. Prints one line per check; exits non-zero on the first failure.
@@ -265,6 +266,22 @@ def main() -> None:
         ok("responses.stream: the deltas and the final response = the plain one",
            deltas == resp.output_text and final.output_text == resp.output_text and final.status == resp.status and
            events[-1].type == f"response.{resp.status}", repr(deltas[:60]))
+        nxt = client.responses.create(model=name, previous_response_id=resp.id, input="And its creator?",
+                                      max_output_tokens=20, temperature=0)
+        whole = client.responses.create(model=name, input=[  # (instructions are not carried over: none here)
+            {"role": "user", "content": "What is Python?"}, {"role": "assistant", "content": resp.output_text},
+            {"role": "user", "content": "And its creator?"}], max_output_tokens=20, temperature=0)
+        ok("previous_response_id: the stored conversation continued = the conversation sent whole",
+           nxt.previous_response_id == resp.id and nxt.output_text == whole.output_text and
+           nxt.usage.input_tokens == whole.usage.input_tokens, repr(nxt.output_text[:60]))
+        got = client.responses.retrieve(resp.id)
+        ok("responses.retrieve: the stored Response", got.id == resp.id and got.output_text == resp.output_text)
+        client.responses.delete(resp.id)
+        try:
+            client.responses.retrieve(resp.id)
+            ok("responses.delete, then retrieve raises NotFoundError", False)
+        except openai.NotFoundError:
+            ok("responses.delete, then retrieve raises NotFoundError", True)
         parsed_resp = client.responses.parse(model=name, input=messages, text_format=Answer, max_output_tokens=400,
                                              temperature=0)
         ok("responses.parse(text_format=pydantic model): output_parsed",

@@ -67,7 +67,8 @@ void run_serve(ServeArgs a) {
 } // namespace
 
 void register_serve(CLI::App &app) {
-    auto *cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, responses, streaming, batching)");
+    auto *cmd = app.add_subcommand("serve",
+                                   "OpenAI-compatible HTTP server (completions, chat, responses, streaming, batching)");
     auto a = std::make_shared<ServeArgs>();
     add_model_options(cmd, a->model);
     cmd->add_option("--host", a->server.host, "Address to listen on (loopback by default)")->capture_default_str();
@@ -83,6 +84,13 @@ void register_serve(CLI::App &app) {
     add_engine_device_options(cmd, a->engine);
     add_prefix_cache_option(cmd, a->engine.prefix_cache_bytes);
     cmd->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes")->capture_default_str();
+    ServerOptions &server = a->server;
+    cmd->add_option_function<int64_t>(
+           "--responses-store-mb", [&server](int64_t mib) { server.responses_store_bytes = size_t(mib) << 20; },
+           "MiB of finished /v1/responses kept in memory for previous_response_id and GET /v1/responses/{id}, the "
+           "oldest dropped first (0: none kept)")
+        ->check(CLI::Range(int64_t(0), int64_t(1) << 30))
+        ->default_str("64");
     cmd->callback([a] { run_serve(*a); });
 }
 

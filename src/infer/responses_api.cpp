@@ -36,8 +36,8 @@ std::string item_text(const ordered_json &content, const std::string &where) {
     return text;
 }
 
-// The chat request's messages for `input` (after the instructions' system message, if any); where[k] names the
-// Responses field message k came from, for refusals.
+// The chat request's messages for `input`, appended to `messages`; where[k] names the Responses field message k
+// came from, for refusals.
 void input_messages(const ordered_json &input, ordered_json &messages, std::vector<std::string> &where) {
     if (input.is_string()) {
         messages.push_back({{"role", "user"}, {"content", input}});
@@ -59,11 +59,6 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
                        fmt::format("'{}.role' must be user, assistant, system or developer, got '{}'", at, role));
             const std::string text =
                 item_text(item.contains("content") ? item["content"] : ordered_json(), at + ".content");
-            const bool system = role == "system" || role == "developer";
-            if (system && messages.size() == 1 && where[0] == "instructions" && i == 0) { // one system turn
-                messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + text;
-                continue;
-            }
             messages.push_back({{"role", role}, {"content", text}});
         } else if (type == "function_call") {
             const ordered_json call = {
@@ -181,7 +176,6 @@ json response_object(const json &echoed, const std::string &id, int64_t created,
                 {"model", model},   {"output", std::move(output)}};
     if (c && c->finish_reason == "length") out["incomplete_details"] = {{"reason", "max_output_tokens"}};
     for (const auto &[key, value] : echoed.items()) out[key] = value;
-    out["store"] = false;
     out["usage"] = nullptr;
     if (c)
         out["usage"] = {{"input_tokens", c->prompt_tokens},
@@ -194,25 +188,51 @@ json response_object(const json &echoed, const std::string &id, int64_t created,
 
 } // namespace
 
-ApiRequest parse_responses_request(const std::string &body, int64_t max_context, json &echoed) {
+ResponsesRequest parse_responses_request(const std::string &body, int64_t max_context,
+                                         const PreviousConversation &previous) {
     const ordered_json j = parse_request_body<ordered_json>(body);
-    if (given(j, "previous_response_id"))
-        refuse("previous_response_id", "'previous_response_id': zaya stores no responses; send the whole "
-                                       "conversation in 'input'");
     if (given(j, "conversation"))
-        refuse("conversation", "'conversation': zaya stores no conversations; send the whole conversation in 'input'");
+        refuse("conversation", "'conversation': zaya keeps no conversation objects; use 'previous_response_id' or "
+                               "send the whole conversation in 'input'");
     if (given(j, "background") && j["background"] != false)
         refuse("background", "'background' responses are not supported");
     if (!given(j, "input")) refuse("input", "'input' is required");
-    ordered_json chat = ordered_json::object();
-    ordered_json messages = ordered_json::array();
-    std::vector<std::string> where;
+    ResponsesRequest q;
+    if (given(j, "store")) {
+        if (!j["store"].is_boolean()) refuse("store", "'store' must be a boolean");
+        q.store = j["store"].get<bool>();
+    }
+    std::vector<std::string> where; // the Responses field each chat message comes from
+    if (given(j, "previous_response_id")) {
+        if (!j["previous_response_id"].is_string())
+            refuse("previous_response_id", "'previous_response_id' must be a string");
+        const std::string id = j["previous_response_id"].get<std::string>();
+        const std::optional<ordered_json> earlier = previous ? previous(id) : std::nullopt;
+        if (!earlier)
+            throw ApiError(404,
+                           fmt::format("'previous_response_id': no stored response '{}' (stored with \"store\": true, "
+                                       "kept in memory until the server stops or its --responses-store-mb fills)",
+                                       id),
+                           "previous_response_id", "invalid_request_error", "previous_response_not_found");
+        q.conversation = *earlier;
+        where.assign(q.conversation.size(), "previous_response_id");
+    }
+    input_messages(j["input"], q.conversation, where);
+    // The instructions are the system turn; a system or developer message that begins the conversation joins them.
+    ordered_json messages = q.conversation;
     if (given(j, "instructions")) {
         if (!j["instructions"].is_string()) refuse("instructions", "'instructions' must be a string");
-        messages.push_back({{"role", "system"}, {"content", j["instructions"]}});
-        where.push_back("instructions");
+        const std::string instructions = j["instructions"].get<std::string>();
+        const std::string first = messages.empty() ? "" : messages[0]["role"].get<std::string>();
+        if (first == "system" || first == "developer") {
+            messages[0]["content"] = instructions + "\n\n" + messages[0]["content"].get<std::string>();
+            where[0] = "instructions";
+        } else {
+            messages.insert(messages.begin(), ordered_json{{"role", "system"}, {"content", instructions}});
+            where.insert(where.begin(), "instructions");
+        }
     }
-    input_messages(j["input"], messages, where);
+    ordered_json chat = ordered_json::object();
     chat["messages"] = messages;
     for (const char *key : {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "top_k", "min_p",
                             "stop", "repetition_penalty", "frequency_penalty", "presence_penalty", "logit_bias"})
@@ -222,23 +242,40 @@ ApiRequest parse_responses_request(const std::string &body, int64_t max_context,
     if (given(j, "tool_choice")) chat["tool_choice"] = chat_tool_choice(j["tool_choice"]);
     if (given(j, "text"))
         if (ordered_json f = chat_response_format(j["text"]); !f.is_null()) chat["response_format"] = f;
-    ApiRequest r;
     try {
-        r = parse_api_request(chat.dump(), /*chat=*/true, max_context);
+        q.api = parse_api_request(chat.dump(), /*chat=*/true, max_context);
     } catch (const ApiError &e) {
         throw in_responses_names(e, where);
     }
-    echoed = {
+    const ApiRequest &r = q.api;
+    q.echoed = {
         {"instructions", given(j, "instructions") ? json(j["instructions"]) : json(nullptr)},
         {"max_output_tokens", given(j, "max_output_tokens") ? json(j["max_output_tokens"]) : json(nullptr)},
+        {"previous_response_id", given(j, "previous_response_id") ? json(j["previous_response_id"]) : json(nullptr)},
         {"temperature", given(j, "temperature") ? json(j["temperature"]) : json(1.0)},
         {"top_p", given(j, "top_p") ? json(j["top_p"]) : json(1.0)},
         {"tools", given(j, "tools") ? json(j["tools"]) : json::array()},
         {"tool_choice", given(j, "tool_choice") ? json(j["tool_choice"]) : json(r.tools.active() ? "auto" : "none")},
         {"parallel_tool_calls", r.tools.parallel},
+        {"store", q.store},
         {"text",
          given(j, "text") && given(j["text"], "format") ? json(j["text"]) : json{{"format", {{"type", "text"}}}}}};
-    return r;
+    return q;
+}
+
+ordered_json answered_conversation(const ResponsesRequest &q, const json &response) {
+    ordered_json conversation = q.conversation;
+    ordered_json calls = ordered_json::array();
+    for (const json &item : response["output"]) {
+        if (item["type"] == "message")
+            conversation.push_back({{"role", "assistant"}, {"content", item["content"][0]["text"]}});
+        else if (item["type"] == "function_call")
+            calls.push_back({{"id", item["call_id"]},
+                             {"type", "function"},
+                             {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
+    }
+    if (!calls.empty()) conversation.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", calls}});
+    return conversation;
 }
 
 json responses_response(const ApiRequest &r, const json &echoed, const std::string &id, int64_t created,

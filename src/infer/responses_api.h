@@ -6,22 +6,38 @@
 // `output_text` part) or `function_call`, `status` "incomplete" with `incomplete_details.reason`
 // "max_output_tokens" when cut short, and Responses' usage. A stream sends Responses' typed events
 // (`response.created`, `response.output_item.added`, `response.output_text.delta`, ...,
-// `response.completed`). Nothing is stored: `previous_response_id` is refused (send the whole conversation), as
-// are hosted tools (web search, file search, ...) and `background`.
+// `response.completed`). Responses are kept in memory (infer/response_store.h) for `previous_response_id` and
+// GET / DELETE /v1/responses/{id}; hosted tools (web search, file search, ...), `conversation` and `background` are
+// refused.
 #pragma once
 #include "infer/openai_api.h"
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace zaya {
 
-// A Responses request as the chat request it means (`chat` true, n 1). `echoed` gets the request's fields the
-// Response object repeats (instructions, max_output_tokens, temperature, top_p, tools, tool_choice,
-// parallel_tool_calls, text). Throws ApiError naming the field.
-ApiRequest parse_responses_request(const std::string &body, int64_t max_context, nlohmann::json &echoed);
+// A Responses request as the chat request it means (`chat` true, n 1).
+struct ResponsesRequest {
+    ApiRequest api;
+    // The request's fields the Response object repeats (instructions, max_output_tokens, temperature, top_p, tools,
+    // tool_choice, parallel_tool_calls, text) and its previous_response_id.
+    nlohmann::json echoed;
+    // Chat messages: the previous response's conversation, then this input's turns (not the instructions).
+    nlohmann::ordered_json conversation = nlohmann::ordered_json::array();
+    bool store = true; // keep the Response (OpenAI's default)
+};
+// The stored conversation of response `id` (ResponseStore), or nullopt when there is none; empty: nothing stored.
+using PreviousConversation = std::function<std::optional<nlohmann::ordered_json>(const std::string &id)>;
+// Throws ApiError naming the field (404 for an unknown previous_response_id).
+ResponsesRequest parse_responses_request(const std::string &body, int64_t max_context,
+                                         const PreviousConversation &previous = {});
+// The conversation a Response ends: the request's, then its output as an assistant turn (words, or tool calls).
+nlohmann::ordered_json answered_conversation(const ResponsesRequest &q, const nlohmann::json &response);
 
 // The Response object of a finished answer. `id` like "resp_7"; `created` in Unix seconds.
 nlohmann::json responses_response(const ApiRequest &r, const nlohmann::json &echoed, const std::string &id,

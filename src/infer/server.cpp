@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "infer/openai_api.h"
+#include "infer/response_store.h"
 #include "infer/responses_api.h"
 
 #include <httplib.h>
@@ -82,10 +83,10 @@ enum class Endpoint : uint8_t { Completions, Chat, Responses };
 
 // A Responses stream: typed events ("event: response.output_text.delta" and its data), no [DONE] line.
 void stream_response_events(Engine &engine, httplib::Response &res, std::shared_ptr<Channel> ch, uint64_t id,
-                            std::shared_ptr<ResponsesStream> stream) {
+                            std::shared_ptr<ResponsesStream> stream, std::function<void(const json &)> finished) {
     auto opened = std::make_shared<bool>(false);
     res.set_chunked_content_provider(
-        "text/event-stream", [&engine, ch, id, stream, opened](size_t, httplib::DataSink &sink) {
+        "text/event-stream", [&engine, ch, id, stream, opened, finished](size_t, httplib::DataSink &sink) {
             auto send = [&](const std::vector<json> &events) {
                 for (const json &e : events) {
                     const std::string line =
@@ -106,7 +107,9 @@ void stream_response_events(Engine &engine, httplib::Response &res, std::shared_
                        {"param", nullptr}}});
                 sink.done();
             } else if (done) {
-                send(stream->finish(*done));
+                const std::vector<json> events = stream->finish(*done);
+                finished(events.back()["response"]);
+                send(events);
                 sink.done();
             }
             return true;
@@ -142,7 +145,8 @@ std::vector<std::vector<int32_t>> prompt_ids(ApiRequest &r, const Tokenizer *tok
 } // namespace
 
 Server::Server(Engine &engine, ServerOptions opts)
-    : engine_(engine), opts_(std::move(opts)), http_(std::make_unique<httplib::Server>()) {
+    : engine_(engine), opts_(std::move(opts)), http_(std::make_unique<httplib::Server>()),
+      stored_(std::make_unique<ResponseStore>(opts_.responses_store_bytes)) {
     const int threads = opts_.http_threads;
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
     http_->set_payload_max_length(opts_.max_body_bytes);
@@ -296,12 +300,21 @@ void Server::routes() {
             const bool chat = endpoint != Endpoint::Completions, responses = endpoint == Endpoint::Responses;
             const Tokenizer *tok = engine_.tokenizer();
             ApiRequest r;
-            json echoed; // Responses: the request's fields its Response repeats
+            ResponsesRequest q; // Responses: the request's conversation and the fields its Response repeats
             std::vector<std::vector<int32_t>> prompts;
             std::vector<std::string> echoes; // each prompt's text, when echoed
             try {
-                r = responses ? parse_responses_request(req.body, engine_.max_context(), echoed)
-                              : parse_api_request(req.body, chat, engine_.max_context());
+                if (responses) {
+                    q = parse_responses_request(req.body, engine_.max_context(),
+                                                [this](const std::string &id) -> std::optional<nlohmann::ordered_json> {
+                                                    const auto e = stored_->get(id);
+                                                    if (!e) return std::nullopt;
+                                                    return e->conversation;
+                                                });
+                    r = q.api;
+                } else {
+                    r = parse_api_request(req.body, chat, engine_.max_context());
+                }
                 prompts = prompt_ids(r, tok, int32_t(engine_.model().config.bos_token_id), echoes);
                 const int64_t V = engine_.model().config.vocab_size;
                 for (const auto &[token, bias] : r.sample.logit_bias)
@@ -364,9 +377,10 @@ void Server::routes() {
                         return;
                     }
                 if (responses) {
-                    res.set_content(
-                        responses_response(r, echoed, rid, created, opts_.model_name, choices[0].completion).dump(),
-                        "application/json");
+                    const json out = responses_response(r, q.echoed, rid, created, opts_.model_name,
+                                                        choices[0].completion);
+                    keep_response(q, rid, out);
+                    res.set_content(out.dump(), "application/json");
                     return;
                 }
                 res.set_content(completion_response(r, rid, created, opts_.model_name, choices, spell).dump(),
@@ -376,7 +390,8 @@ void Server::routes() {
             res.set_header("Cache-Control", "no-cache");
             if (responses) {
                 stream_response_events(engine_, res, channels[0], ids[0],
-                                       std::make_shared<ResponsesStream>(r, echoed, rid, created, opts_.model_name));
+                                       std::make_shared<ResponsesStream>(r, q.echoed, rid, created, opts_.model_name),
+                                       [this, q, rid](const json &out) { keep_response(q, rid, out); });
                 return;
             }
             // What the stream has sent: the opening (a chat's role, an echoed prompt) and the text offset so far.
@@ -465,6 +480,27 @@ void Server::routes() {
     s.Post("/v1/completions", generate(Endpoint::Completions));
     s.Post("/v1/chat/completions", generate(Endpoint::Chat));
     s.Post("/v1/responses", generate(Endpoint::Responses));
+    s.Get(R"(/v1/responses/([^/]+))", [this, authorised](const httplib::Request &req, httplib::Response &res) {
+        if (!authorised(req, res)) return;
+        if (const auto e = stored_->get(req.matches[1].str()))
+            res.set_content(e->response.dump(), "application/json");
+        else
+            send_error(res, ApiError(404, "no stored response '" + req.matches[1].str() + "'", "response_id"));
+    });
+    s.Delete(R"(/v1/responses/([^/]+))", [this, authorised](const httplib::Request &req, httplib::Response &res) {
+        if (!authorised(req, res)) return;
+        const std::string id = req.matches[1].str();
+        if (stored_->erase(id))
+            res.set_content(json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}}.dump(),
+                            "application/json");
+        else
+            send_error(res, ApiError(404, "no stored response '" + id + "'", "response_id"));
+    });
+}
+
+void Server::keep_response(const ResponsesRequest &q, const std::string &id, const json &response) {
+    if (!q.store || !stored_->enabled()) return;
+    stored_->put(id, {response, answered_conversation(q, response)});
 }
 
 

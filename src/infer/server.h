@@ -1,11 +1,14 @@
 // `zaya serve`: the OpenAI-compatible HTTP server (cpp-httplib) in front of one Engine.
 //   POST /v1/completions, POST /v1/chat/completions, POST /v1/responses (OpenAI's Responses API,
-//   infer/responses_api.h) — JSON, or server-sent events with "stream": true —
+//   infer/responses_api.h; GET and DELETE /v1/responses/{id} for stored ones) — JSON, or server-sent events with
+//   "stream": true —
 //   GET /v1/models, GET /health, GET /metrics (Prometheus), POST /tokenize and /detokenize (vLLM's).
 // Requests run concurrently: each HTTP thread submits to the engine, whose loop batches all running requests'
 // decode steps together. Refused requests get a 4xx with an OpenAI-style error body; the server keeps serving.
 #pragma once
 #include "infer/engine.h"
+
+#include <nlohmann/json.hpp>
 
 #include <memory>
 #include <string>
@@ -16,6 +19,9 @@ class Server;
 
 namespace zaya {
 
+class ResponseStore;
+struct ResponsesRequest;
+
 struct ServerOptions {
     std::string host = "127.0.0.1"; // loopback unless asked otherwise
     int port = 8080;                 // 0: any free port (bind() says which)
@@ -23,6 +29,7 @@ struct ServerOptions {
     std::string model_name = "zaya";
     size_t max_body_bytes = 1 << 20;
     int http_threads = 64; // concurrent connections served (streams hold one each)
+    size_t responses_store_bytes = size_t(64) << 20; // stored Responses (previous_response_id); 0: none kept
 };
 
 class Server {
@@ -36,9 +43,12 @@ class Server {
   private:
     void routes();
     std::string metrics_text() const; // GET /metrics
+    // A finished Response kept for previous_response_id and GET /v1/responses/{id} (unless "store": false).
+    void keep_response(const ResponsesRequest &q, const std::string &id, const nlohmann::json &response);
     Engine &engine_;
     ServerOptions opts_;
     std::unique_ptr<httplib::Server> http_;
+    std::unique_ptr<ResponseStore> stored_;
 };
 
 } // namespace zaya

@@ -433,6 +433,35 @@ post /v1/responses "{\"input\": [{\"role\": \"user\", \"content\": \"Weather in 
     \"tools\": $rtools, \"tool_choice\": \"none\", \"max_output_tokens\": 5}"
 check "/v1/responses: the call and its output sent back as input items, answered in words" \
     '.output[0].type == "message" and (.output[0].content[0].text | type) == "string"'
+# Stored responses: previous_response_id continues the stored conversation (= sending it whole); GET returns the
+# Response; DELETE forgets it; "store": false keeps nothing.
+turn='"max_output_tokens": 8, "temperature": 1.0, "seed": 6'
+post /v1/responses "{\"input\": \"Hello\", $turn}"
+first=$body
+first_id=$(echo "$first" | jq -r .id)
+first_words=$(echo "$first" | jq -c '.output[0].content[0].text')
+post /v1/responses "{\"previous_response_id\": \"$first_id\", \"input\": \"And then?\", $turn}"
+continued=$(echo "$body" | jq -c '[.output[0].content[0].text, .usage.input_tokens, .previous_response_id]')
+post /v1/responses "{\"input\": [{\"role\": \"user\", \"content\": \"Hello\"}, {\"role\": \"assistant\",
+    \"content\": $first_words}, {\"role\": \"user\", \"content\": \"And then?\"}], $turn}"
+whole=$(echo "$body" | jq -c --arg id "$first_id" '[.output[0].content[0].text, .usage.input_tokens, $id]')
+[[ $status == 200 && $continued == "$whole" ]] &&
+    pass "previous_response_id: the stored conversation continued = sent whole ($continued)" ||
+    fail "previous_response_id = the conversation sent whole" "continued: $continued" "whole: $whole"
+http_method() { status=$(curl -s -o "$tmp/got.json" -w '%{http_code}' "${auth[@]}" -X "$1" "$url$2"); body=$(cat "$tmp/got.json"); }
+http_method GET "/v1/responses/$first_id"
+[[ $status == 200 && $(jq -S -c . <<<"$body") == "$(jq -S -c . <<<"$first")" ]] &&
+    pass "GET /v1/responses/{id}: the Response as answered" || fail "GET /v1/responses/{id}" "status $status" "$body"
+http_method DELETE "/v1/responses/$first_id"
+check "DELETE /v1/responses/{id}" '.deleted == true and .object == "response.deleted"'
+http_method GET "/v1/responses/$first_id"
+deleted_get=$status
+post /v1/responses "{\"previous_response_id\": \"$first_id\", \"input\": \"x\"}"
+[[ $deleted_get == 404 && $status == 404 ]] && pass "a deleted response: GET and previous_response_id 404" ||
+    fail "a deleted response is gone" "GET $deleted_get, previous_response_id $status"
+post /v1/responses "{\"input\": \"Hello\", \"store\": false, $turn}"
+http_method GET "/v1/responses/$(echo "$body" | jq -r .id)"
+[[ $status == 404 ]] && pass "\"store\": false keeps nothing" || fail "\"store\": false keeps nothing" "GET: $status"
 
 expect_status() {
     local name=$1 want=$2 path=$3 data=$4 param=${5:-}
@@ -483,8 +512,8 @@ expect_status "tools empty" 400 /v1/chat/completions '{"messages": [{"role": "us
 expect_status "a tool's name with a space" 400 /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}],
     "tools": [{"type": "function", "function": {"name": "get weather"}}]}' 'tools[0].function.name'
 expect_status "tools on /v1/completions" 400 /v1/completions     '{"prompt": "x", "tools": [{"type": "function", "function": {"name": "a"}}]}' tools
-expect_status "/v1/responses previous_response_id (nothing stored)" 400 /v1/responses '{"input": "x",
-    "previous_response_id": "resp_1"}' previous_response_id
+expect_status "/v1/responses an unknown previous_response_id" 404 /v1/responses '{"input": "x",
+    "previous_response_id": "resp_nope"}' previous_response_id
 expect_status "/v1/responses a hosted tool" 400 /v1/responses '{"input": "x", "tools": [{"type": "web_search"}]}' \
     'tools[0].type'
 expect_status "several prompts streamed" 400 /v1/completions '{"prompt": ["a", "b"], "stream": true}' prompt

@@ -2,6 +2,7 @@
 // tools, tool_choice, text.format, max_output_tokens), refusals naming the Responses field, the Response object of
 // words, calls and answers cut short, and a stream's events — gathered as OpenAI's client gathers them, whatever the
 // pieces — adding up to that object.
+#include "infer/response_store.h"
 #include "infer/responses_api.h"
 #include "test_helpers.h"
 
@@ -16,10 +17,9 @@ namespace {
 using nlohmann::json;
 
 ApiRequest parsed(const std::string &body, json *echoed = nullptr) {
-    json e;
-    ApiRequest r = parse_responses_request(body, 4096, e);
-    if (echoed) *echoed = e;
-    return r;
+    ResponsesRequest q = parse_responses_request(body, 4096);
+    if (echoed) *echoed = q.echoed;
+    return q.api;
 }
 
 std::pair<std::string, std::string> refusal_of(const std::string &body) {
@@ -139,8 +139,9 @@ TEST(ResponsesApi, RefusesNamingTheResponsesField) {
         {R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "a", "schema": {"not": {}}}}})",
          "text.format", "text.format.schema"},
         {R"({"input": "x", "text": {"format": {"type": "xml"}}})", "text.format", "text.format"},
-        {R"({"input": "x", "previous_response_id": "resp_1"})", "previous_response_id", "stores no responses"},
-        {R"({"input": "x", "conversation": "c"})", "conversation", "stores no conversations"},
+        {R"({"input": "x", "previous_response_id": 1})", "previous_response_id", "string"},
+        {R"({"input": "x", "store": "yes"})", "store", "boolean"},
+        {R"({"input": "x", "conversation": "c"})", "conversation", "no conversation objects"},
         {R"({"input": "x", "background": true})", "background", "not supported"},
         {R"({"input": )" + std::string(100000, '[') + std::string(100000, ']') + "}", "", "nests deeper"},
         {"[1]", "", "JSON object"},
@@ -203,6 +204,96 @@ TEST(ResponsesApi, AnswersAsAResponseObject) {
     EXPECT_EQ(out["output"][0]["content"][0]["text"], "  Sunny, I think.");
 }
 
+// previous_response_id: the stored conversation (not its instructions), then the new input; the answer's turn as
+// the model wrote it, calls included, so a call's output names its tool.
+TEST(ResponsesApi, ContinuesAStoredConversation) {
+    ResponseStore store(1 << 20);
+    const PreviousConversation previous = [&](const std::string &id) -> std::optional<nlohmann::ordered_json> {
+        const auto e = store.get(id);
+        if (!e) return std::nullopt;
+        return e->conversation;
+    };
+    const std::string tools = std::string(R"("tools": )") + kTools;
+    ResponsesRequest q = parse_responses_request(
+        R"({"instructions": "Be brief.", "input": "Weather in Oslo?", )" + tools + "}", 4096, previous);
+    EXPECT_TRUE(q.store);
+    EXPECT_EQ(q.echoed["store"], true);
+    EXPECT_TRUE(q.echoed["previous_response_id"].is_null());
+    ASSERT_EQ(q.conversation.size(), 1u); // (the instructions are not part of it)
+    const json first = responses_response(
+        q.api, q.echoed, "resp_3", 1, "zaya",
+        completion(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}}]})", "stop"));
+    store.put("resp_3", {first, answered_conversation(q, first)});
+
+    q = parse_responses_request(R"({"previous_response_id": "resp_3", "instructions": "Be kind.", )" + tools +
+                                    R"(, "input": [{"type": "function_call_output", "call_id": "call_3_0_0",
+                                    "output": "3 C"}], "store": false})",
+                                4096, previous);
+    EXPECT_FALSE(q.store);
+    EXPECT_EQ(q.echoed["previous_response_id"], "resp_3");
+    const ApiRequest chat = parse_api_request(R"({"tools": [
+        {"type": "function", "function": {"name": "get_weather", "description": "The weather", "parameters": {
+         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+         "additionalProperties": false}, "strict": true}}, {"type": "function", "function": {"name": "now"}}],
+        "messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "tool_calls": [{"id": "call_3_0_0", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_3_0_0", "content": "3 C"}]})",
+                                              true, 4096);
+    ASSERT_EQ(q.api.messages.size(), chat.messages.size());
+    for (size_t i = 0; i < chat.messages.size(); ++i) {
+        EXPECT_EQ(q.api.messages[i].role, chat.messages[i].role) << i;
+        EXPECT_EQ(q.api.messages[i].content, chat.messages[i].content) << i;
+    }
+    EXPECT_NE(q.api.messages[3].content.find("The call call_3_0_0 of get_weather returned:\n3 C"), std::string::npos);
+    EXPECT_EQ(q.api.messages[0].content.find("Be brief."), std::string::npos); // instructions are not carried over
+    // A words answer continues too; an unknown id is a 404 naming it.
+    const json second = responses_response(q.api, q.echoed, "resp_4", 1, "zaya", completion("Cold.", "stop"));
+    store.put("resp_4", {second, answered_conversation(q, second)});
+    q = parse_responses_request(R"({"previous_response_id": "resp_4", "input": "Thanks"})", 4096, previous);
+    ASSERT_EQ(q.api.messages.size(), 5u);
+    EXPECT_EQ(q.api.messages[3].role, "assistant");
+    EXPECT_EQ(q.api.messages[3].content, "Cold.");
+    EXPECT_EQ(q.api.messages[4].content, "Thanks");
+    try {
+        parse_responses_request(R"({"previous_response_id": "resp_9", "input": "x"})", 4096, previous);
+        ADD_FAILURE() << "an unknown previous_response_id was taken";
+    } catch (const ApiError &e) {
+        EXPECT_EQ(e.status, 404);
+        EXPECT_EQ(e.param, "previous_response_id");
+        EXPECT_EQ(e.code, "previous_response_not_found");
+        EXPECT_NE(e.message.find("resp_9"), std::string::npos);
+    }
+}
+
+// The store keeps what fits its budget, the oldest dropped first; an id put again is the newest, not dropped for
+// its first place.
+TEST(ResponseStore, KeepsTheNewestWithinItsBudget) {
+    auto entry = [](size_t bytes) {
+        return ResponseStore::Entry{json{{"pad", std::string(bytes, 'x')}}, nlohmann::ordered_json::array()};
+    };
+    const size_t one = entry(1000).response.dump().size() + 2; // ("[]")
+    ResponseStore store(3 * one);
+    store.put("a", entry(1000));
+    store.put("b", entry(1000));
+    store.put("c", entry(1000));
+    EXPECT_EQ(store.bytes(), 3 * one);
+    store.put("a", entry(1000)); // a again: now the newest
+    store.put("d", entry(1000)); // drops b, the oldest
+    EXPECT_TRUE(store.get("a"));
+    EXPECT_FALSE(store.get("b"));
+    EXPECT_TRUE(store.get("c") && store.get("d"));
+    EXPECT_TRUE(store.erase("c"));
+    EXPECT_FALSE(store.erase("c"));
+    EXPECT_EQ(store.bytes(), 2 * one);
+    store.put("huge", entry(4000)); // larger than the budget: not kept, nothing dropped
+    EXPECT_FALSE(store.get("huge"));
+    EXPECT_TRUE(store.get("a") && store.get("d"));
+    for (int i = 0; i < 1000; ++i) store.put("e", entry(10)); // the same id again and again: one entry
+    EXPECT_TRUE(store.get("a") && store.get("d") && store.get("e"));
+    EXPECT_FALSE(ResponseStore(0).enabled());
+}
+
 // A stream gathered as OpenAI's client gathers it (openai/lib/streaming/responses): items added, parts added, text
 // and argument deltas appended; the final event's Response.
 struct Gathered {
@@ -259,7 +350,7 @@ TEST(ResponsesApi, StreamsEventsThatAddUpToTheResponse) {
     for (const Case &c : cases) {
         json echoed;
         const ApiRequest r = parsed(c.body, &echoed);
-        Completion done = completion(c.text, c.finish);
+        const Completion done = completion(c.text, c.finish);
         const json want = responses_response(r, echoed, "resp_5", 9, "zaya", done);
         for (int trial = 0; trial < 50; ++trial) {
             ResponsesStream s(r, echoed, "resp_5", 9, "zaya");
