@@ -503,5 +503,4 @@ void Server::keep_response(const ResponsesRequest &q, const std::string &id, con
     stored_->put(id, {response, answered_conversation(q, response)});
 }
 
-
 } // namespace zaya
