@@ -84,13 +84,9 @@ void register_serve(CLI::App &app) {
     add_engine_device_options(cmd, a->engine);
     add_prefix_cache_option(cmd, a->engine.prefix_cache_bytes);
     cmd->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes")->capture_default_str();
-    ServerOptions &server = a->server;
-    cmd->add_option_function<int64_t>(
-           "--responses-store-mb", [&server](int64_t mib) { server.responses_store_bytes = size_t(mib) << 20; },
-           "MiB of finished /v1/responses kept in memory for previous_response_id and GET /v1/responses/{id}, the "
-           "oldest dropped first (0: none kept)")
-        ->check(CLI::Range(int64_t(0), int64_t(1) << 30))
-        ->default_str("64");
+    add_mib_option(cmd, "--responses-store-mb", a->server.responses_store_bytes, 64,
+                   "MiB of finished /v1/responses kept in memory for previous_response_id and GET "
+                   "/v1/responses/{id}, the oldest dropped first (0: none kept)");
     cmd->callback([a] { run_serve(*a); });
 }
 

@@ -143,15 +143,20 @@ void add_engine_device_options(CLI::App *cmd, EngineOptions &o) {
     add_kv_dtype_option(cmd, o.kv_dtype);
 }
 
-void add_prefix_cache_option(CLI::App *cmd, size_t &bytes, const std::string &when) {
-    bytes = size_t(1024) << 20;
-    cmd->add_option_function<int64_t>(
-           "--prefix-cache-mb", [&bytes](int64_t mib) { bytes = size_t(mib) << 20; },
-           when + "MiB of finished sequences kept so that later prompts beginning with the same tokens (a chat's "
-                  "next turn, a shared system prompt, few-shot examples) resume from them instead of computing them "
-                  "again (0: off; on cuda a finished sequence stays in its slot until one is needed)")
+void add_mib_option(CLI::App *cmd, const std::string &name, size_t &bytes, int64_t default_mib,
+                    const std::string &help) {
+    bytes = size_t(default_mib) << 20;
+    cmd->add_option_function<int64_t>(name, [&bytes](int64_t mib) { bytes = size_t(mib) << 20; }, help)
         ->check(CLI::Range(int64_t(0), int64_t(1) << 30))
-        ->default_str("1024");
+        ->default_str(std::to_string(default_mib));
+}
+
+void add_prefix_cache_option(CLI::App *cmd, size_t &bytes, const std::string &when) {
+    add_mib_option(cmd, "--prefix-cache-mb", bytes, 1024,
+                   when + "MiB of finished sequences kept so that later prompts beginning with the same tokens (a "
+                          "chat's next turn, a shared system prompt, few-shot examples) resume from them instead of "
+                          "computing them again (0: off; on cuda a finished sequence stays in its slot until one is "
+                          "needed)");
 }
 
 std::optional<DType> parse_kv_dtype(const std::string &name) {

@@ -40,6 +40,9 @@ std::string speed_summary(const Completion &r);
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o);
 // --prefix-cache-mb into `bytes` (EngineOptions::prefix_cache_bytes), 1024 MiB unless given; `when` starts its help.
 void add_prefix_cache_option(CLI::App *cmd, size_t &bytes, const std::string &when = "");
+// An option of MiB (0 to 2^30) that sets `bytes`, default_mib until given.
+void add_mib_option(CLI::App *cmd, const std::string &name, size_t &bytes, int64_t default_mib,
+                    const std::string &help);
 void add_kv_dtype_option(CLI::App *cmd, std::optional<DType> &kv);
 std::optional<DType> parse_kv_dtype(const std::string &name); // "auto" (unset) | "bf16" | "f32"
 

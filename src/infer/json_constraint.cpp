@@ -87,10 +87,9 @@ JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTable> table, std::sha
 
 JsonConstraint::State JsonConstraint::decide(std::string_view bytes, size_t &matched, size_t &rest) const {
     for (size_t i = 0; i < bytes.size(); ++i) {
-        const uint8_t b = uint8_t(bytes[i]);
-        if (matched == 0 && json_whitespace(b)) continue; // whitespace before the trigger
-        if (b != uint8_t(trigger_[matched])) return State::Free;
-        if (++matched == trigger_.size()) {
+        const TriggerStep step = trigger_step(trigger_, matched, uint8_t(bytes[i]));
+        if (step == TriggerStep::TurnedAway) return State::Free;
+        if (step == TriggerStep::Complete) {
             rest = i + 1;
             return State::Held;
         }

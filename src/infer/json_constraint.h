@@ -57,6 +57,16 @@ class TokenTable {
     std::array<std::vector<int32_t>, 256> by_first_;
 };
 
+// A lazy constraint's trigger read byte by byte: whitespace before its first byte, then its bytes exactly.
+// `matched` counts its bytes read so far. The engine decides by it (JsonConstraint) and the server's reader of tool
+// answers (AnswerStream, infer/tool_calls.h) reads by it, so the two agree on every text.
+enum class TriggerStep : uint8_t { Undecided, TurnedAway, Complete };
+inline TriggerStep trigger_step(std::string_view trigger, size_t &matched, uint8_t b) {
+    if (matched == 0 && json_whitespace(b)) return TriggerStep::Undecided;
+    if (b != uint8_t(trigger[matched])) return TriggerStep::TurnedAway;
+    return ++matched == trigger.size() ? TriggerStep::Complete : TriggerStep::Undecided;
+}
+
 class JsonConstraint {
   public:
     // schema: JsonSchema::any_object() for plain JSON mode.

@@ -373,7 +373,7 @@ json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached
 } // namespace
 
 std::string tool_call_prefix(const std::string &response_id, size_t choice) {
-    return fmt::format("{}_{}", response_id.substr(response_id.find('-') + 1), choice);
+    return fmt::format("{}_{}", response_id.substr(response_id.find_first_of("-_") + 1), choice);
 }
 
 json completion_response(const ApiRequest &r, const std::string &id, int64_t created, const std::string &model,

@@ -80,8 +80,8 @@ nlohmann::json api_logprobs(bool chat, std::span<const TokenLogprobs> lps, const
 nlohmann::json completion_response(const ApiRequest &r, const std::string &id, int64_t created,
                                    const std::string &model, const std::vector<ApiChoice> &choices,
                                    const SpellToken &spell);
-// The tool call ids of choice `choice` of response `response_id` ("chatcmpl-7") begin "call_7_<choice>_"
-// (read_tool_answer).
+// The tool call ids of choice `choice` of response `response_id` ("chatcmpl-7", or the Responses API's "resp_7")
+// begin "call_7_<choice>_" (read_tool_answer).
 std::string tool_call_prefix(const std::string &response_id, size_t choice);
 // One server-sent-events chunk: a text delta (finish_reason null), or the final chunk (finish_reason set, usage);
 // `logprobs` (api_logprobs of the delta's tokens) or null.

@@ -284,7 +284,7 @@ json responses_response(const ApiRequest &r, const json &echoed, const std::stri
     json output = json::array();
     ToolAnswer a;
     a.content = c.text;
-    if (r.tools.active()) a = read_tool_answer(c.text, c.finish_reason, number_of(id) + "_0");
+    if (r.tools.active()) a = read_tool_answer(c.text, c.finish_reason, tool_call_prefix(id, 0));
     if (a.tool_calls.is_null()) {
         output.push_back(message_item(id, a.content, cut ? "incomplete" : "completed"));
     } else {
@@ -346,7 +346,7 @@ std::vector<json> ResponsesStream::feed(const std::string &text) {
                                                            {"delta", words},
                                                            {"logprobs", json::array()}}));
     }
-    for (const json &d : call_deltas(piece, number_of(id_) + "_0")) {
+    for (const json &d : call_deltas(piece, tool_call_prefix(id_, 0))) {
         if (d.contains("id")) { // a call begins: the one before is done
             close_item(out);
             output_.push_back(

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/json_depth.h"
 #include "core/utf8.h"
+#include "infer/json_constraint.h"
 #include "infer/json_grammar.h"
 
 #include <fmt/format.h>
@@ -340,14 +341,14 @@ void AnswerStream::byte(uint8_t b, AnswerPiece &out) {
     switch (phase_) {
     case Phase::Trigger:
         held_ += char(b);
-        if (at_ == 0 && json_whitespace(b)) return;
-        if (b != uint8_t(kToolCallsTrigger[at_])) { // words: the bytes held so far are their first
-            kind_ = Kind::Words;
-            phase_ = Phase::Words;
-        } else if (++at_ == kToolCallsTrigger.size()) {
+        switch (trigger_step(kToolCallsTrigger, at_, b)) {
+        case TriggerStep::Undecided: return;
+        case TriggerStep::TurnedAway: phase_ = Phase::Words; return; // the bytes held so far are the words' first
+        case TriggerStep::Complete:
             held_.clear();
             at_ = 0;
             phase_ = Phase::CallsBracket;
+            return;
         }
         return;
     case Phase::CallsBracket:
@@ -372,7 +373,7 @@ void AnswerStream::byte(uint8_t b, AnswerPiece &out) {
             if (key_.size() > 64) phase_ = Phase::Other;
             return;
         }
-        kind_ = Kind::Calls;
+        calls_ = true;
         call_piece(out).name = key_;
         depth_ = 0, in_string_ = escaped_ = false;
         expect(",", "\"arguments\"", ":", Phase::Args);

@@ -96,20 +96,18 @@ nlohmann::json call_deltas(const AnswerPiece &piece, const std::string &id_prefi
 // An answer read as it is written, for a stream (and for read_tool_answer): feed the text piece by piece. It is
 // calls if it begins (after whitespace) with kToolCallsTrigger exactly, as the engine decides; after the trigger
 // whitespace between tokens is allowed, as in any JSON; calls of another shape stop the reading (nothing more comes
-// out).
+// out: neither words() nor, before a name was written, calls()).
 class AnswerStream {
   public:
     AnswerPiece feed(std::string_view text);
-    bool words() const { return kind_ == Kind::Words; } // the answer is words (it turned away from the trigger)
-    bool calls() const { return kind_ == Kind::Calls; } // the answer is calls (the first one's name is written)
+    bool words() const { return phase_ == Phase::Words; } // the answer is words (it turned away from the trigger)
+    bool calls() const { return calls_; }                   // the answer is calls (the first one's name is written)
     bool complete() const { return phase_ == Phase::Done; } // the calls' object closed
-    bool other() const { return phase_ == Phase::Other; }   // calls of another shape
 
   private:
     enum class Phase : uint8_t {
         Trigger, Words, CallsBracket, Tokens, NameQuote, Name, Args, CallClose, AfterCall, Close, Done, Other
     };
-    enum class Kind : uint8_t { None, Words, Calls };
     void byte(uint8_t b, AnswerPiece &out);
     bool punct(uint8_t b, char want, Phase next); // whitespace, or `want` then `next`; else Other
     std::string release_whole();
@@ -118,7 +116,7 @@ class AnswerStream {
 
     Phase phase_ = Phase::Trigger;
     Phase after_ = Phase::Trigger; // Tokens: where they lead
-    Kind kind_ = Kind::None;
+    bool calls_ = false;           // a call's name was written (the phase may have gone on to Other since)
     std::string key_;             // Name: the name so far
     std::array<std::string_view, 3> tokens_; // Tokens: to match in turn, whitespace allowed between them
     size_t token_ = 0, at_ = 0;   // Trigger: its bytes matched; Tokens: the token under way, and its bytes matched
