@@ -3,8 +3,8 @@
 // /v1/chat/completions or /v1/responses.
 // The body is also read as a model's answer to tools: read_tool_answer whole, and an AnswerStream in two pieces
 // must say the same (words, each call's name and arguments), throw nothing, and give valid UTF-8 for valid UTF-8
-// (the server's JSON writer throws on anything else). Words are the text itself once it turns away from the
-// trigger, {"tool_calls":.
+// (the server's JSON writer throws on anything else). Words are the text itself up to the trigger, {"tool_calls":,
+// or to its end, and the stream's pieces, then its finish(), add up to them.
 #include "core/utf8.h"
 #include "infer/openai_api.h"
 #include "infer/responses_api.h"
@@ -32,6 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nlohmann::json calls = nlohmann::json::array();
     for (const std::string_view piece : {std::string_view(body).substr(0, cut), std::string_view(body).substr(cut)}) {
         const zaya::AnswerPiece p = stream.feed(piece);
+        if (zaya::is_utf8(body) && !zaya::is_utf8(p.words)) __builtin_trap(); // whole characters only
         words += p.words;
         for (const nlohmann::json &d : zaya::call_deltas(p, "0_0")) {
             const size_t k = d["index"].get<size_t>();
@@ -43,8 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             calls[k]["arguments"].get_ref<std::string &>() += piece_args;
         }
     }
-    // (A text that ends inside a UTF-8 character keeps it back from the stream: only whole characters go out.)
-    if (stream.words() && words != a.content && zaya::is_utf8(body)) __builtin_trap();
+    words += stream.finish().words;
+    if (words != a.content) __builtin_trap();
     if (stream.calls() != !a.tool_calls.is_null() || (stream.calls() && calls.size() != a.tool_calls.size()))
         __builtin_trap();
     for (size_t k = 0; stream.calls() && k < calls.size(); ++k)

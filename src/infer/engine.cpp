@@ -255,7 +255,7 @@ bool Engine::step() {
     // When every sequence picks greedily and none reports log-probabilities, the decoder gives the argmax alone (on
     // the GPU: 4 bytes per sequence downloaded instead of V floats).
     const bool all_greedy = scored == SIZE_MAX && std::all_of(fed.begin(), fed.end(), [](const Request *r) {
-                                return r->sampler->greedy() && r->opts.logprobs < 0 && (!r->json || r->json->free());
+                                return r->sampler->greedy() && r->opts.logprobs < 0 && (!r->json || !r->json->masks());
                             });
     try {
         if (scored != SIZE_MAX) {
@@ -289,7 +289,7 @@ bool Engine::step() {
         }
         const float *logits = logits_.data() + i * size_t(V);
         int32_t t = -1;
-        if (r.json && !r.json->free()) { // drawn from the tokens that continue the JSON text; log-probabilities stay
+        if (r.json && r.json->masks()) { // drawn from the tokens that continue the JSON text; log-probabilities stay
                                          // the model's
             masked_.assign(logits, logits + V);
             if (r.json->mask(masked_.data()) == 0) {
@@ -298,15 +298,17 @@ bool Engine::step() {
                 continue;
             }
             t = r.sampler->sample(masked_.data());
+        } else {
+            t = all_greedy ? greedy_[i] : r.sampler->sample(logits);
+        }
+        if (r.json) {
             try {
-                r.json->advance(t);
+                r.json->advance(t); // (a lazy constraint reads free text too: the trigger may begin anywhere)
             } catch (const std::exception &e) { // a token at −∞ drawn: a bug, but one request's, not the engine's
                 r.out.error = e.what();
                 finish(r, "error");
                 continue;
             }
-        } else {
-            t = all_greedy ? greedy_[i] : r.sampler->sample(logits);
         }
         // A stop token ends the text, except in JSON mode, where only tokens that continue the JSON are drawn and
         // the text ends as its value closes: a stop id that is an ordinary piece there (a model whose eos_token_id

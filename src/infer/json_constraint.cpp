@@ -82,43 +82,47 @@ JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTable> table, std::sha
     : table_(std::move(table)), grammar_(schema), trigger_(std::move(trigger)), after_trigger_(std::move(schema)) {
     if (trigger_.empty()) return;
     if (!after_trigger_.feed(trigger_)) fail("JSON mode: the trigger '{}' does not begin the schema's texts", trigger_);
-    state_ = State::Deciding;
+    state_ = State::Watching;
+    for (int32_t id = 0; id < int32_t(table_->size()); ++id)
+        if (table_->bytes(id).size() >= trigger_.size() && table_->bytes(id).find(trigger_) != std::string::npos)
+            whole_.push_back(id);
 }
 
-JsonConstraint::State JsonConstraint::decide(std::string_view bytes, size_t &matched, size_t &rest) const {
-    for (size_t i = 0; i < bytes.size(); ++i) {
-        const TriggerStep step = trigger_step(trigger_, matched, uint8_t(bytes[i]));
-        if (step == TriggerStep::TurnedAway) return State::Free;
-        if (step == TriggerStep::Complete) {
-            rest = i + 1;
-            return State::Held;
-        }
-    }
-    return State::Deciding;
+size_t JsonConstraint::completes(std::string_view bytes) const {
+    size_t matched = matched_;
+    for (size_t i = 0; i < bytes.size(); ++i)
+        if (trigger_step(trigger_, matched, uint8_t(bytes[i]))) return i + 1;
+    return 0;
 }
 
-// Undecided, a token is allowed unless it completes the trigger with bytes the schema does not take: only tokens
-// that begin with the trigger's next byte (or with whitespace, before its first) can.
-int64_t JsonConstraint::mask_deciding(float *logits) {
-    int64_t n = table_->size();
-    for (int b = 0; b < 256; ++b) {
-        if (b != uint8_t(trigger_[matched_]) && !(matched_ == 0 && json_whitespace(uint8_t(b)))) continue;
-        for (int32_t id : table_->starting_with(uint8_t(b))) {
-            const std::string_view bytes = table_->bytes(id);
-            size_t matched = matched_, rest = 0;
-            if (decide(bytes, matched, rest) != State::Held) continue;
-            SchemaGrammar g = after_trigger_;
-            if (g.feed(bytes.substr(rest))) continue;
-            logits[id] = -std::numeric_limits<float>::infinity();
-            --n;
-        }
-    }
-    return n;
+// Watching, a token is allowed unless it completes the trigger with bytes the schema does not take. One that does
+// holds the trigger whole, or begins with the rest of a prefix of it that the text ends with (the part matched, or
+// a shorter prefix that is also its suffix): only those tokens are read.
+int64_t JsonConstraint::mask_watching(float *logits) {
+    std::vector<int32_t> refused;
+    auto read = [&](int32_t id) {
+        const std::string_view bytes = table_->bytes(id);
+        const size_t rest = completes(bytes);
+        if (rest == 0) return;
+        SchemaGrammar g = after_trigger_;
+        if (!g.feed(bytes.substr(rest))) refused.push_back(id);
+    };
+    for (int32_t id : whole_) read(id);
+    std::bitset<256> first; // the bytes that begin the rest of each such prefix
+    const std::string_view t = trigger_;
+    for (size_t j = matched_; j > 0; --j)
+        if (t.substr(0, j) == t.substr(matched_ - j, j)) first.set(uint8_t(t[j]));
+    for (int b = 0; b < 256; ++b)
+        if (first[size_t(b)])
+            for (int32_t id : table_->starting_with(uint8_t(b))) read(id);
+    std::sort(refused.begin(), refused.end()); // (a token that holds the trigger whole may have been read twice)
+    refused.erase(std::unique(refused.begin(), refused.end()), refused.end());
+    for (int32_t id : refused) logits[id] = -std::numeric_limits<float>::infinity();
+    return table_->size() - int64_t(refused.size());
 }
 
 int64_t JsonConstraint::mask(float *logits) {
-    if (state_ == State::Free) return table_->size();
-    if (state_ == State::Deciding) return mask_deciding(logits);
+    if (state_ == State::Watching) return mask_watching(logits);
     const int64_t V = table_->size();
     allowed_.assign(size_t(V), 0);
     int64_t n = 0;
@@ -189,23 +193,21 @@ const std::vector<uint64_t> &JsonConstraint::classes_of_tokens(const Regex &patt
 
 void JsonConstraint::advance(int32_t token) {
     if (token < 0 || token >= table_->size()) fail("JSON mode: token {} is outside the vocabulary", token);
-    if (state_ == State::Free) return;
-    if (state_ == State::Deciding) {
-        const std::string_view bytes = table_->bytes(token);
-        size_t matched = matched_, rest = 0;
-        const State next = decide(bytes, matched, rest);
-        if (next == State::Held) {
-            SchemaGrammar g = after_trigger_;
-            if (!g.feed(bytes.substr(rest))) fail("JSON mode: token {} does not continue the JSON text", token);
-            grammar_ = std::move(g);
+    const std::string_view bytes = table_->bytes(token);
+    if (state_ == State::Watching) {
+        const size_t rest = completes(bytes);
+        if (rest == 0) {
+            for (char c : bytes) trigger_step(trigger_, matched_, uint8_t(c));
+            return;
         }
-        matched_ = matched;
-        state_ = next;
+        SchemaGrammar g = after_trigger_;
+        if (!g.feed(bytes.substr(rest))) fail("JSON mode: token {} does not continue the JSON text", token);
+        grammar_ = std::move(g);
+        state_ = State::Held;
         return;
     }
     SchemaGrammar g = grammar_;
-    if (table_->bytes(token).empty() || !g.feed(table_->bytes(token)))
-        fail("JSON mode: token {} does not continue the JSON text", token);
+    if (bytes.empty() || !g.feed(bytes)) fail("JSON mode: token {} does not continue the JSON text", token);
     grammar_ = std::move(g);
 }
 

@@ -13,10 +13,11 @@
 // (in "^https://[^ ]+$", all but a space) are taken unread too: each token's character classes are found once per
 // pattern and request.
 //
-// A lazy constraint (a trigger given: tool calls under tool_choice "auto", infer/tool_calls.h) holds the text to the
-// schema only if it begins, after any whitespace, with the trigger (the first bytes of the schema's texts); a text
-// that turns away from the trigger before it is complete is free from there on. While undecided, the mask forbids
-// only the tokens that complete the trigger with bytes the schema does not take.
+// A lazy constraint (a trigger given: tool calls under tool_choice "auto", infer/tool_calls.h) leaves the text free
+// until the trigger (the first bytes of the schema's texts) appears in it, wherever it begins, and holds the rest to
+// the schema from there. While it watches, the mask forbids only the tokens that would complete the trigger with
+// bytes the schema does not take: tokens that begin with the rest of a trigger the text has begun, and tokens that
+// hold it whole (few or none): so most free steps need no mask at all (masks()).
 #pragma once
 #include "infer/json_schema.h"
 
@@ -57,14 +58,19 @@ class TokenTable {
     std::array<std::vector<int32_t>, 256> by_first_;
 };
 
-// A lazy constraint's trigger read byte by byte: whitespace before its first byte, then its bytes exactly.
-// `matched` counts its bytes read so far. The engine decides by it (JsonConstraint) and the server's reader of tool
-// answers (AnswerStream, infer/tool_calls.h) reads by it, so the two agree on every text.
-enum class TriggerStep : uint8_t { Undecided, TurnedAway, Complete };
-inline TriggerStep trigger_step(std::string_view trigger, size_t &matched, uint8_t b) {
-    if (matched == 0 && json_whitespace(b)) return TriggerStep::Undecided;
-    if (b != uint8_t(trigger[matched])) return TriggerStep::TurnedAway;
-    return ++matched == trigger.size() ? TriggerStep::Complete : TriggerStep::Undecided;
+// A lazy constraint's trigger found in a text read byte by byte, wherever it begins: `matched` is the length of the
+// longest prefix of the trigger that the bytes read so far end with (a KMP automaton, its fallback found directly:
+// triggers are short). True when the byte completes the trigger. The engine decides by it (JsonConstraint) and the
+// server's reader of tool answers (AnswerStream, infer/tool_calls.h) reads by it, so the two agree on every text.
+inline bool trigger_step(std::string_view trigger, size_t &matched, uint8_t b) {
+    if (b == uint8_t(trigger[matched])) return ++matched == trigger.size();
+    for (size_t j = matched; j > 0; --j) // the longest prefix, now ending in b: a border of the part matched, then b
+        if (uint8_t(trigger[j - 1]) == b && trigger.substr(0, j - 1) == trigger.substr(matched - (j - 1), j - 1)) {
+            matched = j;
+            return false;
+        }
+    matched = 0;
+    return false;
 }
 
 class JsonConstraint {
@@ -75,22 +81,22 @@ class JsonConstraint {
                    std::string trigger = {});
 
     // Sets logits[V] (V = the table's size) of every token that cannot continue the text to −∞; returns how many
-    // can (0 only if the vocabulary cannot spell what JSON needs next). Not needed once free().
+    // can (0 only if the vocabulary cannot spell what JSON needs next). Not needed while !masks().
     int64_t mask(float *logits);
-    // Reads the bytes of a token mask() allowed; fails naming the token otherwise.
+    // Reads the bytes of a token mask() allowed (every token drawn, masked or not); fails naming the token otherwise.
     void advance(int32_t token);
     bool complete() const { return state_ == State::Held && grammar_.complete(); } // closed: generation ends
     bool held() const { return state_ == State::Held; } // the schema holds the text (a stop token is a piece of it)
-    bool free() const { return state_ == State::Free; } // lazy, and the text turned away from the trigger
+    // Whether mask() may refuse a token now: held, or lazy with the trigger within a token's reach (begun at the
+    // text's end, or held whole by some token). Otherwise every token is allowed and mask() would change nothing.
+    bool masks() const { return state_ == State::Held || matched_ > 0 || !whole_.empty(); }
     const SchemaGrammar &grammar() const { return grammar_; }
 
   private:
-    enum class State : uint8_t { Deciding, Held, Free };
-    // Lazy, undecided: what bytes do after the text so far — keep it a prefix of the trigger (Deciding), turn away
-    // from it (Free), or complete it (Held: the schema reads what follows).
-    // `matched`: the trigger's bytes written, updated; `rest`: where the bytes after the trigger begin (Held).
-    State decide(std::string_view bytes, size_t &matched, size_t &rest) const;
-    int64_t mask_deciding(float *logits);
+    enum class State : uint8_t { Watching, Held };
+    // Where a token's bytes complete the trigger after the text so far: the offset just past it, or 0 if they do not.
+    size_t completes(std::string_view bytes) const;
+    int64_t mask_watching(float *logits);
 
     // Per pattern with a small alphabet: each plain token's character classes (regex.h), 0 for the others.
     const std::vector<uint64_t> &classes_of_tokens(const Regex &pattern);
@@ -101,7 +107,8 @@ class JsonConstraint {
     std::vector<uint8_t> allowed_; // [V] scratch of mask()
     std::string trigger_;
     State state_ = State::Held;
-    size_t matched_ = 0;           // Deciding: the trigger's bytes written so far
+    size_t matched_ = 0;           // Watching: the trigger's bytes the text ends with (trigger_step)
+    std::vector<int32_t> whole_;   // lazy: the tokens that hold the whole trigger
     SchemaGrammar after_trigger_;  // lazy: the grammar once the trigger is read
 };
 

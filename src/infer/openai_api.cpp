@@ -141,7 +141,7 @@ std::vector<ChatMessage> chat_messages(const json &m, const ApiTools &tools) {
         const bool calls = role == "assistant" && has(msg, "tool_calls");
         std::string content = message_content(msg, where, calls);
         if (calls) {
-            content = written_tool_calls(msg["tool_calls"], where + ".tool_calls");
+            content = written_tool_calls(content, msg["tool_calls"], where + ".tool_calls");
             for (const json &c : msg["tool_calls"])
                 if (c.contains("id") && c["id"].is_string())
                     call_names[c["id"].get<std::string>()] = c["function"]["name"].get<std::string>();
@@ -384,10 +384,11 @@ json completion_response(const ApiRequest &r, const std::string &id, int64_t cre
         const Completion &c = choices[i].completion;
         json choice = {{"index", i}, {"finish_reason", c.finish_reason}};
         const bool lp = r.sample.logprobs >= 0;
-        if (r.chat && r.tools.active()) { // the answer read back: calls, or words
+        if (r.chat && r.tools.active()) { // the answer read back: words, calls, or words then calls
             const ToolAnswer a = read_tool_answer(c.text, c.finish_reason, tool_call_prefix(id, i));
             choice["finish_reason"] = a.finish_reason;
-            choice["message"] = {{"role", "assistant"}, {"content", a.tool_calls.is_null() ? json(a.content) : json()}};
+            const bool words = a.tool_calls.is_null() || !a.content.empty(); // (calls alone: content null)
+            choice["message"] = {{"role", "assistant"}, {"content", words ? json(a.content) : json()}};
             if (!a.tool_calls.is_null()) choice["message"]["tool_calls"] = a.tool_calls;
             choice["logprobs"] = lp ? api_logprobs(true, c.logprobs, spell, nullptr) : json(nullptr);
         } else if (r.chat) {

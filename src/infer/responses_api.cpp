@@ -45,13 +45,14 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
         return;
     }
     if (!input.is_array() || input.empty()) refuse("input", "'input' must be a string or a non-empty array of items");
-    bool calls = false; // the last item was a function_call: calls in a row are one assistant turn
+    bool joins = false; // the last item was the assistant's (words or a call): a function_call joins its turn
     for (size_t i = 0; i < input.size(); ++i) {
         const ordered_json &item = input[i];
         const std::string at = fmt::format("input[{}]", i);
         if (!item.is_object()) refuse(at, fmt::format("'{}' must be an object", at));
         const std::string type = given(item, "type") ? text_member(item, "type", at) : "message";
-        if (type != "function_call") calls = false;
+        const bool follows = joins;
+        joins = false;
         if (type == "message") {
             const std::string role = text_member(item, "role", at);
             if (role != "user" && role != "assistant" && role != "system" && role != "developer")
@@ -60,14 +61,14 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
             const std::string text =
                 item_text(item.contains("content") ? item["content"] : ordered_json(), at + ".content");
             messages.push_back({{"role", role}, {"content", text}});
+            joins = role == "assistant";
         } else if (type == "function_call") {
             const ordered_json call = {
                 {"id", text_member(item, "call_id", at)},
                 {"type", "function"},
                 {"function",
                  {{"name", text_member(item, "name", at)}, {"arguments", text_member(item, "arguments", at)}}}};
-            const bool follows = calls;
-            calls = true;
+            joins = true;
             if (follows) {
                 messages.back()["tool_calls"].push_back(call);
                 continue;
@@ -265,16 +266,16 @@ ResponsesRequest parse_responses_request(const std::string &body, int64_t max_co
 
 ordered_json answered_conversation(const ResponsesRequest &q, const json &response) {
     ordered_json conversation = q.conversation;
-    ordered_json calls = ordered_json::array();
+    ordered_json answer = {{"role", "assistant"}, {"content", nullptr}}; // its words and calls: one turn
     for (const json &item : response["output"]) {
         if (item["type"] == "message")
-            conversation.push_back({{"role", "assistant"}, {"content", item["content"][0]["text"]}});
+            answer["content"] = item["content"][0]["text"];
         else if (item["type"] == "function_call")
-            calls.push_back({{"id", item["call_id"]},
-                             {"type", "function"},
-                             {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
+            answer["tool_calls"].push_back({{"id", item["call_id"]},
+                                            {"type", "function"},
+                                            {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
     }
-    if (!calls.empty()) conversation.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", calls}});
+    conversation.push_back(answer);
     return conversation;
 }
 
@@ -285,14 +286,13 @@ json responses_response(const ApiRequest &r, const json &echoed, const std::stri
     ToolAnswer a;
     a.content = c.text;
     if (r.tools.active()) a = read_tool_answer(c.text, c.finish_reason, tool_call_prefix(id, 0));
-    if (a.tool_calls.is_null()) {
-        output.push_back(message_item(id, a.content, cut ? "incomplete" : "completed"));
-    } else {
-        for (size_t k = 0; k < a.tool_calls.size(); ++k) {
-            const json &call = a.tool_calls[k];
-            output.push_back(call_item(id, k, call["id"], call["function"]["name"], call["function"]["arguments"],
-                                       cut && k + 1 == a.tool_calls.size() ? "incomplete" : "completed"));
-        }
+    const bool calls = !a.tool_calls.is_null();
+    if (!calls || !a.content.empty()) // words, then the calls they lead to
+        output.push_back(message_item(id, a.content, cut && !calls ? "incomplete" : "completed"));
+    for (size_t k = 0; calls && k < a.tool_calls.size(); ++k) {
+        const json &call = a.tool_calls[k];
+        output.push_back(call_item(id, k, call["id"], call["function"]["name"], call["function"]["arguments"],
+                                   cut && k + 1 == a.tool_calls.size() ? "incomplete" : "completed"));
     }
     return response_object(echoed, id, created, model, cut ? "incomplete" : "completed", output, &c);
 }
@@ -329,6 +329,17 @@ void ResponsesStream::open_message(std::vector<json> &out) {
     item_open_ = true;
 }
 
+void ResponsesStream::add_words(const std::string &words, std::vector<json> &out) {
+    open_message(out);
+    if (words.empty()) return;
+    output_.back()["content"][0]["text"].get_ref<std::string &>() += words;
+    out.push_back(event("response.output_text.delta", {{"item_id", output_.back()["id"]},
+                                                       {"output_index", output_.size() - 1},
+                                                       {"content_index", 0},
+                                                       {"delta", words},
+                                                       {"logprobs", json::array()}}));
+}
+
 std::vector<json> ResponsesStream::feed(const std::string &text) {
     std::vector<json> out;
     std::string words = text;
@@ -337,15 +348,7 @@ std::vector<json> ResponsesStream::feed(const std::string &text) {
         piece = answer_.feed(text);
         words = piece.words;
     }
-    if (!words.empty()) {
-        open_message(out);
-        output_.back()["content"][0]["text"].get_ref<std::string &>() += words;
-        out.push_back(event("response.output_text.delta", {{"item_id", output_.back()["id"]},
-                                                           {"output_index", output_.size() - 1},
-                                                           {"content_index", 0},
-                                                           {"delta", words},
-                                                           {"logprobs", json::array()}}));
-    }
+    if (!words.empty()) add_words(words, out);
     for (const json &d : call_deltas(piece, tool_call_prefix(id_, 0))) {
         if (d.contains("id")) { // a call begins: the one before is done
             close_item(out);
@@ -394,19 +397,9 @@ std::vector<json> ResponsesStream::finish(const Completion &c) {
     std::vector<json> out;
     const json final_response = responses_response(r_, echoed_, id_, created_, model_, c);
     const json &items = final_response["output"];
-    // Text the stream held back (an answer that stopped short of deciding whether it calls): sent now.
-    if (output_.empty() && items.size() == 1 && items[0]["type"] == "message") {
-        const std::string &text = items[0]["content"][0]["text"].get_ref<const std::string &>();
-        open_message(out);
-        if (!text.empty()) {
-            output_.back()["content"][0]["text"] = text;
-            out.push_back(event("response.output_text.delta", {{"item_id", output_.back()["id"]},
-                                                               {"output_index", 0},
-                                                               {"content_index", 0},
-                                                               {"delta", text},
-                                                               {"logprobs", json::array()}}));
-        }
-    }
+    // The words the stream held back (what might have begun calls), and the message of an answer without any.
+    const std::string held = r_.tools.active() ? answer_.finish().words : std::string();
+    if (!held.empty() || output_.empty()) add_words(held, out);
     if (!output_.empty() && output_.size() == items.size()) output_.back()["status"] = items.back()["status"];
     close_item(out);
     const bool cut = final_response["status"] == "incomplete";

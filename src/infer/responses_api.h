@@ -55,6 +55,7 @@ class ResponsesStream {
   private:
     nlohmann::json event(const char *type, nlohmann::json fields);
     void open_message(std::vector<nlohmann::json> &out);
+    void add_words(const std::string &words, std::vector<nlohmann::json> &out); // to the message, opened if need be
     void close_item(std::vector<nlohmann::json> &out); // the item under way, done
     nlohmann::json snapshot(const char *status) const; // the Response so far
 

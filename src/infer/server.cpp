@@ -457,12 +457,12 @@ void Server::routes() {
                         sink.done();
                     } else if (done) { // with the log-probabilities of tokens whose text was never released
                         Completion last = *done;
-                        if (tools) { // the finish reason of calls; a text that was no answer sent as it is
-                            const ToolAnswer a =
-                                read_tool_answer(done->text, done->finish_reason, tool_call_prefix(rid, 0));
-                            last.finish_reason = a.finish_reason;
-                            if (!sent->answer.calls() && !sent->answer.words() && !a.content.empty() &&
-                                !send(stream_chunk(r, rid, created, opts_.model_name, a.content, nullptr)))
+                        if (tools) { // the finish reason of calls; the words held back, sent as they are
+                            last.finish_reason =
+                                read_tool_answer(done->text, done->finish_reason, tool_call_prefix(rid, 0))
+                                    .finish_reason;
+                            const std::string held = sent->answer.finish().words;
+                            if (!held.empty() && !send(stream_chunk(r, rid, created, opts_.model_name, held, nullptr)))
                                 return engine_.cancel(id), false;
                         }
                         const std::span<const TokenLogprobs> left(done->logprobs.begin() + std::ptrdiff_t(rest),

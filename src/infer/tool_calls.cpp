@@ -179,8 +179,8 @@ std::string tools_instructions(const ApiTools &t) {
                                           t.choice == ApiTools::Choice::Named ? json(t.named).dump() : "...");
     const std::string how_many = t.parallel ? "one or more calls" : "exactly one call";
     if (t.choice == ApiTools::Choice::Auto)
-        s += fmt::format("\nTo call tools, answer with only this JSON object: {} ({}; their results come back in the "
-                         "next turn). Otherwise answer in words.",
+        s += fmt::format("\nTo call tools, write this JSON object, after your words if you have some for the user: {} "
+                         "({}; their results come back in the next turn). Otherwise answer in words.",
                          calls, how_many);
     else if (t.choice == ApiTools::Choice::Named)
         s += fmt::format("\nAnswer with one JSON object: {} to call {} (its result comes back in the next turn).",
@@ -225,7 +225,7 @@ std::string tools_trigger(const ApiTools &t) {
     return t.choice == ApiTools::Choice::Auto ? std::string(kToolCallsTrigger) : std::string();
 }
 
-std::string written_tool_calls(const json &calls, const std::string &where) {
+std::string written_tool_calls(const std::string &content, const json &calls, const std::string &where) {
     if (!calls.is_array() || calls.empty())
         refuse_tool(where, fmt::format("'{}' must be a non-empty array of tool calls", where));
     ordered_json list = ordered_json::array();
@@ -254,7 +254,8 @@ std::string written_tool_calls(const json &calls, const std::string &where) {
         }
         list.push_back({{"name", f["name"]}, {"arguments", arguments}});
     }
-    return ordered_json{{"tool_calls", list}}.dump();
+    const std::string object = ordered_json{{"tool_calls", list}}.dump();
+    return content.empty() ? object : content + "\n" + object;
 }
 
 std::string written_tool_result(const std::string &id, const std::string &name, const std::string &content) {
@@ -266,12 +267,11 @@ ToolAnswer read_tool_answer(const std::string &text, const std::string &finish_r
     a.finish_reason = finish_reason;
     AnswerStream s;
     const AnswerPiece piece = s.feed(text);
+    a.content = piece.words + s.finish().words;
     if (s.calls()) { // one piece: each call's delta is the whole call
         a.tool_calls = call_deltas(piece, id_prefix);
         for (json &c : a.tool_calls) c.erase("index");
         if (s.complete() && finish_reason == "stop") a.finish_reason = "tool_calls";
-    } else {
-        a.content = text; // words, or a text that stopped short of deciding (or calls of another shape)
     }
     return a;
 }
@@ -303,29 +303,51 @@ AnswerPiece::Call &AnswerStream::call_piece(AnswerPiece &out) {
     return out.calls.back();
 }
 
+namespace {
+
+// How many of the bytes are whole UTF-8 characters: all but a character begun at their end (a JSON writer refuses
+// a piece of one).
+size_t whole_length(std::string_view s) {
+    size_t k = s.size();
+    while (k > 0 && (uint8_t(s[k - 1]) & 0xc0) == 0x80) --k; // back to the last character's lead byte
+    return k > 0 && s.size() - (k - 1) < utf8_length(uint8_t(s[k - 1])) ? k - 1 : s.size();
+}
+
+} // namespace
+
 AnswerPiece AnswerStream::feed(std::string_view text) {
     AnswerPiece out;
-    for (size_t i = 0; i < text.size() && phase_ != Phase::Other; ++i) {
-        if (phase_ == Phase::Words) { // the rest of the piece, at once
-            held_.append(text.substr(i));
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (phase_ == Phase::Other) { // no more calls: the rest is kept only as words, before a call's name
+            if (!calls_) words_.append(text.substr(i));
             break;
         }
         byte(uint8_t(text[i]), out);
     }
-    if (phase_ == Phase::Words) out.words += release_whole();
-    if (phase_ == Phase::Args)
-        if (const std::string whole = release_whole(); !whole.empty()) call_piece(out).arguments += whole;
+    if (phase_ == Phase::Words) release_words(out);
+    if (phase_ == Phase::Args) {
+        const size_t whole = whole_length(held_);
+        if (whole > 0) call_piece(out).arguments += held_.substr(0, whole);
+        held_.erase(0, whole);
+    }
     return out;
 }
 
-// The held bytes up to the last whole UTF-8 character, taken out (a JSON writer refuses a piece of one).
-std::string AnswerStream::release_whole() {
-    size_t whole = held_.size(), k = held_.size();
-    while (k > 0 && (uint8_t(held_[k - 1]) & 0xc0) == 0x80) --k; // back to the last character's lead byte
-    if (k > 0 && held_.size() - (k - 1) < utf8_length(uint8_t(held_[k - 1]))) whole = k - 1;
-    std::string out = held_.substr(0, whole);
-    held_.erase(0, whole);
+AnswerPiece AnswerStream::finish() {
+    AnswerPiece out;
+    if (!calls_) out.words = std::move(words_);
+    words_.clear();
     return out;
+}
+
+// All but what may yet begin calls: the part of the trigger the text ends with, the whitespace before it, and a
+// character begun.
+void AnswerStream::release_words(AnswerPiece &out) {
+    size_t keep = words_.size() - matched_;
+    while (keep > 0 && json_whitespace(uint8_t(words_[keep - 1]))) --keep;
+    const size_t whole = whole_length(std::string_view(words_).substr(0, keep));
+    out.words += words_.substr(0, whole);
+    words_.erase(0, whole);
 }
 
 void AnswerStream::expect(std::string_view a, std::string_view b, std::string_view c, Phase next) {
@@ -335,20 +357,19 @@ void AnswerStream::expect(std::string_view a, std::string_view b, std::string_vi
     phase_ = Phase::Tokens;
 }
 
-// Words, or {"tool_calls":[{"name":"..","arguments":{..}},..]}: whitespace, then the trigger exactly (the bytes the
-// engine decides by), then whitespace allowed between tokens.
+// Words, then perhaps {"tool_calls":[{"name":"..","arguments":{..}},..]}: the trigger exactly (the bytes the engine
+// decides by), then whitespace allowed between tokens. Until a call's name is written every byte is kept in words_,
+// for finish() to give back as words if none is.
 void AnswerStream::byte(uint8_t b, AnswerPiece &out) {
+    if (!calls_) words_ += char(b);
     switch (phase_) {
-    case Phase::Trigger:
-        held_ += char(b);
-        switch (trigger_step(kToolCallsTrigger, at_, b)) {
-        case TriggerStep::Undecided: return;
-        case TriggerStep::TurnedAway: phase_ = Phase::Words; return; // the bytes held so far are the words' first
-        case TriggerStep::Complete:
-            held_.clear();
-            at_ = 0;
+    case Phase::Words:
+        if (trigger_step(kToolCallsTrigger, matched_, b)) { // the words end before it, and the whitespace before it
+            size_t end = words_.size() - kToolCallsTrigger.size();
+            while (end > 0 && json_whitespace(uint8_t(words_[end - 1]))) --end;
+            out.words += words_.substr(0, end);
+            words_.erase(0, end);
             phase_ = Phase::CallsBracket;
-            return;
         }
         return;
     case Phase::CallsBracket:
@@ -374,6 +395,7 @@ void AnswerStream::byte(uint8_t b, AnswerPiece &out) {
             return;
         }
         calls_ = true;
+        words_.clear();
         call_piece(out).name = key_;
         depth_ = 0, in_string_ = escaped_ = false;
         expect(",", "\"arguments\"", ":", Phase::Args);
@@ -408,7 +430,6 @@ void AnswerStream::byte(uint8_t b, AnswerPiece &out) {
     case Phase::Done:
         if (!json_whitespace(b)) phase_ = Phase::Other;
         return;
-    case Phase::Words: // (fed by feed() directly)
     case Phase::Other: return;
     }
 }

@@ -6,12 +6,13 @@
 //                                                          of its `parameters` schema (one call without
 //                                                          parallel_tool_calls)
 // held by structured outputs (infer/json_schema.h). Under tool_choice "required" or a named function the answer is
-// that object from its first token; under "auto" (the default with tools) the model answers in plain words unless
-// it begins (after any whitespace) with {"tool_calls": — the trigger of a lazy constraint (infer/json_constraint.h),
-// from which the object is held to the schema. The server reads the answer back into OpenAI's message: `tool_calls`
-// with ids and finish_reason "tool_calls", or `content`. Earlier turns are written the way the model would have: an
-// assistant's calls as that object, its words as they are, the tools' results as a user turn. tool_choice "none"
-// (the default without tools) leaves the tools out and the answer free.
+// that object from its first token; under "auto" (the default with tools) the model answers in plain words, and
+// {"tool_calls": wherever it appears — the trigger of a lazy constraint (infer/json_constraint.h) — begins the object,
+// held to the schema from there to its close, which ends the answer. The server reads the answer back into OpenAI's
+// message: `tool_calls` with ids and finish_reason "tool_calls", and the words before them (if any) as `content`, as
+// OpenAI's models may write both. Earlier turns are written the way the model would have: an assistant's words, then
+// its calls as that object, the tools' results as a user turn. tool_choice "none" (the default without tools) leaves
+// the tools out and the answer free.
 #pragma once
 #include "infer/api_error.h"
 #include "infer/json_schema.h"
@@ -59,16 +60,18 @@ std::shared_ptr<const JsonSchema> tools_schema(const ApiTools &t);
 std::string tools_trigger(const ApiTools &t);
 
 // How an earlier assistant turn's `tool_calls` (OpenAI's form, messages[i].tool_calls at `where`; arguments a JSON
-// text) are written: as the object above. Throws ApiError naming the field.
-std::string written_tool_calls(const nlohmann::json &calls, const std::string &where);
+// text) are written: as the object above, after the turn's words (`content`; a line between them). Throws ApiError
+// naming the field.
+std::string written_tool_calls(const std::string &content, const nlohmann::json &calls, const std::string &where);
 // A tool's result (a "tool" message answering call `id` of tool `name`), as the user turn's text.
 std::string written_tool_result(const std::string &id, const std::string &name, const std::string &content);
 
-// An answer read back. `text` is what the model wrote (words, or calls held to tools_schema; either cut short by
-// max_tokens or a stop string), `finish_reason` the engine's. Calls get ids "call_<id_prefix>_<k>" and their
-// arguments as written; a whole answer of calls that ended at the object's close has finish_reason "tool_calls".
+// An answer read back. `text` is what the model wrote (words, calls held to tools_schema after words or none; either
+// cut short by max_tokens or a stop string), `finish_reason` the engine's. Calls get ids "call_<id_prefix>_<k>" and
+// their arguments as written; an answer whose calls ended at the object's close has finish_reason "tool_calls".
 // Calls cut short are the calls begun (a name written), the last one's arguments cut where the text ends, as a
-// stream has sent them; any other text is `content` itself.
+// stream has sent them. `content` is the words before the calls, without the whitespace that ends them ("" if
+// none), or, without calls, the whole text as written.
 struct ToolAnswer {
     nlohmann::json tool_calls = nullptr; // [{"id", "type": "function", "function": {"name", "arguments"}}], or null
     std::string content;
@@ -76,9 +79,9 @@ struct ToolAnswer {
 };
 ToolAnswer read_tool_answer(const std::string &text, const std::string &finish_reason, const std::string &id_prefix);
 
-// What a piece of an answer adds: words (the text as written, once it has turned away from the trigger: the
-// whitespace and trigger bytes held until then come with the first words), or calls begun (index, name) and the
-// bytes of their arguments (the arguments' JSON text as written), in order; whole UTF-8 characters only.
+// What a piece of an answer adds: words (the text as written, but for what may yet begin calls: whitespace at its
+// end and a part of the trigger, held until the text goes on otherwise), or calls begun (index, name) and the bytes
+// of their arguments (the arguments' JSON text as written), in order; whole UTF-8 characters only.
 struct AnswerPiece {
     struct Call {
         size_t index = 0;
@@ -93,34 +96,38 @@ struct AnswerPiece {
 // "type" and "function" {"name", "arguments" so far}; one under way with its "index" and "function" {"arguments"}.
 nlohmann::json call_deltas(const AnswerPiece &piece, const std::string &id_prefix);
 
-// An answer read as it is written, for a stream (and for read_tool_answer): feed the text piece by piece. It is
-// calls if it begins (after whitespace) with kToolCallsTrigger exactly, as the engine decides; after the trigger
-// whitespace between tokens is allowed, as in any JSON; calls of another shape stop the reading (nothing more comes
-// out: neither words() nor, before a name was written, calls()).
+// An answer read as it is written, for a stream (and for read_tool_answer): feed the text piece by piece, then
+// finish(). Its words end where kToolCallsTrigger appears, as the engine decides (json_constraint.h's trigger_step);
+// after the trigger whitespace between tokens is allowed, as in any JSON; calls of another shape stop the reading
+// (nothing more comes out but, before a name was written, the text held, as words, from finish()).
 class AnswerStream {
   public:
     AnswerPiece feed(std::string_view text);
-    bool words() const { return phase_ == Phase::Words; } // the answer is words (it turned away from the trigger)
-    bool calls() const { return calls_; }                   // the answer is calls (the first one's name is written)
+    // The end of the text: the words held back (trailing whitespace, a part of the trigger, or all from the trigger
+    // on when no call's name was written), whole; nothing once calls began.
+    AnswerPiece finish();
+    bool calls() const { return calls_; }                   // the answer has calls (the first one's name is written)
     bool complete() const { return phase_ == Phase::Done; } // the calls' object closed
 
   private:
     enum class Phase : uint8_t {
-        Trigger, Words, CallsBracket, Tokens, NameQuote, Name, Args, CallClose, AfterCall, Close, Done, Other
+        Words, CallsBracket, Tokens, NameQuote, Name, Args, CallClose, AfterCall, Close, Done, Other
     };
     void byte(uint8_t b, AnswerPiece &out);
+    void release_words(AnswerPiece &out); // Words: what can no longer begin calls
     bool punct(uint8_t b, char want, Phase next); // whitespace, or `want` then `next`; else Other
-    std::string release_whole();
     void expect(std::string_view a, std::string_view b, std::string_view c, Phase next); // tokens, then `next`
     AnswerPiece::Call &call_piece(AnswerPiece &out);
 
-    Phase phase_ = Phase::Trigger;
-    Phase after_ = Phase::Trigger; // Tokens: where they lead
+    Phase phase_ = Phase::Words;
+    Phase after_ = Phase::Words; // Tokens: where they lead
     bool calls_ = false;           // a call's name was written (the phase may have gone on to Other since)
     std::string key_;             // Name: the name so far
     std::array<std::string_view, 3> tokens_; // Tokens: to match in turn, whitespace allowed between them
-    size_t token_ = 0, at_ = 0;   // Trigger: its bytes matched; Tokens: the token under way, and its bytes matched
-    std::string held_; // Trigger: the bytes so far; Words, Args: a partial UTF-8 character
+    size_t token_ = 0, at_ = 0;   // Tokens: the token under way, and its bytes matched
+    size_t matched_ = 0;          // Words: the trigger's bytes the text ends with (trigger_step)
+    std::string words_; // the words not yet released (Words: its end; from the trigger to a call's name: all)
+    std::string held_;  // Args: a partial UTF-8 character
     size_t index_ = 0;            // the call under way
     int depth_ = 0;               // Args: open containers
     bool in_string_ = false, escaped_ = false; // Args: inside a string, after its backslash

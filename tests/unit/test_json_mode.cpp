@@ -301,84 +301,105 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
 }
 
 
-// Lazy (a trigger): undecided, every token is allowed but those that complete the trigger with bytes the schema does
-// not take; a text that begins (after whitespace) with the trigger is then held as any JSON-mode text, one that turns
-// away is free — its mask leaves every logit alone.
-TEST(JsonConstraint, LazyHoldsOnlyTextsThatBeginWithTheTrigger) {
+// Lazy (a trigger): while the text lacks it, every token is allowed but those that complete the trigger (wherever it
+// begins) with bytes the schema does not take; from the trigger on, the text is held as any JSON-mode text. Most
+// free steps need no mask at all (masks() false: no token holds the trigger whole, and the text ends with no part
+// of it).
+TEST(JsonConstraint, LazyHoldsTextsFromTheTriggerOn) {
     std::vector<std::string> bytes = {"", "{", "}", "{\"", "\"a", "\":", "{\"a\":", "{\"a\":1}", "{\"a\":x",
                                       " {\"a\"", "\n", " ", "{\"b", "Hi", " there", "1", "2", "}\n", "a\":-", "\"",
-                                      ":", "\":3,", "{\"a\": 1}"};
+                                      ":", "\":3,", "{\"a\": 1}", "x{\"{\"a\":7", "{\"{", "{\"a{", "a\":]"};
     const size_t named = bytes.size();
     for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, char(b)));
+    const std::string trigger = "{\"a\":";
     auto table = std::make_shared<const TokenTable>(bytes);
+    std::vector<std::string> parts = bytes; // the same without the tokens that hold the trigger whole
+    for (std::string &b : parts)
+        if (b.find(trigger) != std::string::npos) b = "zz";
+    auto part_table = std::make_shared<const TokenTable>(parts);
     const auto schema = JsonSchema::compile(
         ojson::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
                          "additionalProperties": false})"),
         /*compact=*/true);
-    const std::string trigger = "{\"a\":";
-    auto stripped = [](const std::string &t) { return t.substr(std::min(t.size(), t.find_first_not_of(" \t\n\r"))); };
-    auto begins = [&](const std::string &t) { return stripped(t).rfind(trigger, 0) == 0; };
+    auto ends_on_part = [&](const std::string &t) { // the text ends with a part of the trigger
+        for (size_t j = 1; j < trigger.size() && j <= t.size(); ++j)
+            if (t.compare(t.size() - j, j, trigger, 0, j) == 0) return true;
+        return false;
+    };
     std::mt19937 rng(3);
-    int held = 0, turned = 0, closed = 0;
-    for (int walk = 0; walk < 80; ++walk) {
-        JsonConstraint c(table, schema, trigger);
+    int held = 0, closed = 0, words = 0, unmasked = 0, later = 0;
+    for (int walk = 0; walk < 120; ++walk) {
+        const std::vector<std::string> &tokens = walk % 3 == 2 ? parts : bytes;
+        JsonConstraint c(walk % 3 == 2 ? part_table : table, schema, trigger);
         std::string text;
-        for (int step = 0; step < 12 && !c.complete(); ++step) {
-            std::vector<float> logits(bytes.size(), 0.0f);
+        for (int step = 0; step < 14 && !c.complete(); ++step) {
+            std::vector<float> logits(tokens.size(), 0.0f);
+            const bool masks = c.masks();
             const int64_t n = c.mask(logits.data());
             std::vector<int32_t> allowed;
-            for (size_t id = 0; id < bytes.size(); ++id) {
-                const std::string next = text + bytes[id];
-                bool takes = true; // free, or undecided and not yet held
+            for (size_t id = 0; id < tokens.size(); ++id) {
+                const std::string next = text + tokens[id];
+                bool takes = true; // free: allowed unless it completes the trigger with bytes the schema refuses
                 if (c.held()) {
                     SchemaGrammar g = c.grammar();
-                    takes = !bytes[id].empty() && g.feed(bytes[id]);
-                } else if (!c.free() && begins(next)) {
+                    takes = !tokens[id].empty() && g.feed(tokens[id]);
+                } else if (const size_t at = next.find(trigger); at != std::string::npos) {
                     SchemaGrammar g(schema);
-                    takes = g.feed(stripped(next));
+                    takes = g.feed(next.substr(at));
                 }
-                ASSERT_EQ(std::isinf(logits[id]), !takes) << "token '" << bytes[id] << "' after '" << text << "'";
+                ASSERT_EQ(std::isinf(logits[id]), !takes) << "token '" << tokens[id] << "' after '" << text << "'";
                 if (takes) allowed.push_back(int32_t(id));
             }
             ASSERT_EQ(n, int64_t(allowed.size()));
+            if (!masks) { // nothing refused, as promised; and only when the text ends with no part of the trigger
+                ++unmasked;
+                EXPECT_EQ(walk % 3, 2) << text; // (where no token holds it whole)
+                EXPECT_EQ(n, int64_t(tokens.size())) << text;
+                EXPECT_FALSE(ends_on_part(text)) << text;
+            }
             int32_t t = allowed[rng() % allowed.size()];
             for (int32_t id : allowed)
                 if (size_t(id) < named && rng() % 4 == 0) t = id;
-            std::vector<int32_t> toward; // tokens that keep the text on the trigger, or complete it
+            std::vector<int32_t> toward; // tokens that end on a part of the trigger, or complete it
             for (int32_t id : allowed) {
-                const std::string s = stripped(text + bytes[size_t(id)]);
-                if (!s.empty() && (begins(text + bytes[size_t(id)]) || trigger.rfind(s, 0) == 0)) toward.push_back(id);
+                const std::string next = text + tokens[size_t(id)];
+                if (ends_on_part(next) || next.find(trigger) != std::string::npos) toward.push_back(id);
             }
-            if (walk % 2 == 0 && !c.held() && !c.free() && !toward.empty()) t = toward[rng() % toward.size()];
+            if (walk % 2 == 0 && !c.held() && !toward.empty() && text.size() > size_t(walk % 5))
+                t = toward[rng() % toward.size()];
             c.advance(t);
-            text += bytes[size_t(t)];
-            // Held exactly when the text begins with the trigger; free once it cannot.
-            const std::string s = stripped(text);
-            EXPECT_EQ(c.held(), begins(text)) << text;
-            EXPECT_EQ(c.free(), !c.held() && s.compare(0, std::min(s.size(), trigger.size()), trigger, 0,
-                                                       std::min(s.size(), trigger.size())) != 0)
-                << text;
+            text += tokens[size_t(t)];
+            EXPECT_EQ(c.held(), text.find(trigger) != std::string::npos) << text; // held from the trigger on
         }
-        held += c.held(), turned += c.free();
+        held += c.held(), words += !c.held();
+        later += c.held() && text.find(trigger) > 0;
         if (c.complete()) {
             ++closed;
-            EXPECT_EQ(json::parse(text), json::parse(R"({"a":)" + stripped(text).substr(trigger.size()))) << text;
-            EXPECT_TRUE(json::parse(text)["a"].is_number_integer()) << text;
+            const std::string value = text.substr(text.find(trigger));
+            EXPECT_TRUE(json::parse(value)["a"].is_number_integer()) << text;
         }
     }
     EXPECT_GT(held, 0);
-    EXPECT_GT(turned, 0);
+    EXPECT_GT(later, 0); // triggers after words
+    EXPECT_GT(words, 0);
     EXPECT_GT(closed, 0);
+    EXPECT_GT(unmasked, 0);
     EXPECT_NE(test::error_of([&] { JsonConstraint(table, schema, "[1"); }).find("does not begin"), std::string::npos);
     EXPECT_NE(test::error_of([&] { JsonConstraint(table, schema, "{\"a\": "); }).find("does not begin"),
               std::string::npos); // compact: no whitespace inside the trigger
-    // Advancing past a refused token fails as in any JSON mode; a free text takes anything.
+    // Advancing past a refused token fails as in any JSON mode; free text takes anything that keeps it free.
     JsonConstraint c(table, schema, trigger);
     EXPECT_NE(test::error_of([&] { c.advance(8); }).find("does not continue"), std::string::npos); // {"a":x
-    c.advance(13); // "Hi": free
-    EXPECT_TRUE(c.free());
-    c.advance(8);
-    EXPECT_FALSE(c.complete());
+    EXPECT_TRUE(c.masks()); // (tokens hold the trigger whole)
+    c = JsonConstraint(part_table, schema, trigger);
+    c.advance(13); // "Hi"
+    EXPECT_FALSE(c.held());
+    EXPECT_FALSE(c.masks());
+    c.advance(3); // {"
+    EXPECT_TRUE(c.masks());
+    EXPECT_NE(test::error_of([&] { c.advance(26); }).find("does not continue"), std::string::npos); // a":]
+    c.advance(18); // a":-
+    EXPECT_TRUE(c.held());
 }
 
 // A direct validator of the schema subset (a different algorithm from the byte acceptor: over parsed values), with
@@ -1509,11 +1530,12 @@ TEST(Engine, JsonModeGivesAnObjectOrAPrefixOfOne) {
     EXPECT_NE(test::error_of([&] { bare.submit(prompt, o, {}, {}); }).find("tokenizer"), std::string::npos);
 }
 
-// A lazy constraint in the engine (tool_choice "auto"): answers that begin with the trigger are held to the schema,
-// and a stop id that is an ordinary piece continues them; the others are free text, which that stop id ends. Half
-// the requests lean towards the trigger ("{": the random model seldom writes it first), the others write freely:
-// what they would write without the constraint.
-TEST(Engine, LazyJsonHoldsOnlyAnswersThatBeginWithTheTrigger) {
+// A lazy constraint in the engine (tool_choice "auto"): answers are held to the schema from the trigger on, wherever
+// it appears, and a stop id that is an ordinary piece continues them there; before it (and in answers without it)
+// the text is free, and that stop id ends it. A third of the requests lean hard towards the trigger ("{": the random
+// model seldom writes it), a third a little (it comes after words), the others write freely: what they would write
+// without the constraint.
+TEST(Engine, LazyJsonHoldsAnswersFromTheTriggerOn) {
     const Tokenizer &tok = test::small_tokenizer();
     Engine e(json_tiny_model(), tok, EngineOptions{4, 8});
     const ojson schema = ojson::parse(R"({"type": "object", "properties": {"n": {"type": "integer"},
@@ -1527,23 +1549,26 @@ TEST(Engine, LazyJsonHoldsOnlyAnswersThatBeginWithTheTrigger) {
     const int32_t comma = tok.encode(",").at(0);
     o.stop_tokens = {comma};
     const std::vector<int32_t> prompt = tok.encode("the quick brown fox");
-    int held = 0, values = 0, words = 0, stopped = 0;
-    for (uint64_t seed = 1; seed <= 24; ++seed) {
+    int held = 0, later = 0, values = 0, words = 0, stopped = 0;
+    for (uint64_t seed = 1; seed <= 36; ++seed) {
         o.seed = seed;
         o.logit_bias = {{comma, 3.0f}};
-        if (seed % 2 == 0)
+        if (seed % 3 != 2)
             for (const char *p : {"{", "\"", "}"})
-                o.logit_bias.push_back({tok.encode(p).at(0), *p == '{' ? 10.f : 4.f});
+                o.logit_bias.push_back({tok.encode(p).at(0), *p != '{' ? 4.f : seed % 3 == 0 ? 10.f : 5.f});
         const Completion c = generate_one(e, prompt, o);
         ASSERT_NE(c.finish_reason, "error") << c.error;
-        const size_t first = c.text.find_first_not_of(" \t\n\r");
-        if (first != std::string::npos && c.text[first] == '{') {
+        const size_t at = c.text.find('{');
+        if (at != std::string::npos) {
             ++held;
+            later += c.text.find_first_not_of(" \t\n\r") < at;
+            const size_t comma_at = c.text.find(',');
+            EXPECT_TRUE(comma_at == std::string::npos || comma_at > at) << c.text; // (it ends free text)
             if (c.finish_reason == "stop") { // closed: a value of the schema, commas and all
                 ++values;
-                EXPECT_TRUE(valid(ojson::parse(c.text), schema, schema)) << c.text;
+                EXPECT_TRUE(valid(ojson::parse(c.text.substr(at)), schema, schema)) << c.text;
             } else {
-                EXPECT_TRUE(unfinished(c.text.substr(first))) << c.text;
+                EXPECT_TRUE(unfinished(c.text.substr(at))) << c.text;
             }
         } else {
             ++words;
@@ -1551,15 +1576,20 @@ TEST(Engine, LazyJsonHoldsOnlyAnswersThatBeginWithTheTrigger) {
                 ++stopped;
                 EXPECT_EQ(std::find(c.tokens.begin(), c.tokens.end(), comma), c.tokens.end()) << c.text;
             }
-            SampleOptions unheld = o; // free from the first token: what the model writes without a schema (no
-            unheld.json_schema = nullptr; // token of this vocabulary completes the trigger with refused bytes, so
-            unheld.json_trigger.clear();  // the first token's mask took nothing away either)
-            const Completion alone = generate_one(e, prompt, unheld);
+        }
+        SampleOptions unheld = o; // free throughout: what the model writes without a schema (no token of this
+        unheld.json_schema = nullptr; // vocabulary completes the trigger with bytes the schema refuses, so no mask
+        unheld.json_trigger.clear();  // took anything away before the trigger)
+        const Completion alone = generate_one(e, prompt, unheld);
+        if (at == std::string::npos) {
             EXPECT_EQ(alone.tokens, c.tokens) << c.text;
             EXPECT_EQ(alone.finish_reason, c.finish_reason) << c.text;
+        } else {
+            EXPECT_EQ(alone.text.substr(0, at + 1), c.text.substr(0, at + 1));
         }
     }
-    EXPECT_GE(held, 6);
+    EXPECT_GE(held, 8);
+    EXPECT_GE(later, 3);
     EXPECT_GE(values, 3);
     EXPECT_GE(words, 6);
     EXPECT_GE(stopped, 2);

@@ -202,6 +202,21 @@ TEST(ResponsesApi, AnswersAsAResponseObject) {
     EXPECT_EQ(out["output"][1]["arguments"], "{}");
     out = responses_response(tools, echoed, "resp_7", 100, "zaya", completion("  Sunny, I think.", "stop"));
     EXPECT_EQ(out["output"][0]["content"][0]["text"], "  Sunny, I think.");
+    // Words, then calls: a message item, then the function_call items (cut: the last call incomplete).
+    out = responses_response(tools, echoed, "resp_7", 100, "zaya",
+                             completion("One moment.\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}},"
+                                        "{\"name\":\"now\",\"arguments\":{",
+                                        "length"));
+    EXPECT_EQ(out["status"], "incomplete");
+    ASSERT_EQ(out["output"].size(), 3u);
+    EXPECT_EQ(out["output"][0]["type"], "message");
+    EXPECT_EQ(out["output"][0]["content"][0]["text"], "One moment.");
+    EXPECT_EQ(out["output"][0]["status"], "completed");
+    EXPECT_EQ(out["output"][1]["id"], "fc_7_0");
+    EXPECT_EQ(out["output"][1]["status"], "completed");
+    EXPECT_EQ(out["output"][2]["call_id"], "call_7_0_1");
+    EXPECT_EQ(out["output"][2]["arguments"], "{");
+    EXPECT_EQ(out["output"][2]["status"], "incomplete");
 }
 
 // previous_response_id: the stored conversation (not its instructions), then the new input; the answer's turn as
@@ -255,6 +270,28 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
     EXPECT_EQ(q.api.messages[3].role, "assistant");
     EXPECT_EQ(q.api.messages[3].content, "Cold.");
     EXPECT_EQ(q.api.messages[4].content, "Thanks");
+    // Words and calls in one answer are one assistant turn, stored and sent back as items (its message, then its
+    // function_call) alike: the words, a line, the calls, as the chat endpoint writes them.
+    q = parse_responses_request(R"({"input": "Time?", )" + tools + "}", 4096, previous);
+    const json both = responses_response(
+        q.api, q.echoed, "resp_6", 1, "zaya",
+        completion(R"(One moment. {"tool_calls":[{"name":"now","arguments":{}}]})", "stop"));
+    ASSERT_EQ(both["output"].size(), 2u);
+    store.put("resp_6", {both, answered_conversation(q, both)});
+    const std::string output = R"({"type": "function_call_output", "call_id": "call_6_0_0", "output": "noon"})";
+    const ResponsesRequest stored = parse_responses_request(
+        R"({"previous_response_id": "resp_6", "input": [)" + output + "], " + tools + "}", 4096, previous);
+    const ResponsesRequest sent = parse_responses_request(
+        R"({"input": [{"role": "user", "content": "Time?"}, {"type": "message", "role": "assistant", "content":
+        [{"type": "output_text", "text": "One moment."}]}, {"type": "function_call", "call_id": "call_6_0_0",
+        "name": "now", "arguments": "{}"}, )" + output + "], " + tools + "}",
+        4096, previous);
+    ASSERT_EQ(stored.api.messages.size(), 4u);
+    ASSERT_EQ(sent.api.messages.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(stored.api.messages[i].content, sent.api.messages[i].content) << i;
+    EXPECT_EQ(sent.api.messages[2].content, R"(One moment.
+{"tool_calls":[{"name":"now","arguments":{}}]})");
+    EXPECT_NE(sent.api.messages[3].content.find("The call call_6_0_0 of now returned:\nnoon"), std::string::npos);
     try {
         parse_responses_request(R"({"previous_response_id": "resp_9", "input": "x"})", 4096, previous);
         ADD_FAILURE() << "an unknown previous_response_id was taken";
@@ -345,7 +382,10 @@ TEST(ResponsesApi, StreamsEventsThatAddUpToTheResponse) {
          "stop"},
         {tools, R"({"tool_calls":[{"name":"get_weather","arguments":{"ci)", "length"},
         {tools, "\n Words, not calls {\"tool_calls\":", "stop"},
-        {tools, " {\"tool_c", "length"}}; // undecided when cut: the text, sent at the end
+        {tools, " {\"tool_c", "length"}, // undecided when cut: the text, sent at the end
+        {tools, "Caf\xc3\xa9 first.\n\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop"}, // words, calls
+        {tools, "So {\"tool_c{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{\"x", "length"},
+        {tools, "So {\"tool_calls\":[{\"na", "length"}}; // no call begun: the text
     std::mt19937 rng(9);
     for (const Case &c : cases) {
         json echoed;

@@ -1,6 +1,6 @@
 // Tool calling (infer/tool_calls.h): the request's tools and tool_choice read and refused naming the field, calls
 // held to the tools' schema (compact JSON: calls of the tools offered with arguments of their schemas; under "auto"
-// only once the answer begins with the trigger), earlier turns written exactly as the model answers, answers read
+// only from the trigger on, wherever it appears), earlier turns written exactly as the model answers, answers read
 // back into OpenAI's message, and the words and calls of an answer streamed as they come whatever the pieces.
 #include "core/utf8.h"
 #include "data/sources.h"
@@ -203,6 +203,15 @@ TEST(ToolCalls, WritesEarlierTurnsAsTheGrammarTakesThem) {
     EXPECT_EQ(none.messages[0].content, "Be brief.");
     EXPECT_EQ(none.messages[2].content, calls);
     EXPECT_EQ(none.messages[4].content, "Paris 18, Rome 21 \"C\".");
+    // Words beside calls: the words, a line, then the calls, which read back as the message they came from.
+    const ApiRequest both = parse_api_request(
+        chat_body("", R"([{"role": "user", "content": "Time?"}, {"role": "assistant", "content": "One moment.",
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "now", "arguments": "{}"}}]}])"),
+        true, 4096);
+    EXPECT_EQ(both.messages[2].content, "One moment.\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}");
+    const ToolAnswer back = read_tool_answer(both.messages[2].content, "stop", "1_0");
+    EXPECT_EQ(back.content, "One moment.");
+    EXPECT_EQ(back.tool_calls[0]["function"]["name"], "now");
 }
 
 // Fine-tuning chats with tools (`zaya prepare`) are the turns the server prompts with: the same messages, so a model
@@ -267,6 +276,19 @@ TEST(ToolCalls, ReadsAnswersBackIntoOpenAIsMessage) {
     EXPECT_EQ(a.finish_reason, "length");
     EXPECT_EQ(read_tool_answer(R"({"tool_calls":[{"name":"now","arguments":{}})", "stop", "1_0").finish_reason,
               "stop"); // cut by a stop string: not a whole answer
+    // Words, then calls: the words before the trigger are the content, without the whitespace that ends them.
+    a = read_tool_answer("Let me look {\"tool_c.\n\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop",
+                         "1_0");
+    EXPECT_EQ(a.content, "Let me look {\"tool_c.");
+    ASSERT_EQ(a.tool_calls.size(), 1u);
+    EXPECT_EQ(a.tool_calls[0]["id"], "call_1_0_0");
+    EXPECT_EQ(a.finish_reason, "tool_calls");
+    a = read_tool_answer("Hm {\"tool_c{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop", "1_0");
+    EXPECT_EQ(a.content, "Hm {\"tool_c"); // the trigger begun again inside its own first bytes
+    EXPECT_EQ(a.tool_calls.size(), 1u);
+    a = read_tool_answer("Hm. {\"tool_calls\":[{\"na", "length", "1_0"); // no call begun: the text
+    EXPECT_TRUE(a.tool_calls.is_null());
+    EXPECT_EQ(a.content, "Hm. {\"tool_calls\":[{\"na");
 
     // The response: no content beside the calls.
     ApiRequest r = parse_api_request(chat_body(""), true, 4096);
@@ -279,13 +301,19 @@ TEST(ToolCalls, ReadsAnswersBackIntoOpenAIsMessage) {
     EXPECT_TRUE(m["content"].is_null());
     EXPECT_EQ(m["tool_calls"][0]["id"], "call_9_1_0");
     EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "now");
+    c.completion.text = "Right away. " + c.completion.text; // words beside the calls
+    const json both = completion_response(r, "chatcmpl-9", 0, "m", {c}, [](int32_t) { return TokenSpelling{}; });
+    EXPECT_EQ(both["choices"][0]["message"]["content"], "Right away.");
+    EXPECT_EQ(both["choices"][0]["message"]["tool_calls"].size(), 1u);
+    EXPECT_EQ(both["choices"][0]["finish_reason"], "tool_calls");
 }
 
-// Pieces of an answer in random sizes (byte by byte first): what an AnswerStream gives for them, gathered.
+// Pieces of an answer in random sizes (byte by byte first): what an AnswerStream gives for them, gathered, with
+// what its finish() gives back last.
 struct Streamed {
-    std::string words;
+    std::string words, held; // words as they came, and those given back by finish()
     std::vector<std::pair<std::string, std::string>> calls; // name, arguments
-    bool is_words = false, is_calls = false, complete = false;
+    bool is_calls = false, complete = false;
 };
 Streamed stream_in_pieces(const std::string &text, std::mt19937 &rng, bool byte_by_byte) {
     AnswerStream s;
@@ -294,6 +322,7 @@ Streamed stream_in_pieces(const std::string &text, std::mt19937 &rng, bool byte_
         const size_t n = byte_by_byte ? 1 : 1 + rng() % 6;
         const AnswerPiece p = s.feed(std::string_view(text).substr(at, n));
         EXPECT_TRUE(is_utf8(p.words)) << text;
+        EXPECT_TRUE(p.words.empty() || out.calls.empty()) << text; // words come before calls
         out.words += p.words;
         for (const AnswerPiece::Call &c : p.calls) {
             EXPECT_TRUE(is_utf8(c.arguments)) << text; // whole characters only
@@ -306,44 +335,56 @@ Streamed stream_in_pieces(const std::string &text, std::mt19937 &rng, bool byte_
         }
         at += n;
     }
-    out.is_words = s.words(), out.is_calls = s.calls(), out.complete = s.complete();
+    out.is_calls = s.calls(), out.complete = s.complete();
+    out.held = s.finish().words;
+    EXPECT_TRUE(s.finish().words.empty()); // given back once
     return out;
 }
 
-// The words and calls streamed, cut anywhere (inside escapes, surrogate pairs, UTF-8 characters, names, arguments),
-// add up to the answer's, and to what read_tool_answer reads from the whole text.
+// The words and calls streamed, cut anywhere (inside escapes, surrogate pairs, UTF-8 characters, names, arguments,
+// the trigger), add up to the answer's, and to what read_tool_answer reads from the whole text.
 TEST(AnswerStream, StreamsWordsAndCallsWhateverThePieces) {
-    // Words: the text as written, the whitespace and trigger bytes held while undecided coming with the first words.
-    const std::vector<std::string> words = {
-        "plain words", "\n\n  Caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80", R"({"content":"a\"b"})",
-        R"( {"tool_calls" :[]})", R"({"tool_calls":)" "\xe2\x80\x8b", "{\n", R"({"tool_callsX)"};
+    // Words: the text as written. Only what may yet begin calls waits for finish(): whitespace at the end, and a
+    // part of the trigger (with the whitespace before it).
+    const std::vector<std::pair<std::string, std::string>> words = { // text, what finish() gives back
+        {"plain words", ""},
+        {"\n\n  Caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80", ""},
+        {R"({"content":"a\"b"})", ""},
+        {R"(Use {"tool_calls" :[]})", ""},
+        {"{\n", "\n"},
+        {R"(a {"tool_callsX)", ""},
+        {"Hi there \n", " \n"},
+        {R"(Hi {"tool_c)", R"( {"tool_c)"},
+        {R"(Hi {"tool_c{"to)", R"({"to)"},
+        {"", ""},
+        {" \n", " \n"}};
     std::mt19937 rng(5);
-    for (const std::string &text : words) {
+    for (const auto &[text, held] : words) {
         for (int trial = 0; trial < 200; ++trial) {
             const Streamed got = stream_in_pieces(text, rng, trial == 0);
-            EXPECT_EQ(got.is_words, text != R"({"tool_calls":)" "\xe2\x80\x8b") << text; // (that one: calls gone awry)
             EXPECT_TRUE(!got.complete && !got.is_calls && got.calls.empty()) << text;
-            EXPECT_EQ(got.words, got.is_words ? text : "") << text;
+            EXPECT_EQ(got.words + got.held, text);
+            EXPECT_EQ(got.held, held) << text;
         }
         EXPECT_EQ(read_tool_answer(text, "stop", "1_0").content, text);
     }
-    for (const std::string &text : {std::string(), std::string(" \n"), std::string(R"(  {"tool_c)")}) {
-        const Streamed got = stream_in_pieces(text, rng, true); // undecided: nothing yet (the server sends the
-        EXPECT_FALSE(got.is_words || got.is_calls) << text;     // text when the answer ends)
-        EXPECT_TRUE(got.words.empty()) << text;
-        EXPECT_EQ(read_tool_answer(text, "length", "1_0").content, text);
-    }
     const std::string args0 = R"({"city":"Par\"is}{","n":[1,{"x":[]}],"é":"\u00e9 \xf0\x9f\x98\x80"})";
-    const std::vector<std::string> calls = {
-        R"({"tool_calls":[{"name":"get_weather","arguments":)" + args0 + R"(},{"name":"now","arguments":{}}]})",
-        "\n{\"tool_calls\": [ { \"name\" : \"now\" , \"arguments\" : { } } ] }\n"};
-    for (const std::string &text : calls) {
+    const std::string call0 =
+        R"({"tool_calls":[{"name":"get_weather","arguments":)" + args0 + R"(},{"name":"now","arguments":{}}]})";
+    const std::vector<std::pair<std::string, std::string>> calls = { // text, its words
+        {call0, ""},
+        {"\n{\"tool_calls\": [ { \"name\" : \"now\" , \"arguments\" : { } } ] }\n", ""},
+        {"Caf\xc3\xa9, one moment.\n" + call0, "Caf\xc3\xa9, one moment."},
+        {R"(x{"tool_c{"tool_calls":[{"name":"now","arguments":{}}]})", R"(x{"tool_c)"}};
+    for (const auto &[text, before] : calls) {
         const ToolAnswer whole = read_tool_answer(text, "stop", "1_0");
         ASSERT_FALSE(whole.tool_calls.is_null()) << text;
         EXPECT_EQ(whole.finish_reason, "tool_calls");
+        EXPECT_EQ(whole.content, before);
         for (int trial = 0; trial < 200; ++trial) {
             const Streamed got = stream_in_pieces(text, rng, trial == 0);
-            EXPECT_TRUE(got.is_calls && got.complete && !got.is_words && got.words.empty());
+            EXPECT_TRUE(got.is_calls && got.complete && got.held.empty());
+            EXPECT_EQ(got.words, before) << text;
             ASSERT_EQ(got.calls.size(), whole.tool_calls.size()) << text;
             for (size_t k = 0; k < got.calls.size(); ++k) {
                 EXPECT_EQ(got.calls[k].first, whole.tool_calls[k]["function"]["name"]);
@@ -351,14 +392,22 @@ TEST(AnswerStream, StreamsWordsAndCallsWhateverThePieces) {
             }
         }
     }
-    EXPECT_EQ(read_tool_answer(calls[0], "stop", "1_0").tool_calls[0]["function"]["arguments"], args0); // as written
-    EXPECT_EQ(read_tool_answer(calls[1], "stop", "1_0").tool_calls[0]["function"]["arguments"], "{ }");
-    // Calls of other shapes: nothing comes out, and read back they are the text itself.
-    for (const std::string &text : {std::string(R"({"tool_calls":{"x":1}})"), std::string(R"({"tool_calls":[1]})"),
-                                    std::string(R"({"tool_calls":[{"arguments":{},"name":"now"}]})")}) {
-        const Streamed got = stream_in_pieces(text, rng, true);
-        EXPECT_FALSE(got.is_words || got.is_calls || got.complete) << text;
-        EXPECT_TRUE(got.words.empty() && got.calls.empty()) << text;
+    EXPECT_EQ(read_tool_answer(call0, "stop", "1_0").tool_calls[0]["function"]["arguments"], args0); // as written
+    EXPECT_EQ(read_tool_answer(calls[1].first, "stop", "1_0").tool_calls[0]["function"]["arguments"], "{ }");
+    // Calls of other shapes, or cut before a name: no call comes out, and their text, from the words' end on, is
+    // given back by finish(): read back they are the text itself.
+    for (const std::string &text :
+         {std::string(R"({"tool_calls":{"x":1}})"), std::string(R"({"tool_calls":[1]})"),
+          std::string(R"(So: {"tool_calls":[{"arguments":{},"name":"now"}]})"),
+          std::string("So \xc3\xa9 {\"tool_calls\":[{\"name\":\"no"),
+          std::string(R"({"tool_calls":)" "\xe2\x80\x8b")}) {
+        for (int trial = 0; trial < 50; ++trial) {
+            const Streamed got = stream_in_pieces(text, rng, trial == 0);
+            EXPECT_FALSE(got.is_calls || got.complete) << text;
+            EXPECT_TRUE(got.calls.empty()) << text;
+            EXPECT_EQ(got.words + got.held, text);
+            EXPECT_EQ(got.held, text.substr(std::min(text.find(" {"), text.find('{')))) << text;
+        }
         const ToolAnswer a = read_tool_answer(text, "stop", "1_0");
         EXPECT_TRUE(a.tool_calls.is_null());
         EXPECT_EQ(a.content, text);
