@@ -132,6 +132,7 @@ Lexed StringLexer::lex(uint8_t b) {
 Lexed NumberLexer::feed(uint8_t b) {
     auto to = [this](Mode m) {
         mode_ = m;
+        digits_ = 1; // (the modes reached by a byte other than a digit count none: they are left by one)
         return Lexed::Taken;
     };
     const bool digit = is_digit(b);
@@ -151,7 +152,15 @@ Lexed NumberLexer::feed(uint8_t b) {
     case Mode::Int:
     case Mode::Frac:
     case Mode::ExpInt:
-        if (digit && mode_ != Mode::Zero) return Lexed::Taken;
+        if (digit && mode_ != Mode::Zero) {
+            const int cap = mode_ == Mode::Int    ? kMaxIntegerDigits
+                            : mode_ == Mode::Frac ? kMaxFractionDigits
+                                                  : kMaxExponentDigits;
+            if (!capped_) return Lexed::Taken; // (digits_ stays at 1: no count needed)
+            if (digits_ >= cap) return Lexed::Refused; // the number must end (or go on to its next part)
+            ++digits_;
+            return Lexed::Taken;
+        }
         if (!integer_ && b == '.' && (mode_ == Mode::Zero || mode_ == Mode::Int)) return to(Mode::Dot);
         if (!integer_ && (b == 'e' || b == 'E') && mode_ != Mode::ExpInt) return to(Mode::Exp);
         if (digit) return Lexed::Refused; // a digit after a leading 0

@@ -87,17 +87,24 @@ class StringLexer {
     const Regex *pattern_ = nullptr;
 };
 
-// A number, from its first byte ('-' or a digit; integer: no fraction or exponent).
+// A number, from its first byte ('-' or a digit; integer: no fraction or exponent). Each part's digits are capped,
+// so that a model that writes digits on ("0.000000…", "1111…") must end the number: no value a program reads needs
+// more (a double holds 17 significant digits; these leave room for big integers and leading zeros), and a number
+// cut by max_tokens is no JSON value. A schema's bounded or stepped number is capped by its range instead
+// (json_bounds.h: a bounded one's fraction as a multiple of 10^-22, with two more zeros at most), which knows which
+// prefixes can still end within it: `capped` false lifts these caps, which could strand such a prefix.
 class NumberLexer {
   public:
-    explicit NumberLexer(bool integer = false) : integer_(integer) {}
+    static constexpr int kMaxIntegerDigits = 32, kMaxFractionDigits = 24, kMaxExponentDigits = 3;
+    explicit NumberLexer(bool integer = false, bool capped = true) : integer_(integer), capped_(capped) {}
     Lexed feed(uint8_t b);
     bool operator==(const NumberLexer &) const = default;
 
   private:
     enum class Mode : uint8_t { Start, Minus, Zero, Int, Dot, Frac, Exp, ExpSign, ExpInt };
     Mode mode_ = Mode::Start;
-    bool integer_;
+    uint8_t digits_ = 0; // the digits of the part under way (Int, Frac, ExpInt), up to its cap
+    bool integer_, capped_;
 };
 
 class JsonGrammar {

@@ -141,6 +141,10 @@ NumberRange range_of(const ojson &j, const std::string &path, bool integer) {
         } catch (const Error &e) {
             fail("{}: {}", path, e.what());
         }
+    } else if (!integer && r.bounded()) { // a fraction ends, as an unconstrained number's does (NumberLexer's cap)
+        Decimal finest;
+        Decimal::parse("1e-" + std::to_string(NumberLexer::kMaxFractionDigits - NumberRange::kSpareZeros), finest);
+        r.set_step(finest, false);
     }
     if (r.empty()) fail("{}: no {} lies within {}", path, integer ? "integer" : "number", said);
     return r;
@@ -741,7 +745,8 @@ SchemaGrammar::Frame SchemaGrammar::frame_for(int32_t node) const {
     const SchemaNode &n = schema_->node(node);
     Frame f;
     f.node = node;
-    if (n.kind == SchemaNode::Kind::Integer) f.number = NumberLexer(true);
+    if (n.kind == SchemaNode::Kind::Integer || n.kind == SchemaNode::Kind::Number)
+        f.number = NumberLexer(n.kind == SchemaNode::Kind::Integer, !n.range.constrained());
     if (n.kind == SchemaNode::Kind::Any) f.any = JsonGrammar(!n.object_only, schema_->compact());
     if (n.kind == SchemaNode::Kind::String) f.string.limit(n.min_length, n.max_length);
     if (n.pattern) f.string.match(n.pattern.get());

@@ -161,6 +161,19 @@ TEST(JsonGrammar, RefusesTheFirstByteTheReferenceRefuses) {
     const std::string in_string = "{\"" + std::string(3 * run.size(), ' ') + "\":1}";
     EXPECT_EQ(refused_at(runs), runs.size());           // each run is within the cap
     EXPECT_EQ(refused_at(in_string), in_string.size()); // a string's whitespace is no run
+    // Each part of a number has a cap on its digits (a model that writes digits on must end the number); digits in
+    // a string have none.
+    const std::string digits(40, '7'), zeros(40, '0');
+    const auto int_digits = size_t(NumberLexer::kMaxIntegerDigits);
+    const auto frac_digits = size_t(NumberLexer::kMaxFractionDigits);
+    const std::string head = "{\"a\":-";
+    EXPECT_EQ(refused_at(head + digits.substr(0, int_digits) + "}"), head.size() + int_digits + 1);
+    EXPECT_EQ(refused_at(head + digits.substr(0, int_digits + 1) + "}"), head.size() + int_digits);
+    const std::string frac = head + "0." + zeros.substr(0, frac_digits);
+    EXPECT_EQ(refused_at(frac + "e-308}"), frac.size() + 6);
+    EXPECT_EQ(refused_at(frac + "1"), frac.size());
+    EXPECT_EQ(refused_at("{\"a\":1E+0001}"), 11u);
+    EXPECT_EQ(refused_at("{\"a\":\"" + digits + "\"}"), digits.size() + 8);
 }
 
 // Random walks through JSON texts: every byte the grammar takes keeps the text a prefix the reference can finish
@@ -1077,6 +1090,29 @@ TEST(SchemaGrammar, KeepsToMultiples) {
                              R"({"type": "string", "multipleOf": 3})"}) // other types' keywords are ignored
         EXPECT_NO_THROW(JsonSchema::compile(ojson{{"type", "object"}, {"properties", {{"a", ojson::parse(fine)}}}}))
             << fine;
+    // Digits are capped: a step caps a fraction at its own digits (and two zeros), past the lexer's cap for other
+    // numbers; a bounded number's fraction is capped as an unbounded one's, by its range (which knows what can end:
+    // above 0, the 22nd fraction digit of 0.000… must be no zero); integers as JSON mode's.
+    const auto fine = JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {
+        "s": {"type": "number", "multipleOf": 3e-30}, "b": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "u": {"type": "number"}, "i": {"type": "integer"}},
+        "required": ["s", "b", "u", "i"], "additionalProperties": false})"));
+    const std::string thirty = "0." + std::string(29, '0') + "3";
+    const std::string rest = R"(, "u": 1, "i": 1})";
+    EXPECT_TRUE(whole(fine, R"({"s": )" + thirty + R"(, "b": 0.5)" + rest));
+    EXPECT_FALSE(takes(fine, R"({"s": )" + thirty + "000"));
+    const auto frac_cap = size_t(NumberLexer::kMaxFractionDigits);
+    const std::string b = R"({"s": 0, "b": 0.)";
+    EXPECT_TRUE(whole(fine, b + std::string(frac_cap - 3, '0') + "100" + rest));
+    EXPECT_FALSE(takes(fine, b + std::string(frac_cap - 3, '0') + "1000"));
+    EXPECT_FALSE(takes(fine, b + std::string(frac_cap - 2, '0')));
+    const std::string u = R"({"s": 0, "b": 1, "u": 0.)" + std::string(frac_cap, '0');
+    EXPECT_TRUE(whole(fine, u + R"(, "i": 1})"));
+    EXPECT_FALSE(takes(fine, u + "0"));
+    const std::string i =
+        R"({"s": 0, "b": 1, "u": 0, "i": -)" + std::string(size_t(NumberLexer::kMaxIntegerDigits), '9');
+    EXPECT_TRUE(whole(fine, i + "}"));
+    EXPECT_FALSE(takes(fine, i + "9"));
 }
 
 TEST(SchemaGrammar, RandomWalksKeepWithinBounds) {
