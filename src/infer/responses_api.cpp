@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 namespace zaya {
 
 using nlohmann::json;
@@ -152,14 +154,44 @@ ApiError in_responses_names(ApiError e, const std::vector<std::string> &where) {
     return e;
 }
 
+// `include`: "message.output_text.logprobs" asks for the words' log-probabilities; the others name what zaya has
+// none of (hosted tools' results, images, encrypted reasoning), so they are taken and add nothing.
+bool included_logprobs(const ordered_json &j) {
+    static const std::set<std::string> kNothingToAdd = {
+        "code_interpreter_call.outputs", "computer_call_output.output.image_url", "file_search_call.results",
+        "message.input_image.image_url", "reasoning.encrypted_content", "web_search_call.action.sources",
+        "web_search_call.results"};
+    if (!given(j, "include")) return false;
+    if (!j["include"].is_array()) refuse("include", "'include' must be an array of strings");
+    bool logprobs = false;
+    for (size_t i = 0; i < j["include"].size(); ++i) {
+        const ordered_json &v = j["include"][i];
+        const std::string at = fmt::format("include[{}]", i);
+        if (!v.is_string()) refuse(at, fmt::format("'{}' must be a string", at));
+        if (v == "message.output_text.logprobs") logprobs = true;
+        else if (!kNothingToAdd.count(v.get<std::string>()))
+            refuse(at, fmt::format("'{}' '{}' is not supported (message.output_text.logprobs)", at,
+                                   v.get<std::string>()));
+    }
+    return logprobs;
+}
+
 std::string number_of(const std::string &id) { return id.substr(id.find('_') + 1); }
 
-json message_item(const std::string &id, const std::string &text, const char *status) {
+// The text part of a message item; with `logprobs` (an array: asked for) those of its tokens.
+json text_part(const std::string &text, const json &logprobs) {
+    json part = {{"type", "output_text"}, {"text", text}, {"annotations", json::array()}};
+    if (!logprobs.is_null()) part["logprobs"] = logprobs;
+    return part;
+}
+
+json message_item(const std::string &id, const std::string &text, const char *status,
+                  const json &logprobs = nullptr) {
     return {{"type", "message"},
             {"id", "msg_" + number_of(id)},
             {"status", status},
             {"role", "assistant"},
-            {"content", json::array({{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}}})}};
+            {"content", json::array({text_part(text, logprobs)})}};
 }
 
 json call_item(const std::string &id, size_t k, const json &call_id, const json &name, const json &arguments,
@@ -243,6 +275,20 @@ ResponsesRequest parse_responses_request(const std::string &body, int64_t max_co
     if (given(j, "tool_choice")) chat["tool_choice"] = chat_tool_choice(j["tool_choice"]);
     if (given(j, "text"))
         if (ordered_json f = chat_response_format(j["text"]); !f.is_null()) chat["response_format"] = f;
+    if (given(j, "top_logprobs")) {
+        const ordered_json &k = j["top_logprobs"];
+        if (!k.is_number_integer() || k.get<int64_t>() < 0 || k.get<int64_t>() > kMaxTopLogprobs)
+            refuse("top_logprobs", fmt::format("'top_logprobs' must be an integer from 0 to {}", kMaxTopLogprobs));
+    }
+    if (included_logprobs(j)) {
+        chat["logprobs"] = true;
+        chat["top_logprobs"] = given(j, "top_logprobs") ? j["top_logprobs"] : ordered_json(0);
+    }
+    if (given(j, "truncation")) {
+        if (j["truncation"] != "auto" && j["truncation"] != "disabled")
+            refuse("truncation", "'truncation' must be 'auto' or 'disabled'");
+        q.truncate = j["truncation"] == "auto";
+    }
     try {
         q.api = parse_api_request(chat.dump(), /*chat=*/true, max_context);
     } catch (const ApiError &e) {
@@ -259,6 +305,8 @@ ResponsesRequest parse_responses_request(const std::string &body, int64_t max_co
         {"tool_choice", given(j, "tool_choice") ? json(j["tool_choice"]) : json(r.tools.active() ? "auto" : "none")},
         {"parallel_tool_calls", r.tools.parallel},
         {"store", q.store},
+        {"top_logprobs", given(j, "top_logprobs") ? json(j["top_logprobs"]) : json(nullptr)},
+        {"truncation", q.truncate ? "auto" : "disabled"},
         {"text",
          given(j, "text") && given(j["text"], "format") ? json(j["text"]) : json{{"format", {{"type", "text"}}}}}};
     return q;
@@ -279,16 +327,43 @@ ordered_json answered_conversation(const ResponsesRequest &q, const json &respon
     return conversation;
 }
 
+bool drop_oldest_turn(ApiRequest &r) {
+    const size_t first = !r.messages.empty() && r.messages[0].role == "system" ? 1 : 0;
+    if (r.messages.size() < first + 2) return false;
+    r.messages.erase(r.messages.begin() + std::ptrdiff_t(first));
+    return true;
+}
+
+void WordLogprobs::add(std::span<const TokenLogprobs> lps, const SpellToken &spell) {
+    for (const TokenLogprobs &lp : lps) {
+        entries_.emplace_back(end_, api_logprobs(true, {&lp, 1}, spell, nullptr)["content"][0]);
+        end_ += spell(lp.token).bytes.size();
+    }
+}
+
+json WordLogprobs::take(size_t covered) {
+    json out = json::array();
+    for (; taken_ < entries_.size() && entries_[taken_].first < covered; ++taken_)
+        out.push_back(std::move(entries_[taken_].second));
+    return out;
+}
+
 json responses_response(const ApiRequest &r, const json &echoed, const std::string &id, int64_t created,
-                        const std::string &model, const Completion &c) {
+                        const std::string &model, const Completion &c, const SpellToken &spell) {
     const bool cut = c.finish_reason == "length";
     json output = json::array();
     ToolAnswer a;
     a.content = c.text;
     if (r.tools.active()) a = read_tool_answer(c.text, c.finish_reason, tool_call_prefix(id, 0));
     const bool calls = !a.tool_calls.is_null();
+    json logprobs = nullptr;
+    if (r.sample.logprobs >= 0) {
+        WordLogprobs words;
+        words.add(c.logprobs, spell);
+        logprobs = words.take(a.content.size());
+    }
     if (!calls || !a.content.empty()) // words, then the calls they lead to
-        output.push_back(message_item(id, a.content, cut && !calls ? "incomplete" : "completed"));
+        output.push_back(message_item(id, a.content, cut && !calls ? "incomplete" : "completed", logprobs));
     for (size_t k = 0; calls && k < a.tool_calls.size(); ++k) {
         const json &call = a.tool_calls[k];
         output.push_back(call_item(id, k, call["id"], call["function"]["name"], call["function"]["arguments"],
@@ -297,8 +372,10 @@ json responses_response(const ApiRequest &r, const json &echoed, const std::stri
     return response_object(echoed, id, created, model, cut ? "incomplete" : "completed", output, &c);
 }
 
-ResponsesStream::ResponsesStream(ApiRequest r, json echoed, std::string id, int64_t created, std::string model)
-    : r_(std::move(r)), echoed_(std::move(echoed)), id_(std::move(id)), model_(std::move(model)), created_(created) {}
+ResponsesStream::ResponsesStream(ApiRequest r, json echoed, std::string id, int64_t created, std::string model,
+                                 SpellToken spell)
+    : r_(std::move(r)), echoed_(std::move(echoed)), id_(std::move(id)), model_(std::move(model)), created_(created),
+      spell_(std::move(spell)) {}
 
 json ResponsesStream::event(const char *type, json fields) {
     json e = {{"type", type}, {"sequence_number", sequence_++}};
@@ -317,31 +394,39 @@ std::vector<json> ResponsesStream::open() {
 
 void ResponsesStream::open_message(std::vector<json> &out) {
     if (item_open_) return;
-    output_.push_back(message_item(id_, "", "in_progress"));
+    const json logprobs = r_.sample.logprobs >= 0 ? json::array() : json(nullptr);
+    output_.push_back(message_item(id_, "", "in_progress", logprobs));
     json added = output_.back();
     added["content"] = json::array();
     out.push_back(event("response.output_item.added", {{"output_index", output_.size() - 1}, {"item", added}}));
-    out.push_back(event("response.content_part.added",
-                        {{"item_id", output_.back()["id"]},
-                         {"output_index", output_.size() - 1},
-                         {"content_index", 0},
-                         {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}}));
+    out.push_back(event("response.content_part.added", {{"item_id", output_.back()["id"]},
+                                                        {"output_index", output_.size() - 1},
+                                                        {"content_index", 0},
+                                                        {"part", text_part("", logprobs)}}));
     item_open_ = true;
 }
 
 void ResponsesStream::add_words(const std::string &words, std::vector<json> &out) {
     open_message(out);
     if (words.empty()) return;
-    output_.back()["content"][0]["text"].get_ref<std::string &>() += words;
+    words_ += words.size();
+    json &part = output_.back()["content"][0];
+    part["text"].get_ref<std::string &>() += words;
+    json logprobs = json::array();
+    if (r_.sample.logprobs >= 0) {
+        logprobs = logprobs_.take(words_);
+        for (const json &e : logprobs) part["logprobs"].push_back(e);
+    }
     out.push_back(event("response.output_text.delta", {{"item_id", output_.back()["id"]},
                                                        {"output_index", output_.size() - 1},
                                                        {"content_index", 0},
                                                        {"delta", words},
-                                                       {"logprobs", json::array()}}));
+                                                       {"logprobs", logprobs}}));
 }
 
-std::vector<json> ResponsesStream::feed(const std::string &text) {
+std::vector<json> ResponsesStream::feed(const std::string &text, std::span<const TokenLogprobs> logprobs) {
     std::vector<json> out;
+    if (r_.sample.logprobs >= 0) logprobs_.add(logprobs, spell_);
     std::string words = text;
     AnswerPiece piece;
     if (r_.tools.active()) {
@@ -375,11 +460,13 @@ void ResponsesStream::close_item(std::vector<json> &out) {
     const size_t index = output_.size() - 1;
     if (item["type"] == "message") {
         const json &text = item["content"][0]["text"];
-        out.push_back(event("response.output_text.done", {{"item_id", item["id"]},
-                                                          {"output_index", index},
-                                                          {"content_index", 0},
-                                                          {"text", text},
-                                                          {"logprobs", json::array()}}));
+        const json &part = item["content"][0];
+        out.push_back(event("response.output_text.done",
+                            {{"item_id", item["id"]},
+                             {"output_index", index},
+                             {"content_index", 0},
+                             {"text", text},
+                             {"logprobs", part.contains("logprobs") ? part["logprobs"] : json::array()}}));
         out.push_back(event(
             "response.content_part.done",
             {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", item["content"][0]}}));
@@ -395,7 +482,7 @@ void ResponsesStream::close_item(std::vector<json> &out) {
 
 std::vector<json> ResponsesStream::finish(const Completion &c) {
     std::vector<json> out;
-    const json final_response = responses_response(r_, echoed_, id_, created_, model_, c);
+    const json final_response = responses_response(r_, echoed_, id_, created_, model_, c, spell_);
     const json &items = final_response["output"];
     // The words the stream held back (what might have begun calls), and the message of an answer without any.
     const std::string held = r_.tools.active() ? answer_.finish().words : std::string();

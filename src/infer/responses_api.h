@@ -1,13 +1,15 @@
 // OpenAI's Responses API (`POST /v1/responses`), on the chat machinery: a request's `input` (a string, or items:
 // messages, `function_call`s and `function_call_output`s), `instructions`, `tools` (function tools, Responses' flat
-// form), `tool_choice`, `text.format` and `max_output_tokens` become the chat request they mean (parse_api_request
-// validates it; refusals name the Responses field), and the answer — words, or calls read as the chat endpoint reads
-// them (infer/tool_calls.h) — comes back as a Response object: `output` items of type `message` (one
-// `output_text` part) or `function_call`, `status` "incomplete" with `incomplete_details.reason`
-// "max_output_tokens" when cut short, and Responses' usage. A stream sends Responses' typed events
-// (`response.created`, `response.output_item.added`, `response.output_text.delta`, ...,
+// form), `tool_choice`, `text.format`, `max_output_tokens` and `top_logprobs` (with `include`
+// "message.output_text.logprobs") become the chat request they mean (parse_api_request validates it; refusals name
+// the Responses field), and the answer — words and calls read as the chat endpoint reads them
+// (infer/tool_calls.h) — comes back as a Response object: `output` items of type `message` (one `output_text` part,
+// with its tokens' log-probabilities when included) and/or `function_call`, `status` "incomplete" with
+// `incomplete_details.reason` "max_output_tokens" when cut short, and Responses' usage. A stream sends Responses'
+// typed events (`response.created`, `response.output_item.added`, `response.output_text.delta`, ...,
 // `response.completed`). Responses are kept in memory (infer/response_store.h) for `previous_response_id` and
-// GET / DELETE /v1/responses/{id}; hosted tools (web search, file search, ...), `conversation` and `background` are
+// GET / DELETE /v1/responses/{id}; `truncation` "auto" drops the oldest turns of a prompt longer than the context
+// (the server, drop_oldest_turn); hosted tools (web search, file search, ...), `conversation` and `background` are
 // refused.
 #pragma once
 #include "infer/openai_api.h"
@@ -16,6 +18,7 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,7 +32,8 @@ struct ResponsesRequest {
     nlohmann::json echoed;
     // Chat messages: the previous response's conversation, then this input's turns (not the instructions).
     nlohmann::ordered_json conversation = nlohmann::ordered_json::array();
-    bool store = true; // keep the Response (OpenAI's default)
+    bool store = true;     // keep the Response (OpenAI's default)
+    bool truncate = false; // truncation "auto": a prompt longer than the context drops turns from its beginning
 };
 // The stored conversation of response `id` (ResponseStore), or nullopt when there is none; empty: nothing stored.
 using PreviousConversation = std::function<std::optional<nlohmann::ordered_json>(const std::string &id)>;
@@ -39,17 +43,39 @@ ResponsesRequest parse_responses_request(const std::string &body, int64_t max_co
 // The conversation a Response ends: the request's, then its output as an assistant turn (words, or tool calls).
 nlohmann::ordered_json answered_conversation(const ResponsesRequest &q, const nlohmann::json &response);
 
+// truncation "auto": drops the conversation's oldest turn (after the system turn; never the last one). False when
+// none is left to drop.
+bool drop_oldest_turn(ApiRequest &r);
+
+// include "message.output_text.logprobs": the chat endpoint's entries of the answer's tokens (token, logprob, bytes,
+// top_logprobs), each given out once the words written cover its first byte — the words of an answer end before
+// its calls, so the tokens of calls have none.
+class WordLogprobs {
+  public:
+    void add(std::span<const TokenLogprobs> lps, const SpellToken &spell);
+    // The entries of the tokens that begin within the text's first `covered` bytes, not given out before.
+    nlohmann::json take(size_t covered);
+
+  private:
+    std::vector<std::pair<size_t, nlohmann::json>> entries_; // each token's first byte in the text, and its entry
+    size_t taken_ = 0, end_ = 0;                              // entries given out; the text's bytes so far
+};
+
 // The Response object of a finished answer. `id` like "resp_7"; `created` in Unix seconds.
 nlohmann::json responses_response(const ApiRequest &r, const nlohmann::json &echoed, const std::string &id,
-                                  int64_t created, const std::string &model, const Completion &c);
+                                  int64_t created, const std::string &model, const Completion &c,
+                                  const SpellToken &spell);
 
 // A Responses stream's events, in order (each with its "type" and "sequence_number"), for the answer's text as
-// it comes: open() first, then feed() with each piece of text, then finish() with the completion.
+// it comes: open() first, then feed() with each piece of text (and, when asked for, the log-probabilities of the
+// tokens that came with it: a token comes no later than its text), then finish() with the completion. (Tokens
+// whose text never comes, a stop string's, have no entry: the Response's words do not hold them.)
 class ResponsesStream {
   public:
-    ResponsesStream(ApiRequest r, nlohmann::json echoed, std::string id, int64_t created, std::string model);
+    ResponsesStream(ApiRequest r, nlohmann::json echoed, std::string id, int64_t created, std::string model,
+                    SpellToken spell);
     std::vector<nlohmann::json> open();
-    std::vector<nlohmann::json> feed(const std::string &text);
+    std::vector<nlohmann::json> feed(const std::string &text, std::span<const TokenLogprobs> logprobs = {});
     std::vector<nlohmann::json> finish(const Completion &c);
 
   private:
@@ -64,6 +90,9 @@ class ResponsesStream {
     std::string id_, model_;
     int64_t created_ = 0;
     int64_t sequence_ = 0;
+    SpellToken spell_;
+    WordLogprobs logprobs_; // asked for (r_.sample.logprobs ≥ 0): the words' tokens'
+    size_t words_ = 0;      // the words' bytes sent
     AnswerStream answer_;                             // with tools: words and calls as they come
     nlohmann::json output_ = nlohmann::json::array(); // the items so far (the last one maybe under way)
     bool item_open_ = false;

@@ -101,7 +101,7 @@ void stream_response_events(Engine &engine, httplib::Response &res, std::shared_
             }
             const auto [deltas, done, unused] = ch->take();
             for (const Channel::Delta &d : deltas)
-                if (!send(stream->feed(d.text))) return engine.cancel(id), false; // the client went away
+                if (!send(stream->feed(d.text, d.logprobs))) return engine.cancel(id), false; // the client left
             if (done && done->finish_reason == "error") {
                 send({{{"type", "error"}, {"code", "server_error"}, {"message", "generation failed: " + done->error},
                        {"param", nullptr}}});
@@ -315,7 +315,12 @@ void Server::routes() {
                 } else {
                     r = parse_api_request(req.body, chat, engine_.max_context());
                 }
-                prompts = prompt_ids(r, tok, int32_t(engine_.model().config.bos_token_id), echoes);
+                const auto bos = int32_t(engine_.model().config.bos_token_id);
+                prompts = prompt_ids(r, tok, bos, echoes);
+                // truncation "auto": the oldest turns dropped until the prompt fits the context.
+                while (responses && q.truncate && int64_t(prompts[0].size()) >= engine_.max_context() &&
+                       drop_oldest_turn(r))
+                    prompts[0] = chat_prompt(*tok, r.messages, bos);
                 const int64_t V = engine_.model().config.vocab_size;
                 for (const auto &[token, bias] : r.sample.logit_bias)
                     if (token >= V)
@@ -378,7 +383,7 @@ void Server::routes() {
                     }
                 if (responses) {
                     const json out = responses_response(r, q.echoed, rid, created, opts_.model_name,
-                                                        choices[0].completion);
+                                                        choices[0].completion, spell);
                     keep_response(q, rid, out);
                     res.set_content(out.dump(), "application/json");
                     return;
@@ -390,7 +395,8 @@ void Server::routes() {
             res.set_header("Cache-Control", "no-cache");
             if (responses) {
                 stream_response_events(engine_, res, channels[0], ids[0],
-                                       std::make_shared<ResponsesStream>(r, q.echoed, rid, created, opts_.model_name),
+                                       std::make_shared<ResponsesStream>(r, q.echoed, rid, created, opts_.model_name,
+                                                                         spell),
                                        [this, q, rid](const json &out) { keep_response(q, rid, out); });
                 return;
             }

@@ -433,6 +433,34 @@ post /v1/responses "{\"input\": [{\"role\": \"user\", \"content\": \"Weather in 
     \"tools\": $rtools, \"tool_choice\": \"none\", \"max_output_tokens\": 5}"
 check "/v1/responses: the call and its output sent back as input items, answered in words" \
     '.output[0].type == "message" and (.output[0].content[0].text | type) == "string"'
+# include "message.output_text.logprobs" with top_logprobs: the chat endpoint's entries for the same answer, streamed
+# in the text deltas that add up to them.
+post /v1/chat/completions '{"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 6, "temperature": 1.0,
+    "seed": 4, "logprobs": true, "top_logprobs": 2}'
+chat_lp=$(echo "$body" | jq -c '.choices[0].logprobs.content')
+lp_req='"input": "Hello", "max_output_tokens": 6, "temperature": 1.0, "seed": 4, "top_logprobs": 2,
+    "include": ["message.output_text.logprobs"]'
+post /v1/responses "{$lp_req}"
+resp_lp=$(echo "$body" | jq -c '.output[0].content[0].logprobs')
+events=$(curl -sN "${auth[@]}" -d "{$lp_req, \"stream\": true}" "$url/v1/responses")
+streamed_lp=$(echo "$events" | grep '^data: ' | sed 's/^data: //' | jq -sc '[.[] |
+    select(.type == "response.output_text.delta") | .logprobs[]]')
+final_lp=$(echo "$events" | grep '^data: ' | sed 's/^data: //' | jq -sc '.[-1].response.output[0].content[0].logprobs')
+[[ $(jq length <<<"$chat_lp") -ge 1 && $resp_lp == "$chat_lp" && $streamed_lp == "$chat_lp" && $final_lp == "$chat_lp" ]] &&
+    pass "/v1/responses include logprobs: the chat's entries ($(jq length <<<"$chat_lp") tokens), streamed in its deltas" ||
+    fail "/v1/responses logprobs = the chat's" "chat: ${chat_lp:0:300}" "responses: ${resp_lp:0:300}" \
+        "streamed: ${streamed_lp:0:300}"
+# truncation "auto": a conversation longer than the context drops its oldest turns; "disabled" (the default) refuses.
+ctx=$(curl -s "${auth[@]}" -d '{"prompt": "x"}' "$url/tokenize" | jq .max_model_len)
+long_input=$(jq -nc --argjson n $((ctx / 20 + 2)) '[range($n) | {role: (if . % 2 == 0 then "user" else "assistant"
+    end), content: ([range(20)] | map("the quick fox") | join(" "))}] + [{role: "user", content: "Last?"}]')
+post /v1/responses "{\"input\": $long_input, \"max_output_tokens\": 4}"
+refused_long=$status
+post /v1/responses "{\"input\": $long_input, \"max_output_tokens\": 4, \"truncation\": \"auto\"}"
+[[ $refused_long == 400 && $status == 200 ]] && echo "$body" | jq -e --argjson ctx "$ctx" \
+    '.truncation == "auto" and .usage.input_tokens < $ctx and .output[0].type == "message"' >/dev/null &&
+    pass "truncation auto: a conversation past the context ($ctx tokens) answered from its latest turns" ||
+    fail "truncation auto" "disabled: $refused_long" "auto: $status ${body:0:300}"
 # Stored responses: previous_response_id continues the stored conversation (= sending it whole); GET returns the
 # Response; DELETE forgets it; "store": false keeps nothing.
 turn='"max_output_tokens": 8, "temperature": 1.0, "seed": 6'

@@ -17,14 +17,20 @@ namespace {
 using nlohmann::json;
 
 ApiRequest parsed(const std::string &body, json *echoed = nullptr) {
-    ResponsesRequest q = parse_responses_request(body, 4096);
+    ResponsesRequest q;
+    try {
+        q = parse_responses_request(body, 4096);
+    } catch (const ApiError &e) {
+        ADD_FAILURE() << body << ": " << e.param << ": " << e.message;
+        throw;
+    }
     if (echoed) *echoed = q.echoed;
     return q.api;
 }
 
 std::pair<std::string, std::string> refusal_of(const std::string &body) {
     try {
-        parsed(body);
+        parse_responses_request(body, 4096);
     } catch (const ApiError &e) {
         EXPECT_EQ(e.status, 400);
         return {e.param, e.message};
@@ -129,6 +135,13 @@ TEST(ResponsesApi, RefusesNamingTheResponsesField) {
          "only come first"},
         {R"({"input": "x", "max_output_tokens": -1})", "max_output_tokens", "max_output_tokens"},
         {R"({"input": "x", "temperature": "hot"})", "temperature", "temperature"},
+        {R"({"input": "x", "include": ["message.output_text.logprobs", "usage.magic"]})", "include[1]",
+         "'usage.magic' is not supported"},
+        {R"({"input": "x", "include": "message.output_text.logprobs"})", "include", "array of strings"},
+        {R"({"input": "x", "include": [1]})", "include[0]", "must be a string"},
+        {R"({"input": "x", "top_logprobs": 21})", "top_logprobs", "from 0 to 20"},
+        {R"({"input": "x", "top_logprobs": 1.5})", "top_logprobs", "from 0 to 20"},
+        {R"({"input": "x", "truncation": "sometimes"})", "truncation", "'auto' or 'disabled'"},
         {R"({"input": "x", "tools": [{"type": "web_search"}]})", "tools[0].type", "only function tools"},
         {R"({"input": "x", "tools": [{"type": "function", "name": "a b"}]})", "tools[0].name", "tools[0].name"},
         {R"({"input": "x", "tools": [{"type": "function", "name": "a", "parameters": {"not": {}}}]})",
@@ -155,11 +168,50 @@ TEST(ResponsesApi, RefusesNamingTheResponsesField) {
     }
 }
 
+// A completion of `text` in tokens of two bytes each (a UTF-8 character may be split, as byte pieces split them),
+// with log-probabilities: token ids index the pieces that `spell` spells.
+std::vector<std::string> &pieces() {
+    static std::vector<std::string> p;
+    return p;
+}
+TokenSpelling spell(int32_t id) { return {pieces()[size_t(id)], "piece " + std::to_string(id)}; }
+// truncation "auto" drops the oldest turns after the system turn, never the last one; "disabled" is the default.
+TEST(ResponsesApi, TruncationDropsTheOldestTurns) {
+    ResponsesRequest q = parse_responses_request(R"({"instructions": "Be brief.", "truncation": "auto", "input": [
+        {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]})",
+                                                 4096);
+    EXPECT_TRUE(q.truncate);
+    EXPECT_EQ(q.echoed["truncation"], "auto");
+    ApiRequest &r = q.api;
+    ASSERT_EQ(r.messages.size(), 4u);
+    for (const char *left : {"b", "c"}) {
+        ASSERT_TRUE(drop_oldest_turn(r));
+        EXPECT_EQ(r.messages[0].content, "Be brief.");
+        EXPECT_EQ(r.messages[1].content, left);
+    }
+    EXPECT_FALSE(drop_oldest_turn(r)); // the last turn stays
+    EXPECT_EQ(r.messages.size(), 2u);
+    ApiRequest no_system = parse_responses_request(R"({"input": [{"role": "user", "content": "a"},
+        {"role": "user", "content": "c"}]})", 4096).api;
+    ASSERT_TRUE(drop_oldest_turn(no_system));
+    EXPECT_EQ(no_system.messages.at(0).content, "c");
+    EXPECT_FALSE(drop_oldest_turn(no_system));
+    json echoed;
+    parsed(R"({"input": "x"})", &echoed);
+    EXPECT_EQ(echoed["truncation"], "disabled");
+    EXPECT_TRUE(echoed["top_logprobs"].is_null());
+}
+
 Completion completion(const std::string &text, const std::string &finish) {
     Completion c;
     c.text = text;
     c.finish_reason = finish;
-    c.tokens = {1, 2, 3};
+    for (size_t at = 0; at < text.size(); at += 2) {
+        const auto id = int32_t(pieces().size());
+        pieces().push_back(text.substr(at, 2));
+        c.tokens.push_back(id);
+        c.logprobs.push_back({id, -0.25f * float(at % 7), {{id, -0.25f * float(at % 7)}, {0, -3.5f}}});
+    }
     c.prompt_tokens = 10;
     c.cached_tokens = 4;
     return c;
@@ -168,7 +220,7 @@ Completion completion(const std::string &text, const std::string &finish) {
 TEST(ResponsesApi, AnswersAsAResponseObject) {
     json echoed;
     const ApiRequest plain = parsed(R"({"input": "x", "max_output_tokens": 3})", &echoed);
-    json out = responses_response(plain, echoed, "resp_7", 100, "zaya", completion("Hello.", "stop"));
+    json out = responses_response(plain, echoed, "resp_7", 100, "zaya", completion("Hello.", "stop"), spell);
     EXPECT_EQ(out["id"], "resp_7");
     EXPECT_EQ(out["object"], "response");
     EXPECT_EQ(out["created_at"], 100);
@@ -183,7 +235,7 @@ TEST(ResponsesApi, AnswersAsAResponseObject) {
     EXPECT_EQ(out["output"][0]["content"][0]["text"], "Hello.");
     EXPECT_EQ(out["usage"], json::parse(R"({"input_tokens": 10, "input_tokens_details": {"cached_tokens": 4},
         "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13})"));
-    out = responses_response(plain, echoed, "resp_7", 100, "zaya", completion("Hel", "length"));
+    out = responses_response(plain, echoed, "resp_7", 100, "zaya", completion("Hel", "length"), spell);
     EXPECT_EQ(out["status"], "incomplete");
     EXPECT_EQ(out["incomplete_details"]["reason"], "max_output_tokens");
     EXPECT_EQ(out["output"][0]["status"], "incomplete");
@@ -193,20 +245,41 @@ TEST(ResponsesApi, AnswersAsAResponseObject) {
     out = responses_response(tools, echoed, "resp_7", 100, "zaya",
                              completion(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}},)"
                                         R"({"name":"now","arguments":{}}]})",
-                                        "stop"));
+                                        "stop"),
+                             spell);
     EXPECT_EQ(out["status"], "completed");
     ASSERT_EQ(out["output"].size(), 2u);
     EXPECT_EQ(out["output"][0], json::parse(R"({"type": "function_call", "id": "fc_7_0", "call_id": "call_7_0_0",
         "name": "get_weather", "arguments": "{\"city\":\"Oslo\"}", "status": "completed"})"));
     EXPECT_EQ(out["output"][1]["call_id"], "call_7_0_1");
     EXPECT_EQ(out["output"][1]["arguments"], "{}");
-    out = responses_response(tools, echoed, "resp_7", 100, "zaya", completion("  Sunny, I think.", "stop"));
+    out = responses_response(tools, echoed, "resp_7", 100, "zaya", completion("  Sunny, I think.", "stop"), spell);
     EXPECT_EQ(out["output"][0]["content"][0]["text"], "  Sunny, I think.");
+    // include "message.output_text.logprobs": the words' tokens, as the chat endpoint's entries (top_logprobs
+    // alternatives each); of an answer with calls, only the tokens that begin within its words. Without it, none.
+    EXPECT_FALSE(out["output"][0]["content"][0].contains("logprobs"));
+    const ApiRequest lp = parsed(R"({"input": "x", "include": ["reasoning.encrypted_content",
+        "message.output_text.logprobs"], "top_logprobs": 1, "tools": )" + std::string(kTools) + "}", &echoed);
+    EXPECT_EQ(lp.sample.logprobs, 1);
+    EXPECT_EQ(echoed["top_logprobs"], 1);
+    const Completion sunny = completion("Sunny.", "stop");
+    out = responses_response(lp, echoed, "resp_7", 100, "zaya", sunny, spell);
+    EXPECT_EQ(out["output"][0]["content"][0]["logprobs"],
+              api_logprobs(true, sunny.logprobs, spell, nullptr)["content"]);
+    EXPECT_EQ(out["output"][0]["content"][0]["logprobs"].size(), 3u);
+    const Completion then_calls = completion(R"(Hm, ok {"tool_calls":[{"name":"now","arguments":{}}]})", "stop");
+    out = responses_response(lp, echoed, "resp_7", 100, "zaya", then_calls, spell);
+    ASSERT_EQ(out["output"].size(), 2u);
+    EXPECT_EQ(out["output"][0]["content"][0]["logprobs"], // "Hm", ", ", "ok": not " {", which begins past them
+              api_logprobs(true, std::span(then_calls.logprobs).first(3), spell, nullptr)["content"]);
+    EXPECT_FALSE(out["output"][1].contains("logprobs"));
+
     // Words, then calls: a message item, then the function_call items (cut: the last call incomplete).
     out = responses_response(tools, echoed, "resp_7", 100, "zaya",
                              completion("One moment.\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}},"
                                         "{\"name\":\"now\",\"arguments\":{",
-                                        "length"));
+                                        "length"),
+                             spell);
     EXPECT_EQ(out["status"], "incomplete");
     ASSERT_EQ(out["output"].size(), 3u);
     EXPECT_EQ(out["output"][0]["type"], "message");
@@ -237,7 +310,8 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
     ASSERT_EQ(q.conversation.size(), 1u); // (the instructions are not part of it)
     const json first = responses_response(
         q.api, q.echoed, "resp_3", 1, "zaya",
-        completion(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}}]})", "stop"));
+        completion(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}}]})", "stop"),
+        spell);
     store.put("resp_3", {first, answered_conversation(q, first)});
 
     q = parse_responses_request(R"({"previous_response_id": "resp_3", "instructions": "Be kind.", )" + tools +
@@ -263,7 +337,7 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
     EXPECT_NE(q.api.messages[3].content.find("The call call_3_0_0 of get_weather returned:\n3 C"), std::string::npos);
     EXPECT_EQ(q.api.messages[0].content.find("Be brief."), std::string::npos); // instructions are not carried over
     // A words answer continues too; an unknown id is a 404 naming it.
-    const json second = responses_response(q.api, q.echoed, "resp_4", 1, "zaya", completion("Cold.", "stop"));
+    const json second = responses_response(q.api, q.echoed, "resp_4", 1, "zaya", completion("Cold.", "stop"), spell);
     store.put("resp_4", {second, answered_conversation(q, second)});
     q = parse_responses_request(R"({"previous_response_id": "resp_4", "input": "Thanks"})", 4096, previous);
     ASSERT_EQ(q.api.messages.size(), 5u);
@@ -275,7 +349,8 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
     q = parse_responses_request(R"({"input": "Time?", )" + tools + "}", 4096, previous);
     const json both = responses_response(
         q.api, q.echoed, "resp_6", 1, "zaya",
-        completion(R"(One moment. {"tool_calls":[{"name":"now","arguments":{}}]})", "stop"));
+        completion(R"(One moment. {"tool_calls":[{"name":"now","arguments":{}}]})", "stop"),
+        spell);
     ASSERT_EQ(both["output"].size(), 2u);
     store.put("resp_6", {both, answered_conversation(q, both)});
     const std::string output = R"({"type": "function_call_output", "call_id": "call_6_0_0", "output": "noon"})";
@@ -350,13 +425,17 @@ void gather(const json &e, Gathered &g, int64_t &sequence) {
     } else if (type == "response.output_text.delta") {
         json &part = g.output[e["output_index"].get<size_t>()]["content"][e["content_index"].get<size_t>()];
         part["text"] = part["text"].get<std::string>() + e["delta"].get<std::string>();
+        EXPECT_TRUE(part.contains("logprobs") || e["logprobs"].empty());
+        for (const json &l : e["logprobs"]) part["logprobs"].push_back(l);
         EXPECT_EQ(e["item_id"], g.output[e["output_index"].get<size_t>()]["id"]);
     } else if (type == "response.function_call_arguments.delta") {
         json &item = g.output[e["output_index"].get<size_t>()];
         item["arguments"] = item["arguments"].get<std::string>() + e["delta"].get<std::string>();
         EXPECT_EQ(e["item_id"], item["id"]);
     } else if (type == "response.output_text.done") {
-        EXPECT_EQ(e["text"], g.output[e["output_index"].get<size_t>()]["content"][0]["text"]);
+        const json &part = g.output[e["output_index"].get<size_t>()]["content"][0];
+        EXPECT_EQ(e["text"], part["text"]);
+        EXPECT_EQ(e["logprobs"], part.contains("logprobs") ? part["logprobs"] : json::array());
     } else if (type == "response.function_call_arguments.done") {
         EXPECT_EQ(e["arguments"], g.output[e["output_index"].get<size_t>()]["arguments"]);
     } else if (type == "response.output_item.done") {
@@ -372,8 +451,10 @@ TEST(ResponsesApi, StreamsEventsThatAddUpToTheResponse) {
         std::string body, text, finish;
     };
     const std::string tools = R"({"input": "x", "tools": )" + std::string(kTools) + "}";
+    const std::string logprobs = R"({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 1)";
     const std::vector<Case> cases = {
         {R"({"input": "x"})", "Caf\xc3\xa9 \xf0\x9f\x98\x80 ok", "stop"},
+        {logprobs + "}", "cut sh", "length"},
         {R"({"input": "x"})", "cut sh", "length"},
         {R"({"input": "x"})", "", "stop"},
         {tools,
@@ -385,21 +466,31 @@ TEST(ResponsesApi, StreamsEventsThatAddUpToTheResponse) {
         {tools, " {\"tool_c", "length"}, // undecided when cut: the text, sent at the end
         {tools, "Caf\xc3\xa9 first.\n\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop"}, // words, calls
         {tools, "So {\"tool_c{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{\"x", "length"},
-        {tools, "So {\"tool_calls\":[{\"na", "length"}}; // no call begun: the text
+        {tools, "So {\"tool_calls\":[{\"na", "length"}, // no call begun: the text
+        {logprobs + "}", "Caf\xc3\xa9 \xf0\x9f\x98\x80 ok", "stop"},
+        {logprobs + R"(, "tools": )" + kTools + "}",
+         "Caf\xc3\xa9 first.\n\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop"},
+        {logprobs + R"(, "tools": )" + kTools + "}", "Hi {\"tool_c", "length"}};
     std::mt19937 rng(9);
     for (const Case &c : cases) {
         json echoed;
         const ApiRequest r = parsed(c.body, &echoed);
         const Completion done = completion(c.text, c.finish);
-        const json want = responses_response(r, echoed, "resp_5", 9, "zaya", done);
+        const json want = responses_response(r, echoed, "resp_5", 9, "zaya", done, spell);
         for (int trial = 0; trial < 50; ++trial) {
-            ResponsesStream s(r, echoed, "resp_5", 9, "zaya");
+            ResponsesStream s(r, echoed, "resp_5", 9, "zaya", spell);
             Gathered g;
             int64_t sequence = 0;
             for (const json &e : s.open()) gather(e, g, sequence);
+            size_t fed = 0; // tokens whose log-probabilities were fed: they come with their text, or before it
             for (size_t at = 0; at < c.text.size();) {
                 const size_t n = trial == 0 ? 1 : 1 + rng() % 5;
-                for (const json &e : s.feed(c.text.substr(at, n))) gather(e, g, sequence);
+                const size_t upto = std::min(done.logprobs.size(), (at + n + rng() % 4) / 2 + 1);
+                const std::span<const TokenLogprobs> lps =
+                    r.sample.logprobs >= 0 && upto > fed ? std::span(done.logprobs).subspan(fed, upto - fed)
+                                                         : std::span<const TokenLogprobs>();
+                fed += lps.size();
+                for (const json &e : s.feed(c.text.substr(at, n), lps)) gather(e, g, sequence);
                 at += n;
             }
             for (const json &e : s.finish(done)) gather(e, g, sequence);
