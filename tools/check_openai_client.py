@@ -274,6 +274,26 @@ def main() -> None:
         ok("previous_response_id: the stored conversation continued = the conversation sent whole",
            nxt.previous_response_id == resp.id and nxt.output_text == whole.output_text and
            nxt.usage.input_tokens == whole.usage.input_tokens, repr(nxt.output_text[:60]))
+        lp_chat = client.chat.completions.create(model=name, messages=messages, max_tokens=20, temperature=0,
+                                                 logprobs=True, top_logprobs=2)
+        lp = client.responses.create(model=name, instructions="Answer briefly.", input="What is Python?",
+                                     max_output_tokens=20, temperature=0, include=["message.output_text.logprobs"],
+                                     top_logprobs=2)
+        part = lp.output[0].content[0]
+        ok("responses include logprobs + top_logprobs: the chat's tokens and log-probabilities, 2 alternatives each",
+           [(e.token, e.logprob) for e in part.logprobs] ==
+           [(e.token, e.logprob) for e in lp_chat.choices[0].logprobs.content] and
+           all(len(e.top_logprobs) == 2 for e in part.logprobs), f"{len(part.logprobs)} tokens")
+        long_input = [{"role": "user" if k % 2 == 0 else "assistant", "content": "What is Python? " * 60}
+                      for k in range(41)]
+        try:
+            client.responses.create(model=name, input=long_input, max_output_tokens=5)
+            ok("a conversation past the context raises BadRequestError (truncation disabled)", False)
+        except openai.BadRequestError:
+            ok("a conversation past the context raises BadRequestError (truncation disabled)", True)
+        cut = client.responses.create(model=name, input=long_input, max_output_tokens=5, truncation="auto")
+        ok("truncation='auto': answered from its latest turns", cut.truncation == "auto" and
+           cut.output[0].type == "message", f"{cut.usage.input_tokens} input tokens")
         got = client.responses.retrieve(resp.id)
         ok("responses.retrieve: the stored Response", got.id == resp.id and got.output_text == resp.output_text)
         client.responses.delete(resp.id)
