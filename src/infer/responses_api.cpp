@@ -327,11 +327,17 @@ ordered_json answered_conversation(const ResponsesRequest &q, const json &respon
     return conversation;
 }
 
-bool drop_oldest_turn(ApiRequest &r) {
-    const size_t first = !r.messages.empty() && r.messages[0].role == "system" ? 1 : 0;
-    if (r.messages.size() < first + 2) return false;
-    r.messages.erase(r.messages.begin() + std::ptrdiff_t(first));
-    return true;
+namespace {
+size_t system_turns(const ApiRequest &r) { return !r.messages.empty() && r.messages[0].role == "system" ? 1 : 0; }
+} // namespace
+
+size_t droppable_turns(const ApiRequest &r) {
+    return r.messages.size() > system_turns(r) ? r.messages.size() - system_turns(r) - 1 : 0;
+}
+
+void drop_oldest_turns(ApiRequest &r, size_t k) {
+    const auto first = r.messages.begin() + std::ptrdiff_t(system_turns(r));
+    r.messages.erase(first, first + std::ptrdiff_t(std::min(k, droppable_turns(r))));
 }
 
 void WordLogprobs::add(std::span<const TokenLogprobs> lps, const SpellToken &spell) {

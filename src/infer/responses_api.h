@@ -9,7 +9,7 @@
 // typed events (`response.created`, `response.output_item.added`, `response.output_text.delta`, ...,
 // `response.completed`). Responses are kept in memory (infer/response_store.h) for `previous_response_id` and
 // GET / DELETE /v1/responses/{id}; `truncation` "auto" drops the oldest turns of a prompt longer than the context
-// (the server, drop_oldest_turn); hosted tools (web search, file search, ...), `conversation` and `background` are
+// (the server, drop_oldest_turns); hosted tools (web search, file search, ...), `conversation` and `background` are
 // refused.
 #pragma once
 #include "infer/openai_api.h"
@@ -43,9 +43,10 @@ ResponsesRequest parse_responses_request(const std::string &body, int64_t max_co
 // The conversation a Response ends: the request's, then its output as an assistant turn (words, or tool calls).
 nlohmann::ordered_json answered_conversation(const ResponsesRequest &q, const nlohmann::json &response);
 
-// truncation "auto": drops the conversation's oldest turn (after the system turn; never the last one). False when
-// none is left to drop.
-bool drop_oldest_turn(ApiRequest &r);
+// truncation "auto": how many of the conversation's turns may be dropped (all after the system turn but the last),
+// and the oldest k of them dropped (at most that many).
+size_t droppable_turns(const ApiRequest &r);
+void drop_oldest_turns(ApiRequest &r, size_t k);
 
 // include "message.output_text.logprobs": the chat endpoint's entries of the answer's tokens (token, logprob, bytes,
 // top_logprobs), each given out once the words written cover its first byte — the words of an answer end before

@@ -317,10 +317,24 @@ void Server::routes() {
                 }
                 const auto bos = int32_t(engine_.model().config.bos_token_id);
                 prompts = prompt_ids(r, tok, bos, echoes);
-                // truncation "auto": the oldest turns dropped until the prompt fits the context.
-                while (responses && q.truncate && int64_t(prompts[0].size()) >= engine_.max_context() &&
-                       drop_oldest_turn(r))
+                // truncation "auto": the fewest oldest turns dropped that make the prompt fit the context (found
+                // by bisection: a long conversation is rendered a few times, not once per turn); all that may be,
+                // if none does (the engine then refuses the prompt, saying how long it is).
+                const auto fits = [&](const std::vector<int32_t> &p) {
+                    return int64_t(p.size()) < engine_.max_context();
+                };
+                if (responses && q.truncate && !fits(prompts[0])) {
+                    size_t lo = 1, hi = droppable_turns(r);
+                    while (lo < hi) {
+                        const size_t mid = lo + (hi - lo) / 2;
+                        ApiRequest fewer = r;
+                        drop_oldest_turns(fewer, mid);
+                        if (fits(chat_prompt(*tok, fewer.messages, bos))) hi = mid;
+                        else lo = mid + 1;
+                    }
+                    drop_oldest_turns(r, lo);
                     prompts[0] = chat_prompt(*tok, r.messages, bos);
+                }
                 const int64_t V = engine_.model().config.vocab_size;
                 for (const auto &[token, bias] : r.sample.logit_bias)
                     if (token >= V)

@@ -184,18 +184,23 @@ TEST(ResponsesApi, TruncationDropsTheOldestTurns) {
     EXPECT_EQ(q.echoed["truncation"], "auto");
     ApiRequest &r = q.api;
     ASSERT_EQ(r.messages.size(), 4u);
-    for (const char *left : {"b", "c"}) {
-        ASSERT_TRUE(drop_oldest_turn(r));
-        EXPECT_EQ(r.messages[0].content, "Be brief.");
-        EXPECT_EQ(r.messages[1].content, left);
-    }
-    EXPECT_FALSE(drop_oldest_turn(r)); // the last turn stays
-    EXPECT_EQ(r.messages.size(), 2u);
+    EXPECT_EQ(droppable_turns(r), 2u);
+    ApiRequest one = r;
+    drop_oldest_turns(one, 1);
+    ASSERT_EQ(one.messages.size(), 3u);
+    EXPECT_EQ(one.messages[0].content, "Be brief.");
+    EXPECT_EQ(one.messages[1].content, "b");
+    drop_oldest_turns(r, 5); // the last turn stays
+    ASSERT_EQ(r.messages.size(), 2u);
+    EXPECT_EQ(r.messages[0].content, "Be brief.");
+    EXPECT_EQ(r.messages[1].content, "c");
+    EXPECT_EQ(droppable_turns(r), 0u);
     ApiRequest no_system = parse_responses_request(R"({"input": [{"role": "user", "content": "a"},
         {"role": "user", "content": "c"}]})", 4096).api;
-    ASSERT_TRUE(drop_oldest_turn(no_system));
-    EXPECT_EQ(no_system.messages.at(0).content, "c");
-    EXPECT_FALSE(drop_oldest_turn(no_system));
+    EXPECT_EQ(droppable_turns(no_system), 1u);
+    drop_oldest_turns(no_system, 1);
+    ASSERT_EQ(no_system.messages.size(), 1u);
+    EXPECT_EQ(no_system.messages[0].content, "c");
     json echoed;
     parsed(R"({"input": "x"})", &echoed);
     EXPECT_EQ(echoed["truncation"], "disabled");
