@@ -153,10 +153,10 @@ Lexed NumberLexer::feed(uint8_t b) {
     case Mode::Frac:
     case Mode::ExpInt:
         if (digit && mode_ != Mode::Zero) {
+            if (!capped_) return Lexed::Taken; // (digits_ stays at 1: no count needed)
             const int cap = mode_ == Mode::Int    ? kMaxIntegerDigits
                             : mode_ == Mode::Frac ? kMaxFractionDigits
                                                   : kMaxExponentDigits;
-            if (!capped_) return Lexed::Taken; // (digits_ stays at 1: no count needed)
             if (digits_ >= cap) return Lexed::Refused; // the number must end (or go on to its next part)
             ++digits_;
             return Lexed::Taken;

@@ -141,10 +141,13 @@ NumberRange range_of(const ojson &j, const std::string &path, bool integer) {
         } catch (const Error &e) {
             fail("{}: {}", path, e.what());
         }
-    } else if (!integer && r.bounded()) { // a fraction ends, as an unconstrained number's does (NumberLexer's cap)
+    } else if (!integer && r.bounded() && !r.empty()) { // a fraction ends, as an unconstrained number's does
+        const int64_t digits = NumberLexer::kMaxFractionDigits - NumberRange::kSpareZeros;
         Decimal finest;
-        Decimal::parse("1e-" + std::to_string(NumberLexer::kMaxFractionDigits - NumberRange::kSpareZeros), finest);
+        Decimal::parse("1e-" + std::to_string(digits), finest);
         r.set_step(finest, false);
+        if (r.empty())
+            fail("{}: no number of at most {} digits after the point lies within {}", path, digits, said);
     }
     if (r.empty()) fail("{}: no {} lies within {}", path, integer ? "integer" : "number", said);
     return r;

@@ -1097,6 +1097,9 @@ TEST(SchemaGrammar, KeepsToMultiples) {
         "s": {"type": "number", "multipleOf": 3e-30}, "b": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
         "u": {"type": "number"}, "i": {"type": "integer"}},
         "required": ["s", "b", "u", "i"], "additionalProperties": false})"));
+    EXPECT_NE(refused(R"({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1e-23})")
+                  .find("schema.properties.a: no number of at most 22 digits after the point lies within"),
+              std::string::npos);
     const std::string thirty = "0." + std::string(29, '0') + "3";
     const std::string rest = R"(, "u": 1, "i": 1})";
     EXPECT_TRUE(whole(fine, R"({"s": )" + thirty + R"(, "b": 0.5)" + rest));
