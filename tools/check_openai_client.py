@@ -296,6 +296,10 @@ def main() -> None:
            cut.output[0].type == "message", f"{cut.usage.input_tokens} input tokens")
         got = client.responses.retrieve(resp.id)
         ok("responses.retrieve: the stored Response", got.id == resp.id and got.output_text == resp.output_text)
+        items = list(client.responses.input_items.list(resp.id, order="asc"))
+        ok("responses.input_items.list: its input as a user message item", len(items) == 1 and
+           items[0].type == "message" and items[0].role == "user" and items[0].content[0].text == "What is Python?",
+           repr(items))
         client.responses.delete(resp.id)
         try:
             client.responses.retrieve(resp.id)

@@ -8,7 +8,7 @@ void ResponseStore::drop(std::map<std::string, Kept>::iterator it) {
 }
 
 void ResponseStore::put(const std::string &id, Entry e) {
-    const size_t n = e.response.dump().size() + e.conversation.dump().size();
+    const size_t n = e.response.dump().size() + e.conversation.dump().size() + e.input_items.dump().size();
     if (n > max_bytes_) return;
     std::lock_guard lock(mu_);
     if (const auto old = entries_.find(id); old != entries_.end()) drop(old);

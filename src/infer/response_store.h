@@ -1,6 +1,6 @@
 // Stored responses for the Responses API (`store`, `previous_response_id`, GET and DELETE /v1/responses/{id}): each
 // finished Response with the conversation it ends (chat messages: its input's and the earlier responses' turns,
-// then its answer; not its instructions, which OpenAI does not carry over), in memory, the oldest dropped once they
+// then its answer; not its instructions, which OpenAI does not carry over) and its input items, in memory, the oldest dropped once they
 // hold more than a byte budget. Lost when the server stops. Thread-safe.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -19,6 +19,7 @@ class ResponseStore {
     struct Entry {
         nlohmann::json response;             // the Response object, as answered
         nlohmann::ordered_json conversation; // chat messages through its answer
+        nlohmann::json input_items;          // its request's input, as Responses' items
     };
     explicit ResponseStore(size_t max_bytes) : max_bytes_(max_bytes) {}
 

@@ -92,6 +92,41 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
     }
 }
 
+// The input (validated by input_messages) as Responses' items: messages with text parts (input_text; the
+// assistant's output_text), function calls and their outputs, each "completed".
+json listed_items(const ordered_json &input) {
+    auto message = [](const std::string &role, const std::string &text) {
+        const char *kind = role == "assistant" ? "output_text" : "input_text";
+        return json{{"type", "message"},
+                    {"role", role},
+                    {"content", json::array({{{"type", kind}, {"text", text}}})},
+                    {"status", "completed"}};
+    };
+    json items = json::array();
+    if (input.is_string()) {
+        items.push_back(message("user", input.get<std::string>()));
+        return items;
+    }
+    for (const ordered_json &item : input) {
+        const std::string type = given(item, "type") ? item["type"].get<std::string>() : "message";
+        if (type == "message") {
+            items.push_back(message(item["role"].get<std::string>(), item_text(item["content"], "")));
+        } else if (type == "function_call") {
+            items.push_back({{"type", type},
+                             {"call_id", item["call_id"]},
+                             {"name", item["name"]},
+                             {"arguments", item["arguments"]},
+                             {"status", "completed"}});
+        } else {
+            items.push_back({{"type", type},
+                             {"call_id", item["call_id"]},
+                             {"output", item_text(item["output"], "")},
+                             {"status", "completed"}});
+        }
+    }
+    return items;
+}
+
 // Responses' function tools ({"type": "function", "name", "description", "parameters", "strict"}) in chat's form.
 ordered_json chat_tools(const ordered_json &tools) {
     if (!tools.is_array()) refuse("tools", "'tools' must be an array");
@@ -251,6 +286,7 @@ ResponsesRequest parse_responses_request(const std::string &body, int64_t max_co
         where.assign(q.conversation.size(), "previous_response_id");
     }
     input_messages(j["input"], q.conversation, where);
+    q.input_items = listed_items(j["input"]);
     // The instructions are the system turn; a system or developer message that begins the conversation joins them.
     ordered_json messages = q.conversation;
     if (given(j, "instructions")) {
@@ -325,6 +361,49 @@ ordered_json answered_conversation(const ResponsesRequest &q, const json &respon
     }
     conversation.push_back(answer);
     return conversation;
+}
+
+json input_items_page(const json &items, const std::string &response_id, const std::string &limit,
+                      const std::string &order, const std::string &after) {
+    int64_t n = 20;
+    if (!limit.empty()) {
+        size_t used = 0;
+        try {
+            n = std::stoll(limit, &used);
+        } catch (const std::exception &) {
+            used = 0;
+        }
+        if (used != limit.size() || n < 1 || n > 100)
+            throw ApiError(400, fmt::format("'limit' must be an integer from 1 to 100, got '{}'", limit), "limit");
+    }
+    if (!order.empty() && order != "asc" && order != "desc")
+        throw ApiError(400, fmt::format("'order' must be 'asc' or 'desc', got '{}'", order), "order");
+    const bool ascending = order == "asc";
+    json listed = json::array(); // in the order asked for, each with its id
+    for (size_t k = 0; k < items.size(); ++k) {
+        const json &item = items[ascending ? k : items.size() - 1 - k];
+        const size_t at = ascending ? k : items.size() - 1 - k;
+        const std::string type = item["type"];
+        const char *kind = type == "message" ? "msg" : type == "function_call" ? "fc" : "fco";
+        json with_id = {{"id", fmt::format("{}_{}_in{}", kind, number_of(response_id), at)}};
+        for (const auto &[key, value] : item.items()) with_id[key] = value;
+        listed.push_back(with_id);
+    }
+    size_t from = 0;
+    if (!after.empty()) {
+        while (from < listed.size() && listed[from]["id"] != after) ++from;
+        if (from == listed.size())
+            throw ApiError(400, fmt::format("'after': response '{}' has no input item '{}'", response_id, after),
+                           "after");
+        ++from;
+    }
+    json data = json::array();
+    for (size_t k = from; k < listed.size() && int64_t(data.size()) < n; ++k) data.push_back(listed[k]);
+    return {{"object", "list"},
+            {"data", data},
+            {"first_id", data.empty() ? json(nullptr) : data.front()["id"]},
+            {"last_id", data.empty() ? json(nullptr) : data.back()["id"]},
+            {"has_more", from + data.size() < listed.size()}};
 }
 
 namespace {

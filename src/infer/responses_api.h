@@ -8,7 +8,7 @@
 // `incomplete_details.reason` "max_output_tokens" when cut short, and Responses' usage. A stream sends Responses'
 // typed events (`response.created`, `response.output_item.added`, `response.output_text.delta`, ...,
 // `response.completed`). Responses are kept in memory (infer/response_store.h) for `previous_response_id` and
-// GET / DELETE /v1/responses/{id}; `truncation` "auto" drops the oldest turns of a prompt longer than the context
+// GET / DELETE /v1/responses/{id} (and its input_items); `truncation` "auto" drops the oldest turns of a prompt longer than the context
 // (the server, drop_oldest_turns); hosted tools (web search, file search, ...), `conversation` and `background` are
 // refused.
 #pragma once
@@ -32,6 +32,7 @@ struct ResponsesRequest {
     nlohmann::json echoed;
     // Chat messages: the previous response's conversation, then this input's turns (not the instructions).
     nlohmann::ordered_json conversation = nlohmann::ordered_json::array();
+    nlohmann::json input_items = nlohmann::json::array(); // this request's input as Responses' items (no ids)
     bool store = true;     // keep the Response (OpenAI's default)
     bool truncate = false; // truncation "auto": a prompt longer than the context drops turns from its beginning
 };
@@ -42,6 +43,14 @@ ResponsesRequest parse_responses_request(const std::string &body, int64_t max_co
                                          const PreviousConversation &previous = {});
 // The conversation a Response ends: the request's, then its output as an assistant turn (words, or tool calls).
 nlohmann::ordered_json answered_conversation(const ResponsesRequest &q, const nlohmann::json &response);
+
+// GET /v1/responses/{id}/input_items: a page of a stored response's input items, OpenAI's list object (`data`,
+// `first_id`, `last_id`, `has_more`), each item with its id ("msg_7_in0", "fc_7_in1", "fco_7_in2": its kind, the
+// response's number, its place in the input). `limit` (1–100, default 20), `order` ("desc", the default, newest
+// first; or "asc") and `after` (an item id: the page begins after it) as the query gives them, empty when absent;
+// throws ApiError naming the parameter.
+nlohmann::json input_items_page(const nlohmann::json &items, const std::string &response_id, const std::string &limit,
+                                const std::string &order, const std::string &after);
 
 // truncation "auto": how many of the conversation's turns may be dropped (all after the system turn but the last),
 // and the oldest k of them dropped (at most that many).

@@ -507,6 +507,21 @@ void Server::routes() {
         else
             send_error(res, ApiError(404, "no stored response '" + req.matches[1].str() + "'", "response_id"));
     });
+    s.Get(R"(/v1/responses/([^/]+)/input_items)", [this, authorised](const httplib::Request &req,
+                                                                     httplib::Response &res) {
+        if (!authorised(req, res)) return;
+        const std::string id = req.matches[1].str();
+        const auto e = stored_->get(id);
+        if (!e) return send_error(res, ApiError(404, "no stored response '" + id + "'", "response_id"));
+        try {
+            res.set_content(input_items_page(e->input_items, id, req.get_param_value("limit"),
+                                             req.get_param_value("order"), req.get_param_value("after"))
+                                .dump(),
+                            "application/json");
+        } catch (const ApiError &err) {
+            send_error(res, err);
+        }
+    });
     s.Delete(R"(/v1/responses/([^/]+))", [this, authorised](const httplib::Request &req, httplib::Response &res) {
         if (!authorised(req, res)) return;
         const std::string id = req.matches[1].str();
@@ -520,7 +535,7 @@ void Server::routes() {
 
 void Server::keep_response(const ResponsesRequest &q, const std::string &id, const json &response) {
     if (!q.store || !stored_->enabled()) return;
-    stored_->put(id, {response, answered_conversation(q, response)});
+    stored_->put(id, {response, answered_conversation(q, response), q.input_items});
 }
 
 } // namespace zaya

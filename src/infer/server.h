@@ -1,7 +1,7 @@
 // `zaya serve`: the OpenAI-compatible HTTP server (cpp-httplib) in front of one Engine.
 //   POST /v1/completions, POST /v1/chat/completions, POST /v1/responses (OpenAI's Responses API,
-//   infer/responses_api.h; GET and DELETE /v1/responses/{id} for stored ones) — JSON, or server-sent events with
-//   "stream": true —
+//   infer/responses_api.h; GET and DELETE /v1/responses/{id}, and GET its input_items, for stored ones) — JSON, or
+//   server-sent events with "stream": true —
 //   GET /v1/models, GET /health, GET /metrics (Prometheus), POST /tokenize and /detokenize (vLLM's).
 // Requests run concurrently: each HTTP thread submits to the engine, whose loop batches all running requests'
 // decode steps together. Refused requests get a 4xx with an OpenAI-style error body; the server keeps serving.

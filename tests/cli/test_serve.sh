@@ -481,6 +481,13 @@ http_method() { status=$(curl -s -o "$tmp/got.json" -w '%{http_code}' "${auth[@]
 http_method GET "/v1/responses/$first_id"
 [[ $status == 200 && $(jq -S -c . <<<"$body") == "$(jq -S -c . <<<"$first")" ]] &&
     pass "GET /v1/responses/{id}: the Response as answered" || fail "GET /v1/responses/{id}" "status $status" "$body"
+http_method GET "/v1/responses/$first_id/input_items?order=asc&limit=5"
+check "GET /v1/responses/{id}/input_items: its input as items" \
+    '.object == "list" and .has_more == false and .data[0].type == "message" and .data[0].role == "user" and
+        .data[0].content[0].text == "Hello" and .first_id == .data[0].id'
+http_method GET "/v1/responses/$first_id/input_items?limit=0"
+[[ $status == 400 && $(jq -r .error.param <<<"$body") == limit ]] && pass "input_items limit=0: 400 naming limit" ||
+    fail "input_items limit=0: 400 naming limit" "status $status" "$body"
 http_method DELETE "/v1/responses/$first_id"
 check "DELETE /v1/responses/{id}" '.deleted == true and .object == "response.deleted"'
 http_method GET "/v1/responses/$first_id"

@@ -175,6 +175,53 @@ std::vector<std::string> &pieces() {
     return p;
 }
 TokenSpelling spell(int32_t id) { return {pieces()[size_t(id)], "piece " + std::to_string(id)}; }
+// GET /v1/responses/{id}/input_items: the request's input as Responses' items, with ids, paged as OpenAI pages them.
+TEST(ResponsesApi, ListsAStoredResponsesInputItems) {
+    const ResponsesRequest q = parse_responses_request(R"({"instructions": "Be brief.", "input": [
+        {"role": "user", "content": "Weather?"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "One moment."}]},
+        {"type": "function_call", "call_id": "c1", "name": "now", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "noon"}]}],
+        "tools": [{"type": "function", "name": "now"}]})",
+                                                       4096);
+    const json page = input_items_page(q.input_items, "resp_8", "", "", "");
+    EXPECT_EQ(page["object"], "list");
+    EXPECT_EQ(page["has_more"], false);
+    ASSERT_EQ(page["data"].size(), 4u); // newest first
+    EXPECT_EQ(page["data"][0], json::parse(R"({"id": "fco_8_in3", "type": "function_call_output", "call_id": "c1",
+        "output": "noon", "status": "completed"})"));
+    EXPECT_EQ(page["data"][1]["id"], "fc_8_in2");
+    EXPECT_EQ(page["data"][2], json::parse(R"({"id": "msg_8_in1", "type": "message", "role": "assistant",
+        "content": [{"type": "output_text", "text": "One moment."}], "status": "completed"})"));
+    EXPECT_EQ(page["data"][3]["content"][0], json::parse(R"({"type": "input_text", "text": "Weather?"})"));
+    EXPECT_EQ(page["first_id"], "fco_8_in3");
+    EXPECT_EQ(page["last_id"], "msg_8_in0");
+    // Pages: limit, order, after.
+    json asc = input_items_page(q.input_items, "resp_8", "2", "asc", "");
+    ASSERT_EQ(asc["data"].size(), 2u);
+    EXPECT_EQ(asc["data"][0]["id"], "msg_8_in0");
+    EXPECT_EQ(asc["has_more"], true);
+    asc = input_items_page(q.input_items, "resp_8", "2", "asc", asc["last_id"]);
+    EXPECT_EQ(asc["first_id"], "fc_8_in2");
+    EXPECT_EQ(asc["last_id"], "fco_8_in3");
+    EXPECT_EQ(asc["has_more"], false);
+    EXPECT_TRUE(input_items_page(q.input_items, "resp_8", "", "asc", "fco_8_in3")["data"].empty());
+    EXPECT_EQ(parse_responses_request(R"({"input": "Hi"})", 4096).input_items,
+              json::parse(R"([{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}],
+                  "status": "completed"}])"));
+    for (const auto &[limit, order, after, param] : std::vector<std::array<std::string, 4>>{
+             {"0", "", "", "limit"}, {"101", "", "", "limit"}, {"2x", "", "", "limit"}, {"", "up", "", "order"},
+             {"", "", "msg_9_in0", "after"}}) {
+        try {
+            input_items_page(q.input_items, "resp_8", limit, order, after);
+            ADD_FAILURE() << param << " taken";
+        } catch (const ApiError &e) {
+            EXPECT_EQ(e.status, 400);
+            EXPECT_EQ(e.param, param);
+        }
+    }
+}
+
 // truncation "auto" drops the oldest turns after the system turn, never the last one; "disabled" is the default.
 TEST(ResponsesApi, TruncationDropsTheOldestTurns) {
     ResponsesRequest q = parse_responses_request(R"({"instructions": "Be brief.", "truncation": "auto", "input": [
@@ -317,7 +364,7 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
         q.api, q.echoed, "resp_3", 1, "zaya",
         completion(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}}]})", "stop"),
         spell);
-    store.put("resp_3", {first, answered_conversation(q, first)});
+    store.put("resp_3", {first, answered_conversation(q, first), q.input_items});
 
     q = parse_responses_request(R"({"previous_response_id": "resp_3", "instructions": "Be kind.", )" + tools +
                                     R"(, "input": [{"type": "function_call_output", "call_id": "call_3_0_0",
@@ -343,7 +390,7 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
     EXPECT_EQ(q.api.messages[0].content.find("Be brief."), std::string::npos); // instructions are not carried over
     // A words answer continues too; an unknown id is a 404 naming it.
     const json second = responses_response(q.api, q.echoed, "resp_4", 1, "zaya", completion("Cold.", "stop"), spell);
-    store.put("resp_4", {second, answered_conversation(q, second)});
+    store.put("resp_4", {second, answered_conversation(q, second), q.input_items});
     q = parse_responses_request(R"({"previous_response_id": "resp_4", "input": "Thanks"})", 4096, previous);
     ASSERT_EQ(q.api.messages.size(), 5u);
     EXPECT_EQ(q.api.messages[3].role, "assistant");
@@ -357,7 +404,7 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
         completion(R"(One moment. {"tool_calls":[{"name":"now","arguments":{}}]})", "stop"),
         spell);
     ASSERT_EQ(both["output"].size(), 2u);
-    store.put("resp_6", {both, answered_conversation(q, both)});
+    store.put("resp_6", {both, answered_conversation(q, both), q.input_items});
     const std::string output = R"({"type": "function_call_output", "call_id": "call_6_0_0", "output": "noon"})";
     const ResponsesRequest stored = parse_responses_request(
         R"({"previous_response_id": "resp_6", "input": [)" + output + "], " + tools + "}", 4096, previous);
@@ -387,9 +434,10 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
 // its first place.
 TEST(ResponseStore, KeepsTheNewestWithinItsBudget) {
     auto entry = [](size_t bytes) {
-        return ResponseStore::Entry{json{{"pad", std::string(bytes, 'x')}}, nlohmann::ordered_json::array()};
+        return ResponseStore::Entry{json{{"pad", std::string(bytes, 'x')}}, nlohmann::ordered_json::array(),
+                                    json::array()};
     };
-    const size_t one = entry(1000).response.dump().size() + 2; // ("[]")
+    const size_t one = entry(1000).response.dump().size() + 4; // ("[]" twice)
     ResponseStore store(3 * one);
     store.put("a", entry(1000));
     store.put("b", entry(1000));
