@@ -42,7 +42,23 @@ void TokenTable::index() {
         if (b.empty()) continue;
         plain_chars_[id] = plain_string_chars(b);
         plain_[id] = plain_chars_[id] != 0 && plain_chars_[id] < 65535; // (longer ones are read)
+        plain_count_ += plain_[id];
         by_first_[uint8_t(b[0])].push_back(int32_t(id));
+        if (!plain_[id]) not_plain_[uint8_t(b[0])].push_back(int32_t(id));
+    }
+    for (int b = 0; b < 256; ++b) {
+        std::vector<int32_t> &ids = sorted_[size_t(b)];
+        ids = by_first_[size_t(b)];
+        std::stable_sort(ids.begin(), ids.end(),
+                         [&](int32_t x, int32_t y) { return bytes_[size_t(x)] < bytes_[size_t(y)]; });
+        std::vector<uint16_t> &shared = shared_[size_t(b)];
+        shared.assign(ids.size(), 0);
+        for (size_t k = 1; k < ids.size(); ++k) {
+            const std::string &x = bytes_[size_t(ids[k - 1])], &y = bytes_[size_t(ids[k])];
+            size_t n = 0;
+            while (n < x.size() && n < y.size() && n < 65535 && x[n] == y[n]) ++n;
+            shared[k] = uint16_t(n);
+        }
     }
 }
 
@@ -124,8 +140,6 @@ int64_t JsonConstraint::mask_watching(float *logits) {
 int64_t JsonConstraint::mask(float *logits) {
     if (state_ == State::Watching) return mask_watching(logits);
     const int64_t V = table_->size();
-    allowed_.assign(size_t(V), 0);
-    int64_t n = 0;
     const bool in_string = grammar_.in_plain_string(); // (every reading)
     const StringLexer *lexer = grammar_.readings() == 1 ? grammar_.string_lexer() : nullptr;
     // A string's maxLength near: plain tokens fit if they have no more characters than it has room for (in some
@@ -140,15 +154,32 @@ int64_t JsonConstraint::mask(float *logits) {
     const std::vector<uint64_t> *classes = pattern ? &classes_of_tokens(*pattern) : nullptr;
     const int32_t state = pattern ? lexer->pattern_state() : 0;
     const uint64_t others = pattern ? ~pattern->loops(state) : 0;
+    // Inside a string without bounds, every plain token whose first byte is taken is taken: all of them at once
+    // (taken back for a first byte refused), and only the others read.
+    const bool all_plain = in_string && !bounded && !classes;
+    int64_t n = 0;
+    if (all_plain) {
+        allowed_ = table_->plain_flags();
+        n = table_->plain_count();
+    } else {
+        allowed_.assign(size_t(V), 0);
+    }
     for (int b = 0; b < 256; ++b) {
         SchemaGrammar first = grammar_;
-        if (!first.feed(uint8_t(b))) continue;
-        // Outside strings the second byte rules most tokens out (after whitespace, the many " word" tokens): the
-        // bytes that may follow b, tested once, spare reading those tokens. Inside one, its lexer reads them cheaply.
-        std::bitset<256> second;
-        bool second_known = first.string_lexer() != nullptr;
-        if (second_known) second.set();
-        for (int32_t id : table_->starting_with(uint8_t(b))) {
+        if (!first.feed(uint8_t(b))) {
+            if (all_plain)
+                for (int32_t id : table_->starting_with(uint8_t(b)))
+                    if (table_->plain(id)) allowed_[size_t(id)] = 0, --n;
+            continue;
+        }
+        if (!first.string_lexer()) { // (a byte that ends the string begins no plain token)
+            n += walk_sorted(uint8_t(b), std::move(first));
+            continue;
+        }
+        // Inside a string its lexer reads the tokens cheaply (plain text without reading them at all).
+        const std::vector<int32_t> &ids =
+            all_plain ? table_->not_plain_starting_with(uint8_t(b)) : table_->starting_with(uint8_t(b));
+        for (int32_t id : ids) {
             bool ok = in_string && table_->plain(id);
             if (ok && bounded && table_->plain_chars(id) > room) continue; // plain text cannot close the string
             if (classes && (*classes)[size_t(id)] != 0 && ((*classes)[size_t(id)] & others) == 0) {
@@ -158,19 +189,54 @@ int64_t JsonConstraint::mask(float *logits) {
                 ok = true;
             }
             const std::string_view bytes = ok ? std::string_view() : table_->bytes(id); // only when needed: 8 MB
-            if (!ok && bytes.size() == 1) ok = true;
-            if (!ok) {
-                if (!second_known) {
-                    for (int c = 0; c < 256; ++c) second[size_t(c)] = SchemaGrammar(first).feed(uint8_t(c));
-                    second_known = true;
-                }
-                ok = second[uint8_t(bytes[1])] && continues(first, bytes.substr(1));
-            }
+            if (!ok) ok = bytes.size() == 1 || continues(first, bytes.substr(1));
             if (ok) allowed_[size_t(id)] = 1, ++n;
         }
     }
     for (int64_t id = 0; id < V; ++id)
         if (!allowed_[size_t(id)]) logits[id] = -std::numeric_limits<float>::infinity();
+    return n;
+}
+
+// The tokens that begin with byte b, which `first` (the state after it, outside a string) took: in the order of
+// their bytes, each read from the state after the prefix it shares with the token before (states_[d]: after d + 1
+// bytes), so a prefix is fed once for all the tokens that share it; the tokens that share a refused prefix are
+// refused unread. Where the state is inside a string, the rest is read by continues() (its lexer: cheap) and the
+// walk goes no deeper. Marks the allowed ones in allowed_; returns how many.
+int64_t JsonConstraint::walk_sorted(uint8_t b, SchemaGrammar first) {
+    const std::vector<int32_t> &ids = table_->sorted(b);
+    const std::vector<uint16_t> &shared = table_->shared(b);
+    if (states_.empty()) states_.push_back(first);
+    else states_[0] = std::move(first);
+    int64_t n = 0;
+    size_t valid = 1;                 // states_[0 .. valid) hold the current token's first `valid` bytes fed
+    size_t refused = SIZE_MAX;        // the byte of the token before that was refused, if one was
+    for (size_t k = 0; k < ids.size(); ++k) {
+        if (k > 0) {
+            if (refused != SIZE_MAX && shared[k] > refused) continue; // the same refused prefix: not even read
+            refused = SIZE_MAX;
+            valid = std::min<size_t>(valid, shared[k]);
+        }
+        const std::string_view bytes = table_->bytes(ids[k]);
+        bool ok = true;
+        for (size_t d = valid; d < bytes.size(); ++d) {
+            const SchemaGrammar &before = states_[d - 1];
+            if (before.string_lexer()) { // in a string: its lexer reads the rest
+                ok = continues(before, bytes.substr(d));
+                break;
+            }
+            SchemaGrammar next = before;
+            if (!next.feed(uint8_t(bytes[d]))) {
+                ok = false;
+                refused = d;
+                break;
+            }
+            if (states_.size() <= d) states_.push_back(std::move(next));
+            else states_[d] = std::move(next);
+            valid = d + 1;
+        }
+        if (ok) allowed_[size_t(ids[k])] = 1, ++n;
+    }
     return n;
 }
 

@@ -5,8 +5,11 @@
 // distribution is renormalised over the tokens allowed (their logits unchanged, the others −∞) before the sampling
 // controls apply.
 //
-// Cost per token: the vocabulary is grouped by first byte, and outside strings tested by its second byte too, so a
-// state that takes few bytes (after a value: ',', '}', ']', whitespace) reads few tokens; inside a string, tokens of
+// Cost per token: the vocabulary is grouped by first byte; outside strings each group is read in the order of its
+// bytes, as a walk of their trie that feeds each shared prefix once and skips every token past a prefix refused
+// (after a value, whitespace or a key's quote: not the many " word" tokens; before a value, " t" leads only to
+// " true" — each " t…" word is refused at its second or third byte, once for all the tokens that share it); inside
+// a string without bounds, every plain token is allowed at once (a copy of their flags) and only the others read; inside a string, tokens of
 // plain text (no '"', '\\', control bytes, whole UTF-8 characters) are taken without reading them (a string with a
 // maxLength compares their known lengths with its room) and the others are read by the string's lexer alone until
 // they close it. In a string with a pattern, plain tokens whose characters all keep the pattern's state where it is
@@ -47,15 +50,25 @@ class TokenTable {
     bool plain(int32_t id) const { return plain_[size_t(id)] != 0; }
     // A plain token's characters (0 for the others; at most 65535, for longer ones too).
     uint32_t plain_chars(int32_t id) const { return plain_chars_[size_t(id)]; }
-    // The ids whose bytes begin with byte b.
+    // The ids whose bytes begin with byte b; those of them that are not plain().
     const std::vector<int32_t> &starting_with(uint8_t b) const { return by_first_[b]; }
+    const std::vector<int32_t> &not_plain_starting_with(uint8_t b) const { return not_plain_[b]; }
+    // plain() of every id, 1 or 0, and how many are plain.
+    const std::vector<uint8_t> &plain_flags() const { return plain_; }
+    int64_t plain_count() const { return plain_count_; }
+    // The same in the order of their bytes (a trie's walk): sorted(b)[k], and how many first bytes it shares with
+    // the one before it (shared(b)[0] = 0).
+    const std::vector<int32_t> &sorted(uint8_t b) const { return sorted_[b]; }
+    const std::vector<uint16_t> &shared(uint8_t b) const { return shared_[b]; }
 
   private:
     void index();
     std::vector<std::string> bytes_;
     std::vector<uint8_t> plain_;         // the flag alone: what most masks read, at half the bytes
     std::vector<uint16_t> plain_chars_;
-    std::array<std::vector<int32_t>, 256> by_first_;
+    int64_t plain_count_ = 0;
+    std::array<std::vector<int32_t>, 256> by_first_, not_plain_, sorted_;
+    std::array<std::vector<uint16_t>, 256> shared_;
 };
 
 // A lazy constraint's trigger found in a text read byte by byte, wherever it begins: `matched` is the length of the
@@ -97,6 +110,7 @@ class JsonConstraint {
     // Where a token's bytes complete the trigger after the text so far: the offset just past it, or 0 if they do not.
     size_t completes(std::string_view bytes) const;
     int64_t mask_watching(float *logits);
+    int64_t walk_sorted(uint8_t b, SchemaGrammar first); // mask(): the tokens after b, outside a string
 
     // Per pattern with a small alphabet: each plain token's character classes (regex.h), 0 for the others.
     const std::vector<uint64_t> &classes_of_tokens(const Regex &pattern);
@@ -105,6 +119,7 @@ class JsonConstraint {
     SchemaGrammar grammar_;
     std::vector<std::pair<const Regex *, std::vector<uint64_t>>> token_classes_; // the last few patterns' (2 MB each)
     std::vector<uint8_t> allowed_; // [V] scratch of mask()
+    std::vector<SchemaGrammar> states_; // scratch of walk_sorted(): the state after each prefix length
     std::string trigger_;
     State state_ = State::Held;
     size_t matched_ = 0;           // Watching: the trigger's bytes the text ends with (trigger_step)

@@ -231,7 +231,12 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
     std::vector<std::string> bytes = {"", "{", "}", "{\"", "\":", "\",\"", "abc", " ", "\n  ", "é", "\xc3", "\xa9",
                                       "\\u00e9", "\\ud83d", "\\ude00", "tr", "ue", "true", "-1", "0.5e", "7", "[",
                                       "]", "],", "\"}", "null", "a\"b", "x\ny", "☃☃", ",", ":", "\"", "\\", "n",
-                                      "ab", "ba", "aab", "bbab", "abé"};
+                                      "ab", "ba", "aab", "bbab", "abé",
+                                      // Prefixes shared, then refused or taken at each depth (the sorted walk):
+                                      " t", " tr", " tru", " true", " truex", " trx", " tx", " txy", " nul", " null",
+                                      " nx", " 12", " 123", " 12a", " 1.5", " 1.", " \"a", " \"a\"", " \"a\\",
+                                      "  ", " \n", "12", "123", "12.5", "1.2.3", "-", "--1", "-0", "-01", "\"a\":",
+                                      "\"a\":1", "\"a\":1}", "\"a\":x", "\"a\"}", ",\"", ",\"b\":", ",\"b\":[1,"};
     const size_t named = bytes.size();
     for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, char(b))); // byte pieces, as sentencepiece's
     auto table = std::make_shared<const TokenTable>(bytes);
