@@ -154,13 +154,21 @@ int64_t JsonConstraint::mask(float *logits) {
     const std::vector<uint64_t> *classes = pattern ? &classes_of_tokens(*pattern) : nullptr;
     const int32_t state = pattern ? lexer->pattern_state() : 0;
     const uint64_t others = pattern ? ~pattern->loops(state) : 0;
-    // Inside a string without bounds, every plain token whose first byte is taken is taken: all of them at once
-    // (taken back for a first byte refused), and only the others read.
-    const bool all_plain = in_string && !bounded && !classes;
+    // Inside a string without a pattern, every plain token whose first byte is taken is taken if it fits the room
+    // left: all of them at once (taken back for a first byte refused), and only the others read.
+    const bool all_plain = in_string && !classes;
     int64_t n = 0;
-    if (all_plain) {
+    if (all_plain && !bounded) {
         allowed_ = table_->plain_flags();
         n = table_->plain_count();
+    } else if (all_plain) {
+        allowed_.resize(size_t(V));
+        const std::vector<uint8_t> &plain = table_->plain_flags();
+        const std::vector<uint16_t> &chars = table_->all_plain_chars();
+        for (size_t id = 0; id < size_t(V); ++id) {
+            allowed_[id] = uint8_t(plain[id] & (chars[id] <= room));
+            n += allowed_[id];
+        }
     } else {
         allowed_.assign(size_t(V), 0);
     }
@@ -169,7 +177,7 @@ int64_t JsonConstraint::mask(float *logits) {
         if (!first.feed(uint8_t(b))) {
             if (all_plain)
                 for (int32_t id : table_->starting_with(uint8_t(b)))
-                    if (table_->plain(id)) allowed_[size_t(id)] = 0, --n;
+                    if (allowed_[size_t(id)]) allowed_[size_t(id)] = 0, --n;
             continue;
         }
         if (!first.string_lexer()) { // (a byte that ends the string begins no plain token)

@@ -9,7 +9,8 @@
 // bytes, as a walk of their trie that feeds each shared prefix once and skips every token past a prefix refused
 // (after a value, whitespace or a key's quote: not the many " word" tokens; before a value, " t" leads only to
 // " true" — each " t…" word is refused at its second or third byte, once for all the tokens that share it); inside
-// a string without bounds, every plain token is allowed at once (a copy of their flags) and only the others read; inside a string, tokens of
+// a string without a pattern, every plain token is allowed at once (a copy of their flags, or with a maxLength a
+// pass over their lengths) and only the others read; inside a string, tokens of
 // plain text (no '"', '\\', control bytes, whole UTF-8 characters) are taken without reading them (a string with a
 // maxLength compares their known lengths with its room) and the others are read by the string's lexer alone until
 // they close it. In a string with a pattern, plain tokens whose characters all keep the pattern's state where it is
@@ -53,8 +54,9 @@ class TokenTable {
     // The ids whose bytes begin with byte b; those of them that are not plain().
     const std::vector<int32_t> &starting_with(uint8_t b) const { return by_first_[b]; }
     const std::vector<int32_t> &not_plain_starting_with(uint8_t b) const { return not_plain_[b]; }
-    // plain() of every id, 1 or 0, and how many are plain.
+    // plain() of every id, 1 or 0; plain_chars() of every id; how many are plain.
     const std::vector<uint8_t> &plain_flags() const { return plain_; }
+    const std::vector<uint16_t> &all_plain_chars() const { return plain_chars_; }
     int64_t plain_count() const { return plain_count_; }
     // The same in the order of their bytes (a trie's walk): sorted(b)[k], and how many first bytes it shares with
     // the one before it (shared(b)[0] = 0).
