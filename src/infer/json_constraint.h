@@ -8,14 +8,12 @@
 // Cost per token: the vocabulary is grouped by first byte; outside strings each group is read in the order of its
 // bytes, as a walk of their trie that feeds each shared prefix once and skips every token past a prefix refused
 // (after a value, whitespace or a key's quote: not the many " word" tokens; before a value, " t" leads only to
-// " true" — each " t…" word is refused at its second or third byte, once for all the tokens that share it); inside
-// a string without a pattern, every plain token is allowed at once (a copy of their flags, or with a maxLength a
-// pass over their lengths) and only the others read; inside a string, tokens of
-// plain text (no '"', '\\', control bytes, whole UTF-8 characters) are taken without reading them (a string with a
-// maxLength compares their known lengths with its room) and the others are read by the string's lexer alone until
-// they close it. In a string with a pattern, plain tokens whose characters all keep the pattern's state where it is
-// (in "^https://[^ ]+$", all but a space) are taken unread too: each token's character classes are found once per
-// pattern and request.
+// " true" — each " t…" word is refused at its second or third byte, once for all the tokens that share it). Inside
+// a string, tokens of plain text (no '"', '\\', control bytes, whole UTF-8 characters) are taken without reading
+// them — without a pattern all at once, a copy of their flags (with a maxLength, one pass comparing their known
+// lengths with its room) — and the others are read by the string's lexer alone until they close it. In a string
+// with a pattern, plain tokens whose characters all keep the pattern's state where it is (in "^https://[^ ]+$", all
+// but a space) are taken unread too: each token's character classes are found once per pattern and request.
 //
 // A lazy constraint (a trigger given: tool calls under tool_choice "auto", infer/tool_calls.h) leaves the text free
 // until the trigger (the first bytes of the schema's texts) appears in it, wherever it begins, and holds the rest to

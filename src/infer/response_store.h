@@ -1,7 +1,7 @@
 // Stored responses for the Responses API (`store`, `previous_response_id`, GET and DELETE /v1/responses/{id}): each
 // finished Response with the conversation it ends (chat messages: its input's and the earlier responses' turns,
-// then its answer; not its instructions, which OpenAI does not carry over) and its input items, in memory, the oldest dropped once they
-// hold more than a byte budget. Lost when the server stops. Thread-safe.
+// then its answer; not its instructions, which OpenAI does not carry over) and its input items, in memory, the
+// oldest dropped once they hold more than a byte budget. Lost when the server stops. Thread-safe.
 #pragma once
 #include <nlohmann/json.hpp>
 

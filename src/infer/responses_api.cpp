@@ -38,12 +38,24 @@ std::string item_text(const ordered_json &content, const std::string &where) {
     return text;
 }
 
+// A message as a listed input item (GET .../input_items): its text as one part, input_text (the assistant's
+// output_text).
+json listed_message(const std::string &role, const std::string &text) {
+    const char *kind = role == "assistant" ? "output_text" : "input_text";
+    return {{"type", "message"},
+            {"role", role},
+            {"content", json::array({{{"type", kind}, {"text", text}}})},
+            {"status", "completed"}};
+}
+
 // The chat request's messages for `input`, appended to `messages`; where[k] names the Responses field message k
-// came from, for refusals.
-void input_messages(const ordered_json &input, ordered_json &messages, std::vector<std::string> &where) {
+// came from, for refusals. `items` gets the input as Responses' items (messages with one text part, function calls
+// and their outputs, each "completed"), for GET /v1/responses/{id}/input_items.
+void input_messages(const ordered_json &input, ordered_json &messages, std::vector<std::string> &where, json &items) {
     if (input.is_string()) {
         messages.push_back({{"role", "user"}, {"content", input}});
         where.push_back("input");
+        items.push_back(listed_message("user", input.get<std::string>()));
         return;
     }
     if (!input.is_array() || input.empty()) refuse("input", "'input' must be a string or a non-empty array of items");
@@ -63,13 +75,18 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
             const std::string text =
                 item_text(item.contains("content") ? item["content"] : ordered_json(), at + ".content");
             messages.push_back({{"role", role}, {"content", text}});
+            items.push_back(listed_message(role, text));
             joins = role == "assistant";
         } else if (type == "function_call") {
+            const std::string id = text_member(item, "call_id", at), name = text_member(item, "name", at),
+                              arguments = text_member(item, "arguments", at);
             const ordered_json call = {
-                {"id", text_member(item, "call_id", at)},
-                {"type", "function"},
-                {"function",
-                 {{"name", text_member(item, "name", at)}, {"arguments", text_member(item, "arguments", at)}}}};
+                {"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments}}}};
+            items.push_back({{"type", type},
+                             {"call_id", id},
+                             {"name", name},
+                             {"arguments", arguments},
+                             {"status", "completed"}});
             joins = true;
             if (follows) {
                 messages.back()["tool_calls"].push_back(call);
@@ -79,10 +96,11 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
             where.push_back(at);
             continue;
         } else if (type == "function_call_output") {
-            const ordered_json &output = item.contains("output") ? item["output"] : ordered_json();
-            messages.push_back({{"role", "tool"},
-                                {"tool_call_id", text_member(item, "call_id", at)},
-                                {"content", item_text(output, at + ".output")}});
+            const std::string id = text_member(item, "call_id", at);
+            const std::string output =
+                item_text(item.contains("output") ? item["output"] : ordered_json(), at + ".output");
+            messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", output}});
+            items.push_back({{"type", type}, {"call_id", id}, {"output", output}, {"status", "completed"}});
         } else {
             refuse(at + ".type", fmt::format("'{}.type' '{}' is not supported (message, function_call, "
                                              "function_call_output)",
@@ -90,41 +108,6 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
         }
         where.push_back(at);
     }
-}
-
-// The input (validated by input_messages) as Responses' items: messages with text parts (input_text; the
-// assistant's output_text), function calls and their outputs, each "completed".
-json listed_items(const ordered_json &input) {
-    auto message = [](const std::string &role, const std::string &text) {
-        const char *kind = role == "assistant" ? "output_text" : "input_text";
-        return json{{"type", "message"},
-                    {"role", role},
-                    {"content", json::array({{{"type", kind}, {"text", text}}})},
-                    {"status", "completed"}};
-    };
-    json items = json::array();
-    if (input.is_string()) {
-        items.push_back(message("user", input.get<std::string>()));
-        return items;
-    }
-    for (const ordered_json &item : input) {
-        const std::string type = given(item, "type") ? item["type"].get<std::string>() : "message";
-        if (type == "message") {
-            items.push_back(message(item["role"].get<std::string>(), item_text(item["content"], "")));
-        } else if (type == "function_call") {
-            items.push_back({{"type", type},
-                             {"call_id", item["call_id"]},
-                             {"name", item["name"]},
-                             {"arguments", item["arguments"]},
-                             {"status", "completed"}});
-        } else {
-            items.push_back({{"type", type},
-                             {"call_id", item["call_id"]},
-                             {"output", item_text(item["output"], "")},
-                             {"status", "completed"}});
-        }
-    }
-    return items;
 }
 
 // Responses' function tools ({"type": "function", "name", "description", "parameters", "strict"}) in chat's form.
@@ -285,8 +268,7 @@ ResponsesRequest parse_responses_request(const std::string &body, int64_t max_co
         q.conversation = *earlier;
         where.assign(q.conversation.size(), "previous_response_id");
     }
-    input_messages(j["input"], q.conversation, where);
-    q.input_items = listed_items(j["input"]);
+    input_messages(j["input"], q.conversation, where, q.input_items);
     // The instructions are the system turn; a system or developer message that begins the conversation joins them.
     ordered_json messages = q.conversation;
     if (given(j, "instructions")) {
@@ -406,23 +388,28 @@ json input_items_page(const json &items, const std::string &response_id, const s
             {"has_more", from + data.size() < listed.size()}};
 }
 
-namespace {
-size_t system_turns(const ApiRequest &r) { return !r.messages.empty() && r.messages[0].role == "system" ? 1 : 0; }
-} // namespace
-
-size_t droppable_turns(const ApiRequest &r) {
-    return r.messages.size() > system_turns(r) ? r.messages.size() - system_turns(r) - 1 : 0;
-}
-
-void drop_oldest_turns(ApiRequest &r, size_t k) {
-    const auto first = r.messages.begin() + std::ptrdiff_t(system_turns(r));
-    r.messages.erase(first, first + std::ptrdiff_t(std::min(k, droppable_turns(r))));
+void drop_turns_to_fit(ApiRequest &r, const std::function<bool(const ApiRequest &)> &fits) {
+    const auto first = size_t(!r.messages.empty() && r.messages[0].role == "system"); // the system turn stays
+    const size_t droppable = r.messages.size() > first ? r.messages.size() - first - 1 : 0; // and the last one
+    auto dropped = [&](size_t k) {
+        ApiRequest fewer = r;
+        const auto from = fewer.messages.begin() + std::ptrdiff_t(first);
+        fewer.messages.erase(from, from + std::ptrdiff_t(k));
+        return fewer;
+    };
+    size_t lo = 0, hi = droppable; // the fewest in [lo, hi] that fit: bisection
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (fits(dropped(mid))) hi = mid;
+        else lo = mid + 1;
+    }
+    r = dropped(lo);
 }
 
 void WordLogprobs::add(std::span<const TokenLogprobs> lps, const SpellToken &spell) {
     for (const TokenLogprobs &lp : lps) {
         entries_.emplace_back(end_, api_logprobs(true, {&lp, 1}, spell, nullptr)["content"][0]);
-        end_ += spell(lp.token).bytes.size();
+        end_ += entries_.back().second["bytes"].size(); // (its bytes, one number each)
     }
 }
 
@@ -544,17 +531,16 @@ void ResponsesStream::close_item(std::vector<json> &out) {
     json &item = output_.back();
     const size_t index = output_.size() - 1;
     if (item["type"] == "message") {
-        const json &text = item["content"][0]["text"];
         const json &part = item["content"][0];
         out.push_back(event("response.output_text.done",
                             {{"item_id", item["id"]},
                              {"output_index", index},
                              {"content_index", 0},
-                             {"text", text},
+                             {"text", part["text"]},
                              {"logprobs", part.contains("logprobs") ? part["logprobs"] : json::array()}}));
         out.push_back(event(
             "response.content_part.done",
-            {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", item["content"][0]}}));
+            {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", part}}));
     } else {
         out.push_back(event("response.function_call_arguments.done", {{"item_id", item["id"]},
                                                                       {"output_index", index},

@@ -8,9 +8,9 @@
 // `incomplete_details.reason` "max_output_tokens" when cut short, and Responses' usage. A stream sends Responses'
 // typed events (`response.created`, `response.output_item.added`, `response.output_text.delta`, ...,
 // `response.completed`). Responses are kept in memory (infer/response_store.h) for `previous_response_id` and
-// GET / DELETE /v1/responses/{id} (and its input_items); `truncation` "auto" drops the oldest turns of a prompt longer than the context
-// (the server, drop_oldest_turns); hosted tools (web search, file search, ...), `conversation` and `background` are
-// refused.
+// GET / DELETE /v1/responses/{id} (and its input_items); `truncation` "auto" drops the oldest turns of a prompt
+// longer than the context (drop_turns_to_fit); hosted tools (web search, file search, ...), `conversation` and
+// `background` are refused.
 #pragma once
 #include "infer/openai_api.h"
 
@@ -52,10 +52,10 @@ nlohmann::ordered_json answered_conversation(const ResponsesRequest &q, const nl
 nlohmann::json input_items_page(const nlohmann::json &items, const std::string &response_id, const std::string &limit,
                                 const std::string &order, const std::string &after);
 
-// truncation "auto": how many of the conversation's turns may be dropped (all after the system turn but the last),
-// and the oldest k of them dropped (at most that many).
-size_t droppable_turns(const ApiRequest &r);
-void drop_oldest_turns(ApiRequest &r, size_t k);
+// truncation "auto": drops the fewest of the conversation's oldest turns (after the system turn; never the last one)
+// for which `fits` holds of the request, found by bisection (a long conversation is rendered a few times, not once
+// per turn); all that may be dropped if none does.
+void drop_turns_to_fit(ApiRequest &r, const std::function<bool(const ApiRequest &)> &fits);
 
 // include "message.output_text.logprobs": the chat endpoint's entries of the answer's tokens (token, logprob, bytes,
 // top_logprobs), each given out once the words written cover its first byte — the words of an answer end before

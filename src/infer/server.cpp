@@ -317,22 +317,15 @@ void Server::routes() {
                 }
                 const auto bos = int32_t(engine_.model().config.bos_token_id);
                 prompts = prompt_ids(r, tok, bos, echoes);
-                // truncation "auto": the fewest oldest turns dropped that make the prompt fit the context (found
-                // by bisection: a long conversation is rendered a few times, not once per turn); all that may be,
-                // if none does (the engine then refuses the prompt, saying how long it is).
+                // truncation "auto": the fewest oldest turns dropped that make the prompt fit the context (if none
+                // does, the engine refuses the prompt, saying how long it is).
                 const auto fits = [&](const std::vector<int32_t> &p) {
                     return int64_t(p.size()) < engine_.max_context();
                 };
                 if (responses && q.truncate && !fits(prompts[0])) {
-                    size_t lo = 1, hi = droppable_turns(r);
-                    while (lo < hi) {
-                        const size_t mid = lo + (hi - lo) / 2;
-                        ApiRequest fewer = r;
-                        drop_oldest_turns(fewer, mid);
-                        if (fits(chat_prompt(*tok, fewer.messages, bos))) hi = mid;
-                        else lo = mid + 1;
-                    }
-                    drop_oldest_turns(r, lo);
+                    drop_turns_to_fit(r, [&](const ApiRequest &fewer) {
+                        return fits(chat_prompt(*tok, fewer.messages, bos));
+                    });
                     prompts[0] = chat_prompt(*tok, r.messages, bos);
                 }
                 const int64_t V = engine_.model().config.vocab_size;
@@ -478,9 +471,7 @@ void Server::routes() {
                     } else if (done) { // with the log-probabilities of tokens whose text was never released
                         Completion last = *done;
                         if (tools) { // the finish reason of calls; the words held back, sent as they are
-                            last.finish_reason =
-                                read_tool_answer(done->text, done->finish_reason, tool_call_prefix(rid, 0))
-                                    .finish_reason;
+                            last.finish_reason = sent->answer.finish_reason(done->finish_reason);
                             const std::string held = sent->answer.finish().words;
                             if (!held.empty() && !send(stream_chunk(r, rid, created, opts_.model_name, held, nullptr)))
                                 return engine_.cancel(id), false;

@@ -264,14 +264,13 @@ std::string written_tool_result(const std::string &id, const std::string &name, 
 
 ToolAnswer read_tool_answer(const std::string &text, const std::string &finish_reason, const std::string &id_prefix) {
     ToolAnswer a;
-    a.finish_reason = finish_reason;
     AnswerStream s;
     const AnswerPiece piece = s.feed(text);
     a.content = piece.words + s.finish().words;
+    a.finish_reason = s.finish_reason(finish_reason);
     if (s.calls()) { // one piece: each call's delta is the whole call
         a.tool_calls = call_deltas(piece, id_prefix);
         for (json &c : a.tool_calls) c.erase("index");
-        if (s.complete() && finish_reason == "stop") a.finish_reason = "tool_calls";
     }
     return a;
 }
@@ -333,6 +332,10 @@ AnswerPiece AnswerStream::feed(std::string_view text) {
     return out;
 }
 
+std::string AnswerStream::finish_reason(const std::string &engine_reason) const {
+    return complete() && engine_reason == "stop" ? "tool_calls" : engine_reason;
+}
+
 AnswerPiece AnswerStream::finish() {
     AnswerPiece out;
     if (!calls_) out.words = std::move(words_);
@@ -343,9 +346,7 @@ AnswerPiece AnswerStream::finish() {
 // All but what may yet begin calls: the part of the trigger the text ends with, the whitespace before it, and a
 // character begun.
 void AnswerStream::release_words(AnswerPiece &out) {
-    size_t keep = words_.size() - matched_;
-    while (keep > 0 && json_whitespace(uint8_t(words_[keep - 1]))) --keep;
-    const size_t whole = whole_length(std::string_view(words_).substr(0, keep));
+    const size_t whole = whole_length(std::string_view(words_).substr(0, words_end(matched_)));
     out.words += words_.substr(0, whole);
     words_.erase(0, whole);
 }
@@ -357,6 +358,13 @@ void AnswerStream::expect(std::string_view a, std::string_view b, std::string_vi
     phase_ = Phase::Tokens;
 }
 
+// Where the words may end: before the last `tail` bytes held and the whitespace before them.
+size_t AnswerStream::words_end(size_t tail) const {
+    size_t end = words_.size() - tail;
+    while (end > 0 && json_whitespace(uint8_t(words_[end - 1]))) --end;
+    return end;
+}
+
 // Words, then perhaps {"tool_calls":[{"name":"..","arguments":{..}},..]}: the trigger exactly (the bytes the engine
 // decides by), then whitespace allowed between tokens. Until a call's name is written every byte is kept in words_,
 // for finish() to give back as words if none is.
@@ -365,8 +373,7 @@ void AnswerStream::byte(uint8_t b, AnswerPiece &out) {
     switch (phase_) {
     case Phase::Words:
         if (trigger_step(kToolCallsTrigger, matched_, b)) { // the words end before it, and the whitespace before it
-            size_t end = words_.size() - kToolCallsTrigger.size();
-            while (end > 0 && json_whitespace(uint8_t(words_[end - 1]))) --end;
+            const size_t end = words_end(kToolCallsTrigger.size());
             out.words += words_.substr(0, end);
             words_.erase(0, end);
             phase_ = Phase::CallsBracket;

@@ -108,6 +108,8 @@ class AnswerStream {
     AnswerPiece finish();
     bool calls() const { return calls_; }                   // the answer has calls (the first one's name is written)
     bool complete() const { return phase_ == Phase::Done; } // the calls' object closed
+    // The answer's finish reason, given the engine's: "tool_calls" for calls whose object closed as it stopped.
+    std::string finish_reason(const std::string &engine_reason) const;
 
   private:
     enum class Phase : uint8_t {
@@ -115,6 +117,7 @@ class AnswerStream {
     };
     void byte(uint8_t b, AnswerPiece &out);
     void release_words(AnswerPiece &out); // Words: what can no longer begin calls
+    size_t words_end(size_t tail) const;
     bool punct(uint8_t b, char want, Phase next); // whitespace, or `want` then `next`; else Other
     void expect(std::string_view a, std::string_view b, std::string_view c, Phase next); // tokens, then `next`
     AnswerPiece::Call &call_piece(AnswerPiece &out);

@@ -231,23 +231,30 @@ TEST(ResponsesApi, TruncationDropsTheOldestTurns) {
     EXPECT_EQ(q.echoed["truncation"], "auto");
     ApiRequest &r = q.api;
     ASSERT_EQ(r.messages.size(), 4u);
-    EXPECT_EQ(droppable_turns(r), 2u);
     ApiRequest one = r;
-    drop_oldest_turns(one, 1);
-    ASSERT_EQ(one.messages.size(), 3u);
+    drop_turns_to_fit(one, [](const ApiRequest &fewer) { return fewer.messages.size() <= 3; });
+    ASSERT_EQ(one.messages.size(), 3u); // the fewest dropped
     EXPECT_EQ(one.messages[0].content, "Be brief.");
     EXPECT_EQ(one.messages[1].content, "b");
-    drop_oldest_turns(r, 5); // the last turn stays
+    drop_turns_to_fit(r, [](const ApiRequest &) { return false; }); // none fits: all that may be; the last stays
     ASSERT_EQ(r.messages.size(), 2u);
     EXPECT_EQ(r.messages[0].content, "Be brief.");
     EXPECT_EQ(r.messages[1].content, "c");
-    EXPECT_EQ(droppable_turns(r), 0u);
     ApiRequest no_system = parse_responses_request(R"({"input": [{"role": "user", "content": "a"},
         {"role": "user", "content": "c"}]})", 4096).api;
-    EXPECT_EQ(droppable_turns(no_system), 1u);
-    drop_oldest_turns(no_system, 1);
+    drop_turns_to_fit(no_system, [](const ApiRequest &) { return false; });
     ASSERT_EQ(no_system.messages.size(), 1u);
     EXPECT_EQ(no_system.messages[0].content, "c");
+    // A long conversation: bisection, a few renders, not one per turn.
+    nlohmann::ordered_json turns = nlohmann::ordered_json::array();
+    for (int k = 0; k < 41; ++k)
+        turns.push_back({{"role", k % 2 ? "assistant" : "user"}, {"content", std::to_string(k)}});
+    ApiRequest long_one = parse_responses_request(nlohmann::ordered_json{{"input", turns}}.dump(), 4096).api;
+    int renders = 0;
+    drop_turns_to_fit(long_one, [&](const ApiRequest &fewer) { return ++renders, fewer.messages.size() <= 10; });
+    ASSERT_EQ(long_one.messages.size(), 10u);
+    EXPECT_EQ(long_one.messages[0].content, "31");
+    EXPECT_LE(renders, 7);
     json echoed;
     parsed(R"({"input": "x"})", &echoed);
     EXPECT_EQ(echoed["truncation"], "disabled");
