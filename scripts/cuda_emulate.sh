@@ -24,13 +24,15 @@ if [[ $jobs -le 1 ]]; then
     exit
 fi
 # ZAYA_EMU_JOBS=N: N processes at once, taking work from one queue: each slow test below in a process of its own,
-# first, then each suite's other tests together, the largest suites first. The emulator keeps about one core busy, so
+# first, then each suite's other tests four at a time, the largest suites first (a suite as one item, CudaOps' 27
+# tests under TSan took 196 s and ended a minute after the rest: the TSan step 5m06, 4m09 in fours). The emulator keeps about one core busy, so
 # on N cores this divides the wall time; gtest's own sharding (every N-th test) left one process running a slow test
 # long after the others had finished. Each item's output is printed, in queue order, when all are done.
-# The slowest under TSan, longest first (120, 73, 47, 45 and 27 s on this 2-core Sapphire Rapids, 2026-12, with two
+# The slowest under TSan, longest first (~145, 70, 61, 37, 28, 24 and 11 s on a 2-core Zen 3, 2026-12, with two
 # processes at once): a test that grows slow belongs here.
-slow=(CudaMoe.ExpertsBf16TensorCores CudaOps.DecoderGraphStepsEqualEager CudaAttention.TensorCoresEveryOtherHeadDim
-      CudaOps.DecoderMatchesCpuBf16 CudaOps.DecoderMatchesCpuF32 Shapes/CudaFused.ResidualRmsNormForwardBackward/6)
+slow=(CudaOps.DecoderPrefillRowsMatchCpu CudaOps.DecoderGraphStepsEqualEager CudaMoe.ExpertsBf16TensorCores
+      CudaAttention.TensorCoresEveryOtherHeadDim CudaOps.DecoderMatchesCpuBf16 CudaOps.DecoderMatchesCpuF32
+      Shapes/CudaFused.ResidualRmsNormForwardBackward/6)
 list=$(OMP_NUM_THREADS=1 build/$target "$@" --gtest_list_tests) || { echo "$list"; exit 1; }
 declare -A listed=() in_suite=() count=()
 suites=()
@@ -53,7 +55,11 @@ for test in "${slow[@]}"; do
     if [[ -n ${listed[$test]:-} ]]; then items+=("$test"); fi
 done
 while read -r _ suite; do
-    items+=("${in_suite[$suite]}")
+    IFS=: read -ra tests <<<"${in_suite[$suite]}"
+    for ((k = 0; k < ${#tests[@]}; k += 4)); do
+        chunk=("${tests[@]:k:4}")
+        items+=("$(IFS=:; echo "${chunk[*]}")")
+    done
 done < <(for suite in "${suites[@]}"; do
     if [[ -n ${count[$suite]:-} ]]; then echo "${count[$suite]} $suite"; fi
 done | sort -s -k1,1nr)
