@@ -1,14 +1,20 @@
-// zaya chat MODEL [--system TEXT] — an interactive conversation in ZAYA1's chat format: each line read from stdin
-// is the user's turn, the answer streams to stdout, and the whole conversation is the next turn's prompt. The
-// engine's prefix cache (infer/prefix_cache.h) resumes each turn from the last one's cache, so a turn costs its
-// new tokens, not the conversation so far.
+// zaya chat MODEL [--system TEXT] [--tools FILE] — an interactive conversation in ZAYA1's chat format: each line read
+// from stdin is the user's turn, the answer streams to stdout, and the whole conversation is the next turn's prompt.
+// The engine's prefix cache (infer/prefix_cache.h) resumes each turn from the last one's cache, so a turn costs its
+// new tokens, not the conversation so far. With --tools the conversation is the server's chat with `tools`
+// (infer/tool_calls.h): the same prompt, the answer held to the same calls, read back the same way; `/result TEXT`
+// gives each call its result, and the model answers once every call has one.
 #include "cli/commands.h"
 #include "cli/infer_args.h"
 #include "core/error.h"
 #include "infer/engine.h"
+#include "infer/openai_api.h"
+#include "infer/tool_calls.h"
 
 #include <cstdio>
+#include <deque>
 #include <fmt/format.h>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <unistd.h>
@@ -17,17 +23,57 @@ namespace zaya::cli {
 
 namespace {
 
+using nlohmann::json;
+using nlohmann::ordered_json;
+
 struct ChatArgs {
     InferModelArgs model;
     SampleOptions sample;
     EngineOptions engine{.max_batch = 1};
     std::string system;
+    std::string tools_file;          // OpenAI's `tools` (an array), or an object with `tools` and `tool_choice`
+    std::string tool_choice;         // auto | required | none | a tool's name (default: the file's, else auto)
+    bool parallel_tool_calls = true; // several calls in one answer
     bool quiet = false;
 };
 
 constexpr const char *kChatHelp = "/reset forgets the conversation, /exit (or end of input) ends it";
+constexpr const char *kToolsHelp = "/result TEXT gives the next tool call its result";
+
+// --tools FILE with --tool-choice and --parallel-tool-calls, read as a chat request's fields are.
+ApiTools load_tools(const ChatArgs &a) {
+    std::ifstream in(a.tools_file);
+    if (!in) fail("--tools: cannot read '{}'", a.tools_file);
+    ordered_json file;
+    try {
+        file = ordered_json::parse(in);
+    } catch (const json::exception &e) {
+        fail("--tools: '{}' is not JSON: {}", a.tools_file, e.what());
+    }
+    ordered_json body = file.is_array() ? ordered_json{{"tools", file}} : file;
+    if (!body.is_object() || !body.contains("tools"))
+        fail("--tools: '{}' must hold OpenAI's `tools` (an array), or an object with `tools`", a.tools_file);
+    if (a.tool_choice == "auto" || a.tool_choice == "required" || a.tool_choice == "none")
+        body["tool_choice"] = a.tool_choice;
+    else if (!a.tool_choice.empty())
+        body["tool_choice"] = {{"type", "function"}, {"function", {{"name", a.tool_choice}}}};
+    body["parallel_tool_calls"] = a.parallel_tool_calls;
+    try {
+        return parse_tools(body);
+    } catch (const ApiError &e) {
+        fail("--tools '{}': {}", a.tools_file, e.message);
+    }
+}
 
 void run_chat(ChatArgs a) {
+    const ApiTools tools = a.tools_file.empty() ? ApiTools{} : load_tools(a);
+    if (tools.active() && a.sample.json_mode())
+        fail("--json or --json-schema with --tools: the tools hold the answer to their own JSON form (use "
+             "--tool-choice none for a JSON answer)");
+    if (tools.active()) {
+        a.sample.json_schema = tools_schema(tools);
+        a.sample.json_trigger = tools_trigger(tools);
+    }
     auto model = load_infer_model(a.model);
     std::optional<Tokenizer> tok = load_infer_tokenizer(a.model);
     if (!tok) fail("chat needs a tokenizer: '{}' has no tokenizer.model (give --tokenizer PATH)", a.model.model);
@@ -37,31 +83,22 @@ void run_chat(ChatArgs a) {
     if (a.sample.stop_tokens.empty()) a.sample.stop_tokens = engine.default_stop_tokens();
     for (std::string &stop : chat_stop_strings(t)) a.sample.stop_strings.push_back(std::move(stop));
     const bool tty = isatty(fileno(stdin));
-    if (tty) fmt::print(stderr, "zaya chat: {}\n", kChatHelp);
-    std::vector<ChatMessage> history;
-    if (!a.system.empty()) history.push_back({"system", a.system});
-    const size_t fresh = history.size();
-    std::string line;
-    while (true) {
-        if (tty) fmt::print(stderr, "> ");
-        if (!std::getline(std::cin, line) || line == "/exit") break;
-        if (line == "/reset") {
-            history.resize(fresh);
-            if (!a.quiet) fmt::print(stderr, "[conversation reset]\n");
-            continue;
-        }
-        if (line.empty()) continue;
-        if (line.starts_with("/")) {
-            fmt::print(stderr, "unknown command '{}': {}\n", line, kChatHelp);
-            continue;
-        }
-        history.push_back({"user", line});
-        const std::vector<int32_t> prompt = chat_prompt(t, history, bos);
+    if (tty) fmt::print(stderr, "zaya chat: {}{}{}\n", kChatHelp, tools.active() ? "; " : "",
+                        tools.active() ? kToolsHelp : "");
+    // The conversation as OpenAI's messages, which chat_messages writes as the server does.
+    json messages = json::array();
+    if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
+    const size_t fresh = messages.size();
+    std::deque<json> awaiting; // the calls of the last answer without a result yet, in order
+    int64_t answers = 0;
+    // Answers the conversation so far; false (the last message taken back) when it no longer fits the context.
+    auto answer = [&] {
+        const std::vector<int32_t> prompt = chat_prompt(t, chat_messages(messages, tools), bos);
         if (int64_t(prompt.size()) >= engine.max_context()) {
             fmt::print(stderr, "the conversation has {} tokens, the context {}: /reset to start a new one\n",
                        prompt.size(), engine.max_context());
-            history.pop_back();
-            continue;
+            messages.erase(messages.end() - 1);
+            return false;
         }
         auto stream = [](int32_t, const std::string &text, const Completion &) {
             std::fwrite(text.data(), 1, text.size(), stdout);
@@ -71,10 +108,70 @@ void run_chat(ChatArgs a) {
         fmt::print("\n");
         std::fflush(stdout);
         if (r.finish_reason == "error") fail("generation failed: {}", r.error);
-        history.push_back({"assistant", r.text});
+        std::string finish = r.finish_reason;
+        json reply = {{"role", "assistant"}, {"content", r.text}};
+        if (tools.active()) {
+            const ToolAnswer ta = read_tool_answer(r.text, r.finish_reason, std::to_string(++answers));
+            finish = ta.finish_reason;
+            if (!ta.tool_calls.is_null()) {
+                reply["content"] = ta.content.empty() ? json(nullptr) : json(ta.content);
+                reply["tool_calls"] = ta.tool_calls;
+                for (const json &c : ta.tool_calls) {
+                    awaiting.push_back(c);
+                    fmt::print(stderr, "[tool call {}: {}({})]\n", c["id"].get<std::string>(),
+                               c["function"]["name"].get<std::string>(),
+                               c["function"]["arguments"].get<std::string>());
+                }
+            }
+        }
+        messages.push_back(std::move(reply));
         if (!a.quiet)
             fmt::print(stderr, "[{} prompt tokens ({} from the cache), {} generated ({}); {}]\n", r.prompt_tokens,
-                       r.cached_tokens, r.tokens.size(), r.finish_reason, speed_summary(r));
+                       r.cached_tokens, r.tokens.size(), finish, speed_summary(r));
+        if (!awaiting.empty())
+            fmt::print(stderr, "[{} call{} awaiting a result: /result TEXT]\n", awaiting.size(),
+                       awaiting.size() == 1 ? "" : "s");
+        return true;
+    };
+    std::string line;
+    while (true) {
+        if (tty) fmt::print(stderr, "> ");
+        if (!std::getline(std::cin, line) || line == "/exit") break;
+        if (line == "/reset") {
+            messages.erase(messages.begin() + std::ptrdiff_t(fresh), messages.end());
+            awaiting.clear();
+            if (!a.quiet) fmt::print(stderr, "[conversation reset]\n");
+            continue;
+        }
+        if (line.empty()) continue;
+        if (line == "/result" || line.starts_with("/result ")) {
+            if (awaiting.empty()) {
+                fmt::print(stderr, "no tool call awaits a result\n");
+                continue;
+            }
+            messages.push_back({{"role", "tool"},
+                                {"tool_call_id", awaiting.front()["id"]},
+                                {"content", line.size() > 8 ? line.substr(8) : ""}});
+            awaiting.pop_front();
+            if (awaiting.empty() && !answer()) {
+                // The results do not fit: take them back with the calls' answer, whose results they were.
+                while (!messages.empty() && messages.back()["role"] == "tool") messages.erase(messages.end() - 1);
+                if (!messages.empty()) messages.erase(messages.end() - 1);
+            }
+            continue;
+        }
+        if (line.starts_with("/")) {
+            fmt::print(stderr, "unknown command '{}': {}{}{}\n", line, kChatHelp, tools.active() ? "; " : "",
+                       tools.active() ? kToolsHelp : "");
+            continue;
+        }
+        if (!awaiting.empty()) {
+            fmt::print(stderr, "{} tool call{} await{} a result first: /result TEXT (or /reset)\n", awaiting.size(),
+                       awaiting.size() == 1 ? "" : "s", awaiting.size() == 1 ? "s" : "");
+            continue;
+        }
+        messages.push_back({{"role", "user"}, {"content", line}});
+        answer();
     }
 }
 
@@ -86,11 +183,24 @@ void register_chat(CLI::App &app) {
     auto a = std::make_shared<ChatArgs>();
     add_model_options(cmd, a->model);
     cmd->add_option("--system", a->system, "A system message opening the conversation");
+    cmd->add_option("--tools", a->tools_file,
+                    "Tools the model may call: a JSON file of OpenAI's `tools` (an array of functions), or an object "
+                    "with `tools` and `tool_choice`. Calls print on stderr; /result TEXT answers each in turn")
+        ->type_name("FILE");
+    cmd->add_option("--tool-choice", a->tool_choice,
+                    "With --tools: auto (words or calls; the default), required (a call every answer), none, or a "
+                    "tool's name (calls of it)")
+        ->type_name("CHOICE");
+    cmd->add_option("--parallel-tool-calls", a->parallel_tool_calls, "With --tools: several calls in one answer")
+        ->capture_default_str();
     cmd->add_flag("-q,--quiet", a->quiet, "No statistics line after each answer");
     add_sampling_options(cmd, a->sample);
     add_engine_device_options(cmd, a->engine);
     add_prefix_cache_option(cmd, a->engine.prefix_cache_bytes);
-    cmd->callback([a] { run_chat(*a); });
+    cmd->callback([a] {
+        if (a->tools_file.empty() && !a->tool_choice.empty()) fail("--tool-choice needs --tools");
+        run_chat(*a);
+    });
 }
 
 } // namespace zaya::cli

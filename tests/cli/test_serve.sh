@@ -395,6 +395,44 @@ check "a tool's result sent back: the prompt holds the call as the model wrote i
 post /v1/chat/completions "{\"messages\": $followup, \"tools\": $tools, \"tool_choice\": \"none\", \"max_tokens\": 5}"
 check "then tool_choice none: words" '.choices[0].message.tool_calls == null and (.choices[0].message.content | type) == "string"'
 
+# zaya chat --tools: the server's chat with tools, turn for turn. Greedy, a call is made, /result answers it, and the
+# next call is the server's answer to the conversation with that result: the same calls from prompts of as many
+# tokens (the result's turn, which names the call's id, included).
+printf '%s' "$tools" >"$tmp/tools.json"
+printf 'Weather in Paris?\n/result 12:00\n' |
+    "$ZAYA" chat "$tmp/m" --tools "$tmp/tools.json" --tool-choice required --parallel-tool-calls false \
+        --temperature 0 -n 200 >"$tmp/chat_tools.out" 2>"$tmp/chat_tools.err"
+chat_calls=$(grep '^\[tool call ' "$tmp/chat_tools.err" | sed 's/^\[tool call call_[0-9]*_[0-9]*: //; s/\]$//')
+chat_calls+=$'\n'$(grep -o '^\[[0-9]* prompt tokens' "$tmp/chat_tools.err" | tr -dc '0-9\n' | paste -sd,)
+greedy_tools="\"tools\": $tools, \"tool_choice\": \"required\", \"parallel_tool_calls\": false, \"max_tokens\": 200,
+    \"temperature\": 0"
+post /v1/chat/completions "{\"messages\": $ask, $greedy_tools}"
+first=$(echo "$body" | jq -c '.choices[0].message')
+served_calls=$(echo "$first" | jq -r '.tool_calls[0].function | "\(.name)(\(.arguments))"')
+prompt_tokens=$(echo "$body" | jq .usage.prompt_tokens)
+chat_id=$(grep -o -m1 '^\[tool call call_[0-9]*_[0-9]*' "$tmp/chat_tools.err" | sed 's/^\[tool call //')
+followup=$(jq -c --argjson call "$first" --arg id "$chat_id" \
+    '. + [$call | .tool_calls[0].id = $id, {"role": "tool", "tool_call_id": $id, "content": "12:00"}]' <<<"$ask")
+post /v1/chat/completions "{\"messages\": $followup, $greedy_tools}"
+served_calls+=$'\n'$(echo "$body" | jq -r '.choices[0].message.tool_calls[0].function | "\(.name)(\(.arguments))"')
+served_calls+=$'\n'"$prompt_tokens,$(echo "$body" | jq .usage.prompt_tokens)"
+[[ $(grep -c . <<<"$chat_calls") == 3 && $chat_calls == "$served_calls" ]] &&
+    pass "zaya chat --tools: a call, its /result, the next call = the server's, greedy" ||
+    fail "zaya chat --tools = the server's chat with tools" "chat: $chat_calls" "server: $served_calls" \
+        "$(cat "$tmp/chat_tools.err")"
+out=$(printf 'hi\n/result 1\n' | "$ZAYA" chat "$tmp/m" --tools "$tmp/tools.json" --tool-choice none -n 3 2>&1)
+[[ $? == 0 && $out == *"no tool call awaits a result"* ]] &&
+    pass "zaya chat: /result with no call awaiting says so" || fail "zaya chat: /result with no call awaiting" "$out"
+printf '[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}]' \
+    >"$tmp/bad_tools.json"
+out=$("$ZAYA" chat "$tmp/m" --tools "$tmp/bad_tools.json" </dev/null 2>&1)
+[[ $? != 0 && $out == *"bad_tools.json"*"tools[0].function.parameters"*"'not'"* ]] &&
+    pass "zaya chat --tools refuses a schema it cannot hold, naming the file and the place" ||
+    fail "zaya chat --tools refuses a bad schema, naming the file and the place" "$out"
+out=$("$ZAYA" chat "$tmp/m" --tool-choice required </dev/null 2>&1)
+[[ $? != 0 && $out == *"--tool-choice needs --tools"* ]] && pass "zaya chat: --tool-choice without --tools is refused" ||
+    fail "zaya chat: --tool-choice without --tools is refused" "$out"
+
 # The Responses API (/v1/responses, infer/responses_api.h): the chat it means, answered as a Response object; its
 # typed stream adds up to the same; function calls as items; a call and its output sent back as input items.
 post /v1/chat/completions '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content":
