@@ -3,7 +3,8 @@
 # equal to `zaya generate`), chat, server-sent-event streams (same text as the plain response), JSON mode,
 # log-probabilities (echo scoring against `zaya forward`'s loss, streamed = plain, chat's form), several prompts per
 # request, concurrent requests (batched: the same results as alone), tool calls (held to the tools' schemas, read
-# back, streamed = plain, a result sent back; auto's words free), the Responses API (the chat it means; typed
+# back, streamed = plain, a result sent back; auto's words free; `zaya chat --tools` = the server), 400 mixed requests
+# at once with clients leaving mid-stream (tests/cli/serve_stress.py), the Responses API (the chat it means; typed
 # stream events; function calls), prefix reuse (a continuation resumes from the
 # earlier request's cache and equals `zaya generate`; a chat's next turn), /metrics, and bad requests (4xx with an
 # OpenAI error body; the server keeps serving).
@@ -432,6 +433,26 @@ out=$("$ZAYA" chat "$tmp/m" --tools "$tmp/bad_tools.json" </dev/null 2>&1)
 out=$("$ZAYA" chat "$tmp/m" --tool-choice required </dev/null 2>&1)
 [[ $? != 0 && $out == *"--tool-choice needs --tools"* ]] && pass "zaya chat: --tool-choice without --tools is refused" ||
     fail "zaya chat: --tool-choice without --tools is refused" "$out"
+
+# Load: 400 mixed requests, up to 24 at once, a third of the streams left by their clients after the first bytes
+# (tests/cli/serve_stress.py). Every other one is answered with a 200, none stays active (the server cancels what it
+# can no longer send), and a sampled request made before is answered the same after.
+probe='{"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 40, "temperature": 0.8, "seed": 5,
+    "logprobs": true, "top_logprobs": 2}'
+post /v1/chat/completions "$probe"
+before=$(echo "$body" | jq -c '.choices[0]')
+summary=$(python3 "$(dirname "$0")/serve_stress.py" "$url" sekret "$tmp/tools.json" 400)
+active=
+for _ in $(seq 50); do
+    active=$(curl -s "${auth[@]}" "$url/metrics" | grep '^zaya_requests_active ' | cut -d' ' -f2)
+    [[ $active == 0 ]] && break
+    sleep 0.1
+done
+post /v1/chat/completions "$probe"
+[[ $(echo "$summary" | jq '.failed | length') == 0 && $(echo "$summary" | jq '.answered + .left') == 400 &&
+    $(echo "$summary" | jq '.left') -gt 0 && $active == 0 && $(echo "$body" | jq -c '.choices[0]') == "$before" ]] &&
+    pass "400 mixed requests, 24 at once, some left mid-stream: all answered, none left active, the same after" ||
+    fail "400 mixed requests under load" "$summary" "active: $active" "before: $before" "after: $body"
 
 # The Responses API (/v1/responses, infer/responses_api.h): the chat it means, answered as a Response object; its
 # typed stream adds up to the same; function calls as items; a call and its output sent back as input items.
