@@ -31,9 +31,10 @@ struct ChatArgs {
     SampleOptions sample;
     EngineOptions engine{.max_batch = 1};
     std::string system;
-    std::string tools_file;          // OpenAI's `tools` (an array), or an object with `tools` and `tool_choice`
+    std::string tools_file; // OpenAI's `tools` (an array), or an object of a chat request's tool fields
     std::string tool_choice;         // auto | required | none | a tool's name (default: the file's, else auto)
     bool parallel_tool_calls = true; // several calls in one answer
+    bool parallel_given = false;     // --parallel-tool-calls given: it replaces the file's parallel_tool_calls
     bool quiet = false;
 };
 
@@ -57,7 +58,7 @@ ApiTools load_tools(const ChatArgs &a) {
         body["tool_choice"] = a.tool_choice;
     else if (!a.tool_choice.empty())
         body["tool_choice"] = {{"type", "function"}, {"function", {{"name", a.tool_choice}}}};
-    body["parallel_tool_calls"] = a.parallel_tool_calls;
+    if (a.parallel_given) body["parallel_tool_calls"] = a.parallel_tool_calls;
     try {
         return parse_tools(body);
     } catch (const ApiError &e) {
@@ -185,7 +186,8 @@ void register_chat(CLI::App &app) {
     cmd->add_option("--system", a->system, "A system message opening the conversation");
     cmd->add_option("--tools", a->tools_file,
                     "Tools the model may call: a JSON file of OpenAI's `tools` (an array of functions), or an object "
-                    "with `tools` and `tool_choice`. Calls print on stderr; /result TEXT answers each in turn")
+                    "with `tools`, `tool_choice`, `parallel_tool_calls`. Calls print on stderr; /result TEXT answers "
+                    "each in turn")
         ->type_name("FILE");
     cmd->add_option("--tool-choice", a->tool_choice,
                     "With --tools: auto (words or calls; the default), required (a call every answer), none, or a "
@@ -197,8 +199,10 @@ void register_chat(CLI::App &app) {
     add_sampling_options(cmd, a->sample);
     add_engine_device_options(cmd, a->engine);
     add_prefix_cache_option(cmd, a->engine.prefix_cache_bytes);
-    cmd->callback([a] {
-        if (a->tools_file.empty() && !a->tool_choice.empty()) fail("--tool-choice needs --tools");
+    cmd->callback([a, cmd] {
+        a->parallel_given = cmd->count("--parallel-tool-calls") > 0;
+        if (a->tools_file.empty() && (!a->tool_choice.empty() || a->parallel_given))
+            fail("--tool-choice and --parallel-tool-calls need --tools");
         run_chat(*a);
     });
 }

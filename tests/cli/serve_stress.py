@@ -76,7 +76,8 @@ def send(i):
             answered += 1
     except urllib.error.HTTPError as e:
         with lock:
-            failed.append({"request": i, "kind": kind, "status": e.code, "body": e.read()[:300].decode("utf-8", "replace")})
+            failed.append({"request": i, "kind": kind, "status": e.code,
+                           "body": e.read()[:300].decode("utf-8", "replace")})
     except Exception as e:  # noqa: BLE001 - any failure is reported
         with lock:
             failed.append({"request": i, "kind": kind, "error": repr(e)[:300]})

@@ -431,7 +431,7 @@ out=$("$ZAYA" chat "$tmp/m" --tools "$tmp/bad_tools.json" </dev/null 2>&1)
     pass "zaya chat --tools refuses a schema it cannot hold, naming the file and the place" ||
     fail "zaya chat --tools refuses a bad schema, naming the file and the place" "$out"
 out=$("$ZAYA" chat "$tmp/m" --tool-choice required </dev/null 2>&1)
-[[ $? != 0 && $out == *"--tool-choice needs --tools"* ]] && pass "zaya chat: --tool-choice without --tools is refused" ||
+[[ $? != 0 && $out == *"--tool-choice and --parallel-tool-calls need --tools"* ]] && pass "zaya chat: --tool-choice without --tools is refused" ||
     fail "zaya chat: --tool-choice without --tools is refused" "$out"
 
 # Load: 400 mixed requests, up to 24 at once, a third of the streams left by their clients after the first bytes
