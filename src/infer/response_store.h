@@ -19,7 +19,7 @@ class ResponseStore {
     struct Entry {
         nlohmann::json response;             // the Response object, as answered
         nlohmann::ordered_json conversation; // chat messages through its answer
-        nlohmann::json input_items;          // its request's input, as Responses' items
+        nlohmann::json input_items;          // what GET .../input_items lists (responses_api.h: listed_input_items)
     };
     explicit ResponseStore(size_t max_bytes) : max_bytes_(max_bytes) {}
 

@@ -240,7 +240,7 @@ json response_object(const json &echoed, const std::string &id, int64_t created,
 } // namespace
 
 ResponsesRequest parse_responses_request(const std::string &body, int64_t max_context,
-                                         const PreviousConversation &previous) {
+                                         const PreviousResponse &previous) {
     const ordered_json j = parse_request_body<ordered_json>(body);
     if (given(j, "conversation"))
         refuse("conversation", "'conversation': zaya keeps no conversation objects; use 'previous_response_id' or "
@@ -258,14 +258,15 @@ ResponsesRequest parse_responses_request(const std::string &body, int64_t max_co
         if (!j["previous_response_id"].is_string())
             refuse("previous_response_id", "'previous_response_id' must be a string");
         const std::string id = j["previous_response_id"].get<std::string>();
-        const std::optional<ordered_json> earlier = previous ? previous(id) : std::nullopt;
+        const std::optional<EarlierResponse> earlier = previous ? previous(id) : std::nullopt;
         if (!earlier)
             throw ApiError(404,
                            fmt::format("'previous_response_id': no stored response '{}' (stored with \"store\": true, "
                                        "kept in memory until the server stops or its --responses-store-mb fills)",
                                        id),
                            "previous_response_id", "invalid_request_error", "previous_response_not_found");
-        q.conversation = *earlier;
+        q.conversation = earlier->conversation;
+        q.earlier_items = earlier->items;
         where.assign(q.conversation.size(), "previous_response_id");
     }
     input_messages(j["input"], q.conversation, where, q.input_items);
@@ -345,6 +346,25 @@ ordered_json answered_conversation(const ResponsesRequest &q, const json &respon
     return conversation;
 }
 
+EarlierResponse earlier_response(const ordered_json &conversation, const json &listed_items, const json &response) {
+    EarlierResponse e{conversation, listed_items};
+    for (const json &item : response["output"]) e.items.push_back(item);
+    return e;
+}
+
+json listed_input_items(const ResponsesRequest &q, const std::string &response_id) {
+    json listed = q.earlier_items;
+    for (size_t k = 0; k < q.input_items.size(); ++k) {
+        const json &item = q.input_items[k];
+        const std::string type = item["type"];
+        const char *kind = type == "message" ? "msg" : type == "function_call" ? "fc" : "fco";
+        json with_id = {{"id", fmt::format("{}_{}_in{}", kind, number_of(response_id), k)}};
+        for (const auto &[key, value] : item.items()) with_id[key] = value;
+        listed.push_back(with_id);
+    }
+    return listed;
+}
+
 json input_items_page(const json &items, const std::string &response_id, const std::string &limit,
                       const std::string &order, const std::string &after) {
     int64_t n = 20;
@@ -361,16 +381,8 @@ json input_items_page(const json &items, const std::string &response_id, const s
     if (!order.empty() && order != "asc" && order != "desc")
         throw ApiError(400, fmt::format("'order' must be 'asc' or 'desc', got '{}'", order), "order");
     const bool ascending = order == "asc";
-    json listed = json::array(); // in the order asked for, each with its id
-    for (size_t k = 0; k < items.size(); ++k) {
-        const json &item = items[ascending ? k : items.size() - 1 - k];
-        const size_t at = ascending ? k : items.size() - 1 - k;
-        const std::string type = item["type"];
-        const char *kind = type == "message" ? "msg" : type == "function_call" ? "fc" : "fco";
-        json with_id = {{"id", fmt::format("{}_{}_in{}", kind, number_of(response_id), at)}};
-        for (const auto &[key, value] : item.items()) with_id[key] = value;
-        listed.push_back(with_id);
-    }
+    json listed = json::array(); // in the order asked for
+    for (size_t k = 0; k < items.size(); ++k) listed.push_back(items[ascending ? k : items.size() - 1 - k]);
     size_t from = 0;
     if (!after.empty()) {
         while (from < listed.size() && listed[from]["id"] != after) ++from;

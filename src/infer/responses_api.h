@@ -33,22 +33,36 @@ struct ResponsesRequest {
     // Chat messages: the previous response's conversation, then this input's turns (not the instructions).
     nlohmann::ordered_json conversation = nlohmann::ordered_json::array();
     nlohmann::json input_items = nlohmann::json::array(); // this request's input as Responses' items (no ids)
+    // previous_response_id: the items listed before this input's (EarlierResponse::items, with their ids).
+    nlohmann::json earlier_items = nlohmann::json::array();
     bool store = true;     // keep the Response (OpenAI's default)
     bool truncate = false; // truncation "auto": a prompt longer than the context drops turns from its beginning
 };
-// The stored conversation of response `id` (ResponseStore), or nullopt when there is none; empty: nothing stored.
-using PreviousConversation = std::function<std::optional<nlohmann::ordered_json>(const std::string &id)>;
+// What a stored response passes on to one that continues it (previous_response_id): its conversation (chat
+// messages through its answer), and the items a continuation lists before its own input (GET .../input_items, as
+// OpenAI lists a chain's): the stored response's listed items, then its output items.
+struct EarlierResponse {
+    nlohmann::ordered_json conversation;
+    nlohmann::json items;
+};
+EarlierResponse earlier_response(const nlohmann::ordered_json &conversation, const nlohmann::json &listed_items,
+                                 const nlohmann::json &response);
+// The stored response `id` (ResponseStore) as earlier_response gives it, or nullopt when there is none.
+using PreviousResponse = std::function<std::optional<EarlierResponse>(const std::string &id)>;
 // Throws ApiError naming the field (404 for an unknown previous_response_id).
 ResponsesRequest parse_responses_request(const std::string &body, int64_t max_context,
-                                         const PreviousConversation &previous = {});
+                                         const PreviousResponse &previous = {});
 // The conversation a Response ends: the request's, then its output as an assistant turn (words, or tool calls).
 nlohmann::ordered_json answered_conversation(const ResponsesRequest &q, const nlohmann::json &response);
 
-// GET /v1/responses/{id}/input_items: a page of a stored response's input items, OpenAI's list object (`data`,
-// `first_id`, `last_id`, `has_more`), each item with its id ("msg_7_in0", "fc_7_in1", "fco_7_in2": its kind, the
-// response's number, its place in the input). `limit` (1–100, default 20), `order` ("desc", the default, newest
-// first; or "asc") and `after` (an item id: the page begins after it) as the query gives them, empty when absent;
-// throws ApiError naming the parameter.
+// The items response `response_id` lists (kept with it): the earlier responses' (request.earlier_items), then its
+// input's, each given its id ("msg_7_in0", "fc_7_in1", "fco_7_in2": its kind, the response's number, its place in
+// the input).
+nlohmann::json listed_input_items(const ResponsesRequest &q, const std::string &response_id);
+// GET /v1/responses/{id}/input_items: a page of a stored response's listed items (listed_input_items), OpenAI's list
+// object (`data`, `first_id`, `last_id`, `has_more`). `limit` (1–100, default 20), `order` ("desc", the default,
+// newest first; or "asc") and `after` (an item id: the page begins after it) as the query gives them, empty when
+// absent; throws ApiError naming the parameter.
 nlohmann::json input_items_page(const nlohmann::json &items, const std::string &response_id, const std::string &limit,
                                 const std::string &order, const std::string &after);
 

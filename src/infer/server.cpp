@@ -306,10 +306,11 @@ void Server::routes() {
             try {
                 if (responses) {
                     q = parse_responses_request(req.body, engine_.max_context(),
-                                                [this](const std::string &id) -> std::optional<nlohmann::ordered_json> {
+                                                [this](const std::string &id) -> std::optional<EarlierResponse> {
                                                     const auto e = stored_->get(id);
                                                     if (!e) return std::nullopt;
-                                                    return e->conversation;
+                                                    return earlier_response(e->conversation, e->input_items,
+                                                                            e->response);
                                                 });
                     r = q.api;
                 } else {
@@ -526,7 +527,7 @@ void Server::routes() {
 
 void Server::keep_response(const ResponsesRequest &q, const std::string &id, const json &response) {
     if (!q.store || !stored_->enabled()) return;
-    stored_->put(id, {response, answered_conversation(q, response), q.input_items});
+    stored_->put(id, {response, answered_conversation(q, response), listed_input_items(q, id)});
 }
 
 } // namespace zaya

@@ -521,8 +521,8 @@ post /v1/responses "{\"input\": $long_input, \"max_output_tokens\": 4, \"truncat
         .output[0].type == "message"' >/dev/null &&
     pass "truncation auto: a conversation past the context ($ctx tokens) answered from its latest turns, as many as fit ($(jq .usage.input_tokens <<<"$body") tokens)" ||
     fail "truncation auto" "disabled: $refused_long" "auto: $status ${body:0:300}"
-# Stored responses: previous_response_id continues the stored conversation (= sending it whole); GET returns the
-# Response; DELETE forgets it; "store": false keeps nothing.
+# Stored responses: previous_response_id continues the stored conversation (= sending it whole; its input_items list
+# the conversation); GET returns the Response; DELETE forgets it; "store": false keeps nothing.
 turn='"max_output_tokens": 8, "temperature": 1.0, "seed": 6'
 post /v1/responses "{\"input\": \"Hello\", $turn}"
 first=$body
@@ -530,6 +530,7 @@ first_id=$(echo "$first" | jq -r .id)
 first_words=$(echo "$first" | jq -c '.output[0].content[0].text')
 post /v1/responses "{\"previous_response_id\": \"$first_id\", \"input\": \"And then?\", $turn}"
 continued=$(echo "$body" | jq -c '[.output[0].content[0].text, .usage.input_tokens, .previous_response_id]')
+continued_id=$(echo "$body" | jq -r .id)
 post /v1/responses "{\"input\": [{\"role\": \"user\", \"content\": \"Hello\"}, {\"role\": \"assistant\",
     \"content\": $first_words}, {\"role\": \"user\", \"content\": \"And then?\"}], $turn}"
 whole=$(echo "$body" | jq -c --arg id "$first_id" '[.output[0].content[0].text, .usage.input_tokens, $id]')
@@ -544,6 +545,11 @@ http_method GET "/v1/responses/$first_id/input_items?order=asc&limit=5"
 check "GET /v1/responses/{id}/input_items: its input as items" \
     '.object == "list" and .has_more == false and .data[0].type == "message" and .data[0].role == "user" and
         .data[0].content[0].text == "Hello" and .first_id == .data[0].id'
+http_method GET "/v1/responses/$continued_id/input_items?order=asc"
+check "input_items of a continuation: the first input, the first answer, then its own" --argjson first "$first" '
+    (.data | length) == 3 and .data[0].id == "msg_\($first.id | ltrimstr("resp_"))_in0" and
+        .data[0].content[0].text == "Hello" and .data[1] == $first.output[0] and
+        .data[2].content[0].text == "And then?"'
 http_method GET "/v1/responses/$first_id/input_items?limit=0"
 [[ $status == 400 && $(jq -r .error.param <<<"$body") == limit ]] && pass "input_items limit=0: 400 naming limit" ||
     fail "input_items limit=0: 400 naming limit" "status $status" "$body"

@@ -184,7 +184,8 @@ TEST(ResponsesApi, ListsAStoredResponsesInputItems) {
         {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "noon"}]}],
         "tools": [{"type": "function", "name": "now"}]})",
                                                        4096);
-    const json page = input_items_page(q.input_items, "resp_8", "", "", "");
+    const json listed = listed_input_items(q, "resp_8");
+    const json page = input_items_page(listed, "resp_8", "", "", "");
     EXPECT_EQ(page["object"], "list");
     EXPECT_EQ(page["has_more"], false);
     ASSERT_EQ(page["data"].size(), 4u); // newest first
@@ -197,15 +198,15 @@ TEST(ResponsesApi, ListsAStoredResponsesInputItems) {
     EXPECT_EQ(page["first_id"], "fco_8_in3");
     EXPECT_EQ(page["last_id"], "msg_8_in0");
     // Pages: limit, order, after.
-    json asc = input_items_page(q.input_items, "resp_8", "2", "asc", "");
+    json asc = input_items_page(listed, "resp_8", "2", "asc", "");
     ASSERT_EQ(asc["data"].size(), 2u);
     EXPECT_EQ(asc["data"][0]["id"], "msg_8_in0");
     EXPECT_EQ(asc["has_more"], true);
-    asc = input_items_page(q.input_items, "resp_8", "2", "asc", asc["last_id"]);
+    asc = input_items_page(listed, "resp_8", "2", "asc", asc["last_id"]);
     EXPECT_EQ(asc["first_id"], "fc_8_in2");
     EXPECT_EQ(asc["last_id"], "fco_8_in3");
     EXPECT_EQ(asc["has_more"], false);
-    EXPECT_TRUE(input_items_page(q.input_items, "resp_8", "", "asc", "fco_8_in3")["data"].empty());
+    EXPECT_TRUE(input_items_page(listed, "resp_8", "", "asc", "fco_8_in3")["data"].empty());
     EXPECT_EQ(parse_responses_request(R"({"input": "Hi"})", 4096).input_items,
               json::parse(R"([{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}],
                   "status": "completed"}])"));
@@ -213,7 +214,7 @@ TEST(ResponsesApi, ListsAStoredResponsesInputItems) {
              {"0", "", "", "limit"}, {"101", "", "", "limit"}, {"2x", "", "", "limit"}, {"", "up", "", "order"},
              {"", "", "msg_9_in0", "after"}}) {
         try {
-            input_items_page(q.input_items, "resp_8", limit, order, after);
+            input_items_page(listed, "resp_8", limit, order, after);
             ADD_FAILURE() << param << " taken";
         } catch (const ApiError &e) {
             EXPECT_EQ(e.status, 400);
@@ -355,10 +356,10 @@ TEST(ResponsesApi, AnswersAsAResponseObject) {
 // the model wrote it, calls included, so a call's output names its tool.
 TEST(ResponsesApi, ContinuesAStoredConversation) {
     ResponseStore store(1 << 20);
-    const PreviousConversation previous = [&](const std::string &id) -> std::optional<nlohmann::ordered_json> {
+    const PreviousResponse previous = [&](const std::string &id) -> std::optional<EarlierResponse> {
         const auto e = store.get(id);
         if (!e) return std::nullopt;
-        return e->conversation;
+        return earlier_response(e->conversation, e->input_items, e->response);
     };
     const std::string tools = std::string(R"("tools": )") + kTools;
     ResponsesRequest q = parse_responses_request(
@@ -371,7 +372,7 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
         q.api, q.echoed, "resp_3", 1, "zaya",
         completion(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}}]})", "stop"),
         spell);
-    store.put("resp_3", {first, answered_conversation(q, first), q.input_items});
+    store.put("resp_3", {first, answered_conversation(q, first), listed_input_items(q, "resp_3")});
 
     q = parse_responses_request(R"({"previous_response_id": "resp_3", "instructions": "Be kind.", )" + tools +
                                     R"(, "input": [{"type": "function_call_output", "call_id": "call_3_0_0",
@@ -397,8 +398,22 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
     EXPECT_EQ(q.api.messages[0].content.find("Be brief."), std::string::npos); // instructions are not carried over
     // A words answer continues too; an unknown id is a 404 naming it.
     const json second = responses_response(q.api, q.echoed, "resp_4", 1, "zaya", completion("Cold.", "stop"), spell);
-    store.put("resp_4", {second, answered_conversation(q, second), q.input_items});
+    store.put("resp_4", {second, answered_conversation(q, second), listed_input_items(q, "resp_4")});
+    // resp_4 lists the chain's items, oldest first: resp_3's input, resp_3's call (its output item), its own input.
+    const json chain = input_items_page(store.get("resp_4")->input_items, "resp_4", "", "asc", "")["data"];
+    ASSERT_EQ(chain.size(), 3u);
+    EXPECT_EQ(chain[0]["id"], "msg_3_in0");
+    EXPECT_EQ(chain[0]["content"][0]["text"], "Weather in Oslo?");
+    EXPECT_EQ(chain[1], first["output"][0]);
+    EXPECT_EQ(chain[1]["type"], "function_call");
+    EXPECT_EQ(chain[2]["id"], "fco_4_in0");
+    EXPECT_EQ(chain[2]["call_id"], "call_3_0_0");
     q = parse_responses_request(R"({"previous_response_id": "resp_4", "input": "Thanks"})", 4096, previous);
+    // and a third lists those, resp_4's answer, then its own.
+    const json third = listed_input_items(q, "resp_5");
+    ASSERT_EQ(third.size(), 5u);
+    EXPECT_EQ(third[3], second["output"][0]);
+    EXPECT_EQ(third[4]["id"], "msg_5_in0");
     ASSERT_EQ(q.api.messages.size(), 5u);
     EXPECT_EQ(q.api.messages[3].role, "assistant");
     EXPECT_EQ(q.api.messages[3].content, "Cold.");
@@ -411,7 +426,7 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
         completion(R"(One moment. {"tool_calls":[{"name":"now","arguments":{}}]})", "stop"),
         spell);
     ASSERT_EQ(both["output"].size(), 2u);
-    store.put("resp_6", {both, answered_conversation(q, both), q.input_items});
+    store.put("resp_6", {both, answered_conversation(q, both), listed_input_items(q, "resp_6")});
     const std::string output = R"({"type": "function_call_output", "call_id": "call_6_0_0", "output": "noon"})";
     const ResponsesRequest stored = parse_responses_request(
         R"({"previous_response_id": "resp_6", "input": [)" + output + "], " + tools + "}", 4096, previous);
