@@ -38,11 +38,14 @@ struct ChatArgs {
     bool quiet = false;
 };
 
-constexpr const char *kChatHelp = "/reset forgets the conversation, /exit (or end of input) ends it";
+constexpr const char *kChatHelp =
+    "/reset forgets the conversation, /save FILE appends it to FILE as a chat record (zaya prepare's fine-tuning "
+    "data), /exit (or end of input) ends it";
 constexpr const char *kToolsHelp = "/result TEXT gives the next tool call its result";
 
-// --tools FILE with --tool-choice and --parallel-tool-calls, read as a chat request's fields are.
-ApiTools load_tools(const ChatArgs &a) {
+// --tools FILE with --tool-choice and --parallel-tool-calls, read as a chat request's fields are: `fields` gets them
+// as a request would give them (`tools`, `tool_choice`, `parallel_tool_calls`).
+ApiTools load_tools(const ChatArgs &a, ordered_json &fields) {
     std::ifstream in(a.tools_file);
     if (!in) fail("--tools: cannot read '{}'", a.tools_file);
     ordered_json file;
@@ -59,6 +62,9 @@ ApiTools load_tools(const ChatArgs &a) {
     else if (!a.tool_choice.empty())
         body["tool_choice"] = {{"type", "function"}, {"function", {{"name", a.tool_choice}}}};
     if (a.parallel_given) body["parallel_tool_calls"] = a.parallel_tool_calls;
+    fields = ordered_json::object();
+    for (const char *key : {"tools", "tool_choice", "parallel_tool_calls"})
+        if (body.contains(key)) fields[key] = body[key];
     try {
         return parse_tools(body);
     } catch (const ApiError &e) {
@@ -66,8 +72,26 @@ ApiTools load_tools(const ChatArgs &a) {
     }
 }
 
+// /save FILE: the conversation (from its system message, the tools' fields with it) appended to FILE as one JSON
+// line, the chat record `zaya prepare` takes (data/sources.h), which renders it as this chat's prompts were.
+void save_chat(const std::string &path, const json &messages, size_t fresh, const ordered_json &tool_fields) {
+    if (messages.size() <= fresh) {
+        fmt::print(stderr, "nothing to save yet\n");
+        return;
+    }
+    ordered_json record = ordered_json::object();
+    record["messages"] = messages;
+    for (const auto &[key, value] : tool_fields.items()) record[key] = value;
+    std::ofstream out(path, std::ios::app);
+    out << record.dump() << '\n';
+    out.flush();
+    if (!out) fmt::print(stderr, "/save: cannot write '{}'\n", path);
+    else fmt::print(stderr, "[{} messages appended to {}]\n", messages.size(), path);
+}
+
 void run_chat(ChatArgs a) {
-    const ApiTools tools = a.tools_file.empty() ? ApiTools{} : load_tools(a);
+    ordered_json tool_fields = ordered_json::object(); // a saved record's tools (none without --tools)
+    const ApiTools tools = a.tools_file.empty() ? ApiTools{} : load_tools(a, tool_fields);
     if (tools.active() && a.sample.json_mode())
         fail("--json or --json-schema with --tools: the tools hold the answer to their own JSON form (use "
              "--tool-choice none for a JSON answer)");
@@ -145,6 +169,10 @@ void run_chat(ChatArgs a) {
             continue;
         }
         if (line.empty()) continue;
+        if (line.starts_with("/save ")) {
+            save_chat(line.substr(6), messages, fresh, tool_fields);
+            continue;
+        }
         if (line == "/result" || line.starts_with("/result ")) {
             if (awaiting.empty()) {
                 fmt::print(stderr, "no tool call awaits a result\n");

@@ -400,7 +400,7 @@ check "then tool_choice none: words" '.choices[0].message.tool_calls == null and
 # next call is the server's answer to the conversation with that result: the same calls from prompts of as many
 # tokens (the result's turn, which names the call's id, included).
 printf '%s' "$tools" >"$tmp/tools.json"
-printf 'Weather in Paris?\n/result 12:00\n' |
+printf 'Weather in Paris?\n/result 12:00\n/save %s\n' "$tmp/saved.jsonl" |
     "$ZAYA" chat "$tmp/m" --tools "$tmp/tools.json" --tool-choice required --parallel-tool-calls false \
         --temperature 0 -n 200 >"$tmp/chat_tools.out" 2>"$tmp/chat_tools.err"
 chat_calls=$(grep '^\[tool call ' "$tmp/chat_tools.err" | sed 's/^\[tool call call_[0-9]*_[0-9]*: //; s/\]$//')
@@ -421,6 +421,15 @@ served_calls+=$'\n'"$prompt_tokens,$(echo "$body" | jq .usage.prompt_tokens)"
     pass "zaya chat --tools: a call, its /result, the next call = the server's, greedy" ||
     fail "zaya chat --tools = the server's chat with tools" "chat: $chat_calls" "server: $served_calls" \
         "$(cat "$tmp/chat_tools.err")"
+# /save appended the conversation as a chat record with its tools, which zaya prepare takes as fine-tuning data.
+jq -e --argjson tools "$tools" '(.messages | length) == 4 and .messages[0].content == "Weather in Paris?" and
+    .messages[2] == {"role": "tool", "tool_call_id": .messages[1].tool_calls[0].id, "content": "12:00"} and
+    .messages[3].tool_calls[0].id != null and .tools == $tools and .tool_choice == "required" and
+    .parallel_tool_calls == false' "$tmp/saved.jsonl" >/dev/null &&
+    prepared=$("$ZAYA" prepare --input "$tmp/saved.jsonl" --tokenizer "$tmp/m/tokenizer.model" --out "$tmp/saved_data" \
+        2>&1) && [[ $prepared == *"train      1 docs"* ]] &&
+    pass "zaya chat /save: the conversation and its tools as a chat record zaya prepare takes" ||
+    fail "zaya chat /save: a chat record zaya prepare takes" "$(cat "$tmp/saved.jsonl")" "${prepared:-}"
 out=$(printf 'hi\n/result 1\n' | "$ZAYA" chat "$tmp/m" --tools "$tmp/tools.json" --tool-choice none -n 3 2>&1)
 [[ $? == 0 && $out == *"no tool call awaits a result"* ]] &&
     pass "zaya chat: /result with no call awaiting says so" || fail "zaya chat: /result with no call awaiting" "$out"
