@@ -208,7 +208,8 @@ void run_chat(ChatArgs a) {
 
 void register_chat(CLI::App &app) {
     auto *cmd = app.add_subcommand(
-        "chat", "Talk with a chat model: each line of input is your turn, the answer streams back (/reset, /exit)");
+        "chat", "Talk with a chat model: each line of input is your turn, the answer streams back (/reset, /save FILE, "
+                "/exit; with --tools, /result TEXT)");
     auto a = std::make_shared<ChatArgs>();
     add_model_options(cmd, a->model);
     cmd->add_option("--system", a->system, "A system message opening the conversation");
