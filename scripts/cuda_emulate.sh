@@ -24,10 +24,10 @@ if [[ $jobs -le 1 ]]; then
     exit
 fi
 # ZAYA_EMU_JOBS=N: N processes at once, taking work from one queue: each slow test below in a process of its own,
-# first, then each suite's other tests four at a time, the largest suites first (a suite as one item, CudaOps' 27
-# tests under TSan took 196 s and ended a minute after the rest: the TSan step 5m06, 4m09 in fours). The emulator keeps about one core busy, so
-# on N cores this divides the wall time; gtest's own sharding (every N-th test) left one process running a slow test
-# long after the others had finished. Each item's output is printed, in queue order, when all are done.
+# first, then each suite's other tests four at a time, the largest suites first (as one item, CudaOps' 27 tests took
+# 196 s under TSan and ended long after the rest). The emulator keeps about one core busy, so on N cores this divides
+# the wall time; gtest's own sharding (every N-th test) left one process running a slow test long after the others
+# had finished. Each item's output is printed, in queue order, when all are done.
 # The slowest under TSan, longest first (~145, 70, 61, 37, 28, 24 and 11 s on a 2-core Zen 3, 2026-12, with two
 # processes at once): a test that grows slow belongs here.
 slow=(CudaOps.DecoderPrefillRowsMatchCpu CudaOps.DecoderGraphStepsEqualEager CudaMoe.ExpertsBf16TensorCores

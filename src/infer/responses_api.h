@@ -39,8 +39,8 @@ struct ResponsesRequest {
     bool truncate = false; // truncation "auto": a prompt longer than the context drops turns from its beginning
 };
 // What a stored response passes on to one that continues it (previous_response_id): its conversation (chat
-// messages through its answer), and the items a continuation lists before its own input (GET .../input_items, as
-// OpenAI lists a chain's): the stored response's listed items, then its output items.
+// messages through its answer), and the items a continuation lists before its own input (GET .../input_items: the
+// whole conversation it answers): the stored response's listed items, then its output items.
 struct EarlierResponse {
     nlohmann::ordered_json conversation;
     nlohmann::json items;
