@@ -46,14 +46,7 @@ constexpr const char *kToolsHelp = "/result TEXT gives the next tool call its re
 // --tools FILE with --tool-choice and --parallel-tool-calls, read as a chat request's fields are: `fields` gets them
 // as a request would give them (`tools`, `tool_choice`, `parallel_tool_calls`).
 ApiTools load_tools(const ChatArgs &a, ordered_json &fields) {
-    std::ifstream in(a.tools_file);
-    if (!in) fail("--tools: cannot read '{}'", a.tools_file);
-    ordered_json file;
-    try {
-        file = ordered_json::parse(in);
-    } catch (const json::exception &e) {
-        fail("--tools: '{}' is not JSON: {}", a.tools_file, e.what());
-    }
+    const ordered_json file = read_json_file("--tools", a.tools_file);
     ordered_json body = file.is_array() ? ordered_json{{"tools", file}} : file;
     if (!body.is_object() || !body.contains("tools"))
         fail("--tools: '{}' must hold OpenAI's `tools` (an array), or an object with `tools`", a.tools_file);
@@ -108,21 +101,21 @@ void run_chat(ChatArgs a) {
     if (a.sample.stop_tokens.empty()) a.sample.stop_tokens = engine.default_stop_tokens();
     for (std::string &stop : chat_stop_strings(t)) a.sample.stop_strings.push_back(std::move(stop));
     const bool tty = isatty(fileno(stdin));
-    if (tty) fmt::print(stderr, "zaya chat: {}{}{}\n", kChatHelp, tools.active() ? "; " : "",
-                        tools.active() ? kToolsHelp : "");
+    const std::string help = tools.active() ? fmt::format("{}; {}", kChatHelp, kToolsHelp) : kChatHelp;
+    if (tty) fmt::print(stderr, "zaya chat: {}\n", help);
     // The conversation as OpenAI's messages, which chat_messages writes as the server does.
     json messages = json::array();
     if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
     const size_t fresh = messages.size();
     std::deque<json> awaiting; // the calls of the last answer without a result yet, in order
     int64_t answers = 0;
-    // Answers the conversation so far; false (the last message taken back) when it no longer fits the context.
+    // Answers the conversation so far; false, the caller taking back what it added, when it no longer fits the
+    // context.
     auto answer = [&] {
         const std::vector<int32_t> prompt = chat_prompt(t, chat_messages(messages, tools), bos);
         if (int64_t(prompt.size()) >= engine.max_context()) {
             fmt::print(stderr, "the conversation has {} tokens, the context {}: /reset to start a new one\n",
                        prompt.size(), engine.max_context());
-            messages.erase(messages.end() - 1);
             return false;
         }
         auto stream = [](int32_t, const std::string &text, const Completion &) {
@@ -184,14 +177,13 @@ void run_chat(ChatArgs a) {
             awaiting.pop_front();
             if (awaiting.empty() && !answer()) {
                 // The results do not fit: take them back with the calls' answer, whose results they were.
-                while (!messages.empty() && messages.back()["role"] == "tool") messages.erase(messages.end() - 1);
-                if (!messages.empty()) messages.erase(messages.end() - 1);
+                while (messages.back()["role"] == "tool") messages.erase(messages.end() - 1);
+                messages.erase(messages.end() - 1);
             }
             continue;
         }
         if (line.starts_with("/")) {
-            fmt::print(stderr, "unknown command '{}': {}{}{}\n", line, kChatHelp, tools.active() ? "; " : "",
-                       tools.active() ? kToolsHelp : "");
+            fmt::print(stderr, "unknown command '{}': {}\n", line, help);
             continue;
         }
         if (!awaiting.empty()) {
@@ -200,7 +192,7 @@ void run_chat(ChatArgs a) {
             continue;
         }
         messages.push_back({{"role", "user"}, {"content", line}});
-        answer();
+        if (!answer()) messages.erase(messages.end() - 1);
     }
 }
 

@@ -112,14 +112,7 @@ void add_sampling_options(CLI::App *cmd, SampleOptions &o) {
     cmd->add_option_function<std::string>(
            "--json-schema",
            [&o](const std::string &path) {
-               std::ifstream in(path);
-               if (!in) fail("--json-schema: cannot read '{}'", path);
-               nlohmann::ordered_json schema;
-               try {
-                   schema = nlohmann::ordered_json::parse(in);
-               } catch (const nlohmann::json::exception &e) {
-                   fail("--json-schema: '{}' is not JSON: {}", path, e.what());
-               }
+               const nlohmann::ordered_json schema = read_json_file("--json-schema", path);
                try {
                    o.json_schema = JsonSchema::compile(schema);
                } catch (const Error &e) {
@@ -129,6 +122,16 @@ void add_sampling_options(CLI::App *cmd, SampleOptions &o) {
            "Structured output: draw only tokens that continue a value of this JSON schema (a file; docs/inference.md "
            "says which keywords it may use)")
         ->type_name("FILE");
+}
+
+nlohmann::ordered_json read_json_file(const std::string &option, const std::string &path) {
+    std::ifstream in(path);
+    if (!in) fail("{}: cannot read '{}'", option, path);
+    try {
+        return nlohmann::ordered_json::parse(in);
+    } catch (const nlohmann::json::exception &e) {
+        fail("{}: '{}' is not JSON: {}", option, path, e.what());
+    }
 }
 
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o) {

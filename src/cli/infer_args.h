@@ -7,6 +7,7 @@
 #include "infer/weights.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,9 @@ std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a);
 DType parse_weight_dtype(const std::string &name); // "bf16" | "f32"
 
 void add_sampling_options(CLI::App *cmd, SampleOptions &o);
+// The JSON a file option names (--json-schema, chat's --tools), its keys in their order; fails naming the option and
+// the file when it cannot be read or is not JSON.
+nlohmann::ordered_json read_json_file(const std::string &option, const std::string &path);
 // "prefill X tok/s, decode Y tok/s" of a completion: the prompt tokens computed (not those resumed from the prefix
 // cache) over the time to the first token, the generated tokens after the first over the rest.
 std::string speed_summary(const Completion &r);
