@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""What `--quantize int8` costs in likelihood: the mean negative log-likelihood a model gives real text, with and
-without it, through `zaya serve` (/v1/completions with echo and logprobs: every prompt token's log-probability).
+"""What a lossy inference setting costs in likelihood: the mean negative log-likelihood a model gives real text under
+each setting of `zaya serve` (/v1/completions with echo and logprobs: every prompt token's log-probability).
 
-The text: the first --chars characters of the first --files Python standard-library modules (sorted by name) of
-the interpreter running this script. Prints one line per setting and the relative change.
+The settings: `--quantize int8` against none by default, or those given with --setting (the first is the baseline),
+e.g. `--setting "--precision fp32" --setting "--precision bf16"` for a bf16 model's rounded rows. The text: the first
+--chars characters of the first --files Python standard-library modules (sorted by name) of the interpreter running
+this script. Prints one line per setting and each one's relative change from the first.
 
-    python3 bench/bench_quant_nll.py --model runs/small/model [--files 24] [--chars 1500]
+    python3 bench/bench_quant_nll.py --model runs/small/model [--files 24] [--chars 1500] [--setting "FLAGS" ...]
 """
 
 from __future__ import annotations
@@ -45,20 +47,23 @@ def main() -> None:
     ap = arguments(__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=24)
     ap.add_argument("--chars", type=int, default=1500)
+    ap.add_argument("--setting", action="append", help="flags of one setting (repeatable; the first is the baseline)")
     a = ap.parse_args()
     docs = texts(a.files, a.chars)
+    settings = a.setting or ["--quantize none", "--quantize int8"]
     results = {}
-    for quantize in ("none", "int8"):
-        proc, url = start(a.zaya, a.model, a.layers, a.dtype, ["--quantize", quantize, "--prefix-cache-mb", "0"])
+    for setting in settings:
+        proc, url = start(a.zaya, a.model, a.layers, a.dtype, setting.split() + ["--prefix-cache-mb", "0"])
         try:
-            results[quantize] = mean_nll(url, docs)
+            results[setting] = mean_nll(url, docs)
         finally:
             stop(proc)
-        print(f"--quantize {quantize}: mean NLL {results[quantize][0]:.5f} over {results[quantize][1]} tokens")
-    base, q = results["none"][0], results["int8"][0]
-    print(f"int8 changes the mean NLL by {100 * (q - base) / base:+.3f} % ({base:.5f} -> {q:.5f}; "
-          f"perplexity {math.exp(base):.3f} -> {math.exp(q):.3f})")
-
+        print(f"{setting}: mean NLL {results[setting][0]:.5f} over {results[setting][1]} tokens")
+    base = results[settings[0]][0]
+    for setting in settings[1:]:
+        q = results[setting][0]
+        print(f"{setting} changes the mean NLL by {100 * (q - base) / base:+.3f} % ({base:.5f} -> {q:.5f}; "
+              f"perplexity {math.exp(base):.3f} -> {math.exp(q):.3f})")
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,10 @@ struct BenchArgs {
     int64_t seq_len = 512, batch = 2, iters = 5, gemm_n = 2048, micro_batch = 0;
     bool json = false;
     bool phases = false; // train: one more step timed by phase (Backend::phase), printed after the medians
-    std::string ns_precision = "bf16", precision = "fp32"; // train
+    std::string ns_precision = "bf16"; // train
+    // train: the matmuls' operands (auto: fp32); decode: the rows the linears take (auto: the model's,
+    // matmul_precision_for in infer/decoder.h)
+    std::string precision = "auto";
     std::string device = "cpu";                             // train, forward, decode
     // decode
     std::string dtype = "bf16";

@@ -37,7 +37,8 @@ void bench_decode(const BenchArgs &a) {
     if (a.prompt_tokens + a.new_tokens + 1 > c.max_position_embeddings)
         fail("--prompt-tokens + --new-tokens exceed the context length {}", c.max_position_embeddings);
     const DType kv = kv_dtype_for(a.kv_dtype, im->attention_dtype());
-    Decoder dec(*im, 256, 1, kv);
+    const cpu::MatmulPrecision precision = matmul_precision_for(parse_infer_precision(a.precision), im->weight_dtype);
+    Decoder dec(*im, 256, 1, kv, precision);
     std::vector<float> logits(static_cast<size_t>(V));
     std::vector<int32_t> prompt(size_t(a.prompt_tokens));
     uint64_t x = 42;
@@ -97,13 +98,14 @@ void bench_decode(const BenchArgs &a) {
                             {"weight_bytes", im->matrix_bytes()},
                             {"kv_cache_bytes", seq.bytes()},
                             {"kv_dtype", std::string(dtype_name(kv))},
+                            {"precision", cpu::matmul_precision_name(precision)},
                             {"peak_rss_bytes", rss}};
         fmt::print("{}\n", j.dump());
         return;
     }
-    fmt::print("decode  model {} ({} layers, {} weights {:.2f} GB)  {} threads  prompt {} + {} new tokens\n", a.model,
-               c.num_hidden_layers, dtype_name(im->weight_dtype), double(im->matrix_bytes()) / 1e9,
-               omp_get_max_threads(), a.prompt_tokens, a.new_tokens);
+    fmt::print("decode  model {} ({} layers, {} weights {:.2f} GB, {} inputs)  {} threads  prompt {} + {} new tokens\n",
+               a.model, c.num_hidden_layers, dtype_name(im->weight_dtype), double(im->matrix_bytes()) / 1e9,
+               cpu::matmul_precision_name(precision), omp_get_max_threads(), a.prompt_tokens, a.new_tokens);
     fmt::print("  weights paged in: {:.2f} GB in {:.1f} s\n", double(touched) / 1e9, t_touch);
     fmt::print("  decode  {:.2f} tokens/s (median {:.1f} ms/token; best {:.1f} ms)\n", decode_tps, 1e3 * per_token,
                1e3 * times.front());

@@ -89,6 +89,8 @@ LongContext bench_long_context(const InferModel &im, const BenchArgs &a, CudaDec
 } // namespace
 
 void bench_decode_cuda(const BenchArgs &a) {
+    if (a.precision != "auto")
+        fail("bench decode: --precision {} applies to the CPU decoder (the GPU decoder keeps its own)", a.precision);
     InferModelArgs ma;
     ma.model = a.model;
     ma.dtype = a.dtype;

@@ -111,7 +111,7 @@ void bench_train(const BenchArgs &a) {
     tc.steps = a.iters + 1;
     tc.warmup = 1;
     tc.ns_precision = a.ns_precision;
-    tc.precision = a.precision;
+    tc.precision = a.precision == "auto" ? "fp32" : a.precision;
     tc.device = a.device;
     tc.validate_precisions();
     if (tc.micro() > tc.batch || tc.batch % tc.micro() != 0)
@@ -273,7 +273,9 @@ void register_bench(CLI::App &app) {
         ->capture_default_str();
     cmd->add_option("--ns-precision", a->ns_precision, "train: Muon Newton-Schulz precision (bf16|fp32)")
         ->capture_default_str();
-    cmd->add_option("--precision", a->precision, "train: matmul operands of forward/backward (fp32|bf16)")
+    cmd->add_option("--precision", a->precision,
+                    "train: matmul operands of forward/backward (auto = fp32, or bf16); decode: the rows the linears "
+                    "take (auto: bf16 for a bf16 model, else fp32; cpu only)")
         ->capture_default_str();
     cmd->add_option("--device", a->device, "train, forward, decode: where the model runs (cpu|cuda)")
         ->check(CLI::IsMember({"cpu", "cuda"}))

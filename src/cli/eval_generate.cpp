@@ -20,7 +20,8 @@ void run_eval_generate(const EvalArgs &a, Communicator &comm) {
     if (a.max_tokens < 1) fail("eval: --max-tokens must be at least 1, got {}", a.max_tokens);
     if (a.batch < 1) fail("eval: --batch must be positive, got {}", a.batch);
     if (a.precision != "fp32")
-        fail("eval: --generate decodes in the model's own dtype (bf16 checkpoints in bf16); drop --precision");
+        fail("eval: --generate decodes as `zaya generate` does (a bf16 checkpoint's linears take bf16 rows); drop "
+             "--precision");
     std::vector<GenerationItem> items = load_generation_items(a.generate);
     if (a.limit > 0 && a.limit < int64_t(items.size())) items.resize(size_t(a.limit));
     // A model directory is mapped as `zaya generate` maps it; a checkpoint's fp32 weights are loaded as training

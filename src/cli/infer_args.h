@@ -39,8 +39,8 @@ nlohmann::ordered_json read_json_file(const std::string &option, const std::stri
 // "prefill X tok/s, decode Y tok/s" of a completion: the prompt tokens computed (not those resumed from the prefix
 // cache) over the time to the first token, the generated tokens after the first over the rest.
 std::string speed_summary(const Completion &r);
-// --device, --max-context and --kv-dtype: where the engine decodes, how long a sequence may grow, and the element
-// of its KV cache.
+// --device, --max-context, --kv-dtype and --precision: where the engine decodes, how long a sequence may grow, the
+// element of its KV cache, and the precision of the rows its linears take.
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o);
 // --prefix-cache-mb into `bytes` (EngineOptions::prefix_cache_bytes), 1024 MiB unless given; `when` starts its help.
 void add_prefix_cache_option(CLI::App *cmd, size_t &bytes, const std::string &when = "");
@@ -49,5 +49,8 @@ void add_mib_option(CLI::App *cmd, const std::string &name, size_t &bytes, int64
                     const std::string &help);
 void add_kv_dtype_option(CLI::App *cmd, std::optional<DType> &kv);
 std::optional<DType> parse_kv_dtype(const std::string &name); // "auto" (unset) | "bf16" | "f32"
+// --precision auto|fp32|bf16 of the CPU decoder's linears (EngineOptions::precision; auto: unset).
+void add_infer_precision_option(CLI::App *cmd, std::optional<cpu::MatmulPrecision> &p);
+std::optional<cpu::MatmulPrecision> parse_infer_precision(const std::string &name);
 
 } // namespace zaya::cli

@@ -20,8 +20,10 @@ namespace {
 void resize(std::vector<float> &v, int64_t n) { v.assign(size_t(n), 0.0f); }
 } // namespace
 
-Decoder::Decoder(const InferModel &m, int64_t max_tokens, int64_t max_seqs, DType kv_element)
-    : m_(m), max_tokens_(max_tokens), max_seqs_(max_seqs), kv_element_(kv_dtype_for(kv_element, DType::F32)) {
+Decoder::Decoder(const InferModel &m, int64_t max_tokens, int64_t max_seqs, DType kv_element,
+                 MatmulPrecision precision)
+    : m_(m), max_tokens_(max_tokens), max_seqs_(max_seqs), kv_element_(kv_dtype_for(kv_element, DType::F32)),
+      precision_(precision) {
     if (max_tokens < 1 || max_seqs < 1 || max_seqs > max_tokens)
         fail("decoder needs 1 ≤ max_seqs ({}) ≤ max_tokens ({})", max_seqs, max_tokens);
     const ZayaConfig &c = m.config;
@@ -126,7 +128,7 @@ void Decoder::forward(std::span<SequenceCache *const> seqs, std::span<const std:
         rows = B;
     }
     rmsnorm_forward(xn_.data(), rstd_.data(), x_.data(), m_.small.final_norm, rows, D, float(c.rms_norm_eps));
-    mat_linear(logits, V, xn_.data(), m_.lm_head, m_.small.lm_head_bias, rows);
+    mat_linear(logits, V, xn_.data(), m_.lm_head, m_.small.lm_head_bias, rows, precision_);
 }
 
 void Decoder::prefill(SequenceCache &seq, std::span<const int32_t> tokens, float *logits) {
@@ -182,8 +184,8 @@ void Decoder::layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int
 
     rmsnorm_forward(xn_.data(), rstd_.data(), x_.data(), w.input_norm, N, D, eps);
     // q‖k projections packed as the conv input z [N, C].
-    mat_linear(z_.data(), C, xn_.data(), M.q_proj, w.q_bias, N);
-    mat_linear(z_.data() + Dq, C, xn_.data(), M.k_proj, w.k_bias, N);
+    mat_linear(z_.data(), C, xn_.data(), M.q_proj, w.q_bias, N, precision_);
+    mat_linear(z_.data() + Dq, C, xn_.data(), M.k_proj, w.k_bias, N, precision_);
     // Conv over [stored state rows ; new rows] per sequence. The conv pads each of these with zeros, but the
     // outputs we keep (the new rows) only reach back P rows, all inside the state: they equal the full-sequence
     // conv. Then the last P rows become the new state.
@@ -204,8 +206,8 @@ void Decoder::layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int
     }
     cca_qk_mean_forward(q_.data(), k_.data(), conv_.data(), z_.data(), N, nq, nkv, hd);
     // Values: head 0 from the current token, head 1 the previous token's delayed projection (spec A.3 step 4).
-    mat_linear(v_.data(), Dk, xn_.data(), M.v_cur, w.v_cur_bias, N);
-    mat_linear(vd_.data(), Dv, xn_.data(), M.v_del, w.v_del_bias, N);
+    mat_linear(v_.data(), Dk, xn_.data(), M.v_cur, w.v_cur_bias, N, precision_);
+    mat_linear(vd_.data(), Dv, xn_.data(), M.v_del, w.v_del_bias, N, precision_);
     for (int64_t s = 0; s < B; ++s) {
         float *state = seqs[size_t(s)]->vdel.data() + l * Dv;
         const int64_t a = start_[size_t(s)], b = start_[size_t(s + 1)];
@@ -220,7 +222,7 @@ void Decoder::layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int
     rope_forward(q_.data(), rope_cos_[type].data(), rope_sin_[type].data(), N, nq, hd, rot);
     rope_forward(k_.data(), rope_cos_[type].data(), rope_sin_[type].data(), N, nkv, hd, rot);
     attention(l, seqs);
-    mat_linear(tmp_.data(), D, att_.data(), M.o_proj, w.o_bias, N);
+    mat_linear(tmp_.data(), D, att_.data(), M.o_proj, w.o_bias, N, precision_);
     residual_scale_forward(x_.data(), tmp_.data(), x_.data(), w.attn_res[0], w.attn_res[1], w.attn_res[2],
                            w.attn_res[3], N, D);
     rmsnorm_forward(xn_.data(), rstd_.data(), x_.data(), w.post_norm, N, D, eps);
@@ -260,17 +262,17 @@ void Decoder::router_and_experts(int64_t l, int64_t N) {
     // EDA: this layer's router state adds the scaled state of the layer before (same token).
     float *rho = rho_[rho_cur_ ^ 1].data();
     const float *rho_prev = rho_[rho_cur_].data();
-    mat_linear(rho, R, xn_.data(), M.router_down, w.router_down_bias, N);
+    mat_linear(rho, R, xn_.data(), M.router_down, w.router_down_bias, N, precision_);
     if (l > 0 && w.router_state_scale)
         for (int64_t n = 0; n < N; ++n)
             for (int64_t i = 0; i < R; ++i) rho[n * R + i] += w.router_state_scale[i] * rho_prev[n * R + i];
     rho_cur_ ^= 1;
     rmsnorm_forward(rn_.data(), rrstd_.data(), rho, w.router_norm, N, R, float(c.rms_norm_eps));
-    mat_linear(h1_.data(), R, rn_.data(), M.router_fc1, w.router_fc1_bias, N);
+    mat_linear(h1_.data(), R, rn_.data(), M.router_fc1, w.router_fc1_bias, N, precision_);
     gelu_forward(a1_.data(), h1_.data(), N * R);
-    mat_linear(h2_.data(), R, a1_.data(), M.router_fc2, w.router_fc2_bias, N);
+    mat_linear(h2_.data(), R, a1_.data(), M.router_fc2, w.router_fc2_bias, N, precision_);
     gelu_forward(a1_.data(), h2_.data(), N * R);
-    mat_linear(rlogits_.data(), K, a1_.data(), M.router_out, nullptr, N);
+    mat_linear(rlogits_.data(), K, a1_.data(), M.router_out, nullptr, N, precision_);
     router_select_forward(probs_.data(), choice_.data(), psel_.data(), rlogits_.data(), w.balancing_biases, N, K);
 
     moe_group_tokens(order_.data(), offsets_.data(), choice_.data(), N, E);
@@ -280,9 +282,9 @@ void Decoder::router_and_experts(int64_t l, int64_t N) {
         for (int64_t r = 0; r < n; ++r)
             std::copy_n(xn_.data() + int64_t(order_[size_t(r0 + r)]) * D, D, xg_.data() + r * D);
         if (e < E) {
-            mat_linear(hh_.data(), 2 * I, xg_.data(), M.gate_up[size_t(e)], nullptr, n);
+            mat_linear(hh_.data(), 2 * I, xg_.data(), M.gate_up[size_t(e)], nullptr, n, precision_);
             swiglu_forward(aa_.data(), hh_.data(), n, I);
-            mat_linear(yy_.data(), D, aa_.data(), M.down[size_t(e)], nullptr, n);
+            mat_linear(yy_.data(), D, aa_.data(), M.down[size_t(e)], nullptr, n, precision_);
         } else if (c.skip_passthrough) { // the skip slot: identity under passthrough, else nothing
             std::copy_n(xg_.data(), n * D, yy_.data());
         } else {

@@ -5,18 +5,31 @@
 #pragma once
 #include "infer/kv_cache.h"
 #include "infer/weights.h"
+#include "ops/cpu/gemm.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace zaya {
 
+// The precision of the activations the linears take when none is asked: bf16 for a model whose matrices are bf16 —
+// as transformers runs a bf16 checkpoint, and llama.cpp a bf16 GGUF; twice the arithmetic rate on AVX512_BF16, and
+// the bf16 GEMM for prompts (ops/cpu/linear_bf16.h) — else fp32 (fp32 matrices; int8 ones quantize their inputs).
+inline cpu::MatmulPrecision matmul_precision_for(std::optional<cpu::MatmulPrecision> asked, DType weight_dtype) {
+    return asked.value_or(weight_dtype == DType::BF16 ? cpu::MatmulPrecision::BF16 : cpu::MatmulPrecision::F32);
+}
+
 class Decoder {
   public:
     // Scratch for up to max_tokens new tokens over up to max_seqs sequences per call, allocated here once. The
-    // sequences' KV caches hold `kv_element` (F32 or BF16: infer/kv_cache.h KvRows).
-    Decoder(const InferModel &m, int64_t max_tokens, int64_t max_seqs, DType kv_element = DType::F32);
+    // sequences' KV caches hold `kv_element` (F32 or BF16: infer/kv_cache.h KvRows); the linears take their rows
+    // in `precision` (fp32, or rounded to bf16: mat_linear), nothing else does (the CCA convolution and attention
+    // stay fp32, as transformers computes them). A sequence fed token by token and one prefilled compute the same
+    // either way, up to the order of additions.
+    Decoder(const InferModel &m, int64_t max_tokens, int64_t max_seqs, DType kv_element = DType::F32,
+            cpu::MatmulPrecision precision = cpu::MatmulPrecision::F32);
 
     SequenceCache new_sequence() const;
 
@@ -33,6 +46,7 @@ class Decoder {
     int64_t max_tokens() const { return max_tokens_; }
     int64_t max_seqs() const { return max_seqs_; }
     DType kv_dtype() const { return kv_element_; }
+    cpu::MatmulPrecision precision() const { return precision_; }
 
   private:
     void layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int64_t N);
@@ -46,6 +60,7 @@ class Decoder {
     const InferModel &m_;
     int64_t max_tokens_, max_seqs_;
     DType kv_element_;
+    cpu::MatmulPrecision precision_;
     std::vector<int64_t> start_;       // [B+1] rows of each sequence's new tokens
     std::vector<int64_t> start_ext_;   // [B+1] the same with the conv state rows in front
     std::vector<int32_t> tokens_, positions_, choice_, order_;

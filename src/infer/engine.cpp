@@ -35,8 +35,10 @@ Engine::Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> token
     if (tok_ && tok_->vocab_size() > model_->config.vocab_size)
         fail("tokenizer '{}' has {} tokens but the model's vocabulary is {}", tok_->path(), tok_->vocab_size(),
              model_->config.vocab_size);
-    decoder_ = make_engine_decoder(*model_, EngineDecoderOptions{opts_.device, opts_.prefill_chunk + opts_.max_batch,
-                                                                 opts_.max_batch, opts_.max_context, opts_.kv_dtype});
+    decoder_ = make_engine_decoder(*model_,
+                                   EngineDecoderOptions{opts_.device, opts_.prefill_chunk + opts_.max_batch,
+                                                        opts_.max_batch, opts_.max_context, opts_.kv_dtype,
+                                                        opts_.precision});
     opts_.max_batch = std::min(opts_.max_batch, decoder_->max_seqs());
     max_context_ = decoder_->max_length();
     if (opts_.prefix_cache_stride < 1) fail("prefix cache stride must be ≥ 1, got {}", opts_.prefix_cache_stride);

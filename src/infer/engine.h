@@ -32,6 +32,7 @@ struct EngineOptions {
     std::string device = "cpu";  // cpu | cuda
     int64_t max_context = 0;     // tokens per sequence (prompt + generated); 0: EngineDecoderOptions' default
     std::optional<DType> kv_dtype{}; // the KV cache's element; unset: the device's default (EngineDecoderOptions)
+    std::optional<cpu::MatmulPrecision> precision{}; // cpu: the linears' inputs; unset: EngineDecoderOptions' default
     // Bytes of finished sequences kept for later prompts that begin with the same tokens (infer/prefix_cache.h);
     // 0: none. On the GPU finished sequences stay in their device slots until a request needs the slot (this
     // bounds only their host bookkeeping), and a prompt resumes one only where it continues all of it.
@@ -69,6 +70,7 @@ class Engine {
     int64_t prefill_chunk() const { return opts_.prefill_chunk; } // prompt tokens per step, as run
     std::string device() const { return decoder_->device(); } // "cpu" or the GPU's description
     DType kv_dtype() const { return decoder_->kv_dtype(); }     // the KV cache's element
+    std::string matmul_inputs() const { return decoder_->matmul_inputs(); } // fp32|bf16|int8 (cpu), "" (cuda)
     // The prefix cache's figures as of the last request that finished (any thread); nothing when it is off
     // (EngineOptions::prefix_cache_bytes 0).
     struct PrefixCacheStats {

@@ -16,8 +16,8 @@ namespace {
 class CpuEngineDecoder final : public EngineDecoder {
   public:
     CpuEngineDecoder(const InferModel &m, const EngineDecoderOptions &o)
-        : dec_(m, o.max_tokens, o.max_seqs,
-               kv_dtype_for(o.kv_dtype, m.attention_dtype())),
+        : dec_(m, o.max_tokens, o.max_seqs, kv_dtype_for(o.kv_dtype, m.attention_dtype()),
+               matmul_precision_for(o.precision, m.weight_dtype)),
           V_(m.config.vocab_size),
           max_length_(o.max_length > 0 ? std::min(o.max_length, m.config.max_position_embeddings)
                                        : m.config.max_position_embeddings) {}
@@ -25,6 +25,9 @@ class CpuEngineDecoder final : public EngineDecoder {
     int64_t max_length() const override { return max_length_; }
     std::string device() const override { return "cpu"; }
     DType kv_dtype() const override { return dec_.kv_dtype(); }
+    std::string matmul_inputs() const override { // int8 linears quantize their rows whatever the precision
+        return dec_.model().weight_dtype == DType::I8 ? "int8" : cpu::matmul_precision_name(dec_.precision());
+    }
     bool host_cache() const override { return true; }
     bool can_start_sequence() const override { return true; }
     SequenceCache new_sequence() override { return dec_.new_sequence(); }
@@ -84,6 +87,7 @@ class CudaEngineDecoder final : public EngineDecoder {
     int64_t max_length() const override { return max_length_; }
     std::string device() const override { return description_; }
     DType kv_dtype() const override { return dec_.kv_dtype(); }
+    std::string matmul_inputs() const override { return ""; }
     bool host_cache() const override { return false; }
     bool can_start_sequence() const override { return !free_->empty(); }
     SequenceCache new_sequence() override {
@@ -167,6 +171,10 @@ std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const En
     if (o.max_length < 0) fail("the maximum sequence length must be ≥ 0 (0: default), got {}", o.max_length);
     if (o.device == "cpu") return std::make_unique<CpuEngineDecoder>(m, o);
     if (o.device == "cuda") {
+        if (o.precision)
+            fail("--precision {} applies to the CPU decoder: the GPU decoder takes fp32 rows one at a time and bf16 "
+                 "copies of them in its prefill passes",
+                 cpu::matmul_precision_name(*o.precision));
         try {
             return std::make_unique<CudaEngineDecoder>(m, o);
         } catch (const Error &e) { // out of device memory: say what the cache takes and how to make it smaller

@@ -4,6 +4,7 @@
 #pragma once
 #include "infer/kv_cache.h"
 #include "infer/weights.h"
+#include "ops/cpu/gemm.h"
 
 #include <cstdint>
 #include <memory>
@@ -20,6 +21,10 @@ class EngineDecoder {
     virtual int64_t max_length() const = 0; // tokens one sequence may hold, prompt and generated
     virtual std::string device() const = 0; // "cpu", or the GPU's description
     virtual DType kv_dtype() const = 0;     // the KV cache's element: F32 or BF16
+    // The precision of the rows the linears take, for banners: "fp32" or "bf16" on the CPU (Decoder's precision;
+    // "int8" for int8 weights, which quantize them), empty on the GPU (its decoder keeps its own: fp32 rows one at a
+    // time, bf16 copies in its prefill passes).
+    virtual std::string matmul_inputs() const = 0;
     // Whether its sequences live on the host, where they can be copied and cut back (SequenceCache::prefix) for
     // prefix reuse: the CPU's; the GPU's live in device slots, and are only continued whole.
     virtual bool host_cache() const = 0;
@@ -47,6 +52,9 @@ struct EngineDecoderOptions {
     int64_t max_length = 0;     // tokens per sequence; 0: the model's context (cpu), min(context, 32768) (cuda)
     std::optional<DType> kv_dtype{}; // the KV cache's element, F32 or BF16; unset: BF16 for a bf16 model, else F32
                                      // (kv_dtype_for in infer/kv_cache.h), on either device
+    // cpu: the precision of the rows the linears take; unset: bf16 for a bf16 model, else fp32
+    // (matmul_precision_for in infer/decoder.h). The GPU decoder refuses it.
+    std::optional<cpu::MatmulPrecision> precision{};
 };
 
 // Prompt tokens an engine step feeds by default: 256 on the CPU (its decoder's working memory grows with the chunk);

@@ -26,17 +26,19 @@ Mat Mat::row_block(int64_t r0, int64_t n) const {
             scales ? scales + r0 * cpu::i8_groups(cols) : nullptr};
 }
 
-void mat_linear(float *y, int64_t ldy, const float *x, const Mat &W, const float *b, int64_t N) {
+void mat_linear(float *y, int64_t ldy, const float *x, const Mat &W, const float *b, int64_t N,
+                cpu::MatmulPrecision rows) {
     if (W.dtype == DType::I8) {
         cpu::linear_i8(y, ldy, x, static_cast<const int8_t *>(W.data), W.scales, b, N, W.cols, W.rows);
         return;
     }
     if (W.dtype == DType::BF16) {
-        cpu::linear_bf16(y, ldy, x, static_cast<const uint16_t *>(W.data), b, N, W.cols, W.rows);
+        cpu::linear_bf16(y, ldy, x, static_cast<const uint16_t *>(W.data), b, N, W.cols, W.rows, rows);
         return;
     }
     ZAYA_ASSERT(W.dtype == DType::F32);
-    cpu::gemm(false, true, N, W.rows, W.cols, 1.0f, x, W.cols, static_cast<const float *>(W.data), W.cols, 0.0f, y,
+    if (rows == cpu::MatmulPrecision::BF16) x = cpu::bf16_rounded_rows(x, N, W.cols);
+    cpu::gemm_with(cpu::gemm_default_lib(), false, true, N, W.rows, W.cols, 1.0f, x, W.cols, static_cast<const float *>(W.data), W.cols, 0.0f, y,
               ldy);
     if (b)
         for (int64_t n = 0; n < N; ++n)

@@ -11,6 +11,7 @@
 #include "io/direct_write.h"
 #include "io/safetensors.h"
 #include "model/params.h"
+#include "ops/cpu/gemm.h"
 #include "ops/cpu/linear_i8.h"
 
 #include <array>
@@ -36,8 +37,10 @@ struct Mat {
     Mat row_block(int64_t r0, int64_t n) const; // rows [r0, r0+n)
 };
 
-// y[N, W.rows] (row stride ldy) = x[N, W.cols] · Wᵀ + b (b may be null), for either dtype.
-void mat_linear(float *y, int64_t ldy, const float *x, const Mat &W, const float *b, int64_t N);
+// y[N, W.rows] (row stride ldy) = x[N, W.cols] · Wᵀ + b (b may be null), for any dtype. `rows`: x as it is (F32)
+// or rounded to bf16 first (BF16: ops/cpu/linear_bf16.h); int8 matrices quantize x whatever it says.
+void mat_linear(float *y, int64_t ldy, const float *x, const Mat &W, const float *b, int64_t N,
+                cpu::MatmulPrecision rows = cpu::MatmulPrecision::F32);
 // dst[n, :] = row ids[n] of W as fp32.
 void mat_gather_rows(float *dst, const Mat &W, const int32_t *ids, int64_t N);
 

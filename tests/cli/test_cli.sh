@@ -126,6 +126,30 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then # (on a GPU machine this would 
         --model tiny --prompt-tokens 4 --new-tokens 2 --device cuda
 fi
 
+# ---- --precision: the rows the CPU decoder's linears take ----
+prec_gen=(generate tiny --dtype bf16 --tokens 5,17,3,99,4,8,8,2,100,7,42,42,1,60 -n 4 --temperature 0 --print-ids)
+expect_ok "generate a bf16 model" "${prec_gen[@]}"
+[[ $err == *"MiB (BF16, bf16 inputs)"* ]] && pass "a bf16 model's linears take bf16 rows by default" ||
+    fail "a bf16 model's linears take bf16 rows by default" "stderr: $err"
+expect_ok "generate a bf16 model --precision fp32" "${prec_gen[@]}" --precision fp32
+[[ $err == *"MiB (BF16, fp32 inputs)"* ]] && pass "--precision fp32 keeps them fp32" ||
+    fail "--precision fp32 keeps them fp32" "stderr: $err"
+expect_ok "generate an f32 model" generate tiny --dtype f32 --tokens 5,17 -n 2 --temperature 0
+[[ $err == *"MiB (F32, fp32 inputs)"* ]] && pass "an f32 model's take fp32 rows by default" ||
+    fail "an f32 model's take fp32 rows by default" "stderr: $err"
+expect_error "--precision f16 is refused" "^zaya: error: --precision: f16 not in \\{auto,fp32,bf16\\}" \
+    "${prec_gen[@]}" --precision f16
+expect_error "--precision with --device cuda is refused, naming it" \
+    "^zaya: error: --precision bf16 applies to the CPU" \
+    "${prec_gen[@]}" --precision bf16 --device cuda
+expect_ok "bench decode --precision bf16 --json" bench decode --model tiny --prompt-tokens 40 --new-tokens 2 \
+    --precision bf16 --json
+[[ $out == *'"precision":"bf16"'* ]] && pass "bench decode reports the precision" ||
+    fail "bench decode reports the precision" "out: $out"
+expect_error "bench decode --precision f16 is refused" \
+    "^zaya: error: --precision must be auto, fp32 or bf16, got 'f16'" \
+    bench decode --model tiny --prompt-tokens 4 --new-tokens 2 --precision f16
+
 # ---- prepare + train on a small corpus ----
 mkdir -p "$tmp/corpus"
 for i in $(seq 1 40); do

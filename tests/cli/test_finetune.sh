@@ -183,7 +183,7 @@ else
         "err: $err"
 fi
 run generate "$tmp/ft/model" --chat --prompt "Hello, I am Eve. Number 1234?" --temperature 0 -n 48 --quantize int8
-[[ $rc -eq 0 && $out == "Sure, happy to help." && $err == *"MiB (I8)"* ]] &&
+[[ $rc -eq 0 && $out == "Sure, happy to help." && $err == *"MiB (I8, int8 inputs)"* ]] &&
     pass "generate --quantize int8 answers the same, from int8 weights" ||
     fail "generate --quantize int8 answers the same" "exit $rc, output '$out'" "$err"
 

@@ -152,6 +152,41 @@ TEST(Decoder, Int8WeightsAndActivationsTrackForwardOfDequantizedWeights) {
     EXPECT_NE(err.find("int8-quantized weights are not saved"), std::string::npos) << err;
 }
 
+// --precision bf16 (the default for a bf16 model): every linear's rows rounded to bf16, bf16 weights multiplied
+// exactly and summed in fp32 — by the bf16 GEMM for many rows (a 70-token prompt), by the vdpbf16ps dot kernel for
+// few (ops/cpu/linear_bf16.h). The same products either way, so a prompt fed whole, in chunks or token by token
+// agrees up to the summation order, which (as with int8) can send a value on a rounding boundary the other way:
+// most positions within 1e-4, all within what rounding moves the logits by. Against fp32 rows: moved, but little.
+// transformers under the same rounding: tests/unit/test_generate_golden.cpp.
+TEST(Decoder, Bf16InputsAreTheSameHoweverFedAndTrackFp32Rows) {
+    Model m = perturbed_model(decode_config(), 9);
+    const auto tokens = random_tokens(70, m.config.vocab_size, 4);
+    auto im = InferModel::from_model(std::move(m), DType::BF16);
+    Decoder fp32(*im, 70, 1, DType::F32, cpu::MatmulPrecision::F32), dec(*im, 70, 1, DType::F32,
+                                                                         cpu::MatmulPrecision::BF16);
+    EXPECT_EQ(dec.precision(), cpu::MatmulPrecision::BF16);
+    const auto ref = test::cached_logits(fp32, tokens, {70});
+    const auto whole = test::cached_logits(dec, tokens, {70});
+    float scale = 0;
+    for (float x : ref) scale = std::max(scale, std::fabs(x));
+    const float moved = test::max_abs_diff(whole.data(), ref.data(), ref.size());
+    EXPECT_GT(moved, 1e-4f * scale) << "the rows were not rounded";
+    EXPECT_LT(moved, 2e-2f * scale);
+    const int64_t V = im->config.vocab_size, T = int64_t(tokens.size());
+    for (std::vector<int64_t> sizes : {std::vector<int64_t>{12}, {1}, {2, 5}}) {
+        const auto got = test::cached_logits(dec, tokens, sizes);
+        int64_t apart = 0; // positions beyond 1e-4
+        float worst = 0;
+        for (int64_t t = 0; t < T; ++t) {
+            const float d = test::max_abs_diff(got.data() + t * V, whole.data() + t * V, size_t(V));
+            worst = std::max(worst, d);
+            apart += d >= 1e-4f * scale;
+        }
+        EXPECT_LT(worst, 2e-2f * scale) << "chunks " << sizes[0];
+        EXPECT_LE(apart, T / 4) << "chunks " << sizes[0];
+    }
+}
+
 TEST(Decoder, CacheGrowsLinearlyWithTokens) {
     auto im = InferModel::from_model(perturbed_model(decode_config(), 2), DType::F32);
     Decoder dec(*im, 8, 1);

@@ -6,6 +6,8 @@
 #include "ops/cpu/simd.h"
 #include "ops/cpu/weight_stream.h"
 
+#include <vector>
+
 namespace zaya::cpu {
 
 namespace {
@@ -80,17 +82,112 @@ struct Bf16Rows {
     }
 };
 
+#if defined(__AVX512BF16__)
+inline __m512bh load_bh(const uint16_t *p) {
+    const __m512i v = _mm512_loadu_si512(p);
+    return reinterpret_cast<const __m512bh &>(v);
+}
+inline __m512bh load_bh(const uint16_t *p, __mmask32 m) { // lanes outside m read as zero
+    const __m512i v = _mm512_maskz_loadu_epi16(m, p);
+    return reinterpret_cast<const __m512bh &>(v);
+}
+
+// acc[r] += Σ_i x[r][i]·w[i], i < n, for R rows of bf16 activations x (row stride ldx) against one bf16 weight row
+// piece w[n]: vdpbf16ps multiplies 32 pairs exactly into fp32 and adds them to 16 fp32 sums per instruction, with
+// no widening — twice the FMA path's products per instruction.
+template <int R>
+inline void dot_rows_bf16_in(float *acc, const uint16_t *x, int64_t ldx, int64_t n, const uint16_t *w) {
+    __m512 s[R], t[R]; // two sums per row, as dot_rows
+    for (int r = 0; r < R; ++r) s[r] = t[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        const __m512bh w0 = load_bh(w + i), w1 = load_bh(w + i + 32);
+        for (int r = 0; r < R; ++r) {
+            s[r] = _mm512_dpbf16_ps(s[r], load_bh(x + r * ldx + i), w0);
+            t[r] = _mm512_dpbf16_ps(t[r], load_bh(x + r * ldx + i + 32), w1);
+        }
+    }
+    for (; i < n; i += 32) {
+        const __mmask32 m = n - i >= 32 ? ~__mmask32(0) : __mmask32((uint32_t(1) << (n - i)) - 1);
+        const __m512bh wv = load_bh(w + i, m);
+        for (int r = 0; r < R; ++r) s[r] = _mm512_dpbf16_ps(s[r], load_bh(x + r * ldx + i, m), wv);
+    }
+    for (int r = 0; r < R; ++r) acc[r] += _mm512_reduce_add_ps(_mm512_add_ps(s[r], t[r]));
+}
+
+// bf16 rows for weight_stream, against bf16 activations: the dot path reads the activations' bf16 copy xb (the
+// same layout as x0, the fp32 rows weight_stream passes pointers into), as linear_i8's I8Rows reads its int8 copy.
+struct Bf16RowsBf16In {
+    const uint16_t *W;
+    int64_t I;
+    const float *x0;
+    const uint16_t *xb;
+    static constexpr int64_t kColAlign = 32;
+    template <int R> void dot(float *acc, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const {
+        dot_rows_bf16_in<R>(acc, xb + (x - x0), ldx, n, W + o * I + c);
+    }
+    void widen(float *, int64_t, int64_t) const { ZAYA_ASSERT(false); } // the GEMM path takes the bf16 GEMM
+};
+#endif
+
+// The N×I rows of x rounded to bf16 (as the bf16 GEMM rounds its operands), in this thread's buffer, which a
+// parallel region's threads reach through the pointer returned.
+const uint16_t *rounded_rows(const float *x, int64_t N, int64_t I) {
+    thread_local std::vector<uint16_t> xb; // grown once, reused by every later call of this thread
+    xb.resize(size_t(N * I));
+    uint16_t *const out = xb.data();
+    // Threads only for many rows: one decoding row is well under a microsecond of work.
+#pragma omp parallel for schedule(static) if (N * I >= 65536)
+    for (int64_t n = 0; n < N; ++n) f32_to_bf16_n(x + n * I, out + n * I, size_t(I));
+    return out;
+}
+
+const float *widened_rows(const uint16_t *xb, int64_t N, int64_t I) {
+    thread_local std::vector<float> xr;
+    xr.resize(size_t(N * I));
+    float *const out = xr.data();
+#pragma omp parallel for schedule(static) if (N * I >= 65536)
+    for (int64_t k = 0; k < N * I; ++k) out[k] = bf16_to_f32(xb[k]);
+    return out;
+}
+
+// Rounded rows: the bf16 GEMM for many rows, the vdpbf16ps dot kernel for few. Where the build or the CPU has
+// neither, the rounded rows widened back to fp32 (exactly) take the fp32 paths: the same products, summed in fp32.
+void linear_bf16_rounded(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N,
+                         int64_t I, int64_t O, int64_t dot_max_rows) {
+    const uint16_t *xb = rounded_rows(x, N, I);
+    if (N > dot_max_rows && gemm_bf16_native()) {
+        gemm_bf16(false, true, N, O, I, 1.0f, xb, I, W, I, 0.0f, y, ldy);
+        weight_stream::add_bias(y, ldy, b, N, O);
+        return;
+    }
+#if defined(__AVX512BF16__)
+    if (N <= dot_max_rows) {
+        weight_stream::linear(y, ldy, x, Bf16RowsBf16In{W, I, x, xb}, b, N, I, O, dot_max_rows);
+        return;
+    }
+#endif
+    weight_stream::linear(y, ldy, widened_rows(xb, N, I), Bf16Rows{W, I}, b, N, I, O, dot_max_rows);
+}
+
 } // namespace
 
+const float *bf16_rounded_rows(const float *x, int64_t N, int64_t I) {
+    return widened_rows(rounded_rows(x, N, I), N, I);
+}
+
 void linear_bf16_with(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                      int64_t O, int64_t dot_max_rows) {
+                      int64_t O, int64_t dot_max_rows, MatmulPrecision rows) {
     ZAYA_PROFILE("linear_bf16");
+    if (N <= 0 || O <= 0) return;
+    if (rows == MatmulPrecision::BF16) return linear_bf16_rounded(y, ldy, x, W, b, N, I, O, dot_max_rows);
     weight_stream::linear(y, ldy, x, Bf16Rows{W, I}, b, N, I, O, dot_max_rows);
 }
 
 void linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                 int64_t O) {
-    linear_bf16_with(y, ldy, x, W, b, N, I, O, kBf16DotMaxRows);
+                 int64_t O, MatmulPrecision rows) {
+    linear_bf16_with(y, ldy, x, W, b, N, I, O, rows == MatmulPrecision::BF16 ? kBf16InDotMaxRows : kBf16DotMaxRows,
+                     rows);
 }
 
 void gather_rows_bf16(float *dst, const uint16_t *table, const int32_t *ids, int64_t N, int64_t D) {

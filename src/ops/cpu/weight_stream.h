@@ -61,6 +61,14 @@ template <class W> void dot_passes(float *y, int64_t ldy, const float *x, const 
     }
 }
 
+// y[n, :] += b for N rows of O (nothing when b is null).
+inline void add_bias(float *y, int64_t ldy, const float *b, int64_t N, int64_t O) {
+    if (!b) return;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t o = 0; o < O; ++o) y[n * ldy + o] += b[o];
+}
+
 // Many rows: widen kPanel weight rows at a time into fp32 and multiply them with the GEMM. The widening costs
 // O·I per call, shared by all N rows.
 template <class W> void panels(float *y, int64_t ldy, const float *x, const W &w, const float *b, int64_t N,
@@ -73,10 +81,7 @@ template <class W> void panels(float *y, int64_t ldy, const float *x, const W &w
         w.widen(panel.data(), o0, rows);
         gemm(false, true, N, rows, I, 1.0f, x, I, panel.data(), I, 0.0f, y + o0, ldy);
     }
-    if (!b) return;
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n)
-        for (int64_t o = 0; o < O; ++o) y[n * ldy + o] += b[o];
+    add_bias(y, ldy, b, N, O);
 }
 
 // y[N, O] (row stride ldy) = x[N, I] · wᵀ + b: dot passes up to dot_max_rows rows, panels above.
