@@ -38,7 +38,8 @@ void bench_decode(const BenchArgs &a) {
         fail("--prompt-tokens + --new-tokens exceed the context length {}", c.max_position_embeddings);
     const DType kv = kv_dtype_for(a.kv_dtype, im->attention_dtype());
     const cpu::MatmulPrecision precision = matmul_precision_for(parse_infer_precision(a.precision), im->weight_dtype);
-    Decoder dec(*im, 256, 1, kv, precision);
+    const int64_t chunk = a.prefill_chunk > 0 ? a.prefill_chunk : default_prefill_chunk("cpu");
+    Decoder dec(*im, chunk, 1, kv, precision);
     std::vector<float> logits(static_cast<size_t>(V));
     std::vector<int32_t> prompt(size_t(a.prompt_tokens));
     uint64_t x = 42;
@@ -99,6 +100,7 @@ void bench_decode(const BenchArgs &a) {
                             {"kv_cache_bytes", seq.bytes()},
                             {"kv_dtype", std::string(dtype_name(kv))},
                             {"precision", cpu::matmul_precision_name(precision)},
+                            {"prefill_chunk", chunk},
                             {"peak_rss_bytes", rss}};
         fmt::print("{}\n", j.dump());
         return;
@@ -113,7 +115,8 @@ void bench_decode(const BenchArgs &a) {
                "weights (median of {} readings now; best {:.1f}; a plain 1 GiB buffer: {:.1f})\n",
                bound, bytes / 1e6, bw / 1e9, bw_samples.size(), bw_best / 1e9, generic[generic.size() / 2] / 1e9);
     fmt::print("  decode runs at {:.0f}% of the bound\n", 100.0 * decode_tps / bound);
-    fmt::print("  prefill {:.1f} tokens/s ({} tokens in {:.2f} s)\n", prefill_tps, a.prompt_tokens, prefill_s);
+    fmt::print("  prefill {:.1f} tokens/s ({} tokens in {:.2f} s, {} per forward)\n", prefill_tps, a.prompt_tokens,
+               prefill_s, chunk);
     fmt::print("  KV cache ({}) {:.1f} KiB for {} tokens; peak RSS {:.1f} MiB\n", dtype_name(kv),
                double(seq.bytes()) / 1024, seq.length, double(rss) / (1 << 20));
 }

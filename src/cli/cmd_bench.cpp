@@ -266,6 +266,10 @@ void register_bench(CLI::App &app) {
         ->check(CLI::Range(1, 8))
         ->capture_default_str();
     add_kv_dtype_option(cmd, a->kv_dtype);
+    cmd->add_option("--prefill-chunk", a->prefill_chunk,
+                    "decode, cpu: prompt tokens per forward (0: the engine's default, 256)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     cmd->add_option("--context-tokens", a->context_tokens,
                     "decode --device cuda: also prefill a prompt of N tokens (GEMM passes) and time decoding after "
                     "it, where each step reads the KV cache too (0 = no)")
