@@ -56,6 +56,10 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (I < 1 || O < 1 || reps < 1 || rows.empty() || *std::min_element(rows.begin(), rows.end()) < 1) {
+        fmt::print(stderr, "--in, --out, --reps and every --rows entry must be positive integers\n");
+        return 2;
+    }
     const int64_t N_max = *std::max_element(rows.begin(), rows.end());
     uint64_t s = 1;
     auto uniform = [&s] {
