@@ -3,7 +3,7 @@
 
 Usage:
     python3 bench/bench_serve.py [--zaya build/zaya] [--model zaya1-8b] [--layers 4] [--dtype bf16]
-                                 [--clients 1,4,16] [--tokens 64] [--prompt 32]
+                                 [--clients 1,4,16] [--tokens 64] [--prompt 32] [--serve "FLAGS"]
 
 Starts `zaya serve` (a preset gets random weights; a directory is memory-mapped) on a free port, then for each
 client count runs that many threads, each sending two /v1/completions requests with a token-id prompt of --prompt
@@ -27,8 +27,9 @@ def main() -> None:
     ap.add_argument("--clients", default="1,4,16")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--prompt", type=int, default=32)
+    ap.add_argument("--serve", default="", help="more flags for zaya serve, e.g. \"--precision fp32\"")
     a = ap.parse_args()
-    proc, url = start(a.zaya, a.model, a.layers, a.dtype, ["--max-batch", "16"])
+    proc, url = start(a.zaya, a.model, a.layers, a.dtype, ["--max-batch", "16"] + a.serve.split())
     try:
         results = []
         for clients in [int(c) for c in a.clients.split(",")]:
