@@ -312,14 +312,15 @@ TEST(Attention, PartsAgainstTheirKeysMatchTheWholeSequences) {
 }
 
 // Cached attention (decoding): n new queries at positions p0 … over a cache of p0 + n rows, against a naive
-// reference in double — caches long enough to be split into key blocks (decoding rows) or not (many rows), sliding
-// windows that leave whole blocks out, GQA groups of 1 and 4; the same bits for one thread and two.
+// reference in double — caches long enough to be split into key blocks (decoding rows) or not (a few rows), prompt
+// chunks (≥ 16 rows: the block GEMMs of attention_forward, several query blocks), sliding windows that leave whole
+// blocks out, GQA groups of 1 and 4; the same bits for one thread and two.
 TEST(Attention, CachedMatchesNaiveReferenceAcrossKeyBlocks) {
     Rng rng(17, 0);
     for (int64_t nkv : {2, 8}) {
         const int64_t nq = 8, hd = 16;
         for (int64_t window : {int64_t(0), int64_t(700)}) {
-            for (int64_t n : {1, 3, 9}) {
+            for (int64_t n : {1, 3, 9, 16, 70}) {
                 const int64_t p0 = 1500, total = p0 + n;
                 std::vector<float> q(size_t(n * nq * hd)), k(size_t(total * nkv * hd)), v(k.size());
                 for (auto *x : {&q, &k, &v})
@@ -365,7 +366,7 @@ TEST(Attention, CachedOverBf16IsCachedOverItsWidenedValues) {
     Rng rng(23, 0);
     const int64_t nq = 8, nkv = 2, hd = 16;
     for (int64_t window : {int64_t(0), int64_t(300)}) {
-        for (int64_t n : {1, 5, 40}) {
+        for (int64_t n : {1, 5, 40, 90}) {
             const int64_t p0 = 1100, total = p0 + n;
             std::vector<float> q(size_t(n * nq * hd)), k(size_t(total * nkv * hd)), v(k.size());
             for (auto *x : {&q, &k, &v})
