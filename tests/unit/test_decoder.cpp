@@ -187,6 +187,24 @@ TEST(Decoder, Bf16InputsAreTheSameHoweverFedAndTrackFp32Rows) {
     }
 }
 
+// --precision bf16 asked of an fp32 model: its rows are rounded, its weights used as they are (fp32 products).
+TEST(Decoder, Bf16InputsOfAnFp32ModelRoundTheRowsOnly) {
+    Model m = perturbed_model(decode_config(), 9);
+    const auto tokens = random_tokens(40, m.config.vocab_size, 4);
+    auto im = InferModel::from_model(std::move(m), DType::F32);
+    Decoder fp32(*im, 40, 1, DType::F32, cpu::MatmulPrecision::F32), dec(*im, 40, 1, DType::F32,
+                                                                         cpu::MatmulPrecision::BF16);
+    const auto ref = test::cached_logits(fp32, tokens, {40});
+    float scale = 0;
+    for (float x : ref) scale = std::max(scale, std::fabs(x));
+    for (std::vector<int64_t> sizes : {std::vector<int64_t>{40}, {1}}) {
+        const auto got = test::cached_logits(dec, tokens, sizes);
+        const float moved = test::max_abs_diff(got.data(), ref.data(), ref.size());
+        EXPECT_GT(moved, 1e-4f * scale) << "the rows were not rounded; chunks " << sizes[0];
+        EXPECT_LT(moved, 2e-2f * scale) << "chunks " << sizes[0];
+    }
+}
+
 TEST(Decoder, CacheGrowsLinearlyWithTokens) {
     auto im = InferModel::from_model(perturbed_model(decode_config(), 2), DType::F32);
     Decoder dec(*im, 8, 1);
