@@ -7,6 +7,7 @@
 #include "model/init.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/linear_bf16.h"
+#include "ops/cpu/linear_f32.h"
 #include "ops/cpu/linear_i8.h"
 
 #include <cmath>
@@ -37,12 +38,7 @@ void mat_linear(float *y, int64_t ldy, const float *x, const Mat &W, const float
         return;
     }
     ZAYA_ASSERT(W.dtype == DType::F32);
-    if (rows == cpu::MatmulPrecision::BF16) x = cpu::bf16_rounded_rows(x, N, W.cols);
-    cpu::gemm_with(cpu::gemm_default_lib(), false, true, N, W.rows, W.cols, 1.0f, x, W.cols, static_cast<const float *>(W.data), W.cols, 0.0f, y,
-              ldy);
-    if (b)
-        for (int64_t n = 0; n < N; ++n)
-            for (int64_t o = 0; o < W.rows; ++o) y[n * ldy + o] += b[o];
+    cpu::linear_f32(y, ldy, x, static_cast<const float *>(W.data), b, N, W.cols, W.rows, rows);
 }
 
 void mat_gather_rows(float *dst, const Mat &W, const int32_t *ids, int64_t N) {
