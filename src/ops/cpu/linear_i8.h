@@ -26,7 +26,10 @@ void linear_i8(float *y, int64_t ldy, const float *x, const int8_t *q, const flo
                int64_t I, int64_t O);
 
 // Rows at or below this count use the dot kernel in passes of up to 8 rows, above it widened panels and the GEMM.
-inline constexpr int64_t kI8DotMaxRows = 64;
+// The passes' integer sums keep ~170 GFLOP/s however many rows (2048 → 4096 in L3; ~120 for 32 MB of weights beyond
+// it, each pass reading them again), the panels' SGEMM 62–93 up to 256 rows and 155–160 from 512
+// (`zaya_bench_linear`, 2026-12-06).
+inline constexpr int64_t kI8DotMaxRows = 256;
 
 // linear_i8 with the path forced: dot passes when N ≤ dot_max_rows, else panels (tests and benchmarks).
 void linear_i8_with(float *y, int64_t ldy, const float *x, const int8_t *q, const float *scales, const float *b,
