@@ -1,7 +1,7 @@
 // What a linear layer costs by input row count (ops/cpu/linear_bf16.h, linear_i8.h, linear_f32.h): the paths
 // inference takes — dot passes for few rows (decoding, an expert's share of a prefill), a GEMM for many — with fp32
-// and with bf16 activations, int8 weights, fp32 weights in SGEMMs of 8 rows, the fp32 SGEMM on the same shape and the bf16
-// GEMM (oneDNN), in GFLOP/s.
+// and with bf16 activations, int8 weights, fp32 weights in SGEMMs of 8 rows, the fp32 SGEMM on the same shape and
+// the bf16 GEMM (oneDNN), in GFLOP/s.
 //
 //   zaya_bench_linear [--in I] [--out O] [--rows N,N,...] [--reps R]
 //

@@ -81,9 +81,9 @@ def main() -> None:
         with open(os.path.join(case_dir, "meta.json")) as fh:
             sequences = json.load(fh)["tokens"]
         with open(os.path.join(case_dir, "generate.json")) as fh:
-            prompt = torch.tensor([json.load(fh)["prompt"]])
-        with open(os.path.join(case_dir, "generate.json")) as fh:
-            new_tokens = len(json.load(fh)["continuation"])
+            fp32_generate = json.load(fh)
+        prompt = torch.tensor([fp32_generate["prompt"]])
+        new_tokens = len(fp32_generate["continuation"])
         with torch.no_grad():
             plain = torch.cat([model(torch.tensor([s])).logits[0] for s in sequences])
             mode = RoundWeightInputs(model)
@@ -105,8 +105,8 @@ def main() -> None:
             json.dump(meta, fh, indent=1)
             fh.write("\n")
         moved = (logits - plain).abs().max().item()
-        print(f"{case}: {logits.shape[0]} rows, {mode.rounded} matmuls with a weight, logits moved by up to {moved:.3g} "
-              f"by the rounding; greedy {new_tokens} tokens, min margin {margin:.3g}")
+        print(f"{case}: {logits.shape[0]} rows, {mode.rounded} matmuls with a weight, logits moved by up to "
+              f"{moved:.3g} by the rounding; greedy {new_tokens} tokens, min margin {margin:.3g}")
 
 
 if __name__ == "__main__":
