@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "infer/cuda_decoder.h"
+#include "infer/engine_decoder.h"
 #include "model/flops.h"
 
 #include <algorithm>
@@ -89,13 +90,12 @@ LongContext bench_long_context(const InferModel &im, const BenchArgs &a, CudaDec
 } // namespace
 
 void bench_decode_cuda(const BenchArgs &a) {
-    if (a.precision != "auto")
-        fail("bench decode: --precision {} applies to the CPU decoder (the GPU decoder keeps its own)", a.precision);
     InferModelArgs ma;
     ma.model = a.model;
     ma.dtype = a.dtype;
     ma.layers = a.layers;
     auto im = load_infer_model(ma);
+    const cpu::MatmulPrecision rows = gpu_matmul_precision(parse_infer_precision(a.precision), im->weight_dtype);
     const ZayaConfig &c = im->config;
     const int64_t V = c.vocab_size;
     if (a.prompt_tokens + a.new_tokens + 1 > c.max_position_embeddings)
@@ -197,6 +197,7 @@ void bench_decode_cuda(const BenchArgs &a) {
                             {"layers", c.num_hidden_layers},
                             {"dtype", std::string(dtype_name(im->weight_dtype))},
                             {"kv_dtype", std::string(dtype_name(kv))},
+                            {"precision", cpu::matmul_precision_name(rows)},
                             {"prompt_tokens", a.prompt_tokens},
                             {"new_tokens", a.new_tokens},
                             {"decode_tokens_per_s", decode_tps},

@@ -66,10 +66,10 @@ void run_generate(GenerateArgs a) {
     if (!a.quiet) {
         fmt::print(stderr,
                    "[{} prompt tokens, {} generated ({}); {}; "
-                   "weights {:.1f} MiB ({}{}); KV cache {:.1f} KiB/token ({}); peak RSS {:.1f} MiB; {}]\n",
+                   "weights {:.1f} MiB ({}, {} inputs); KV cache {:.1f} KiB/token ({}); peak RSS {:.1f} MiB; {}]\n",
                    r.prompt_tokens, r.tokens.size(), r.finish_reason, speed_summary(r),
                    double(engine.model().matrix_bytes()) / (1 << 20), dtype_name(engine.model().weight_dtype),
-                   engine.matmul_inputs().empty() ? "" : ", " + engine.matmul_inputs() + " inputs",
+                   engine.matmul_inputs(),
                    double(SequenceCache::bytes_per_token(c, engine.kv_dtype())) / 1024, dtype_name(engine.kv_dtype()),
                    double(process_peak_rss_bytes()) / (1 << 20), engine.device());
     }

@@ -38,11 +38,11 @@ void run_serve(ServeArgs a) {
     const int port = server.bind();
     std::thread engine_thread([&] { engine.serve_forever(); });
     std::thread http_thread([&] { server.run(); });
-    fmt::print("zaya serve: model '{}' ({} layers, {} weights {:.1f} MiB{}, tokenizer: {}), batch ≤ {}, context {} "
-               "({} KV cache), prompts fed {} tokens per step, on {}\n",
+    fmt::print("zaya serve: model '{}' ({} layers, {} weights {:.1f} MiB, {} inputs, tokenizer: {}), batch ≤ {}, "
+               "context {} ({} KV cache), prompts fed {} tokens per step, on {}\n",
                a.server.model_name, c.num_hidden_layers, dtype_name(engine.model().weight_dtype),
                double(engine.model().matrix_bytes()) / (1 << 20),
-               engine.matmul_inputs().empty() ? "" : ", " + engine.matmul_inputs() + " inputs",
+               engine.matmul_inputs(),
                engine.tokenizer() ? engine.tokenizer()->path() : "none",
                engine.max_batch(), engine.max_context(), dtype_name(engine.kv_dtype()), engine.prefill_chunk(),
                engine.device());

@@ -70,7 +70,7 @@ class Engine {
     int64_t prefill_chunk() const { return opts_.prefill_chunk; } // prompt tokens per step, as run
     std::string device() const { return decoder_->device(); } // "cpu" or the GPU's description
     DType kv_dtype() const { return decoder_->kv_dtype(); }     // the KV cache's element
-    std::string matmul_inputs() const { return decoder_->matmul_inputs(); } // fp32|bf16|int8 (cpu), "" (cuda)
+    std::string matmul_inputs() const { return decoder_->matmul_inputs(); } // fp32|bf16|int8 (cuda: fp32|bf16)
     // The prefix cache's figures as of the last request that finished (any thread); nothing when it is off
     // (EngineOptions::prefix_cache_bytes 0).
     struct PrefixCacheStats {

@@ -80,6 +80,7 @@ class CudaEngineDecoder final : public EngineDecoder {
         : max_length_(gpu_max_length(m, o)),
           dec_(m, CudaDecoder::Options{.max_len = max_length_, .max_seqs = gpu_slots(o), .kv_dtype = o.kv_dtype}),
           V_(m.config.vocab_size), description_(CudaDecoder::device_description()),
+          inputs_(m.weight_dtype == DType::BF16 ? "bf16" : "fp32"), // its linears round rows for bf16 weights
           free_(std::make_shared<std::vector<int64_t>>()) {
         for (int64_t s = dec_.max_seqs() - 1; s >= 0; --s) free_->push_back(s);
     }
@@ -87,7 +88,7 @@ class CudaEngineDecoder final : public EngineDecoder {
     int64_t max_length() const override { return max_length_; }
     std::string device() const override { return description_; }
     DType kv_dtype() const override { return dec_.kv_dtype(); }
-    std::string matmul_inputs() const override { return ""; }
+    std::string matmul_inputs() const override { return inputs_; }
     bool host_cache() const override { return false; }
     bool can_start_sequence() const override { return !free_->empty(); }
     SequenceCache new_sequence() override {
@@ -156,7 +157,7 @@ class CudaEngineDecoder final : public EngineDecoder {
     int64_t max_length_;
     CudaDecoder dec_;
     int64_t V_;
-    std::string description_;
+    std::string description_, inputs_;
     std::shared_ptr<std::vector<int64_t>> free_; // free slots (the leases of live sequences hold the others)
     std::vector<float> rows_;                    // a step's logits, [slots, V]
 };
@@ -167,14 +168,20 @@ int64_t default_prefill_chunk(const std::string &device) {
     return device == "cuda" ? CudaDecoder::Options{}.prefill_chunk : 256;
 }
 
+cpu::MatmulPrecision gpu_matmul_precision(std::optional<cpu::MatmulPrecision> asked, DType weight_dtype) {
+    const cpu::MatmulPrecision gpu = matmul_precision_for(std::nullopt, weight_dtype);
+    if (asked && *asked != gpu)
+        fail("--precision {} applies to the CPU decoder: the GPU decoder's linears take {} rows for {} weights "
+             "(--precision auto)",
+             cpu::matmul_precision_name(*asked), cpu::matmul_precision_name(gpu), dtype_name(weight_dtype));
+    return gpu;
+}
+
 std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const EngineDecoderOptions &o) {
     if (o.max_length < 0) fail("the maximum sequence length must be ≥ 0 (0: default), got {}", o.max_length);
     if (o.device == "cpu") return std::make_unique<CpuEngineDecoder>(m, o);
     if (o.device == "cuda") {
-        if (o.precision)
-            fail("--precision {} applies to the CPU decoder: the GPU decoder takes fp32 rows one at a time and bf16 "
-                 "copies of them in its prefill passes",
-                 cpu::matmul_precision_name(*o.precision));
+        gpu_matmul_precision(o.precision, m.weight_dtype);
         try {
             return std::make_unique<CudaEngineDecoder>(m, o);
         } catch (const Error &e) { // out of device memory: say what the cache takes and how to make it smaller

@@ -22,8 +22,8 @@ class EngineDecoder {
     virtual std::string device() const = 0; // "cpu", or the GPU's description
     virtual DType kv_dtype() const = 0;     // the KV cache's element: F32 or BF16
     // The precision of the rows the linears take, for banners: "fp32" or "bf16" on the CPU (Decoder's precision;
-    // "int8" for int8 weights, which quantize them), empty on the GPU (its decoder keeps its own: fp32 rows one at a
-    // time, bf16 copies in its prefill passes).
+    // "int8" for int8 weights, which quantize them); on the GPU "bf16" for bf16 weights (its kernels round the rows,
+    // in decode steps and prefill passes alike), else "fp32".
     virtual std::string matmul_inputs() const = 0;
     // Whether its sequences live on the host, where they can be copied and cut back (SequenceCache::prefix) for
     // prefix reuse: the CPU's; the GPU's live in device slots, and are only continued whole.
@@ -61,6 +61,10 @@ struct EngineDecoderOptions {
 // on the GPU one full GEMM prefill pass (CudaDecoder::Options::prefill_chunk, 2048), which reads ZAYA1-8B's ~16 GB
 // of experts once for 2048 rows where 256-row pieces read them 8 times; the other sequences' steps wait for one pass.
 int64_t default_prefill_chunk(const std::string &device);
+
+// The rows the GPU decoder's linears take: what `auto` chooses (matmul_precision_for: bf16 rows for bf16 weights,
+// fp32 for fp32); `asked` (--precision) must be that or unset, else it fails naming both.
+cpu::MatmulPrecision gpu_matmul_precision(std::optional<cpu::MatmulPrecision> asked, DType weight_dtype);
 
 // Prompt tokens per step on the CPU when one sequence runs alone (`zaya generate`, `zaya chat`): nothing else waits
 // on its prompt, so it is fed in larger pieces, where each expert's share of the rows reaches the GEMM (ZAYA1-8B

@@ -139,9 +139,9 @@ expect_ok "generate an f32 model" generate tiny --dtype f32 --tokens 5,17 -n 2 -
     fail "an f32 model's take fp32 rows by default" "stderr: $err"
 expect_error "--precision f16 is refused" "^zaya: error: --precision: f16 not in \\{auto,fp32,bf16\\}" \
     "${prec_gen[@]}" --precision f16
-expect_error "--precision with --device cuda is refused, naming it" \
-    "^zaya: error: --precision bf16 applies to the CPU" \
-    "${prec_gen[@]}" --precision bf16 --device cuda
+expect_error "--precision other than the GPU's rows with --device cuda is refused, naming both" \
+    "^zaya: error: --precision fp32 applies to the CPU decoder: the GPU decoder's linears take bf16 rows for BF16" \
+    "${prec_gen[@]}" --precision fp32 --device cuda
 expect_ok "bench decode --precision bf16 --json" bench decode --model tiny --prompt-tokens 40 --new-tokens 2 \
     --precision bf16 --json
 [[ $out == *'"precision":"bf16"'* ]] && pass "bench decode reports the precision" ||

@@ -223,6 +223,8 @@ kv_gen=(generate tiny --dtype bf16 --tokens 5,17,3,99,4,8,8,2,100,7,42,42,1,60 -
 expect_ok "generate bf16 --device cuda" "${kv_gen[@]}"
 kv_auto=$(grep -oE "KV cache [0-9.]+ KiB/token \([A-Z0-9]+\)" <<<"$err" || true)
 gpu_ids=$out
+[[ $err == *"MiB (BF16, bf16 inputs)"* ]] && pass "the device's statistics say its bf16 linears take bf16 rows" ||
+    fail "the device's statistics say its bf16 linears take bf16 rows" "stderr: $err"
 expect_ok "generate bf16 --device cpu" "${kv_gen[@]:0:${#kv_gen[@]}-2}"
 kv_cpu=$(grep -oE "KV cache [0-9.]+ KiB/token \([A-Z0-9]+\)" <<<"$err" || true)
 [[ $kv_cpu == "KV cache 0.2 KiB/token (BF16)" && $out == "$gpu_ids" && -n $out ]] &&
@@ -306,6 +308,35 @@ python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 1e-4 else 1)" "$diff"
     pass "serve --device cuda: echo + logprobs = the cpu server's (15 entries and their top 3, max diff $diff)" ||
     fail "serve --device cuda: echo + logprobs = the cpu server's" "$diff"
 
+# A bf16 model's linears on the device multiply rows rounded to bf16, as the cpu's do by default (--precision
+# auto): the generated tokens' log-probabilities and their top 3 (a 5-token prompt: GEMV passes only) agree to the
+# last digits. fp32 rows, the device's before (and the cpu's --precision fp32), are ~1e-3 away.
+steps='{"prompt":[5,17,3,99,4],"max_tokens":6,"logprobs":3,"temperature":0}'
+for run in cuda cpu "cpu --precision fp32"; do
+    # shellcheck disable=SC2086 # "cpu --precision fp32" is three words
+    "$ZAYA" serve tiny --dtype bf16 --port 0 --device $run >"$tmp/serve_bf16.log" 2>&1 &
+    server=$!
+    port=$(server_port "$tmp/serve_bf16.log" 300)
+    curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$steps" \
+        >"$tmp/steps.${run// /_}" || true
+    kill $server 2>/dev/null
+    wait $server 2>/dev/null
+done
+rows=$(python3 - "$tmp/steps.cuda" "$tmp/steps.cpu" "$tmp/steps.cpu_--precision_fp32" <<'PY' 2>&1
+import json, sys
+gpu, cpu, fp32 = (json.load(open(p))["choices"][0]["logprobs"] for p in sys.argv[1:4])
+def apart(a, b):
+    assert a["tokens"] == b["tokens"] and len(a["tokens"]) == 6, (a["tokens"], b["tokens"])
+    pairs = list(zip(a["token_logprobs"], b["token_logprobs"]))
+    pairs += [(x[k], y[k]) for x, y in zip(a["top_logprobs"], b["top_logprobs"]) for k in x]
+    return max(abs(x - y) for x, y in pairs)
+same, fp32_rows = apart(gpu, cpu), apart(gpu, fp32)
+assert same < 1e-5 and fp32_rows > 1e-4, (same, fp32_rows)
+print(f"{same:.2g}; fp32 rows {fp32_rows:.2g} away")
+PY
+) && pass "a bf16 model's steps on the device = the cpu's bf16 rows (log-probabilities $rows)" ||
+    fail "a bf16 model's steps on the device = the cpu's bf16 rows" "$rows"
+
 expect_error "an unknown device is named" "^zaya: error: .*'tpu'" forward tiny --tokens 1,2 --out "$tmp/f.st" \
     --device tpu
 
@@ -321,6 +352,11 @@ echo "$out" >"$table_dir/train_bench.json"
 expect_ok "bench decode --device cuda --seqs 2 --context-tokens 40 --json" bench decode --device cuda --model tiny \
     --dtype bf16 --prompt-tokens 12 --new-tokens 4 --seqs 2 --context-tokens 40 --json
 echo "$out" >"$table_dir/decode_bench.json"
+[[ $out == *'"precision":"bf16"'* ]] && pass "bench decode --device cuda reports its bf16 rows" ||
+    fail "bench decode --device cuda reports its bf16 rows" "out: $out"
+expect_error "bench decode --device cuda --precision fp32 of a bf16 model is refused, naming the GPU's rows" \
+    "^zaya: error: --precision fp32 applies to the CPU decoder: the GPU decoder's linears take bf16 rows" \
+    bench decode --device cuda --model tiny --dtype bf16 --prompt-tokens 4 --new-tokens 2 --precision fp32
 for dev in cpu cuda; do
     "$ZAYA" generate tiny --dtype f32 --tokens 2,40,7,99 -n 6 --print-ids -q --temperature 0 --device "$dev" \
         >"$table_dir/generate_${dev}_greedy.ids" 2>&1

@@ -43,6 +43,9 @@ std::vector<float> widened(const std::vector<uint16_t> &b) {
     for (size_t i = 0; i < b.size(); ++i) v[i] = bf16_to_f32(b[i]);
     return v;
 }
+// What a linear with bf16 weights multiplies them by (decode.h): the rows rounded to bf16; with fp32 weights, the
+// rows as they are.
+std::vector<float> operand_rows(const std::vector<float> &x, bool bf16) { return bf16 ? widened(to_bf16_bits(x)) : x; }
 
 // The KV cache as the tests hold it (decode.h): fp32, or bf16 bits. cache_of rounds values into the cache's
 // element, values_of reads them back, kept is what the cache keeps of one value.
@@ -93,7 +96,7 @@ TEST_F(CudaOps, DecodeLinearRowsMatchReference) {
                 if (bf16) W = widened(Wb);
                 for (bool bias : {false, true}) {
                     std::vector<float> ref(size_t(N * ldy), std::numeric_limits<float>::quiet_NaN());
-                    ref_linear(ref, ldy, x, W.data(), bias ? b.data() : nullptr, N, I, O);
+                    ref_linear(ref, ldy, operand_rows(x, bf16), W.data(), bias ? b.data() : nullptr, N, I, O);
                     auto dx = upload(x), db = upload(b);
                     auto dy = poisoned(size_t(N * ldy));
                     if (bf16) {
@@ -175,7 +178,9 @@ TEST_F(CudaOps, DecodeExpertLinearMatchesReference) {
                 std::vector<float> ref(size_t(N * O));
                 for (int64_t n = 0; n < N; ++n) {
                     const int32_t e = choice[size_t(n)];
-                    std::vector<float> row(x.begin() + n * I, x.begin() + (n + 1) * I), y(static_cast<size_t>(O));
+                    const std::vector<float> row =
+                        operand_rows(std::vector<float>(x.begin() + n * I, x.begin() + (n + 1) * I), bf16);
+                    std::vector<float> y(static_cast<size_t>(O));
                     if (e < E) ref_linear(y, O, row, W.data() + e * O * I, nullptr, 1, I, O);
                     for (int64_t o = 0; o < O; ++o) {
                         const float v = e < E ? y[size_t(o)] : (combine ? skip[size_t(n * O + o)] : 0.0f);
@@ -269,7 +274,7 @@ TEST_F(CudaOps, DecodeLinearResidualNormMatchesReference) {
                 std::vector<int32_t> active(size_t(N), 1);
                 if (N > 1) active[2] = active[9] = 0;
                 std::vector<float> y(size_t(N * D));
-                ref_linear(y, D, x, W.data(), b.data(), N, I, D);
+                ref_linear(y, D, operand_rows(x, bf16), W.data(), b.data(), N, I, D);
                 for (int64_t n = 0; n < N; ++n)
                     if (!active[size_t(n)]) std::fill(y.begin() + n * D, y.begin() + (n + 1) * D, 0.0f);
                 const ResidualCase::Result ref = rc.reference(y, eps);
@@ -638,7 +643,7 @@ TEST_F(CudaOps, DecodeArgmaxIsTheFirstMaximum) {
 
 // The router in one kernel against the CPU ops in turn (eda_forward, rmsnorm_forward, linear + gelu_forward twice,
 // the output linear, router_select_forward): R = 40 leaves lanes idle, with and without the previous layer's EDA
-// state, fp32 and bf16 matrices (the reference on the same bf16 values).
+// state, fp32 and bf16 matrices (the reference on the same bf16 values, each linear's input rounded to bf16).
 TEST_F(CudaOps, DecodeRouterMatchesCpuChain) {
     const int64_t n = 3, R = 40, K = 5;
     const float eps = 1e-6f;
@@ -650,24 +655,33 @@ TEST_F(CudaOps, DecodeRouterMatchesCpuChain) {
                                 fc2_16 = to_bf16_bits(random_vec(size_t(R * R), 48, 0.3)),
                                 out_16 = to_bf16_bits(random_vec(size_t(K * R), 49, 0.5));
     const std::vector<float> fc1 = widened(fc1_16), fc2 = widened(fc2_16), out = widened(out_16);
+    struct Routed {
+        std::vector<float> rho, probs, p_sel;
+        std::vector<int32_t> choice;
+    };
     for (bool with_prev : {false, true}) {
-        std::vector<float> rho(static_cast<size_t>(n * R)), rn(static_cast<size_t>(n * R)),
-            rstd(static_cast<size_t>(n)), a1(static_cast<size_t>(n * R)), a2(static_cast<size_t>(n * R)),
-            logits(static_cast<size_t>(n * K)), probs(static_cast<size_t>(n * K)), p_sel(static_cast<size_t>(n));
-        std::vector<int32_t> choice(static_cast<size_t>(n));
-        cpu::eda_forward(rho.data(), h1.data(), with_prev ? scale.data() : nullptr, with_prev ? prev.data() : nullptr,
-                         n, R);
-        cpu::rmsnorm_forward(rn.data(), rstd.data(), rho.data(), norm_w.data(), n, R, eps);
-        ref_linear(a1, R, rn, fc1.data(), fc1_b.data(), n, R, R);
-        cpu::gelu_forward(a1.data(), a1.data(), n * R);
-        ref_linear(a2, R, a1, fc2.data(), fc2_b.data(), n, R, R);
-        cpu::gelu_forward(a2.data(), a2.data(), n * R);
-        ref_linear(logits, K, a2, out.data(), nullptr, n, R, K);
-        cpu::router_select_forward(probs.data(), choice.data(), p_sel.data(), logits.data(), bias.data(), n, K);
+        auto reference = [&](bool bf16) {
+            Routed r{std::vector<float>(size_t(n * R)), std::vector<float>(size_t(n * K)),
+                     std::vector<float>(size_t(n)), std::vector<int32_t>(size_t(n))};
+            std::vector<float> rn(static_cast<size_t>(n * R)), rstd(static_cast<size_t>(n)),
+                a1(static_cast<size_t>(n * R)), a2(static_cast<size_t>(n * R)), logits(static_cast<size_t>(n * K));
+            cpu::eda_forward(r.rho.data(), h1.data(), with_prev ? scale.data() : nullptr,
+                             with_prev ? prev.data() : nullptr, n, R);
+            cpu::rmsnorm_forward(rn.data(), rstd.data(), r.rho.data(), norm_w.data(), n, R, eps);
+            ref_linear(a1, R, operand_rows(rn, bf16), fc1.data(), fc1_b.data(), n, R, R);
+            cpu::gelu_forward(a1.data(), a1.data(), n * R);
+            ref_linear(a2, R, operand_rows(a1, bf16), fc2.data(), fc2_b.data(), n, R, R);
+            cpu::gelu_forward(a2.data(), a2.data(), n * R);
+            ref_linear(logits, K, operand_rows(a2, bf16), out.data(), nullptr, n, R, K);
+            cpu::router_select_forward(r.probs.data(), r.choice.data(), r.p_sel.data(), logits.data(), bias.data(), n,
+                                       K);
+            return r;
+        };
         auto dh1 = upload(h1), dprev = upload(prev), dscale = upload(scale), dnorm = upload(norm_w),
              db1 = upload(fc1_b), db2 = upload(fc2_b), dbias = upload(bias);
         auto check = [&](auto fc1_d, auto fc2_d, auto out_d, const char *what) {
             using T = std::remove_cv_t<std::remove_pointer_t<decltype(fc1_d.data())>>;
+            const Routed ref = reference(std::is_same_v<T, uint16_t>);
             auto drho = poisoned(size_t(n * R)), dprobs = poisoned(size_t(n * K)), dpsel = poisoned(size_t(n));
             cuda::DeviceArray<int32_t> dchoice(static_cast<size_t>(n));
             cuda::router_decode(cuda::RouterDecode<T>{drho.data(), dprobs.data(), dchoice.data(), dpsel.data(),
@@ -677,10 +691,10 @@ TEST_F(CudaOps, DecodeRouterMatchesCpuChain) {
                                                       R, K, eps},
                                 n);
             const std::string ctx = fmt::format("{} weights, previous state {}", what, with_prev);
-            EXPECT_LT(rel_err(download(drho), rho), kFp32Tol) << ctx;
-            EXPECT_LT(rel_err(download(dprobs), probs), kFp32Tol) << ctx;
-            EXPECT_LT(rel_err(download(dpsel), p_sel), kFp32Tol) << ctx;
-            EXPECT_EQ(download(dchoice), choice) << ctx;
+            EXPECT_LT(rel_err(download(drho), ref.rho), kFp32Tol) << ctx;
+            EXPECT_LT(rel_err(download(dprobs), ref.probs), kFp32Tol) << ctx;
+            EXPECT_LT(rel_err(download(dpsel), ref.p_sel), kFp32Tol) << ctx;
+            EXPECT_EQ(download(dchoice), ref.choice) << ctx;
         };
         check(upload(fc1), upload(fc2), upload(out), "fp32");
         check(upload(fc1_16), upload(fc2_16), upload(out_16), "bf16");
@@ -873,7 +887,9 @@ void expect_decoder_matches_cpu(bool all_options, DType dtype, double tol, int64
 
 // prefill_rows (a prompt's log-probabilities): every token's logits against the full-sequence ones, for a prompt
 // then 3 more tokens: 9 in GEMV passes of 2 rows, or 100 in GEMM passes of up to 80 rows (the head's 64-row blocks:
-// 64 + 16, then 20, then 3), f32 and bf16 weights.
+// 64 + 16, then 20, then 3), f32 and bf16 weights. bf16 weights multiply rows rounded to bf16, the reference's fp32
+// rows: ~4e-3 apart, and a router choice near a tie can go the other way (row 21 of 103 here, 3e-2); so for bf16
+// nine rows in ten within 1e-2 and every one within 1e-1.
 TEST_F(CudaOps, DecoderPrefillRowsMatchCpu) {
     for (const auto &[dtype, prefill_chunk, tol] : {std::tuple{DType::F32, int64_t(0), 1e-4},
                                                     std::tuple{DType::F32, int64_t(80), 1e-4},
@@ -891,24 +907,30 @@ TEST_F(CudaOps, DecoderPrefillRowsMatchCpu) {
         dec.prefill_rows(1, std::span(tokens).first(size_t(first)), rows.data());
         dec.prefill_rows(1, std::span(tokens).subspan(size_t(first)), rows.data() + first * V);
         EXPECT_EQ(dec.length(1), total);
+        int64_t within = 0;
         for (int64_t t = 0; t < total; ++t) {
             const std::vector<float> got(rows.begin() + t * V, rows.begin() + (t + 1) * V),
                 want(ref.begin() + t * V, ref.begin() + (t + 1) * V);
-            EXPECT_LT(rel_err(got, want), tol) << "row " << t << ", " << dtype_name(dtype) << ", prefill chunk "
-                                               << prefill_chunk;
+            const double err = rel_err(got, want);
+            within += err < tol;
+            EXPECT_LT(err, dtype == DType::BF16 ? 1e-1 : tol)
+                << "row " << t << ", " << dtype_name(dtype) << ", prefill chunk " << prefill_chunk;
         }
+        EXPECT_GE(within, dtype == DType::BF16 ? total * 9 / 10 : total) << dtype_name(dtype);
     }
 }
 
 TEST_F(CudaOps, DecoderMatchesCpuF32) { expect_decoder_matches_cpu(false, DType::F32, 1e-4, 0); }
 TEST_F(CudaOps, DecoderEveryOptionMatchesCpuF32) { expect_decoder_matches_cpu(true, DType::F32, 1e-4, 0); }
-// bf16 weights on both sides (the reference's rounded the same), an fp32 cache: only summation order and x staying
-// fp32 differ.
-TEST_F(CudaOps, DecoderMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-3, 0, DType::F32); }
-// The bf16 cache (the default for bf16 weights) rounds every key and value, which the CPU reference does not.
+// bf16 weights on both sides (the reference's rounded the same), an fp32 cache: the GPU rounds the rows the weights
+// multiply to bf16 (as the CPU decoder does by default, and transformers running a bf16 checkpoint; the reference
+// here takes them in fp32), which moves these logits by 2e-3 to 3e-3.
+TEST_F(CudaOps, DecoderMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-2, 0, DType::F32); }
+// The bf16 cache (the default for bf16 weights) rounds every key and value too, which the CPU reference does not.
 TEST_F(CudaOps, DecoderBf16CacheMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-2, 0); }
 // Prefill in GEMM passes: fp32 GEMMs are true fp32; bf16 ones multiply the rows' bf16 copies (as the training
-// forward does), which the CPU reference's fp32 rows do not, hence the looser bound (with the bf16 cache).
+// forward does, and the GEMV passes), which the CPU reference's fp32 rows do not, hence the looser bound (with the
+// bf16 cache).
 TEST_F(CudaOps, DecoderGemmPrefillMatchesCpuF32) { expect_decoder_matches_cpu(true, DType::F32, 1e-4, 4); }
 TEST_F(CudaOps, DecoderGemmPrefillMatchesCpuBf16) { expect_decoder_matches_cpu(true, DType::BF16, 1e-2, 4); }
 // fp32 weights over a bf16 cache: the fp32 decode kernels reading bf16 keys and values, in GEMV and GEMM passes.

@@ -70,6 +70,14 @@ template <> struct Piece<float> {
     __device__ static float one(const float *p) { return *p; }
 };
 
+// The row values a linear multiplies W by: as they are for fp32 weights; rounded to bf16 (nearest even) for bf16
+// weights — as the CPU decoder's default for a bf16 model (infer/decoder.h matmul_precision_for) and this decoder's
+// own GEMM prefill passes (bf16 copies of the rows) take them, so a step, a prefill and the CPU give the same products.
+template <class T> __device__ __forceinline__ float operand(float v) {
+    if constexpr (std::is_same_v<T, uint16_t>) return __bfloat162float(__float2bfloat16_rn(v));
+    else return v;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int off = kWarp / 2; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
     return v;
@@ -105,10 +113,10 @@ __device__ void linear_rows_part(float *y, int64_t ldy, const float *x, const T 
     }
     if (ex.swiglu_input) { // routed: one row, [gate ‖ up]
         const float *hr = x + row0 * 2 * I;
-        for (int64_t i = threadIdx.x; i < I; i += blockDim.x) xs[i] = swiglu_value(hr[i], hr[I + i]);
+        for (int64_t i = threadIdx.x; i < I; i += blockDim.x) xs[i] = operand<T>(swiglu_value(hr[i], hr[I + i]));
     } else {
         const float *xr = x + row0 * I;
-        for (int64_t i = threadIdx.x; i < nrows * I; i += blockDim.x) xs[i] = xr[i];
+        for (int64_t i = threadIdx.x; i < nrows * I; i += blockDim.x) xs[i] = operand<T>(xr[i]);
     }
     __syncthreads();
     if (o >= O) return;
@@ -282,7 +290,7 @@ __device__ void router_block_linear(float *y, const float *x, const T *W, const 
     const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
     for (int64_t o = warp; o < O; o += kRouterThreads / kWarp) {
         float acc = 0.0f;
-        for (int64_t i = lane; i < I; i += kWarp) acc += Piece<T>::one(W + o * I + i) * x[i];
+        for (int64_t i = lane; i < I; i += kWarp) acc += Piece<T>::one(W + o * I + i) * operand<T>(x[i]);
         acc = warp_sum(acc) + (b ? b[o] : 0.0f);
         if (lane == 0) y[o] = gelu ? gelu_exact(acc) : acc;
     }

@@ -45,10 +45,11 @@ struct ResidualNormAfter {
 };
 
 // y[N, O] (row stride ldy) = act(x[N, I] · W[O, I]ᵀ + b[O]) (b may be null), in passes of ≤ kDecodeRowsPerPass
-// rows; W bf16 (raw uint16 bits, widened exactly) or fp32. A warp per output, 16-byte loads of W, x in shared
-// memory. y must not overlap x (other blocks still read x while one writes y). row_active[N] (device; null: every
-// row): rows with 0 get zeros and cost no arithmetic — a decode step's slots not stepped. second: outputs from
-// `second.from` on go there. after: the residual scaling and norm that follow, on every row.
+// rows; W bf16 (raw uint16 bits, widened exactly; x's values rounded to bf16 as they are staged, so the products
+// are bf16 × bf16 summed in fp32, as a bf16 GEMM's) or fp32 (x as it is). A warp per output, 16-byte loads of W,
+// x in shared memory. y must not overlap x (other blocks still read x while one writes y). row_active[N] (device;
+// null: every row): rows with 0 get zeros and cost no arithmetic — a decode step's slots not stepped. second:
+// outputs from `second.from` on go there. after: the residual scaling and norm that follow, on every row.
 void linear_rows_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
                       int64_t O, Epilogue act = Epilogue::None, const int32_t *row_active = nullptr,
                       const SecondOutput &second = {}, const ResidualNormAfter &after = {});
@@ -77,7 +78,8 @@ void expert_linear_f32(float *y, int64_t ldy, const float *x, const float *W, co
 // R×R matrices are small, and six launches per layer would cost more than reading them): rho[n,R] (=) the EDA
 // state h1 + state_scale ⊙ rho_prev (state_scale or rho_prev null: rho = h1, the first layer), then RMSNorm
 // (norm_w), fc1 → GELU → fc2 → GELU → out (no bias) → softmax, the biased top-1: probs[n,K], choice[n], p_sel[n].
-// Matrices bf16 (T = uint16_t, raw bits) or fp32, row-major [out, in].              (Decoder's router, spec A.4)
+// Matrices bf16 (T = uint16_t, raw bits; their inputs rounded to bf16) or fp32, row-major [out, in].
+//                                                                                      (Decoder's router, spec A.4)
 template <class T> struct RouterDecode {
     float *rho, *probs;
     int32_t *choice;
