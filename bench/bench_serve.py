@@ -8,7 +8,9 @@ Usage:
 Starts `zaya serve` (a preset gets random weights; a directory is memory-mapped) on a free port, then for each
 client count runs that many threads, each sending two /v1/completions requests with a token-id prompt of --prompt
 tokens and max_tokens --tokens (greedy, no stop tokens reachable: stop ids are the model's EOS only). Reports, per
-client count, generated tokens / wall seconds, and the largest decode batch the server saw (/health).
+client count, generated tokens / wall seconds, the mean seconds a request took (with --tokens 1, the time to the
+first token: how fast prompts are read, e.g. --clients 1 --prompt 2000 --tokens 1), and the largest decode batch
+the server saw (/health).
 Uses only the Python standard library.
 """
 
@@ -34,12 +36,15 @@ def main() -> None:
         results = []
         for clients in [int(c) for c in a.clients.split(",")]:
             generated = [0] * clients
+            request_s: list[float] = []
 
             def client(k: int) -> None:
                 for r in range(2):
                     prompt = [(k * 131 + r * 17 + i * 7) % 1000 + 10 for i in range(a.prompt)]
+                    t = time.time()
                     out = post(url + "/v1/completions",
                                {"prompt": prompt, "max_tokens": a.tokens, "temperature": 0, "seed": k})
+                    request_s.append(time.time() - t)
                     generated[k] += out["usage"]["completion_tokens"]
 
             threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
@@ -50,10 +55,13 @@ def main() -> None:
                 t.join()
             dt = time.time() - t0
             health = json.loads(urllib.request.urlopen(url + "/health").read())
+            mean_s = sum(request_s) / len(request_s)
             results.append({"clients": clients, "tokens": sum(generated), "seconds": dt,
-                            "tokens_per_s": sum(generated) / dt, "max_batch_seen": health["max_batch_seen"]})
+                            "tokens_per_s": sum(generated) / dt, "mean_request_s": mean_s,
+                            "max_batch_seen": health["max_batch_seen"]})
             print(f"{clients:3d} clients: {sum(generated):5d} tokens in {dt:6.1f} s = "
-                  f"{sum(generated) / dt:7.2f} tokens/s aggregate (largest batch so far {health['max_batch_seen']})")
+                  f"{sum(generated) / dt:7.2f} tokens/s aggregate, {mean_s:.2f} s a request "
+                  f"(largest batch so far {health['max_batch_seen']})")
         print(json.dumps({"model": a.model, "layers": a.layers, "dtype": a.dtype, "results": results}))
     finally:
         stop(proc)

@@ -96,7 +96,6 @@ void run_chat(ChatArgs a) {
     std::optional<Tokenizer> tok = load_infer_tokenizer(a.model);
     if (!tok) fail("chat needs a tokenizer: '{}' has no tokenizer.model (give --tokenizer PATH)", a.model.model);
     const int32_t bos = int32_t(model->config.bos_token_id);
-    if (a.engine.device == "cpu") a.engine.prefill_chunk = kCpuSolePrefillChunk; // one conversation: none waits
     Engine engine(std::move(model), std::move(tok), a.engine);
     const Tokenizer &t = *engine.tokenizer();
     if (a.sample.stop_tokens.empty()) a.sample.stop_tokens = engine.default_stop_tokens();

@@ -39,12 +39,15 @@ void run_serve(ServeArgs a) {
     std::thread engine_thread([&] { engine.serve_forever(); });
     std::thread http_thread([&] { server.run(); });
     fmt::print("zaya serve: model '{}' ({} layers, {} weights {:.1f} MiB, {} inputs, tokenizer: {}), batch ≤ {}, "
-               "context {} ({} KV cache), prompts fed {} tokens per step, on {}\n",
+               "context {} ({} KV cache), prompts fed {} tokens per step{}, on {}\n",
                a.server.model_name, c.num_hidden_layers, dtype_name(engine.model().weight_dtype),
                double(engine.model().matrix_bytes()) / (1 << 20),
                engine.matmul_inputs(),
                engine.tokenizer() ? engine.tokenizer()->path() : "none",
                engine.max_batch(), engine.max_context(), dtype_name(engine.kv_dtype()), engine.prefill_chunk(),
+               engine.sole_prefill_chunk() == engine.prefill_chunk()
+                   ? ""
+                   : fmt::format(" ({} while no other request decodes)", engine.sole_prefill_chunk()),
                engine.device());
     if (!engine.prefix_cache_stats())
         fmt::print("prefix cache: off\n");
@@ -82,7 +85,7 @@ void register_serve(CLI::App &app) {
         ->capture_default_str();
     cmd->add_option("--prefill-chunk", a->engine.prefill_chunk,
                     "Prompt tokens fed per step, the most a long prompt delays the others' steps by (default: 256 on "
-                    "cpu, 2048 on cuda: one GEMM prefill pass)");
+                    "cpu, 1024 while no other request decodes; 2048 on cuda: one GEMM prefill pass)");
     add_engine_device_options(cmd, a->engine);
     add_prefix_cache_option(cmd, a->engine.prefix_cache_bytes);
     cmd->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes")->capture_default_str();

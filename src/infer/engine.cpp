@@ -29,14 +29,19 @@ struct Engine::Request {
 Engine::Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> tokenizer, EngineOptions opts)
     : model_(std::move(model)), tok_(std::move(tokenizer)), opts_(opts) {
     if (opts_.max_batch < 1) fail("max batch must be ≥ 1, got {}", opts_.max_batch);
-    if (opts_.prefill_chunk == 0) opts_.prefill_chunk = default_prefill_chunk(opts_.device);
-    if (opts_.prefill_chunk < 1)
+    if (opts_.prefill_chunk < 0)
         fail("prefill chunk must be ≥ 1 (0: the device's default), got {}", opts_.prefill_chunk);
+    const bool chosen = opts_.prefill_chunk > 0;
+    if (!chosen) opts_.prefill_chunk = default_prefill_chunk(opts_.device);
+    sole_prefill_chunk_ = chosen || opts_.device != "cpu" ? opts_.prefill_chunk
+                                                          : std::max(opts_.prefill_chunk, kCpuSolePrefillChunk);
     if (tok_ && tok_->vocab_size() > model_->config.vocab_size)
         fail("tokenizer '{}' has {} tokens but the model's vocabulary is {}", tok_->path(), tok_->vocab_size(),
              model_->config.vocab_size);
     decoder_ = make_engine_decoder(*model_,
-                                   EngineDecoderOptions{opts_.device, opts_.prefill_chunk + opts_.max_batch,
+                                   EngineDecoderOptions{opts_.device,
+                                                        std::max(opts_.prefill_chunk + opts_.max_batch,
+                                                                 sole_prefill_chunk_),
                                                         opts_.max_batch, opts_.max_context, opts_.kv_dtype,
                                                         opts_.precision});
     opts_.max_batch = std::min(opts_.max_batch, decoder_->max_seqs());
@@ -234,13 +239,19 @@ bool Engine::step() {
     bool prefilled = false;
     size_t scored = SIZE_MAX; // the prefill chunk, if its prompt's log-probabilities are asked for
     int64_t scored_from = 0;  // its first token's position
+    // With no sequence decoding, the prompt's chunk is all the step feeds: the larger piece delays no one.
+    const bool decoding = std::any_of(running_.begin(), running_.end(), [](const auto &r) {
+        return r->fed >= int64_t(r->prompt.size());
+    });
     for (auto &rp : running_) {
         Request &r = *rp;
         if (r.fed < int64_t(r.prompt.size())) {
             if (prefilled) continue;
             prefilled = true;
             // A scored prompt's chunk is at most 512 tokens: its rows of logits are kept on the host.
-            const int64_t chunk = r.opts.prompt_logprobs ? scored_chunk() : opts_.prefill_chunk;
+            const int64_t chunk = r.opts.prompt_logprobs ? scored_chunk()
+                                  : decoding             ? opts_.prefill_chunk
+                                                         : sole_prefill_chunk_;
             const int64_t n = std::min<int64_t>(chunk, int64_t(r.prompt.size()) - r.fed);
             if (r.opts.prompt_logprobs) {
                 scored = chunks.size();

@@ -28,7 +28,10 @@ namespace zaya {
 
 struct EngineOptions {
     int64_t max_batch = 16;      // sequences decoded together (at most 8 on the GPU: its decoder's slots)
-    int64_t prefill_chunk = 0;   // prompt tokens fed per step; 0: default_prefill_chunk(device)
+    // Prompt tokens fed per step; 0: the device's — default_prefill_chunk(device) while other sequences decode,
+    // and when the step feeds no other sequence, on the CPU kCpuSolePrefillChunk (engine_decoder.h; nothing waits on
+    // the larger piece), on the GPU the same. A value set here is used for both.
+    int64_t prefill_chunk = 0;
     std::string device = "cpu";  // cpu | cuda
     int64_t max_context = 0;     // tokens per sequence (prompt + generated); 0: EngineDecoderOptions' default
     std::optional<DType> kv_dtype{}; // the KV cache's element; unset: the device's default (EngineDecoderOptions)
@@ -68,6 +71,7 @@ class Engine {
     int64_t max_batch() const { return opts_.max_batch; }     // as run: capped by what the decoder holds
     int64_t max_context() const { return max_context_; }      // tokens per sequence
     int64_t prefill_chunk() const { return opts_.prefill_chunk; } // prompt tokens per step, as run
+    int64_t sole_prefill_chunk() const { return sole_prefill_chunk_; } // ... when the step feeds nothing else
     std::string device() const { return decoder_->device(); } // "cpu" or the GPU's description
     DType kv_dtype() const { return decoder_->kv_dtype(); }     // the KV cache's element
     std::string matmul_inputs() const { return decoder_->matmul_inputs(); } // fp32|bf16|int8 (cuda: fp32|bf16)
@@ -120,6 +124,7 @@ class Engine {
     PrefixCacheStats prefix_stats_; // under mu_
     Totals totals_;                  // under mu_
     int64_t max_context_ = 0;
+    int64_t sole_prefill_chunk_ = 0; // prompt tokens fed by a step that feeds no other sequence
     std::vector<float> logits_;
     std::vector<float> masked_; // [V] a JSON-mode request's logits with the tokens it cannot take at −∞
     std::shared_ptr<const TokenTable> json_tokens_; // built for the first JSON-mode request

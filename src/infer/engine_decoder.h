@@ -53,7 +53,7 @@ struct EngineDecoderOptions {
     std::optional<DType> kv_dtype{}; // the KV cache's element, F32 or BF16; unset: BF16 for a bf16 model, else F32
                                      // (kv_dtype_for in infer/kv_cache.h), on either device
     // cpu: the precision of the rows the linears take; unset: bf16 for a bf16 model, else fp32
-    // (matmul_precision_for in infer/decoder.h). The GPU decoder refuses it.
+    // (matmul_precision_for in infer/decoder.h). The GPU decoder takes what unset gives and refuses another.
     std::optional<cpu::MatmulPrecision> precision{};
 };
 
@@ -66,8 +66,9 @@ int64_t default_prefill_chunk(const std::string &device);
 // fp32 for fp32); `asked` (--precision) must be that or unset, else it fails naming both.
 cpu::MatmulPrecision gpu_matmul_precision(std::optional<cpu::MatmulPrecision> asked, DType weight_dtype);
 
-// Prompt tokens per step on the CPU when one sequence runs alone (`zaya generate`, `zaya chat`): nothing else waits
-// on its prompt, so it is fed in larger pieces, where each expert's share of the rows reaches the GEMM (ZAYA1-8B
+// Prompt tokens per step on the CPU when a prompt's step feeds nothing else (`zaya generate`, `zaya chat`, and
+// `zaya serve` while no other request decodes: EngineOptions::sole_prefill_chunk): nothing waits on its prompt, so it
+// is fed in larger pieces, where each expert's share of the rows reaches the GEMM (ZAYA1-8B
 // shapes, 4 layers, bf16 rows, a 2048-token prompt: 797–825 tokens/s against 556–572 in pieces of 256) for ~100 MB
 // more of the decoder's working memory at ZAYA1-8B's widths.
 inline constexpr int64_t kCpuSolePrefillChunk = 1024;

@@ -34,6 +34,8 @@ if [[ -z $port ]]; then
     exit 1
 fi
 pass "server starts on a free port ($port)"
+grep -q "prompts fed 256 tokens per step (1024 while no other request decodes)" "$tmp/serve.log" &&
+    pass "the banner gives both prompt steps" || fail "the banner gives both prompt steps" "$(head -1 "$tmp/serve.log")"
 url="http://127.0.0.1:$port"
 auth=(-H "Authorization: Bearer sekret")
 

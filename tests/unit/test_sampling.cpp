@@ -316,6 +316,33 @@ TEST(Engine, PrefillChunkDefaultsPerDevice) {
     EXPECT_NE(err.find("prefill chunk must be ≥ 1"), std::string::npos) << err;
 }
 
+// A prompt's step feeds kCpuSolePrefillChunk (1024) tokens while no other request decodes — nobody waits on the
+// larger piece — and prefill_chunk (256) while one does; a prefill_chunk given is used for both.
+TEST(Engine, PromptStepsAreLargerWhileNothingElseDecodes) {
+    Engine e(tiny_model(), std::nullopt, EngineOptions{.max_batch = 2});
+    EXPECT_EQ(e.prefill_chunk(), 256);
+    EXPECT_EQ(e.sole_prefill_chunk(), kCpuSolePrefillChunk);
+    EXPECT_EQ(Engine(tiny_model(), std::nullopt, EngineOptions{.prefill_chunk = 3}).sole_prefill_chunk(), 3);
+    SampleOptions o;
+    o.max_new_tokens = 16;
+    std::vector<int32_t> prompt(600);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + i * 7 % 500);
+    // Steps until a request's first token: 600 prompt tokens in one step alone; in three (256, 256, 88) beside a
+    // request decoding.
+    auto steps_to_first_token = [&](const std::vector<int32_t> &p) {
+        auto first = std::make_shared<bool>(false);
+        e.submit(p, o, [first](int32_t, const std::string &, const Completion &) { *first = true; }, {});
+        int steps = 0;
+        while (!*first && e.step()) ++steps;
+        return steps;
+    };
+    EXPECT_EQ(steps_to_first_token(prompt), 1);
+    std::rotate(prompt.begin(), prompt.begin() + 5, prompt.end());
+    EXPECT_EQ(steps_to_first_token(prompt), 3);
+    EXPECT_EQ(e.max_batch_seen(), 2);
+    e.run_until_idle();
+}
+
 TEST(Engine, StopTokenCancelAndBadRequests) {
     Engine e(tiny_model(), std::nullopt, EngineOptions{2, 8});
     SampleOptions o;
