@@ -8,14 +8,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# stage TITLE: the stage's heading, with the minutes and seconds since the suite began (CI's budget is per run).
+stage() { printf '== %s [%d:%02d]\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)); }
 
-echo "== release build and tests"
+stage "release build and tests"
 # One tree for everything built without -O0: zaya, its tests, the CUDA backend (when nvcc is here), and the kernels
 # emulated on the CPU (their tests under ASan and under TSan, and zaya_emu), which share zaya's objects.
 bash scripts/build.sh -DZAYA_CUDA_EMU=ON
 ctest --test-dir build --output-on-failure -j "$jobs"
 
-echo "== ASan+UBSan build of the unit tests"
+stage "ASan+UBSan build of the unit tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZAYA_SANITIZE=ON -DZAYA_NATIVE=OFF -DZAYA_CUDA=OFF >/dev/null
 cmake --build build-asan --target zaya_tests
 # In $jobs shards at once (gtest's sharding): at -O0 the schema-grammar tests that take most of the time run on one
@@ -37,7 +39,7 @@ done
 rm -rf "$asan_logs"
 [[ $asan_failed -eq 0 ]] || { echo "test.sh: the ASan+UBSan unit tests failed (above)" >&2; exit 1; }
 
-echo "== CUDA kernels emulated on the CPU (ASan+UBSan)"
+stage "CUDA kernels emulated on the CPU (ASan+UBSan)"
 launches=$(mktemp)
 launches_tsan=$(mktemp)
 trap 'rm -f "$launches" "$launches_tsan"' EXIT
@@ -48,12 +50,12 @@ ZAYA_EMU_LAUNCH_LOG=$launches ZAYA_EMU_JOBS=$jobs bash scripts/cuda_emulate.sh a
 tsan_tests='-CudaOps.DecoderSlots*:CudaOps.DecoderEveryOption*:CudaOps.DecoderGemm*'
 tsan_tests+=':CudaOps.DecoderBf16Cache*:CudaOps.Model*:CudaOps.Training*'
 op_tests="$tsan_tests:CudaOps.DecoderGraph*"
-echo "== the op tests emulated with each grid's blocks run last first (a block reading another's unsynchronised writes)"
+stage "the op tests emulated with each grid's blocks run last first (a block reading another's unsynchronised writes)"
 # The emulator runs a grid's blocks one after another, a GPU in any order: in index order a block that reads a
 # lower block's output without waiting for it sees it written; run last first, it reads the poison (~40 s).
 ZAYA_EMU_BLOCK_ORDER=reverse ZAYA_EMU_JOBS=$jobs bash scripts/cuda_emulate.sh address --gtest_brief=1 \
     --gtest_filter="$op_tests"
-echo "== CUDA kernels emulated on the CPU under TSan (races within and between blocks, and between overlapping kernels)"
+stage "CUDA kernels emulated on the CPU under TSan (races within and between blocks, and between overlapping kernels)"
 # kernels_covered.py then fails if the op tests left any kernel the ASan run launched unlaunched.
 ZAYA_EMU_LAUNCH_LOG=$launches_tsan ZAYA_EMU_JOBS=$jobs bash scripts/cuda_emulate.sh thread --gtest_brief=1 \
     --gtest_filter="$tsan_tests"
@@ -61,18 +63,18 @@ python3 tests/cuda_emu/kernels_covered.py "$launches" "$launches_tsan"
 # and the races the emulator is there to catch are still reported (a lost update, a read of another block's write, a
 # dependent launch's read before its wait).
 bash tests/cuda_emu/expect_races.sh build/zaya_cuda_emu_tests_tsan
-echo "== the emulated launches against the sm_90 cubins (registers, shared memory, launch bounds)"
+stage "the emulated launches against the sm_90 cubins (registers, shared memory, launch bounds)"
 if [ -d build/CMakeFiles/zaya_cuda.dir ]; then
     python3 tests/cuda_emu/check_launches.py build/CMakeFiles/zaya_cuda.dir "$launches"
 else
     echo "skipped: no CUDA backend in build/ (nvcc not found)"
 fi
-echo "== training on the emulated CUDA backend against the CPU (zaya_emu)"
+stage "training on the emulated CUDA backend against the CPU (zaya_emu)"
 bash tests/cli/test_device_emu.sh build/zaya_emu .
 
 fuzz_seconds=${ZAYA_FUZZ_SECONDS:-60}
 if [ "$fuzz_seconds" -gt 0 ]; then
-    echo "== fuzzing the safetensors and OpenAI request parsers, the JSON grammar and JSON schemas for ${fuzz_seconds}s"
+    stage "fuzzing the safetensors and OpenAI request parsers, the JSON grammar and JSON schemas for ${fuzz_seconds}s"
     bash scripts/fuzz.sh "$fuzz_seconds"
 fi
-echo "== all tests passed"
+stage "all tests passed"
