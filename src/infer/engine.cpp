@@ -225,40 +225,44 @@ Engine::Totals Engine::totals() const {
 }
 
 bool Engine::step() {
+    // Finished requests leave before the queue is admitted (they would hold its places: requests that all finished
+    // in one step left the queue waiting and run_until_idle() returning), and those admit() cancels after it.
+    const auto finished = [](const auto &r) { return r->done; };
+    std::erase_if(running_, finished);
     admit();
-    std::erase_if(running_, [](const auto &r) { return r->done; });
+    std::erase_if(running_, finished);
     running_count_ = int64_t(running_.size());
     if (running_.empty()) return false;
     ZAYA_PROFILE("engine_step");
     const ZayaConfig &c = model_->config;
     const int64_t V = c.vocab_size;
-    // Every decoding sequence feeds its last token; the first sequence still in prefill feeds one chunk.
+    // Every decoding sequence feeds its last token; the sequences still in prefill feed chunks of their prompts, in
+    // the order they came, up to the step's budget of prompt tokens: prefill_chunk, or with no sequence decoding
+    // (the larger piece delays no one) sole_prefill_chunk_. Several short prompts arriving together so share one
+    // pass over the weights instead of taking a step each. A scored prompt (its log-probabilities asked for) is
+    // at most one per step, in chunks of at most scored_chunk(): its rows of logits are kept on the host.
     std::vector<SequenceCache *> seqs;
     std::vector<std::span<const int32_t>> chunks;
     std::vector<Request *> fed;
-    bool prefilled = false;
-    size_t scored = SIZE_MAX; // the prefill chunk, if its prompt's log-probabilities are asked for
-    int64_t scored_from = 0;  // its first token's position
-    // With no sequence decoding, the prompt's chunk is all the step feeds: the larger piece delays no one.
     const bool decoding = std::any_of(running_.begin(), running_.end(), [](const auto &r) {
         return r->fed >= int64_t(r->prompt.size());
     });
+    int64_t budget = decoding ? opts_.prefill_chunk : sole_prefill_chunk_;
+    size_t scored = SIZE_MAX; // the scored prompt's chunk, if any
+    int64_t scored_from = 0;  // its first token's position
     for (auto &rp : running_) {
         Request &r = *rp;
         if (r.fed < int64_t(r.prompt.size())) {
-            if (prefilled) continue;
-            prefilled = true;
-            // A scored prompt's chunk is at most 512 tokens: its rows of logits are kept on the host.
-            const int64_t chunk = r.opts.prompt_logprobs ? scored_chunk()
-                                  : decoding             ? opts_.prefill_chunk
-                                                         : sole_prefill_chunk_;
-            const int64_t n = std::min<int64_t>(chunk, int64_t(r.prompt.size()) - r.fed);
-            if (r.opts.prompt_logprobs) {
+            const bool scores = r.opts.prompt_logprobs;
+            if (budget == 0 || (scores && scored != SIZE_MAX)) continue;
+            const int64_t n = std::min({budget, scores ? scored_chunk() : budget, int64_t(r.prompt.size()) - r.fed});
+            if (scores) {
                 scored = chunks.size();
                 scored_from = r.fed;
             }
             chunks.emplace_back(r.prompt.data() + r.fed, size_t(n));
             r.fed += n;
+            budget -= n;
         } else {
             chunks.emplace_back(&r.next, 1);
         }

@@ -1,6 +1,7 @@
 // The generation engine: many requests, one model, one decoder. Each step feeds every active sequence at once —
-// one token for each decoding sequence plus at most one prompt chunk of a sequence still in prefill — so
-// concurrent requests share every weight read instead of queueing behind each other (continuous batching).
+// one token for each decoding sequence plus chunks of the prompts still in prefill, up to a budget of prompt tokens
+// per step (EngineOptions::prefill_chunk) — so concurrent requests share every weight read instead of queueing
+// behind each other (continuous batching).
 //
 // submit() and cancel() may be called from any thread; step() / run_until_idle() / serve_forever() run the model
 // on the calling thread, which is also where the callbacks run.

@@ -343,6 +343,51 @@ TEST(Engine, PromptStepsAreLargerWhileNothingElseDecodes) {
     e.run_until_idle();
 }
 
+// Prompts in prefill share a step's budget of prompt tokens, in the order they came. With 256 a step (given, so
+// also while nothing decodes), three 100-token prompts submitted together take steps of 100 + 100 + 56 and 44
+// prompt tokens: their first tokens come at steps 1, 1 and 2 (one prompt a step: 1, 2, 3); three 4-token prompts'
+// all come in step 1. Each request's tokens equal what it gets alone.
+TEST(Engine, PromptsShareAStepsBudget) {
+    SampleOptions o;
+    o.max_new_tokens = 3;
+    for (const int64_t length : {100, 4}) {
+        std::vector<std::vector<int32_t>> prompts(3);
+        for (size_t p = 0; p < prompts.size(); ++p)
+            for (int64_t i = 0; i < length; ++i) prompts[p].push_back(int32_t(1 + (i * 7 + int64_t(p) * 31) % 500));
+        std::vector<std::vector<int32_t>> alone;
+        Engine single(tiny_model(), std::nullopt, EngineOptions{.max_batch = 1, .prefill_chunk = 256});
+        for (const auto &p : prompts) alone.push_back(generate_one(single, p, o).tokens);
+        Engine e(tiny_model(), std::nullopt, EngineOptions{.max_batch = 3, .prefill_chunk = 256});
+        std::vector<int> first_step(prompts.size(), 0);
+        std::vector<std::vector<int32_t>> got(prompts.size());
+        int step = 1;
+        for (size_t p = 0; p < prompts.size(); ++p)
+            e.submit(
+                prompts[p], o,
+                [&, p](int32_t, const std::string &, const Completion &) {
+                    if (first_step[p] == 0) first_step[p] = step;
+                },
+                [&, p](const Completion &c) { got[p] = c.tokens; });
+        for (; e.step(); ++step) {}
+        const std::vector<int> want = length == 100 ? std::vector<int>{1, 1, 2} : std::vector<int>{1, 1, 1};
+        EXPECT_EQ(first_step, want) << length;
+        EXPECT_EQ(got, alone) << length;
+    }
+}
+
+// Requests that finish in the same step give their places to the queue at the next: run_until_idle() completes
+// every request (it had returned with two still queued, behind the two finished ones).
+TEST(Engine, RequestsFinishingTogetherLetTheQueueIn) {
+    Engine e(tiny_model(), std::nullopt, EngineOptions{.max_batch = 2});
+    SampleOptions o;
+    o.max_new_tokens = 2;
+    std::vector<size_t> done;
+    for (int32_t p = 0; p < 4; ++p)
+        e.submit({1, 2, 3 + p}, o, {}, [&done](const Completion &c) { done.push_back(c.tokens.size()); });
+    e.run_until_idle();
+    EXPECT_EQ(done, (std::vector<size_t>{2, 2, 2, 2}));
+}
+
 TEST(Engine, StopTokenCancelAndBadRequests) {
     Engine e(tiny_model(), std::nullopt, EngineOptions{2, 8});
     SampleOptions o;
