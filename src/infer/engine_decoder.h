@@ -66,11 +66,11 @@ int64_t default_prefill_chunk(const std::string &device);
 // fp32 for fp32); `asked` (--precision) must be that or unset, else it fails naming both.
 cpu::MatmulPrecision gpu_matmul_precision(std::optional<cpu::MatmulPrecision> asked, DType weight_dtype);
 
-// Prompt tokens per step on the CPU when a prompt's step feeds nothing else (`zaya generate`, `zaya chat`, and
-// `zaya serve` while no other request decodes: EngineOptions::sole_prefill_chunk): nothing waits on its prompt, so it
-// is fed in larger pieces, where each expert's share of the rows reaches the GEMM (ZAYA1-8B
-// shapes, 4 layers, bf16 rows, a 2048-token prompt: 797–825 tokens/s against 556–572 in pieces of 256) for ~100 MB
-// more of the decoder's working memory at ZAYA1-8B's widths.
+// Prompt tokens per step on the CPU while no sequence decodes (`zaya generate`, `zaya chat`, and `zaya serve` until
+// a request decodes: Engine::sole_prefill_chunk): nothing waits on the prompts, so they are fed in larger pieces,
+// where each expert's share of the rows reaches the GEMM (ZAYA1-8B shapes, 4 layers, bf16 rows, a 2048-token prompt:
+// 797–825 tokens/s against 556–572 in pieces of 256) for ~100 MB more of the decoder's working memory at ZAYA1-8B's
+// widths.
 inline constexpr int64_t kCpuSolePrefillChunk = 1024;
 
 // Fails naming the device if it is unknown or unavailable (no GPU, or a build without CUDA).
