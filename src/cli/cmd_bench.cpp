@@ -267,7 +267,7 @@ void register_bench(CLI::App &app) {
         ->capture_default_str();
     add_kv_dtype_option(cmd, a->kv_dtype);
     cmd->add_option("--prefill-chunk", a->prefill_chunk,
-                    "decode, cpu: prompt tokens per forward (0: the engine's default, 256)")
+                    "decode, cpu: prompt tokens per forward (0: as zaya generate feeds one prompt, up to 1024)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     cmd->add_option("--context-tokens", a->context_tokens,
