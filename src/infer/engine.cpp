@@ -15,6 +15,7 @@ struct Engine::Request {
     SampleOptions opts;
     OnToken on_token;
     OnDone on_done;
+    OnPrompt on_prompt;
     SequenceCache cache;
     std::optional<Sampler> sampler;
     std::optional<TextStream> text;
@@ -69,7 +70,8 @@ std::vector<int32_t> Engine::default_stop_tokens() const {
     return ids;
 }
 
-uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, OnToken on_token, OnDone on_done) {
+uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, OnToken on_token, OnDone on_done,
+                        OnPrompt on_prompt) {
     const ZayaConfig &c = model_->config;
     opts.validate(c.vocab_size);
     if (prompt.empty()) fail("the prompt is empty");
@@ -85,6 +87,7 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, const SampleOptions &opts, 
     r->opts = opts;
     r->on_token = std::move(on_token);
     r->on_done = std::move(on_done);
+    r->on_prompt = std::move(on_prompt);
     r->out.prompt_tokens = int64_t(r->prompt.size());
     r->t_submit = monotonic_seconds();
     std::lock_guard lock(mu_);
@@ -298,6 +301,7 @@ bool Engine::step() {
     }
     for (size_t i = 0; i < fed.size(); ++i) {
         Request &r = *fed[i];
+        if (r.on_prompt && chunks[i].data() != &r.next) r.on_prompt(r.fed, int64_t(r.prompt.size()));
         if (r.fed < int64_t(r.prompt.size())) continue; // prompt not finished: no token yet
         if (r.t_first == 0) r.t_first = monotonic_seconds();
         if (r.opts.max_new_tokens == 0) { // only the prompt was asked for (its log-probabilities, say)
@@ -375,9 +379,9 @@ void Engine::shutdown() {
 }
 
 Completion generate_one(Engine &engine, std::vector<int32_t> prompt, const SampleOptions &opts,
-                        const Engine::OnToken &on_token) {
+                        const Engine::OnToken &on_token, const Engine::OnPrompt &on_prompt) {
     Completion result;
-    engine.submit(std::move(prompt), opts, on_token, [&](const Completion &c) { result = c; });
+    engine.submit(std::move(prompt), opts, on_token, [&](const Completion &c) { result = c; }, on_prompt);
     engine.run_until_idle();
     return result;
 }

@@ -63,6 +63,9 @@ class Engine {
     // so far (its tokens and log-probabilities up to this one); at the end, with token −1, for text held back.
     using OnToken = std::function<void(int32_t token, const std::string &text, const Completion &so_far)>;
     using OnDone = std::function<void(const Completion &)>;
+    // Called after each step that fed part of the prompt, with the prompt tokens in the cache so far (the last call
+    // has fed == total, just before the first token): progress through a long prompt.
+    using OnPrompt = std::function<void(int64_t fed, int64_t total)>;
 
     Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> tokenizer, EngineOptions opts = {});
     ~Engine();
@@ -97,7 +100,8 @@ class Engine {
     // Queues a request; validates the options and the prompt (non-empty, ids in the vocabulary, shorter than the
     // context) and throws zaya::Error before queueing anything. Returns the request id. max_new_tokens 0 ends
     // after the prompt (scoring it).
-    uint64_t submit(std::vector<int32_t> prompt, const SampleOptions &opts, OnToken on_token, OnDone on_done);
+    uint64_t submit(std::vector<int32_t> prompt, const SampleOptions &opts, OnToken on_token, OnDone on_done,
+                    OnPrompt on_prompt = {});
     void cancel(uint64_t id); // finishes it with reason "cancelled" at the next step
 
     bool step();            // one batched forward; false if there was nothing to do
@@ -144,6 +148,6 @@ class Engine {
 
 // Generates for one prompt on a private engine loop (the CLI's path): blocks until done.
 Completion generate_one(Engine &engine, std::vector<int32_t> prompt, const SampleOptions &opts,
-                        const Engine::OnToken &on_token = {});
+                        const Engine::OnToken &on_token = {}, const Engine::OnPrompt &on_prompt = {});
 
 } // namespace zaya

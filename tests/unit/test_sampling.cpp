@@ -3,6 +3,7 @@
 #include "model/init.h"
 #include "test_helpers.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -373,6 +374,24 @@ TEST(Engine, PromptsShareAStepsBudget) {
         EXPECT_EQ(first_step, want) << length;
         EXPECT_EQ(got, alone) << length;
     }
+}
+
+// A prompt read in several steps reports its progress after each (the last call at the whole prompt, before the
+// first token); one read in a single step reports once.
+TEST(Engine, PromptProgressAfterEachStep) {
+    Engine e(tiny_model(), std::nullopt, EngineOptions{.max_batch = 1, .prefill_chunk = 256});
+    SampleOptions o;
+    o.max_new_tokens = 2;
+    std::vector<std::string> events; // "fed/total" per progress call, "token" per token
+    auto progress = [&](int64_t fed, int64_t total) { events.push_back(fmt::format("{}/{}", fed, total)); };
+    auto token = [&](int32_t t, const std::string &, const Completion &) {
+        if (t >= 0) events.push_back("token");
+    };
+    generate_one(e, std::vector<int32_t>(600, 7), o, token, progress);
+    EXPECT_EQ(events, (std::vector<std::string>{"256/600", "512/600", "600/600", "token", "token"}));
+    events.clear();
+    generate_one(e, {1, 2, 3}, o, token, progress);
+    EXPECT_EQ(events, (std::vector<std::string>{"3/3", "token", "token"}));
 }
 
 // Requests that finish in the same step give their places to the queue at the next: run_until_idle() completes
