@@ -122,7 +122,8 @@ void run_chat(ChatArgs a) {
             std::fwrite(text.data(), 1, text.size(), stdout);
             std::fflush(stdout);
         };
-        const Completion r = generate_one(engine, prompt, a.sample, stream);
+        const Completion r =
+            generate_one(engine, prompt, a.sample, stream, a.quiet ? Engine::OnPrompt{} : prompt_progress_printer());
         fmt::print("\n");
         std::fflush(stdout);
         if (r.finish_reason == "error") fail("generation failed: {}", r.error);
@@ -216,7 +217,7 @@ void register_chat(CLI::App &app) {
         ->type_name("CHOICE");
     cmd->add_option("--parallel-tool-calls", a->parallel_tool_calls, "With --tools: several calls in one answer")
         ->capture_default_str();
-    cmd->add_flag("-q,--quiet", a->quiet, "No statistics line after each answer");
+    cmd->add_flag("-q,--quiet", a->quiet, "No statistics line after each answer (nor a long prompt's progress)");
     add_sampling_options(cmd, a->sample);
     add_engine_device_options(cmd, a->engine);
     add_prefix_cache_option(cmd, a->engine.prefix_cache_bytes);

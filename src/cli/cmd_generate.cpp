@@ -2,7 +2,6 @@
 #include "cli/commands.h"
 #include "cli/infer_args.h"
 #include "cli/model_arg.h"
-#include "core/clock.h"
 #include "core/error.h"
 #include "infer/engine.h"
 #include "train/memory.h"
@@ -10,7 +9,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
-#include <unistd.h>
 
 namespace zaya::cli {
 
@@ -53,28 +51,15 @@ void run_generate(GenerateArgs a) {
     Engine engine(std::move(model), std::move(tok), a.engine);
     if (a.sample.stop_tokens.empty()) a.sample.stop_tokens = engine.default_stop_tokens();
     const bool stream_text = engine.tokenizer() != nullptr;
-    // A prompt read in several steps (longer than one on the CPU) says how far it got, on stderr: on a terminal one
-    // line, rewritten and cleared before the answer; elsewhere a line a step.
-    const bool tty = isatty(fileno(stderr)) != 0;
-    const double t_submit = monotonic_seconds();
-    bool progress_shown = false;
-    auto prompt_progress = [&](int64_t fed, int64_t total) {
-        if (a.quiet) return;
-        if (fed == total) {
-            if (tty && progress_shown) fmt::print(stderr, "\r\033[K");
-            return;
-        }
-        progress_shown = true;
-        fmt::print(stderr, "{}[prompt: {} of {} tokens read, {:.1f} tokens/s]{}", tty ? "\r\033[K" : "", fed, total,
-                   double(fed) / std::max(monotonic_seconds() - t_submit, 1e-9), tty ? "" : "\n");
-    };
     const auto stream = [&](int32_t, const std::string &text, const Completion &) {
         if (stream_text && !text.empty()) {
             std::fwrite(text.data(), 1, text.size(), stdout);
             std::fflush(stdout);
         }
     };
-    Completion r = generate_one(engine, prompt, a.sample, stream, prompt_progress);
+    // A prompt read in several steps (longer than one on the CPU) says how far it got.
+    Completion r =
+        generate_one(engine, prompt, a.sample, stream, a.quiet ? Engine::OnPrompt{} : prompt_progress_printer());
     if (stream_text) fmt::print("\n");
     if (a.print_ids) {
         std::string ids;

@@ -1,12 +1,17 @@
 #include "cli/infer_args.h"
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "infer/json_schema.h"
 #include "train/start_model.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <memory>
+#include <unistd.h>
 
 namespace zaya::cli {
 
@@ -83,6 +88,21 @@ std::string speed_summary(const Completion &r) {
     return fmt::format("prefill {:.1f} tok/s, decode {:.2f} tok/s",
                        r.prefill_seconds > 0 ? computed / r.prefill_seconds : 0.0,
                        n > 1 && r.decode_seconds > 0 ? (n - 1) / r.decode_seconds : 0.0);
+}
+
+Engine::OnPrompt prompt_progress_printer() {
+    const bool tty = isatty(fileno(stderr)) != 0;
+    const double t0 = monotonic_seconds();
+    auto shown = std::make_shared<bool>(false);
+    return [tty, t0, shown](int64_t fed, int64_t total) {
+        if (fed == total) {
+            if (tty && *shown) fmt::print(stderr, "\r\033[K");
+            return;
+        }
+        *shown = true;
+        fmt::print(stderr, "{}[prompt: {} of {} tokens read, {:.1f} tokens/s]{}", tty ? "\r\033[K" : "", fed, total,
+                   double(fed) / std::max(monotonic_seconds() - t0, 1e-9), tty ? "" : "\n");
+    };
 }
 
 void add_sampling_options(CLI::App *cmd, SampleOptions &o) {

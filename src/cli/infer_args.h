@@ -39,6 +39,10 @@ nlohmann::ordered_json read_json_file(const std::string &option, const std::stri
 // "prefill X tok/s, decode Y tok/s" of a completion: the prompt tokens computed (not those resumed from the prefix
 // cache) over the time to the first token, the generated tokens after the first over the rest.
 std::string speed_summary(const Completion &r);
+// Engine::OnPrompt that prints a prompt's progress on stderr after each step but the last, `[prompt: N of M tokens
+// read, R tokens/s]` (R since this call): on a terminal one line, rewritten and cleared before the answer;
+// elsewhere a line a step. A prompt read in one step prints nothing.
+Engine::OnPrompt prompt_progress_printer();
 // --device, --max-context, --kv-dtype and --precision: where the engine decodes, how long a sequence may grow, the
 // element of its KV cache, and the precision of the rows its linears take.
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o);
