@@ -301,7 +301,8 @@ bool Engine::step() {
     }
     for (size_t i = 0; i < fed.size(); ++i) {
         Request &r = *fed[i];
-        if (r.on_prompt && chunks[i].data() != &r.next) r.on_prompt(r.fed, int64_t(r.prompt.size()));
+        if (r.on_prompt && chunks[i].data() != &r.next) // the tokens computed, not those resumed from a cache
+            r.on_prompt(r.fed - r.out.cached_tokens, int64_t(r.prompt.size()) - r.out.cached_tokens);
         if (r.fed < int64_t(r.prompt.size())) continue; // prompt not finished: no token yet
         if (r.t_first == 0) r.t_first = monotonic_seconds();
         if (r.opts.max_new_tokens == 0) { // only the prompt was asked for (its log-probabilities, say)

@@ -63,8 +63,9 @@ class Engine {
     // so far (its tokens and log-probabilities up to this one); at the end, with token −1, for text held back.
     using OnToken = std::function<void(int32_t token, const std::string &text, const Completion &so_far)>;
     using OnDone = std::function<void(const Completion &)>;
-    // Called after each step that fed part of the prompt, with the prompt tokens in the cache so far (the last call
-    // has fed == total, just before the first token): progress through a long prompt.
+    // Called after each step that fed part of the prompt, with the prompt tokens computed so far of those to compute
+    // (the prompt's, less any resumed from the prefix cache; the last call has fed == total, just before the first
+    // token): progress through a long prompt.
     using OnPrompt = std::function<void(int64_t fed, int64_t total)>;
 
     Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> tokenizer, EngineOptions opts = {});

@@ -392,6 +392,18 @@ TEST(Engine, PromptProgressAfterEachStep) {
     events.clear();
     generate_one(e, {1, 2, 3}, o, token, progress);
     EXPECT_EQ(events, (std::vector<std::string>{"3/3", "token", "token"}));
+    // Resumed from the prefix cache: what is left to compute is what it counts.
+    Engine cached(tiny_model(), std::nullopt,
+                  EngineOptions{.max_batch = 1, .prefill_chunk = 256, .prefix_cache_bytes = size_t(64) << 20});
+    std::vector<int32_t> prompt(600, 7);
+    generate_one(cached, prompt, o);
+    prompt.insert(prompt.end(), 300, 9);
+    events.clear();
+    const Completion c = generate_one(cached, prompt, o, token, progress);
+    const int64_t left = 900 - c.cached_tokens;
+    ASSERT_GT(c.cached_tokens, 256);
+    EXPECT_EQ(events, (std::vector<std::string>{fmt::format("256/{}", left), fmt::format("{}/{}", left, left), "token",
+                                                "token"}));
 }
 
 // Requests that finish in the same step give their places to the queue at the next: run_until_idle() completes
