@@ -126,7 +126,6 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then # (on a GPU machine this would 
         --model tiny --prompt-tokens 4 --new-tokens 2 --device cuda
 fi
 
-# ---- --precision: the rows the CPU decoder's linears take ----
 # A prompt longer than one step (1024 tokens on the CPU) says how far it got after each step, on stderr; -q not.
 long_ids=$(python3 -c "print(','.join(str(1 + i * 7 % 400) for i in range(1500)))")
 expect_ok "generate a 1500-token prompt" generate small --tokens "$long_ids" -n 2 --temperature 0
@@ -135,6 +134,8 @@ expect_ok "generate a 1500-token prompt" generate small --tokens "$long_ids" -n 
 expect_ok "generate a 1500-token prompt -q" generate small --tokens "$long_ids" -n 2 --temperature 0 -q
 [[ $err != *"[prompt:"* ]] && pass "-q keeps the prompt's progress quiet" ||
     fail "-q keeps the prompt's progress quiet" "$err"
+
+# ---- --precision: the rows the CPU decoder's linears take ----
 prec_gen=(generate tiny --dtype bf16 --tokens 5,17,3,99,4,8,8,2,100,7,42,42,1,60 -n 4 --temperature 0 --print-ids)
 expect_ok "generate a bf16 model" "${prec_gen[@]}"
 [[ $err == *"MiB (BF16, bf16 inputs)"* ]] && pass "a bf16 model's linears take bf16 rows by default" ||

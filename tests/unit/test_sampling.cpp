@@ -346,7 +346,7 @@ TEST(Engine, PromptStepsAreLargerWhileNothingElseDecodes) {
 
 // Prompts in prefill share a step's budget of prompt tokens, in the order they came. With 256 a step (given, so
 // also while nothing decodes), three 100-token prompts submitted together take steps of 100 + 100 + 56 and 44
-// prompt tokens: their first tokens come at steps 1, 1 and 2 (one prompt a step: 1, 2, 3); three 4-token prompts'
+// prompt tokens: their first tokens come at steps 1, 1 and 2 (one prompt a step: 1, 2, 3); three 4-token prompts
 // all come in step 1. Each request's tokens equal what it gets alone.
 TEST(Engine, PromptsShareAStepsBudget) {
     SampleOptions o;
