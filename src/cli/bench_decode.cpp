@@ -39,9 +39,7 @@ void bench_decode(const BenchArgs &a) {
     const DType kv = kv_dtype_for(a.kv_dtype, im->attention_dtype());
     const cpu::MatmulPrecision precision = matmul_precision_for(parse_infer_precision(a.precision), im->weight_dtype);
     // As `zaya generate` feeds a prompt (one sequence, nothing decoding beside it): up to kCpuSolePrefillChunk a step.
-    const int64_t chunk = a.prefill_chunk > 0
-                              ? a.prefill_chunk
-                              : std::min<int64_t>(kCpuSolePrefillChunk, std::max<int64_t>(1, a.prompt_tokens));
+    const int64_t chunk = a.prefill_chunk > 0 ? a.prefill_chunk : cpu_sole_prompt_chunk(a.prompt_tokens);
     Decoder dec(*im, chunk, 1, kv, precision);
     std::vector<float> logits(static_cast<size_t>(V));
     std::vector<int32_t> prompt(size_t(a.prompt_tokens));

@@ -45,9 +45,9 @@ void run_generate(GenerateArgs a) {
     // One sequence: on the GPU the whole prompt is one engine step (the decoder cuts it into its own GEMM passes, as
     // long as it allows); the CPU decoder's working memory grows with the chunk, so it takes up to
     // kCpuSolePrefillChunk tokens a step.
-    const int64_t prompt_tokens = std::max<int64_t>(int64_t(prompt.size()), 1);
-    a.engine.prefill_chunk =
-        a.engine.device == "cuda" ? prompt_tokens : std::min<int64_t>(prompt_tokens, kCpuSolePrefillChunk);
+    const int64_t prompt_tokens = int64_t(prompt.size());
+    a.engine.prefill_chunk = a.engine.device == "cuda" ? std::max<int64_t>(prompt_tokens, 1)
+                                                       : cpu_sole_prompt_chunk(prompt_tokens);
     Engine engine(std::move(model), std::move(tok), a.engine);
     if (a.sample.stop_tokens.empty()) a.sample.stop_tokens = engine.default_stop_tokens();
     const bool stream_text = engine.tokenizer() != nullptr;

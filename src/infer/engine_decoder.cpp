@@ -80,7 +80,7 @@ class CudaEngineDecoder final : public EngineDecoder {
         : max_length_(gpu_max_length(m, o)),
           dec_(m, CudaDecoder::Options{.max_len = max_length_, .max_seqs = gpu_slots(o), .kv_dtype = o.kv_dtype}),
           V_(m.config.vocab_size), description_(CudaDecoder::device_description()),
-          inputs_(m.weight_dtype == DType::BF16 ? "bf16" : "fp32"), // its linears round rows for bf16 weights
+          inputs_(cpu::matmul_precision_name(gpu_matmul_precision(std::nullopt, m.weight_dtype))),
           free_(std::make_shared<std::vector<int64_t>>()) {
         for (int64_t s = dec_.max_seqs() - 1; s >= 0; --s) free_->push_back(s);
     }

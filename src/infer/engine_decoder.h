@@ -6,6 +6,7 @@
 #include "infer/weights.h"
 #include "ops/cpu/gemm.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -72,6 +73,11 @@ cpu::MatmulPrecision gpu_matmul_precision(std::optional<cpu::MatmulPrecision> as
 // 797–825 tokens/s against 556–572 in pieces of 256) for ~100 MB more of the decoder's working memory at ZAYA1-8B's
 // widths.
 inline constexpr int64_t kCpuSolePrefillChunk = 1024;
+// The CPU decoder's rows for one prompt of `prompt_tokens` fed alone (`zaya generate`, `bench decode`): the prompt,
+// up to kCpuSolePrefillChunk, so a short prompt's scratch stays small.
+inline int64_t cpu_sole_prompt_chunk(int64_t prompt_tokens) {
+    return std::clamp<int64_t>(prompt_tokens, 1, kCpuSolePrefillChunk);
+}
 
 // Fails naming the device if it is unknown or unavailable (no GPU, or a build without CUDA).
 std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const EngineDecoderOptions &o);

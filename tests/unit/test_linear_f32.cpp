@@ -25,8 +25,8 @@ TEST(LinearF32, MatchesReferenceOnBothPathsAtBothPrecisions) {
                     for (auto &v : x) v = float(rng.normal());
                     const int64_t ldy = O + 3; // a strided output: the rest of each row must stay untouched
                     std::vector<float> y(size_t(N * ldy), -7.0f);
-                    const int64_t dot_max = N % 2 || N == 2 ? 1000 : 0; // both paths, alternating by N
-                    cpu::linear_f32_with(y.data(), ldy, x.data(), W.data(), b.data(), N, I, O, dot_max, precision);
+                    const int64_t slice_max = N % 2 || N == 2 ? 1000 : 0; // both paths, alternating by N
+                    cpu::linear_f32_with(y.data(), ldy, x.data(), W.data(), b.data(), N, I, O, slice_max, precision);
                     for (int64_t n = 0; n < N; ++n) {
                         for (int64_t o = 0; o < O; ++o) {
                             double ref = b[size_t(o)];
