@@ -95,7 +95,10 @@ try:
           f"tok/s; {b['step_kernels']} kernels per step")
     together = f"{name}, {b['seqs']} sequences together"
     print(f"{together:45s} {'':8s} {b['batch_decode_tokens_per_s']:.1f} tok/s in all "
-          f"({1e3 * b['batch_step_s']:.3f} ms a step; {b['batch_decode_tokens_per_s'] / b['decode_tokens_per_s']:.2f}× batch 1)")
+          f"({1e3 * b['batch_step_s']:.3f} ms a step; "
+          f"{b['batch_decode_tokens_per_s'] / b['decode_tokens_per_s']:.2f}× batch 1); "
+          f"their prompts together {1e3 * b['batch_prefill_s']:.1f} ms in {b['batch_prefill_passes']} pass(es), "
+          f"one by one {1e3 * b['batch_prefill_one_by_one_s']:.1f} ms")
     if b.get("context_tokens", 0) > 0:
         n, tps, bound = b["context_tokens"], b["context_decode_tokens_per_s"], b["context_bound_tokens_per_s"]
         print(f"{name + f' after {n} tokens':45s} {'':8s} {tps:.1f} tok/s = {100 * tps / bound:.0f}% of {bound:.1f} "

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <vector>
 
 namespace zaya::cli {
@@ -46,6 +47,12 @@ double kv_bytes_read(const ZayaConfig &c, int64_t context, DType kv) {
     }
     return bytes;
 }
+
+// --seqs N: the N prompts prefilled one by one, and together (CudaDecoder::prefill of several slots).
+struct BatchPrefill {
+    double one_by_one_s = 0, together_s = 0;
+    int64_t passes = 0; // passes over the weights the prefill together took
+};
 
 // A prefill's model FLOPs: the forward of n tokens, the LM head on the last one only.
 double prefill_flops(const ZayaConfig &c, int64_t n) {
@@ -157,17 +164,36 @@ void bench_decode_cuda(const BenchArgs &a) {
         std::sort(times_plain.begin(), times_plain.end());
     }
     // seqs > 1: a decoder with that many slots (the batch-1 one freed first), every slot prefilled with its own
-    // prompt (the same tokens shifted), then stepped together, greedy.
+    // prompt (the same tokens shifted) one by one, then all together (one call: one GEMM pass when they fit one, as
+    // the engine feeds prompts arriving together), each the best of two; then stepped together, greedy.
     std::vector<double> times_batch;
+    BatchPrefill bp;
     if (a.seqs > 1) {
         decoder.reset();
         o.max_seqs = a.seqs;
         CudaDecoder batch(*im, o);
-        std::vector<int32_t> next_tokens(size_t(a.seqs));
+        std::vector<std::vector<int32_t>> prompts;
+        std::vector<std::span<const int32_t>> chunks;
+        std::vector<int64_t> slots;
         for (int64_t s = 0; s < a.seqs; ++s) {
-            std::vector<int32_t> p = prompt;
-            for (auto &t : p) t = int32_t((int64_t(t) + s) % V);
-            next_tokens[size_t(s)] = batch.prefill_greedy(s, p);
+            prompts.push_back(prompt);
+            for (auto &t : prompts.back()) t = int32_t((int64_t(t) + s) % V);
+            slots.push_back(s);
+        }
+        for (const auto &p : prompts) chunks.emplace_back(p);
+        std::vector<int32_t> next_tokens(size_t(a.seqs));
+        bp.one_by_one_s = bp.together_s = 1e30;
+        for (int rep = 0; rep < 2; ++rep) {
+            batch.reset();
+            t0 = monotonic_seconds();
+            for (int64_t s = 0; s < a.seqs; ++s) next_tokens[size_t(s)] = batch.prefill_greedy(s, prompts[size_t(s)]);
+            bp.one_by_one_s = std::min(bp.one_by_one_s, monotonic_seconds() - t0);
+            batch.reset();
+            const int64_t passes = batch.passes();
+            t0 = monotonic_seconds();
+            batch.prefill(slots, chunks, nullptr, next_tokens.data());
+            bp.together_s = std::min(bp.together_s, monotonic_seconds() - t0);
+            bp.passes = batch.passes() - passes;
         }
         for (int64_t i = 0; i < a.new_tokens; ++i) {
             t0 = monotonic_seconds();
@@ -216,6 +242,9 @@ void bench_decode_cuda(const BenchArgs &a) {
                             {"seqs", a.seqs},
                             {"batch_step_s", batch_step},
                             {"batch_decode_tokens_per_s", batch_step > 0 ? double(a.seqs) / batch_step : 0.0},
+                            {"batch_prefill_s", bp.together_s},
+                            {"batch_prefill_passes", bp.passes},
+                            {"batch_prefill_one_by_one_s", bp.one_by_one_s},
                             {"weight_bytes_per_token", bytes},
                             {"device_weight_bytes", weight_bytes},
                             {"context_tokens", a.context_tokens},
@@ -246,9 +275,15 @@ void bench_decode_cuda(const BenchArgs &a) {
     else fmt::print("  the step's kernels launched without programmatic dependent launch (sm_90+, ZAYA_CUDA_PDL≠0)\n");
     fmt::print("  prefill {:.1f} tokens/s ({} tokens in {:.3f} s, best of 3; {:.1f} TFLOP/s of model FLOPs)\n",
                prefill_tps, a.prompt_tokens, prefill_s, flops / prefill_s / 1e12);
-    if (a.seqs > 1)
+    if (a.seqs > 1) {
         fmt::print("  {} sequences together: {:.3f} ms a step = {:.1f} tokens/s in all ({:.2f}× batch 1)\n", a.seqs,
                    1e3 * batch_step, double(a.seqs) / batch_step, double(a.seqs) / batch_step / decode_tps);
+        fmt::print("  their {} prompts together: {:.3f} ms in {} pass{} = {:.0f} tokens/s; one by one {:.3f} ms "
+                   "({:.2f}×)\n",
+                   a.seqs, 1e3 * bp.together_s, bp.passes, bp.passes == 1 ? "" : "es",
+                   double(a.seqs * a.prompt_tokens) / bp.together_s, 1e3 * bp.one_by_one_s,
+                   bp.one_by_one_s / bp.together_s);
+    }
     if (a.context_tokens > 0)
         fmt::print("  after {} tokens of context: prefill {:.0f} tokens/s ({:.2f} s, {:.1f} TFLOP/s); decode {:.2f} "
                    "tokens/s = {:.0f}% of {:.2f} (the weights + {:.1f} MB of {} KV cache per token)\n",

@@ -162,8 +162,8 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
         gemm_ok = gemm_ok && d.gate_up.dtype == d.down.dtype &&
                   (d.gate_up.dtype != DType::BF16 || cuda::experts_on_tensor_cores(cuda::MoeShape{D, I, E, false}));
     NP = gemm_ok ? o.prefill_chunk : 0, N0 = std::max(o.max_chunk, S);
-    // Rows of x; conv rows (every slot's region, or a GEMM pass's [state ; new rows]).
-    const int64_t N = std::max(N0, NP), ext = std::max(S * SR, NP > 0 ? P + NP : 0);
+    // Rows of x; conv rows (every slot's region, or a GEMM pass's [state ; new rows] of up to S slots).
+    const int64_t N = std::max(N0, NP), ext = std::max(S * SR, NP > 0 ? S * P + NP : 0);
     auto f = [](int64_t n) { return DeviceArray<float>(size_t(std::max<int64_t>(n, 1))); };
     x = f(N * D), xn = f(N * D), tmp = f(N * D), moe = f(N * D), rstd = f(N), psel = f(N);
     convx = f(ext * C);
@@ -177,7 +177,8 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
     part_o = f(part_rows * nq * hd), part_ml = f(part_rows * nq * 2);
     if (NP > 0) {
         rows16 = DeviceArray<uint16_t>(size_t(NP * std::max(D, Dq)));
-        zx_pass = f((P + NP) * C), xg = f(NP * D), ey = f(NP * D), ea = f(NP * I);
+        zx_pass = f((S * P + NP) * C), xg = f(NP * D), ey = f(NP * D), ea = f(NP * I);
+        if (S > 1) qk_rows = f(NP * C);
         order = DeviceArray<int32_t>(size_t(NP)), offsets = DeviceArray<int64_t>(size_t(E + 2));
     }
     counters = DeviceArray<unsigned>(size_t(N * (nq + 1))); // attention's, the most of any: n·nq (+ n appending)
@@ -185,7 +186,7 @@ CudaDecoder::Impl::Impl(const DecodeWeights &w, const Options &opt) : c(w.config
     tokens = DeviceArray<int32_t>(size_t(N)), pos = DeviceArray<int32_t>(size_t(ext));
     choice = DeviceArray<int32_t>(size_t(N)), len = DeviceArray<int32_t>(size_t(S));
     active = DeviceArray<int32_t>(size_t(S));
-    seq_one = DeviceArray<int64_t>(2), seq_new = DeviceArray<int64_t>(2);
+    seq_one = DeviceArray<int64_t>(size_t(S + 1)), seq_new = DeviceArray<int64_t>(size_t(2 * S));
     seq_slots = DeviceArray<int64_t>(size_t(S + 1));
     std::vector<int64_t> starts(size_t(S + 1));
     for (int64_t i = 0; i <= S; ++i) starts[size_t(i)] = i * SR;
@@ -299,9 +300,11 @@ void CudaDecoder::Impl::check_room(int64_t slot, int64_t n) const {
 void CudaDecoder::Impl::device_pass(const Pass &p) {
     // Positions of the conv's rows: the P state rows before the new ones (negative at the start: those rows'
     // results are never used); for a step, every slot's whole region.
-    const int64_t conv_rows = p.every() ? S * SR : P + p.rows;
+    const int64_t conv_rows = p.every() ? S * SR : int64_t(segments.size()) * P + p.rows;
     if (p.every()) cuda::decode_positions(pos.data(), len.data(), SR, -P, S);
-    else cuda::decode_positions(pos.data(), len.data() + p.slot, P + p.rows, -P);
+    else
+        for (const Segment &s : segments)
+            cuda::decode_positions(pos.data() + s.conv, len.data() + s.slot, P + s.rows, -P);
     for (int t = 0; t < 2; ++t)
         if (rot_half[t] > 0)
             cuda::rope_tables(cos_t[t].data(), sin_t[t].data(), pos.data(), inv_freq[t].data(), conv_rows,
@@ -315,16 +318,14 @@ void CudaDecoder::Impl::device_pass(const Pass &p) {
         else layer(l, p);
     }
     if (p.every()) cuda::advance_length(len.data(), 1, S, active.data());
-    else cuda::advance_length(len.data() + p.slot, p.rows);
+    else
+        for (const Segment &s : segments) cuda::advance_length(len.data() + s.slot, s.rows);
 }
 
 // The LM head on the last new row of a prefill pass, or on every slot's row of a step (xn: the last layer normed
-// them with the final norm), into `logits` rows, and their argmax into `best` (kernels only; the argmax reads 4·V
-// bytes a row, noise next to the head's V·D weights).
-void CudaDecoder::Impl::head(const Pass &p) {
-    const int64_t rows = p.every() ? S : 1;
-    linear(logits.data(), V, xn.data() + (p.every() ? 0 : (p.rows - 1) * D), lm_head.buf.data() ? lm_head : embed,
-           lm_head_bias, rows, p.every() ? active.data() : nullptr);
+// them with the final norm); the argmax reads 4·V bytes a row, noise next to the head's V·D weights.
+void CudaDecoder::Impl::head(const float *in, int64_t rows, const int32_t *on) {
+    linear(logits.data(), V, in, lm_head.buf.data() ? lm_head : embed, lm_head_bias, rows, on);
     cuda::argmax(best.data(), best_part_v.data(), best_part_i.data(), logits.data(), V, rows, counters.data());
 }
 
@@ -351,38 +352,79 @@ void CudaDecoder::Impl::reset(int64_t slot) {
     lengths[size_t(slot)] = 0;
 }
 
-int32_t CudaDecoder::Impl::prefill(int64_t slot, std::span<const int32_t> toks, float *out, float *every) {
+void CudaDecoder::Impl::check_tokens(int64_t slot, std::span<const int32_t> toks) const {
     check_slot(slot);
     if (toks.empty()) fail("prefill needs at least one token");
     check_room(slot, int64_t(toks.size()));
     for (int32_t t : toks)
         if (t < 0 || t >= V) fail("token id {} is outside the vocabulary [0, {})", t, V);
+}
+
+void CudaDecoder::Impl::describe() {
+    std::vector<int64_t> d; // the conv's sequence starts, then each segment's new rows {0, rows}
+    for (const Segment &s : segments) d.push_back(s.conv);
+    d.push_back(segments.back().conv + P + segments.back().rows);
+    for (const Segment &s : segments) d.insert(d.end(), {0, s.rows});
+    if (d == described) return;
+    const size_t starts = segments.size() + 1;
+    cuda::copy_to_device(seq_one.data(), d.data(), starts * sizeof(int64_t));
+    cuda::copy_to_device(seq_new.data(), d.data() + starts, (d.size() - starts) * sizeof(int64_t));
+    described = std::move(d);
+}
+
+// The head's rows (from head()) downloaded: the pass's one synchronisation. The logits into out[rows, V], or with
+// out null only their argmax (4 bytes a row) into greedy[rows].
+void CudaDecoder::Impl::fetch_head(int64_t rows, float *out, int32_t *greedy) {
+    if (out) return cuda::copy_to_host(out, logits.data(), size_t(rows * V) * sizeof(float));
+    cuda::copy_to_host(greedy, best.data(), size_t(rows) * sizeof(int32_t));
+}
+
+int32_t CudaDecoder::Impl::prefill(int64_t slot, std::span<const int32_t> toks, float *out, float *every) {
+    check_tokens(slot, toks);
     int64_t n = 0;
     for (size_t at = 0; at < toks.size(); at += size_t(n)) {
         const int64_t left = int64_t(toks.size() - at);
         const bool gemm = NP > 0 && left > o.max_chunk; // many rows: GEMMs, each weight read once for all of them
         n = std::min(left, gemm ? NP : o.max_chunk);
         cuda::copy_to_device(tokens.data(), toks.data() + at, size_t(n) * sizeof(int32_t));
-        if (n != seq_n) { // the conv's one-sequence batch [state ; n rows], and the n rows alone
-            const int64_t ss[2] = {0, P + n}, rows[2] = {0, n};
-            cuda::copy_to_device(seq_one.data(), ss, sizeof ss);
-            cuda::copy_to_device(seq_new.data(), rows, sizeof rows);
-            seq_n = n;
-        }
+        segments.assign(1, Segment{slot, n, 0, 0});
+        describe();
         device_pass(Pass{n, slot, gemm});
-        lengths[size_t(slot)] += n;
+        ++passes, lengths[size_t(slot)] += n;
         if (every) head_rows(n, every + at * size_t(V));
     }
     if (every) return -1; // the last row's logits are every's last row
-    head(Pass{n, slot});
-    // The pass's one synchronisation: the logits, or with none asked for only their argmax (4 bytes).
-    if (out) {
-        cuda::copy_to_host(out, logits.data(), size_t(V) * sizeof(float));
-        return -1;
-    }
-    int32_t t = 0;
-    cuda::copy_to_host(&t, best.data(), sizeof t);
+    head(xn.data() + (n - 1) * D, 1, nullptr);
+    int32_t t = -1;
+    fetch_head(1, out, &t);
     return t;
+}
+
+void CudaDecoder::Impl::prefill_one_pass(std::span<const int64_t> slots,
+                                         std::span<const std::span<const int32_t>> chunks, float *out,
+                                         int32_t *greedy) {
+    segments.clear();
+    std::vector<int32_t> toks;
+    int64_t at = 0;
+    for (size_t i = 0; i < slots.size(); ++i) {
+        const int64_t rows = int64_t(chunks[i].size());
+        segments.push_back(Segment{slots[i], rows, at, at + int64_t(i) * P});
+        toks.insert(toks.end(), chunks[i].begin(), chunks[i].end());
+        at += rows;
+    }
+    cuda::copy_to_device(tokens.data(), toks.data(), toks.size() * sizeof(int32_t));
+    describe();
+    device_pass(Pass{at, slots[0], true});
+    ++passes;
+    // Each segment's last row through the LM head: gathered into tmp (free after the last layer), one head for all.
+    for (size_t j = 0; j < segments.size(); ++j) {
+        const Segment &s = segments[j];
+        lengths[size_t(s.slot)] += s.rows;
+        cuda::copy_on_device(tmp.data() + int64_t(j) * D, xn.data() + (s.at + s.rows - 1) * D,
+                             size_t(D) * sizeof(float));
+    }
+    head(tmp.data(), int64_t(segments.size()), nullptr);
+    fetch_head(int64_t(segments.size()), out, greedy);
 }
 
 void CudaDecoder::Impl::step(std::span<const int32_t> toks, float *out, int32_t *greedy) {
@@ -407,15 +449,16 @@ void CudaDecoder::Impl::step(std::span<const int32_t> toks, float *out, int32_t 
             const cuda::DependentLaunchScope launches(pdl);
             step_graph->capture([&] {
                 device_pass(every);
-                head(every);
+                head(xn.data(), S, active.data());
             });
         }
         step_graph->launch();
     } else {
         device_pass(every);
-        head(every);
+        head(xn.data(), S, active.data());
         ++eager_steps;
     }
+    ++passes;
     for (int64_t s = 0; s < S; ++s) lengths[size_t(s)] += on[size_t(s)];
     // The step's synchronisation: the stepped rows' logits, or with none asked for only their argmax.
     if (out) {
@@ -465,6 +508,25 @@ void CudaDecoder::prefill_rows(int64_t slot, std::span<const int32_t> tokens, fl
     if (!rows) fail("CudaDecoder::prefill_rows: no rows buffer");
     impl_->prefill(slot, tokens, nullptr, rows);
 }
+void CudaDecoder::prefill(std::span<const int64_t> slots, std::span<const std::span<const int32_t>> chunks,
+                          float *logits, int32_t *greedy) {
+    Impl &m = *impl_;
+    if (slots.size() != chunks.size())
+        fail("CudaDecoder::prefill: {} slots for {} chunks", slots.size(), chunks.size());
+    if (!logits && !greedy) fail("CudaDecoder::prefill: neither a logits nor a greedy buffer");
+    int64_t total = 0;
+    for (size_t i = 0; i < slots.size(); ++i) {
+        m.check_tokens(slots[i], chunks[i]);
+        if (std::find(slots.begin(), slots.begin() + std::ptrdiff_t(i), slots[i]) != slots.begin() + std::ptrdiff_t(i))
+            fail("cuda decoder: slot {} is given two chunks in one prefill", slots[i]);
+        total += int64_t(chunks[i].size());
+    }
+    if (slots.size() > 1 && total <= m.NP) return m.prefill_one_pass(slots, chunks, logits, greedy);
+    for (size_t i = 0; i < slots.size(); ++i) {
+        if (logits) m.prefill(slots[i], chunks[i], logits + i * size_t(m.V));
+        else greedy[i] = m.prefill(slots[i], chunks[i], nullptr);
+    }
+}
 
 // Slot 0 alone; the other slots (if any) are left as they are.
 static std::vector<int32_t> slot0_only(int64_t slots, int32_t token) {
@@ -496,6 +558,7 @@ int64_t CudaDecoder::length(int64_t slot) const {
     return impl_->lengths[size_t(slot)];
 }
 int64_t CudaDecoder::max_seqs() const { return impl_->S; }
+int64_t CudaDecoder::passes() const { return impl_->passes; }
 size_t CudaDecoder::weight_bytes() const { return impl_->weight_bytes; }
 DType CudaDecoder::kv_dtype() const { return impl_->kv; }
 size_t CudaDecoder::step_kernels() const { return impl_->step_graph ? impl_->step_graph->nodes() : 0; }

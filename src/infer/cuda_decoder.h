@@ -1,9 +1,9 @@
 // Cached decoding on the GPU: what infer/decoder.h computes, with the weights uploaded once in their dtype (bf16
 // stays bf16) and, for each of max_seqs sequences ("slots"), the KV cache, conv state and value state preallocated
-// on the device up to a maximum length. A prompt is prefilled into one slot; a decode step advances any set of
-// slots together, one token each, reading the weights once. A step allocates nothing and waits for the device only
-// to download the logits (or the greedy tokens); the cache lengths live in device memory, so the step's kernels read
-// them there (ops/cuda/decode.h).
+// on the device up to a maximum length. A prompt is prefilled into one slot (prompts arriving together into theirs
+// in one pass); a decode step advances any set of slots together, one token each, reading the weights once. A step
+// allocates nothing and waits for the device only to download the logits (or the greedy tokens); the cache lengths
+// live in device memory, so the step's kernels read them there (ops/cuda/decode.h).
 // Built into the CUDA library (zaya_cuda); without CUDA, infer/no_cuda_decoder.cpp fails with a clear message.
 #pragma once
 #include "core/error.h"
@@ -75,12 +75,20 @@ class CudaDecoder {
     // prefill, writing every token's logits to rows[tokens.size(), V] (a prompt's log-probabilities): each pass's
     // rows go through the LM head 64 at a time and are downloaded.
     void prefill_rows(int64_t slot, std::span<const int32_t> tokens, float *rows);
+    // Appends chunks[i] to slot slots[i] (distinct slots): the last token's logits of each into logits[i, V], or
+    // with logits null their argmax into greedy[i]. Several chunks of at most prefill_chunk tokens in all run as one
+    // GEMM pass (each weight read once for all of them, each expert once for the rows that chose it; each chunk's
+    // conv and attention over its own slot); otherwise (one chunk, more tokens, or no GEMM passes) each chunk is
+    // prefill(slot, …) in turn.
+    void prefill(std::span<const int64_t> slots, std::span<const std::span<const int32_t>> chunks, float *logits,
+                 int32_t *greedy);
     // One decode step of every slot s with tokens[s] ≥ 0 (tokens has max_seqs entries; −1: the slot is left as it
     // is), in one pass over the weights: logits[s, V] of each stepped slot, or with logits null the greedy token of
     // each stepped slot in greedy[s].
     void step(std::span<const int32_t> tokens, float *logits, int32_t *greedy);
     int64_t length(int64_t slot) const;
     int64_t max_seqs() const;
+    int64_t passes() const; // passes over the weights so far: prefill passes (GEMV or GEMM) and decode steps
 
     // Whether the decode step's graph launches its kernels with programmatic dependent launch (ops/cuda/launch.cuh;
     // on by default where the device has it). Changing it captures the graph again at the next step.

@@ -57,7 +57,6 @@ struct CudaDecoder::Impl {
     const float *input_scale, *input_bias, *final_norm, *lm_head_bias;
     std::vector<DevLayer> layers;
     std::vector<int64_t> lengths; // per slot, on the host (the device's copy: len)
-    int64_t seq_n = -1;
     size_t weight_bytes = 0;
     DType kv = DType::F32; // the KV cache's element: F32 or BF16 (Options::kv_dtype)
 
@@ -69,13 +68,17 @@ struct CudaDecoder::Impl {
     DeviceArray<float> best_part_v;
     DeviceArray<float> scored; // [kScoredRows, V]: rows of a scored prompt through the LM head (allocated on first use)
     DeviceArray<unsigned> counters; // the kernels finished by their last block (decode.h): zeros between kernels
-    DeviceArray<int64_t> seq_one, seq_slots; // the conv's batches: one slot's [state ; n rows], every slot's region
-    DeviceArray<int64_t> seq_new;            // {0, n}: a GEMM pass's n new rows as one sequence (its attention)
+    DeviceArray<int64_t> seq_one, seq_slots; // the conv's batches: a pass's [state ; n rows] per slot (S + 1
+                                             // starts), every slot's region (a step)
+    DeviceArray<int64_t> seq_new;            // [2·S]: {0, n} per segment of a GEMM pass: its new rows as one
+                                             // sequence (its attention)
+    std::vector<int64_t> described;          // what seq_one and seq_new hold (uploaded when a pass differs)
     int64_t rot_half[2] = {0, 0};
     // A GEMM pass's own (NP > 0): the bf16 copy of the rows a bf16 GEMM reads [NP, max(D, Dq)]; [state ; new rows]
-    // of the conv [P + NP, C] (the slot's zx region holds only max_chunk new rows); the experts' grouped rows.
+    // of the conv per segment [S·P + NP, C] (a slot's zx region holds only max_chunk new rows); with several slots,
+    // the new rows' q‖k [NP, C] before they go behind their states; the experts' grouped rows.
     DeviceArray<uint16_t> rows16;
-    DeviceArray<float> zx_pass, xg, ea, ey; // xg, ey [NP, D]; ea [NP, I] (the gate-up outputs go to hh)
+    DeviceArray<float> zx_pass, qk_rows, xg, ea, ey; // xg, ey [NP, D]; ea [NP, I] (the gate-up outputs go to hh)
     DeviceArray<int32_t> order;             // [NP] the rows grouped by expert
     DeviceArray<int64_t> offsets;           // [E + 2]
 
@@ -90,14 +93,22 @@ struct CudaDecoder::Impl {
     int64_t eager_steps = 0;
     bool pdl = true; // capture with programmatic dependent launch (where enabled)
 
-    // A pass: `rows` consecutive tokens of one slot's sequence (prefill; slot ≥ 0), or one token per slot, every
-    // slot, those with active[s] advancing (a decode step; slot = kEverySlot).
+    // A pass: `rows` consecutive tokens of one slot's sequence (a GEMV prefill pass; slot ≥ 0); the rows of
+    // `segments` (a GEMM prefill pass: gemm, slot unused); or one token per slot, every slot, those with active[s]
+    // advancing (a decode step; slot = kEverySlot).
     static constexpr int64_t kEverySlot = -1;
     struct Pass {
         int64_t rows, slot;
         bool gemm = false; // a prefill pass of many rows: layer_gemm
         bool every() const { return slot == kEverySlot; }
     };
+    // A GEMM pass's piece of one slot's sequence: its `rows` new tokens are the pass's rows at … at + rows − 1, and
+    // in the conv's rows (zx_pass) they follow the slot's P state rows, which start at row `conv`.
+    struct Segment {
+        int64_t slot, rows, at, conv;
+    };
+    std::vector<Segment> segments; // the current GEMM pass's
+    int64_t passes = 0;            // passes over the weights run: prefill passes and decode steps
 
     Impl(const DecodeWeights &w, const Options &opt);
     void check_slot(int64_t slot) const;
@@ -109,12 +120,21 @@ struct CudaDecoder::Impl {
     template <class F> void with_router(int64_t l, const int32_t *rows_on, F &&f);
     // f(kc, vc): layer d's caches from slot `slot` on, as their element type (float, or uint16_t for bf16).
     template <class F> void with_kv(DevLayer &d, int64_t slot, F &&f);
-    void head(const Pass &p);
+    // The LM head on `rows` consecutive rows of `in` (D floats each; xn, or rows gathered from it) into `logits`
+    // rows, their argmax into `best` (kernels only). on: the rows computed (null: all).
+    void head(const float *in, int64_t rows, const int32_t *on);
     void head_rows(int64_t n, float *out); // every row of the last pass through the LM head, into out[n, V]
     void reset(int64_t slot);
     // Appends tokens to one slot; the last one's logits[V] into out, or (out null) their argmax, returned; with
     // `every`, every token's logits into every[toks.size(), V] instead (returns −1).
     int32_t prefill(int64_t slot, std::span<const int32_t> toks, float *out, float *every = nullptr);
+    // Appends chunks[i] to slots[i], each chunk a segment of one GEMM pass (what prefill_together checked); the last
+    // token's logits of each into out[i, V], or (out null) their argmax into greedy[i].
+    void prefill_one_pass(std::span<const int64_t> slots, std::span<const std::span<const int32_t>> chunks,
+                          float *out, int32_t *greedy);
+    void check_tokens(int64_t slot, std::span<const int32_t> toks) const; // valid ids that fit the slot
+    void describe(); // seq_one and seq_new for `segments`, uploaded when they differ from what the device holds
+    void fetch_head(int64_t rows, float *out, int32_t *greedy);
     // One step of the slots with tokens[s] ≥ 0; logits rows [slots, V] into out (stepped rows only) or the argmax
     // of each stepped slot into greedy[s].
     void step(std::span<const int32_t> toks, float *out, int32_t *greedy);

@@ -73,7 +73,8 @@ int64_t gpu_max_length(const InferModel &m, const EngineDecoderOptions &o) {
 }
 
 // The GPU: CudaDecoder with a slot per sequence (up to 8, the rows one pass of its linears takes). A step's
-// one-token chunks run together as one decode step (a CUDA graph); longer chunks as prefill passes of their slot.
+// one-token chunks run together as one decode step (a CUDA graph); its prompt chunks together as one prefill pass
+// (CudaDecoder::prefill of several slots), a scored one as a prefill of its own.
 class CudaEngineDecoder final : public EngineDecoder {
   public:
     CudaEngineDecoder(const InferModel &m, const EngineDecoderOptions &o)
@@ -120,6 +121,9 @@ class CudaEngineDecoder final : public EngineDecoder {
         const int64_t S = dec_.max_seqs();
         std::vector<int32_t> step_tokens(static_cast<size_t>(S), -1);
         std::vector<std::pair<size_t, int64_t>> stepped; // (row of seqs, slot)
+        std::vector<size_t> fed;                          // rows of seqs whose chunk is a prompt's (not scored)
+        std::vector<int64_t> fed_slots;
+        std::vector<std::span<const int32_t>> fed_chunks;
         for (size_t i = 0; i < seqs.size(); ++i) {
             SequenceCache &seq = *seqs[i];
             if (!seq.device_slot) fail("this sequence does not belong to the GPU decoder (no device slot)");
@@ -134,12 +138,18 @@ class CudaEngineDecoder final : public EngineDecoder {
             } else if (chunk.size() == 1 && seq.length > 0) {
                 step_tokens[size_t(slot)] = chunk[0];
                 stepped.emplace_back(i, slot);
-            } else if (logits) {
-                dec_.prefill(slot, chunk, logits + i * size_t(V_));
             } else {
-                greedy[i] = dec_.prefill_greedy(slot, chunk);
+                fed.push_back(i), fed_slots.push_back(slot), fed_chunks.push_back(chunk);
             }
             seq.length += int64_t(chunk.size());
+        }
+        if (!fed.empty()) { // into fed order, then to each chunk's row
+            fed_logits_.resize(logits ? fed.size() * size_t(V_) : 0), fed_greedy_.resize(fed.size());
+            dec_.prefill(fed_slots, fed_chunks, logits ? fed_logits_.data() : nullptr, fed_greedy_.data());
+            for (size_t j = 0; j < fed.size(); ++j) {
+                if (logits) std::copy_n(fed_logits_.data() + j * size_t(V_), V_, logits + fed[j] * size_t(V_));
+                else greedy[fed[j]] = fed_greedy_[j];
+            }
         }
         if (stepped.empty()) return;
         if (logits) {
@@ -160,6 +170,8 @@ class CudaEngineDecoder final : public EngineDecoder {
     std::string description_, inputs_;
     std::shared_ptr<std::vector<int64_t>> free_; // free slots (the leases of live sequences hold the others)
     std::vector<float> rows_;                    // a step's logits, [slots, V]
+    std::vector<float> fed_logits_;              // a step's prompt chunks' last logits, [chunks, V]
+    std::vector<int32_t> fed_greedy_;
 };
 
 } // namespace

@@ -1,6 +1,6 @@
 // What the Engine (engine.h) runs its steps on: the CPU Decoder (many sequences in one forward) or, with
 // device "cuda", the GPU's CudaDecoder (up to 8 sequences, each in a slot of its device cache: their decode steps
-// run together, a prompt chunk as a prefill pass of its slot).
+// run together, and a step's prompt chunks together as one prefill pass of their slots).
 #pragma once
 #include "infer/kv_cache.h"
 #include "infer/weights.h"

@@ -153,6 +153,22 @@ print(f"{diff:.2g}")
 PY
 ) && pass "eval --choices: the same accuracies and log-likelihoods on both devices (max rel diff $mc_diff)" ||
     fail "eval --choices: the same accuracies and log-likelihoods on both devices" "$mc_diff" "${mc_json[@]}"
+# Generation on the device (eval --generate: every item submitted at once, so the engine feeds the four prompts in
+# one step, on the GPU one prefill pass of four slots): each completion what the cpu gives.
+python3 - "$tmp/gen.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i, text in enumerate(["The quick brown", "Document 3.", "A", "The quick brown fox jumps over the lazy dog"]):
+        f.write(json.dumps({"prompt": text, "answer": "x"}) + "\n")
+PY
+for device in cpu cuda; do
+    expect_ok "eval --generate --device $device" eval "$tmp/run_cpu/model" --generate "$tmp/gen.jsonl" --batch 4 \
+        --max-tokens 5 --device "$device" --json --out "$tmp/gen_$device.jsonl"
+done
+[[ $(wc -l <"$tmp/gen_cpu.jsonl") == 4 ]] && cmp -s "$tmp/gen_cpu.jsonl" "$tmp/gen_cuda.jsonl" &&
+    pass "eval --generate: four prompts fed together on the device complete as on the cpu" ||
+    fail "eval --generate: four prompts fed together on the device complete as on the cpu" \
+        "$(cat "$tmp/gen_cpu.jsonl")" "$(cat "$tmp/gen_cuda.jsonl")"
 # Fine-tuning data (loss masks): 2 micro-batches a step holding unequal counts of learned targets, each scaled by its
 # share of the step's; the LM head skips the prompts' targets on the device as on the CPU. Newton–Schulz in bf16
 # on both (the device has no fp32 one): measured ~6e-5 apart after the update.
@@ -354,6 +370,8 @@ expect_ok "bench decode --device cuda --seqs 2 --context-tokens 40 --json" bench
 echo "$out" >"$table_dir/decode_bench.json"
 [[ $out == *'"precision":"bf16"'* ]] && pass "bench decode --device cuda reports its bf16 rows" ||
     fail "bench decode --device cuda reports its bf16 rows" "out: $out"
+[[ $out == *'"batch_prefill_passes":1,'* ]] && pass "bench decode --device cuda --seqs 2: the 2 prompts in one pass" ||
+    fail "bench decode --device cuda --seqs 2: the 2 prompts in one pass" "out: $out"
 expect_error "bench decode --device cuda --precision fp32 of a bf16 model is refused, naming the GPU's rows" \
     "^zaya: error: --precision fp32 applies to the CPU decoder: the GPU decoder's linears take bf16 rows" \
     bench decode --device cuda --model tiny --dtype bf16 --prompt-tokens 4 --new-tokens 2 --precision fp32
@@ -365,7 +383,8 @@ table=$(python3 "$SRC/scripts/gpu_table.py" "$table_dir" || true) # its parity r
 expected_rows=("^train step tiny bf16 \(4×32 tokens, micro 2\) .* MFU .*%" "^  (fwd|bwd|step)\."
                "^  GPU memory +peak [0-9.]+ GiB of zaya's allocations, planned [0-9.]+ GiB"
                "^generate f32 cuda vs cpu, greedy +ok" "^decode tiny bf16 batch 1 vs HBM bound .* tok/s"
-               "^decode tiny bf16, 2 sequences together" "^decode tiny bf16 batch 1 without PDL"
+               "^decode tiny bf16, 2 sequences together .* their prompts together [0-9.]+ ms in 1 pass"
+               "^decode tiny bf16 batch 1 without PDL"
                "^decode tiny bf16 after 40 tokens .* tok/s = .* of bf16 KV cache per token")
 rows=$(grep -cE "$(IFS='|'; echo "${expected_rows[*]}")" <<<"$table" || true)
 # 1 train row, its GPU memory, its 16 longest phases in 4 lines, 1 generate row, 4 decode rows.

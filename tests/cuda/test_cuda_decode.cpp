@@ -1105,5 +1105,89 @@ TEST_F(CudaOps, DecoderSlotsMatchCpuPerSequence) {
     EXPECT_THROW(dec.prefill(3, std::span(seqs[0]).first(1), one.data()), Error);
 }
 
+// Prompts arriving together (the engine's step): chunks of several slots prefilled in one GEMM pass, each over its
+// own slot's state. Slots 1 and 3 hold 5 and 2 tokens first; then slots 3, 0 and 1 take 7, 12 and 1 tokens in one
+// pass (slot 0's reaching past the sliding window), then steps of the three, then a greedy pass of two, then 38
+// tokens in all, more than one pass takes (each chunk on its own). Each sequence's logits against the CPU's
+// full-sequence rows (bf16: the rows rounded, as in DecoderGemmPrefillMatchesCpuBf16); passes() counts the passes.
+TEST_F(CudaOps, DecoderPrefillsSeveralSlotsInOnePass) {
+    for (const auto &[dtype, tol] : {std::pair{DType::F32, 1e-4}, std::pair{DType::BF16, 1e-2}}) {
+        SCOPED_TRACE(dtype_name(dtype));
+        Model m = Model::create(decode_config(true));
+        model_init_random(m, 25);
+        HostWeights hw(m, dtype);
+        const int64_t V = m.config.vocab_size;
+        std::vector<std::vector<int32_t>> seqs;
+        for (int i = 0; i < 4; ++i) {
+            seqs.push_back(test_tokens(30, V));
+            seqs.back()[0] = 3 + 5 * i; // four different sequences (test_tokens is deterministic)
+        }
+        std::vector<std::vector<float>> ref;
+        for (const auto &t : seqs) ref.push_back(cpu_logits(m, t));
+        auto row = [&](size_t seq, int64_t pos) {
+            return std::vector<float>(ref[seq].begin() + pos * V, ref[seq].begin() + (pos + 1) * V);
+        };
+        CudaDecoder dec(DecodeWeights{m.config, m.w, hw.embed, hw.lm_head, hw.layers},
+                        CudaDecoder::Options{.max_len = 40, .max_chunk = 2, .prefill_chunk = 32, .attn_splits = 3,
+                                             .max_seqs = 4});
+        int64_t at[4] = {0, 0, 0, 0};
+        std::vector<float> one(static_cast<size_t>(V)), rows(static_cast<size_t>(4 * V));
+        // Feeds `count` more tokens of each listed sequence (its slot's) in one prefill call; checks each chunk's
+        // last logits (or greedy token) and how many passes the call ran.
+        auto feed = [&](const std::vector<std::pair<int64_t, int64_t>> &chunks, bool greedy, int64_t want_passes) {
+            std::vector<int64_t> slots;
+            std::vector<std::span<const int32_t>> spans;
+            for (const auto &[sl, count] : chunks) {
+                slots.push_back(sl);
+                spans.push_back(std::span(seqs[size_t(sl)]).subspan(size_t(at[sl]), size_t(count)));
+            }
+            std::fill(rows.begin(), rows.end(), std::numeric_limits<float>::quiet_NaN());
+            std::vector<int32_t> best(chunks.size(), -1);
+            const int64_t before = dec.passes();
+            dec.prefill(slots, spans, greedy ? nullptr : rows.data(), best.data());
+            EXPECT_EQ(dec.passes() - before, want_passes);
+            for (size_t i = 0; i < chunks.size(); ++i) {
+                const auto &[sl, count] = chunks[i];
+                at[sl] += count;
+                EXPECT_EQ(dec.length(sl), at[sl]) << "slot " << sl;
+                const std::vector<float> want = row(size_t(sl), at[sl] - 1);
+                if (greedy) {
+                    EXPECT_EQ(best[i], int32_t(std::max_element(want.begin(), want.end()) - want.begin()))
+                        << "slot " << sl;
+                } else {
+                    const std::vector<float> got(rows.begin() + int64_t(i) * V, rows.begin() + int64_t(i + 1) * V);
+                    EXPECT_LT(rel_err(got, want), tol) << "slot " << sl << " position " << at[sl] - 1;
+                }
+            }
+        };
+        feed({{1, 5}}, false, 1); // alone: a GEMM pass
+        feed({{3, 2}}, false, 1); // a GEMV pass
+        feed({{3, 7}, {0, 12}, {1, 1}}, false, 1);
+        for (int s = 0; s < 2; ++s) { // the three step together: each slot's state is its own
+            std::vector<int32_t> toks(4, -1);
+            for (int sl : {0, 1, 3}) toks[size_t(sl)] = seqs[size_t(sl)][size_t(at[sl])];
+            dec.step(toks, rows.data(), nullptr);
+            for (int sl : {0, 1, 3}) {
+                const std::vector<float> got(rows.begin() + sl * V, rows.begin() + (sl + 1) * V);
+                EXPECT_LT(rel_err(got, row(size_t(sl), at[sl])), tol) << "step, slot " << sl << " at " << at[sl];
+                ++at[sl];
+            }
+        }
+        feed({{0, 4}, {2, 9}}, true, 1);
+        feed({{1, 13}, {2, 17}, {3, 8}}, false, 3); // 38 > 32 tokens: a GEMM pass each
+        dec.step(std::vector<int32_t>{seqs[0][size_t(at[0])], -1, seqs[2][size_t(at[2])], -1}, rows.data(), nullptr);
+        for (int sl : {0, 2}) {
+            const std::vector<float> got(rows.begin() + sl * V, rows.begin() + (sl + 1) * V);
+            EXPECT_LT(rel_err(got, row(size_t(sl), at[sl])), tol) << "last step, slot " << sl;
+        }
+        // A slot twice, or slots and chunks that differ in number: refused before anything runs.
+        const std::vector<int32_t> two = {1, 2};
+        const std::vector<std::span<const int32_t>> chunks = {two, two};
+        EXPECT_THROW(dec.prefill(std::vector<int64_t>{1, 1}, chunks, rows.data(), nullptr), Error);
+        EXPECT_THROW(dec.prefill(std::vector<int64_t>{1}, chunks, rows.data(), nullptr), Error);
+        EXPECT_EQ(dec.length(1), at[1]);
+    }
+}
+
 } // namespace
 } // namespace zaya
