@@ -13,9 +13,25 @@ namespace zaya::cpu {
 
 namespace {
 
-// acc[r] += Σ_i x[r][i]·w[i], i < I, for R rows of x (row stride ldx) against one bf16 weight row piece w[I].
+// Passes of 4 or more rows read the weights in column chunks (weight_stream::dot_block), a stream the hardware
+// prefetcher does not follow: the dot kernels prefetch each chunk kPrefetchRows weight rows ahead. One row streams
+// whole rows, which the hardware follows: there prefetching measured ~4 % slower, so it is left alone. Measured
+// (bench/README.md): the LM head (1 GiB of bf16 weights, from DRAM) at 8 rows, bf16 rows 83–112 → 161 GFLOP/s (with
+// the rows' alignment below), fp32 rows 70–71 → 83.
+constexpr int64_t kPrefetchRows = 4;
+
+// The piece at column c of the weight row kPrefetchRows after row o of W [O, I], for a pass of R rows; null where
+// nothing is prefetched.
 template <int R>
-inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t I, const uint16_t *w) {
+const uint16_t *chunk_ahead(const uint16_t *W, int64_t I, int64_t O, int64_t o, int64_t c) {
+    return R >= 4 && o + kPrefetchRows < O ? W + (o + kPrefetchRows) * I + c : nullptr;
+}
+
+// acc[r] += Σ_i x[r][i]·w[i], i < I, for R rows of x (row stride ldx) against one bf16 weight row piece w[I];
+// ahead (may be null): the same piece of a later weight row, prefetched as this one is read.
+template <int R>
+inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t I, const uint16_t *w,
+                     [[maybe_unused]] const uint16_t *ahead) {
     int64_t i = 0;
 #if defined(__AVX512F__)
     // Two accumulators per row: a single FMA chain (4-cycle latency per 64 bytes of weights) would cap one thread
@@ -23,6 +39,7 @@ inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t I, const u
     __m512 s[R], t[R];
     for (int r = 0; r < R; ++r) s[r] = t[r] = _mm512_setzero_ps();
     for (; i + 32 <= I; i += 32) {
+        if (ahead) _mm_prefetch(reinterpret_cast<const char *>(ahead + i), _MM_HINT_T0);
         __m512i h = _mm512_loadu_si512(w + i);
         __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
         __m512 hi = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
@@ -71,10 +88,10 @@ inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t I, const u
 // bf16 rows for weight_stream: widened by a 16-bit shift.
 struct Bf16Rows {
     const uint16_t *W;
-    int64_t I;
+    int64_t I, O;
     static constexpr int64_t kColAlign = 32;
     template <int R> void dot(float *acc, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const {
-        dot_rows<R>(acc, x, ldx, n, W + o * I + c);
+        dot_rows<R>(acc, x, ldx, n, W + o * I + c, chunk_ahead<R>(W, I, O, o, c));
     }
     void widen(float *dst, int64_t o0, int64_t rows) const {
         const uint16_t *src = W + o0 * I;
@@ -132,14 +149,8 @@ struct Bf16RowsBf16In {
     const uint16_t *xb;
     int64_t ldb;
     static constexpr int64_t kColAlign = 32;
-    // Passes of 4 or more rows read the weights in column chunks (weight_stream::dot_block), a stream the hardware
-    // prefetcher does not follow: each chunk is prefetched 4 weight rows ahead. An LM head of 262,272 × 2048 (1 GiB,
-    // from DRAM) at 8 and 16 rows, medians of 5 interleaved runs: 110 / 104 → 131 / 134 GFLOP/s. One row streams
-    // whole rows, which the hardware follows: there it measured ~4 % slower, so it is left alone.
-    static constexpr int64_t kPrefetchRows = 4;
     template <int R> void dot(float *acc, const float *x, int64_t, int64_t o, int64_t c, int64_t n) const {
-        const uint16_t *ahead = R >= 4 && o + kPrefetchRows < O ? W + (o + kPrefetchRows) * I + c : nullptr;
-        dot_rows_bf16_in<R>(acc, xb + (x - x0) / I * ldb + c, ldb, n, W + o * I + c, ahead);
+        dot_rows_bf16_in<R>(acc, xb + (x - x0) / I * ldb + c, ldb, n, W + o * I + c, chunk_ahead<R>(W, I, O, o, c));
     }
     void widen(float *, int64_t, int64_t) const { ZAYA_ASSERT(false); } // the GEMM path takes the bf16 GEMM
 };
@@ -193,7 +204,7 @@ void linear_bf16_rounded(float *y, int64_t ldy, const float *x, const uint16_t *
         return;
     }
 #endif
-    weight_stream::linear(y, ldy, widened_rows(xb, N, I), Bf16Rows{W, I}, b, N, I, O, dot_max_rows);
+    weight_stream::linear(y, ldy, widened_rows(xb, N, I), Bf16Rows{W, I, O}, b, N, I, O, dot_max_rows);
 }
 
 } // namespace
@@ -207,7 +218,7 @@ void linear_bf16_with(float *y, int64_t ldy, const float *x, const uint16_t *W, 
     ZAYA_PROFILE("linear_bf16");
     if (N <= 0 || O <= 0) return;
     if (rows == MatmulPrecision::BF16) return linear_bf16_rounded(y, ldy, x, W, b, N, I, O, dot_max_rows);
-    weight_stream::linear(y, ldy, x, Bf16Rows{W, I}, b, N, I, O, dot_max_rows);
+    weight_stream::linear(y, ldy, x, Bf16Rows{W, I, O}, b, N, I, O, dot_max_rows);
 }
 
 void linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
