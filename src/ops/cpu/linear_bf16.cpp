@@ -13,20 +13,6 @@ namespace zaya::cpu {
 
 namespace {
 
-// Passes of 4 or more rows read the weights in column chunks (weight_stream::dot_block), a stream the hardware
-// prefetcher does not follow: the dot kernels prefetch each chunk kPrefetchRows weight rows ahead. One row streams
-// whole rows, which the hardware follows: there prefetching measured ~4 % slower, so it is left alone. Measured
-// (bench/README.md): the LM head (1 GiB of bf16 weights, from DRAM) at 8 rows, bf16 rows 83–112 → 161 GFLOP/s (with
-// the rows' alignment below), fp32 rows 70–71 → 83.
-constexpr int64_t kPrefetchRows = 4;
-
-// The piece at column c of the weight row kPrefetchRows after row o of W [O, I], for a pass of R rows; null where
-// nothing is prefetched.
-template <int R>
-const uint16_t *chunk_ahead(const uint16_t *W, int64_t I, int64_t O, int64_t o, int64_t c) {
-    return R >= 4 && o + kPrefetchRows < O ? W + (o + kPrefetchRows) * I + c : nullptr;
-}
-
 // acc[r] += Σ_i x[r][i]·w[i], i < I, for R rows of x (row stride ldx) against one bf16 weight row piece w[I];
 // ahead (may be null): the same piece of a later weight row, prefetched as this one is read.
 template <int R>
@@ -91,7 +77,7 @@ struct Bf16Rows {
     int64_t I, O;
     static constexpr int64_t kColAlign = 32;
     template <int R> void dot(float *acc, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const {
-        dot_rows<R>(acc, x, ldx, n, W + o * I + c, chunk_ahead<R>(W, I, O, o, c));
+        dot_rows<R>(acc, x, ldx, n, W + o * I + c, weight_stream::chunk_ahead<R>(W, I, O, o, c));
     }
     void widen(float *dst, int64_t o0, int64_t rows) const {
         const uint16_t *src = W + o0 * I;
@@ -150,7 +136,7 @@ struct Bf16RowsBf16In {
     int64_t ldb;
     static constexpr int64_t kColAlign = 32;
     template <int R> void dot(float *acc, const float *x, int64_t, int64_t o, int64_t c, int64_t n) const {
-        dot_rows_bf16_in<R>(acc, xb + (x - x0) / I * ldb + c, ldb, n, W + o * I + c, chunk_ahead<R>(W, I, O, o, c));
+        dot_rows_bf16_in<R>(acc, xb + (x - x0) / I * ldb + c, ldb, n, W + o * I + c, weight_stream::chunk_ahead<R>(W, I, O, o, c));
     }
     void widen(float *, int64_t, int64_t) const { ZAYA_ASSERT(false); } // the GEMM path takes the bf16 GEMM
 };

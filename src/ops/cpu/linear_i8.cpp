@@ -28,10 +28,11 @@ void quantize_row(int8_t *q, float *scales, const float *w, int64_t I) {
 
 // acc[r] += Σ_i (sx·xq)[r][i]·(s·q)[i], i < n, for R rows of int8 activations xq (row stride ldx; scales sx, row
 // stride ldsx) against one weight row piece q[n]; both pieces start on a group. Each group's products are summed
-// exactly in int32 (VNNI: 64 at once), then scaled by the two groups' scales into fp32.
+// exactly in int32 (VNNI: 64 at once), then scaled by the two groups' scales into fp32. ahead (may be null): the same
+// piece of a later weight row, prefetched as this one is read (AVX-512 VNNI kernel only).
 template <int R>
 inline void dot_rows_q8(float *acc, const int8_t *xq, const float *sx, int64_t ldx, int64_t ldsx, int64_t n,
-                        const int8_t *q, const float *sc) {
+                        const int8_t *q, const float *sc, [[maybe_unused]] const int8_t *ahead) {
     int64_t i = 0;
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
     // vpdpbusd multiplies unsigned by signed bytes: |x| by w with x's sign moved onto w (|q| ≤ 127: no overflow).
@@ -40,6 +41,7 @@ inline void dot_rows_q8(float *acc, const int8_t *xq, const float *sx, int64_t l
     const __m512i zero = _mm512_setzero_si512();
     for (; i + kI8Group <= n; i += kI8Group) {
         const int64_t g = i / kI8Group;
+        if (ahead) _mm_prefetch(reinterpret_cast<const char *>(ahead + i), _MM_HINT_T0);
         const __m512i w = _mm512_loadu_si512(q + i);
         for (int r = 0; r < R; ++r) {
             const __m512i xv = _mm512_loadu_si512(xq + r * ldx + i);
@@ -89,7 +91,7 @@ inline void dot_rows_q8(float *acc, const int8_t *xq, const float *sx, int64_t l
 struct I8Rows {
     const int8_t *q;
     const float *scales;
-    int64_t I, G;
+    int64_t I, G, O;
     const float *x0 = nullptr;
     const int8_t *xq = nullptr;
     const float *xs = nullptr;
@@ -97,7 +99,7 @@ struct I8Rows {
     template <int R> void dot(float *acc, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const {
         const int64_t at = x - x0; // the first row's element c: (row, c) = (at / I, at % I) in the int8 copy too
         dot_rows_q8<R>(acc, xq + at, xs + at / I * G + c / kI8Group, ldx, G, n, q + o * I + c,
-                       scales + o * G + c / kI8Group);
+                       scales + o * G + c / kI8Group, weight_stream::chunk_ahead<R>(q, I, O, o, c));
     }
     void widen(float *dst, int64_t o0, int64_t rows) const {
 #pragma omp parallel for schedule(static)
@@ -146,7 +148,7 @@ void linear_i8_with(float *y, int64_t ldy, const float *x, const int8_t *q, cons
 #pragma omp parallel for schedule(static) if (N * I >= 65536)
     for (int64_t n = 0; n < N; ++n) quantize_row(aq + n * I, as + n * G, x + n * I, I);
     if (N <= dot_max_rows) {
-        weight_stream::linear(y, ldy, x, I8Rows{q, scales, I, G, x, aq, as}, b, N, I, O, dot_max_rows);
+        weight_stream::linear(y, ldy, x, I8Rows{q, scales, I, G, O, x, aq, as}, b, N, I, O, dot_max_rows);
         return;
     }
     // Many rows: the GEMM multiplies the dequantized activations by the widened weights — the same products.
@@ -155,7 +157,7 @@ void linear_i8_with(float *y, int64_t ldy, const float *x, const int8_t *q, cons
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n)
         for (int64_t i = 0; i < I; ++i) ad[n * I + i] = as[n * G + i / kI8Group] * float(aq[n * I + i]);
-    weight_stream::linear(y, ldy, ad, I8Rows{q, scales, I, G}, b, N, I, O, dot_max_rows);
+    weight_stream::linear(y, ldy, ad, I8Rows{q, scales, I, G, O}, b, N, I, O, dot_max_rows);
 }
 
 void linear_i8(float *y, int64_t ldy, const float *x, const int8_t *q, const float *scales, const float *b, int64_t N,
