@@ -262,7 +262,8 @@ void register_bench(CLI::App &app) {
     cmd->add_option("--new-tokens", a->new_tokens, "decode: tokens decoded one by one (median time reported)")
         ->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--seqs", a->seqs,
-                    "decode --device cuda: also time N sequences decoded together (GPU decoder slots, ≤ 8)")
+                    "decode --device cuda: also time N sequences decoded together (GPU decoder slots, ≤ 8), and "
+                    "their N prompts prefilled together (one pass when they fit one) and one by one")
         ->check(CLI::Range(1, 8))
         ->capture_default_str();
     add_kv_dtype_option(cmd, a->kv_dtype);

@@ -27,9 +27,13 @@ void CudaDecoder::reset(int64_t) { no_cuda(); }
 void CudaDecoder::prefill(int64_t, std::span<const int32_t>, float *) { no_cuda(); }
 int32_t CudaDecoder::prefill_greedy(int64_t, std::span<const int32_t>) { no_cuda(); }
 void CudaDecoder::prefill_rows(int64_t, std::span<const int32_t>, float *) { no_cuda(); }
+void CudaDecoder::prefill(std::span<const int64_t>, std::span<const std::span<const int32_t>>, float *, int32_t *) {
+    no_cuda();
+}
 void CudaDecoder::step(std::span<const int32_t>, float *, int32_t *) { no_cuda(); }
 int64_t CudaDecoder::length(int64_t) const { no_cuda(); }
 int64_t CudaDecoder::max_seqs() const { no_cuda(); }
+int64_t CudaDecoder::passes() const { no_cuda(); }
 size_t CudaDecoder::weight_bytes() const { no_cuda(); }
 DType CudaDecoder::kv_dtype() const { no_cuda(); }
 size_t CudaDecoder::step_kernels() const { no_cuda(); }
