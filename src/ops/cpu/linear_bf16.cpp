@@ -136,7 +136,8 @@ struct Bf16RowsBf16In {
     int64_t ldb;
     static constexpr int64_t kColAlign = 32;
     template <int R> void dot(float *acc, const float *x, int64_t, int64_t o, int64_t c, int64_t n) const {
-        dot_rows_bf16_in<R>(acc, xb + (x - x0) / I * ldb + c, ldb, n, W + o * I + c, weight_stream::chunk_ahead<R>(W, I, O, o, c));
+        dot_rows_bf16_in<R>(acc, xb + (x - x0) / I * ldb + c, ldb, n, W + o * I + c,
+                            weight_stream::chunk_ahead<R>(W, I, O, o, c));
     }
     void widen(float *, int64_t, int64_t) const { ZAYA_ASSERT(false); } // the GEMM path takes the bf16 GEMM
 };
