@@ -128,8 +128,9 @@ struct CudaDecoder::Impl {
     // Appends tokens to one slot; the last one's logits[V] into out, or (out null) their argmax, returned; with
     // `every`, every token's logits into every[toks.size(), V] instead (returns −1).
     int32_t prefill(int64_t slot, std::span<const int32_t> toks, float *out, float *every = nullptr);
-    // Appends chunks[i] to slots[i], each chunk a segment of one GEMM pass (what prefill_together checked); the last
-    // token's logits of each into out[i, V], or (out null) their argmax into greedy[i].
+    // Appends chunks[i] to slots[i], each chunk a segment of one GEMM pass (CudaDecoder::prefill of several slots
+    // checked them and that they fit); the last token's logits of each into out[i, V], or (out null) their argmax
+    // into greedy[i].
     void prefill_one_pass(std::span<const int64_t> slots, std::span<const std::span<const int32_t>> chunks,
                           float *out, int32_t *greedy);
     void check_tokens(int64_t slot, std::span<const int32_t> toks) const; // valid ids that fit the slot

@@ -1131,7 +1131,7 @@ TEST_F(CudaOps, DecoderPrefillsSeveralSlotsInOnePass) {
                         CudaDecoder::Options{.max_len = 40, .max_chunk = 2, .prefill_chunk = 32, .attn_splits = 3,
                                              .max_seqs = 4});
         int64_t at[4] = {0, 0, 0, 0};
-        std::vector<float> one(static_cast<size_t>(V)), rows(static_cast<size_t>(4 * V));
+        std::vector<float> rows(static_cast<size_t>(4 * V));
         // Feeds `count` more tokens of each listed sequence (its slot's) in one prefill call; checks each chunk's
         // last logits (or greedy token) and how many passes the call ran.
         auto feed = [&](const std::vector<std::pair<int64_t, int64_t>> &chunks, bool greedy, int64_t want_passes) {
