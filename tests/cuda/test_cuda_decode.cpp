@@ -343,9 +343,10 @@ TEST_F(CudaOps, DecodeExpertLinearResidualNormMatchesReference) {
 // New queries at positions p0 … p0+n−1 over a cache whose rows past p0+n hold NaN (never read): keys in one piece
 // and split several ways (more pieces than keys: empty ones), full causal and a sliding window, and pieces longer
 // than one tile of kAttnMaxChunk keys (the online softmax across tiles). An fp32 cache, and a bf16 one against the
-// reference on its rounded keys and values. Head sizes whose rows the kernel reads in 16-byte chunks (16, 128, 256;
-// 96: rows of 12 or 24 chunks, which do not divide the block, so some threads sit out the values) and in pairs (6,
-// and 16 with the caches two elements off 16-byte alignment).
+// reference on its rounded keys and values and the queries rounded (a bf16 cache scores them so:
+// ops/cpu/attention.h). Head sizes whose rows the kernel reads in 16-byte chunks (16, 128, 256; 96: rows of 12 or 24
+// chunks, which do not divide the block, so some threads sit out the values) and in pairs (6, and 16 with the caches
+// two elements off 16-byte alignment).
 template <class T> void expect_decode_attention_matches_cpu() {
     const int64_t nq = 4, nkv = 2, max_len = 310;
     struct Case {
@@ -367,7 +368,7 @@ template <class T> void expect_decode_attention_matches_cpu() {
         std::vector<float> k = values_of(cache_of<T>(random_vec(size_t(max_len * Dk), 9))),
                            v = values_of(cache_of<T>(random_vec(size_t(max_len * Dk), 10)));
         std::vector<float> ref(size_t(cs.n * Dq));
-        cpu::attention_cached(ref.data(), q.data(), k.data(), v.data(), cs.n, cs.p0, s);
+        cpu::attention_cached(ref.data(), values_of(cache_of<T>(q)).data(), k.data(), v.data(), cs.n, cs.p0, s);
         for (size_t i = size_t((cs.p0 + cs.n) * Dk); i < k.size(); ++i)
             k[i] = v[i] = std::numeric_limits<float>::quiet_NaN();
         std::vector<T> kc = cache_of<T>(k), vc = cache_of<T>(v);
@@ -531,7 +532,8 @@ void expect_slot_attention(const std::vector<int32_t> &lengths, const std::vecto
                 vc(vv.begin() + sl * max_len * W, vv.begin() + (sl + 1) * max_len * W);
             for (int64_t col = 0; col < W; ++col)
                 kc[size_t(p * W + col)] = new_k(sl, col), vc[size_t(p * W + col)] = new_v(sl, col);
-            cpu::attention_cached(ref.data(), q.data() + sl * ldq, kc.data(), vc.data(), 1, p, as);
+            cpu::attention_cached(ref.data(), values_of(cache_of<T>(q)).data() + sl * ldq, kc.data(), vc.data(), 1,
+                                  p, as);
         }
         EXPECT_LT(rel_err(std::vector<float>(got.begin() + sl * Dq, got.begin() + (sl + 1) * Dq), ref), kFp32Tol)
             << cache_name<T>() << " slot " << sl;

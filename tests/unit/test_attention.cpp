@@ -360,9 +360,11 @@ TEST(Attention, CachedMatchesNaiveReferenceAcrossKeyBlocks) {
     }
 }
 
-// A bf16 cache is read by widening each value: the fp32 kernel's outputs over the widened values, up to the order of
-// the vectorised sums (key blocks split or not, sliding window or not), and the same bits for any thread count.
-TEST(Attention, CachedOverBf16IsCachedOverItsWidenedValues) {
+// A bf16 cache scores the queries rounded to bf16 against its keys as stored, and weighs its values widened: the fp32
+// kernel's outputs over the widened keys and values and the rounded queries, up to the order of the sums (the bf16
+// GEMM for a prompt chunk, per-row dots for a few rows; key blocks split or not, sliding window or not) — not the
+// unrounded queries' — and the same bits for any thread count.
+TEST(Attention, CachedOverBf16ScoresRoundedQueriesAgainstItsWidenedValues) {
     Rng rng(23, 0);
     const int64_t nq = 8, nkv = 2, hd = 16;
     for (int64_t window : {int64_t(0), int64_t(300)}) {
@@ -376,13 +378,20 @@ TEST(Attention, CachedOverBf16IsCachedOverItsWidenedValues) {
                 kb[i] = f32_to_bf16(k[i]), vb[i] = f32_to_bf16(v[i]);
                 k[i] = bf16_to_f32(kb[i]), v[i] = bf16_to_f32(vb[i]);
             }
+            std::vector<float> q_rounded(q.size());
+            for (size_t i = 0; i < q.size(); ++i) q_rounded[i] = bf16_to_f32(f32_to_bf16(q[i]));
             const cpu::AttnShape sh{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
-            std::vector<float> out(q.size(), std::nanf("")), want(q.size());
+            std::vector<float> out(q.size(), std::nanf("")), want(q.size()), unrounded(q.size());
             cpu::attention_cached(out.data(), q.data(), kb.data(), vb.data(), n, p0, sh);
-            cpu::attention_cached(want.data(), q.data(), k.data(), v.data(), n, p0, sh);
-            float worst = 0;
-            for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::fabs(out[i] - want[i]));
+            cpu::attention_cached(want.data(), q_rounded.data(), k.data(), v.data(), n, p0, sh);
+            cpu::attention_cached(unrounded.data(), q.data(), k.data(), v.data(), n, p0, sh);
+            float worst = 0, moved = 0;
+            for (size_t i = 0; i < out.size(); ++i) {
+                worst = std::max(worst, std::fabs(out[i] - want[i]));
+                moved = std::max(moved, std::fabs(out[i] - unrounded[i]));
+            }
             EXPECT_LT(worst, 1e-6f) << "n " << n << " window " << window;
+            EXPECT_GT(moved, 1e-5f) << "the queries were not rounded; n " << n << " window " << window;
             std::vector<float> one(q.size());
             const int saved = omp_get_max_threads();
             omp_set_num_threads(1);

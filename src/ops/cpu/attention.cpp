@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 #include <omp.h>
+#include <type_traits>
 #include <vector>
 
 namespace zaya::cpu {
@@ -86,9 +87,28 @@ void unpack_group(real *x, const real *packed, const real *mul, int64_t n0, int6
 
 } // namespace
 
-void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const int64_t *seq_start,
-                       int64_t B, const AttnShape &s, const SeqPrefix *prefix) {
-    ZAYA_PROFILE("attention");
+namespace {
+
+// S = scale·Q·Kᵀ [R, cols] for a packed query block qp [R, hd] and a key block kblk (row stride ldk). fp32 keys: the
+// SGEMM (which follows matmul_precision(), as training's attention does).
+void block_scores(real *S, const real *qp, uint16_t *, int64_t R, int64_t cols, int64_t hd, real scale,
+                  const real *kblk, int64_t ldk) {
+    gemm(false, true, R, cols, hd, scale, qp, hd, kblk, ldk, real(0), S, kBlockKF);
+}
+#ifndef ZAYA_DOUBLE
+// bf16 keys (a bf16 cache's rows, as stored): the queries rounded to bf16 (into qb [R, hd]) and the bf16 GEMM —
+// products exact in fp32, fp32 sums, what the decode path computes from the same rounded values (ops/cpu/attention.h).
+void block_scores(float *S, const float *qp, uint16_t *qb, int64_t R, int64_t cols, int64_t hd, float scale,
+                  const uint16_t *kblk, int64_t ldk) {
+    f32_to_bf16_n(qp, qb, size_t(R * hd));
+    gemm_bf16(false, true, R, cols, hd, scale, qb, hd, kblk, ldk, 0.0f, S, kBlockKF);
+}
+#endif
+
+// attention_forward over keys of element KE: real, or uint16_t (bf16 bits; the fp32 build only).
+template <class KE>
+void forward_blocks(real *out, real *lse, const real *q, const KE *k, const real *v, const int64_t *seq_start,
+                    int64_t B, const AttnShape &s, const SeqPrefix *prefix) {
     ZAYA_ASSERT(!prefix || prefix->key_start || !prefix->pos0); // queries from a later position need their keys' rows
     const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, g = nq / nkv, ldk = nkv * hd;
     // Tasks (sequence, kv head, query block): each writes its own rows of out and lse, so any split is exact.
@@ -109,6 +129,7 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
         // [R, kBlockKF], running max and sum [R].
         std::vector<real> qp(size_t(R_max * hd)), acc(size_t(R_max * hd)), sp(size_t(R_max * kBlockKF));
         std::vector<real> row_max(static_cast<size_t>(R_max)), row_sum(static_cast<size_t>(R_max));
+        std::vector<uint16_t> q16(std::is_same_v<KE, uint16_t> ? size_t(R_max * hd) : 0); // Q rounded, bf16 keys
 #pragma omp for schedule(dynamic)
         for (size_t ti = 0; ti < tasks.size(); ++ti) error.run([&] {
             const Task &tk = tasks[ti];
@@ -121,9 +142,9 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
             std::fill_n(row_sum.data(), R, real(0));
             for (int64_t ka = first_key(qa, s.window); ka < qb; ka += kBlockKF) {
                 const int64_t cols = std::min(kBlockKF, qb - ka);
-                const real *kblk = k + ((sr.k0 + ka) * nkv + j) * hd, *vblk = v + ((sr.k0 + ka) * nkv + j) * hd;
-                // S = scale·Q·Kᵀ [R, cols]
-                gemm(false, true, R, cols, hd, s.scale, qp.data(), hd, kblk, ldk, real(0), sp.data(), kBlockKF);
+                const KE *kblk = k + ((sr.k0 + ka) * nkv + j) * hd;
+                const real *vblk = v + ((sr.k0 + ka) * nkv + j) * hd;
+                block_scores(sp.data(), qp.data(), q16.data(), R, cols, hd, s.scale, kblk, ldk);
                 // Online softmax, row by row: P = exp(S − new max) on visible keys (0 elsewhere), and what was
                 // accumulated under the old max is rescaled.
                 for (int64_t r = 0; r < R; ++r) {
@@ -168,6 +189,14 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
         });
     }
     error.rethrow();
+}
+
+} // namespace
+
+void attention_forward(real *out, real *lse, const real *q, const real *k, const real *v, const int64_t *seq_start,
+                       int64_t B, const AttnShape &s, const SeqPrefix *prefix) {
+    ZAYA_PROFILE("attention");
+    forward_blocks(out, lse, q, k, v, seq_start, B, s, prefix);
 }
 
 namespace {
@@ -400,6 +429,7 @@ void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, i
 #pragma omp parallel
     {
         std::vector<real> scores; // [G, block], grown once per call and thread
+        std::vector<real> q_rounded(std::is_same_v<KV, uint16_t> ? size_t(G * hd) : 0);
 #pragma omp for schedule(dynamic)
         for (int64_t item = 0; item < items; ++item) {
             const int64_t c = item % blocks, j = (item / blocks) % nkv, i = item / (blocks * nkv), pos = p0 + i;
@@ -415,6 +445,10 @@ void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, i
             const int64_t len = t1 - t0;
             scores.resize(size_t(G * len));
             const real *qg = q + (i * nq + j * G) * hd; // the group's G query heads, consecutive
+            if constexpr (std::is_same_v<KV, uint16_t>) { // rounded as the prompt path's bf16 GEMM rounds them
+                for (int64_t d = 0; d < G * hd; ++d) q_rounded[size_t(d)] = bf16_to_f32(f32_to_bf16(qg[d]));
+                qg = q_rounded.data();
+            }
             for (int64_t t = t0; t < t1; ++t) {
                 const KV *kr = k + (t * nkv + j) * hd;
                 for (int64_t g = 0; g < G; ++g) {
@@ -471,13 +505,14 @@ void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, i
 // window may be left out).
 constexpr int64_t kBlockedFromRows = 16;
 
-void attention_cached_blocked(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
+template <class KE>
+void attention_cached_blocked(real *out, const real *q, const KE *k, const real *v, int64_t n, int64_t p0,
                               int64_t key0, const AttnShape &s) {
     const int64_t seq_start[2] = {0, n}, pos0[1] = {p0}, key_start[1] = {-key0};
     SeqPrefix prefix;
     prefix.pos0 = pos0;
     prefix.key_start = key_start; // position t's key is row t − key0 of k and v (t ≥ key0 is all it reads)
-    attention_forward(out, nullptr, q, k, v, seq_start, 1, s, &prefix);
+    forward_blocks(out, nullptr, q, k, v, seq_start, 1, s, &prefix);
 }
 
 } // namespace
@@ -489,24 +524,23 @@ void attention_cached(real *out, const real *q, const real *k, const real *v, in
     attention_cached_over(out, q, k, v, n, p0, s);
 }
 
+#ifndef ZAYA_DOUBLE
 void attention_cached(real *out, const real *q, const uint16_t *k, const uint16_t *v, int64_t n, int64_t p0,
                       const AttnShape &s) {
     ZAYA_PROFILE("attention_cached");
     if (n < kBlockedFromRows) return attention_cached_over(out, q, k, v, n, p0, s);
-    // The keys and values the chunk sees (from its first query's window on), widened exactly into fp32 for the GEMMs:
-    // (p0 + n) · nkv · hd each at most, against n times as many products.
+    // The chunk's block GEMMs: the scores from the bf16 keys as they are (the bf16 GEMM), P·V over the values the
+    // chunk sees (from its first query's window on) widened exactly into fp32 — (p0 + n) · nkv · hd at most, against
+    // n times as many products.
     const int64_t key0 = first_key(p0, s.window), rows = (p0 + n - key0) * s.nkv * s.hd;
-    thread_local std::vector<real> kw, vw;
-    kw.resize(size_t(rows));
+    thread_local std::vector<real> vw;
     vw.resize(size_t(rows));
-    const uint16_t *k0 = k + key0 * s.nkv * s.hd, *v0 = v + key0 * s.nkv * s.hd;
-    real *const kd = kw.data(), *const vd = vw.data();
+    const uint16_t *v0 = v + key0 * s.nkv * s.hd;
+    real *const vd = vw.data();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < rows; ++i) {
-        kd[i] = bf16_to_f32(k0[i]);
-        vd[i] = bf16_to_f32(v0[i]);
-    }
-    attention_cached_blocked(out, q, kd, vd, n, p0, key0, s);
+    for (int64_t i = 0; i < rows; ++i) vd[i] = bf16_to_f32(v0[i]);
+    attention_cached_blocked(out, q, k + key0 * s.nkv * s.hd, vd, n, p0, key0, s);
 }
+#endif
 
 } // namespace zaya::cpu

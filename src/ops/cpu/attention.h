@@ -25,9 +25,14 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
 // every earlier position and the new ones (causal; sliding window as above). out[n, nq, hd]. Inference only.
 void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
                       const AttnShape &s);
-// The same over a bf16 cache, each key and value widened (exactly) as it is read.
+#ifndef ZAYA_DOUBLE
+// The same over a bf16 cache (fp32 build only). Scores are the queries rounded to bf16 times the keys as stored —
+// products exact in fp32, summed in fp32, as a bf16 model's attention scores them — for a prompt chunk by the bf16
+// GEMM (oneDNN; 2.5× the SGEMM at attention's block shapes), for a few rows by per-row dots; the values are widened
+// (exactly) for P·V in fp32. The same numbers however a sequence is fed, up to the order of the sums.
 void attention_cached(real *out, const real *q, const uint16_t *k, const uint16_t *v, int64_t n, int64_t p0,
                       const AttnShape &s);
+#endif
 
 // Backward of attention_forward (flash-attention style: P is recomputed from q, k and the saved lse).
 // dq[N,nq,hd], dk, dv[N,nkv,hd] are written (=); with a prefix, dk and dv at the key rows of positions

@@ -523,7 +523,7 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
         if (threadIdx.x == 0) part_ml[2 * slot] = -INFINITY, part_ml[2 * slot + 1] = 0.0f;
         return;
     }
-    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[i * rows.ldq + h * hd + d];
+    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = Kv<T>::kept(q[i * rows.ldq + h * hd + d]);
     const int L = int(hd) / E, R = kAttnThreads / L, r = int(threadIdx.x) / L, col = (int(threadIdx.x) % L) * E;
     float m = -INFINITY, l = 0.0f, acc[E] = {};
     for (int64_t a = piece.t0; a < piece.t1; a += kAttnMaxChunk) {

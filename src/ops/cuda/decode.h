@@ -121,7 +121,8 @@ void advance_length(int32_t *lengths, int64_t n, int64_t slots = 1, const int32_
 // The KV cache's element type T, for each function below that takes a cache: float, or uint16_t for bf16 (a bf16
 // model's cache: half the bytes to hold and to read at long context). A bf16 cache keeps each key and value rounded
 // to nearest even as it is appended; attention reads a newest key or value that is not yet in the cache rounded the
-// same way, so every query sees the cache's values.
+// same way, so every query sees the cache's values, and scores the queries rounded to bf16 too (as the CPU's
+// attention over a bf16 cache does, ops/cpu/attention.h, and a bf16 model's attention would).
 //
 // kc[*length + i, :] = k[i, :] and vc[*length + i, :] = v[i, :] for i < n: k, v [n, width]; kc, vc [max_len, width].
 // With v_state [Dv]: the last Dv columns of v hold each row's own delayed value projection (spec A.3 step 4), and
