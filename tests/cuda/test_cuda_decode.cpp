@@ -61,6 +61,14 @@ template <class T> float kept(float x) {
     if constexpr (std::is_same_v<T, float>) return x;
     else return bf16_to_f32(f32_to_bf16(x));
 }
+// The CPU's attention over a cache of element T holding the values k, v (ops/cpu/attention.h; a bf16 cache's
+// attention rounds the queries and the probabilities as the GPU's does).
+template <class T>
+void cpu_cached_attention(float *out, const float *q, const std::vector<float> &k, const std::vector<float> &v,
+                          int64_t n, int64_t p0, const cpu::AttnShape &s) {
+    const std::vector<T> kc = cache_of<T>(k), vc = cache_of<T>(v);
+    cpu::attention_cached(out, q, kc.data(), vc.data(), n, p0, s);
+}
 template <class T> const char *cache_name() { return std::is_same_v<T, float> ? "f32 cache" : "bf16 cache"; }
 
 // Arrival counters for the kernels their last block finishes (decode.h): zeros, as the decoder allocates them.
@@ -343,10 +351,9 @@ TEST_F(CudaOps, DecodeExpertLinearResidualNormMatchesReference) {
 // New queries at positions p0 … p0+n−1 over a cache whose rows past p0+n hold NaN (never read): keys in one piece
 // and split several ways (more pieces than keys: empty ones), full causal and a sliding window, and pieces longer
 // than one tile of kAttnMaxChunk keys (the online softmax across tiles). An fp32 cache, and a bf16 one against the
-// reference on its rounded keys and values and the queries rounded (a bf16 cache scores them so:
-// ops/cpu/attention.h). Head sizes whose rows the kernel reads in 16-byte chunks (16, 128, 256; 96: rows of 12 or 24
-// chunks, which do not divide the block, so some threads sit out the values) and in pairs (6, and 16 with the caches
-// two elements off 16-byte alignment).
+// CPU's attention over a bf16 cache (queries and probabilities rounded: ops/cpu/attention.h). Head sizes whose rows
+// the kernel reads in 16-byte chunks (16, 128, 256; 96: rows of 12 or 24 chunks, which do not divide the block, so
+// some threads sit out the values) and in pairs (6, and 16 with the caches two elements off 16-byte alignment).
 template <class T> void expect_decode_attention_matches_cpu() {
     const int64_t nq = 4, nkv = 2, max_len = 310;
     struct Case {
@@ -368,7 +375,7 @@ template <class T> void expect_decode_attention_matches_cpu() {
         std::vector<float> k = values_of(cache_of<T>(random_vec(size_t(max_len * Dk), 9))),
                            v = values_of(cache_of<T>(random_vec(size_t(max_len * Dk), 10)));
         std::vector<float> ref(size_t(cs.n * Dq));
-        cpu::attention_cached(ref.data(), values_of(cache_of<T>(q)).data(), k.data(), v.data(), cs.n, cs.p0, s);
+        cpu_cached_attention<T>(ref.data(), q.data(), k, v, cs.n, cs.p0, s);
         for (size_t i = size_t((cs.p0 + cs.n) * Dk); i < k.size(); ++i)
             k[i] = v[i] = std::numeric_limits<float>::quiet_NaN();
         std::vector<T> kc = cache_of<T>(k), vc = cache_of<T>(v);
@@ -532,8 +539,7 @@ void expect_slot_attention(const std::vector<int32_t> &lengths, const std::vecto
                 vc(vv.begin() + sl * max_len * W, vv.begin() + (sl + 1) * max_len * W);
             for (int64_t col = 0; col < W; ++col)
                 kc[size_t(p * W + col)] = new_k(sl, col), vc[size_t(p * W + col)] = new_v(sl, col);
-            cpu::attention_cached(ref.data(), values_of(cache_of<T>(q)).data() + sl * ldq, kc.data(), vc.data(), 1,
-                                  p, as);
+            cpu_cached_attention<T>(ref.data(), q.data() + sl * ldq, kc, vc, 1, p, as);
         }
         EXPECT_LT(rel_err(std::vector<float>(got.begin() + sl * Dq, got.begin() + (sl + 1) * Dq), ref), kFp32Tol)
             << cache_name<T>() << " slot " << sl;

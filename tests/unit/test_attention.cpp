@@ -360,44 +360,127 @@ TEST(Attention, CachedMatchesNaiveReferenceAcrossKeyBlocks) {
     }
 }
 
-// A bf16 cache scores the queries rounded to bf16 against its keys as stored, and weighs its values widened: the fp32
-// kernel's outputs over the widened keys and values and the rounded queries, up to the order of the sums (the bf16
-// GEMM for a prompt chunk, per-row dots for a few rows; key blocks split or not, sliding window or not) — not the
-// unrounded queries' — and the same bits for any thread count.
-TEST(Attention, CachedOverBf16ScoresRoundedQueriesAgainstItsWidenedValues) {
+// The attention of a bf16 cache as ops/cpu/attention.h defines it, in double: queries q̃ rounded to bf16, scores in
+// log2 units t = (scale·log2 e)·q̃·k, M = ⌊max t⌋, P = 2^(t − M) and out = Σ bf16(P)·v / Σ P — or, with round_p
+// false, Σ P·v / Σ P (the probabilities not rounded). k and v: the cache's values, widened.
+std::vector<float> bf16_cache_attention(const std::vector<float> &q, const std::vector<float> &k,
+                                        const std::vector<float> &v, int64_t n, int64_t p0, const cpu::AttnShape &s,
+                                        bool round_p) {
+    const int64_t G = s.nq / s.nkv, hd = s.hd;
+    const double scale = double(s.scale * 1.44269504088896341f);
+    std::vector<float> out(q.size());
+    std::vector<double> t, o(static_cast<size_t>(hd));
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t h = 0; h < s.nq; ++h) {
+            const int64_t pos = p0 + i, j = h / G, first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
+            t.assign(size_t(pos + 1 - first), 0.0);
+            for (int64_t c = first; c <= pos; ++c) {
+                double dot = 0;
+                for (int64_t d = 0; d < hd; ++d)
+                    dot += double(bf16_to_f32(f32_to_bf16(q[size_t((i * s.nq + h) * hd + d)]))) *
+                           double(k[size_t((c * s.nkv + j) * hd + d)]);
+                t[size_t(c - first)] = scale * dot;
+            }
+            const double M = std::floor(*std::max_element(t.begin(), t.end()));
+            double l = 0;
+            std::fill(o.begin(), o.end(), 0.0);
+            for (int64_t c = first; c <= pos; ++c) {
+                const double p = std::exp2(t[size_t(c - first)] - M);
+                const double w = round_p ? double(bf16_to_f32(f32_to_bf16(float(p)))) : p;
+                l += p;
+                for (int64_t d = 0; d < hd; ++d) o[size_t(d)] += w * double(v[size_t((c * s.nkv + j) * hd + d)]);
+            }
+            for (int64_t d = 0; d < hd; ++d) out[size_t((i * s.nq + h) * hd + d)] = float(o[size_t(d)] / l);
+        }
+    return out;
+}
+
+float test_max_abs(const std::vector<float> &a, const std::vector<float> &b) {
+    float m = 0;
+    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+    return m;
+}
+
+float rms_diff(const std::vector<float> &a, const std::vector<float> &b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+    return float(std::sqrt(s / double(a.size())));
+}
+
+// Random queries and a bf16 cache of p0 + n rows: q [n, nq, hd]; kb, vb the cache's bits, k, v their values.
+struct Bf16CacheCase {
+    std::vector<float> q, k, v;
+    std::vector<uint16_t> kb, vb;
+};
+Bf16CacheCase bf16_cache_case(Rng &rng, int64_t n, int64_t total, const cpu::AttnShape &s) {
+    Bf16CacheCase c;
+    c.q.resize(size_t(n * s.nq * s.hd)), c.k.resize(size_t(total * s.nkv * s.hd)), c.v.resize(c.k.size());
+    for (auto *x : {&c.q, &c.k, &c.v})
+        for (float &e : *x) e = float(rng.normal());
+    c.kb.resize(c.k.size()), c.vb.resize(c.v.size());
+    for (size_t i = 0; i < c.k.size(); ++i) {
+        c.kb[i] = f32_to_bf16(c.k[i]), c.vb[i] = f32_to_bf16(c.v[i]);
+        c.k[i] = bf16_to_f32(c.kb[i]), c.v[i] = bf16_to_f32(c.vb[i]);
+    }
+    return c;
+}
+
+// A bf16 cache's attention is the definition above (bf16_cache_attention): the kernels agree with it up to the
+// order of their sums — which can move a probability across a bf16 rounding boundary now and then, so the outputs
+// agree in the mean (rms) to far less than what rounding the probabilities moves them by, and each within what one
+// such crossing moves it by — for a prompt chunk (the bf16 GEMMs) and for a few rows (per-row dots, key blocks split
+// or not), sliding window or not; and the same bits for any thread count.
+TEST(Attention, CachedOverBf16IsItsDefinition) {
     Rng rng(23, 0);
     const int64_t nq = 8, nkv = 2, hd = 16;
     for (int64_t window : {int64_t(0), int64_t(300)}) {
         for (int64_t n : {1, 5, 40, 90}) {
-            const int64_t p0 = 1100, total = p0 + n;
-            std::vector<float> q(size_t(n * nq * hd)), k(size_t(total * nkv * hd)), v(k.size());
-            for (auto *x : {&q, &k, &v})
-                for (float &e : *x) e = float(rng.normal());
-            std::vector<uint16_t> kb(k.size()), vb(v.size());
-            for (size_t i = 0; i < k.size(); ++i) {
-                kb[i] = f32_to_bf16(k[i]), vb[i] = f32_to_bf16(v[i]);
-                k[i] = bf16_to_f32(kb[i]), v[i] = bf16_to_f32(vb[i]);
-            }
-            std::vector<float> q_rounded(q.size());
-            for (size_t i = 0; i < q.size(); ++i) q_rounded[i] = bf16_to_f32(f32_to_bf16(q[i]));
+            const int64_t p0 = 1100;
             const cpu::AttnShape sh{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
-            std::vector<float> out(q.size(), std::nanf("")), want(q.size()), unrounded(q.size());
-            cpu::attention_cached(out.data(), q.data(), kb.data(), vb.data(), n, p0, sh);
-            cpu::attention_cached(want.data(), q_rounded.data(), k.data(), v.data(), n, p0, sh);
-            cpu::attention_cached(unrounded.data(), q.data(), k.data(), v.data(), n, p0, sh);
-            float worst = 0, moved = 0;
-            for (size_t i = 0; i < out.size(); ++i) {
-                worst = std::max(worst, std::fabs(out[i] - want[i]));
-                moved = std::max(moved, std::fabs(out[i] - unrounded[i]));
-            }
-            EXPECT_LT(worst, 1e-6f) << "n " << n << " window " << window;
-            EXPECT_GT(moved, 1e-5f) << "the queries were not rounded; n " << n << " window " << window;
-            std::vector<float> one(q.size());
+            const Bf16CacheCase c = bf16_cache_case(rng, n, p0 + n, sh);
+            std::vector<float> out(c.q.size(), std::nanf(""));
+            cpu::attention_cached(out.data(), c.q.data(), c.kb.data(), c.vb.data(), n, p0, sh);
+            const auto want = bf16_cache_attention(c.q, c.k, c.v, n, p0, sh, true);
+            const auto unrounded = bf16_cache_attention(c.q, c.k, c.v, n, p0, sh, false);
+            const std::string ctx = "n " + std::to_string(n) + " window " + std::to_string(window);
+            const float off = rms_diff(out, want), moved = rms_diff(want, unrounded);
+            EXPECT_GT(moved, 2e-5f) << ctx; // the case rounds probabilities visibly
+            EXPECT_LT(off, moved / 20) << ctx;
+            EXPECT_LT(test_max_abs(out, want), 2e-4f) << ctx;
+            std::vector<float> one(c.q.size());
             const int saved = omp_get_max_threads();
             omp_set_num_threads(1);
-            cpu::attention_cached(one.data(), q.data(), kb.data(), vb.data(), n, p0, sh);
+            cpu::attention_cached(one.data(), c.q.data(), c.kb.data(), c.vb.data(), n, p0, sh);
             omp_set_num_threads(saved);
-            EXPECT_EQ(out, one) << "n " << n << " window " << window;
+            EXPECT_EQ(out, one) << ctx;
+        }
+    }
+}
+
+// However a bf16 cache's queries come — a prompt chunk at once (the bf16 GEMMs, running maxima over key blocks), in
+// two chunks, or one row at a time (per-row dots, maxima per key split) — they get the same outputs up to the order
+// of the sums: the probabilities are rounded to bf16 relative to integer maxima, so no path rounds them differently.
+TEST(Attention, Bf16CacheIsTheSameHoweverTheQueriesCome) {
+    Rng rng(31, 0);
+    const int64_t nq = 8, nkv = 2, hd = 16, n = 40, p0 = 1500;
+    for (int64_t window : {int64_t(0), int64_t(700)}) {
+        const cpu::AttnShape sh{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
+        const Bf16CacheCase c = bf16_cache_case(rng, n, p0 + n, sh);
+        const int64_t Dq = nq * hd;
+        std::vector<float> whole(c.q.size()), halves(c.q.size()), rows(c.q.size());
+        cpu::attention_cached(whole.data(), c.q.data(), c.kb.data(), c.vb.data(), n, p0, sh);
+        cpu::attention_cached(halves.data(), c.q.data(), c.kb.data(), c.vb.data(), 24, p0, sh);
+        cpu::attention_cached(halves.data() + 24 * Dq, c.q.data() + 24 * Dq, c.kb.data(), c.vb.data(), 16, p0 + 24,
+                              sh);
+        for (int64_t i = 0; i < n; ++i)
+            cpu::attention_cached(rows.data() + i * Dq, c.q.data() + i * Dq, c.kb.data(), c.vb.data(), 1, p0 + i, sh);
+        const float moved = rms_diff(bf16_cache_attention(c.q, c.k, c.v, n, p0, sh, true),
+                                     bf16_cache_attention(c.q, c.k, c.v, n, p0, sh, false));
+        for (const auto *got : {&halves, &rows}) {
+            const std::string ctx = std::string(got == &rows ? "row by row" : "two chunks") + ", window " +
+                                    std::to_string(window);
+            EXPECT_LT(rms_diff(*got, whole), moved / 20) << ctx;
+            EXPECT_LT(test_max_abs(*got, whole), 2e-4f) << ctx;
         }
     }
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <omp.h>
 #include <type_traits>
 #include <vector>
@@ -89,26 +90,59 @@ void unpack_group(real *x, const real *packed, const real *mul, int64_t n0, int6
 
 namespace {
 
-// S = scale·Q·Kᵀ [R, cols] for a packed query block qp [R, hd] and a key block kblk (row stride ldk). fp32 keys: the
-// SGEMM (which follows matmul_precision(), as training's attention does).
+// The bf16 cache's softmax works in powers of two so that its rounded probabilities do not depend on the maxima a
+// path happens to subtract (a prompt chunk's running maximum over key blocks, a decoding row's per split): a row's
+// maximum is an integer M (⌊max S⌋), and P = 2^(S − M) is computed as p·2^(⌊S⌋ − M) with p = 2^(S − ⌊S⌋) ∈ [1, 2).
+// Everything before the final power of two depends on S alone, so two maxima give results exactly a power of two
+// apart — rounded to bf16 alike — and rescaling by 2^(M − M′) is exact. Below 2^−126, 0 (no subnormals). Scores are
+// clamped to ±2^21 (the range of the rounding trick below; attention scores are O(10)).
+constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.693147180559945309f, kScoreClamp = 2097152.0f;
+inline float clamp_score(float t) { return t < -kScoreClamp ? -kScoreClamp : (t > kScoreClamp ? kScoreClamp : t); }
+inline float floor_of(float t) { // for |t| < 2^22: round to an integer by adding 1.5·2^23, then down
+    const float r = (t + 12582912.0f) - 12582912.0f;
+    return r > t ? r - 1.0f : r;
+}
+inline float max_of_scores(float m) { return floor_of(clamp_score(m)); } // M from the scores' largest
+inline float pow2_int(float e) { // 2^e for an integer e ≤ 0: 0 below −126 (and for −∞)
+    e = e < -127.0f ? -127.0f : e;
+    return std::bit_cast<float>((int32_t(e) + 127) << 23); // exponent field 0 at e = −127: +0
+}
+inline float exp2_below(float t, float M) { // 2^(t − M) for an integer M ≥ ⌊t⌋
+    const float tc = clamp_score(t), fl = floor_of(tc);
+    return fast_exp((tc - fl) * kLn2) * pow2_int(fl - M);
+}
+
+// The forward pass's two block products over keys and values of element KE. fp32 (real): S = scale·Q·Kᵀ [R, cols]
+// for a packed query block qp [R, hd] and a key block (row stride ldk), and O += P·V [R, hd], by the SGEMM (which
+// follows matmul_precision(), as training's attention does).
 void block_scores(real *S, const real *qp, uint16_t *, int64_t R, int64_t cols, int64_t hd, real scale,
                   const real *kblk, int64_t ldk) {
     gemm(false, true, R, cols, hd, scale, qp, hd, kblk, ldk, real(0), S, kBlockKF);
 }
+void block_values(real *O, const real *P, const uint16_t *, int64_t R, int64_t cols, int64_t hd, const real *vblk,
+                  int64_t ldk) {
+    gemm(false, false, R, hd, cols, real(1), P, kBlockKF, vblk, ldk, real(1), O, hd);
+}
 #ifndef ZAYA_DOUBLE
-// bf16 keys (a bf16 cache's rows, as stored): the queries rounded to bf16 (into qb [R, hd]) and the bf16 GEMM —
-// products exact in fp32, fp32 sums, what the decode path computes from the same rounded values (ops/cpu/attention.h).
+// bf16 (a bf16 cache's rows, as stored; ops/cpu/attention.h): the queries rounded to bf16 (into qb [R, hd]) and the
+// bf16 GEMM, S in log2 units (scale·log2 e); P·V from P rounded to bf16 (pb [R, kBlockKF]) by the bf16 GEMM —
+// products exact in fp32, fp32 sums, what the decode path computes from the same rounded values.
 void block_scores(float *S, const float *qp, uint16_t *qb, int64_t R, int64_t cols, int64_t hd, float scale,
                   const uint16_t *kblk, int64_t ldk) {
     f32_to_bf16_n(qp, qb, size_t(R * hd));
-    gemm_bf16(false, true, R, cols, hd, scale, qb, hd, kblk, ldk, 0.0f, S, kBlockKF);
+    gemm_bf16(false, true, R, cols, hd, scale * kLog2e, qb, hd, kblk, ldk, 0.0f, S, kBlockKF);
+}
+void block_values(float *O, const float *, const uint16_t *pb, int64_t R, int64_t cols, int64_t hd,
+                  const uint16_t *vblk, int64_t ldk) {
+    gemm_bf16(false, false, R, hd, cols, 1.0f, pb, kBlockKF, vblk, ldk, 1.0f, O, hd);
 }
 #endif
 
 // attention_forward over keys of element KE: real, or uint16_t (bf16 bits; the fp32 build only).
 template <class KE>
-void forward_blocks(real *out, real *lse, const real *q, const KE *k, const real *v, const int64_t *seq_start,
+void forward_blocks(real *out, real *lse, const real *q, const KE *k, const KE *v, const int64_t *seq_start,
                     int64_t B, const AttnShape &s, const SeqPrefix *prefix) {
+    constexpr bool kBf16 = std::is_same_v<KE, uint16_t>;
     ZAYA_ASSERT(!prefix || prefix->key_start || !prefix->pos0); // queries from a later position need their keys' rows
     const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, g = nq / nkv, ldk = nkv * hd;
     // Tasks (sequence, kv head, query block): each writes its own rows of out and lse, so any split is exact.
@@ -129,7 +163,8 @@ void forward_blocks(real *out, real *lse, const real *q, const KE *k, const real
         // [R, kBlockKF], running max and sum [R].
         std::vector<real> qp(size_t(R_max * hd)), acc(size_t(R_max * hd)), sp(size_t(R_max * kBlockKF));
         std::vector<real> row_max(static_cast<size_t>(R_max)), row_sum(static_cast<size_t>(R_max));
-        std::vector<uint16_t> q16(std::is_same_v<KE, uint16_t> ? size_t(R_max * hd) : 0); // Q rounded, bf16 keys
+        // bf16 keys and values: Q and P rounded.
+        std::vector<uint16_t> q16(kBf16 ? size_t(R_max * hd) : 0), p16(kBf16 ? size_t(R_max * kBlockKF) : 0);
 #pragma omp for schedule(dynamic)
         for (size_t ti = 0; ti < tasks.size(); ++ti) error.run([&] {
             const Task &tk = tasks[ti];
@@ -142,11 +177,10 @@ void forward_blocks(real *out, real *lse, const real *q, const KE *k, const real
             std::fill_n(row_sum.data(), R, real(0));
             for (int64_t ka = first_key(qa, s.window); ka < qb; ka += kBlockKF) {
                 const int64_t cols = std::min(kBlockKF, qb - ka);
-                const KE *kblk = k + ((sr.k0 + ka) * nkv + j) * hd;
-                const real *vblk = v + ((sr.k0 + ka) * nkv + j) * hd;
-                block_scores(sp.data(), qp.data(), q16.data(), R, cols, hd, s.scale, kblk, ldk);
+                const int64_t at = ((sr.k0 + ka) * nkv + j) * hd;
+                block_scores(sp.data(), qp.data(), q16.data(), R, cols, hd, s.scale, k + at, ldk);
                 // Online softmax, row by row: P = exp(S − new max) on visible keys (0 elsewhere), and what was
-                // accumulated under the old max is rescaled.
+                // accumulated under the old max is rescaled. bf16: P = 2^(S − M), M an integer (above).
                 for (int64_t r = 0; r < R; ++r) {
                     const int64_t t = qa + r % rq;
                     const int64_t c0 = std::max<int64_t>(0, first_key(t, s.window) - ka);
@@ -154,20 +188,36 @@ void forward_blocks(real *out, real *lse, const real *q, const KE *k, const real
                     real *pr = sp.data() + r * kBlockKF;
                     if (c0 >= c1) { // nothing visible in this block (rows above the diagonal, or left of the window)
                         std::fill_n(pr, cols, real(0));
+                        if constexpr (kBf16) std::fill_n(p16.data() + r * kBlockKF, cols, uint16_t(0));
                         continue;
                     }
-                    real m = row_max[size_t(r)];
+                    real m = -std::numeric_limits<real>::infinity();
 #pragma omp simd reduction(max : m)
                     for (int64_t c = c0; c < c1; ++c) m = pr[c] > m ? pr[c] : m; // std::max here stays scalar (GCC 12)
-                    real sum = 0;
+                    real sum = 0, corr;
+                    if constexpr (kBf16) {
+#ifndef ZAYA_DOUBLE
+                        m = std::max(row_max[size_t(r)], max_of_scores(m));
 #pragma omp simd reduction(+ : sum)
-                    for (int64_t c = 0; c < cols; ++c) {
-                        const real p = c >= c0 && c < c1 ? fast_exp(pr[c] - m) : real(0);
-                        pr[c] = p;
-                        sum += p;
+                        for (int64_t c = 0; c < cols; ++c) {
+                            const float p = c >= c0 && c < c1 ? exp2_below(pr[c], m) : 0.0f;
+                            pr[c] = p;
+                            sum += p;
+                        }
+                        f32_to_bf16_n(pr, p16.data() + r * kBlockKF, size_t(cols)); // no subnormals to flush
+                        corr = pow2_int(row_max[size_t(r)] - m); // exact; 0 for the first visible block (−∞)
+#endif
+                    } else {
+                        m = std::max(m, row_max[size_t(r)]);
+#pragma omp simd reduction(+ : sum)
+                        for (int64_t c = 0; c < cols; ++c) {
+                            const real p = c >= c0 && c < c1 ? fast_exp(pr[c] - m) : real(0);
+                            pr[c] = p;
+                            sum += p;
+                        }
+                        // The first visible block has max −∞: corr ≈ 0 multiplies an accumulator of zeros.
+                        corr = fast_exp(row_max[size_t(r)] - m);
                     }
-                    // The first visible block has max −∞: corr ≈ 0 multiplies an accumulator of zeros.
-                    const real corr = fast_exp(row_max[size_t(r)] - m);
                     row_max[size_t(r)] = m;
                     row_sum[size_t(r)] = row_sum[size_t(r)] * corr + sum;
                     if (corr != real(1)) {
@@ -177,12 +227,16 @@ void forward_blocks(real *out, real *lse, const real *q, const KE *k, const real
                     }
                 }
                 // O += P·V [R, hd]
-                gemm(false, false, R, hd, cols, real(1), sp.data(), kBlockKF, vblk, ldk, real(1), acc.data(), hd);
+                block_values(acc.data(), sp.data(), p16.data(), R, cols, hd, v + at, ldk);
             }
-            // lse = max + log(rowsum); out = O / rowsum (every row sees at least its own key: rowsum > 0).
+            // lse = max + log(rowsum) (bf16: in log2 units); out = O / rowsum (every row sees at least its own key:
+            // rowsum > 0).
             for (int64_t r = 0; r < R; ++r) {
-                const real l = row_sum[size_t(r)];
-                if (lse) lse[(t0 + qa + r % rq) * nq + j * g + r / rq] = row_max[size_t(r)] + std::log(l);
+                const real l = row_sum[size_t(r)], m = row_max[size_t(r)];
+                if (lse) {
+                    real &e = lse[(t0 + qa + r % rq) * nq + j * g + r / rq];
+                    e = kBf16 ? (m + std::log2(l)) * std::numbers::ln2_v<real> : m + std::log(l);
+                }
                 row_sum[size_t(r)] = real(1) / l; // the factor unpack_group applies
             }
             unpack_group(out, acc.data(), row_sum.data(), t0 + qa, rq, nq, j * g, g, hd);
@@ -414,6 +468,25 @@ namespace {
 inline real widen(real x) { return x; }
 inline real widen(uint16_t x) { return bf16_to_f32(x); }
 
+// The softmax of a cache's element: an fp32 cache's natural one; a bf16 cache's in powers of two (as its prompt
+// chunks', forward_blocks), with each probability rounded to bf16 for P·V.
+template <class KV> struct CachedSoftmax {
+    static real scale(real s) { return s; }                 // of Q·Kᵀ
+    static real max_of(real m) { return m; }                 // the maximum subtracted, from the scores' maximum
+    static real prob(real t, real m) { return std::exp(t - m); } // P; the sums take it as it is
+    static real weight(real p) { return p; }                 // what multiplies the values
+    static real rescale(real dm) { return std::exp(dm); }    // a split's factor, from its maximum minus the row's
+};
+#ifndef ZAYA_DOUBLE
+template <> struct CachedSoftmax<uint16_t> {
+    static float scale(float s) { return s * kLog2e; }
+    static float max_of(float m) { return max_of_scores(m); }
+    static float prob(float t, float m) { return exp2_below(t, m); }
+    static float weight(float p) { return bf16_to_f32(f32_to_bf16(p)); }
+    static float rescale(float dm) { return pow2_int(dm); }
+};
+#endif
+
 template <class KV>
 void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, int64_t n, int64_t p0,
                            const AttnShape &s) {
@@ -421,6 +494,8 @@ void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, i
     const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, G = nq / nkv, total = p0 + n;
     const int64_t block = n * nkv < kSplitBelowRows ? kCachedKeyBlock : total;
     const int64_t blocks = (total + block - 1) / block, items = n * nkv * blocks, stride = hd + 2;
+    using Softmax = CachedSoftmax<KV>;
+    const real scale = Softmax::scale(s.scale);
     // Per item and head of the group: max, sum, then the unnormalised output [hd].
     // The calling thread's; the region's threads reach it through `parts` (their own thread_local would be empty).
     thread_local std::vector<real> partial;
@@ -456,13 +531,18 @@ void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, i
                     real dot = 0;
 #pragma omp simd reduction(+ : dot)
                     for (int64_t d = 0; d < hd; ++d) dot += qr[d] * widen(kr[d]);
-                    scores[size_t(g * len + t - t0)] = dot * s.scale;
+                    scores[size_t(g * len + t - t0)] = dot * scale;
                 }
             }
             for (int64_t g = 0; g < G; ++g) {
                 real *sg = scores.data() + g * len, m = -std::numeric_limits<real>::infinity(), sum = 0;
                 for (int64_t t = 0; t < len; ++t) m = std::max(m, sg[t]);
-                for (int64_t t = 0; t < len; ++t) sum += (sg[t] = std::exp(sg[t] - m));
+                m = Softmax::max_of(m);
+                for (int64_t t = 0; t < len; ++t) {
+                    const real p = Softmax::prob(sg[t], m);
+                    sum += p;
+                    sg[t] = Softmax::weight(p);
+                }
                 part[g * stride] = m;
                 part[g * stride + 1] = sum;
                 std::fill_n(part + g * stride + 2, hd, real(0));
@@ -489,7 +569,7 @@ void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, i
             for (int64_t c = 0; c < blocks; ++c) {
                 const real *part = first + c * G * stride;
                 if (part[1] == 0) continue;
-                const real w = std::exp(part[0] - m);
+                const real w = Softmax::rescale(part[0] - m);
                 sum += w * part[1];
                 for (int64_t d = 0; d < hd; ++d) o[d] += w * part[2 + d];
             }
@@ -506,7 +586,7 @@ void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, i
 constexpr int64_t kBlockedFromRows = 16;
 
 template <class KE>
-void attention_cached_blocked(real *out, const real *q, const KE *k, const real *v, int64_t n, int64_t p0,
+void attention_cached_blocked(real *out, const real *q, const KE *k, const KE *v, int64_t n, int64_t p0,
                               int64_t key0, const AttnShape &s) {
     const int64_t seq_start[2] = {0, n}, pos0[1] = {p0}, key_start[1] = {-key0};
     SeqPrefix prefix;
@@ -529,17 +609,8 @@ void attention_cached(real *out, const real *q, const uint16_t *k, const uint16_
                       const AttnShape &s) {
     ZAYA_PROFILE("attention_cached");
     if (n < kBlockedFromRows) return attention_cached_over(out, q, k, v, n, p0, s);
-    // The chunk's block GEMMs: the scores from the bf16 keys as they are (the bf16 GEMM), P·V over the values the
-    // chunk sees (from its first query's window on) widened exactly into fp32 — (p0 + n) · nkv · hd at most, against
-    // n times as many products.
-    const int64_t key0 = first_key(p0, s.window), rows = (p0 + n - key0) * s.nkv * s.hd;
-    thread_local std::vector<real> vw;
-    vw.resize(size_t(rows));
-    const uint16_t *v0 = v + key0 * s.nkv * s.hd;
-    real *const vd = vw.data();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < rows; ++i) vd[i] = bf16_to_f32(v0[i]);
-    attention_cached_blocked(out, q, k + key0 * s.nkv * s.hd, vd, n, p0, key0, s);
+    const int64_t key0 = first_key(p0, s.window), at = key0 * s.nkv * s.hd; // the keys from the first query's window
+    attention_cached_blocked(out, q, k + at, v + at, n, p0, key0, s);
 }
 #endif
 

@@ -45,6 +45,32 @@ template <> struct Kv<uint16_t> {
     __device__ static float kept(float x) { return widen(store(x)); }
 };
 
+// The softmax of a cache's element, as the CPU's (ops/cpu/attention.cpp, CachedSoftmax): an fp32 cache's natural
+// one; a bf16 cache's in powers of two — scores in log2 units, an integer maximum M = ⌊max⌋, P = 2^(t − M) as
+// 2^(t − ⌊t⌋)·2^(⌊t⌋ − M) (the rounding of P the same whatever M), each P rounded to bf16 to weigh the values (the
+// sums take it as it is), pieces rescaled by exact powers of two.
+template <class T> struct CacheSoftmax;
+template <> struct CacheSoftmax<float> {
+    __device__ static float scale(float s) { return s; }
+    __device__ static float max_of(float m) { return m; }
+    __device__ static float prob(float t, float m) { return expf(t - m); }
+    __device__ static float weight(float p) { return p; }
+    __device__ static float rescale(float dm) { return expf(dm); }
+};
+template <> struct CacheSoftmax<uint16_t> {
+    static constexpr float kClamp = 2097152.0f; // the CPU's score clamp (±2^21)
+    __device__ static float clamp(float t) { return fminf(fmaxf(t, -kClamp), kClamp); }
+    __device__ static float pow2_int(float e) { return __uint_as_float(unsigned(int(fmaxf(e, -127.0f)) + 127) << 23); }
+    __device__ static float scale(float s) { return s * 1.44269504088896341f; }
+    __device__ static float max_of(float m) { return floorf(clamp(m)); }
+    __device__ static float prob(float t, float m) {
+        const float tc = clamp(t), fl = floorf(tc);
+        return exp2f(tc - fl) * pow2_int(fl - m);
+    }
+    __device__ static float weight(float p) { return widen(Kv<uint16_t>::store(p)); }
+    __device__ static float rescale(float dm) { return pow2_int(dm); } // 0 for −∞
+};
+
 // Two bf16 in one 32-bit word (the lower element in the low half) as two floats.
 __device__ __forceinline__ void widen_pair(float *w, unsigned u) {
     w[0] = __uint_as_float(u << 16), w[1] = __uint_as_float(u & 0xFFFF0000u);
@@ -446,7 +472,8 @@ __device__ __forceinline__ KeyPiece key_piece(int64_t p, int64_t window, int64_t
 
 // Block (c, h, i) of a grid (splits, nq, n), block 128: the partial softmax of query (i, h) over its piece c of
 // keys, in tiles of kAttnMaxChunk with an online softmax (running max m, sum l, and each thread's ≤ 2 output dims
-// rescaled when m grows). part_o gets Σ exp(s − m)·v (unnormalised), part_ml (m, l); l = 0 marks an empty piece.
+// rescaled when m grows). part_o gets Σ P·v (unnormalised; P = exp(s − m), a bf16 cache's as CacheSoftmax),
+// part_ml (m, l); l = 0 marks an empty piece.
 // Where query i's sequence lives: one sequence (per_slot false: row i is its token at *length + i) or one slot per
 // row (row i at lengths[i], over cache rows i·cache_rows …, skipped when not active).
 struct AttnRows {
@@ -499,7 +526,7 @@ template <class T, int E> __device__ __forceinline__ void load_kv_chunk(float *w
 // E-element chunks, all independent loads: the many bytes in flight a long cache needs to stream at the memory's
 // speed); then for the values each thread owns an E-element chunk of the output and a row group (L = hd/E threads
 // span a row, R = 128/L rows at once), summing its rows of the tile, and the R groups' sums are added at the end.
-// part_o gets Σ exp(s − m)·v (unnormalised), part_ml (m, l); l = 0 marks an empty piece. ap.k: each slot's newest
+// part_o gets Σ P·v (unnormalised; CacheSoftmax), part_ml (m, l); l = 0 marks an empty piece. ap.k: each slot's newest
 // key and value are read from KvAppend's rows, not the cache (not written yet), as the cache will keep them
 // (Kv::kept), so the sums are those a read of the cache would give, in the same order.
 template <class T, int E>
@@ -507,7 +534,10 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
                                const int32_t *length, int64_t n, const AttnShape &s, int64_t splits,
                                const AttnRows &rows, const KvAppendT<T> &ap) {
     __shared__ float qs[kAttnMaxHeadDim];
-    __shared__ float ps[kAttnMaxChunk];
+    __shared__ float ps[kAttnMaxChunk], pw_bf16[std::is_same_v<T, uint16_t> ? kAttnMaxChunk : 1];
+    using Softmax = CacheSoftmax<T>;
+    float *const pw = std::is_same_v<T, uint16_t> ? pw_bf16 : ps; // what weighs the values: P, or P rounded
+    const float scale = Softmax::scale(s.scale);
     __shared__ float sums[kAttnThreads * Piece<uint16_t>::n]; // the row groups' value sums: R·hd ≤ 128·E floats
     static_assert(kAttnMaxChunk == kAttnThreads, "a thread per key of a tile");
     const int64_t c = blockIdx.x, h = blockIdx.y, i = blockIdx.z, nq = s.nq, hd = s.hd;
@@ -544,14 +574,19 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
                     for (int e = 0; e < E; ++e) dot += qs[d + e] * w[e];
                 }
             }
-            ps[key - a] = dot * s.scale;
+            ps[key - a] = dot * scale;
         }
         __syncthreads();
         float mt = m;
         for (int64_t t = 0; t < b - a; ++t) mt = max(mt, ps[t]); // every thread: a broadcast read
-        const float rescale = expf(m - mt); // 0 on the first tile (m = −inf)
+        mt = Softmax::max_of(mt);
+        const float rescale = Softmax::rescale(m - mt); // 0 on the first tile (m = −inf)
         __syncthreads();
-        for (int64_t t = threadIdx.x; t < b - a; t += blockDim.x) ps[t] = expf(ps[t] - mt);
+        for (int64_t t = threadIdx.x; t < b - a; t += blockDim.x) {
+            const float pt = Softmax::prob(ps[t], mt);
+            ps[t] = pt;
+            if constexpr (std::is_same_v<T, uint16_t>) pw[t] = Softmax::weight(pt);
+        }
         __syncthreads();
         float lt = 0.0f;
         for (int64_t t = 0; t < b - a; ++t) lt += ps[t];
@@ -565,10 +600,10 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
         for (int u = r; u < int(cached - a); u += R) { // (32-bit: the unrolled loop's trip count is a division)
             float w[E];
             load_kv_chunk<T, E>(w, vr + int64_t(u) * ldk);
-            for (int e = 0; e < E; ++e) acc[e] += ps[u] * w[e];
+            for (int e = 0; e < E; ++e) acc[e] += pw[u] * w[e];
         }
         if (fresh && int(p - a) % R == r) // the newest row, last in its group's order as it would be from the cache
-            for (int e = 0; e < E; ++e) acc[e] += ps[p - a] * Kv<T>::kept(fresh_value(ap, ldk, i, j * hd + col + e));
+            for (int e = 0; e < E; ++e) acc[e] += pw[p - a] * Kv<T>::kept(fresh_value(ap, ldk, i, j * hd + col + e));
     }
     if (r < R)
         for (int e = 0; e < E; ++e) sums[r * hd + col + e] = acc[e];
@@ -583,6 +618,7 @@ __device__ void attention_part(float *part_o, float *part_ml, const float *q, co
 
 // out[i, h, :] from the `splits` pieces of query (i, h), by one block (the pieces come from L2: other blocks wrote
 // them).
+template <class T>
 __device__ void attention_combine(float *out, const float *part_o, const float *part_ml, int64_t n, const AttnShape &s,
                                   int64_t splits, int64_t h, int64_t i) {
     const int64_t nq = s.nq, hd = s.hd;
@@ -593,11 +629,12 @@ __device__ void attention_combine(float *out, const float *part_o, const float *
         if (l_of(c) > 0.0f) M = max(M, m_of(c));
     float L = 0.0f;
     for (int64_t c = 0; c < splits; ++c)
-        if (l_of(c) > 0.0f) L += l_of(c) * expf(m_of(c) - M);
+        if (l_of(c) > 0.0f) L += l_of(c) * CacheSoftmax<T>::rescale(m_of(c) - M);
     for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
         for (int64_t c = 0; c < splits; ++c)
-            if (l_of(c) > 0.0f) acc += load_l2(part_o + ((c * n + i) * nq + h) * hd + d) * expf(m_of(c) - M);
+            if (l_of(c) > 0.0f)
+                acc += load_l2(part_o + ((c * n + i) * nq + h) * hd + d) * CacheSoftmax<T>::rescale(m_of(c) - M);
         out[(i * nq + h) * hd + d] = L > 0.0f ? acc / L : 0.0f; // L = 0: an inactive slot's row
     }
 }
@@ -614,7 +651,7 @@ __global__ void __launch_bounds__(kAttnThreads, 4) // (4 blocks an SM: ptxas the
     attention_part<T, E>(part_o, part_ml, q, k, v, length, n, s, splits, rows, ap);
     const int64_t h = blockIdx.y, i = blockIdx.z;
     if (arrive_last(counters + i * s.nq + h, unsigned(splits)))
-        attention_combine(out, part_o, part_ml, n, s, splits, h, i);
+        attention_combine<T>(out, part_o, part_ml, n, s, splits, h, i);
     if (ap.k && arrive_last(counters + n * s.nq + i, unsigned(splits * s.nq)) && (!rows.active || rows.active[i]))
         append_slot(ap, i, s.nkv * s.hd, rows.cache_rows, length[i]);
 }
