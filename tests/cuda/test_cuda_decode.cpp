@@ -69,6 +69,26 @@ void cpu_cached_attention(float *out, const float *q, const std::vector<float> &
     const std::vector<T> kc = cache_of<T>(k), vc = cache_of<T>(v);
     cpu::attention_cached(out, q, kc.data(), vc.data(), n, p0, s);
 }
+// Attention outputs [rows·heads, hd] over a cache of element T against the CPU's. fp32: within kFp32Tol. bf16: its
+// probabilities are rounded to bf16, and a score whose last bits differ (the order of the sums) can send one across a
+// rounding boundary now and then, moving its (row, head)'s output by up to 2^−8 of that probability's weight — so all
+// but one (row, head) in 20 within kFp32Tol, every one within 4e-3 (not rounding P at all is ~1e-3 off everywhere).
+template <class T>
+void expect_attention_close(const std::vector<float> &got, const std::vector<float> &ref, int64_t hd,
+                            const std::string &ctx) {
+    if constexpr (std::is_same_v<T, float>) {
+        EXPECT_LT(rel_err(got, ref), kFp32Tol) << ctx;
+    } else {
+        EXPECT_LT(rel_err(got, ref), 4e-3) << ctx;
+        const int64_t outputs = int64_t(ref.size()) / hd;
+        int64_t off = 0;
+        for (int64_t o = 0; o < outputs; ++o) {
+            const std::vector<float> g(got.begin() + o * hd, got.begin() + (o + 1) * hd);
+            off += rel_err(g, std::vector<float>(ref.begin() + o * hd, ref.begin() + (o + 1) * hd)) >= kFp32Tol;
+        }
+        EXPECT_LE(off, std::max<int64_t>(1, outputs / 20)) << ctx << ": (row, head) outputs beyond " << kFp32Tol;
+    }
+}
 template <class T> const char *cache_name() { return std::is_same_v<T, float> ? "f32 cache" : "bf16 cache"; }
 
 // Arrival counters for the kernels their last block finishes (decode.h): zeros, as the decoder allocates them.
@@ -389,7 +409,7 @@ template <class T> void expect_decode_attention_matches_cpu() {
                                             cs.p0, cs.n, cs.window, cs.splits, hd, cs.offset);
         cuda::attention_decode(out.data(), po.data(), pml.data(), dq.data(), dk.data() + cs.offset,
                                dv.data() + cs.offset, dlen.data(), cs.n, s, cs.splits, counters.data());
-        EXPECT_LT(rel_err(download(out), ref), kFp32Tol) << ctx;
+        expect_attention_close<T>(download(out), ref, hd, ctx);
         expect_counters_zero(counters, ctx);
     }
 }
@@ -541,8 +561,8 @@ void expect_slot_attention(const std::vector<int32_t> &lengths, const std::vecto
                 kc[size_t(p * W + col)] = new_k(sl, col), vc[size_t(p * W + col)] = new_v(sl, col);
             cpu_cached_attention<T>(ref.data(), q.data() + sl * ldq, kc, vc, 1, p, as);
         }
-        EXPECT_LT(rel_err(std::vector<float>(got.begin() + sl * Dq, got.begin() + (sl + 1) * Dq), ref), kFp32Tol)
-            << cache_name<T>() << " slot " << sl;
+        expect_attention_close<T>(std::vector<float>(got.begin() + sl * Dq, got.begin() + (sl + 1) * Dq), ref, hd,
+                                  fmt::format("{} slot {}", cache_name<T>(), sl));
         // The append: the new row at lengths[s] of an active slot's cache; an inactive slot's row keeps its NaN.
         for (int64_t col = 0; col < W; ++col) {
             const size_t at = size_t((sl * max_len + p) * W + col);

@@ -218,8 +218,11 @@ TEST(Decoder, CacheGrowsLinearlyWithTokens) {
 }
 
 // A bf16 KV cache: every key and value is rounded once, as it is appended, and a chunk's tokens attend to their
-// own rows already rounded, so however a sequence is fed it gives the same logits (to the 1e-4 the fp32 cache
-// keeps); against the fp32 cache they move by what bf16 rounding of K and V moves them; it holds half the bytes.
+// own rows already rounded; its attention rounds the queries and the probabilities as a bf16 model's does
+// (ops/cpu/attention.h: the probabilities against integer maxima, so no path rounds them differently). However a
+// sequence is fed it gives the same logits up to the order of the sums — which can send a query or a probability
+// across a bf16 rounding boundary now and then: most positions within 1e-4, all within what rounding moves them by.
+// Against the fp32 cache they move by what the rounding moves them; it holds half the bytes.
 TEST(Decoder, Bf16CacheIsTheSameHoweverFedAndTracksTheF32Cache) {
     Model m = perturbed_model(decode_config(), 13);
     const auto tokens = random_tokens(29, m.config.vocab_size, 5);
@@ -228,11 +231,8 @@ TEST(Decoder, Bf16CacheIsTheSameHoweverFedAndTracksTheF32Cache) {
     Decoder dec(*im, 16, 4, DType::BF16);
     EXPECT_EQ(dec.kv_dtype(), DType::BF16);
     const auto whole = test::cached_logits(dec, tokens, {16});
-    for (std::vector<int64_t> sizes : {std::vector<int64_t>{1}, {3, 1, 7, 2}}) {
-        const auto got = test::cached_logits(dec, tokens, sizes);
-        EXPECT_LT(test::max_abs_diff(got.data(), whole.data(), whole.size()), 1e-4f) << "chunks " << sizes[0];
-    }
     const float scale = max_abs(ref);
+    expect_same_however_fed_up_to_rounding(dec, tokens, whole, scale);
     const float moved = test::max_abs_diff(whole.data(), ref.data(), ref.size());
     EXPECT_GT(moved, 1e-6f * scale) << "the keys and values were not rounded";
     EXPECT_LT(moved, 2e-2f * scale);

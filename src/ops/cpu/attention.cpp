@@ -104,7 +104,8 @@ inline float floor_of(float t) { // for |t| < 2^22: round to an integer by addin
 }
 inline float max_of_scores(float m) { return floor_of(clamp_score(m)); } // M from the scores' largest
 inline float pow2_int(float e) { // 2^e for an integer e ≤ 0: 0 below −126 (and for −∞)
-    e = e < -127.0f ? -127.0f : e;
+    // (Clamped above too: a vectorised loop evaluates it for masked-out keys, whose e may be positive.)
+    e = e < -127.0f ? -127.0f : (e > 0.0f ? 0.0f : e);
     return std::bit_cast<float>((int32_t(e) + 127) << 23); // exponent field 0 at e = −127: +0
 }
 inline float exp2_below(float t, float M) { // 2^(t − M) for an integer M ≥ ⌊t⌋

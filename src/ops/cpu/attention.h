@@ -26,10 +26,12 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
 void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
                       const AttnShape &s);
 #ifndef ZAYA_DOUBLE
-// The same over a bf16 cache (fp32 build only). Scores are the queries rounded to bf16 times the keys as stored —
-// products exact in fp32, summed in fp32, as a bf16 model's attention scores them — for a prompt chunk by the bf16
-// GEMM (oneDNN; 2.5× the SGEMM at attention's block shapes), for a few rows by per-row dots; the values are widened
-// (exactly) for P·V in fp32. The same numbers however a sequence is fed, up to the order of the sums.
+// The same over a bf16 cache (fp32 build only), as a bf16 model attends: scores t are the queries rounded to bf16
+// times the keys as stored (products exact in fp32, fp32 sums), in log2 units (scale·log2 e); a row's maximum is the
+// integer M = ⌊max t⌋ and P = 2^(t − M), computed as 2^(t − ⌊t⌋)·2^(⌊t⌋ − M) so that the maxima a path subtracts
+// (running, per key block or split) change P by exact powers of two only; out = Σ bf16(P)·v / Σ P. A prompt chunk runs
+// both block products as bf16 GEMMs (oneDNN) on the cache's rows in place, a few rows per-row dots: the same numbers
+// however a sequence is fed, up to the order of the sums.
 void attention_cached(real *out, const real *q, const uint16_t *k, const uint16_t *v, int64_t n, int64_t p0,
                       const AttnShape &s);
 #endif
