@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -395,16 +396,29 @@ std::vector<float> bf16_cache_attention(const std::vector<float> &q, const std::
     return out;
 }
 
-float test_max_abs(const std::vector<float> &a, const std::vector<float> &b) {
-    float m = 0;
-    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-    return m;
-}
-
 float rms_diff(const std::vector<float> &a, const std::vector<float> &b) {
     double s = 0;
     for (size_t i = 0; i < a.size(); ++i) s += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
     return float(std::sqrt(s / double(a.size())));
+}
+
+// got and want, outputs of hd values each, as a bf16 cache's attention agrees with itself or its definition: its
+// probabilities are rounded to bf16, and a score whose last bits differ (the order of the sums) sends one across a
+// rounding boundary now and then, moving that output by up to 2^−8 of the probability's weight. So all but one
+// output in 20 within 1e-5, every one within 4e-3 (probabilities not rounded at all: ~1e-4 off everywhere).
+void expect_same_up_to_rounding_crossings(const std::vector<float> &got, const std::vector<float> &want, int64_t hd,
+                                          const std::string &ctx) {
+    const int64_t outputs = int64_t(want.size()) / hd;
+    int64_t apart = 0;
+    float worst = 0;
+    for (int64_t o = 0; o < outputs; ++o) {
+        float d = 0;
+        for (int64_t i = o * hd; i < (o + 1) * hd; ++i) d = std::max(d, std::fabs(got[size_t(i)] - want[size_t(i)]));
+        apart += d > 1e-5f;
+        worst = std::max(worst, d);
+    }
+    EXPECT_LE(apart, std::max<int64_t>(1, outputs / 20)) << ctx << ": outputs beyond 1e-5 of " << outputs;
+    EXPECT_LT(worst, 4e-3f) << ctx;
 }
 
 // Random queries and a bf16 cache of p0 + n rows: q [n, nq, hd]; kb, vb the cache's bits, k, v their values.
@@ -426,13 +440,14 @@ Bf16CacheCase bf16_cache_case(Rng &rng, int64_t n, int64_t total, const cpu::Att
 }
 
 // A bf16 cache's attention is the definition above (bf16_cache_attention): the kernels agree with it up to the
-// order of their sums — which can move a probability across a bf16 rounding boundary now and then, so the outputs
-// agree in the mean (rms) to far less than what rounding the probabilities moves them by, and each within what one
-// such crossing moves it by — for a prompt chunk (the bf16 GEMMs) and for a few rows (per-row dots, key blocks split
-// or not), sliding window or not; and the same bits for any thread count.
+// order of their sums and the rare rounding crossing that order causes (expect_same_up_to_rounding_crossings) — for
+// a prompt chunk (the bf16 GEMMs) and for a few rows (key blocks split or not), sliding window or not; and the same
+// bits for any thread count.
 TEST(Attention, CachedOverBf16IsItsDefinition) {
     Rng rng(23, 0);
-    const int64_t nq = 8, nkv = 2, hd = 16;
+    // hd 128 with 4 query heads per kv head: the few-rows path's register kernel (attention_rows_bf16.h, where the
+    // CPU has AVX512_BF16); hd 16: its generic loops; a prompt chunk either way the GEMMs.
+    for (const auto &[nq, nkv, hd] : {std::array<int64_t, 3>{8, 2, 16}, {8, 2, 128}, {6, 2, 128}})
     for (int64_t window : {int64_t(0), int64_t(300)}) {
         for (int64_t n : {1, 5, 40, 90}) {
             const int64_t p0 = 1100;
@@ -442,11 +457,10 @@ TEST(Attention, CachedOverBf16IsItsDefinition) {
             cpu::attention_cached(out.data(), c.q.data(), c.kb.data(), c.vb.data(), n, p0, sh);
             const auto want = bf16_cache_attention(c.q, c.k, c.v, n, p0, sh, true);
             const auto unrounded = bf16_cache_attention(c.q, c.k, c.v, n, p0, sh, false);
-            const std::string ctx = "n " + std::to_string(n) + " window " + std::to_string(window);
-            const float off = rms_diff(out, want), moved = rms_diff(want, unrounded);
-            EXPECT_GT(moved, 2e-5f) << ctx; // the case rounds probabilities visibly
-            EXPECT_LT(off, moved / 20) << ctx;
-            EXPECT_LT(test_max_abs(out, want), 2e-4f) << ctx;
+            const std::string ctx = "nq " + std::to_string(nq) + " hd " + std::to_string(hd) + " n " +
+                                    std::to_string(n) + " window " + std::to_string(window);
+            EXPECT_GT(rms_diff(want, unrounded), 2e-5f) << ctx; // the case rounds probabilities visibly
+            expect_same_up_to_rounding_crossings(out, want, hd, ctx);
             std::vector<float> one(c.q.size());
             const int saved = omp_get_max_threads();
             omp_set_num_threads(1);
@@ -459,10 +473,12 @@ TEST(Attention, CachedOverBf16IsItsDefinition) {
 
 // However a bf16 cache's queries come — a prompt chunk at once (the bf16 GEMMs, running maxima over key blocks), in
 // two chunks, or one row at a time (per-row dots, maxima per key split) — they get the same outputs up to the order
-// of the sums: the probabilities are rounded to bf16 relative to integer maxima, so no path rounds them differently.
+// of the sums (and the rare rounding crossing it causes): the probabilities are rounded to bf16 relative to integer
+// maxima, so no path rounds them differently.
 TEST(Attention, Bf16CacheIsTheSameHoweverTheQueriesCome) {
     Rng rng(31, 0);
-    const int64_t nq = 8, nkv = 2, hd = 16, n = 40, p0 = 1500;
+    const int64_t nq = 8, nkv = 2, n = 40, p0 = 1500;
+    for (int64_t hd : {16, 128})
     for (int64_t window : {int64_t(0), int64_t(700)}) {
         const cpu::AttnShape sh{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
         const Bf16CacheCase c = bf16_cache_case(rng, n, p0 + n, sh);
@@ -474,13 +490,10 @@ TEST(Attention, Bf16CacheIsTheSameHoweverTheQueriesCome) {
                               sh);
         for (int64_t i = 0; i < n; ++i)
             cpu::attention_cached(rows.data() + i * Dq, c.q.data() + i * Dq, c.kb.data(), c.vb.data(), 1, p0 + i, sh);
-        const float moved = rms_diff(bf16_cache_attention(c.q, c.k, c.v, n, p0, sh, true),
-                                     bf16_cache_attention(c.q, c.k, c.v, n, p0, sh, false));
         for (const auto *got : {&halves, &rows}) {
             const std::string ctx = std::string(got == &rows ? "row by row" : "two chunks") + ", window " +
-                                    std::to_string(window);
-            EXPECT_LT(rms_diff(*got, whole), moved / 20) << ctx;
-            EXPECT_LT(test_max_abs(*got, whole), 2e-4f) << ctx;
+                                    std::to_string(window) + ", hd " + std::to_string(hd);
+            expect_same_up_to_rounding_crossings(*got, whole, hd, ctx);
         }
     }
 }

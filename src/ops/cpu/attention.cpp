@@ -8,7 +8,9 @@
 #include "core/parallel.h"
 #include "core/profile.h"
 #include "ops/cpu/attention.h"
+#include "ops/cpu/attention_rows_bf16.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/softmax_pow2.h"
 
 #include <algorithm>
 #include <cmath>
@@ -90,29 +92,6 @@ void unpack_group(real *x, const real *packed, const real *mul, int64_t n0, int6
 
 namespace {
 
-// The bf16 cache's softmax works in powers of two so that its rounded probabilities do not depend on the maxima a
-// path happens to subtract (a prompt chunk's running maximum over key blocks, a decoding row's per split): a row's
-// maximum is an integer M (⌊max S⌋), and P = 2^(S − M) is computed as p·2^(⌊S⌋ − M) with p = 2^(S − ⌊S⌋) ∈ [1, 2).
-// Everything before the final power of two depends on S alone, so two maxima give results exactly a power of two
-// apart — rounded to bf16 alike — and rescaling by 2^(M − M′) is exact. Below 2^−126, 0 (no subnormals). Scores are
-// clamped to ±2^21 (the range of the rounding trick below; attention scores are O(10)).
-constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.693147180559945309f, kScoreClamp = 2097152.0f;
-inline float clamp_score(float t) { return t < -kScoreClamp ? -kScoreClamp : (t > kScoreClamp ? kScoreClamp : t); }
-inline float floor_of(float t) { // for |t| < 2^22: round to an integer by adding 1.5·2^23, then down
-    const float r = (t + 12582912.0f) - 12582912.0f;
-    return r > t ? r - 1.0f : r;
-}
-inline float max_of_scores(float m) { return floor_of(clamp_score(m)); } // M from the scores' largest
-inline float pow2_int(float e) { // 2^e for an integer e ≤ 0: 0 below −126 (and for −∞)
-    // (Clamped above too: a vectorised loop evaluates it for masked-out keys, whose e may be positive.)
-    e = e < -127.0f ? -127.0f : (e > 0.0f ? 0.0f : e);
-    return std::bit_cast<float>((int32_t(e) + 127) << 23); // exponent field 0 at e = −127: +0
-}
-inline float exp2_below(float t, float M) { // 2^(t − M) for an integer M ≥ ⌊t⌋
-    const float tc = clamp_score(t), fl = floor_of(tc);
-    return fast_exp((tc - fl) * kLn2) * pow2_int(fl - M);
-}
-
 // The forward pass's two block products over keys and values of element KE. fp32 (real): S = scale·Q·Kᵀ [R, cols]
 // for a packed query block qp [R, hd] and a key block (row stride ldk), and O += P·V [R, hd], by the SGEMM (which
 // follows matmul_precision(), as training's attention does).
@@ -131,7 +110,7 @@ void block_values(real *O, const real *P, const uint16_t *, int64_t R, int64_t c
 void block_scores(float *S, const float *qp, uint16_t *qb, int64_t R, int64_t cols, int64_t hd, float scale,
                   const uint16_t *kblk, int64_t ldk) {
     f32_to_bf16_n(qp, qb, size_t(R * hd));
-    gemm_bf16(false, true, R, cols, hd, scale * kLog2e, qb, hd, kblk, ldk, 0.0f, S, kBlockKF);
+    gemm_bf16(false, true, R, cols, hd, scale * pow2::kLog2e, qb, hd, kblk, ldk, 0.0f, S, kBlockKF);
 }
 void block_values(float *O, const float *, const uint16_t *pb, int64_t R, int64_t cols, int64_t hd,
                   const uint16_t *vblk, int64_t ldk) {
@@ -198,15 +177,15 @@ void forward_blocks(real *out, real *lse, const real *q, const KE *k, const KE *
                     real sum = 0, corr;
                     if constexpr (kBf16) {
 #ifndef ZAYA_DOUBLE
-                        m = std::max(row_max[size_t(r)], max_of_scores(m));
+                        m = std::max(row_max[size_t(r)], pow2::max_of_scores(m));
 #pragma omp simd reduction(+ : sum)
                         for (int64_t c = 0; c < cols; ++c) {
-                            const float p = c >= c0 && c < c1 ? exp2_below(pr[c], m) : 0.0f;
+                            const float p = c >= c0 && c < c1 ? pow2::exp2_below(pr[c], m) : 0.0f;
                             pr[c] = p;
                             sum += p;
                         }
                         f32_to_bf16_n(pr, p16.data() + r * kBlockKF, size_t(cols)); // no subnormals to flush
-                        corr = pow2_int(row_max[size_t(r)] - m); // exact; 0 for the first visible block (−∞)
+                        corr = pow2::pow2_int(row_max[size_t(r)] - m); // exact; 0 for the first visible block (−∞)
 #endif
                     } else {
                         m = std::max(m, row_max[size_t(r)]);
@@ -480,11 +459,11 @@ template <class KV> struct CachedSoftmax {
 };
 #ifndef ZAYA_DOUBLE
 template <> struct CachedSoftmax<uint16_t> {
-    static float scale(float s) { return s * kLog2e; }
-    static float max_of(float m) { return max_of_scores(m); }
-    static float prob(float t, float m) { return exp2_below(t, m); }
-    static float weight(float p) { return bf16_to_f32(f32_to_bf16(p)); }
-    static float rescale(float dm) { return pow2_int(dm); }
+    static float scale(float s) { return s * pow2::kLog2e; }
+    static float max_of(float m) { return pow2::max_of_scores(m); }
+    static float prob(float t, float m) { return pow2::exp2_below(t, m); }
+    static float weight(float p) { return pow2::round_bf16(p); }
+    static float rescale(float dm) { return pow2::pow2_int(dm); }
 };
 #endif
 
@@ -524,6 +503,11 @@ void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, i
             if constexpr (std::is_same_v<KV, uint16_t>) { // rounded as the prompt path's bf16 GEMM rounds them
                 for (int64_t d = 0; d < G * hd; ++d) q_rounded[size_t(d)] = bf16_to_f32(f32_to_bf16(qg[d]));
                 qg = q_rounded.data();
+#ifndef ZAYA_DOUBLE
+                if (attention_item_bf16(part, stride, qg, k + j * hd, v + j * hd, nkv * hd, t0, t1, G, hd, scale,
+                                        scores))
+                    continue; // done in registers (attention_rows_bf16.h); else the loops below
+#endif
             }
             for (int64_t t = t0; t < t1; ++t) {
                 const KV *kr = k + (t * nkv + j) * hd;
