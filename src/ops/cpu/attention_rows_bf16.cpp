@@ -20,16 +20,14 @@ inline __m512bh load_bh(const uint16_t *p) {
     return reinterpret_cast<const __m512bh &>(x);
 }
 
-// The four heads' sums of their 16 lanes, as lanes 0–3: halves, then quarters of each added in one vector.
-inline __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+// The four heads' sums of their 16 lanes each, in lanes 0, 4, 8 and 12: halves, then quarters, added in one vector.
+inline __m512 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
     const __m512 a01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xEE));
     const __m512 a23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xEE));
     // 128-bit block g: head g's four partial sums of four lanes each
     __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(a01, a23, 0x88), _mm512_shuffle_f32x4(a01, a23, 0xDD));
     s = _mm512_add_ps(s, _mm512_shuffle_ps(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
-    s = _mm512_add_ps(s, _mm512_shuffle_ps(s, s, _MM_SHUFFLE(1, 0, 3, 2)));
-    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                                          0, 0, 0), s));
+    return _mm512_add_ps(s, _mm512_shuffle_ps(s, s, _MM_SHUFFLE(1, 0, 3, 2)));
 }
 
 // 32 bf16 values as two vectors of 16 floats (exact).
@@ -51,7 +49,6 @@ bool attention_item_bf16(float *part, int64_t stride, const float *q, const uint
     // Scores [G, len]: each key row read once for the four heads, 32 pairs a vdpbf16ps (the queries are bf16 values).
     std::array<uint16_t, kHeads * kMaxHeadDim> q16;
     for (int64_t i = 0; i < kHeads * hd; ++i) q16[size_t(i)] = f32_to_bf16(q[i]);
-    const __m128 scale = _mm_set1_ps(alpha);
     for (int64_t t = 0; t < len; ++t) {
         const uint16_t *kr = k + (t0 + t) * ldk;
         __m512 a[kHeads] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -59,9 +56,9 @@ bool attention_item_bf16(float *part, int64_t stride, const float *q, const uint
             const __m512bh kv = load_bh(kr + d);
             for (int64_t g = 0; g < kHeads; ++g) a[g] = _mm512_dpbf16_ps(a[g], load_bh(q16.data() + g * hd + d), kv);
         }
-        alignas(16) float s4[kHeads];
-        _mm_store_ps(s4, _mm_mul_ps(sum4(a[0], a[1], a[2], a[3]), scale));
-        for (int64_t g = 0; g < kHeads; ++g) sc[g * len + t] = s4[g];
+        alignas(64) float lanes[16];
+        _mm512_store_ps(lanes, sum4(a[0], a[1], a[2], a[3]));
+        for (int64_t g = 0; g < kHeads; ++g) sc[g * len + t] = lanes[4 * g] * alpha;
     }
     // Per head: M, P = 2^(t − M) summed, and P rounded to bf16 in place (softmax_pow2.h).
     for (int64_t g = 0; g < kHeads; ++g) {
