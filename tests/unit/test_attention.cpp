@@ -5,6 +5,7 @@
 #include "core/rng.h"
 #include "core/dtype.h"
 #include "ops/cpu/attention.h"
+#include "ops/cpu/softmax_pow2.h"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <omp.h>
 #include <sstream>
 #include <string>
@@ -419,6 +421,31 @@ void expect_same_up_to_rounding_crossings(const std::vector<float> &got, const s
     }
     EXPECT_LE(apart, std::max<int64_t>(1, outputs / 20)) << ctx << ": outputs beyond 1e-5 of " << outputs;
     EXPECT_LT(worst, 4e-3f) << ctx;
+}
+
+// The bf16 cache's softmax (ops/cpu/softmax_pow2.h): P = 2^(t − M) for two integer maxima comes out exactly a power
+// of two apart, and so does its bf16 rounding — the property that lets every path round P alike — and it is 2^(t − M)
+// to within fast_exp's error; exact powers of two for integers, 0 below 2^−126 (no subnormals).
+TEST(Attention, Pow2SoftmaxIsExactlyShiftedByIntegerMaxima) {
+    Rng rng(41, 0);
+    for (int i = 0; i < 20000; ++i) {
+        const float t = float(rng.normal() * 20.0), M = cpu::pow2::max_of_scores(t) + float(i % 7);
+        const float p = cpu::pow2::exp2_below(t, M), shift = float(1 + i % 5);
+        const float q = cpu::pow2::exp2_below(t, M + shift);
+        ASSERT_EQ(p, q * std::exp2(shift)) << "t " << t << " M " << M;
+        ASSERT_EQ(cpu::pow2::round_bf16(p), cpu::pow2::round_bf16(q) * std::exp2(shift)) << "t " << t;
+        ASSERT_EQ(cpu::pow2::round_bf16(p), bf16_to_f32(f32_to_bf16(p)));
+        if (M - t < 120) {
+            ASSERT_NEAR(p / std::exp2(double(t) - double(M)), 1.0, 1e-6) << "t " << t << " M " << M;
+        }
+    }
+    EXPECT_EQ(cpu::pow2::pow2_int(0.0f), 1.0f);
+    EXPECT_EQ(cpu::pow2::pow2_int(-126.0f), std::ldexp(1.0f, -126));
+    EXPECT_EQ(cpu::pow2::pow2_int(-127.0f), 0.0f);
+    EXPECT_EQ(cpu::pow2::pow2_int(-std::numeric_limits<float>::infinity()), 0.0f);
+    EXPECT_EQ(cpu::pow2::exp2_below(-200.0f, 0.0f), 0.0f);
+    EXPECT_EQ(cpu::pow2::max_of_scores(-2.5f), -3.0f);
+    EXPECT_EQ(cpu::pow2::max_of_scores(7.0f), 7.0f);
 }
 
 // Random queries and a bf16 cache of p0 + n rows: q [n, nq, hd]; kb, vb the cache's bits, k, v their values.
