@@ -1,18 +1,19 @@
 // What cached attention costs on the CPU (ops/cpu/attention.h): a prompt chunk of C new tokens over a cache of
-// P earlier ones, and single decoding rows, over an fp32 cache and a bf16 cache (a bf16 model's: scores from the
-// bf16 GEMM), in ms and GFLOP/s (4·n·keys·hd·nq: Q·Kᵀ and P·V, the causal half counted for the chunk's own keys).
+// P earlier ones, and a single decoding row, over an fp32 cache and a bf16 cache (a bf16 model's: queries and
+// probabilities rounded, a chunk's products as bf16 GEMMs, a row's in registers), in ms and GFLOP/s (4·n·keys·hd·nq:
+// Q·Kᵀ and P·V, the causal half counted for the chunk's own keys).
 //
 //   zaya_bench_attention [--past P] [--chunk C] [--reps R]
 //
 // Defaults: ZAYA1-8B's attention shapes (8 query heads, 2 kv heads, head_dim 128), a 1,024-token chunk after 7,168
 // cached tokens (the last chunk of an 8,192-token prefill), best of 5 calls after a warm-up.
+#include "best_seconds.h"
 #include "core/dtype.h"
 #include "ops/cpu/attention.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -20,20 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace {
-
-double best_seconds(int reps, const std::function<void()> &f) {
-    f();
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-}
-
-} // namespace
+using zaya::bench::best_seconds;
 
 int main(int argc, char **argv) {
     int64_t past = 7168, chunk = 1024;
@@ -70,7 +58,7 @@ int main(int argc, char **argv) {
         fmt::print("  {:<24} {:>5} rows  {:9.3f} ms  {:7.1f} GFLOP/s\n", what, n, sec * 1e3,
                    4.0 * pairs * double(s.hd * s.nq) / sec / 1e9);
     };
-    for (int64_t n : {chunk, int64_t(1)}) {
+    for (int64_t n : chunk > 1 ? std::vector<int64_t>{chunk, 1} : std::vector<int64_t>{1}) {
         report("fp32 cache", n, best_seconds(reps, [&] {
                    zaya::cpu::attention_cached(out.data(), q.data(), k.data(), v.data(), n, past, s);
                }));

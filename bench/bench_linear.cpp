@@ -6,6 +6,7 @@
 //   zaya_bench_linear [--in I] [--out O] [--rows N,N,...] [--reps R]
 //
 // Defaults: ZAYA1-8B's expert up-projection (2048 → 4096) at 1 … 1024 rows, best of 5 calls after a warm-up.
+#include "best_seconds.h"
 #include "core/dtype.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/linear_bf16.h"
@@ -15,27 +16,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
-namespace {
-
-double best_seconds(int reps, const std::function<void()> &f) {
-    f();
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-}
-
-} // namespace
+using zaya::bench::best_seconds;
 
 int main(int argc, char **argv) {
     int64_t I = 2048, O = 4096;

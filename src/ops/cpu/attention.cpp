@@ -449,20 +449,22 @@ inline real widen(real x) { return x; }
 inline real widen(uint16_t x) { return bf16_to_f32(x); }
 
 // The softmax of a cache's element: an fp32 cache's natural one; a bf16 cache's in powers of two (as its prompt
-// chunks', forward_blocks), with each probability rounded to bf16 for P·V.
+// chunks', forward_blocks), each probability rounded to bf16 for P·V. scale: of Q·Kᵀ. row: one row of scores in
+// place → the weights of the values, its maximum m and Σ P; rescale: a split's factor, from its maximum minus the
+// row's.
 template <class KV> struct CachedSoftmax {
-    static real scale(real s) { return s; }                 // of Q·Kᵀ
-    static real max_of(real m) { return m; }                 // the maximum subtracted, from the scores' maximum
-    static real prob(real t, real m) { return std::exp(t - m); } // P; the sums take it as it is
-    static real weight(real p) { return p; }                 // what multiplies the values
-    static real rescale(real dm) { return std::exp(dm); }    // a split's factor, from its maximum minus the row's
+    static real scale(real s) { return s; }
+    static void row(real *t, int64_t len, real &m, real &sum) {
+        m = -std::numeric_limits<real>::infinity(), sum = 0;
+        for (int64_t i = 0; i < len; ++i) m = std::max(m, t[i]);
+        for (int64_t i = 0; i < len; ++i) sum += (t[i] = std::exp(t[i] - m));
+    }
+    static real rescale(real dm) { return std::exp(dm); }
 };
 #ifndef ZAYA_DOUBLE
 template <> struct CachedSoftmax<uint16_t> {
     static float scale(float s) { return s * pow2::kLog2e; }
-    static float max_of(float m) { return pow2::max_of_scores(m); }
-    static float prob(float t, float m) { return pow2::exp2_below(t, m); }
-    static float weight(float p) { return pow2::round_bf16(p); }
+    static void row(float *t, int64_t len, float &m, float &sum) { pow2::softmax_row(t, len, m, sum); }
     static float rescale(float dm) { return pow2::pow2_int(dm); }
 };
 #endif
@@ -520,16 +522,7 @@ void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, i
                 }
             }
             for (int64_t g = 0; g < G; ++g) {
-                real *sg = scores.data() + g * len, m = -std::numeric_limits<real>::infinity(), sum = 0;
-                for (int64_t t = 0; t < len; ++t) m = std::max(m, sg[t]);
-                m = Softmax::max_of(m);
-                for (int64_t t = 0; t < len; ++t) {
-                    const real p = Softmax::prob(sg[t], m);
-                    sum += p;
-                    sg[t] = Softmax::weight(p);
-                }
-                part[g * stride] = m;
-                part[g * stride + 1] = sum;
+                Softmax::row(scores.data() + g * len, len, part[g * stride], part[g * stride + 1]);
                 std::fill_n(part + g * stride + 2, hd, real(0));
             }
             for (int64_t t = t0; t < t1; ++t) {

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <limits>
 
 namespace zaya::cpu {
 
@@ -61,20 +60,7 @@ bool attention_item_bf16(float *part, int64_t stride, const float *q, const uint
         for (int64_t g = 0; g < kHeads; ++g) sc[g * len + t] = lanes[4 * g] * alpha;
     }
     // Per head: M, P = 2^(t − M) summed, and P rounded to bf16 in place (softmax_pow2.h).
-    for (int64_t g = 0; g < kHeads; ++g) {
-        float *sg = sc + g * len, m = -std::numeric_limits<float>::infinity(), sum = 0.0f;
-#pragma omp simd reduction(max : m)
-        for (int64_t t = 0; t < len; ++t) m = sg[t] > m ? sg[t] : m;
-        m = pow2::max_of_scores(m);
-#pragma omp simd reduction(+ : sum)
-        for (int64_t t = 0; t < len; ++t) {
-            const float p = pow2::exp2_below(sg[t], m);
-            sum += p;
-            sg[t] = pow2::round_bf16(p);
-        }
-        part[g * stride] = m;
-        part[g * stride + 1] = sum;
-    }
+    for (int64_t g = 0; g < kHeads; ++g) pow2::softmax_row(sc + g * len, len, part[g * stride], part[g * stride + 1]);
     // Σ bf16(P)·v, kChunk output dims at a time: 16 accumulators, each value row widened once for the four heads.
     for (int64_t d0 = 0; d0 < hd; d0 += kChunk) {
         __m512 acc[kHeads][4];

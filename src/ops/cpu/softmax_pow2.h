@@ -40,4 +40,21 @@ inline float round_bf16(float p) { // to bf16 and back, nearest even (p finite, 
     return std::bit_cast<float>((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
 }
 
+// One row of scores t[len] (log2 units) in place: M = ⌊max⌋, then each P = 2^(t − M) summed into sum and left
+// rounded to bf16 (as a float) to weigh the values.
+inline void softmax_row(float *t, int64_t len, float &M, float &sum) {
+    float m = -kScoreClamp;
+#pragma omp simd reduction(max : m)
+    for (int64_t i = 0; i < len; ++i) m = t[i] > m ? t[i] : m;
+    M = max_of_scores(m);
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < len; ++i) {
+        const float p = exp2_below(t[i], M);
+        s += p;
+        t[i] = round_bf16(p);
+    }
+    sum = s;
+}
+
 } // namespace zaya::cpu::pow2
