@@ -317,11 +317,12 @@ TEST(Attention, PartsAgainstTheirKeysMatchTheWholeSequences) {
 // Cached attention (decoding): n new queries at positions p0 … over a cache of p0 + n rows, against a naive
 // reference in double — caches long enough to be split into key blocks (decoding rows) or not (a few rows), prompt
 // chunks (≥ 16 rows: the block GEMMs of attention_forward, several query blocks), sliding windows that leave whole
-// blocks out, GQA groups of 1 and 4; the same bits for one thread and two.
+// blocks out, GQA groups of 1 and 4, head_dim 16 and 128 (groups of 4 at 128: the few-rows path's register kernel,
+// attention_rows.h, where the CPU has AVX-512); the same bits for one thread and two.
 TEST(Attention, CachedMatchesNaiveReferenceAcrossKeyBlocks) {
     Rng rng(17, 0);
-    for (int64_t nkv : {2, 8}) {
-        const int64_t nq = 8, hd = 16;
+    for (const auto &[nkv, hd] : {std::array<int64_t, 2>{2, 16}, {8, 16}, {2, 128}}) {
+        const int64_t nq = 8;
         for (int64_t window : {int64_t(0), int64_t(700)}) {
             for (int64_t n : {1, 3, 9, 16, 70}) {
                 const int64_t p0 = 1500, total = p0 + n;
@@ -472,7 +473,7 @@ Bf16CacheCase bf16_cache_case(Rng &rng, int64_t n, int64_t total, const cpu::Att
 // bits for any thread count.
 TEST(Attention, CachedOverBf16IsItsDefinition) {
     Rng rng(23, 0);
-    // hd 128 with 4 query heads per kv head: the few-rows path's register kernel (attention_rows_bf16.h, where the
+    // hd 128 with 4 query heads per kv head: the few-rows path's register kernel (attention_rows.h, where the
     // CPU has AVX512_BF16); hd 16: its generic loops; a prompt chunk either way the GEMMs.
     for (const auto &[nq, nkv, hd] : {std::array<int64_t, 3>{8, 2, 16}, {8, 2, 128}, {6, 2, 128}})
     for (int64_t window : {int64_t(0), int64_t(300)}) {

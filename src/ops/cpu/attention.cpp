@@ -8,7 +8,7 @@
 #include "core/parallel.h"
 #include "core/profile.h"
 #include "ops/cpu/attention.h"
-#include "ops/cpu/attention_rows_bf16.h"
+#include "ops/cpu/attention_rows.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/softmax_pow2.h"
 
@@ -505,12 +505,11 @@ void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, i
             if constexpr (std::is_same_v<KV, uint16_t>) { // rounded as the prompt path's bf16 GEMM rounds them
                 for (int64_t d = 0; d < G * hd; ++d) q_rounded[size_t(d)] = bf16_to_f32(f32_to_bf16(qg[d]));
                 qg = q_rounded.data();
-#ifndef ZAYA_DOUBLE
-                if (attention_item_bf16(part, stride, qg, k + j * hd, v + j * hd, nkv * hd, t0, t1, G, hd, scale,
-                                        scores))
-                    continue; // done in registers (attention_rows_bf16.h); else the loops below
-#endif
             }
+#ifndef ZAYA_DOUBLE
+            if (attention_item(part, stride, qg, k + j * hd, v + j * hd, nkv * hd, t0, t1, G, hd, scale, scores))
+                continue; // done in registers (attention_rows.h); else the loops below
+#endif
             for (int64_t t = t0; t < t1; ++t) {
                 const KV *kr = k + (t * nkv + j) * hd;
                 for (int64_t g = 0; g < G; ++g) {
