@@ -174,13 +174,16 @@ void forward_blocks(real *out, real *lse, const real *q, const KE *k, const KE *
                     real m = -std::numeric_limits<real>::infinity();
 #pragma omp simd reduction(max : m)
                     for (int64_t c = c0; c < c1; ++c) m = pr[c] > m ? pr[c] : m; // std::max here stays scalar (GCC 12)
+                    // The invisible keys' P is 0; the loops below run over the visible ones only, unmasked.
+                    std::fill(pr, pr + c0, real(0));
+                    std::fill(pr + c1, pr + cols, real(0));
                     real sum = 0, corr;
                     if constexpr (kBf16) {
 #ifndef ZAYA_DOUBLE
                         m = std::max(row_max[size_t(r)], pow2::max_of_scores(m));
 #pragma omp simd reduction(+ : sum)
-                        for (int64_t c = 0; c < cols; ++c) {
-                            const float p = c >= c0 && c < c1 ? pow2::exp2_below(pr[c], m) : 0.0f;
+                        for (int64_t c = c0; c < c1; ++c) {
+                            const float p = pow2::exp2_below(pr[c], m);
                             pr[c] = p;
                             sum += p;
                         }
@@ -190,8 +193,8 @@ void forward_blocks(real *out, real *lse, const real *q, const KE *k, const KE *
                     } else {
                         m = std::max(m, row_max[size_t(r)]);
 #pragma omp simd reduction(+ : sum)
-                        for (int64_t c = 0; c < cols; ++c) {
-                            const real p = c >= c0 && c < c1 ? fast_exp(pr[c] - m) : real(0);
+                        for (int64_t c = c0; c < c1; ++c) {
+                            const real p = fast_exp(pr[c] - m);
                             pr[c] = p;
                             sum += p;
                         }
