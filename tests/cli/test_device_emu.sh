@@ -6,7 +6,7 @@
 # documents --doc-mask matches too, and `grads --device cuda` and `eval --device cuda` give the same loss. Exercises what no op test
 # does: parameters staying on the device with the optimizer there, routing choices and balancing biases crossing,
 # host copies synced for checkpoints and restored on resume; and under bf16 matmuls, the weights' bf16 copies kept
-# through a step only.
+# through a step only. With mpirun: 2 data-parallel ranks on each device, over MPI and over NCCL (its stand-in).
 # Last, the speed rows of scripts/gpu_check.sh as its table reads them (bench train/decode on the device).
 #
 # Usage: test_device_emu.sh ZAYA_EMU_BINARY SOURCE_DIR
@@ -98,6 +98,29 @@ PY
     python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1e-3 else 1)" "$compare" &&
         pass "2 ranks: cuda matches cpu (max rel diff $compare)" ||
         fail "2 ranks: cuda matches cpu" "max rel diff $compare"
+    # The same runs over NCCL (ZAYA_COMM=nccl: dist/comm_nccl.cu over the stand-in of tests/cuda_emu/nccl_emu.cpp,
+    # which refuses host pointers and mismatched unique ids as a GPU would): on the device, the gradient buckets
+    # summed onto their owners and the owners' parameters broadcast in NCCL groups on device memory; on the cpu, the
+    # host buffers staged through a device buffer. A sum of two ranks is the same float whoever carries it, so each
+    # must equal its MPI run bit for bit.
+    for device in cpu cuda; do
+        rc=0
+        mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS -x ZAYA_COMM=nccl "$ZAYA" train "${dp[@]}" \
+            --out "$tmp/nccl_$device" --device "$device" >"$tmp/nccl_$device.log" 2>&1 || rc=$?
+        [[ $rc -eq 0 ]] && grep -q "ranks: 2 (nccl)" "$tmp/nccl_$device.log" &&
+            pass "2 ranks over NCCL --device $device" ||
+            fail "2 ranks over NCCL --device $device" "rc $rc" "$(tail -5 "$tmp/nccl_$device.log")"
+        same=$(python3 - "$tmp/dp_$device/metrics.jsonl" "$tmp/nccl_$device/metrics.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+keys = ("step", "loss", "val_loss", "grad_norm")
+print("yes" if len(a) == len(b) == 3 and all(x.get(k) == y.get(k) for x, y in zip(a, b) for k in keys) else "no")
+PY
+)
+        [[ $same == yes ]] && pass "2 ranks over NCCL --device $device: bit-identical to MPI" ||
+            fail "2 ranks over NCCL --device $device: bit-identical to MPI" \
+                "$(cat "$tmp/dp_$device/metrics.jsonl")" "$(cat "$tmp/nccl_$device/metrics.jsonl")"
+    done
 else
     echo "skip    data parallel on devices: mpirun not installed"
 fi

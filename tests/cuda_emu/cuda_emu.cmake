@@ -66,9 +66,18 @@ zaya_emu_tests(zaya_cuda_emu_tests_tsan -O1 -fsanitize=thread)
 # path — parameters uploaded, gradients and routing choices downloaded — end to end before any GPU time:
 #   build/zaya_emu train --device cuda --model tiny ...
 # It shares zaya's objects (zaya_core, zaya_cli) and adds the kernels, ops/cuda/backend.cpp, the GPU decoder
-# (infer/cuda_decoder*.cpp) and the communicators (comm.cpp without NCCL) in place of zaya_lib's backend part.
+# (infer/cuda_decoder*.cpp) and the communicators in place of zaya_lib's backend part: comm.cpp, with the NCCL one
+# (dist/comm_nccl.cu) over the NCCL stand-in (nccl_emu.cpp: MPI between the ranks mpirun starts), so ZAYA_COMM=nccl
+# runs here too.
 add_executable(zaya_emu ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_DIR}/emu.cpp ${ZAYA_EMU_DIR}/threads.cpp
-               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${ZAYA_EMU_DECODER} ${CMAKE_SOURCE_DIR}/src/dist/comm.cpp)
+               ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${ZAYA_EMU_DECODER} ${CMAKE_SOURCE_DIR}/src/dist/comm.cpp
+               ${ZAYA_EMU_DIR}/comm_nccl_emu.cpp ${ZAYA_EMU_DIR}/nccl_emu.cpp)
 target_include_directories(zaya_emu BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
 target_compile_options(zaya_emu PRIVATE -O2 -iquote ${CMAKE_BINARY_DIR}/cuda_emu)
+target_compile_definitions(zaya_emu PRIVATE ZAYA_WITH_NCCL)
+set_source_files_properties(${ZAYA_EMU_DIR}/nccl_emu.cpp ${ZAYA_EMU_DIR}/comm_nccl_emu.cpp
+                            PROPERTIES COMPILE_OPTIONS "${ZAYA_WARNINGS}")
+if(MPI_CXX_FOUND)
+  set_source_files_properties(${ZAYA_EMU_DIR}/nccl_emu.cpp PROPERTIES COMPILE_DEFINITIONS ZAYA_WITH_MPI)
+endif()
 target_link_libraries(zaya_emu PRIVATE zaya_cli zaya_core Threads::Threads ${CMAKE_DL_LIBS})

@@ -237,6 +237,7 @@ cudaError_t cudaGetDevice(int *device) {
     *device = 0;
     return cudaSuccess;
 }
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : record(cudaErrorInvalidValue); }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int) {
     std::memset(prop, 0, sizeof(*prop));
     std::snprintf(prop->name, sizeof(prop->name), "CPU emulation");
@@ -322,6 +323,23 @@ cudaError_t cudaStreamSynchronize(cudaStream_t) {
     host_waits_for_kernels();
     return cudaSuccess;
 }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    if (flags & ~unsigned(cudaStreamNonBlocking)) return record(cudaErrorInvalidValue);
+    return cudaStreamCreate(s);
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+    if (flags & ~unsigned(cudaEventDisableTiming)) return record(cudaErrorInvalidValue);
+    return cudaEventCreate(e);
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned flags) {
+    if (!e || flags) return record(cudaErrorInvalidValue);
+    if (capturing) return record(cudaErrorStreamCaptureUnsupported); // (captured, it would be a graph dependency)
+    return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t) {
+    host_waits_for_kernels();
+    return cudaSuccess;
+}
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
     if (!s || capturing) return record(cudaErrorStreamCaptureUnsupported); // the legacy stream cannot be captured
     capturing = s;
@@ -376,6 +394,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorNotReady: return "device not ready";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream wait on a capture";
     }
@@ -413,6 +432,16 @@ void grid_dependency_wait() {
         end = current->wait_for;
     }
     if (end) acquire(end); // the kernel before has ended: its writes happen before what follows
+}
+
+bool device_range(const void *p, size_t bytes) {
+    Allocated &a = allocated();
+    const std::lock_guard lock(a.mu);
+    auto it = a.sizes.upper_bound(const_cast<void *>(p)); // the first allocation past p; p's is the one before
+    if (it == a.sizes.begin()) return false;
+    --it;
+    const auto *base = static_cast<const char *>(it->first), *at = static_cast<const char *>(p);
+    return at >= base && size_t(at - base) <= it->second && bytes <= it->second - size_t(at - base);
 }
 
 bool capture_launch(cudaStream_t s, std::function<void()> replay) {

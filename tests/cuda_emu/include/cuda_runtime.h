@@ -32,6 +32,7 @@ enum cudaError_t {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorNoDevice = 100,
+    cudaErrorNotReady = 600,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureImplicit = 906,
 };
@@ -70,6 +71,7 @@ struct cudaDeviceProp {
 
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaSetDevice(int device); // device 0: the one emulated device
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
 cudaError_t cudaMalloc(void **p, size_t bytes);
@@ -89,6 +91,13 @@ cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDisableTiming 0x02
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+// Every launch has run by then (the host waits here), so nothing is left for a stream to wait for or to be busy with.
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
+cudaError_t cudaStreamQuery(cudaStream_t s);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
@@ -121,6 +130,9 @@ template <class T> T &block_shared(const void *key) {
 // Graph capture: true if a launch on `s` is to be recorded rather than run (it records it); a launch on another
 // stream while a capture is open is an error, as the real capture treats the legacy stream.
 bool capture_launch(cudaStream_t s, std::function<void()> replay);
+// True if [p, p + bytes) lies inside one cudaMalloc'd allocation (the NCCL stand-in's check that a collective's
+// buffers are device memory, as NCCL's must be).
+bool device_range(const void *p, size_t bytes);
 
 // kernel<<<grid, block, shared>>>(args) is rewritten to emu::launch(kernel, grid, block, shared)(args).
 template <class Kernel> struct Launch {
