@@ -89,6 +89,20 @@ server_port() {
     echo "$p"
 }
 
+# start_server LOG ARGS...: `zaya serve ARGS... --port 0` in the background, its output in LOG; sets server (its pid)
+# and port (empty if it never said where it listens within 30 s); stop_server ends it.
+start_server() {
+    local log=$1
+    shift
+    "$ZAYA" serve "$@" --port 0 >"$log" 2>&1 &
+    server=$!
+    port=$(server_port "$log" 300)
+}
+stop_server() {
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+}
+
 # max_rel_diff A B: the largest relative difference of every loss and val_loss of two runs' metrics.jsonl (same
 # steps, same order); within X LIMIT: whether X ≤ LIMIT (numbers as printed).
 max_rel_diff() {

@@ -279,9 +279,7 @@ expect_error "--kv-dtype f16 is refused" "^zaya: error: --kv-dtype: f16 not in \
     generate tiny --tokens 5,17 -n 2 --kv-dtype f16
 # The server on the device: three concurrent requests share decode steps (slots of the GPU decoder) and each gets
 # the ids `zaya generate --device cpu` gives it alone.
-"$ZAYA" serve tiny --dtype f32 --port 0 --device cuda --max-batch 3 >"$tmp/serve.log" 2>&1 &
-server=$!
-port=$(server_port "$tmp/serve.log" 300)
+start_server "$tmp/serve.log" tiny --dtype f32 --device cuda --max-batch 3
 if [[ -n $port ]]; then
     grep -q "batch ≤ 3" "$tmp/serve.log" && pass "serve --device cuda: 3 slots" || fail "serve --device cuda: 3 slots" "$(head -2 "$tmp/serve.log")"
     grep -q "prompts fed 2048 tokens per step" "$tmp/serve.log" && pass "serve --device cuda: one GEMM pass per prompt step" ||
@@ -326,14 +324,10 @@ print(j["usage"]["prompt_tokens_details"]["cached_tokens"], ",".join(map(str, j[
 else
     fail "serve --device cuda starts" "$(cat "$tmp/serve.log")"
 fi
-kill $server 2>/dev/null
-wait $server 2>/dev/null
-"$ZAYA" serve tiny --dtype f32 --port 0 --device cpu >"$tmp/serve_cpu.log" 2>&1 &
-server=$!
-port=$(server_port "$tmp/serve_cpu.log" 300)
+stop_server
+start_server "$tmp/serve_cpu.log" tiny --dtype f32 --device cpu
 curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$score" >"$tmp/score.cpu"
-kill $server 2>/dev/null
-wait $server 2>/dev/null
+stop_server
 diff=$(python3 - "$tmp/score.cpu" "$tmp/score.cuda" <<'PY' 2>&1
 import json, sys
 a, b = (json.load(open(p))["choices"][0]["logprobs"] for p in sys.argv[1:3])
@@ -353,13 +347,10 @@ python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 1e-4 else 1)" "$diff"
 steps='{"prompt":[5,17,3,99,4],"max_tokens":6,"logprobs":3,"temperature":0}'
 for run in cuda cpu "cpu --precision fp32"; do
     # shellcheck disable=SC2086 # "cpu --precision fp32" is three words
-    "$ZAYA" serve tiny --dtype bf16 --port 0 --device $run >"$tmp/serve_bf16.log" 2>&1 &
-    server=$!
-    port=$(server_port "$tmp/serve_bf16.log" 300)
+    start_server "$tmp/serve_bf16.log" tiny --dtype bf16 --device $run
     curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$steps" \
         >"$tmp/steps.${run// /_}" || true
-    kill $server 2>/dev/null
-    wait $server 2>/dev/null
+    stop_server
 done
 rows=$(python3 - "$tmp/steps.cuda" "$tmp/steps.cpu" "$tmp/steps.cpu_--precision_fp32" <<'PY' 2>&1
 import json, sys

@@ -189,14 +189,11 @@ run generate "$tmp/ft/model" --chat --prompt "Hello, I am Eve. Number 1234?" --t
 
 # The server answers the chat the same way, and stops where the turn ends.
 if command -v curl >/dev/null 2>&1; then
-    "$ZAYA" serve "$tmp/ft/model" --port 0 >"$tmp/serve.log" 2>&1 &
-    server=$!
-    port=$(server_port "$tmp/serve.log" || true)
+    start_server "$tmp/serve.log" "$tmp/ft/model"
     body=$(curl -s -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions" \
         -d '{"messages": [{"role": "user", "content": "Hello, I am Eve. Number 1234?"}], "temperature": 0,
              "max_tokens": 48}')
-    kill $server 2>/dev/null || true
-    wait $server 2>/dev/null || true
+    stop_server
     python3 - "$body" <<'PY' && pass "serve: /v1/chat/completions answers as taught, finish_reason stop" ||
 import json, sys
 c = json.loads(sys.argv[1])["choices"][0]
