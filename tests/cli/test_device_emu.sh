@@ -121,6 +121,19 @@ PY
             fail "2 ranks over NCCL --device $device: bit-identical to MPI" \
                 "$(cat "$tmp/dp_$device/metrics.jsonl")" "$(cat "$tmp/nccl_$device/metrics.jsonl")"
     done
+    # 3 ranks on the device (3 owners, 3 roots; a checkpoint at step 2): a sum of three may be added in another
+    # order by MPI's reduction than by the stand-in's, so within 1e-6 of MPI's run (a part summed onto the wrong
+    # owner, or broadcast from the wrong root, moves the losses by ~1e-2).
+    dp3=(--data "$tmp/data" --model tiny --steps 3 --batch 6 --micro-batch 2 --seq 16 --warmup 1 --eval-every 0
+         --eval-batches 1 --sample-tokens 0 --ckpt-every 2 --device cuda)
+    for c in auto nccl; do
+        mpirun --oversubscribe -np 3 -x OMP_NUM_THREADS -x ZAYA_COMM=$c "$ZAYA" train "${dp3[@]}" --out "$tmp/dp3_$c" \
+            >"$tmp/dp3_$c.log" 2>&1 || fail "3 ranks --device cuda, ZAYA_COMM=$c" "$(tail -5 "$tmp/dp3_$c.log")"
+    done
+    diff3=$(max_rel_diff "$tmp/dp3_auto/metrics.jsonl" "$tmp/dp3_nccl/metrics.jsonl" 2>&1 || true)
+    within "${diff3:-inf}" 1e-6 2>/dev/null && grep -q "ranks: 3 (nccl)" "$tmp/dp3_nccl.log" &&
+        pass "3 ranks over NCCL --device cuda: the MPI run's losses (max rel diff $diff3)" ||
+        fail "3 ranks over NCCL --device cuda: the MPI run's losses" "$diff3"
 else
     echo "skip    data parallel on devices: mpirun not installed"
 fi
