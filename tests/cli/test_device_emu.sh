@@ -357,14 +357,31 @@ python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 1e-4 else 1)" "$diff"
 # A bf16 model's linears on the device multiply rows rounded to bf16, as the cpu's do by default (--precision
 # auto): the generated tokens' log-probabilities and their top 3 (a 5-token prompt: GEMV passes only) agree to the
 # last digits. fp32 rows, the device's before (and the cpu's --precision fp32), are ~1e-3 away.
+# And a 120-token prompt scored (echo + logprobs: one GEMM pass, its attention on tensor cores over the bf16 KV cache
+# with the CPU's power-of-two softmax): its rows' log-probabilities = the cpu's (before the GPU took integer maxima
+# there: 92 of 119 more than 1e-4 away, up to 1.4e-3).
 steps='{"prompt":[5,17,3,99,4],"max_tokens":6,"logprobs":3,"temperature":0}'
+long=$(python3 -c 'import random; random.seed(5); print(",".join(str(random.randrange(4, 400)) for _ in range(120)))')
+scored="{\"prompt\":[$long],\"max_tokens\":1,\"echo\":true,\"logprobs\":1,\"temperature\":0}"
 for run in cuda cpu "cpu --precision fp32"; do
     # shellcheck disable=SC2086 # "cpu --precision fp32" is three words
     start_server "$tmp/serve_bf16.log" tiny --dtype bf16 --device $run
     curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$steps" \
         >"$tmp/steps.${run// /_}" || true
+    curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$scored" \
+        >"$tmp/scored.${run// /_}" || true
     stop_server
 done
+prompt_rows=$(python3 - "$tmp/scored.cuda" "$tmp/scored.cpu" <<'PY' 2>&1
+import json, sys
+gpu, cpu = (json.load(open(p))["choices"][0]["logprobs"] for p in sys.argv[1:3])
+assert gpu["tokens"] == cpu["tokens"] and len(gpu["tokens"]) == 121, len(gpu["tokens"])
+d = max(abs(x - y) for x, y in zip(gpu["token_logprobs"][1:120], cpu["token_logprobs"][1:120]))
+assert d < 1e-5, d
+print(f"{d:.2g}")
+PY
+) && pass "a bf16 model's 120-token prompt scored on the device = the cpu's (max diff $prompt_rows)" ||
+    fail "a bf16 model's 120-token prompt scored on the device = the cpu's" "$prompt_rows"
 rows=$(python3 - "$tmp/steps.cuda" "$tmp/steps.cpu" "$tmp/steps.cpu_--precision_fp32" <<'PY' 2>&1
 import json, sys
 gpu, cpu, fp32 = (json.load(open(p))["choices"][0]["logprobs"] for p in sys.argv[1:4])

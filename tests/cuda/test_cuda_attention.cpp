@@ -175,7 +175,7 @@ TEST_F(CudaAttention, TensorCoresEveryOtherHeadDim) {
 // A prefill pass over a cache (attention_prefill_bf16, the GPU decoder's): n new queries after `cached` keys, against
 // cpu::attention_cached on the same inputs rounded to bf16, with the key and value rows past cached + n NaN (a read
 // of them would show). Queries in several tiles of 64 whose first position is mid key tile; a window reaching back
-// into the cache, wider than a tile; none cached; GQA; the output's bf16 copy.
+// into the cache, wider than a tile; none cached; GQA; the output's bf16 copy; over a bf16 cache, the CPU's.
 TEST_F(CudaAttention, TensorCoresPrefillOverCache) {
     struct Case {
         int64_t cached, n, window, nq, nkv, hd;
@@ -211,6 +211,11 @@ TEST_F(CudaAttention, TensorCoresPrefillOverCache) {
         cuda::attention_prefill_bf16(out_b.data(), q_d.data(), k16_d.data(), v16_d.data(), seq.data(), cs.n,
                                      cs.cached, s);
         EXPECT_EQ(download(out_b), got) << ctx << ", bf16 cache";
+        // And that is the CPU's attention over the same bf16 cache, its definition (ops/cpu/attention.h: integer
+        // maxima, P rounded to bf16), up to the rounding crossings the sums' order allows — as the decode kernels'.
+        std::vector<float> ref16(size_t(cs.n * Dq));
+        cpu::attention_cached(ref16.data(), q.data(), k16.data(), v16.data(), cs.n, cs.cached, s);
+        expect_attention_close<uint16_t>(got, ref16, cs.hd, ctx + ", the CPU's over the bf16 cache");
     }
 }
 

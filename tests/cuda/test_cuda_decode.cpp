@@ -69,26 +69,6 @@ void cpu_cached_attention(float *out, const float *q, const std::vector<float> &
     const std::vector<T> kc = cache_of<T>(k), vc = cache_of<T>(v);
     cpu::attention_cached(out, q, kc.data(), vc.data(), n, p0, s);
 }
-// Attention outputs [rows·heads, hd] over a cache of element T against the CPU's. fp32: within kFp32Tol. bf16: its
-// probabilities are rounded to bf16, and a score whose last bits differ (the order of the sums) can send one across a
-// rounding boundary now and then, moving its (row, head)'s output by up to 2^−8 of that probability's weight — so all
-// but one (row, head) in 20 within kFp32Tol, every one within 4e-3 (not rounding P at all is ~1e-3 off everywhere).
-template <class T>
-void expect_attention_close(const std::vector<float> &got, const std::vector<float> &ref, int64_t hd,
-                            const std::string &ctx) {
-    if constexpr (std::is_same_v<T, float>) {
-        EXPECT_LT(rel_err(got, ref), kFp32Tol) << ctx;
-    } else {
-        EXPECT_LT(rel_err(got, ref), 4e-3) << ctx;
-        const int64_t outputs = int64_t(ref.size()) / hd;
-        int64_t off = 0;
-        for (int64_t o = 0; o < outputs; ++o) {
-            const std::vector<float> g(got.begin() + o * hd, got.begin() + (o + 1) * hd);
-            off += rel_err(g, std::vector<float>(ref.begin() + o * hd, ref.begin() + (o + 1) * hd)) >= kFp32Tol;
-        }
-        EXPECT_LE(off, std::max<int64_t>(1, outputs / 20)) << ctx << ": (row, head) outputs beyond " << kFp32Tol;
-    }
-}
 template <class T> const char *cache_name() { return std::is_same_v<T, float> ? "f32 cache" : "bf16 cache"; }
 
 // Arrival counters for the kernels their last block finishes (decode.h): zeros, as the decoder allocates them.
@@ -1137,7 +1117,9 @@ TEST_F(CudaOps, DecoderSlotsMatchCpuPerSequence) {
 // own slot's state. Slots 1 and 3 hold 5 and 2 tokens first; then slots 3, 0 and 1 take 7, 12 and 1 tokens in one
 // pass (slot 0's reaching past the sliding window), then steps of the three, then a greedy pass of two, then 38
 // tokens in all, more than one pass takes (each chunk on its own). Each sequence's logits against the CPU's
-// full-sequence rows (bf16: the rows rounded, as in DecoderGemmPrefillMatchesCpuBf16); passes() counts the passes.
+// full-sequence rows (bf16: the rows rounded, as in DecoderGemmPrefillMatchesCpuBf16, and as in
+// DecoderPrefillRowsMatchCpu a router choice near a tie may go the other way: 3e-2 at slot 1's position 20, so all
+// chunks but one within 1e-2, every one within 1e-1); passes() counts the passes.
 TEST_F(CudaOps, DecoderPrefillsSeveralSlotsInOnePass) {
     for (const auto &[dtype, tol] : {std::pair{DType::F32, 1e-4}, std::pair{DType::BF16, 1e-2}}) {
         SCOPED_TRACE(dtype_name(dtype));
@@ -1158,7 +1140,7 @@ TEST_F(CudaOps, DecoderPrefillsSeveralSlotsInOnePass) {
         CudaDecoder dec(DecodeWeights{m.config, m.w, hw.embed, hw.lm_head, hw.layers},
                         CudaDecoder::Options{.max_len = 40, .max_chunk = 2, .prefill_chunk = 32, .attn_splits = 3,
                                              .max_seqs = 4});
-        int64_t at[4] = {0, 0, 0, 0};
+        int64_t at[4] = {0, 0, 0, 0}, checked = 0, beyond = 0;
         std::vector<float> rows(static_cast<size_t>(4 * V));
         // Feeds `count` more tokens of each listed sequence (its slot's) in one prefill call; checks each chunk's
         // last logits (or greedy token) and how many passes the call ran.
@@ -1184,7 +1166,9 @@ TEST_F(CudaOps, DecoderPrefillsSeveralSlotsInOnePass) {
                         << "slot " << sl;
                 } else {
                     const std::vector<float> got(rows.begin() + int64_t(i) * V, rows.begin() + int64_t(i + 1) * V);
-                    EXPECT_LT(rel_err(got, want), tol) << "slot " << sl << " position " << at[sl] - 1;
+                    const double err = rel_err(got, want);
+                    EXPECT_LT(err, dtype == DType::BF16 ? 1e-1 : tol) << "slot " << sl << " position " << at[sl] - 1;
+                    ++checked, beyond += err >= tol;
                 }
             }
         };
@@ -1214,6 +1198,7 @@ TEST_F(CudaOps, DecoderPrefillsSeveralSlotsInOnePass) {
         EXPECT_THROW(dec.prefill(std::vector<int64_t>{1, 1}, chunks, rows.data(), nullptr), Error);
         EXPECT_THROW(dec.prefill(std::vector<int64_t>{1}, chunks, rows.data(), nullptr), Error);
         EXPECT_EQ(dec.length(1), at[1]);
+        EXPECT_LE(beyond, dtype == DType::BF16 ? 1 : 0) << checked << " chunks' last logits";
     }
 }
 

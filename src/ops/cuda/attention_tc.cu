@@ -3,10 +3,13 @@
 // and value tiles through double-buffered shared memory by cp.async while its 4 warps compute; each warp keeps its
 // 16 query rows' scores, probabilities and output in registers (mma.sync, ops/cuda/mma.cuh). S = Q·Kᵀ and
 // O += P·V accumulate in fp32; the online softmax stays fp32 (P is rounded to bf16 for the product, the row sums
-// use fp32 P) — what flash attention does under autocast.
+// use fp32 P) — what flash attention does under autocast. A prefill pass over a KV cache (the GPU decoder's) takes
+// the running maxima as integers, the softmax of a bf16 cache (softmax_pow2.cuh): its P, rounded, are then the
+// decode kernels' and the CPU's whatever maxima each subtracts.
 #include "ops/cuda/attention_fa.cuh"
 #include "ops/cuda/ops.h"
 #include "ops/cuda/runtime.h"
+#include "ops/cuda/softmax_pow2.cuh"
 
 #include <cmath>
 
@@ -20,8 +23,8 @@ using bf16 = __nv_bfloat16;
 // Rows are (position, head) pairs as in attention_forward_kernel. scale_log2 = scale·log2(e): the softmax runs in
 // base 2 (exp2 is one instruction), lse is converted back. cached > 0 (one sequence, seq_start {0, T}): the T
 // queries are the last of cached + T positions, k and v hold the keys of all of them (a prefill pass over a cache);
-// query i is at position cached + i, key row r at position r.
-template <int HD>
+// query i is at position cached + i, key row r at position r. kPow2: integer running maxima (a prefill pass).
+template <int HD, bool kPow2>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_fa_kernel(float *out, uint32_t *out16, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                                 const int64_t *seq_start, int nq, int nkv, float scale_log2, int64_t window,
@@ -82,15 +85,19 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 mx[r] = quad_max(mx[r]);
+                if constexpr (kPow2)
+                    if (mx[r] != -INFINITY) mx[r] = pow2::max_of_scores(mx[r]);
                 // A row that has seen no visible key yet keeps max −∞: subtract 0 instead (its p are all 0).
                 const float base = mx[r] == -INFINITY ? 0.0f : mx[r];
-                const float corr = exp2f(m[r] - base);
+                const float corr = kPow2 ? pow2::pow2_int(m[r] - base) : exp2f(m[r] - base);
                 m[r] = mx[r], l[r] *= corr;
 #pragma unroll
                 for (int nt = 0; nt < HD / 8; ++nt) o[nt][2 * r] *= corr, o[nt][2 * r + 1] *= corr;
 #pragma unroll
                 for (int nt = 0; nt < 8; ++nt) {
-                    const float p0 = exp2f(s[nt][2 * r] - base), p1 = exp2f(s[nt][2 * r + 1] - base);
+                    const float x0 = s[nt][2 * r], x1 = s[nt][2 * r + 1];
+                    const float p0 = kPow2 ? pow2::exp2_below(x0, base) : exp2f(x0 - base),
+                                p1 = kPow2 ? pow2::exp2_below(x1, base) : exp2f(x1 - base);
                     s[nt][2 * r] = p0, s[nt][2 * r + 1] = p1;
                     l[r] += p0 + p1;
                 }
@@ -137,15 +144,17 @@ Bf16Inputs round_inputs(const float *q, const float *k, const float *v, const fl
 
 namespace {
 
-// Every forward: the kernel launched on bf16 inputs (cached: see attention_forward_fa_kernel).
+// Every forward: the kernel launched on bf16 inputs (cached: see attention_forward_fa_kernel); prefill: a pass over
+// a KV cache, with integer maxima.
 void forward_fa(float *out, uint16_t *out16, float *lse, const Bf16Inputs &in, const VarlenBatch &batch,
-                const AttnShape &s, int64_t cached) {
+                const AttnShape &s, int64_t cached, bool prefill) {
     with_head_dim(s.hd, [&](auto hd) {
         constexpr int HD = decltype(hd)::value;
         const float scale_log2 = float(s.scale) * 1.44269504f;
         const size_t bytes = 128 + 5 * kTileBytes<HD>;
-        allow_shared_bytes(attention_forward_fa_kernel<HD>, bytes);
-        attention_forward_fa_kernel<HD><<<attn::tile_grid(batch, s.nq, kRows), kThreads, bytes>>>(
+        auto *kernel = prefill ? attention_forward_fa_kernel<HD, true> : attention_forward_fa_kernel<HD, false>;
+        allow_shared_bytes(kernel, bytes);
+        kernel<<<attn::tile_grid(batch, s.nq, kRows), kThreads, bytes>>>(
             out, reinterpret_cast<uint32_t *>(out16), lse, in.q, in.k, in.v, batch.seq_start, int(s.nq), int(s.nkv),
             scale_log2, s.window, cached);
         ZAYA_CUDA_LAUNCHED();
@@ -161,9 +170,9 @@ bool fa_work(const AttnShape &s, const VarlenBatch &batch) {
 
 // Both fp32-input forwards: the inputs rounded, then the kernel.
 void forward_fa(float *out, uint16_t *out16, float *lse, const float *q, const float *k, const float *v,
-                const VarlenBatch &batch, const AttnShape &s, int64_t cached) {
+                const VarlenBatch &batch, const AttnShape &s, int64_t cached, bool prefill) {
     if (!fa_work(s, batch)) return;
-    forward_fa(out, out16, lse, round_inputs(q, k, v, nullptr, batch.N, s, cached), batch, s, cached);
+    forward_fa(out, out16, lse, round_inputs(q, k, v, nullptr, batch.N, s, cached), batch, s, cached, prefill);
 }
 
 // A prefill's one-sequence batch: n new rows after `cached` keys.
@@ -176,12 +185,12 @@ VarlenBatch prefill_batch(const int64_t *seq_start, int64_t n, int64_t cached) {
 
 void attention_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
                             const VarlenBatch &batch, const AttnShape &s, uint16_t *out16) {
-    forward_fa(out, out16, lse, q, k, v, batch, s, 0);
+    forward_fa(out, out16, lse, q, k, v, batch, s, 0, false);
 }
 
 void attention_prefill_bf16(float *out, const float *q, const float *k, const float *v, const int64_t *seq_start,
                             int64_t n, int64_t cached, const AttnShape &s, uint16_t *out16) {
-    forward_fa(out, out16, nullptr, q, k, v, prefill_batch(seq_start, n, cached), s, cached);
+    forward_fa(out, out16, nullptr, q, k, v, prefill_batch(seq_start, n, cached), s, cached, true);
 }
 
 void attention_prefill_bf16(float *out, const float *q, const uint16_t *k, const uint16_t *v,
@@ -192,7 +201,7 @@ void attention_prefill_bf16(float *out, const float *q, const uint16_t *k, const
     auto *q16 = static_cast<uint16_t *>(device_scratch(Scratch::AttentionBf16, size_t(n * s.nq * s.hd) * 2));
     to_bf16(q16, q, n * s.nq * s.hd); // only the queries: the cache's keys and values are bf16 already
     auto b = [](const uint16_t *p) { return reinterpret_cast<const bf16 *>(p); };
-    forward_fa(out, out16, nullptr, Bf16Inputs{b(q16), b(k), b(v), nullptr}, batch, s, cached);
+    forward_fa(out, out16, nullptr, Bf16Inputs{b(q16), b(k), b(v), nullptr}, batch, s, cached, true);
 }
 
 } // namespace zaya::cuda

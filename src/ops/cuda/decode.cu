@@ -8,6 +8,7 @@
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/residual_scale.cuh"
 #include "ops/cuda/router_select.cuh"
+#include "ops/cuda/softmax_pow2.cuh"
 #include "ops/cuda/swiglu.cuh"
 
 #include <cuda_bf16.h>
@@ -57,18 +58,12 @@ template <> struct CacheSoftmax<float> {
     __device__ static float weight(float p) { return p; }
     __device__ static float rescale(float dm) { return expf(dm); }
 };
-template <> struct CacheSoftmax<uint16_t> {
-    static constexpr float kClamp = 2097152.0f; // the CPU's score clamp (±2^21)
-    __device__ static float clamp(float t) { return fminf(fmaxf(t, -kClamp), kClamp); }
-    __device__ static float pow2_int(float e) { return __uint_as_float(unsigned(int(fmaxf(e, -127.0f)) + 127) << 23); }
+template <> struct CacheSoftmax<uint16_t> { // (softmax_pow2.cuh)
     __device__ static float scale(float s) { return s * 1.44269504088896341f; }
-    __device__ static float max_of(float m) { return floorf(clamp(m)); }
-    __device__ static float prob(float t, float m) {
-        const float tc = clamp(t), fl = floorf(tc);
-        return exp2f(tc - fl) * pow2_int(fl - m);
-    }
+    __device__ static float max_of(float m) { return pow2::max_of_scores(m); }
+    __device__ static float prob(float t, float m) { return pow2::exp2_below(t, m); }
     __device__ static float weight(float p) { return widen(Kv<uint16_t>::store(p)); }
-    __device__ static float rescale(float dm) { return pow2_int(dm); } // 0 for −∞
+    __device__ static float rescale(float dm) { return pow2::pow2_int(dm); } // 0 for −∞
 };
 
 // Two bf16 in one 32-bit word (the lower element in the low half) as two floats.
