@@ -10,6 +10,7 @@
 #include "ops/cpu/attention.h"
 #include "ops/cpu/attention_rows.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/softmax_natural.h"
 #include "ops/cpu/softmax_pow2.h"
 
 #include <algorithm>
@@ -457,12 +458,8 @@ inline real widen(uint16_t x) { return bf16_to_f32(x); }
 // row's.
 template <class KV> struct CachedSoftmax {
     static real scale(real s) { return s; }
-    static void row(real *t, int64_t len, real &m, real &sum) {
-        m = -std::numeric_limits<real>::infinity(), sum = 0;
-        for (int64_t i = 0; i < len; ++i) m = std::max(m, t[i]);
-        for (int64_t i = 0; i < len; ++i) sum += (t[i] = std::exp(t[i] - m));
-    }
-    static real rescale(real dm) { return std::exp(dm); }
+    static void row(real *t, int64_t len, real &m, real &sum) { natural_softmax_row(t, len, m, sum); }
+    static real rescale(real dm) { return fast_exp(dm); }
 };
 #ifndef ZAYA_DOUBLE
 template <> struct CachedSoftmax<uint16_t> {

@@ -3,6 +3,7 @@
 #include "core/dtype.h"
 #include "core/fastmath.h"
 #include "ops/cpu/simd.h"
+#include "ops/cpu/softmax_natural.h"
 #include "ops/cpu/softmax_pow2.h"
 
 #include <array>
@@ -78,16 +79,9 @@ void scores4(float *sc, int64_t len, const float *q, const uint16_t *k, int64_t 
 }
 #endif
 
-// One head's row of scores in place → the values' weights, its maximum m and Σ P. fp32: the natural softmax (exp
-// vectorised, as the prompt path's); bf16: the power-of-two one, P rounded (softmax_pow2.h).
-void softmax_row(const float *, float *t, int64_t len, float &m, float &sum) {
-    float mx = -std::numeric_limits<float>::infinity(), s = 0.0f;
-#pragma omp simd reduction(max : mx)
-    for (int64_t i = 0; i < len; ++i) mx = t[i] > mx ? t[i] : mx;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < len; ++i) s += (t[i] = fast_exp(t[i] - mx));
-    m = mx, sum = s;
-}
+// One head's row of scores in place → the values' weights, its maximum m and Σ P. fp32: the natural softmax
+// (softmax_natural.h); bf16: the power-of-two one, P rounded (softmax_pow2.h).
+void softmax_row(const float *, float *t, int64_t len, float &m, float &sum) { natural_softmax_row(t, len, m, sum); }
 void softmax_row(const uint16_t *, float *t, int64_t len, float &m, float &sum) { pow2::softmax_row(t, len, m, sum); }
 
 template <class KV>
