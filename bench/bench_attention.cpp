@@ -13,10 +13,8 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
