@@ -77,10 +77,11 @@ steps_of() { grep '"loss"' "$1" | python3 -c 'import json,sys; [print(json.loads
         "$(steps_of "$tmp/run_cuda/metrics.jsonl")" "$(steps_of "$tmp/resumed/metrics.jsonl")"
 
 # Data parallel on devices (2 ranks over MPI; the device collectives staged through the host, as any communicator
-# but NCCL does): gradients summed and the ZeRO-1 owners' parameters broadcast between the "GPUs".
+# but NCCL does; 2 micro-batches a rank): gradients summed and the ZeRO-1 owners' parameters broadcast between the
+# "GPUs".
 if command -v mpirun >/dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    dp=(--data "$tmp/data" --model tiny --steps 2 --batch 4 --micro-batch 2 --seq 16 --warmup 1 --eval-every 0
+    dp=(--data "$tmp/data" --model tiny --steps 2 --batch 8 --micro-batch 2 --seq 16 --warmup 1 --eval-every 0
         --eval-batches 1 --sample-tokens 0)
     for device in cpu cuda; do
         rc=0
