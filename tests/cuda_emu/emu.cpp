@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <map>
@@ -219,9 +220,34 @@ std::vector<std::function<void()>> captured;
 
 } // namespace
 
+// A stream runs no kernel of its own (every launch runs at once), but it holds host work queued on it
+// (emu::enqueue_host_work) until something waits for it.
 struct CUstream_st {
-    int unused;
+    bool nonblocking = false;                     // cudaStreamNonBlocking: not ordered with the legacy stream
+    std::deque<std::function<void()>> host_work; // queued, not yet run
 };
+
+namespace {
+std::vector<cudaStream_t> streams_with_work; // in the order their first pending work was queued
+
+void run_host_work(cudaStream_t s) {
+    if (!s) return;
+    while (!s->host_work.empty()) {
+        std::function<void()> w = std::move(s->host_work.front());
+        s->host_work.pop_front();
+        w();
+    }
+    std::erase(streams_with_work, s);
+}
+// What the legacy stream's next operation waits for: the work of every blocking stream (CUDA orders them).
+void run_blocking_streams_work() {
+    for (cudaStream_t s : std::vector<cudaStream_t>(streams_with_work))
+        if (!s->nonblocking) run_host_work(s);
+}
+void run_all_host_work() {
+    for (cudaStream_t s : std::vector<cudaStream_t>(streams_with_work)) run_host_work(s);
+}
+} // namespace
 struct CUgraph_st {
     std::vector<std::function<void()>> work;
 };
@@ -264,6 +290,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 }
 cudaError_t cudaFree(void *p) {
     host_waits_for_kernels();
+    run_all_host_work(); // (cudaFree waits for the device)
     Allocated &a = allocated();
     const std::lock_guard lock(a.mu);
     if (auto it = a.sizes.find(p); it != a.sizes.end()) a.bytes -= it->second, a.sizes.erase(it);
@@ -280,18 +307,21 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind) {
     if (capturing) return record(cudaErrorStreamCaptureUnsupported);
     host_waits_for_kernels();
+    run_blocking_streams_work(); // a legacy-stream copy follows the blocking streams' work
     std::memmove(dst, src, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
     if (capturing) return record(cudaErrorStreamCaptureUnsupported);
     host_waits_for_kernels();
+    run_blocking_streams_work();
     std::memset(dst, value, bytes);
     return cudaSuccess;
 }
 struct CUevent_st {
     std::chrono::steady_clock::time_point at;
     bool recorded = false;
+    cudaStream_t stream = nullptr; // where it was recorded
 };
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
     *e = new CUevent_st{};
@@ -301,9 +331,9 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     delete e;
     return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (capturing) return record(cudaErrorStreamCaptureUnsupported); // (a captured record would be a graph node)
-    e->at = std::chrono::steady_clock::now(), e->recorded = true;
+    e->at = std::chrono::steady_clock::now(), e->recorded = true, e->stream = s;
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
@@ -316,16 +346,21 @@ cudaError_t cudaStreamCreate(cudaStream_t *s) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    run_host_work(s); // (CUDA lets queued work finish)
     delete s;
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     host_waits_for_kernels();
+    if (s) run_host_work(s);
+    else run_blocking_streams_work();
     return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
     if (flags & ~unsigned(cudaStreamNonBlocking)) return record(cudaErrorInvalidValue);
-    return cudaStreamCreate(s);
+    *s = new CUstream_st{};
+    (*s)->nonblocking = flags & cudaStreamNonBlocking;
+    return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
     if (flags & ~unsigned(cudaEventDisableTiming)) return record(cudaErrorInvalidValue);
@@ -334,10 +369,18 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned flags) {
     if (!e || flags) return record(cudaErrorInvalidValue);
     if (capturing) return record(cudaErrorStreamCaptureUnsupported); // (captured, it would be a graph dependency)
+    run_host_work(e->stream); // what the event follows has run before what the waiting stream queues next
     return cudaSuccess;
 }
-cudaError_t cudaStreamQuery(cudaStream_t) {
+// A stream with queued host work is busy the first time it is asked (the work then runs): a caller that polls must
+// poll again.
+cudaError_t cudaStreamQuery(cudaStream_t s) {
     host_waits_for_kernels();
+    if (s && !s->host_work.empty()) {
+        run_host_work(s);
+        return cudaErrorNotReady; // (not an error CUDA records)
+    }
+    if (!s) run_blocking_streams_work();
     return cudaSuccess;
 }
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
@@ -380,6 +423,7 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g) {
 }
 cudaError_t cudaDeviceSynchronize() {
     host_waits_for_kernels();
+    run_all_host_work();
     return cudaSuccess;
 }
 cudaError_t cudaGetLastError() {
@@ -444,8 +488,21 @@ bool device_range(const void *p, size_t bytes) {
     return at >= base && size_t(at - base) <= it->second && bytes <= it->second - size_t(at - base);
 }
 
+void enqueue_host_work(cudaStream_t s, std::function<void()> work) {
+    if (!s) {
+        run_blocking_streams_work();
+        work();
+        return;
+    }
+    if (s->host_work.empty()) streams_with_work.push_back(s);
+    s->host_work.push_back(std::move(work));
+}
+
 bool capture_launch(cudaStream_t s, std::function<void()> replay) {
-    if (!capturing) return false;
+    if (!capturing) {
+        if (!s) run_blocking_streams_work(); // a legacy-stream launch follows the blocking streams' work
+        return false;
+    }
     if (s != capturing) { // a launch on the legacy stream (or another) from inside a capture
         std::fprintf(stderr, "emu: a kernel launched outside the stream being captured\n");
         record(cudaErrorStreamCaptureImplicit);

@@ -5,14 +5,19 @@
 // What a GPU would reject is rejected here too, with NCCL's error codes: a buffer that is not device memory (inside
 // one cudaMalloc'd allocation: a host pointer is the classic mistake of staging code), a peer or root out of range,
 // a reduction other than a sum (the only one zaya asks for), a communicator whose ranks got different unique ids
-// (on GPUs that hangs). Every operation waits for the kernels launched before it (the buffers' writers): the host
-// runs NCCL's part synchronously, so what the stream arguments order on a GPU is ordered by program order here.
-// Inside ncclGroupStart/End, operations are queued and run at the end: point-to-point ones posted non-blocking
-// first, so a group that sends and receives does not deadlock, then the collectives in order.
+// (on GPUs that hangs). An operation runs as host work queued on its stream (emu::enqueue_host_work): after the
+// kernels launched before it, and as late as the program lets it — when the stream is waited for, or for a blocking
+// stream when the legacy stream next does something — as a GPU may run it while later kernels go on. So a kernel
+// that writes a buffer a started collective still reads, or a read of its result before the wait, changes the
+// numbers here, as it could on GPUs. Inside ncclGroupStart/End, operations are collected and queued at the end as
+// one piece of work: point-to-point ones posted non-blocking first, so a group that sends and receives does not
+// deadlock, then the collectives in order. (zaya_emu runs kernels synchronously: they are done when work runs.)
 #include <nccl.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -40,6 +45,7 @@ struct Op {
     ncclDataType_t type;
     int root; // Reduce and Broadcast: the root; Send and Recv: the peer
     ncclComm_t comm;
+    cudaStream_t stream;
 };
 
 int group_depth = 0;
@@ -144,25 +150,7 @@ ncclResult_t run_alone(const Op &op) {
     return ncclSuccess;
 }
 
-ncclResult_t run_now(const Op &op) {
-    if (cudaStreamSynchronize(nullptr) != cudaSuccess) return ncclUnhandledCudaError;
-#ifdef ZAYA_WITH_MPI
-    if (op.comm->nranks > 1) return run_collective(op);
-#endif
-    return run_alone(op);
-}
-
-ncclResult_t issue(const Op &op) {
-    if (const ncclResult_t r = validate(op); r != ncclSuccess) return r;
-    if (group_depth > 0) {
-        grouped.push_back(op);
-        return ncclSuccess;
-    }
-    return run_now(op);
-}
-
-ncclResult_t run_group(const std::vector<Op> &ops) {
-    if (cudaStreamSynchronize(nullptr) != cudaSuccess) return ncclUnhandledCudaError;
+ncclResult_t run_ops(const std::vector<Op> &ops) {
 #ifdef ZAYA_WITH_MPI
     std::vector<MPI_Request> requests;
     for (const Op &op : ops)
@@ -178,6 +166,25 @@ ncclResult_t run_group(const std::vector<Op> &ops) {
     for (const Op &op : ops)
         if (const ncclResult_t r = run_alone(op); r != ncclSuccess) return r;
 #endif
+    return ncclSuccess;
+}
+
+// Queues ops on their stream (the first's: a group's ops share one here). A failure there cannot be returned to
+// the call that queued it (a GPU reports it asynchronously too): it ends the process, naming the result.
+void schedule(std::vector<Op> ops) {
+    const cudaStream_t stream = ops.front().stream;
+    emu::enqueue_host_work(stream, [ops = std::move(ops)] {
+        if (const ncclResult_t r = run_ops(ops); r != ncclSuccess) {
+            std::fprintf(stderr, "nccl_emu: a queued operation failed: %s\n", ncclGetErrorString(r));
+            std::abort();
+        }
+    });
+}
+
+ncclResult_t issue(const Op &op) {
+    if (const ncclResult_t r = validate(op); r != ncclSuccess) return r;
+    if (group_depth > 0) grouped.push_back(op);
+    else schedule({op});
     return ncclSuccess;
 }
 
@@ -255,35 +262,35 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
     if (op != ncclSum || datatype == ncclFloat16) return ncclInvalidArgument;
-    return issue({Kind::AllReduce, sendbuff, recvbuff, count, datatype, 0, comm});
+    return issue({Kind::AllReduce, sendbuff, recvbuff, count, datatype, 0, comm, stream});
 }
 
 ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                        int root, ncclComm_t comm, cudaStream_t) {
+                        int root, ncclComm_t comm, cudaStream_t stream) {
     if (op != ncclSum || datatype == ncclFloat16) return ncclInvalidArgument;
     // Only the root's receive buffer is written (others may pass any), as NCCL documents.
     const bool root_here = comm && comm->rank == root;
     return issue({Kind::Reduce, sendbuff, root_here ? recvbuff : const_cast<void *>(sendbuff), count, datatype, root,
-                  comm});
+                  comm, stream});
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
     // Only the root's send buffer is read.
     const bool root_here = comm && comm->rank == root;
-    return issue({Kind::Broadcast, root_here ? sendbuff : recvbuff, recvbuff, count, datatype, root, comm});
+    return issue({Kind::Broadcast, root_here ? sendbuff : recvbuff, recvbuff, count, datatype, root, comm, stream});
 }
 
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                      cudaStream_t) {
-    return issue({Kind::Send, sendbuff, nullptr, count, datatype, peer, comm});
+                      cudaStream_t stream) {
+    return issue({Kind::Send, sendbuff, nullptr, count, datatype, peer, comm, stream});
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                      cudaStream_t) {
-    return issue({Kind::Recv, nullptr, recvbuff, count, datatype, peer, comm});
+                      cudaStream_t stream) {
+    return issue({Kind::Recv, nullptr, recvbuff, count, datatype, peer, comm, stream});
 }
 
 ncclResult_t ncclGroupStart() {
@@ -296,5 +303,6 @@ ncclResult_t ncclGroupEnd() {
     if (--group_depth > 0) return ncclSuccess;
     std::vector<Op> ops;
     ops.swap(grouped);
-    return run_group(ops);
+    if (!ops.empty()) schedule(std::move(ops));
+    return ncclSuccess;
 }

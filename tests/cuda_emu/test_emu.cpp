@@ -1,9 +1,9 @@
 // The emulator itself (tests/cuda_emu): CUDA's execution model as the kernels rely on it — threads that exchange
 // data through shared memory at barriers, their own thread and block indices after every switch, warp shuffles,
-// threads that exit early, cp.async landing only at its wait — and a barrier some threads never reach reported as
-// the hang it would be on the GPU. Kernels are written as plain functions and launched through emu::launch, which
-// is what to_cpp.py turns `kernel<<<grid, block, shared>>>(args)` into. This file goes through to_cpp.py too (its
-// static shared declarations become emu::block_shared).
+// threads that exit early, cp.async landing only at its wait, host work queued on streams — and a barrier some
+// threads never reach reported as the hang it would be on the GPU. Kernels are written as plain functions and
+// launched through emu::launch, which is what to_cpp.py turns `kernel<<<grid, block, shared>>>(args)` into. This
+// file goes through to_cpp.py too (its static shared declarations become emu::block_shared).
 //
 // Under TSan (zaya_cuda_emu_tests_tsan) these tests must run without a report; the EmulatorRaces ones (disabled: run
 // by tests/cuda_emu/expect_races.sh) must each be reported as a data race — what the emulator exists to catch.
@@ -240,6 +240,37 @@ void produce_then_consume(bool wait_first) {
 }
 
 TEST(Emulator, ADependentLaunchReadsThePreviousKernelsWritesAfterItsWait) { produce_then_consume(true); }
+
+// Host work queued on a stream (the NCCL stand-in's collectives) runs as late as CUDA allows: a non-blocking stream's
+// when it is queried (busy the first time) or synchronised, never because the legacy stream copies or launches; a
+// blocking stream's before the legacy stream's next operation as well; the legacy stream's at once.
+TEST(Emulator, HostWorkQueuedOnAStreamRunsWhenWaitedFor) {
+    cudaStream_t nonblocking = nullptr, blocking = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&blocking), cudaSuccess);
+    std::vector<int> ran;
+    float *d = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&d), sizeof(float)), cudaSuccess);
+    const float one = 1.0f;
+    emu::enqueue_host_work(nonblocking, [&] { ran.push_back(1); });
+    emu::enqueue_host_work(blocking, [&] { ran.push_back(2); });
+    emu::enqueue_host_work(nonblocking, [&] { ran.push_back(3); });
+    EXPECT_TRUE(ran.empty());
+    ASSERT_EQ(cudaMemcpy(d, &one, sizeof one, cudaMemcpyHostToDevice), cudaSuccess); // the legacy stream
+    EXPECT_EQ(ran, (std::vector<int>{2}));
+    EXPECT_EQ(cudaStreamQuery(nonblocking), cudaErrorNotReady);
+    EXPECT_EQ(ran, (std::vector<int>{2, 1, 3}));
+    EXPECT_EQ(cudaStreamQuery(nonblocking), cudaSuccess);
+    emu::enqueue_host_work(nullptr, [&] { ran.push_back(4); });
+    EXPECT_EQ(ran, (std::vector<int>{2, 1, 3, 4}));
+    emu::enqueue_host_work(nonblocking, [&] { ran.push_back(5); });
+    ASSERT_EQ(cudaStreamSynchronize(nonblocking), cudaSuccess);
+    EXPECT_EQ(ran, (std::vector<int>{2, 1, 3, 4, 5}));
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess); // a busy stream is not an error
+    ASSERT_EQ(cudaFree(d), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(nonblocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(blocking), cudaSuccess);
+}
 
 // The races the emulator is to report under TSan (tests/cuda_emu/expect_races.sh runs each and requires a report):
 // two blocks adding to one element without an atomic (a lost update on the GPU), a block reading what another

@@ -130,6 +130,13 @@ template <class T> T &block_shared(const void *key) {
 // Graph capture: true if a launch on `s` is to be recorded rather than run (it records it); a launch on another
 // stream while a capture is open is an error, as the real capture treats the legacy stream.
 bool capture_launch(cudaStream_t s, std::function<void()> replay);
+// Host work queued on stream s (the NCCL stand-in's collectives), run in order when something waits for s: a query
+// (which then reports it not ready once), a synchronize of it or of the device, an event recorded on it being waited
+// for, its destruction, a cudaFree; and, unless s was made with cudaStreamNonBlocking, the next operation on the
+// legacy stream (a launch, a copy, a memset), which CUDA orders after the blocking streams' work. On the legacy
+// stream (s null) it runs at once. So work that a GPU runs concurrently runs here as late as the program allows: a
+// read of its results before a wait, or a write to its inputs before it ran, shows.
+void enqueue_host_work(cudaStream_t s, std::function<void()> work);
 // True if [p, p + bytes) lies inside one cudaMalloc'd allocation (the NCCL stand-in's check that a collective's
 // buffers are device memory, as NCCL's must be).
 bool device_range(const void *p, size_t bytes);
