@@ -1,5 +1,6 @@
 # zaya_cuda_emu_tests[_tsan]: src/ops/cuda/*.cu rewritten to C++ (to_cpp.py) and built against the CPU stand-ins in
-# include/ and emu.cpp, with the tests of tests/cuda (NCCL's excepted), under ASan+UBSan and under TSan; and zaya_emu.
+# include/ and emu.cpp, with the tests of tests/cuda (NCCL's over the NCCL stand-in, one rank), under ASan+UBSan and
+# under TSan; and zaya_emu.
 # Included from the top-level CMakeLists.txt when ZAYA_CUDA_EMU is ON; scripts/cuda_emulate.sh drives it.
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 find_package(Threads REQUIRED)
@@ -33,7 +34,11 @@ file(GLOB ZAYA_EMU_TESTS CONFIGURE_DEPENDS tests/cuda/*.cpp)
 # Cached decoding on the device (infer/cuda_decoder.h): host C++ over the kernels, as in zaya_cuda.
 set(ZAYA_EMU_DECODER ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder.cpp
                      ${CMAKE_SOURCE_DIR}/src/infer/cuda_decoder_prefill.cpp)
-list(FILTER ZAYA_EMU_TESTS EXCLUDE REGEX "test_nccl\\.cpp$")
+# The NCCL communicator (dist/comm_nccl.cu's host code) over the NCCL stand-in: one rank in the tests (no MPI), as
+# many as mpirun starts in zaya_emu. Compiled apart (their anonymous namespaces are their own).
+set(ZAYA_EMU_NCCL ${ZAYA_EMU_DIR}/comm_nccl_emu.cpp ${ZAYA_EMU_DIR}/nccl_emu.cpp)
+set_source_files_properties(${ZAYA_EMU_NCCL} PROPERTIES COMPILE_OPTIONS "${ZAYA_WARNINGS}"
+                            SKIP_UNITY_BUILD_INCLUSION ON)
 # The kernels and their tests once per sanitizer: zaya_cuda_emu_tests under ASan+UBSan (bounds, in global and shared
 # memory, and UB), zaya_cuda_emu_tests_tsan under TSan (races between a block's threads, a missing __syncthreads,
 # between blocks, and between a dependent launch and the kernel before).
@@ -43,7 +48,7 @@ function(zaya_emu_tests name host_opt)
   # launch). Under ASan the host code at -O0 compiles in a third of the time and adds ~20 s to the run; under TSan
   # -O0 would instrument every local variable's access and double the run.
   add_library(${name}_host OBJECT ${ZAYA_EMU_TESTS} ${ZAYA_EMU_SELF_TEST}
-              ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${ZAYA_EMU_DECODER})
+              ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${ZAYA_EMU_DECODER} ${ZAYA_EMU_NCCL})
   target_compile_options(${name}_host PRIVATE ${ARGN} -fno-omit-frame-pointer -g ${host_opt})
   zaya_unity(${name}_host) # not the kernels: each file's anonymous namespace may reuse a kernel's name
   # The decoder's files alone: they name the decoder's internal namespace in a using-directive.
@@ -71,13 +76,8 @@ zaya_emu_tests(zaya_cuda_emu_tests_tsan -O1 -fsanitize=thread)
 # runs here too.
 add_executable(zaya_emu ${ZAYA_EMU_GENERATED} ${ZAYA_EMU_DIR}/emu.cpp ${ZAYA_EMU_DIR}/threads.cpp
                ${CMAKE_SOURCE_DIR}/src/ops/cuda/backend.cpp ${ZAYA_EMU_DECODER} ${CMAKE_SOURCE_DIR}/src/dist/comm.cpp
-               ${ZAYA_EMU_DIR}/comm_nccl_emu.cpp ${ZAYA_EMU_DIR}/nccl_emu.cpp)
+               ${ZAYA_EMU_NCCL})
 target_include_directories(zaya_emu BEFORE PRIVATE ${ZAYA_EMU_DIR}/include)
 target_compile_options(zaya_emu PRIVATE -O2 -iquote ${CMAKE_BINARY_DIR}/cuda_emu)
-target_compile_definitions(zaya_emu PRIVATE ZAYA_WITH_NCCL)
-set_source_files_properties(${ZAYA_EMU_DIR}/nccl_emu.cpp ${ZAYA_EMU_DIR}/comm_nccl_emu.cpp
-                            PROPERTIES COMPILE_OPTIONS "${ZAYA_WARNINGS}")
-if(MPI_CXX_FOUND)
-  set_source_files_properties(${ZAYA_EMU_DIR}/nccl_emu.cpp PROPERTIES COMPILE_DEFINITIONS ZAYA_WITH_MPI)
-endif()
+target_compile_definitions(zaya_emu PRIVATE ZAYA_WITH_NCCL $<$<BOOL:${MPI_CXX_FOUND}>:ZAYA_WITH_MPI>)
 target_link_libraries(zaya_emu PRIVATE zaya_cli zaya_core Threads::Threads ${CMAKE_DL_LIBS})
