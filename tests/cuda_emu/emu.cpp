@@ -225,10 +225,12 @@ std::vector<std::function<void()>> captured;
 struct CUstream_st {
     bool nonblocking = false;                     // cudaStreamNonBlocking: not ordered with the legacy stream
     std::deque<std::function<void()>> host_work; // queued, not yet run
+    uint64_t waited = 0;                          // the launches an event it waited for follows (cudaStreamWaitEvent)
 };
 
 namespace {
 std::vector<cudaStream_t> streams_with_work; // in the order their first pending work was queued
+uint64_t launches = 0;                       // kernels and graphs launched so far (on any stream)
 
 void run_host_work(cudaStream_t s) {
     if (!s) return;
@@ -322,6 +324,7 @@ struct CUevent_st {
     std::chrono::steady_clock::time_point at;
     bool recorded = false;
     cudaStream_t stream = nullptr; // where it was recorded
+    uint64_t launches = 0;         // the launches made before it was
 };
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
     *e = new CUevent_st{};
@@ -333,7 +336,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (capturing) return record(cudaErrorStreamCaptureUnsupported); // (a captured record would be a graph node)
-    e->at = std::chrono::steady_clock::now(), e->recorded = true, e->stream = s;
+    e->at = std::chrono::steady_clock::now(), e->recorded = true, e->stream = s, e->launches = launches;
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
@@ -366,10 +369,11 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
     if (flags & ~unsigned(cudaEventDisableTiming)) return record(cudaErrorInvalidValue);
     return cudaEventCreate(e);
 }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned flags) {
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     if (!e || flags) return record(cudaErrorInvalidValue);
     if (capturing) return record(cudaErrorStreamCaptureUnsupported); // (captured, it would be a graph dependency)
     run_host_work(e->stream); // what the event follows has run before what the waiting stream queues next
+    if (s && e->recorded) s->waited = std::max(s->waited, e->launches);
     return cudaSuccess;
 }
 // A stream with queued host work is busy the first time it is asked (the work then runs): a caller that polls must
@@ -404,6 +408,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned lon
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
     if (capturing) return record(cudaErrorStreamCaptureUnsupported);
     stream_order.graph_start = true;
+    ++launches;
     for (auto &w : e->work) w();
     return cudaSuccess;
 }
@@ -494,6 +499,14 @@ void enqueue_host_work(cudaStream_t s, std::function<void()> work) {
         work();
         return;
     }
+    // Here every kernel has run before the work does; on a GPU, work on a non-blocking stream is ordered after no
+    // kernel unless the stream waits for an event recorded after it. So it must, after the latest launch: else the
+    // work could read what a kernel has not yet written (the case the late running above cannot show).
+    if (s->nonblocking && s->waited < launches) {
+        std::fprintf(stderr, "emu: host work queued on a non-blocking stream that waits for no event recorded after "
+                             "the latest kernel launch (it could run before that kernel on a GPU)\n");
+        std::abort();
+    }
     if (s->host_work.empty()) streams_with_work.push_back(s);
     s->host_work.push_back(std::move(work));
 }
@@ -501,6 +514,7 @@ void enqueue_host_work(cudaStream_t s, std::function<void()> work) {
 bool capture_launch(cudaStream_t s, std::function<void()> replay) {
     if (!capturing) {
         if (!s) run_blocking_streams_work(); // a legacy-stream launch follows the blocking streams' work
+        ++launches;
         return false;
     }
     if (s != capturing) { // a launch on the legacy stream (or another) from inside a capture

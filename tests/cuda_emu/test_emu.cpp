@@ -248,6 +248,10 @@ TEST(Emulator, HostWorkQueuedOnAStreamRunsWhenWaitedFor) {
     cudaStream_t nonblocking = nullptr, blocking = nullptr;
     ASSERT_EQ(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking), cudaSuccess);
     ASSERT_EQ(cudaStreamCreate(&blocking), cudaSuccess);
+    cudaEvent_t now = nullptr; // the non-blocking stream waits for every launch so far (none here)
+    ASSERT_EQ(cudaEventCreate(&now), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(now, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(nonblocking, now, 0), cudaSuccess);
     std::vector<int> ran;
     float *d = nullptr;
     ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&d), sizeof(float)), cudaSuccess);
@@ -268,6 +272,7 @@ TEST(Emulator, HostWorkQueuedOnAStreamRunsWhenWaitedFor) {
     EXPECT_EQ(ran, (std::vector<int>{2, 1, 3, 4, 5}));
     EXPECT_EQ(cudaGetLastError(), cudaSuccess); // a busy stream is not an error
     ASSERT_EQ(cudaFree(d), cudaSuccess);
+    ASSERT_EQ(cudaEventDestroy(now), cudaSuccess);
     ASSERT_EQ(cudaStreamDestroy(nonblocking), cudaSuccess);
     ASSERT_EQ(cudaStreamDestroy(blocking), cudaSuccess);
 }
@@ -318,6 +323,28 @@ void divergent_barrier_kernel(float *out) {
 TEST(EmulatorDeathTest, ABarrierSomeThreadsNeverReachIsReportedAsADeadlock) {
     std::vector<float> out(32);
     EXPECT_DEATH(emu::launch(divergent_barrier_kernel, dim3(1), dim3(32))(out.data()), "deadlock");
+}
+
+// Host work on a non-blocking stream that waits for no event recorded after a kernel: on a GPU it could overtake
+// the kernel (whose output it may read), so the emulator refuses it; after the event, it is queued.
+TEST(EmulatorDeathTest, WorkOnANonBlockingStreamMustFollowTheLatestKernel) {
+    std::vector<float> in(kBlock, 1.0f), out(kBlock), out2(kBlock);
+    cudaStream_t s = nullptr;
+    cudaEvent_t e = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(e, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(s, e, 0), cudaSuccess);
+    emu::launch(reverse_kernel, dim3(1), dim3(kBlock))(out.data(), out2.data(), in.data()); // after the event
+    EXPECT_DEATH(emu::enqueue_host_work(s, [] {}), "non-blocking stream");
+    ASSERT_EQ(cudaEventRecord(e, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(s, e, 0), cudaSuccess);
+    bool ran = false;
+    emu::enqueue_host_work(s, [&] { ran = true; });
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_TRUE(ran);
+    ASSERT_EQ(cudaEventDestroy(e), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
 } // namespace

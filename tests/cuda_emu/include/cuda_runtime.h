@@ -135,7 +135,9 @@ bool capture_launch(cudaStream_t s, std::function<void()> replay);
 // for, its destruction, a cudaFree; and, unless s was made with cudaStreamNonBlocking, the next operation on the
 // legacy stream (a launch, a copy, a memset), which CUDA orders after the blocking streams' work. On the legacy
 // stream (s null) it runs at once. So work that a GPU runs concurrently runs here as late as the program allows: a
-// read of its results before a wait, or a write to its inputs before it ran, shows.
+// read of its results before a wait, or a write to its inputs before it ran, shows. Work queued on a non-blocking
+// stream must follow (cudaStreamWaitEvent) an event recorded after the latest kernel launch, or the emulator aborts:
+// on a GPU it could run before that kernel.
 void enqueue_host_work(cudaStream_t s, std::function<void()> work);
 // True if [p, p + bytes) lies inside one cudaMalloc'd allocation (the NCCL stand-in's check that a collective's
 // buffers are device memory, as NCCL's must be).
