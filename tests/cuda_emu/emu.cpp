@@ -230,10 +230,11 @@ struct CUstream_st {
 
 namespace {
 std::vector<cudaStream_t> streams_with_work; // in the order their first pending work was queued
+std::set<cudaStream_t> live_streams;         // created and not destroyed (an event may outlive its stream)
 uint64_t launches = 0;                       // kernels and graphs launched so far (on any stream)
 
 void run_host_work(cudaStream_t s) {
-    if (!s) return;
+    if (!live_streams.contains(s)) return; // the legacy stream (null), or one destroyed since
     while (!s->host_work.empty()) {
         std::function<void()> w = std::move(s->host_work.front());
         s->host_work.pop_front();
@@ -346,10 +347,12 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 }
 cudaError_t cudaStreamCreate(cudaStream_t *s) {
     *s = new CUstream_st{};
+    live_streams.insert(*s);
     return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     run_host_work(s); // (CUDA lets queued work finish)
+    live_streams.erase(s);
     delete s;
     return cudaSuccess;
 }
@@ -361,7 +364,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
     if (flags & ~unsigned(cudaStreamNonBlocking)) return record(cudaErrorInvalidValue);
-    *s = new CUstream_st{};
+    if (const cudaError_t r = cudaStreamCreate(s); r != cudaSuccess) return r;
     (*s)->nonblocking = flags & cudaStreamNonBlocking;
     return cudaSuccess;
 }
