@@ -369,8 +369,8 @@ for run in cuda cpu "cpu --precision fp32"; do
     start_server "$tmp/serve_bf16.log" tiny --dtype bf16 --device $run
     curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$steps" \
         >"$tmp/steps.${run// /_}" || true
-    curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$scored" \
-        >"$tmp/scored.${run// /_}" || true
+    [[ $run == *fp32 ]] || curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+        -d "$scored" >"$tmp/scored.$run" || true
     stop_server
 done
 prompt_rows=$(python3 - "$tmp/scored.cuda" "$tmp/scored.cpu" <<'PY' 2>&1

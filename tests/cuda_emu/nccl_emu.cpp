@@ -10,8 +10,9 @@
 // stream when the legacy stream next does something — as a GPU may run it while later kernels go on. So a kernel
 // that writes a buffer a started collective still reads, or a read of its result before the wait, changes the
 // numbers here, as it could on GPUs. Inside ncclGroupStart/End, operations are collected and queued at the end as
-// one piece of work: point-to-point ones posted non-blocking first, so a group that sends and receives does not
-// deadlock, then the collectives in order. (zaya_emu runs kernels synchronously: they are done when work runs.)
+// one piece of work. A piece of work posts its point-to-point operations non-blocking first, so a group that sends
+// and receives does not deadlock, then runs its collectives in order. (zaya_emu runs kernels synchronously: they
+// are done when work runs.)
 #include <nccl.h>
 
 #include <algorithm>
@@ -51,6 +52,8 @@ struct Op {
 int group_depth = 0;
 std::vector<Op> grouped;
 
+bool is_p2p(const Op &op) { return op.kind == Kind::Send || op.kind == Kind::Recv; }
+
 size_t type_bytes(ncclDataType_t t) {
     switch (t) {
     case ncclInt8:
@@ -72,9 +75,8 @@ ncclResult_t validate(const Op &op) {
     if (!op.comm) return ncclInvalidArgument;
     const size_t bytes = op.count * type_bytes(op.type);
     if (type_bytes(op.type) == 0) return ncclInvalidArgument;
-    const bool p2p = op.kind == Kind::Send || op.kind == Kind::Recv;
     if ((op.kind != Kind::AllReduce) && (op.root < 0 || op.root >= op.comm->nranks)) return ncclInvalidArgument;
-    if (p2p && op.root == op.comm->rank) return ncclInvalidArgument; // (NCCL allows it; zaya never sends to itself)
+    if (is_p2p(op) && op.root == op.comm->rank) return ncclInvalidArgument; // (NCCL allows it; zaya never does)
     if (op.kind != Kind::Recv && !buffer_ok(op.send, bytes)) return ncclInvalidArgument;
     if (op.kind != Kind::Send && !buffer_ok(op.recv, bytes)) return ncclInvalidArgument;
     return ncclSuccess;
@@ -99,6 +101,7 @@ MPI_Datatype mpi_type(ncclDataType_t t) {
 // MPI counts are ints: larger buffers go in pieces of 2^30 elements.
 constexpr size_t kPiece = size_t(1) << 30;
 
+// One collective between several ranks (point-to-point operations are posted, below).
 ncclResult_t run_collective(const Op &op) {
     const ncclComm &c = *op.comm;
     const MPI_Datatype t = mpi_type(op.type);
@@ -109,23 +112,17 @@ ncclResult_t run_collective(const Op &op) {
         const int n = int(std::min(kPiece, op.count - at));
         const void *s = static_cast<const char *>(op.send) + at * bytes;
         void *r = static_cast<char *>(op.recv) + at * bytes;
-        int rc = MPI_SUCCESS;
-        switch (op.kind) {
-        case Kind::AllReduce: rc = MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, n, t, MPI_SUM, c.mpi); break;
-        case Kind::Reduce:
-            if (c.rank == op.root) rc = MPI_Reduce(s == r ? MPI_IN_PLACE : s, r, n, t, MPI_SUM, op.root, c.mpi);
-            else rc = MPI_Reduce(s, nullptr, n, t, MPI_SUM, op.root, c.mpi);
-            break;
-        case Kind::Broadcast: rc = MPI_Bcast(r, n, t, op.root, c.mpi); break;
-        case Kind::Send: rc = MPI_Send(s, n, t, op.root, 0, c.mpi); break;
-        case Kind::Recv: rc = MPI_Recv(r, n, t, op.root, 0, c.mpi, MPI_STATUS_IGNORE); break;
-        }
+        int rc;
+        if (op.kind == Kind::AllReduce) rc = MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, n, t, MPI_SUM, c.mpi);
+        else if (op.kind == Kind::Broadcast) rc = MPI_Bcast(r, n, t, op.root, c.mpi);
+        else if (c.rank == op.root) rc = MPI_Reduce(s == r ? MPI_IN_PLACE : s, r, n, t, MPI_SUM, op.root, c.mpi);
+        else rc = MPI_Reduce(s, nullptr, n, t, MPI_SUM, op.root, c.mpi);
         if (rc != MPI_SUCCESS) return ncclSystemError;
     }
     return ncclSuccess;
 }
 
-// Posts one point-to-point operation without waiting (inside a group).
+// Posts one point-to-point operation without waiting.
 ncclResult_t post(const Op &op, std::vector<MPI_Request> &requests) {
     const MPI_Datatype t = mpi_type(op.type);
     const size_t bytes = type_bytes(op.type);
@@ -143,28 +140,27 @@ ncclResult_t post(const Op &op, std::vector<MPI_Request> &requests) {
 }
 #endif
 
-// One rank: the collectives copy (or leave the data in place); there is no peer to send to.
-ncclResult_t run_alone(const Op &op) {
-    if (op.kind == Kind::Send || op.kind == Kind::Recv) return ncclInvalidArgument; // (validate refused it already)
+// A collective of one rank: a copy (or the data left in place). (validate lets no point-to-point operation through
+// with one rank: there is no peer.)
+void run_alone(const Op &op) {
     if (op.send != op.recv) std::memmove(op.recv, op.send, op.count * type_bytes(op.type));
-    return ncclSuccess;
 }
 
 ncclResult_t run_ops(const std::vector<Op> &ops) {
 #ifdef ZAYA_WITH_MPI
     std::vector<MPI_Request> requests;
     for (const Op &op : ops)
-        if ((op.kind == Kind::Send || op.kind == Kind::Recv) && op.comm->nranks > 1)
+        if (is_p2p(op))
             if (const ncclResult_t r = post(op, requests); r != ncclSuccess) return r;
-    for (const Op &op : ops)
-        if (op.kind != Kind::Send && op.kind != Kind::Recv)
-            if (const ncclResult_t r = op.comm->nranks > 1 ? run_collective(op) : run_alone(op); r != ncclSuccess)
-                return r;
+    for (const Op &op : ops) {
+        if (is_p2p(op)) continue;
+        if (op.comm->nranks == 1) run_alone(op);
+        else if (const ncclResult_t r = run_collective(op); r != ncclSuccess) return r;
+    }
     if (!requests.empty() && MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE) != MPI_SUCCESS)
         return ncclSystemError;
 #else
-    for (const Op &op : ops)
-        if (const ncclResult_t r = run_alone(op); r != ncclSuccess) return r;
+    for (const Op &op : ops) run_alone(op); // one rank: collectives only
 #endif
     return ncclSuccess;
 }

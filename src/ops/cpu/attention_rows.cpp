@@ -1,13 +1,11 @@
 #include "ops/cpu/attention_rows.h"
 
 #include "core/dtype.h"
-#include "core/fastmath.h"
 #include "ops/cpu/simd.h"
 #include "ops/cpu/softmax_natural.h"
 #include "ops/cpu/softmax_pow2.h"
 
 #include <array>
-#include <limits>
 
 namespace zaya::cpu {
 
