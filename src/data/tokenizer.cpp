@@ -2,16 +2,24 @@
 
 #include "core/error.h"
 #include "core/atomic_file.h"
+#include "data/hf_tokenizer.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <filesystem>
 #include <fstream>
 #include <unordered_map>
 
 namespace zaya {
 
 Tokenizer Tokenizer::load(const std::string &path) {
+    if (HfTokenizer::looks_like_json(path)) {
+        Tokenizer t;
+        t.hf_ = HfTokenizer::load(path);
+        t.path_ = path;
+        return t;
+    }
     auto sp = std::make_shared<sentencepiece::SentencePieceProcessor>();
     const auto st = sp->Load(path);
     if (!st.ok()) fail("{}: cannot load sentencepiece tokenizer: {}", path, st.ToString());
@@ -19,15 +27,32 @@ Tokenizer Tokenizer::load(const std::string &path) {
     // Where "\n" is no piece, no piece can contain it and it always encodes as the byte piece <0x0A>; then
     // encoding line by line gives exactly the same ids, and is faster (sentencepiece's BPE is superlinear in
     // the length of a text, and a line is short).
+    // Lines are not independent where the model adds a dummy prefix or removes extra whitespace (Llama's): there
+    // the text " a \n b " encodes otherwise line by line, and the shortcut is off.
     const int nl_byte = sp->PieceToId("<0x0A>");
     if (sp->PieceToId("\n") == sp->unk_id() && nl_byte != sp->unk_id() && sp->IsByte(nl_byte))
         t.newline_byte_id_ = nl_byte;
     t.sp_ = std::move(sp);
     t.path_ = path;
+    if (t.newline_byte_id_ >= 0) {
+        const std::string probe = " a \n b ";
+        std::vector<int> whole;
+        if (!t.sp_->Encode(probe, &whole).ok() || t.encode(probe) != std::vector<int32_t>(whole.begin(), whole.end()))
+            t.newline_byte_id_ = -1;
+    }
     return t;
 }
 
+std::optional<std::string> Tokenizer::find_in(const std::string &dir) {
+    for (const char *name : {"tokenizer.model", "tokenizer.json"})
+        if (const auto p = std::filesystem::path(dir) / name; std::filesystem::is_regular_file(p)) return p.string();
+    return std::nullopt;
+}
+
+const char *Tokenizer::file_name() const { return hf_ ? "tokenizer.json" : "tokenizer.model"; }
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+    if (hf_) return hf_->encode(text);
     std::vector<int32_t> out;
     std::vector<int> ids;
     auto encode_part = [&](std::string_view part) {
@@ -58,6 +83,7 @@ std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
         if (ids[i] < 0 || ids[i] >= v) fail("{}: cannot decode token {}: vocabulary is [0, {})", path_, ids[i], v);
         in[i] = ids[i];
     }
+    if (hf_) return hf_->decode(ids);
     std::string out;
     const auto st = sp_->Decode(in, &out);
     if (!st.ok()) fail("{}: decode failed: {}", path_, st.ToString());
@@ -66,11 +92,12 @@ std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
 
 std::string Tokenizer::piece(int32_t id) const {
     if (id < 0 || id >= vocab_size()) fail("{}: no token {}: vocabulary is [0, {})", path_, id, vocab_size());
-    return sp_->IdToPiece(id);
+    return hf_ ? hf_->piece(id) : sp_->IdToPiece(id);
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {
     const std::string p = piece(id);
+    if (hf_) return hf_->token_bytes(id);
     if (sp_->IsControl(id)) return {};
     if (sp_->IsByte(id)) return std::string(1, char(std::stoi(p.substr(3, 2), nullptr, 16))); // "<0xNN>"
     if (sp_->IsUnknown(id)) return decode({id});
@@ -83,18 +110,21 @@ std::string Tokenizer::token_bytes(int32_t id) const {
     return out;
 }
 
-bool Tokenizer::is_control(int32_t id) const { return id >= 0 && id < vocab_size() && sp_->IsControl(id); }
+bool Tokenizer::is_control(int32_t id) const {
+    return id >= 0 && id < vocab_size() && (hf_ ? hf_->is_control(id) : sp_->IsControl(id));
+}
 
-int32_t Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
-int32_t Tokenizer::bos_id() const { return sp_->bos_id(); }
+int32_t Tokenizer::vocab_size() const { return hf_ ? hf_->vocab_size() : sp_->GetPieceSize(); }
+int32_t Tokenizer::bos_id() const { return hf_ ? hf_->bos_id() : sp_->bos_id(); }
 int32_t Tokenizer::piece_id(std::string_view piece) const {
+    if (hf_) return hf_->piece_id(piece);
     const int id = sp_->PieceToId(piece);
     return id == sp_->unk_id() && piece != sp_->IdToPiece(id) ? -1 : int32_t(id);
 }
 
-int32_t Tokenizer::eos_id() const { return sp_->eos_id(); }
-int32_t Tokenizer::pad_id() const { return sp_->pad_id(); }
-int32_t Tokenizer::unk_id() const { return sp_->unk_id(); }
+int32_t Tokenizer::eos_id() const { return hf_ ? hf_->eos_id() : sp_->eos_id(); }
+int32_t Tokenizer::pad_id() const { return hf_ ? hf_->pad_id() : sp_->pad_id(); }
+int32_t Tokenizer::unk_id() const { return hf_ ? hf_->unk_id() : sp_->unk_id(); }
 
 namespace {
 

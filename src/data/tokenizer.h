@@ -1,4 +1,5 @@
-// Tokenizer: a thin wrapper over a sentencepiece model (`tokenizer.model`), and BPE training of one.
+// Tokenizer: a sentencepiece model (`tokenizer.model`) or a Hugging Face `tokenizer.json` of the same kind
+// (data/hf_tokenizer.h), and BPE training of a sentencepiece one.
 //
 // A given model (e.g. Gemma3's, which real ZAYA1 uses) is only loaded; its special ids are whatever it defines.
 // Models trained here fix the special ids to pad = 0, unk = 1, bos = 2, eos = 3, then the 256 byte-fallback
@@ -6,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,9 +18,16 @@ class SentencePieceProcessor;
 
 namespace zaya {
 
+class HfTokenizer;
+
 class Tokenizer {
   public:
+    // A tokenizer.json (any file whose first non-blank byte is '{') or a sentencepiece model.
     static Tokenizer load(const std::string &path);
+    // A model directory's tokenizer file: its tokenizer.model, else its tokenizer.json, else none.
+    static std::optional<std::string> find_in(const std::string &dir);
+    // The name a copy of this tokenizer takes in a model or data directory: tokenizer.model or tokenizer.json.
+    const char *file_name() const;
 
     std::vector<int32_t> encode(std::string_view text) const; // no bos/eos added; thread-safe
     std::string decode(const std::vector<int32_t> &ids) const;
@@ -39,7 +48,8 @@ class Tokenizer {
     const std::string &path() const { return path_; }
 
   private:
-    std::shared_ptr<const sentencepiece::SentencePieceProcessor> sp_;
+    std::shared_ptr<const sentencepiece::SentencePieceProcessor> sp_; // one of these two
+    std::shared_ptr<const HfTokenizer> hf_;
     std::string path_;
     int32_t newline_byte_id_ = -1; // ≥ 0: "\n" always encodes as this byte piece (see load())
 };
