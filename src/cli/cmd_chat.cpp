@@ -94,7 +94,9 @@ void run_chat(ChatArgs a) {
     }
     auto model = load_infer_model(a.model);
     std::optional<Tokenizer> tok = load_infer_tokenizer(a.model);
-    if (!tok) fail("chat needs a tokenizer: '{}' has no tokenizer.model (give --tokenizer PATH)", a.model.model);
+    if (!tok)
+        fail("chat needs a tokenizer: '{}' has no tokenizer.model or tokenizer.json (give --tokenizer PATH)",
+             a.model.model);
     const int32_t bos = int32_t(model->config.bos_token_id);
     Engine engine(std::move(model), std::move(tok), a.engine);
     const Tokenizer &t = *engine.tokenizer();

@@ -41,8 +41,9 @@ void register_export(CLI::App &app) {
         std::string note;
         if (const std::optional<std::string> tok = checkpoint_tokenizer(dir)) {
             std::error_code ec;
-            if (fs::copy_file(*tok, fs::path(*out) / "tokenizer.model", fs::copy_options::overwrite_existing, ec))
-                note = " + tokenizer.model";
+            const std::string name = fs::path(*tok).filename().string();
+            if (fs::copy_file(*tok, fs::path(*out) / name, fs::copy_options::overwrite_existing, ec))
+                note = " + " + name;
         }
         fmt::print("exported {} (step {}) to {} ({}{})\n", dir, manifest.value("step", int64_t(-1)), *out, *dtype, note);
     });

@@ -28,7 +28,8 @@ void run_generate(GenerateArgs a) {
     auto model = load_infer_model(a.model);
     std::optional<Tokenizer> tok = load_infer_tokenizer(a.model);
     if (!a.prompt.empty() && !tok)
-        fail("--prompt needs a tokenizer: '{}' has no tokenizer.model (give --tokenizer PATH, or --tokens IDS)",
+        fail("--prompt needs a tokenizer: '{}' has no tokenizer.model or tokenizer.json (give --tokenizer PATH, or "
+             "--tokens IDS)",
              a.model.model);
     const ZayaConfig c = model->config;
     const int32_t bos = a.no_bos ? -1 : int32_t(c.bos_token_id);

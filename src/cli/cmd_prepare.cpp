@@ -48,7 +48,8 @@ void register_prepare(CLI::App &app) {
     auto *vocab = cmd->add_option("--vocab-size", o->vocab_size, "Vocabulary of the BPE tokenizer to train")
                       ->check(CLI::Range(262, 1 << 20))
                       ->capture_default_str();
-    cmd->add_option("--tokenizer", o->tokenizer, "Use this sentencepiece tokenizer.model instead of training one")
+    cmd->add_option("--tokenizer", o->tokenizer,
+                    "Use this tokenizer.model (sentencepiece) or tokenizer.json (Hugging Face) instead of training one")
         ->check(CLI::ExistingFile);
     cmd->add_option("--val-percent", o->val_percent, "Percent of documents held out for validation")
         ->check(CLI::Range(0.0, 50.0))

@@ -37,8 +37,8 @@ inline std::function<void(int64_t, int64_t)> eval_progress(bool on, const char *
     };
 }
 
-// The benchmarks' tokenizer: --tokenizer, else the model directory's tokenizer.model, or a checkpoint's run's data's
-// (as zaya generate finds it); fails saying to give --tokenizer when there is none.
+// The benchmarks' tokenizer: --tokenizer, else the model directory's tokenizer.model or .json, or a checkpoint's
+// run's data's (as zaya generate finds it); fails saying to give --tokenizer when there is none.
 Tokenizer eval_tokenizer(const EvalArgs &a);
 
 // zaya eval MODEL --choices FILE: accuracy on multiple-choice items (train/evaluate_choices.h).

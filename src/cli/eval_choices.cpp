@@ -26,7 +26,10 @@ Tokenizer eval_tokenizer(const EvalArgs &a) {
     ma.model = a.model;
     ma.tokenizer = a.tokenizer;
     std::optional<Tokenizer> tok = load_infer_tokenizer(ma);
-    if (!tok) fail("eval: {} has no tokenizer.model: give --tokenizer (the one the model was trained with)", a.model);
+    if (!tok)
+        fail("eval: {} has no tokenizer.model or tokenizer.json: give --tokenizer (the one the model was trained "
+             "with)",
+             a.model);
     return std::move(*tok);
 }
 

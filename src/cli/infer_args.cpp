@@ -27,8 +27,8 @@ void add_model_options(CLI::App *cmd, InferModelArgs &a) {
     cmd->add_option("--layers", a.layers, "Preset only: keep the first N layers (0 = all)")->capture_default_str();
     cmd->add_option("--seed-weights", a.seed, "Preset only: seed of the random weights")->capture_default_str();
     cmd->add_option("--tokenizer", a.tokenizer,
-                    "sentencepiece tokenizer.model (default: MODEL_DIR/tokenizer.model; for a checkpoint, its run's "
-                    "data's)");
+                    "tokenizer.model (sentencepiece) or tokenizer.json (Hugging Face) (default: MODEL_DIR's own, "
+                    "tokenizer.model first; for a checkpoint, its run's data's)");
     add_quantize_option(cmd, a.quantize);
 }
 
@@ -76,10 +76,9 @@ std::unique_ptr<InferModel> load_infer_model(const InferModelArgs &a) {
 
 std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a) {
     if (!a.tokenizer.empty()) return Tokenizer::load(a.tokenizer);
-    const fs::path p = fs::path(a.model) / "tokenizer.model";
-    if (fs::is_directory(a.model) && fs::exists(p)) return Tokenizer::load(p.string());
-    if (fs::is_directory(a.model))
-        if (const std::optional<std::string> t = checkpoint_tokenizer(a.model)) return Tokenizer::load(*t);
+    if (!fs::is_directory(a.model)) return std::nullopt;
+    if (const std::optional<std::string> own = Tokenizer::find_in(a.model)) return Tokenizer::load(*own);
+    if (const std::optional<std::string> t = checkpoint_tokenizer(a.model)) return Tokenizer::load(*t);
     return std::nullopt;
 }
 

@@ -19,7 +19,7 @@ struct InferModelArgs {
     std::string dtype = "bf16"; // presets only: the dtype of the random matrices
     int64_t layers = 0;         // presets only: keep this many layers (0: all)
     uint64_t seed = 1234;       // presets only
-    std::string tokenizer;      // default: MODEL_DIR/tokenizer.model when present (a checkpoint: its run's data's)
+    std::string tokenizer;      // default: MODEL_DIR's tokenizer.model or .json (a checkpoint: its run's data's)
     std::string quantize = "none"; // none | int8 (InferModel::quantize_i8, after loading)
 };
 

@@ -19,7 +19,8 @@ using json = nlohmann::json;
 
 struct StringHash {
     using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    // Not noexcept: libstdc++ then caches each key's hash, and chains compare hashes before strings.
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 using IdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
@@ -255,7 +256,8 @@ template <class F> void each_step(const Impl &t, const json &j, const std::strin
 void read_normalizer(Impl &t, const json &j) {
     each_step(t, j, "normalizer", "normalizers", [&](const json &n, const std::string &where) {
         const std::string type = type_of(t, n, where);
-        if (type == "Replace") t.normalizer.push_back({false, pattern_of(t, n, where), string_of(t, n, "content", where)});
+        if (type == "Replace")
+            t.normalizer.push_back({false, pattern_of(t, n, where), string_of(t, n, "content", where)});
         else if (type == "Prepend") t.normalizer.push_back({true, string_of(t, n, "prepend", where), {}});
         else unsupported(t, where + ".type", "'" + type + "'");
     });
@@ -275,7 +277,8 @@ void read_pre_tokenizer(Impl &t, const json &j) {
                 {"MergedWithNext", SplitBehavior::MergedWithNext},
                 {"Contiguous", SplitBehavior::Contiguous}};
             const std::string b = string_of(t, p, "behavior", where);
-            const auto k = std::find_if(std::begin(kinds), std::end(kinds), [&](const auto &x) { return b == x.first; });
+            const auto k =
+                std::find_if(std::begin(kinds), std::end(kinds), [&](const auto &x) { return b == x.first; });
             if (k == std::end(kinds)) fail("{}: {}.behavior '{}' is not a split behaviour", t.path, where, b);
             if (flag(t, p, "invert", where, false)) unsupported(t, where + ".invert", "true");
             t.pre_tokenizer.push_back({false, pattern_of(t, p, where), k->second, Prepend::Never, true});
@@ -315,10 +318,11 @@ void read_decoder(Impl &t, const json &j) {
     });
 }
 
-int32_t read_id(const Impl &t, const json &v, const std::string &where) {
+// `where` names the field in the error (a callable: building the name for each of 262,144 pieces costs time).
+template <class Where> int32_t read_id(const Impl &t, const json &v, Where &&where) {
     constexpr int64_t kMaxId = int64_t(1) << 26;
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxId)
-        fail("{}: {} must be a token id in [0, {}), got {}", t.path, where, kMaxId, v.dump());
+        fail("{}: {} must be a token id in [0, {}), got {}", t.path, where(), kMaxId, v.dump());
     return int32_t(v.get<int64_t>());
 }
 
@@ -337,7 +341,8 @@ void read_model(Impl &t, const json &m) {
     const json &vocab = member(t, m, "vocab", "model");
     if (!vocab.is_object()) fail("{}: model.vocab must be an object of piece → id", t.path);
     t.vocab.reserve(vocab.size());
-    for (const auto &[piece, id] : vocab.items()) t.vocab.emplace(piece, read_id(t, id, "model.vocab[\"" + piece + "\"]"));
+    for (const auto &[piece, id] : vocab.items())
+        t.vocab.emplace(piece, read_id(t, id, [&] { return "model.vocab[\"" + piece + "\"]"; }));
     if (m.contains("unk_token") && !m["unk_token"].is_null()) {
         const std::string u = string_of(t, m, "unk_token", "model");
         const auto it = t.vocab.find(u);
@@ -346,29 +351,32 @@ void read_model(Impl &t, const json &m) {
     }
     t.byte_ids.assign(256, -1);
     for (int b = 0; b < 256; ++b)
-        if (const auto it = t.vocab.find(fmt::format("<0x{:02X}>", b)); it != t.vocab.end()) t.byte_ids[size_t(b)] = it->second;
+        if (const auto it = t.vocab.find(fmt::format("<0x{:02X}>", b)); it != t.vocab.end())
+            t.byte_ids[size_t(b)] = it->second;
 
     const json &merges = member(t, m, "merges", "model");
     if (!merges.is_array()) fail("{}: model.merges must be an array", t.path);
     t.merges.reserve(merges.size());
+    std::string ab;
     for (size_t r = 0; r < merges.size(); ++r) {
         const json &mg = merges[r];
-        std::string a, b;
+        std::string_view a, b;
         if (mg.is_string()) { // "a b" (older files)
-            const std::string s = mg.get<std::string>();
+            const std::string &s = mg.get_ref<const std::string &>();
             const size_t sp = s.find(' ');
             if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
                 fail("{}: model.merges[{}] '{}' is not two pieces separated by one space", t.path, r, s);
-            a = s.substr(0, sp), b = s.substr(sp + 1);
+            a = std::string_view(s).substr(0, sp), b = std::string_view(s).substr(sp + 1);
         } else if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string()) {
-            a = mg[0].get<std::string>(), b = mg[1].get<std::string>();
+            a = mg[0].get_ref<const std::string &>(), b = mg[1].get_ref<const std::string &>();
         } else {
             fail("{}: model.merges[{}] must be \"a b\" or [\"a\", \"b\"], got {}", t.path, r, mg.dump());
         }
-        const auto ia = t.vocab.find(a), ib = t.vocab.find(b), iab = t.vocab.find(a + b);
+        ab.assign(a).append(b);
+        const auto ia = t.vocab.find(a), ib = t.vocab.find(b), iab = t.vocab.find(ab);
         if (ia == t.vocab.end() || ib == t.vocab.end() || iab == t.vocab.end())
-            fail("{}: model.merges[{}] ('{}', '{}'): {} is not in model.vocab", t.path, r, a, b,
-                 ia == t.vocab.end() ? "'" + a + "'" : ib == t.vocab.end() ? "'" + b + "'" : "'" + a + b + "'");
+            fail("{}: model.merges[{}] ('{}', '{}'): '{}' is not in model.vocab", t.path, r, a, b,
+                 ia == t.vocab.end() ? a : ib == t.vocab.end() ? b : std::string_view(ab));
         t.merges.emplace(uint64_t(uint32_t(ia->second)) << 32 | uint32_t(ib->second),
                          std::pair<int32_t, int32_t>{int32_t(r), iab->second});
     }
@@ -380,7 +388,8 @@ void read_added(Impl &t, const json &list) {
     for (size_t i = 0; i < list.size(); ++i) {
         const std::string where = fmt::format("added_tokens[{}]", i);
         const json &a = list[i];
-        Impl::Added tok{read_id(t, member(t, a, "id", where), where + ".id"), string_of(t, a, "content", where),
+        Impl::Added tok{read_id(t, member(t, a, "id", where), [&] { return where + ".id"; }),
+                        string_of(t, a, "content", where),
                         flag(t, a, "single_word", where, false), flag(t, a, "lstrip", where, false),
                         flag(t, a, "rstrip", where, false),      flag(t, a, "normalized", where, false),
                         flag(t, a, "special", where, false)};
@@ -603,7 +612,10 @@ int byte_of(std::string_view p) {
     if (p.size() != 6 || p.compare(0, 3, "<0x") != 0 || p[5] != '>') return -1;
     int v = 0;
     for (const char c : p.substr(3, 2)) {
-        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        const int d = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                             : -1;
         if (d < 0) return -1;
         v = v * 16 + d;
     }
@@ -664,7 +676,9 @@ std::string HfTokenizer::decode(const std::vector<int32_t> &ids) const {
             for (std::string &s : tokens) {
                 size_t b = 0, e = s.size();
                 for (size_t k = 0; k < op.start && s.compare(b, op.a.size(), op.a) == 0; ++k) b += op.a.size();
-                for (size_t k = 0; k < op.stop && e >= b + op.a.size() && s.compare(e - op.a.size(), op.a.size(), op.a) == 0; ++k)
+                for (size_t k = 0; k < op.stop && e >= b + op.a.size() &&
+                                   s.compare(e - op.a.size(), op.a.size(), op.a) == 0;
+                     ++k)
                     e -= op.a.size();
                 s = s.substr(b, e - b);
             }
@@ -672,7 +686,8 @@ std::string HfTokenizer::decode(const std::vector<int32_t> &ids) const {
         case Impl::DecodeOp::Metaspace:
             for (size_t i = 0; i < tokens.size(); ++i) {
                 tokens[i] = replace_all(tokens[i], op.a, " ");
-                if (i == 0 && op.prepend != Prepend::Never && !tokens[i].empty() && tokens[i][0] == ' ') tokens[i].erase(0, 1);
+                if (i == 0 && op.prepend != Prepend::Never && !tokens[i].empty() && tokens[i][0] == ' ')
+                    tokens[i].erase(0, 1);
             }
             break;
         }

@@ -12,6 +12,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <unistd.h>
 
@@ -156,6 +157,9 @@ PrepareResult prepare_data(const PrepareOptions &o) {
     if (o.shard_tokens == 0) fail("--shard-tokens must be at least 1");
     if (o.tokenizer.empty() && (o.vocab_size < 262 || o.vocab_size > (1 << 20)))
         fail("--vocab-size {} out of range [262, {}] (byte fallback alone takes 260 ids)", o.vocab_size, 1 << 20);
+    // A given tokenizer is read first: a bad one fails before the inputs are.
+    const std::optional<Tokenizer> given =
+        o.tokenizer.empty() ? std::nullopt : std::optional<Tokenizer>(Tokenizer::load(o.tokenizer));
     Progress progress(o.progress);
     const fs::path out(o.out_dir);
     std::error_code ec;
@@ -192,10 +196,11 @@ PrepareResult prepare_data(const PrepareOptions &o) {
     // 2. Tokenizer.
     PrepareResult r;
     DataManifest &m = r.manifest;
-    const std::string tok_path = (out / "tokenizer.model").string();
+    // A given tokenizer keeps its kind's name (tokenizer.model or tokenizer.json); a trained one is sentencepiece's.
+    const std::string tok_name = given ? given->file_name() : "tokenizer.model";
+    const std::string tok_path = (out / tok_name).string();
     const auto t_tok = Clock::now();
     if (!o.tokenizer.empty()) {
-        Tokenizer::load(o.tokenizer); // fail on a bad model before copying it
         if (!fs::exists(tok_path) || !fs::equivalent(o.tokenizer, tok_path))
             write_file_atomic(tok_path, read_file_bytes(o.tokenizer));
     } else {
@@ -214,9 +219,14 @@ PrepareResult prepare_data(const PrepareOptions &o) {
         progress.done(fmt::format("tokenizer trained in {:.1f} s", since(t_tok)));
     }
     r.tokenizer_seconds = since(t_tok);
-    const Tokenizer tok = Tokenizer::load(tok_path);
+    const Tokenizer tok = given ? *given : Tokenizer::load(tok_path); // the copy is the given file, byte for byte
     if (tok.eos_id() < 0) fail("{}: the tokenizer has no EOS token, needed between documents", o.tokenizer);
-    m.tokenizer = "tokenizer.model";
+    m.tokenizer = tok_name;
+    // One tokenizer per data directory: a previous preparation's of the other kind would only mislead.
+    for (const char *other : {"tokenizer.model", "tokenizer.json"})
+        if (tok_name != other && !(!o.tokenizer.empty() && fs::exists(o.tokenizer) && fs::exists(out / other) &&
+                                   fs::equivalent(o.tokenizer, out / other)))
+            fs::remove(out / other, ec);
     m.tokenizer_trained = o.tokenizer.empty();
     m.vocab_size = uint64_t(tok.vocab_size());
     m.dtype = token_dtype_name(token_dtype_for_vocab(m.vocab_size));

@@ -2,7 +2,7 @@
 //
 // Steps: list the inputs (data/sources.h) and read every document once to validate it (so a bad JSONL line
 // fails before minutes of tokenizer training); pick the validation documents (data/split.h); train a BPE
-// tokenizer on the train documents or copy the given one to DATA_DIR/tokenizer.model; tokenize every
+// tokenizer on the train documents or copy the given one to DATA_DIR/tokenizer.model (or .json); tokenize every
 // document, append EOS, and stream the tokens into shards; write data.json last.
 // The output depends only on the input files and options: running twice gives byte-identical files.
 #pragma once
@@ -19,7 +19,7 @@ inline constexpr const char *kDefaultCorpus = "/usr/share/doc/python3.11/html/_s
 struct PrepareOptions {
     std::vector<std::string> inputs;
     std::string out_dir;
-    std::string tokenizer;   // an existing tokenizer.model; empty: train one
+    std::string tokenizer;   // an existing tokenizer.model or tokenizer.json; empty: train one
     int vocab_size = 4096;   // when training
     double val_percent = 5;  // [0, 50]
     uint64_t shard_tokens = uint64_t(64) << 20;

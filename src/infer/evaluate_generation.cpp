@@ -28,7 +28,9 @@ GenerationEvalResult evaluate_generation(Engine &engine, const std::vector<Gener
                                          const GenerationEvalOptions &o, Communicator &comm,
                                          const std::function<void(int64_t, int64_t)> &progress) {
     const Tokenizer *tok = engine.tokenizer();
-    if (!tok) fail("generation eval needs the model's tokenizer (tokenizer.model next to it, or --tokenizer)");
+    if (!tok)
+        fail("generation eval needs the model's tokenizer (tokenizer.model or tokenizer.json next to it, or "
+             "--tokenizer)");
     std::optional<std::regex> re;
     if (!o.answer_regex.empty()) {
         try {

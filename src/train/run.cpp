@@ -349,8 +349,8 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
 
     const std::string model_dir = (fs::path(tc.out) / "model").string();
     model_save(trainer.model(), model_dir, DType::F32);
-    fs::copy_file(data->tokenizer_path(), fs::path(model_dir) / "tokenizer.model", fs::copy_options::overwrite_existing,
-                  ec);
+    fs::copy_file(data->tokenizer_path(), fs::path(model_dir) / data->manifest().tokenizer,
+                  fs::copy_options::overwrite_existing, ec);
     if (ec) fail("cannot copy the tokenizer into '{}': {}", model_dir, ec.message());
     fmt::print("trained {} steps in {}; final val_loss {:.4f}; model written to {}\n", tc.steps, duration(elapsed),
                final_val, model_dir);

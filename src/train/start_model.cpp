@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/tokenizer.h"
 #include "io/config_json.h"
 #include "io/model_io.h"
 #include "model/init.h"
@@ -32,9 +33,7 @@ std::optional<std::string> checkpoint_tokenizer(const std::string &dir) {
     const nlohmann::json *data = nullptr;
     if (j.contains("train_config") && j.at("train_config").contains("data")) data = &j.at("train_config").at("data");
     if (!data || !data->is_string() || data->get<std::string>().empty()) return std::nullopt;
-    const fs::path p = fs::path(data->get<std::string>()) / "tokenizer.model";
-    if (!fs::exists(p)) return std::nullopt;
-    return p.string();
+    return Tokenizer::find_in(data->get<std::string>());
 }
 
 Model load_trained_model(const std::string &dir, const DataManifest &dm, const std::string &tokenizer_path,
@@ -46,11 +45,11 @@ Model load_trained_model(const std::string &dir, const DataManifest &dm, const s
              m.config.vocab_size);
     // A run's model/ carries the tokenizer it was trained with; a different one would give its ids new meanings.
     // (A checkpoint has none of its own: its run's data directory is the place to look.)
-    const fs::path own = d / "tokenizer.model";
-    if (fs::exists(own) && read_file_bytes(own.string()) != read_file_bytes(tokenizer_path))
-        fail("{} {}: its tokenizer.model differs from the one the data was prepared with ({}); prepare the data "
+    const std::optional<std::string> own = Tokenizer::find_in(dir);
+    if (own && read_file_bytes(*own) != read_file_bytes(tokenizer_path))
+        fail("{} {}: its {} differs from the tokenizer the data was prepared with ({}); prepare the data "
              "with `zaya prepare --tokenizer {}`",
-             who, dir, tokenizer_path, own.string());
+             who, dir, fs::path(*own).filename().string(), tokenizer_path, *own);
     return m;
 }
 

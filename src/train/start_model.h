@@ -21,7 +21,7 @@
 namespace zaya {
 
 // Fails, naming the directory and what does not fit, when --init's vocabulary is smaller than the data's
-// tokenizer's, or when DIR holds a tokenizer.model other than the data's (`tokenizer_path`): the token ids would
+// tokenizer's, or when DIR holds a tokenizer (.model or .json) other than the data's (`tokenizer_path`): the ids would
 // mean other pieces than the ones the model learned.
 Model train_start_model(const TrainConfig &tc, const DataManifest &dm, const std::string &tokenizer_path);
 
@@ -33,8 +33,8 @@ Model load_model_or_checkpoint(const std::string &dir, const std::string &who);
 Model load_trained_model(const std::string &dir, const DataManifest &dm, const std::string &tokenizer_path,
                          const std::string &who);
 
-// The tokenizer a training checkpoint's run was trained with: its data directory's tokenizer.model (the manifest's
-// train_config.data), when `dir` is a checkpoint and that file is still there.
+// The tokenizer a training checkpoint's run was trained with: its data directory's tokenizer.model or .json (the
+// manifest's train_config.data), when `dir` is a checkpoint and that file is still there.
 std::optional<std::string> checkpoint_tokenizer(const std::string &dir);
 
 } // namespace zaya

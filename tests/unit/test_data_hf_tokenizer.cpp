@@ -136,7 +136,8 @@ TEST(HfTokenizer, RefusesWhatItCannotReadExactly) {
                "model.merges[0] ('▁', 'no such piece'): 'no such piece' is not in model.vocab");
     expect_has(error_with([](json &j) { j["model"]["dropout"] = 0.1; }), "model.dropout 0.1");
     expect_has(error_with([](json &j) { j["model"]["vocab"]["▁"] = -4; }), "model.vocab[\"▁\"] must be a token id");
-    expect_has(error_with([](json &j) { j["added_tokens"][0].erase("content"); }), "added_tokens[0] has no \"content\"");
+    expect_has(error_with([](json &j) { j["added_tokens"][0].erase("content"); }),
+               "added_tokens[0] has no \"content\"");
     expect_has(error_with([](json &j) { j.erase("model"); }), "no \"model\" object");
     std::ofstream(d.str("broken.json")) << "{\"model\": ";
     expect_has(load_error(d.str("broken.json")), "broken.json: not valid JSON");

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# A Hugging Face tokenizer.json (what transformers 5 saves instead of tokenizer.model; data/hf_tokenizer.h) through
+# the whole command line: `zaya prepare --tokenizer tokenizer.json` gives the same token shards as the same model's
+# tokenizer.model and keeps the file under its own name; training copies it into the model directory, where
+# `zaya generate` finds it, as `zaya export` does for a checkpoint; --init refuses data prepared with another
+# tokenizer; a tokenizer.json of a kind zaya cannot read exactly is refused naming the field.
+#
+# Usage: test_hf_tokenizer.sh ZAYA_BINARY SOURCE_DIR
+set -euo pipefail
+source "$(dirname "$0")/lib.sh" # usage check, $ZAYA and $SRC, temp dir, pass/fail helpers
+source "$(dirname "$0")/corpus.sh"
+TOK=$SRC/tests/golden/tokenizer/gemma # a Gemma3-style tokenizer, as tokenizer.model and as tokenizer.json
+
+make_corpus "$tmp/corpus" 120
+expect_ok "prepare with a tokenizer.json" prepare --input "$tmp/corpus" --out "$tmp/json" --tokenizer "$TOK/tokenizer.json"
+[[ -f $tmp/json/tokenizer.json && ! -e $tmp/json/tokenizer.model ]] &&
+    grep -q '"tokenizer": "tokenizer.json"' "$tmp/json/data.json" &&
+    pass "the data directory keeps it as tokenizer.json, and data.json says so" ||
+    fail "the data directory keeps it as tokenizer.json" "$(ls "$tmp/json")" "$(cat "$tmp/json/data.json")"
+expect_ok "prepare with the same model's tokenizer.model" \
+    prepare --input "$tmp/corpus" --out "$tmp/model" --tokenizer "$TOK/tokenizer.model"
+# The same tokens after the shards' 64-byte headers, which differ in the vocabulary size only: transformers added
+# <mask> at id 1000 to the tokenizer.json (the sentencepiece model has 1000 pieces).
+same=1
+for f in "$tmp"/json/*.bin; do
+    cmp -s <(tail -c +65 "$f") <(tail -c +65 "$tmp/model/$(basename "$f")") || same=0
+done
+[[ $same -eq 1 && -n $(ls "$tmp"/json/*.bin) ]] && pass "both give the same tokens" ||
+    fail "both give the same tokens" "$(ls -l "$tmp"/json "$tmp"/model)"
+
+expect_ok "train on the tokenizer.json data (3 steps, a sample at the end)" train --data "$tmp/json" --model tiny \
+    --seq 32 --batch 4 --steps 3 --eval-every 0 --sample-tokens 8 --ckpt-every 3 --out "$tmp/run"
+[[ -f $tmp/run/model/tokenizer.json && ! -e $tmp/run/model/tokenizer.model ]] &&
+    pass "the model directory gets the tokenizer.json" || fail "the model directory gets the tokenizer.json" \
+    "$(ls "$tmp/run/model")"
+expect_ok "generate finds the model directory's tokenizer.json" generate "$tmp/run/model" \
+    --prompt "The quick brown fox" --max-tokens 4 --temperature 0
+[[ -n $out ]] && pass "generate prints text" || fail "generate prints text" "stdout empty" "stderr: $err"
+expect_ok "export a checkpoint" export "$tmp/run" --out "$tmp/exported"
+[[ -f $tmp/exported/tokenizer.json && $out == *"+ tokenizer.json"* ]] &&
+    pass "export copies the run's tokenizer.json" || fail "export copies the run's tokenizer.json" "$out"
+
+expect_error "--init refuses data prepared with another tokenizer file" \
+    "tokenizer\.json differs from the tokenizer the data was prepared with" \
+    train --data "$tmp/model" --init "$tmp/run/model" --seq 32 --batch 4 --steps 1 --out "$tmp/run2"
+expect_ok "prepare the tokenizer.json's directory again with the tokenizer.model" \
+    prepare --input "$tmp/corpus" --out "$tmp/json" --tokenizer "$TOK/tokenizer.model"
+[[ -f $tmp/json/tokenizer.model && ! -e $tmp/json/tokenizer.json ]] &&
+    pass "the earlier tokenizer.json is gone" || fail "the earlier tokenizer.json is gone" "$(ls "$tmp/json")"
+
+python3 - "$TOK/tokenizer.json" "$tmp/bytelevel.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+json.dump(j, open(sys.argv[2], "w"))
+PY
+expect_error "a byte-level tokenizer.json is refused before the inputs are read, naming the file and field" \
+    "bytelevel\.json: pre_tokenizer\.type 'ByteLevel' is not supported" \
+    prepare --input "$tmp/corpus" --out "$tmp/bad" --tokenizer "$tmp/bytelevel.json"
+
+finish
