@@ -341,8 +341,8 @@ void read_model(Impl &t, const json &m) {
     const json &vocab = member(t, m, "vocab", "model");
     if (!vocab.is_object()) fail("{}: model.vocab must be an object of piece → id", t.path);
     t.vocab.reserve(vocab.size());
-    for (const auto &[piece, id] : vocab.items())
-        t.vocab.emplace(piece, read_id(t, id, [&] { return "model.vocab[\"" + piece + "\"]"; }));
+    for (const auto &item : vocab.items())
+        t.vocab.emplace(item.key(), read_id(t, item.value(), [&] { return "model.vocab[\"" + item.key() + "\"]"; }));
     if (m.contains("unk_token") && !m["unk_token"].is_null()) {
         const std::string u = string_of(t, m, "unk_token", "model");
         const auto it = t.vocab.find(u);
