@@ -2,8 +2,9 @@
 # A Hugging Face tokenizer.json (what transformers 5 saves instead of tokenizer.model; data/hf_tokenizer.h) through
 # the whole command line: `zaya prepare --tokenizer tokenizer.json` gives the same token shards as the same model's
 # tokenizer.model and keeps the file under its own name; training copies it into the model directory, where
-# `zaya generate` finds it, as `zaya export` does for a checkpoint; --init refuses data prepared with another
-# tokenizer; a tokenizer.json of a kind zaya cannot read exactly is refused naming the field.
+# `zaya generate` and `zaya serve` (JSON mode, logprobs) find it, as `zaya export` does for a checkpoint; --init
+# refuses data prepared with another tokenizer; a tokenizer.json of a kind zaya cannot read exactly is refused,
+# naming the field.
 #
 # Usage: test_hf_tokenizer.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -39,6 +40,27 @@ expect_ok "generate finds the model directory's tokenizer.json" generate "$tmp/r
 expect_ok "export a checkpoint" export "$tmp/run" --out "$tmp/exported"
 [[ -f $tmp/exported/tokenizer.json && $out == *"+ tokenizer.json"* ]] &&
     pass "export copies the run's tokenizer.json" || fail "export copies the run's tokenizer.json" "$out"
+
+# The server: JSON mode reads every token's bytes from the tokenizer.json; logprobs spell the content back.
+if command -v curl >/dev/null 2>&1; then
+    start_server "$tmp/serve.log" "$tmp/run/model"
+    body=$(curl -s -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions" \
+        -d '{"messages": [{"role": "user", "content": "A JSON object, please."}], "temperature": 0,
+             "max_tokens": 24, "response_format": {"type": "json_object"}, "logprobs": true}')
+    stop_server
+    python3 - "$body" <<'PY' && pass "serve: JSON mode and logprobs over the tokenizer.json's pieces" ||
+import json, sys
+c = json.loads(sys.argv[1])["choices"][0]
+text = c["message"]["content"]
+spelled = b"".join(bytes(t["bytes"]) for t in c["logprobs"]["content"])
+assert spelled == text.encode() and text.lstrip(" \t\n\r")[:1] in ("", "{"), (text, spelled)
+if c["finish_reason"] == "stop":
+    assert isinstance(json.loads(text), dict), text
+PY
+        fail "serve: JSON mode and logprobs over the tokenizer.json's pieces" "$body" "$(cat "$tmp/serve.log")"
+else
+    echo "skip    curl not installed: the server check"
+fi
 
 expect_error "--init refuses data prepared with another tokenizer file" \
     "tokenizer\.json differs from the tokenizer the data was prepared with" \
