@@ -63,6 +63,7 @@ std::vector<int32_t> Engine::default_stop_tokens() const {
             ids.push_back(int32_t(id));
     };
     add(model_->config.eos_token_id);
+    for (const int64_t id : model_->eos_token_ids) add(id);
     if (tok_) {
         add(tok_->eos_id());
         add(end_of_turn_id(*tok_));

@@ -95,7 +95,8 @@ class Engine {
         double prefill_seconds = 0, decode_seconds = 0;                   // Completion's, summed
     };
     Totals totals() const;
-    // Stop ids used when a request gives none: the config's EOS, the tokenizer's EOS and <end_of_turn>.
+    // Stop ids used when a request gives none: the config's EOS, every EOS the model directory's config.json and
+    // generation_config.json list, the tokenizer's EOS and <end_of_turn>.
     std::vector<int32_t> default_stop_tokens() const;
 
     // Queues a request; validates the options and the prompt (non-empty, ids in the vocabulary, shorter than the

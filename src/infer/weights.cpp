@@ -209,6 +209,7 @@ std::unique_ptr<InferModel> InferModel::load(const std::string &dir) {
     if (!fs::exists(config_path)) fail("model directory '{}' has no config.json", dir);
     auto im = std::make_unique<InferModel>();
     im->config = config_load(config_path);
+    im->eos_token_ids = zaya::eos_token_ids(dir);
     im->bind_small();
     im->files_ = std::make_unique<SafetensorSet>(SafetensorSet::open(dir));
     const SafetensorSet &set = *im->files_;

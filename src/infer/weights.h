@@ -64,6 +64,9 @@ struct LayerMats {
 class InferModel {
   public:
     ZayaConfig config;
+    // A loaded directory's end-of-sequence ids beyond config.eos_token_id (io/config_json.h eos_token_ids): the
+    // engine's default stop tokens include them.
+    std::vector<int64_t> eos_token_ids;
     DType weight_dtype = DType::F32;
     ModelWeights small; // fp32 vectors; its matrix pointers are not used (see LayerMats)
     Mat embed, lm_head;

@@ -3,7 +3,9 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -233,6 +235,26 @@ ZayaConfig config_load(const std::string &path) {
     json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) fail("{}: not valid JSON", path);
     return config_from_json(j, path);
+}
+
+std::vector<int64_t> eos_token_ids(const std::string &dir) {
+    std::vector<int64_t> ids;
+    for (const char *name : {"config.json", "generation_config.json"}) {
+        const std::string path = (std::filesystem::path(dir) / name).string();
+        std::ifstream in(path);
+        if (!in) continue;
+        const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+        if (j.is_discarded() || !j.is_object()) fail("{}: not a JSON object", path);
+        if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) continue;
+        const json &v = j["eos_token_id"];
+        const json list = v.is_array() ? v : json::array({v});
+        for (const json &id : list) {
+            if (!id.is_number_integer() || id.get<int64_t>() < 0)
+                fail("{}: field 'eos_token_id' must be a token id or a list of them, got {}", path, v.dump());
+            if (std::find(ids.begin(), ids.end(), id.get<int64_t>()) == ids.end()) ids.push_back(id.get<int64_t>());
+        }
+    }
+    return ids;
 }
 
 json config_to_json(const ZayaConfig &c) {

@@ -1,11 +1,13 @@
 // InferModel storage: random bf16 models saved in shards load back (memory-mapped, via the index) to the same
 // weights and the same logits; load errors name the file and tensor.
 #include "infer/decoder.h"
+#include "infer/engine.h"
 #include "test_helpers.h"
 
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace zaya {
 namespace {
@@ -50,6 +52,33 @@ TEST(InferWeights, LoadErrorsNameTheTensor) {
     const std::string err = test::error_of([&] { InferModel::load(dir.str("m")); });
     EXPECT_NE(err.find("experts.gate_up_proj"), std::string::npos) << err;
     EXPECT_NE(err.find("shape"), std::string::npos) << err;
+}
+
+// Every end-of-sequence id a Hugging Face directory names stops generation by default: config.json's list (of which
+// ZayaConfig keeps the first) and generation_config.json's, as transformers' generate stops at any of them.
+TEST(InferWeights, EosIdsOfConfigAndGenerationConfigAreStopTokens) {
+    test::TempDir dir;
+    InferModel::random(config_preset("tiny"), DType::BF16, 7)->save(dir.str("m"), size_t(1) << 30);
+    nlohmann::json cfg;
+    std::ifstream(dir.str("m/config.json")) >> cfg;
+    cfg["eos_token_id"] = {3, 9};
+    std::ofstream(dir.str("m/config.json")) << cfg.dump();
+    std::ofstream(dir.str("m/generation_config.json")) << R"({"eos_token_id": [9, 106], "bos_token_id": 2})";
+    auto m = InferModel::load(dir.str("m"));
+    EXPECT_EQ(m->config.eos_token_id, 3);
+    EXPECT_EQ(m->eos_token_ids, (std::vector<int64_t>{3, 9, 106}));
+    const Engine engine(std::move(m), std::nullopt);
+    EXPECT_EQ(engine.default_stop_tokens(), (std::vector<int32_t>{3, 9, 106}));
+
+    std::ofstream(dir.str("m/generation_config.json")) << R"({"eos_token_id": "</s>"})";
+    try {
+        InferModel::load(dir.str("m"));
+        ADD_FAILURE() << "no error";
+    } catch (const Error &e) {
+        const std::string err = e.what();
+        EXPECT_NE(err.find("generation_config.json: field 'eos_token_id' must be a token id"), std::string::npos)
+            << err;
+    }
 }
 
 } // namespace
