@@ -47,7 +47,7 @@ Model load_trained_model(const std::string &dir, const DataManifest &dm, const s
     // (A checkpoint has none of its own: its run's data directory is the place to look.)
     const std::optional<std::string> own = Tokenizer::find_in(dir);
     if (own && read_file_bytes(*own) != read_file_bytes(tokenizer_path))
-        fail("{} {}: its {} differs from the tokenizer the data was prepared with ({}); prepare the data "
+        fail("{} {}: its {} differs from the one the data was prepared with ({}); prepare the data "
              "with `zaya prepare --tokenizer {}`",
              who, dir, fs::path(*own).filename().string(), tokenizer_path, *own);
     return m;

@@ -63,7 +63,7 @@ else
 fi
 
 expect_error "--init refuses data prepared with another tokenizer file" \
-    "tokenizer\.json differs from the tokenizer the data was prepared with" \
+    "its tokenizer\.json differs from the one the data was prepared with" \
     train --data "$tmp/model" --init "$tmp/run/model" --seq 32 --batch 4 --steps 1 --out "$tmp/run2"
 expect_ok "prepare the tokenizer.json's directory again with the tokenizer.model" \
     prepare --input "$tmp/corpus" --out "$tmp/json" --tokenizer "$TOK/tokenizer.model"
