@@ -22,11 +22,21 @@ class TextStream {
     const std::string &released() const { return released_; }
 
   private:
+    // The text of all ids so far (its last character possibly unfinished).
+    std::string text_so_far();
+
     const Tokenizer &tok_;
     std::vector<std::string> stops_;
     std::vector<int32_t> ids_;
     std::string released_;
     bool stopped_ = false;
+    // Decoding every id again for each new one costs the whole length per token (seconds over a long answer, on
+    // the engine's thread). Instead settled_ holds the text of ids_[0, read_), settled when it ended on a whole
+    // character, and the ids after it are decoded in a window from prefix_ (the step settled before), whose own
+    // text context_ is then cut off: what a tokenizer does to a text's first token (a dummy prefix's space
+    // dropped) falls on the context, as it did when that was decoded.
+    std::string settled_, context_;
+    size_t prefix_ = 0, read_ = 0;
 };
 
 } // namespace zaya

@@ -1,11 +1,14 @@
 // Sampling controls, streamed text with stop strings, the chat format, and the batching engine.
+#include "core/rng.h"
 #include "infer/engine.h"
 #include "model/init.h"
 #include "test_helpers.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -205,6 +208,61 @@ TEST(TextStream, StopStringEndsTheTextBeforeIt) {
     // A stop string spanning several tokens.
     EXPECT_EQ(stream_all("jumps over the lazy dog", {"over the"}, &stopped), "jumps ");
     EXPECT_TRUE(stopped);
+}
+
+// The stream decodes each new token in a short window after the text it settled; what it releases, with the flush,
+// is what decoding all the ids gives — for every kind of tokenizer: sentencepiece's, and tokenizer.json's of
+// Gemma's kind and of Llama's (whose decoder drops the text's first space: the window's context takes it).
+// Random ids, with characters spelled in byte pieces (2 to 4 of them) between them and now and then a lone byte;
+// texts that decode to U+FFFD are not compared (a later byte can turn released characters into
+// U+FFFD, which no stream can take back).
+TEST(TextStream, ReleasesWhatDecodingAllIdsGives) {
+    const std::string golden = test::golden_dir("tokenizer");
+    const std::vector<Tokenizer> toks = {test_tokenizer(), Tokenizer::load(golden + "/gemma/tokenizer.json"),
+                                         Tokenizer::load(golden + "/llama/tokenizer.json"),
+                                         Tokenizer::load(golden + "/llama/tokenizer.model")};
+    for (const Tokenizer &tok : toks) {
+        SCOPED_TRACE(tok.path());
+        std::vector<int32_t> byte_id(256), others; // byte pieces, and the rest
+        for (int b = 0; b < 256; ++b) byte_id[size_t(b)] = tok.piece_id(fmt::format("<0x{:02X}>", b));
+        for (int32_t id = 0; id < tok.vocab_size(); ++id)
+            if (std::find(byte_id.begin(), byte_id.end(), id) == byte_id.end()) others.push_back(id);
+        ASSERT_EQ(std::count(byte_id.begin(), byte_id.end(), -1), 0);
+        Rng rng(11, 0);
+        auto add_char = [&](std::vector<int32_t> &ids) { // é-like, CJK-like or emoji-like, as byte pieces
+            const uint32_t ranges[3][2] = {{0x80, 0x7ff}, {0x4e00, 0x9fff}, {0x1f300, 0x1f64f}};
+            const auto &r = ranges[rng.next() % 3];
+            const uint32_t cp = r[0] + uint32_t(rng.next() % (r[1] - r[0] + 1));
+            std::string utf8;
+            if (cp < 0x800) utf8 = {char(0xc0 | cp >> 6), char(0x80 | (cp & 0x3f))};
+            else if (cp < 0x10000)
+                utf8 = {char(0xe0 | cp >> 12), char(0x80 | (cp >> 6 & 0x3f)), char(0x80 | (cp & 0x3f))};
+            else
+                utf8 = {char(0xf0 | cp >> 18), char(0x80 | (cp >> 12 & 0x3f)), char(0x80 | (cp >> 6 & 0x3f)),
+                        char(0x80 | (cp & 0x3f))};
+            for (const char c : utf8) ids.push_back(byte_id[uint8_t(c)]);
+        };
+        int compared = 0;
+        for (int seq = 0; seq < 300; ++seq) {
+            std::vector<int32_t> ids;
+            const size_t n = 1 + rng.next() % 30;
+            while (ids.size() < n) {
+                const uint64_t kind = rng.next() % 20;
+                if (kind < 6) add_char(ids);
+                else if (kind == 6) ids.push_back(byte_id[0x80 + rng.next() % 0x80]); // a lone byte: U+FFFD
+                else ids.push_back(others[rng.next() % others.size()]);
+            }
+            const std::string want = tok.decode(ids);
+            if (want.find("\xEF\xBF\xBD") != std::string::npos) continue;
+            TextStream ts(tok, {});
+            std::string got;
+            for (const int32_t id : ids) got += ts.push(id);
+            got += ts.flush();
+            EXPECT_EQ(got, want) << fmt::format("ids {}", fmt::join(ids, ","));
+            ++compared;
+        }
+        EXPECT_GT(compared, 150);
+    }
 }
 
 TEST(ChatPrompt, TurnFormat) {
