@@ -2,6 +2,7 @@
 #include "data/hf_tokenizer.h"
 
 #include "core/error.h"
+#include "core/hex.h"
 #include "data/hf_tokenizer_impl.h"
 
 #include <algorithm>
@@ -231,16 +232,8 @@ namespace hf_tokenizer_detail {
 // "<0xNN>" → NN, −1 for any other piece.
 int byte_of(std::string_view p) {
     if (p.size() != 6 || p.compare(0, 3, "<0x") != 0 || p[5] != '>') return -1;
-    int v = 0;
-    for (const char c : p.substr(3, 2)) {
-        const int d = c >= '0' && c <= '9'   ? c - '0'
-                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                             : -1;
-        if (d < 0) return -1;
-        v = v * 16 + d;
-    }
-    return v;
+    const int hi = hex_digit(uint8_t(p[3])), lo = hex_digit(uint8_t(p[4]));
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
 // Runs of byte pieces become their text when it is valid UTF-8, else one U+FFFD per byte (tokenizers' ByteFallback).

@@ -200,7 +200,7 @@ PrepareResult prepare_data(const PrepareOptions &o) {
     const std::string tok_name = given ? given->file_name() : "tokenizer.model";
     const std::string tok_path = (out / tok_name).string();
     const auto t_tok = Clock::now();
-    if (!o.tokenizer.empty()) {
+    if (given) {
         if (!fs::exists(tok_path) || !fs::equivalent(o.tokenizer, tok_path))
             write_file_atomic(tok_path, read_file_bytes(o.tokenizer));
     } else {
@@ -222,11 +222,13 @@ PrepareResult prepare_data(const PrepareOptions &o) {
     const Tokenizer tok = given ? *given : Tokenizer::load(tok_path); // the copy is the given file, byte for byte
     if (tok.eos_id() < 0) fail("{}: the tokenizer has no EOS token, needed between documents", o.tokenizer);
     m.tokenizer = tok_name;
-    // One tokenizer per data directory: a previous preparation's of the other kind would only mislead.
-    for (const char *other : {"tokenizer.model", "tokenizer.json"})
-        if (tok_name != other && !(!o.tokenizer.empty() && fs::exists(o.tokenizer) && fs::exists(out / other) &&
-                                   fs::equivalent(o.tokenizer, out / other)))
-            fs::remove(out / other, ec);
+    // One tokenizer per data directory: a previous preparation's of the other kind would only mislead (the given
+    // file itself, wherever it lies, is never removed).
+    for (const char *name : {"tokenizer.model", "tokenizer.json"}) {
+        const fs::path other = out / name;
+        if (tok_name == name || !fs::exists(other) || (given && fs::equivalent(o.tokenizer, other))) continue;
+        fs::remove(other, ec);
+    }
     m.tokenizer_trained = o.tokenizer.empty();
     m.vocab_size = uint64_t(tok.vocab_size());
     m.dtype = token_dtype_name(token_dtype_for_vocab(m.vocab_size));

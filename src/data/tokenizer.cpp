@@ -78,12 +78,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
 
 std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
     const int32_t v = vocab_size();
-    std::vector<int> in(ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) {
-        if (ids[i] < 0 || ids[i] >= v) fail("{}: cannot decode token {}: vocabulary is [0, {})", path_, ids[i], v);
-        in[i] = ids[i];
-    }
+    for (const int32_t id : ids)
+        if (id < 0 || id >= v) fail("{}: cannot decode token {}: vocabulary is [0, {})", path_, id, v);
     if (hf_) return hf_->decode(ids);
+    const std::vector<int> in(ids.begin(), ids.end()); // sentencepiece's ids are int
     std::string out;
     const auto st = sp_->Decode(in, &out);
     if (!st.ok()) fail("{}: decode failed: {}", path_, st.ToString());
