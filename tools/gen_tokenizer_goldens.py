@@ -2,7 +2,7 @@
 """Golden encodings of Hugging Face ``tokenizers`` for zaya's reader of ``tokenizer.json`` (src/data/hf_tokenizer.h).
 
 Usage:
-    pip install tokenizers==0.23.3 transformers==5.24.0 sentencepiece protobuf
+    pip install -r tools/requirements.txt   (tokenizers, transformers, sentencepiece, protobuf)
     python3 tools/gen_tokenizer_goldens.py --out tests/golden/tokenizer
 
 Trains two small sentencepiece BPE models on the repository's README and docs, one with Gemma3's settings (the
