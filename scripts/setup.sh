@@ -15,6 +15,8 @@ packages=(
     ocl-icd-opencl-dev
     # JSON, formatting, CLI parsing, hashing, compression, HTTP, tokenizer
     nlohmann-json3-dev libfmt-dev libcli11-dev libxxhash-dev libzstd-dev libcpp-httplib-dev libsentencepiece-dev
+    # tokenizer.json: the regex engine of Hugging Face tokenizers (Oniguruma), Unicode normalization
+    libonig-dev libutf8proc-dev
     # data parallel across processes and hosts
     libopenmpi-dev openmpi-bin
     # the data-parallel traffic test brings up loopback in a network namespace of its own (ip; unshare is util-linux)

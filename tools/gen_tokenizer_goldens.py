@@ -11,7 +11,10 @@ one with Llama's (a dummy prefix, so a Metaspace pre-tokenizer and a Strip decod
 ``<case>/tokenizer.model`` and, through transformers' own GemmaTokenizer / LlamaTokenizer, as the
 ``tokenizer.json`` + ``tokenizer_config.json`` that ``save_pretrained`` writes (transformers 5 writes no
 tokenizer.model). A third case, ``gemma_added``, is the Gemma one with added tokens that exercise tokenizers'
-single_word, lstrip / rstrip and normalized rules (a tokenizer.json only). ``cases.json`` holds, for each case and text, the ids ``tokenizers`` encodes (no special tokens
+single_word, lstrip / rstrip and normalized rules (a tokenizer.json only). Four byte-level cases share one BPE
+``tokenizers`` trains on the same files: ``gpt2`` (the ByteLevel pre-tokenizer with GPT-2's pattern), ``llama3``
+(Llama 3's Split pattern, ignore_merges, its special tokens), ``qwen2`` (NFC, Qwen2's pattern) and
+``bytelevel_misc`` (NFKC, Digits, inverted and merging Split behaviours, add_prefix_space). ``cases.json`` holds, for each case and text, the ids ``tokenizers`` encodes (no special tokens
 added) and what it decodes them to with special tokens skipped, sentencepiece's ids for the same text, and a few
 decodes of byte-token sequences that are not whole UTF-8 characters. Deterministic: sentencepiece trains on one
 thread over the files in a fixed order.
@@ -54,6 +57,21 @@ ADDED_TEXTS = [
 ]
 
 
+BYTE_TEXTS = [
+    "I'LL say it's, we've, they'd, you're and don't: 'quoted' ''",
+    "Numbers 1234567 and 3.14159, ٣٤٥ (Arabic-Indic) and ²½",
+    "Composed é and decomposed e\u0301, Å and A\u030a, ﬁ ligature, full-width ＡＢＣ",
+    "tabs\tand\r\nCRLF, non-breaking\u00a0space, ideographic\u3000space, trailing   ",
+    "HelloWorld CamelCase, commas,semicolons;periods.End",
+    "<|begin_of_text|>system<|eot_id|>text<|endoftext|><|im_start|>user\nhi<|im_end|>",
+]
+
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                  r"\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
 def record(fast: tokenizers.Tokenizer, texts: list[str], sp) -> dict:
     out = []
     for t in texts:
@@ -61,12 +79,60 @@ def record(fast: tokenizers.Tokenizer, texts: list[str], sp) -> dict:
         out.append({"text": t, "ids": ids, "decoded": fast.decode(ids, skip_special_tokens=True),
                     "sentencepiece_ids": sp.encode(t) if sp else None})
     vocab = fast.get_vocab(with_added_tokens=True)
-    byte_ids = [vocab[f"<0x{b:02X}>"] for b in (0xE6, 0xBC, 0xA2, 0x41)]  # 漢 = E6 BC A2
+    if "<0x41>" in vocab:
+        byte_ids = [vocab[f"<0x{b:02X}>"] for b in (0xE6, 0xBC, 0xA2, 0x41)]  # 漢 = E6 BC A2
+    else:  # byte-level: each byte is the character GPT-2's map gives it
+        byte_ids = [vocab[byte_char(b)] for b in (0xE6, 0xBC, 0xA2, 0x41)]
     decodes = []
     for ids in (byte_ids[:2], byte_ids[:3], [byte_ids[0], byte_ids[3], byte_ids[1]],
                 [out[1]["ids"][0], byte_ids[1], out[1]["ids"][-1]]):
         decodes.append({"ids": ids, "decoded": fast.decode(ids, skip_special_tokens=True)})
     return {"vocab_size": max(vocab.values()) + 1, "texts": out, "decodes": decodes}
+
+
+def byte_char(b: int) -> str:
+    """GPT-2's byte → character map (tokenizers' bytes_char)."""
+    keep = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    if b in keep:
+        return chr(b)
+    return chr(256 + [x for x in range(256) if x not in keep].index(b))
+
+
+def byte_level_cases(files: list[str], out_dir: str) -> dict[str, tokenizers.Tokenizer]:
+    """One byte-level BPE trained by tokenizers, dressed as GPT-2's, Llama 3's, Qwen2's and a mix of the rest."""
+    from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+    base = tokenizers.Tokenizer(models.BPE())
+    base.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    base.decoder = decoders.ByteLevel()
+    base.train(files, trainers.BpeTrainer(vocab_size=700, show_progress=False,
+                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    no_regex = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    cases = {
+        "gpt2": (None, pre_tokenizers.ByteLevel(add_prefix_space=False), False, ["<|endoftext|>"]),
+        "llama3": (None, pre_tokenizers.Sequence([
+            pre_tokenizers.Split(tokenizers.Regex(LLAMA3_PATTERN), "isolated"), no_regex]), True,
+            ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"]),
+        "qwen2": (normalizers.NFC(), pre_tokenizers.Sequence([
+            pre_tokenizers.Split(tokenizers.Regex(QWEN2_PATTERN), "isolated"), no_regex]), False,
+            ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]),
+        "bytelevel_misc": (normalizers.NFKC(), pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=False),
+            pre_tokenizers.Split(tokenizers.Regex(r"[,.;]"), "merged_with_previous"),
+            pre_tokenizers.Split(tokenizers.Regex(r"[a-z]+"), "merged_with_next", invert=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True)]), False, ["<|endoftext|>"]),
+    }
+    out = {}
+    for name, (norm, pre, ignore_merges, special) in cases.items():
+        spec = json.loads(base.to_str())
+        spec["model"]["ignore_merges"] = ignore_merges
+        fast = tokenizers.Tokenizer.from_str(json.dumps(spec))
+        fast.normalizer = norm
+        fast.pre_tokenizer = pre
+        fast.add_special_tokens(special)
+        os.makedirs(os.path.join(out_dir, name), exist_ok=True)
+        fast.save(os.path.join(out_dir, name, "tokenizer.json"))
+        out[name] = fast
+    return out
 
 
 def train_model(prefix: str, files: list[str], llama: bool) -> None:
@@ -118,6 +184,12 @@ def main() -> None:
         fast.save(os.path.join(args.out, "gemma_added", "tokenizer.json"))
         out["cases"]["gemma_added"] = record(fast, TEXTS + ADDED_TEXTS, None)
         out["cases"]["gemma_added"]["special"] = out["cases"]["gemma"]["special"]
+        for name, fast in byte_level_cases(files, args.out).items():
+            out["cases"][name] = record(fast, TEXTS + BYTE_TEXTS, None)
+            vocab = fast.get_vocab(with_added_tokens=True)
+            out["cases"][name]["special"] = {
+                "bos": vocab.get("<|begin_of_text|>", -1),
+                "eos": vocab.get("<|end_of_text|>", vocab.get("<|endoftext|>", -1)), "pad": -1, "unk": -1}
     with open(os.path.join(args.out, "cases.json"), "w") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)
         f.write("\n")

@@ -62,4 +62,38 @@ inline int64_t utf8_characters(std::string_view s) {
     return n;
 }
 
+// What starts at s[i]: a valid character of `length` bytes, or (valid = false) the maximal subpart of an invalid
+// sequence, its lead byte and the continuation bytes that could still have completed it (at least 1 byte). The second
+// byte's range rules out overlong forms, surrogates and values past U+10FFFF, as is_utf8 does.
+struct Utf8Step {
+    size_t length;
+    bool valid;
+};
+inline Utf8Step utf8_step(std::string_view s, size_t i) {
+    const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+    const unsigned c = byte(0);
+    if (c < 0x80) return {1, true};
+    if (c < 0xc2 || c > 0xf4) return {1, false};
+    const size_t len = c <= 0xdf ? 2 : c <= 0xef ? 3 : 4;
+    const unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    size_t k = 1;
+    if (i + 1 < s.size() && byte(1) >= lo && byte(1) <= hi)
+        for (k = 2; k < len && i + k < s.size() && (byte(k) & 0xc0) == 0x80;) ++k;
+    return {k, k == len};
+}
+
+// `s` with each maximal invalid subsequence replaced by one U+FFFD: Rust's String::from_utf8_lossy, which the
+// tokenizers library decodes byte-level tokens with (unlike its byte fallback: one U+FFFD per byte).
+inline std::string utf8_lossy(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+        const Utf8Step step = utf8_step(s, i);
+        if (step.valid) out.append(s.substr(i, step.length));
+        else out += "\xef\xbf\xbd";
+        i += step.length;
+    }
+    return out;
+}
+
 } // namespace zaya

@@ -5,7 +5,10 @@
 #include "core/hex.h"
 #include "data/hf_tokenizer_impl.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <queue>
 
 namespace zaya {
@@ -37,16 +40,44 @@ bool is_word_char(uint32_t c) {
     return !is_space(c);
 }
 
-// Cuts `s` at each occurrence of `delim`, keeping or attaching the delimiters as `b` says (tokenizers'
-// SplitDelimiterBehavior); empty pieces are dropped.
-std::vector<std::string> split_on(std::string_view s, std::string_view delim, SplitBehavior b) {
+// Calls f(i, j) for each maximal run s[i, j) of valid UTF-8, in order; the bytes between runs are invalid.
+template <class F> void each_valid_run(std::string_view s, F &&f) {
+    for (size_t i = 0; i < s.size();) {
+        size_t j = i;
+        for (Utf8Step c; j < s.size() && (c = utf8_step(s, j)).valid;) j += c.length;
+        if (j > i) f(i, j);
+        for (i = j; i < s.size() && !utf8_step(s, i).valid;) i += utf8_step(s, i).length;
+    }
+}
+
+// Where `op`'s pattern matches in `s`: each occurrence of its string, or its regular expression's matches (searched
+// in each valid UTF-8 run of `s` alone: a tokenizer's text is valid UTF-8, zaya's input need not be).
+std::vector<std::pair<size_t, size_t>> matches_of(const HfTokenizer::Impl::PreOp &op, std::string_view s) {
+    std::vector<std::pair<size_t, size_t>> out;
+    if (!op.regex) {
+        for (size_t p = 0, q; !op.pattern.empty() && (q = s.find(op.pattern, p)) != std::string_view::npos;
+             p = q + op.pattern.size())
+            out.emplace_back(q, q + op.pattern.size());
+        return out;
+    }
+    each_valid_run(s, [&](size_t i, size_t j) {
+        for (const auto &[b, e] : op.regex->find_all(s.substr(i, j - i))) out.emplace_back(i + b, i + e);
+    });
+    return out;
+}
+
+// Cuts `s` at `op`'s matches, keeping or attaching the delimiters as its behaviour says (tokenizers'
+// SplitDelimiterBehavior; with `invert`, the text between matches is the delimiter); empty pieces are dropped.
+std::vector<std::string> split_on(std::string_view s, const HfTokenizer::Impl::PreOp &op) {
     std::vector<std::pair<std::string_view, bool>> parts; // (text, is a delimiter)
     size_t p = 0;
-    for (size_t q; !delim.empty() && (q = s.find(delim, p)) != std::string_view::npos; p = q + delim.size()) {
-        if (q > p) parts.emplace_back(s.substr(p, q - p), false);
-        parts.emplace_back(s.substr(q, delim.size()), true);
+    for (const auto &[q, e] : matches_of(op, s)) {
+        if (q > p) parts.emplace_back(s.substr(p, q - p), op.invert);
+        parts.emplace_back(s.substr(q, e - q), !op.invert); // an empty match too: it decides what merges
+        p = e;
     }
-    if (p < s.size()) parts.emplace_back(s.substr(p), false);
+    if (p < s.size()) parts.emplace_back(s.substr(p), op.invert);
+    const SplitBehavior b = op.behavior;
     std::vector<std::string> out;
     switch (b) {
     case SplitBehavior::Removed:
@@ -73,7 +104,29 @@ std::vector<std::string> split_on(std::string_view s, std::string_view delim, Sp
         std::reverse(out.begin(), out.end());
         break;
     }
+    std::erase_if(out, [](const std::string &piece) { return piece.empty(); });
     return out;
+}
+
+} // namespace hf_tokenizer_detail
+
+namespace hf_tokenizer_detail {
+
+// A Unicode normal form (utf8proc's `options`) of each valid UTF-8 run of `s`; invalid bytes stay as they are.
+std::string unicode_normal_form(std::string_view s, int options) {
+    std::string out;
+    size_t done = 0; // bytes of `s` handled
+    each_valid_run(s, [&](size_t i, size_t j) {
+        out.append(s.substr(done, i - done)); // invalid bytes before the run
+        utf8proc_uint8_t *mapped = nullptr;
+        const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t *>(s.data() + i),
+                                                utf8proc_ssize_t(j - i), &mapped, utf8proc_option_t(options));
+        if (n < 0) fail("Unicode normalisation failed: {}", utf8proc_errmsg(n));
+        out.append(reinterpret_cast<const char *>(mapped), size_t(n));
+        std::free(mapped);
+        done = j;
+    });
+    return out.append(s.substr(done));
 }
 
 } // namespace hf_tokenizer_detail
@@ -81,9 +134,11 @@ std::vector<std::string> split_on(std::string_view s, std::string_view delim, Sp
 std::string HfTokenizer::Impl::normalize(std::string_view s) const {
     std::string out(s);
     using namespace hf_tokenizer_detail;
-    for (const TextOp &op : normalizer)
-        if (op.prepend) out = out.empty() ? out : op.a + out; // tokenizers prepends to non-empty text only
-        else out = replace_all(out, op.a, op.b);
+    for (const TextOp &op : normalizer) {
+        if (op.kind == TextOp::Prepend) out = out.empty() ? out : op.a + out; // tokenizers: non-empty text only
+        else if (op.kind == TextOp::Replace) out = replace_all(out, op.a, op.b);
+        else out = unicode_normal_form(out, op.utf8proc_options);
+    }
     return out;
 }
 
@@ -124,7 +179,17 @@ std::vector<std::string> HfTokenizer::Impl::pre_tokenize(std::string s, bool at_
         std::vector<std::string> next;
         for (size_t k = 0; k < pieces.size(); ++k) {
             std::string p = std::move(pieces[k]);
-            if (op.metaspace) {
+            if (op.kind == PreOp::ByteLevel) {
+                if (op.add_prefix_space && p[0] != ' ') p.insert(0, " ");
+                const ByteLevelMap &map = byte_level_map();
+                for (std::string &q : op.regex ? split_on(p, op) : std::vector<std::string>{std::move(p)}) {
+                    std::string chars;
+                    for (const char c : q) chars += map.chars[uint8_t(c)];
+                    next.push_back(std::move(chars));
+                }
+                continue;
+            }
+            if (op.kind == PreOp::Metaspace) {
                 p = replace_all(p, " ", op.pattern);
                 const bool first = at_start && k == 0;
                 if ((op.prepend == Prepend::Always || (op.prepend == Prepend::First && first)) &&
@@ -135,7 +200,7 @@ std::vector<std::string> HfTokenizer::Impl::pre_tokenize(std::string s, bool at_
                     continue;
                 }
             }
-            for (std::string &q : split_on(p, op.pattern, op.behavior)) next.push_back(std::move(q));
+            for (std::string &q : split_on(p, op)) next.push_back(std::move(q));
         }
         pieces = std::move(next);
     }
@@ -259,6 +324,20 @@ std::vector<std::string> byte_fallback(std::vector<std::string> tokens) {
     return out;
 }
 
+// The bytes a byte-level token spells; a token with a character that stands for no byte (an added token's text)
+// is its own text, as tokenizers' ByteLevel decoder has it.
+std::string byte_level_bytes(std::string_view tok) {
+    const ByteLevelMap &map = byte_level_map();
+    std::string out;
+    for (size_t i = 0; i < tok.size();) {
+        const uint32_t c = code_point(tok, i);
+        i += char_len(tok, i);
+        if (c >= map.bytes.size() || map.bytes[c] < 0) return std::string(tok);
+        out += char(map.bytes[c]);
+    }
+    return out;
+}
+
 } // namespace hf_tokenizer_detail
 
 std::string HfTokenizer::decode(const std::vector<int32_t> &ids) const {
@@ -297,6 +376,12 @@ std::string HfTokenizer::decode(const std::vector<int32_t> &ids) const {
                 s = s.substr(b, e - b);
             }
             break;
+        case Impl::DecodeOp::ByteLevel: {
+            std::string bytes;
+            for (const std::string &tok : tokens) bytes += byte_level_bytes(tok);
+            tokens.assign(1, utf8_lossy(bytes));
+            break;
+        }
         case Impl::DecodeOp::Metaspace:
             for (size_t i = 0; i < tokens.size(); ++i) {
                 tokens[i] = replace_all(tokens[i], op.a, " ");
@@ -320,6 +405,7 @@ std::string HfTokenizer::token_bytes(int32_t id) const {
             if (const int b = byte_of(p); b >= 0) return std::string(1, char(b));
         if (op.kind == Impl::DecodeOp::Replace) p = replace_all(p, op.a, op.b);
         if (op.kind == Impl::DecodeOp::Metaspace) p = replace_all(p, op.a, " ");
+        if (op.kind == Impl::DecodeOp::ByteLevel) p = byte_level_bytes(p);
     }
     return p;
 }

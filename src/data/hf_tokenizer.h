@@ -1,20 +1,26 @@
-// A Hugging Face `tokenizer.json` of the SentencePiece kind: BPE over characters with byte fallback, as Gemma3's
-// (real ZAYA1's) and Llama 2's. transformers 5 saves a tokenizer as this file alone (no tokenizer.model), so a
-// ZAYA1 checkpoint may bring only it.
+// A Hugging Face `tokenizer.json` of a BPE model, of either kind in use: SentencePiece-style (BPE over characters
+// with byte fallback: Gemma3's, which real ZAYA1 uses, and Llama 2's) or byte-level (each byte a character of
+// GPT-2's map: GPT-2's, Llama 3's, Qwen2's). transformers 5 saves a tokenizer as this file alone (no
+// tokenizer.model), so a ZAYA1 checkpoint may bring only it.
 //
 // Encoding follows the `tokenizers` library step by step (checked against it: tests/golden/tokenizer):
 //   1. added tokens (special or not) are cut out of the text first, leftmost-longest, with their lstrip / rstrip /
 //      single_word rules; those marked `normalized` are matched after step 2 instead;
-//   2. normalizer: Replace (string pattern), Prepend, Sequence of these; applied to each piece between added tokens;
-//   3. pre-tokenizer: Split (string pattern, any behaviour), Metaspace, Sequence of these;
+//   2. normalizer: Replace (string pattern), Prepend, NFC / NFD / NFKC / NFKD, Sequence of these; applied to each
+//      piece between added tokens;
+//   3. pre-tokenizer: Split (string or regular expression, any behaviour, invert), Digits, Metaspace, ByteLevel
+//      (a prefix space, GPT-2's pattern, bytes as characters), Sequence of these;
 //   4. BPE: each word starts as its characters (a character without a piece becomes its <0xNN> byte pieces, or
 //      <unk>), then the adjacent pair of lowest merge rank is merged, leftmost first, until no pair has a merge.
-// Decoding runs the decoder chain (Replace, ByteFallback, Fuse, Strip, Metaspace) with special tokens skipped.
-// Anything else (byte-level BPE, WordPiece, Unigram, regex patterns, Unicode normalizers) is refused at load,
-// naming the field: the ids would silently differ otherwise.
+// Decoding runs the decoder chain (Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel) with special tokens
+// skipped. Anything else (WordPiece, Unigram, other normalizers and pre-tokenizers, subword prefixes, dropout) is
+// refused at load, naming the field: the ids would silently differ otherwise. Text that is not valid UTF-8 (which
+// `tokenizers` never sees) still encodes: regular expressions and normal forms apply to its valid runs, and its
+// other bytes are byte pieces (byte fallback) or byte characters (byte-level).
 //
-// Special ids: bos is <bos>, <s> or <|begin_of_text|>; eos <eos>, </s> or <|end_of_text|>; pad <pad>; unk the BPE
-// model's unk_token, else <unk>: the first of those names the file has, −1 if none (the file names no roles).
+// Special ids: bos is <bos>, <s> or <|begin_of_text|>; eos <eos>, </s>, <|end_of_text|> or <|endoftext|>; pad <pad>;
+// unk the BPE model's unk_token, else <unk>: the first of those names the file has, −1 if none (the file names no
+// roles).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -3,8 +3,11 @@
 #pragma once
 #include "core/utf8.h"
 #include "data/hf_tokenizer.h"
+#include "data/onig_regex.h"
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -39,6 +42,28 @@ inline size_t char_len(std::string_view s, size_t i) {
 
 enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
 enum class Prepend { Always, First, Never };
+
+// GPT-2's map of bytes to characters (tokenizers' bytes_char), in which byte-level vocabularies spell their pieces:
+// the printable bytes '!'..'~', U+00A1..U+00AC and U+00AE..U+00FF stand for themselves, the 68 others for U+0100 on.
+struct ByteLevelMap {
+    std::array<std::string, 256> chars; // byte → its character, UTF-8
+    std::array<int16_t, 324> bytes;      // code point → its byte, −1 for one that stands for none
+    ByteLevelMap() {
+        bytes.fill(-1);
+        uint32_t next = 256;
+        for (uint32_t b = 0; b < 256; ++b) {
+            const bool self = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+            const uint32_t cp = self ? b : next++;
+            chars[b] = cp < 0x80 ? std::string(1, char(cp))
+                                 : std::string{char(0xc0 | (cp >> 6)), char(0x80 | (cp & 0x3f))};
+            bytes[cp] = int16_t(b);
+        }
+    }
+};
+inline const ByteLevelMap &byte_level_map() {
+    static const ByteLevelMap map;
+    return map;
+}
 
 // Byte-wise trie over the added tokens' contents, for leftmost-longest matching.
 class Trie {
@@ -83,19 +108,26 @@ struct HfTokenizer::Impl {
         std::string content;
         bool single_word, lstrip, rstrip, normalized, special;
     };
-    struct TextOp { // normalizer step: Replace a → b, or Prepend a (to a non-empty piece)
-        bool prepend;
+    struct TextOp { // normalizer step: Replace a → b, Prepend a (to a non-empty piece), or a Unicode normal form
+        enum Kind { Replace, Prepend, Unicode } kind;
         std::string a, b;
+        int utf8proc_options = 0; // Unicode: NFC, NFD, NFKC or NFKD as utf8proc's options
     };
-    struct PreOp { // pre-tokenizer step: Split on `pattern`, or Metaspace with `pattern` as its replacement
-        bool metaspace;
+    struct PreOp {
+        // Split on `pattern` (a string, or `regex`); Metaspace with `pattern` as its replacement; ByteLevel: a space
+        // before a piece that starts with none (add_prefix_space), GPT-2's pattern (`regex`, when use_regex), then
+        // each byte as its character.
+        enum Kind { Split, Metaspace, ByteLevel } kind;
         std::string pattern;
-        hf_tokenizer_detail::SplitBehavior behavior;
-        hf_tokenizer_detail::Prepend prepend;
-        bool split;
+        std::shared_ptr<const OnigRegex> regex;
+        bool invert = false; // Split: the pieces between matches are the delimiters
+        hf_tokenizer_detail::SplitBehavior behavior = hf_tokenizer_detail::SplitBehavior::Isolated;
+        hf_tokenizer_detail::Prepend prepend = hf_tokenizer_detail::Prepend::Never;
+        bool split = true;             // Metaspace
+        bool add_prefix_space = false; // ByteLevel
     };
     struct DecodeOp {
-        enum Kind { Replace, ByteFallback, Fuse, Strip, Metaspace } kind;
+        enum Kind { Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel } kind;
         std::string a, b; // Replace a → b; Strip / Metaspace: the character in a
         size_t start = 0, stop = 0;
         hf_tokenizer_detail::Prepend prepend = hf_tokenizer_detail::Prepend::Never;

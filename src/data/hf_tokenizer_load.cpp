@@ -7,6 +7,7 @@
 #include "data/hf_tokenizer_impl.h"
 
 #include <nlohmann/json.hpp>
+#include <utf8proc.h>
 
 #include <algorithm>
 #include <fstream>
@@ -19,8 +20,8 @@ using json = nlohmann::json;
 using Impl = HfTokenizer::Impl;
 
 [[noreturn]] void unsupported(const Impl &t, const std::string &field, const std::string &what) {
-    fail("{}: {} {} is not supported: zaya reads tokenizer.json files of the SentencePiece BPE kind (Gemma3's, "
-         "which ZAYA1 uses, and Llama 2's)",
+    fail("{}: {} {} is not supported: zaya reads BPE tokenizer.json files, of the SentencePiece kind (Gemma3's, which "
+         "ZAYA1 uses, and Llama 2's) or byte-level (GPT-2's, Llama 3's, Qwen2's)",
          t.path, field, what);
 }
 
@@ -48,6 +49,22 @@ std::string pattern_of(const Impl &t, const json &o, const std::string &where) {
     if (p.is_object() && p.contains("String") && p["String"].is_string()) return p["String"].get<std::string>();
     if (p.is_object() && p.contains("Regex")) unsupported(t, where + ".pattern", "(a regular expression)");
     fail("{}: {}.pattern must be {{\"String\": ...}}", t.path, where);
+}
+
+// A Split's pattern: a string, or a regular expression (compiled as tokenizers compiles it).
+void split_pattern_of(const Impl &t, const json &o, const std::string &where, Impl::PreOp &op) {
+    const json &p = member(t, o, "pattern", where);
+    if (p.is_object() && p.contains("Regex") && p["Regex"].is_string())
+        op.regex = std::make_shared<const OnigRegex>(p["Regex"].get<std::string>(),
+                                                     t.path + ": " + where + ".pattern.Regex");
+    else op.pattern = pattern_of(t, o, where);
+}
+
+// GPT-2's pattern, which the ByteLevel pre-tokenizer splits with when use_regex is true (its default).
+const std::shared_ptr<const OnigRegex> &gpt2_regex() {
+    static const auto re = std::make_shared<const OnigRegex>(
+        R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", "GPT-2's pattern");
+    return re;
 }
 
 Prepend prepend_of(const Impl &t, const json &o, const std::string &where) {
@@ -79,9 +96,18 @@ template <class F> void each_step(const Impl &t, const json &j, const std::strin
 void read_normalizer(Impl &t, const json &j) {
     each_step(t, j, "normalizer", "normalizers", [&](const json &n, const std::string &where) {
         const std::string type = type_of(t, n, where);
+        static const std::pair<const char *, int> forms[] = {
+            {"NFC", UTF8PROC_STABLE | UTF8PROC_COMPOSE},
+            {"NFD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE},
+            {"NFKC", UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT},
+            {"NFKD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT}};
+        const auto form =
+            std::find_if(std::begin(forms), std::end(forms), [&](const auto &f) { return type == f.first; });
+        using Op = Impl::TextOp;
         if (type == "Replace")
-            t.normalizer.push_back({false, pattern_of(t, n, where), string_of(t, n, "content", where)});
-        else if (type == "Prepend") t.normalizer.push_back({true, string_of(t, n, "prepend", where), {}});
+            t.normalizer.push_back({Op::Replace, pattern_of(t, n, where), string_of(t, n, "content", where)});
+        else if (type == "Prepend") t.normalizer.push_back({Op::Prepend, string_of(t, n, "prepend", where), {}});
+        else if (form != std::end(forms)) t.normalizer.push_back({Op::Unicode, {}, {}, form->second});
         else unsupported(t, where + ".type", "'" + type + "'");
     });
 }
@@ -89,9 +115,22 @@ void read_normalizer(Impl &t, const json &j) {
 void read_pre_tokenizer(Impl &t, const json &j) {
     each_step(t, j, "pre_tokenizer", "pretokenizers", [&](const json &p, const std::string &where) {
         const std::string type = type_of(t, p, where);
+        Impl::PreOp op{};
         if (type == "Metaspace") {
-            t.pre_tokenizer.push_back({true, metaspace_char(t, p, where), SplitBehavior::MergedWithNext,
-                                       prepend_of(t, p, where), flag(t, p, "split", where, true)});
+            op.kind = Impl::PreOp::Metaspace;
+            op.pattern = metaspace_char(t, p, where);
+            op.behavior = SplitBehavior::MergedWithNext;
+            op.prepend = prepend_of(t, p, where);
+            op.split = flag(t, p, "split", where, true);
+        } else if (type == "ByteLevel") {
+            op.kind = Impl::PreOp::ByteLevel;
+            op.add_prefix_space = flag(t, p, "add_prefix_space", where, true);
+            if (flag(t, p, "use_regex", where, true)) op.regex = gpt2_regex();
+        } else if (type == "Digits") { // digits split off one by one, or as runs
+            op.kind = Impl::PreOp::Split;
+            op.regex = std::make_shared<const OnigRegex>(R"(\p{N})", "Digits"); // Rust's char::is_numeric
+            op.behavior = flag(t, p, "individual_digits", where, false) ? SplitBehavior::Isolated
+                                                                          : SplitBehavior::Contiguous;
         } else if (type == "Split") {
             static const std::pair<const char *, SplitBehavior> kinds[] = {
                 {"Removed", SplitBehavior::Removed},
@@ -103,11 +142,14 @@ void read_pre_tokenizer(Impl &t, const json &j) {
             const auto k =
                 std::find_if(std::begin(kinds), std::end(kinds), [&](const auto &x) { return b == x.first; });
             if (k == std::end(kinds)) fail("{}: {}.behavior '{}' is not a split behaviour", t.path, where, b);
-            if (flag(t, p, "invert", where, false)) unsupported(t, where + ".invert", "true");
-            t.pre_tokenizer.push_back({false, pattern_of(t, p, where), k->second, Prepend::Never, true});
+            op.kind = Impl::PreOp::Split;
+            split_pattern_of(t, p, where, op);
+            op.behavior = k->second;
+            op.invert = flag(t, p, "invert", where, false);
         } else {
             unsupported(t, where + ".type", "'" + type + "'");
         }
+        t.pre_tokenizer.push_back(std::move(op));
     });
 }
 
@@ -120,6 +162,8 @@ void read_decoder(Impl &t, const json &j) {
             op = {Impl::DecodeOp::Replace, pattern_of(t, d, where), string_of(t, d, "content", where)};
         } else if (type == "ByteFallback") {
             op.kind = Impl::DecodeOp::ByteFallback;
+        } else if (type == "ByteLevel") {
+            op.kind = Impl::DecodeOp::ByteLevel;
         } else if (type == "Fuse") {
             op.kind = Impl::DecodeOp::Fuse;
         } else if (type == "Strip") {
@@ -273,7 +317,7 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::load(const std::string &path) {
         return int32_t(-1);
     };
     tok->bos_ = first_of({"<bos>", "<s>", "<|begin_of_text|>"});
-    tok->eos_ = first_of({"<eos>", "</s>", "<|end_of_text|>"});
+    tok->eos_ = first_of({"<eos>", "</s>", "<|end_of_text|>", "<|endoftext|>"});
     tok->pad_ = first_of({"<pad>"});
     tok->unk_ = tok->impl_->unk >= 0 ? tok->impl_->unk : first_of({"<unk>"});
     return tok;

@@ -30,10 +30,13 @@ std::string TextStream::text_so_far() {
     if (!ends_unfinished(full)) {
         settled_ = full;
         // The settled ids become the next window's context, unless they have no text of their own (control tokens;
-        // a lone space a first-token rule drops): the first-token rule would then fall on the next new id.
+        // a lone space a first-token rule drops): the first-token rule would then fall on the next new id. The
+        // context then grows instead: the window keeps its start, and its whole text so far was settled.
         if (std::string chunk = tok_.decode(from(read_)); !chunk.empty()) {
             prefix_ = read_;
             context_ = std::move(chunk);
+        } else {
+            context_ = window;
         }
         read_ = ids_.size();
     }

@@ -3,8 +3,8 @@
 # the whole command line: `zaya prepare --tokenizer tokenizer.json` gives the same token shards as the same model's
 # tokenizer.model and keeps the file under its own name; training copies it into the model directory, where
 # `zaya generate` and `zaya serve` (JSON mode, logprobs) find it, as `zaya export` does for a checkpoint; --init
-# refuses data prepared with another tokenizer; a tokenizer.json of a kind zaya cannot read exactly is refused,
-# naming the field.
+# refuses data prepared with another tokenizer; a byte-level tokenizer.json (Llama 3's kind) prepares, trains and
+# generates; a tokenizer.json of a kind zaya cannot read exactly is refused, naming the field.
 #
 # Usage: test_hf_tokenizer.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -70,14 +70,28 @@ expect_ok "prepare the tokenizer.json's directory again with the tokenizer.model
 [[ -f $tmp/json/tokenizer.model && ! -e $tmp/json/tokenizer.json ]] &&
     pass "the earlier tokenizer.json is gone" || fail "the earlier tokenizer.json is gone" "$(ls "$tmp/json")"
 
-python3 - "$TOK/tokenizer.json" "$tmp/bytelevel.json" <<'PY'
+# A byte-level tokenizer.json (Llama 3's kind: a Split regex, ByteLevel, its own special tokens) all the way through.
+BYTE=$SRC/tests/golden/tokenizer/llama3
+expect_ok "prepare with a byte-level tokenizer.json" \
+    prepare --input "$tmp/corpus" --out "$tmp/bytes" --tokenizer "$BYTE/tokenizer.json"
+grep -q '"bos_id": 700' "$tmp/bytes/data.json" && grep -q '"eos_id": 701' "$tmp/bytes/data.json" &&
+    pass "its <|begin_of_text|> and <|end_of_text|> are the data's bos and eos" ||
+    fail "its <|begin_of_text|> and <|end_of_text|> are the data's bos and eos" "$(cat "$tmp/bytes/data.json")"
+expect_ok "train on it (2 steps)" train --data "$tmp/bytes" --model tiny --seq 32 --batch 4 --steps 2 \
+    --eval-every 0 --sample-tokens 0 --out "$tmp/run_bytes"
+expect_ok "generate with it" generate "$tmp/run_bytes/model" --prompt "The quick brown fox" --max-tokens 4 \
+    --temperature 0
+[[ -n $out && $err == *"4 generated"* ]] && pass "generate prints the 4 tokens' text" ||
+    fail "generate prints the 4 tokens' text" "stdout: $out" "stderr: $err"
+
+python3 - "$TOK/tokenizer.json" "$tmp/wordpiece.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
-j["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+j["model"]["type"] = "WordPiece"
 json.dump(j, open(sys.argv[2], "w"))
 PY
-expect_error "a byte-level tokenizer.json is refused before the inputs are read, naming the file and field" \
-    "bytelevel\.json: pre_tokenizer\.type 'ByteLevel' is not supported" \
-    prepare --input "$tmp/corpus" --out "$tmp/bad" --tokenizer "$tmp/bytelevel.json"
+expect_error "a WordPiece tokenizer.json is refused before the inputs are read, naming the file and field" \
+    "wordpiece\.json: model\.type 'WordPiece' is not supported" \
+    prepare --input "$tmp/corpus" --out "$tmp/bad" --tokenizer "$tmp/wordpiece.json"
 
 finish
