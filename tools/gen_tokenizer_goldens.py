@@ -14,10 +14,13 @@ tokenizer.model). A third case, ``gemma_added``, is the Gemma one with added tok
 single_word, lstrip / rstrip and normalized rules (a tokenizer.json only). Four byte-level cases share one BPE
 ``tokenizers`` trains on the same files: ``gpt2`` (the ByteLevel pre-tokenizer with GPT-2's pattern), ``llama3``
 (Llama 3's Split pattern, ignore_merges, its special tokens), ``qwen2`` (NFC, Qwen2's pattern) and
-``bytelevel_misc`` (NFKC, Digits, inverted and merging Split behaviours, add_prefix_space). ``cases.json`` holds, for each case and text, the ids ``tokenizers`` encodes (no special tokens
+``bytelevel_misc`` (NFKC, a Replace of a regular expression, Digits, inverted and merging Split behaviours,
+add_prefix_space, a Replace decoder of a regular expression). ``cases.json`` holds, for each case and text, the ids ``tokenizers`` encodes (no special tokens
 added) and what it decodes them to with special tokens skipped, sentencepiece's ids for the same text, and a few
-decodes of byte-token sequences that are not whole UTF-8 characters. Deterministic: sentencepiece trains on one
-thread over the files in a fixed order.
+decodes of byte-token sequences that are not whole UTF-8 characters. sentencepiece trains deterministically (one
+thread, the files in a fixed order); tokenizers' BPE trainer does not (it breaks ties between equally frequent pairs
+in hash order), so the byte-level files may differ between runs: ``cases.json`` always holds what the files written
+with it encode to.
 """
 
 from __future__ import annotations
@@ -115,7 +118,8 @@ def byte_level_cases(files: list[str], out_dir: str) -> dict[str, tokenizers.Tok
         "qwen2": (normalizers.NFC(), pre_tokenizers.Sequence([
             pre_tokenizers.Split(tokenizers.Regex(QWEN2_PATTERN), "isolated"), no_regex]), False,
             ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]),
-        "bytelevel_misc": (normalizers.NFKC(), pre_tokenizers.Sequence([
+        "bytelevel_misc": (normalizers.Sequence([
+            normalizers.NFKC(), normalizers.Replace(tokenizers.Regex(r" {2,}"), " ")]), pre_tokenizers.Sequence([
             pre_tokenizers.Digits(individual_digits=False),
             pre_tokenizers.Split(tokenizers.Regex(r"[,.;]"), "merged_with_previous"),
             pre_tokenizers.Split(tokenizers.Regex(r"[a-z]+"), "merged_with_next", invert=True),
@@ -129,6 +133,8 @@ def byte_level_cases(files: list[str], out_dir: str) -> dict[str, tokenizers.Tok
         fast.normalizer = norm
         fast.pre_tokenizer = pre
         fast.add_special_tokens(special)
+        if name == "bytelevel_misc":
+            fast.decoder = decoders.Sequence([decoders.ByteLevel(), decoders.Replace(tokenizers.Regex(r"[0-9]+"), "#")])
         os.makedirs(os.path.join(out_dir, name), exist_ok=True)
         fast.save(os.path.join(out_dir, name, "tokenizer.json"))
         out[name] = fast

@@ -6,7 +6,8 @@
 #include <exception>
 
 int main(int argc, char **argv) {
-    CLI::App app{"zaya: train and run ZAYA1-architecture mixture-of-experts language models (CPU)"};
+    CLI::App app{"zaya: train and run ZAYA1-architecture mixture-of-experts language models (CPU; NVIDIA GPUs with "
+                 "--device cuda)"};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("zaya 0.1.0"));
     zaya::cli::register_info(app);

@@ -50,20 +50,29 @@ template <class F> void each_valid_run(std::string_view s, F &&f) {
     }
 }
 
-// Where `op`'s pattern matches in `s`: each occurrence of its string, or its regular expression's matches (searched
-// in each valid UTF-8 run of `s` alone: a tokenizer's text is valid UTF-8, zaya's input need not be).
-std::vector<std::pair<size_t, size_t>> matches_of(const HfTokenizer::Impl::PreOp &op, std::string_view s) {
+// Where a pattern matches in `s`: each occurrence of `literal`, or, where `regex` is given, its matches (searched in
+// each valid UTF-8 run of `s` alone: a tokenizer's text is valid UTF-8, zaya's input need not be).
+std::vector<std::pair<size_t, size_t>> matches_of(std::string_view s, std::string_view literal, const OnigRegex *regex) {
     std::vector<std::pair<size_t, size_t>> out;
-    if (!op.regex) {
-        for (size_t p = 0, q; !op.pattern.empty() && (q = s.find(op.pattern, p)) != std::string_view::npos;
-             p = q + op.pattern.size())
-            out.emplace_back(q, q + op.pattern.size());
+    if (!regex) {
+        for (size_t p = 0, q; !literal.empty() && (q = s.find(literal, p)) != std::string_view::npos;
+             p = q + literal.size())
+            out.emplace_back(q, q + literal.size());
         return out;
     }
     each_valid_run(s, [&](size_t i, size_t j) {
-        for (const auto &[b, e] : op.regex->find_all(s.substr(i, j - i))) out.emplace_back(i + b, i + e);
+        for (const auto &[b, e] : regex->find_all(s.substr(i, j - i))) out.emplace_back(i + b, i + e);
     });
     return out;
+}
+
+// `s` with each match of `literal` (or of `regex`, where given) replaced by `to`: tokenizers' Replace.
+std::string replace_matches(std::string_view s, std::string_view literal, const OnigRegex *regex, std::string_view to) {
+    if (!regex) return replace_all(s, literal, to);
+    std::string out;
+    size_t p = 0;
+    for (const auto &[b, e] : matches_of(s, literal, regex)) out.append(s.substr(p, b - p)).append(to), p = e;
+    return out.append(s.substr(p));
 }
 
 // Cuts `s` at `op`'s matches, keeping or attaching the delimiters as its behaviour says (tokenizers'
@@ -71,15 +80,14 @@ std::vector<std::pair<size_t, size_t>> matches_of(const HfTokenizer::Impl::PreOp
 std::vector<std::string> split_on(std::string_view s, const HfTokenizer::Impl::PreOp &op) {
     std::vector<std::pair<std::string_view, bool>> parts; // (text, is a delimiter)
     size_t p = 0;
-    for (const auto &[q, e] : matches_of(op, s)) {
+    for (const auto &[q, e] : matches_of(s, op.pattern, op.regex.get())) {
         if (q > p) parts.emplace_back(s.substr(p, q - p), op.invert);
         parts.emplace_back(s.substr(q, e - q), !op.invert); // an empty match too: it decides what merges
         p = e;
     }
     if (p < s.size()) parts.emplace_back(s.substr(p), op.invert);
-    const SplitBehavior b = op.behavior;
     std::vector<std::string> out;
-    switch (b) {
+    switch (op.behavior) {
     case SplitBehavior::Removed:
         for (const auto &[t, d] : parts)
             if (!d) out.emplace_back(t);
@@ -108,10 +116,6 @@ std::vector<std::string> split_on(std::string_view s, const HfTokenizer::Impl::P
     return out;
 }
 
-} // namespace hf_tokenizer_detail
-
-namespace hf_tokenizer_detail {
-
 // A Unicode normal form (utf8proc's `options`) of each valid UTF-8 run of `s`; invalid bytes stay as they are.
 std::string unicode_normal_form(std::string_view s, int options) {
     std::string out;
@@ -136,7 +140,7 @@ std::string HfTokenizer::Impl::normalize(std::string_view s) const {
     using namespace hf_tokenizer_detail;
     for (const TextOp &op : normalizer) {
         if (op.kind == TextOp::Prepend) out = out.empty() ? out : op.a + out; // tokenizers: non-empty text only
-        else if (op.kind == TextOp::Replace) out = replace_all(out, op.a, op.b);
+        else if (op.kind == TextOp::Replace) out = replace_matches(out, op.a, op.regex.get(), op.b);
         else out = unicode_normal_form(out, op.utf8proc_options);
     }
     return out;
@@ -180,7 +184,7 @@ std::vector<std::string> HfTokenizer::Impl::pre_tokenize(std::string s, bool at_
         for (size_t k = 0; k < pieces.size(); ++k) {
             std::string p = std::move(pieces[k]);
             if (op.kind == PreOp::ByteLevel) {
-                if (op.add_prefix_space && p[0] != ' ') p.insert(0, " ");
+                if (op.add_prefix_space && !p.empty() && p[0] != ' ') p.insert(0, " "); // as tokenizers' prepend
                 const ByteLevelMap &map = byte_level_map();
                 for (std::string &q : op.regex ? split_on(p, op) : std::vector<std::string>{std::move(p)}) {
                     std::string chars;
@@ -354,7 +358,7 @@ std::string HfTokenizer::decode(const std::vector<int32_t> &ids) const {
     for (const Impl::DecodeOp &op : t.decoder) {
         switch (op.kind) {
         case Impl::DecodeOp::Replace:
-            for (std::string &s : tokens) s = replace_all(s, op.a, op.b);
+            for (std::string &s : tokens) s = replace_matches(s, op.a, op.regex.get(), op.b);
             break;
         case Impl::DecodeOp::ByteFallback:
             tokens = byte_fallback(std::move(tokens));
@@ -403,7 +407,7 @@ std::string HfTokenizer::token_bytes(int32_t id) const {
     for (const Impl::DecodeOp &op : impl_->decoder) {
         if (op.kind == Impl::DecodeOp::ByteFallback)
             if (const int b = byte_of(p); b >= 0) return std::string(1, char(b));
-        if (op.kind == Impl::DecodeOp::Replace) p = replace_all(p, op.a, op.b);
+        if (op.kind == Impl::DecodeOp::Replace) p = replace_matches(p, op.a, op.regex.get(), op.b);
         if (op.kind == Impl::DecodeOp::Metaspace) p = replace_all(p, op.a, " ");
         if (op.kind == Impl::DecodeOp::ByteLevel) p = byte_level_bytes(p);
     }

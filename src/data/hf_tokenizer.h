@@ -6,8 +6,8 @@
 // Encoding follows the `tokenizers` library step by step (checked against it: tests/golden/tokenizer):
 //   1. added tokens (special or not) are cut out of the text first, leftmost-longest, with their lstrip / rstrip /
 //      single_word rules; those marked `normalized` are matched after step 2 instead;
-//   2. normalizer: Replace (string pattern), Prepend, NFC / NFD / NFKC / NFKD, Sequence of these; applied to each
-//      piece between added tokens;
+//   2. normalizer: Replace (a string or a regular expression), Prepend, NFC / NFD / NFKC / NFKD, Sequence of these;
+//      applied to each piece between added tokens;
 //   3. pre-tokenizer: Split (string or regular expression, any behaviour, invert), Digits, Metaspace, ByteLevel
 //      (a prefix space, GPT-2's pattern, bytes as characters), Sequence of these;
 //   4. BPE: each word starts as its characters (a character without a piece becomes its <0xNN> byte pieces, or

@@ -108,10 +108,11 @@ struct HfTokenizer::Impl {
         std::string content;
         bool single_word, lstrip, rstrip, normalized, special;
     };
-    struct TextOp { // normalizer step: Replace a → b, Prepend a (to a non-empty piece), or a Unicode normal form
+    struct TextOp { // normalizer step: Replace a (or `regex`) → b, Prepend a (to a non-empty piece), or a normal form
         enum Kind { Replace, Prepend, Unicode } kind;
         std::string a, b;
         int utf8proc_options = 0; // Unicode: NFC, NFD, NFKC or NFKD as utf8proc's options
+        std::shared_ptr<const OnigRegex> regex;
     };
     struct PreOp {
         // Split on `pattern` (a string, or `regex`); Metaspace with `pattern` as its replacement; ByteLevel: a space
@@ -128,7 +129,8 @@ struct HfTokenizer::Impl {
     };
     struct DecodeOp {
         enum Kind { Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel } kind;
-        std::string a, b; // Replace a → b; Strip / Metaspace: the character in a
+        std::string a, b; // Replace a (or `regex`) → b; Strip / Metaspace: the character in a
+        std::shared_ptr<const OnigRegex> regex;
         size_t start = 0, stop = 0;
         hf_tokenizer_detail::Prepend prepend = hf_tokenizer_detail::Prepend::Never;
     };

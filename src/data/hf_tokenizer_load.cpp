@@ -44,20 +44,16 @@ bool flag(const Impl &t, const json &o, const char *key, const std::string &wher
 
 std::string type_of(const Impl &t, const json &o, const std::string &where) { return string_of(t, o, "type", where); }
 
-std::string pattern_of(const Impl &t, const json &o, const std::string &where) {
+// A pattern: a string (returned), or a regular expression (compiled as tokenizers compiles it into `regex`).
+std::string pattern_of(const Impl &t, const json &o, const std::string &where,
+                       std::shared_ptr<const OnigRegex> &regex) {
     const json &p = member(t, o, "pattern", where);
     if (p.is_object() && p.contains("String") && p["String"].is_string()) return p["String"].get<std::string>();
-    if (p.is_object() && p.contains("Regex")) unsupported(t, where + ".pattern", "(a regular expression)");
-    fail("{}: {}.pattern must be {{\"String\": ...}}", t.path, where);
-}
-
-// A Split's pattern: a string, or a regular expression (compiled as tokenizers compiles it).
-void split_pattern_of(const Impl &t, const json &o, const std::string &where, Impl::PreOp &op) {
-    const json &p = member(t, o, "pattern", where);
-    if (p.is_object() && p.contains("Regex") && p["Regex"].is_string())
-        op.regex = std::make_shared<const OnigRegex>(p["Regex"].get<std::string>(),
-                                                     t.path + ": " + where + ".pattern.Regex");
-    else op.pattern = pattern_of(t, o, where);
+    if (p.is_object() && p.contains("Regex") && p["Regex"].is_string()) {
+        regex = std::make_shared<const OnigRegex>(p["Regex"].get<std::string>(), t.path + ": " + where + ".pattern.Regex");
+        return {};
+    }
+    fail("{}: {}.pattern must be {{\"String\": ...}} or {{\"Regex\": ...}}", t.path, where);
 }
 
 // GPT-2's pattern, which the ByteLevel pre-tokenizer splits with when use_regex is true (its default).
@@ -104,11 +100,21 @@ void read_normalizer(Impl &t, const json &j) {
         const auto form =
             std::find_if(std::begin(forms), std::end(forms), [&](const auto &f) { return type == f.first; });
         using Op = Impl::TextOp;
-        if (type == "Replace")
-            t.normalizer.push_back({Op::Replace, pattern_of(t, n, where), string_of(t, n, "content", where)});
-        else if (type == "Prepend") t.normalizer.push_back({Op::Prepend, string_of(t, n, "prepend", where), {}});
-        else if (form != std::end(forms)) t.normalizer.push_back({Op::Unicode, {}, {}, form->second});
-        else unsupported(t, where + ".type", "'" + type + "'");
+        Op op{};
+        if (type == "Replace") {
+            op.kind = Op::Replace;
+            op.a = pattern_of(t, n, where, op.regex);
+            op.b = string_of(t, n, "content", where);
+        } else if (type == "Prepend") {
+            op.kind = Op::Prepend;
+            op.a = string_of(t, n, "prepend", where);
+        } else if (form != std::end(forms)) {
+            op.kind = Op::Unicode;
+            op.utf8proc_options = form->second;
+        } else {
+            unsupported(t, where + ".type", "'" + type + "'");
+        }
+        t.normalizer.push_back(std::move(op));
     });
 }
 
@@ -143,7 +149,7 @@ void read_pre_tokenizer(Impl &t, const json &j) {
                 std::find_if(std::begin(kinds), std::end(kinds), [&](const auto &x) { return b == x.first; });
             if (k == std::end(kinds)) fail("{}: {}.behavior '{}' is not a split behaviour", t.path, where, b);
             op.kind = Impl::PreOp::Split;
-            split_pattern_of(t, p, where, op);
+            op.pattern = pattern_of(t, p, where, op.regex);
             op.behavior = k->second;
             op.invert = flag(t, p, "invert", where, false);
         } else {
@@ -159,7 +165,9 @@ void read_decoder(Impl &t, const json &j) {
         const std::string type = type_of(t, d, where);
         Impl::DecodeOp op{};
         if (type == "Replace") {
-            op = {Impl::DecodeOp::Replace, pattern_of(t, d, where), string_of(t, d, "content", where)};
+            op.kind = Impl::DecodeOp::Replace;
+            op.a = pattern_of(t, d, where, op.regex);
+            op.b = string_of(t, d, "content", where);
         } else if (type == "ByteFallback") {
             op.kind = Impl::DecodeOp::ByteFallback;
         } else if (type == "ByteLevel") {

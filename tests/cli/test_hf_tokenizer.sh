@@ -42,13 +42,18 @@ expect_ok "export a checkpoint" export "$tmp/run" --out "$tmp/exported"
     pass "export copies the run's tokenizer.json" || fail "export copies the run's tokenizer.json" "$out"
 
 # The server: JSON mode reads every token's bytes from the tokenizer.json; logprobs spell the content back.
-if command -v curl >/dev/null 2>&1; then
-    start_server "$tmp/serve.log" "$tmp/run/model"
+json_mode_check() { # MODEL_DIR WHAT
+    local name="serve: JSON mode and logprobs over $2"
+    if ! command -v curl >/dev/null 2>&1; then
+        echo "skip    curl not installed: $name"
+        return
+    fi
+    start_server "$tmp/serve.log" "$1"
     body=$(curl -s -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions" \
         -d '{"messages": [{"role": "user", "content": "A JSON object, please."}], "temperature": 0,
              "max_tokens": 24, "response_format": {"type": "json_object"}, "logprobs": true}')
     stop_server
-    python3 - "$body" <<'PY' && pass "serve: JSON mode and logprobs over the tokenizer.json's pieces" ||
+    python3 - "$body" <<'PY' && pass "$name" || fail "$name" "$body" "$(cat "$tmp/serve.log")"
 import json, sys
 c = json.loads(sys.argv[1])["choices"][0]
 text = c["message"]["content"]
@@ -57,10 +62,8 @@ assert spelled == text.encode() and text.lstrip(" \t\n\r")[:1] in ("", "{"), (te
 if c["finish_reason"] == "stop":
     assert isinstance(json.loads(text), dict), text
 PY
-        fail "serve: JSON mode and logprobs over the tokenizer.json's pieces" "$body" "$(cat "$tmp/serve.log")"
-else
-    echo "skip    curl not installed: the server check"
-fi
+}
+json_mode_check "$tmp/run/model" "the tokenizer.json's pieces"
 
 expect_error "--init refuses data prepared with another tokenizer file" \
     "its tokenizer\.json differs from the one the data was prepared with" \
@@ -83,6 +86,7 @@ expect_ok "generate with it" generate "$tmp/run_bytes/model" --prompt "The quick
     --temperature 0
 [[ -n $out && $err == *"4 generated"* ]] && pass "generate prints the 4 tokens' text" ||
     fail "generate prints the 4 tokens' text" "stdout: $out" "stderr: $err"
+json_mode_check "$tmp/run_bytes/model" "a byte-level tokenizer's pieces"
 
 python3 - "$TOK/tokenizer.json" "$tmp/wordpiece.json" <<'PY'
 import json, sys

@@ -87,8 +87,9 @@ TEST(HfTokenizer, GoldensComeFromTheSentencepieceModels) {
 }
 
 TEST(HfTokenizer, TokenBytesSpellTheDecodedText) {
-    // Every case but the Llama-style one, whose decoder strips the text's first space.
-    for (const char *name : {"gemma", "gemma_added", "gpt2", "llama3", "qwen2", "bytelevel_misc"}) {
+    // Every case but the Llama-style one, whose decoder strips the text's first space, and the mixed byte-level one,
+    // whose decoder replaces each run of digits of the whole text (a number of several tokens with one '#').
+    for (const char *name : {"gemma", "gemma_added", "gpt2", "llama3", "qwen2"}) {
         SCOPED_TRACE(name);
         const Tokenizer tok = Tokenizer::load(case_file(name, "tokenizer.json"));
         for (const json &t : cases()[name]["texts"]) {
@@ -136,8 +137,8 @@ TEST(HfTokenizer, RefusesWhatItCannotReadExactly) {
                    j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(?<x"}}}, {"behavior", "Isolated"}};
                }),
                "pre_tokenizer.pattern.Regex: the regular expression '(?<x' does not compile");
-    expect_has(error_with([](json &j) { j["normalizer"]["pattern"] = {{"Regex", " +"}}; }),
-               "normalizer.pattern (a regular expression)");
+    expect_has(error_with([](json &j) { j["normalizer"]["pattern"] = {{"Regex", "[a-"}}; }),
+               "normalizer.pattern.Regex: the regular expression '[a-' does not compile");
     expect_has(error_with([](json &j) {
                    j["decoder"]["decoders"][1] = {{"type", "WordPiece"}};
                }),
