@@ -57,6 +57,9 @@ ADDED_TEXTS = [
     "zqx and zqxk, _zqx, (zqx), é zqx, zqxé zqx",
     "call  <tool>  now\n<tool>x<tool>",
     "the Muon optimizer and Muon  optimizer",
+    # single_word beyond ASCII: letters, marks, digits, letter numbers, joiners, circled letters are word characters;
+    # symbols, other numbers and punctuation are not
+    "٣zqx zqxⅫ \u0301zqx zqx\u200d Ⓐzqx ªzqx ःzqx, 😀zqx zqx² 。zqx -zqx- zqx🅐 zqx\u00a0",
 ]
 
 

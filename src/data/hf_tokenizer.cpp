@@ -33,11 +33,20 @@ bool is_space(uint32_t c) {
            c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
-// A letter, digit or '_' for single_word tokens; beyond ASCII every non-space character counts (an approximation of
-// Unicode's alphanumeric classes, which zaya carries no tables for).
+// A word character for single_word tokens: Unicode's \w as Rust's regex crate (which tokenizers matches it with)
+// has it: letters, marks, decimal digits, letter numbers (Ⅻ), connector punctuation ('_'), the joiners, and the
+// few symbols that are Other_Alphabetic (circled and squared Latin letters). Categories from utf8proc.
 bool is_word_char(uint32_t c) {
     if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    return !is_space(c);
+    switch (utf8proc_category(utf8proc_int32_t(c))) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC:
+        return true;
+    default:
+        return c == 0x200c || c == 0x200d || (c >= 0x24b6 && c <= 0x24e9) || (c >= 0x1f130 && c <= 0x1f149) ||
+               (c >= 0x1f150 && c <= 0x1f169) || (c >= 0x1f170 && c <= 0x1f189);
+    }
 }
 
 // Calls f(i, j) for each maximal run s[i, j) of valid UTF-8, in order; the bytes between runs are invalid.
