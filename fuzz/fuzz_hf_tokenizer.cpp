@@ -5,7 +5,7 @@
 // each '▁' a space (the piece that stands for a space decodes as one, a literal '▁' included, as in tokenizers and
 // sentencepiece). That holds for these tokenizers (no dummy prefix, no normalizer, no token that strips whitespace)
 // and catches a byte lost or doubled by the added-token split, the regex split of invalid UTF-8, the byte fallback
-// or the merges.
+// or the merges. The Qwen2-style tokenizer (NFC, which changes the bytes) must encode the input too, and decode it.
 #include "data/hf_tokenizer.h"
 
 #include <cstddef>
@@ -31,6 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         zaya::HfTokenizer::load(ZAYA_SOURCE_DIR "/tests/golden/tokenizer/gemma/tokenizer.json");
     static const std::shared_ptr<const zaya::HfTokenizer> byte_level =
         zaya::HfTokenizer::load(ZAYA_SOURCE_DIR "/tests/golden/tokenizer/llama3/tokenizer.json");
+    static const std::shared_ptr<const zaya::HfTokenizer> nfc =
+        zaya::HfTokenizer::load(ZAYA_SOURCE_DIR "/tests/golden/tokenizer/qwen2/tokenizer.json");
     const std::string text(reinterpret_cast<const char *>(data), size);
     std::string want;
     for (size_t i = 0; i < size; ++i)
@@ -38,5 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         else want += text[i];
     if (spelled(*gemma, text) != want) __builtin_trap();
     if (spelled(*byte_level, text) != text) __builtin_trap();
+    spelled(*nfc, text);
+    nfc->decode(nfc->encode(text));
     return 0;
 }

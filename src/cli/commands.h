@@ -18,6 +18,7 @@ void register_export(CLI::App &app);
 void register_generate(CLI::App &app);
 void register_serve(CLI::App &app);
 void register_chat(CLI::App &app);
+void register_tokenize(CLI::App &app);
 
 // The command line as given (the supervisor re-runs it).
 inline std::vector<std::string> g_argv;

@@ -22,6 +22,7 @@ int main(int argc, char **argv) {
     zaya::cli::register_generate(app);
     zaya::cli::register_serve(app);
     zaya::cli::register_chat(app);
+    zaya::cli::register_tokenize(app);
     zaya::cli::g_argv.assign(argv, argv + argc);
     try {
         app.parse(argc, argv);

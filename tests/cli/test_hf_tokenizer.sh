@@ -4,7 +4,8 @@
 # tokenizer.model and keeps the file under its own name; training copies it into the model directory, where
 # `zaya generate` and `zaya serve` (JSON mode, logprobs) find it, as `zaya export` does for a checkpoint; --init
 # refuses data prepared with another tokenizer; a byte-level tokenizer.json (Llama 3's kind) prepares, trains and
-# generates; a tokenizer.json of a kind zaya cannot read exactly is refused, naming the field.
+# generates; `zaya tokenize` gives tokenizers' ids and text; a tokenizer.json of a kind zaya cannot read exactly is
+# refused, naming the field.
 #
 # Usage: test_hf_tokenizer.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -87,6 +88,30 @@ expect_ok "generate with it" generate "$tmp/run_bytes/model" --prompt "The quick
 [[ -n $out && $err == *"4 generated"* ]] && pass "generate prints the 4 tokens' text" ||
     fail "generate prints the 4 tokens' text" "stdout: $out" "stderr: $err"
 json_mode_check "$tmp/run_bytes/model" "a byte-level tokenizer's pieces"
+
+# `zaya tokenize` gives tokenizers' ids for a golden text (Qwen2-style: NFC, a Split regex, byte-level) and decodes
+# them back to its text.
+python3 - "$SRC/tests/golden/tokenizer/cases.json" "$tmp" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["cases"]["qwen2"]["texts"][5]  # Unicode, emoji
+open(sys.argv[2] + "/text.txt", "w", encoding="utf-8").write(t["text"])
+open(sys.argv[2] + "/ids.txt", "w").write(",".join(map(str, t["ids"])))
+open(sys.argv[2] + "/decoded.txt", "w", encoding="utf-8").write(t["decoded"])
+PY
+QWEN=$SRC/tests/golden/tokenizer/qwen2
+expect_ok "tokenize a file's text with a directory's tokenizer.json" tokenize "$QWEN" --file "$tmp/text.txt" --ids
+[[ $out == "$(cat "$tmp/ids.txt")" && $err == *"tokens for"* ]] && pass "tokenize --ids gives tokenizers' ids" ||
+    fail "tokenize --ids gives tokenizers' ids" "got:  $out" "want: $(cat "$tmp/ids.txt")"
+expect_ok "tokenize --decode" tokenize "$QWEN/tokenizer.json" --decode "$(cat "$tmp/ids.txt")"
+[[ $out == "$(cat "$tmp/decoded.txt")" ]] && pass "tokenize --decode gives tokenizers' text" ||
+    fail "tokenize --decode gives tokenizers' text" "got:  $out" "want: $(cat "$tmp/decoded.txt")"
+expect_ok "tokenize standard input, a token a line" tokenize "$TOK/tokenizer.model" --bos <<<"Hello"
+[[ $(head -1 <<<"$out") == "$(printf '2\t"<bos>"')" ]] && pass "tokenize --bos starts with <bos> and its piece" ||
+    fail "tokenize --bos starts with <bos> and its piece" "$out"
+expect_error "tokenize: a directory without a tokenizer" "no tokenizer\.model or tokenizer\.json" \
+    tokenize "$tmp/corpus" --text x
+expect_error "tokenize --decode: an id past the vocabulary" "id 5000 is past the vocabulary \(1000 tokens\)" \
+    tokenize "$TOK/tokenizer.model" --decode 1,5000
 
 python3 - "$TOK/tokenizer.json" "$tmp/wordpiece.json" <<'PY'
 import json, sys
