@@ -156,8 +156,8 @@ void register_eval(CLI::App &app) {
                     "Items to complete, JSONL {\"prompt\": str, \"answer\": str}: exact match of the (greedy) "
                     "completion, or of what --answer-regex finds in it, with the answer (GSM8K-style)");
     cmd->add_option("--tokenizer", a->tokenizer,
-                    "With --choices or --generate: the tokenizer.model or tokenizer.json (default: the model "
-                    "directory's own)");
+                    "With --choices or --generate: the tokenizer.model or tokenizer.json, or a directory holding one "
+                    "(default: the model directory's own)");
     cmd->add_option("--max-tokens", a->max_tokens, "With --generate: tokens per completion at most")
         ->capture_default_str();
     cmd->add_option("--stop", a->stops, "With --generate: end a completion at this string (repeatable)");

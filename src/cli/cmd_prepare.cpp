@@ -49,8 +49,9 @@ void register_prepare(CLI::App &app) {
                       ->check(CLI::Range(262, 1 << 20))
                       ->capture_default_str();
     cmd->add_option("--tokenizer", o->tokenizer,
-                    "Use this tokenizer.model (sentencepiece) or tokenizer.json (Hugging Face) instead of training one")
-        ->check(CLI::ExistingFile);
+                    "Use this tokenizer.model (sentencepiece) or tokenizer.json (Hugging Face), or the one a directory "
+                    "holds (a model's: tokenizer.model first), instead of training one")
+        ->check(CLI::ExistingPath);
     cmd->add_option("--val-percent", o->val_percent, "Percent of documents held out for validation")
         ->check(CLI::Range(0.0, 50.0))
         ->capture_default_str();

@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "data/tokenizer.h"
 
-#include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
 #include <iterator>
@@ -23,15 +22,8 @@ struct TokenizeArgs {
     bool has_text = false, ids_only = false, bos = false;
 };
 
-Tokenizer tokenizer_at(const std::string &path) {
-    if (!std::filesystem::is_directory(path)) return Tokenizer::load(path);
-    const auto found = Tokenizer::find_in(path);
-    if (!found) fail("{}: no tokenizer.model or tokenizer.json in this directory", path);
-    return Tokenizer::load(*found);
-}
-
 void run_tokenize(const TokenizeArgs &a) {
-    const Tokenizer tok = tokenizer_at(a.tokenizer);
+    const Tokenizer tok = Tokenizer::load(a.tokenizer);
     if (!a.decode.empty()) {
         const auto lists = parse_token_lists(a.decode);
         if (lists.size() != 1) fail("--decode takes one list of ids, comma-separated (no ';')");

@@ -27,8 +27,8 @@ void add_model_options(CLI::App *cmd, InferModelArgs &a) {
     cmd->add_option("--layers", a.layers, "Preset only: keep the first N layers (0 = all)")->capture_default_str();
     cmd->add_option("--seed-weights", a.seed, "Preset only: seed of the random weights")->capture_default_str();
     cmd->add_option("--tokenizer", a.tokenizer,
-                    "tokenizer.model (sentencepiece) or tokenizer.json (Hugging Face) (default: MODEL_DIR's own, "
-                    "tokenizer.model first; for a checkpoint, its run's data's)");
+                    "tokenizer.model (sentencepiece) or tokenizer.json (Hugging Face), or a directory holding one "
+                    "(default: MODEL_DIR's own, tokenizer.model first; for a checkpoint, its run's data's)");
     add_quantize_option(cmd, a.quantize);
 }
 

@@ -201,8 +201,8 @@ PrepareResult prepare_data(const PrepareOptions &o) {
     const std::string tok_path = (out / tok_name).string();
     const auto t_tok = Clock::now();
     if (given) {
-        if (!fs::exists(tok_path) || !fs::equivalent(o.tokenizer, tok_path))
-            write_file_atomic(tok_path, read_file_bytes(o.tokenizer));
+        if (!fs::exists(tok_path) || !fs::equivalent(given->path(), tok_path))
+            write_file_atomic(tok_path, read_file_bytes(given->path()));
     } else {
         const std::string text_path = (out / "tokenizer_train.txt.tmp").string();
         write_tokenizer_text(text_path, src.files, docs, o.tokenizer_max_sentences);
@@ -220,13 +220,13 @@ PrepareResult prepare_data(const PrepareOptions &o) {
     }
     r.tokenizer_seconds = since(t_tok);
     const Tokenizer tok = given ? *given : Tokenizer::load(tok_path); // the copy is the given file, byte for byte
-    if (tok.eos_id() < 0) fail("{}: the tokenizer has no EOS token, needed between documents", o.tokenizer);
+    if (tok.eos_id() < 0) fail("{}: the tokenizer has no EOS token, needed between documents", tok.path());
     m.tokenizer = tok_name;
     // One tokenizer per data directory: a previous preparation's of the other kind would only mislead (the given
     // file itself, wherever it lies, is never removed).
     for (const char *name : {"tokenizer.model", "tokenizer.json"}) {
         const fs::path other = out / name;
-        if (tok_name == name || !fs::exists(other) || (given && fs::equivalent(o.tokenizer, other))) continue;
+        if (tok_name == name || !fs::exists(other) || (given && fs::equivalent(given->path(), other))) continue;
         fs::remove(other, ec);
     }
     m.tokenizer_trained = o.tokenizer.empty();

@@ -14,6 +14,11 @@
 namespace zaya {
 
 Tokenizer Tokenizer::load(const std::string &path) {
+    if (std::filesystem::is_directory(path)) {
+        const std::optional<std::string> file = find_in(path);
+        if (!file) fail("{}: a directory with no tokenizer.model or tokenizer.json", path);
+        return load(*file);
+    }
     if (HfTokenizer::looks_like_json(path)) {
         Tokenizer t;
         t.hf_ = HfTokenizer::load(path);

@@ -22,7 +22,8 @@ class HfTokenizer;
 
 class Tokenizer {
   public:
-    // A tokenizer.json (any file whose first non-blank byte is '{') or a sentencepiece model.
+    // A tokenizer.json (any file whose first non-blank byte is '{') or a sentencepiece model; for a directory, the
+    // one it holds (find_in), and path() is that file's.
     static Tokenizer load(const std::string &path);
     // A model directory's tokenizer file: its tokenizer.model, else its tokenizer.json, else none.
     static std::optional<std::string> find_in(const std::string &dir);

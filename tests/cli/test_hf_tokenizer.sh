@@ -76,8 +76,10 @@ expect_ok "prepare the tokenizer.json's directory again with the tokenizer.model
 
 # A byte-level tokenizer.json (Llama 3's kind: a Split regex, ByteLevel, its own special tokens) all the way through.
 BYTE=$SRC/tests/golden/tokenizer/llama3
-expect_ok "prepare with a byte-level tokenizer.json" \
-    prepare --input "$tmp/corpus" --out "$tmp/bytes" --tokenizer "$BYTE/tokenizer.json"
+expect_ok "prepare with a byte-level tokenizer.json, given its directory" \
+    prepare --input "$tmp/corpus" --out "$tmp/bytes" --tokenizer "$BYTE"
+cmp -s "$tmp/bytes/tokenizer.json" "$BYTE/tokenizer.json" && pass "the data directory keeps that directory's file" ||
+    fail "the data directory keeps that directory's file" "$(ls -l "$tmp/bytes")"
 grep -q '"bos_id": 700' "$tmp/bytes/data.json" && grep -q '"eos_id": 701' "$tmp/bytes/data.json" &&
     pass "its <|begin_of_text|> and <|end_of_text|> are the data's bos and eos" ||
     fail "its <|begin_of_text|> and <|end_of_text|> are the data's bos and eos" "$(cat "$tmp/bytes/data.json")"
