@@ -110,10 +110,13 @@ TEST(HfTokenizer, TokenBytesSpellTheDecodedText) {
 TEST(HfTokenizer, FindsAModelDirectorysTokenizer) {
     TempDir d;
     EXPECT_FALSE(Tokenizer::find_in(d.str("")).has_value());
+    EXPECT_NE(load_error(d.str("")).find("a directory with no tokenizer.model or tokenizer.json"), std::string::npos);
     std::filesystem::copy_file(case_file("gemma", "tokenizer.json"), d.str("tokenizer.json"));
     EXPECT_EQ(Tokenizer::find_in(d.str("")), d.str("tokenizer.json"));
+    EXPECT_EQ(Tokenizer::load(d.str("")).path(), d.str("tokenizer.json")); // load takes the directory too
     std::filesystem::copy_file(case_file("gemma", "tokenizer.model"), d.str("tokenizer.model"));
     EXPECT_EQ(Tokenizer::find_in(d.str("")), d.str("tokenizer.model")); // sentencepiece's own file first
+    EXPECT_STREQ(Tokenizer::load(d.str("")).file_name(), "tokenizer.model");
 }
 
 TEST(HfTokenizer, RefusesWhatItCannotReadExactly) {
