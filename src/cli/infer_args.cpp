@@ -2,6 +2,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "data/chat_template.h"
 #include "infer/json_schema.h"
 #include "train/start_model.h"
 
@@ -80,6 +81,15 @@ std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a) {
     if (const std::optional<std::string> own = Tokenizer::find_in(a.model)) return Tokenizer::load(*own);
     if (const std::optional<std::string> t = checkpoint_tokenizer(a.model)) return Tokenizer::load(*t);
     return std::nullopt;
+}
+
+void warn_of_foreign_chat_template(const InferModelArgs &a) {
+    if (!fs::is_directory(a.model)) return;
+    if (const std::optional<std::string> file = foreign_chat_template(a.model))
+        fmt::print(stderr,
+                   "zaya: warning: {} holds the model's own chat template, which zaya does not run (no Jinja): chats "
+                   "are prompted in ZAYA1's turn format (<start_of_turn>user ...), which this model may not know\n",
+                   *file);
 }
 
 std::string speed_summary(const Completion &r) {

@@ -30,6 +30,9 @@ void add_quantize_option(CLI::App *cmd, std::string &quantize, const std::string
 void apply_quantize(InferModel &m, const std::string &quantize);
 std::unique_ptr<InferModel> load_infer_model(const InferModelArgs &a);
 std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a);
+// A warning on stderr where the model directory brings a chat template of its own that is not ZAYA1's turn format
+// (data/chat_template.h foreign_chat_template): its chats are prompted in ZAYA1's format all the same.
+void warn_of_foreign_chat_template(const InferModelArgs &a);
 DType parse_weight_dtype(const std::string &name); // "bf16" | "f32"
 
 void add_sampling_options(CLI::App *cmd, SampleOptions &o);

@@ -1,6 +1,11 @@
 #include "data/chat_template.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
 
 namespace zaya {
 
@@ -9,6 +14,31 @@ int32_t end_of_turn_id(const Tokenizer &tok) { return tok.piece_id("<end_of_turn
 std::vector<std::string> chat_stop_strings(const Tokenizer &tok) {
     if (end_of_turn_id(tok) >= 0) return {};
     return {"<end_of_turn>"};
+}
+
+std::optional<std::string> foreign_chat_template(const std::string &model_dir) {
+    namespace fs = std::filesystem;
+    const auto foreign = [](const std::string &text) { return text.find("<start_of_turn>") == std::string::npos; };
+    const fs::path jinja = fs::path(model_dir) / "chat_template.jinja";
+    std::error_code ec;
+    if (fs::is_regular_file(jinja, ec)) {
+        try {
+            if (foreign(read_file_bytes(jinja.string()))) return jinja.string();
+        } catch (const Error &) {
+        }
+    }
+    const fs::path config = fs::path(model_dir) / "tokenizer_config.json";
+    if (!fs::is_regular_file(config, ec)) return std::nullopt;
+    const nlohmann::json j = nlohmann::json::parse(read_file_bytes(config.string()), nullptr, false);
+    if (!j.is_object() || !j.contains("chat_template")) return std::nullopt;
+    const nlohmann::json &t = j["chat_template"];
+    if (t.is_string() && foreign(t.get<std::string>())) return config.string();
+    if (t.is_array())
+        for (const nlohmann::json &named : t)
+            if (named.is_object() && named.contains("template") && named["template"].is_string() &&
+                foreign(named["template"].get<std::string>()))
+                return config.string();
+    return std::nullopt;
 }
 
 std::vector<int32_t> chat_tokens(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id,

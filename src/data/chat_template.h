@@ -10,6 +10,7 @@
 #include "data/tokenizer.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,11 @@ int32_t end_of_turn_id(const Tokenizer &tok);
 // What a chat's answer must stop at besides the stop tokens: the text "<end_of_turn>" where the tokenizer has no
 // such token (a tokenizer `zaya prepare` trained), none otherwise.
 std::vector<std::string> chat_stop_strings(const Tokenizer &tok);
+
+// The file of a model directory that holds a chat template of the model's own which is not this turn format (one
+// that never writes <start_of_turn>): chat_template.jinja, or tokenizer_config.json's chat_template (a text, or a
+// list of named ones). zaya runs no Jinja, so such a model's chats are prompted in this format all the same, which
+// the caller should say. Empty when the directory has none, or only this format's; an unreadable file counts as none.
+std::optional<std::string> foreign_chat_template(const std::string &model_dir);
 
 } // namespace zaya
