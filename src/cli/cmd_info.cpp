@@ -2,6 +2,8 @@
 // weights.
 #include "cli/commands.h"
 #include "core/error.h"
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
 #include "dist/context_parallel.h"
 #include "io/config_json.h"
 #include "io/safetensors.h"
@@ -57,6 +59,8 @@ void run_info(const InfoArgs &a) {
     const int64_t seq_len = a.seq_len;
     ZayaConfig c;
     std::string checkpoint;
+    std::optional<Tokenizer> tokenizer;        // a model directory's
+    std::optional<std::string> chat_template; // a model directory's own, of another format
     if (std::filesystem::exists(std::filesystem::path(target) / "manifest.json")) { // a training checkpoint
         const nlohmann::json m = checkpoint_manifest(target);
         c = checkpoint_model_config(target, m);
@@ -73,6 +77,8 @@ void run_info(const InfoArgs &a) {
         c = config_load((std::filesystem::path(target) / "config.json").string());
         SafetensorSet set = SafetensorSet::open(target);
         checkpoint = fmt::format("{} tensors{}", set.size(), c.legacy_layout ? " (legacy Megatron-export names)" : "");
+        if (const auto file = Tokenizer::find_in(target)) tokenizer = Tokenizer::load(*file);
+        chat_template = foreign_chat_template(target);
     } else {
         c = config_preset(target);
         checkpoint = "preset (no weights on disk)";
@@ -93,6 +99,12 @@ void run_info(const InfoArgs &a) {
                c.moe_intermediate_size, c.router_hidden_size);
     fmt::print("vocab            {} ({} embeddings{})\n", c.vocab_size, c.tie_word_embeddings ? "tied" : "untied",
                c.lm_head_bias ? ", lm_head bias" : "");
+    if (tokenizer) {
+        const auto special = [&](int32_t id) { return id < 0 ? std::string("none") : fmt::format("{}", id); };
+        fmt::print("tokenizer        {} ({}), {} tokens, bos {}, eos {}\n", tokenizer->file_name(), tokenizer->kind(),
+                   tokenizer->vocab_size(), special(tokenizer->bos_id()), special(tokenizer->eos_id()));
+    }
+    if (chat_template) fmt::print("chat template    {}: its own, not run by zaya (no Jinja)\n", *chat_template);
     fmt::print("context          {} positions\n", c.max_position_embeddings);
     fmt::print("parameters       {} total ({}), {} embedding, {} non-embedding\n", human(double(pc.total)), pc.total,
                human(double(pc.embedding + pc.lm_head)), human(double(pc.non_embedding)));

@@ -423,6 +423,14 @@ std::string HfTokenizer::token_bytes(int32_t id) const {
     return p;
 }
 
+bool HfTokenizer::byte_level() const {
+    const Impl &t = *impl_;
+    return std::any_of(t.pre_tokenizer.begin(), t.pre_tokenizer.end(),
+                       [](const Impl::PreOp &op) { return op.kind == Impl::PreOp::ByteLevel; }) ||
+           std::any_of(t.decoder.begin(), t.decoder.end(),
+                       [](const Impl::DecodeOp &op) { return op.kind == Impl::DecodeOp::ByteLevel; });
+}
+
 bool HfTokenizer::is_control(int32_t id) const { return impl_->special[size_t(id)] || pieces_[size_t(id)].empty(); }
 
 int32_t HfTokenizer::piece_id(std::string_view piece) const {

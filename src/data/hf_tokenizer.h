@@ -49,6 +49,7 @@ class HfTokenizer {
     int32_t eos_id() const { return eos_; }
     int32_t pad_id() const { return pad_; }
     int32_t unk_id() const { return unk_; }
+    bool byte_level() const; // a ByteLevel pre-tokenizer or decoder: bytes spelled as GPT-2's characters
 
     struct Impl;
 

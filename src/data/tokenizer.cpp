@@ -56,6 +56,10 @@ std::optional<std::string> Tokenizer::find_in(const std::string &dir) {
 
 const char *Tokenizer::file_name() const { return hf_ ? "tokenizer.json" : "tokenizer.model"; }
 
+const char *Tokenizer::kind() const {
+    return !hf_ ? "sentencepiece" : hf_->byte_level() ? "byte-level BPE" : "SentencePiece-style BPE";
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
     if (hf_) return hf_->encode(text);
     std::vector<int32_t> out;

@@ -29,6 +29,8 @@ class Tokenizer {
     static std::optional<std::string> find_in(const std::string &dir);
     // The name a copy of this tokenizer takes in a model or data directory: tokenizer.model or tokenizer.json.
     const char *file_name() const;
+    // What kind it is, for people: "sentencepiece", "SentencePiece-style BPE" or "byte-level BPE" (tokenizer.json).
+    const char *kind() const;
 
     std::vector<int32_t> encode(std::string_view text) const; // no bos/eos added; thread-safe
     std::string decode(const std::vector<int32_t> &ids) const;

@@ -55,6 +55,11 @@ expect_ok "generate --chat with a ChatML template in tokenizer_config.json" gene
     --max-tokens 1
 [[ $err == *"warning: $M/tokenizer_config.json holds the model's own chat template"* ]] &&
     pass "it warns, naming tokenizer_config.json" || fail "it warns, naming tokenizer_config.json" "$err"
+expect_ok "info on the model directory" info "$M"
+[[ $out == *"tokenizer        tokenizer.json (SentencePiece-style BPE), 1001 tokens, bos 2, eos 1"* &&
+    $out == *"chat template    $M/tokenizer_config.json: its own, not run by zaya"* ]] &&
+    pass "info names its tokenizer and its own chat template" ||
+    fail "info names its tokenizer and its own chat template" "$out"
 expect_ok "generate without --chat" generate "$M" --prompt hi --max-tokens 1
 [[ $err != *warning* ]] && pass "no warning without --chat" || fail "no warning without --chat" "$err"
 rm "$M/tokenizer_config.json"
@@ -111,6 +116,9 @@ expect_ok "generate with it" generate "$tmp/run_bytes/model" --prompt "The quick
 [[ -n $out && $err == *"4 generated"* ]] && pass "generate prints the 4 tokens' text" ||
     fail "generate prints the 4 tokens' text" "stdout: $out" "stderr: $err"
 json_mode_check "$tmp/run_bytes/model" "a byte-level tokenizer's pieces"
+expect_ok "info on it" info "$tmp/run_bytes/model"
+[[ $out == *"tokenizer        tokenizer.json (byte-level BPE), 703 tokens, bos 700, eos 701"* ]] &&
+    pass "info says it is byte-level" || fail "info says it is byte-level" "$out"
 
 # `zaya tokenize` gives tokenizers' ids for a golden text (Qwen2-style: NFC, a Split regex, byte-level) and decodes
 # them back to its text.
