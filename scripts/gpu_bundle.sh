@@ -24,6 +24,7 @@ mkdir -p build-gpu/lib build-gpu/data
 cp build/zaya_cuda_tests build/zaya_cuda_bench build-gpu/
 cp build-portable/zaya build-gpu/
 cp -r data/pydocs build-gpu/data/
+cp tests/golden/tokenizer/llama3/tokenizer.json build-gpu/data/bytelevel-tokenizer.json # gpu_rehearse: Oniguruma loads
 for lib in $(ldd build/zaya_cuda_tests build/zaya_cuda_bench | awk '/=>/ {print $3}' | sort -u); do
     case "$(basename "$lib")" in
         libfmt.so.* | libgomp.so.* | libstdc++.so.* | libgcc_s.so.*) cp -L "$lib" build-gpu/lib/ ;;
@@ -37,6 +38,10 @@ for lib in $(ldd build-portable/zaya | awk '/=>/ {print $3}' | sort -u); do
         *) cp -L "$lib" "$stage/zaya-libs/" ;;
     esac
 done
+# Oniguruma is loaded with dlopen (tokenizer.json patterns; src/data/onig_regex.cpp), so ldd does not list it.
+onig=$(ldconfig -p | awk '/libonig\.so\.5 / {print $NF; exit}')
+[[ -n $onig ]] || { echo "gpu_bundle: libonig.so.5 not found (scripts/setup.sh installs libonig-dev)" >&2; exit 1; }
+cp -L "$onig" "$stage/zaya-libs/"
 tar -C "$stage" -cf - zaya-libs | xz -6 -T2 > build-gpu/zaya-libs.tar.xz
 rm -rf "$stage"
 du -sh build-gpu | sed 's/^/gpu_bundle: /'

@@ -67,6 +67,8 @@ check "zaya trains 2 steps on the carried corpus (cpu)" 0 "final val_loss" "$zay
     --sample-tokens 0 --device cpu --out /tmp/train
 check "zaya generates (cpu)" 0 "," "$zaya" /b/zaya generate small --dtype f32 --tokens 2,40,7 -n 4 --print-ids -q \
     --temperature 0 --device cpu
+check "zaya loads Oniguruma for a byte-level tokenizer.json" 0 "tokens for 11 bytes" "$zaya" /b/zaya tokenize \
+    /b/data/bytelevel-tokenizer.json --text "Hello world"
 check "zaya --device cuda refuses without a GPU, saying why" 1 "no usable CUDA device" "$zaya" /b/zaya bench train \
     --device cuda --model tiny --batch 1 --seq 16 --iters 1
 exit $failed
