@@ -7,33 +7,33 @@
 
 namespace zaya {
 
+// What starts at s[i]: a valid character of `length` bytes, or (valid = false) the maximal subpart of an invalid
+// sequence, its lead byte and the continuation bytes that could still have completed it (at least 1 byte). The second
+// byte's range rules out overlong forms, surrogates and values past U+10FFFF, as is_utf8 does.
+struct Utf8Step {
+    size_t length;
+    bool valid;
+};
+inline Utf8Step utf8_step(std::string_view s, size_t i) {
+    const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+    const unsigned c = byte(0);
+    if (c < 0x80) return {1, true};
+    if (c < 0xc2 || c > 0xf4) return {1, false};
+    const size_t len = c <= 0xdf ? 2 : c <= 0xef ? 3 : 4;
+    const unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    size_t k = 1;
+    if (i + 1 < s.size() && byte(1) >= lo && byte(1) <= hi)
+        for (k = 2; k < len && i + k < s.size() && (byte(k) & 0xc0) == 0x80;) ++k;
+    return {k, k == len};
+}
+
 // Valid UTF-8: no stray continuation bytes, no truncated characters, no overlong encodings, surrogates or values
 // past U+10FFFF. NUL bytes are valid here (callers that refuse them say so).
 inline bool is_utf8(std::string_view s) {
-    const auto *p = reinterpret_cast<const unsigned char *>(s.data());
-    const size_t n = s.size();
-    size_t i = 0;
-    while (i < n) {
-        const unsigned c = p[i];
-        if (c < 0x80) {
-            ++i;
-            continue;
-        }
-        size_t len;
-        unsigned cp;
-        if ((c & 0xe0) == 0xc0) len = 2, cp = c & 0x1f;
-        else if ((c & 0xf0) == 0xe0) len = 3, cp = c & 0x0f;
-        else if ((c & 0xf8) == 0xf0) len = 4, cp = c & 0x07;
-        else return false;
-        if (i + len > n) return false;
-        for (size_t k = 1; k < len; ++k) {
-            if ((p[i + k] & 0xc0) != 0x80) return false;
-            cp = (cp << 6) | (p[i + k] & 0x3f);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += len;
+    for (size_t i = 0; i < s.size();) {
+        const Utf8Step step = utf8_step(s, i);
+        if (!step.valid) return false;
+        i += step.length;
     }
     return true;
 }
@@ -60,26 +60,6 @@ inline int64_t utf8_characters(std::string_view s) {
     int64_t n = 0;
     for (char c : s) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
     return n;
-}
-
-// What starts at s[i]: a valid character of `length` bytes, or (valid = false) the maximal subpart of an invalid
-// sequence, its lead byte and the continuation bytes that could still have completed it (at least 1 byte). The second
-// byte's range rules out overlong forms, surrogates and values past U+10FFFF, as is_utf8 does.
-struct Utf8Step {
-    size_t length;
-    bool valid;
-};
-inline Utf8Step utf8_step(std::string_view s, size_t i) {
-    const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-    const unsigned c = byte(0);
-    if (c < 0x80) return {1, true};
-    if (c < 0xc2 || c > 0xf4) return {1, false};
-    const size_t len = c <= 0xdf ? 2 : c <= 0xef ? 3 : 4;
-    const unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-    size_t k = 1;
-    if (i + 1 < s.size() && byte(1) >= lo && byte(1) <= hi)
-        for (k = 2; k < len && i + k < s.size() && (byte(k) & 0xc0) == 0x80;) ++k;
-    return {k, k == len};
 }
 
 // `s` with each maximal invalid subsequence replaced by one U+FFFD: Rust's String::from_utf8_lossy, which the

@@ -19,17 +19,21 @@ std::vector<std::string> chat_stop_strings(const Tokenizer &tok) {
 std::optional<std::string> foreign_chat_template(const std::string &model_dir) {
     namespace fs = std::filesystem;
     const auto foreign = [](const std::string &text) { return text.find("<start_of_turn>") == std::string::npos; };
-    const fs::path jinja = fs::path(model_dir) / "chat_template.jinja";
-    std::error_code ec;
-    if (fs::is_regular_file(jinja, ec)) {
+    const auto read = [](const fs::path &file) -> std::optional<std::string> { // absent or unreadable: none
+        std::error_code ec;
+        if (!fs::is_regular_file(file, ec)) return std::nullopt;
         try {
-            if (foreign(read_file_bytes(jinja.string()))) return jinja.string();
+            return read_file_bytes(file.string());
         } catch (const Error &) {
+            return std::nullopt;
         }
-    }
+    };
+    const fs::path jinja = fs::path(model_dir) / "chat_template.jinja";
+    if (const auto text = read(jinja); text && foreign(*text)) return jinja.string();
     const fs::path config = fs::path(model_dir) / "tokenizer_config.json";
-    if (!fs::is_regular_file(config, ec)) return std::nullopt;
-    const nlohmann::json j = nlohmann::json::parse(read_file_bytes(config.string()), nullptr, false);
+    const auto text = read(config);
+    if (!text) return std::nullopt;
+    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
     if (!j.is_object() || !j.contains("chat_template")) return std::nullopt;
     const nlohmann::json &t = j["chat_template"];
     if (t.is_string() && foreign(t.get<std::string>())) return config.string();

@@ -55,7 +55,8 @@ template <class F> void each_valid_run(std::string_view s, F &&f) {
         size_t j = i;
         for (Utf8Step c; j < s.size() && (c = utf8_step(s, j)).valid;) j += c.length;
         if (j > i) f(i, j);
-        for (i = j; i < s.size() && !utf8_step(s, i).valid;) i += utf8_step(s, i).length;
+        for (Utf8Step c; j < s.size() && !(c = utf8_step(s, j)).valid;) j += c.length;
+        i = j;
     }
 }
 

@@ -35,9 +35,8 @@ inline std::string replace_all(std::string_view s, std::string_view from, std::s
 
 // The length of the character at s[i]: 1 for a byte that starts no valid character (BPE then byte-falls it back).
 inline size_t char_len(std::string_view s, size_t i) {
-    const size_t len = utf8_length(uint8_t(s[i]));
-    if (len == 1 || i + len > s.size() || !is_utf8(s.substr(i, len))) return 1;
-    return len;
+    const Utf8Step step = utf8_step(s, i);
+    return step.valid ? step.length : 1;
 }
 
 enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
