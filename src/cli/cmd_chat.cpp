@@ -94,7 +94,6 @@ void run_chat(ChatArgs a) {
     }
     auto model = load_infer_model(a.model);
     std::optional<Tokenizer> tok = load_infer_tokenizer(a.model);
-    warn_of_foreign_chat_template(a.model);
     if (!tok)
         fail("chat needs a tokenizer: '{}' has no tokenizer.model or tokenizer.json (give --tokenizer PATH)",
              a.model.model);

@@ -1,6 +1,7 @@
 // zaya export CHECKPOINT_DIR --out MODEL_DIR [--dtype bf16|f32] — a training checkpoint as a Hugging Face model.
 #include "cli/commands.h"
 #include "core/error.h"
+#include "data/hf_chat_template.h"
 #include "io/model_io.h"
 #include "train/checkpoint.h"
 #include "train/start_model.h"
@@ -42,8 +43,11 @@ void register_export(CLI::App &app) {
         if (const std::optional<std::string> tok = checkpoint_tokenizer(dir)) {
             std::error_code ec;
             const std::string name = fs::path(*tok).filename().string();
-            if (fs::copy_file(*tok, fs::path(*out) / name, fs::copy_options::overwrite_existing, ec))
+            if (fs::copy_file(*tok, fs::path(*out) / name, fs::copy_options::overwrite_existing, ec)) {
                 note = " + " + name;
+                HfChatTemplate::copy_files(fs::path(*tok).parent_path().string(), *out);
+                if (fs::exists(fs::path(*out) / "chat_template.jinja")) note += " + chat_template.jinja";
+            }
         }
         fmt::print("exported {} (step {}) to {} ({}{})\n", dir, manifest.value("step", int64_t(-1)), *out, *dtype, note);
     });

@@ -27,7 +27,6 @@ void run_generate(GenerateArgs a) {
     if (a.chat && a.prompt.empty()) fail("--chat needs --prompt (the user message)");
     auto model = load_infer_model(a.model);
     std::optional<Tokenizer> tok = load_infer_tokenizer(a.model);
-    if (a.chat) warn_of_foreign_chat_template(a.model);
     if (!a.prompt.empty() && !tok)
         fail("--prompt needs a tokenizer: '{}' has no tokenizer.model or tokenizer.json (give --tokenizer PATH, or "
              "--tokens IDS)",

@@ -2,7 +2,7 @@
 // weights.
 #include "cli/commands.h"
 #include "core/error.h"
-#include "data/chat_template.h"
+#include "data/hf_chat_template.h"
 #include "data/tokenizer.h"
 #include "dist/context_parallel.h"
 #include "io/config_json.h"
@@ -60,7 +60,6 @@ void run_info(const InfoArgs &a) {
     ZayaConfig c;
     std::string checkpoint;
     std::optional<Tokenizer> tokenizer;        // a model directory's
-    std::optional<std::string> chat_template; // a model directory's own, of another format
     if (std::filesystem::exists(std::filesystem::path(target) / "manifest.json")) { // a training checkpoint
         const nlohmann::json m = checkpoint_manifest(target);
         c = checkpoint_model_config(target, m);
@@ -78,7 +77,6 @@ void run_info(const InfoArgs &a) {
         SafetensorSet set = SafetensorSet::open(target);
         checkpoint = fmt::format("{} tensors{}", set.size(), c.legacy_layout ? " (legacy Megatron-export names)" : "");
         if (const auto file = Tokenizer::find_in(target)) tokenizer = Tokenizer::load(*file);
-        chat_template = foreign_chat_template(target);
     } else {
         c = config_preset(target);
         checkpoint = "preset (no weights on disk)";
@@ -104,7 +102,18 @@ void run_info(const InfoArgs &a) {
         fmt::print("tokenizer        {} ({}), {} tokens, bos {}, eos {}\n", tokenizer->file_name(), tokenizer->kind(),
                    tokenizer->vocab_size(), special(tokenizer->bos_id()), special(tokenizer->eos_id()));
     }
-    if (chat_template) fmt::print("chat template    {}: its own, not run by zaya (no Jinja)\n", *chat_template);
+    if (tokenizer) {
+        // A template that does not parse is said, not thrown: the rest of the model is still worth showing.
+        std::string chats = "ZAYA1's built-in turn format (<start_of_turn>)";
+        try {
+            if (const HfChatTemplate *t = tokenizer->chat_template())
+                chats = fmt::format("{} (the model's own, Jinja{})", t->file(),
+                                    t->has_generation_blocks() ? ", with {% generation %} blocks" : "");
+        } catch (const Error &e) {
+            chats = fmt::format("error: {}", e.what());
+        }
+        fmt::print("chat format      {}\n", chats);
+    }
     fmt::print("context          {} positions\n", c.max_position_embeddings);
     fmt::print("parameters       {} total ({}), {} embedding, {} non-embedding\n", human(double(pc.total)), pc.total,
                human(double(pc.embedding + pc.lm_head)), human(double(pc.non_embedding)));

@@ -27,7 +27,6 @@ void run_serve(ServeArgs a) {
     StopSignals signals;
     auto model = load_infer_model(a.model);
     std::optional<Tokenizer> tok = load_infer_tokenizer(a.model);
-    warn_of_foreign_chat_template(a.model);
     const ZayaConfig c = model->config;
     a.server.model_name = !a.model_name.empty() ? a.model_name
                                                 : std::filesystem::path(a.model.model).filename().string();

@@ -1,11 +1,15 @@
-// zaya tokenize TOKENIZER [--text T | --file F | stdin] [--ids] [--bos]; zaya tokenize TOKENIZER --decode 5,17,3 —
-// what a tokenizer makes of a text, token by token: to check a tokenizer.json or tokenizer.model against Hugging
-// Face's `tokenizers` or sentencepiece, or to see what a prompt costs. TOKENIZER is a tokenizer file or a directory
-// holding one (a model's, a data directory's).
+// zaya tokenize TOKENIZER [--text T | --file F | stdin] [--ids] [--bos]; zaya tokenize TOKENIZER --decode 5,17,3;
+// zaya tokenize TOKENIZER --chat MESSAGES.json [--generation-prompt] [--render] [--chat-template FILE|builtin] —
+// what a tokenizer makes of a text or a chat, token by token: to check a tokenizer.json or tokenizer.model against
+// Hugging Face's `tokenizers` or sentencepiece, a chat against transformers' apply_chat_template, a fine-tuning
+// chat's trained tokens, or to see what a prompt costs. TOKENIZER is a tokenizer file or a directory holding one
+// (a model's, a data directory's).
 #include "cli/commands.h"
 #include "cli/model_arg.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/chat_template.h"
+#include "data/hf_chat_template.h"
 #include "data/tokenizer.h"
 
 #include <fmt/format.h>
@@ -18,12 +22,53 @@ namespace zaya::cli {
 namespace {
 
 struct TokenizeArgs {
-    std::string tokenizer, text, file, decode;
-    bool has_text = false, ids_only = false, bos = false;
+    std::string tokenizer, text, file, decode, chat, chat_template;
+    bool has_text = false, ids_only = false, bos = false, generation_prompt = false, render = false;
 };
 
+// A chat file's messages: a JSON array of {"role", "content"} (or an object holding it as "messages", as a chat
+// request's body or a JSONL chat record does).
+std::vector<ChatMessage> read_chat(const std::string &path) {
+    const nlohmann::json j = nlohmann::json::parse(read_file_bytes(path), nullptr, false);
+    const nlohmann::json &list = j.is_object() && j.contains("messages") ? j["messages"] : j;
+    if (!list.is_array()) fail("--chat {}: not a JSON array of messages (or an object with 'messages')", path);
+    std::vector<ChatMessage> out;
+    for (size_t i = 0; i < list.size(); ++i) {
+        const nlohmann::json &m = list[i];
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+            !m["content"].is_string())
+            fail("--chat {}: message {} needs a 'role' and a 'content', both texts", path, i);
+        out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    }
+    return out;
+}
+
+// A chat's tokens, one a line with a third column: 1 where the model learns the token (an answer), 0 elsewhere; or
+// with --render the chat's text, as apply_chat_template(tokenize=False) gives it.
+void tokenize_chat(const Tokenizer &tok, const TokenizeArgs &a) {
+    const std::vector<ChatMessage> messages = read_chat(a.chat);
+    if (a.render) {
+        const HfChatTemplate *t = tok.chat_template();
+        if (!t) fail("--render: {} has no chat template of its own (give --chat-template FILE)", tok.path());
+        fmt::print("{}", t->render(messages, a.generation_prompt));
+        return;
+    }
+    std::vector<uint8_t> trained;
+    const std::vector<int32_t> ids = chat_tokens(tok, messages, tok.bos_id(), a.generation_prompt, &trained);
+    if (a.ids_only) fmt::print("{}\n", fmt::join(ids, ","));
+    else
+        for (size_t i = 0; i < ids.size(); ++i)
+            fmt::print("{}\t{}\t{}\n", ids[i],
+                       nlohmann::json(tok.piece(ids[i])).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                       int(trained[i]));
+    fmt::print(stderr, "{} tokens for {} messages ({}, {})\n", ids.size(), messages.size(), tok.path(),
+               tok.chat_template() ? tok.chat_template()->file() : std::string("the built-in chat format"));
+}
+
 void run_tokenize(const TokenizeArgs &a) {
-    const Tokenizer tok = Tokenizer::load(a.tokenizer);
+    Tokenizer tok = Tokenizer::load(a.tokenizer);
+    apply_chat_template_option(tok, a.chat_template);
+    if (!a.chat.empty()) return tokenize_chat(tok, a);
     if (!a.decode.empty()) {
         const auto lists = parse_token_lists(a.decode);
         if (lists.size() != 1) fail("--decode takes one list of ids, comma-separated (no ';')");
@@ -66,10 +111,23 @@ void register_tokenize(CLI::App &app) {
     cmd->add_flag("--ids", a->ids_only, "Print the ids alone, comma-separated (as --tokens and --decode take them)");
     cmd->add_flag("--bos", a->bos, "Prepend BOS, as a prompt is fed (otherwise no special token is added)");
     cmd->add_option("--decode", a->decode, "Print the text of these ids (comma-separated) instead");
+    cmd->add_option("--chat", a->chat,
+                    "Tokenize this chat instead: a JSON file of messages [{\"role\": ..., \"content\": ...}, ...] "
+                    "(or an object with \"messages\"), written in the chat format; a third column says 1 where the "
+                    "model learns the token in fine-tuning (the answers)")
+        ->check(CLI::ExistingFile);
+    cmd->add_flag("--generation-prompt", a->generation_prompt,
+                  "With --chat: end with the opening of the model's answer (add_generation_prompt)");
+    cmd->add_flag("--render", a->render, "With --chat: print the chat template's text instead of tokens");
+    cmd->add_option("--chat-template", a->chat_template,
+                    "With --chat: a Jinja chat template file, or 'builtin' for ZAYA1's turn format (default: the "
+                    "tokenizer's directory's own, else builtin)");
     cmd->callback([a, text] {
         a->has_text = text->count() > 0;
-        if (int(a->has_text) + int(!a->file.empty()) + int(!a->decode.empty()) > 1)
-            fail("tokenize: give one of --text, --file and --decode");
+        if (int(a->has_text) + int(!a->file.empty()) + int(!a->decode.empty()) + int(!a->chat.empty()) > 1)
+            fail("tokenize: give one of --text, --file, --decode and --chat");
+        if (a->chat.empty() && (a->generation_prompt || a->render || !a->chat_template.empty()))
+            fail("tokenize: --generation-prompt, --render and --chat-template go with --chat");
         run_tokenize(*a);
     });
 }

@@ -26,6 +26,7 @@ struct EvalArgs {
     std::string quantize = "none";  // --generate: none | int8 (InferModel::quantize_i8)
     std::vector<std::string> stops;
     std::string answer_regex, system, out;
+    std::string chat_template; // --generate --chat: a Jinja file or "builtin" (InferModelArgs::chat_template)
     bool chat = false;
 };
 

@@ -25,6 +25,7 @@ Tokenizer eval_tokenizer(const EvalArgs &a) {
     InferModelArgs ma;
     ma.model = a.model;
     ma.tokenizer = a.tokenizer;
+    ma.chat_template = a.chat_template;
     std::optional<Tokenizer> tok = load_infer_tokenizer(ma);
     if (!tok)
         fail("eval: {} has no tokenizer.model or tokenizer.json: give --tokenizer (the one the model was trained "

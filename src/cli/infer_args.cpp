@@ -2,7 +2,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "data/chat_template.h"
+#include "data/hf_chat_template.h"
 #include "infer/json_schema.h"
 #include "train/start_model.h"
 
@@ -31,6 +31,10 @@ void add_model_options(CLI::App *cmd, InferModelArgs &a) {
                     "tokenizer.model (sentencepiece) or tokenizer.json (Hugging Face), or a directory holding one "
                     "(default: MODEL_DIR's own, tokenizer.model first; for a checkpoint, its run's data's)");
     add_quantize_option(cmd, a.quantize);
+    cmd->add_option("--chat-template", a.chat_template,
+                    "How chats are written: a Jinja chat template file (Hugging Face's), or 'builtin' for ZAYA1's "
+                    "turn format (default: the tokenizer's directory's own chat_template.jinja or "
+                    "tokenizer_config.json chat_template, else builtin)");
 }
 
 void add_quantize_option(CLI::App *cmd, std::string &quantize, const std::string &when) {
@@ -76,20 +80,18 @@ std::unique_ptr<InferModel> load_infer_model(const InferModelArgs &a) {
 }
 
 std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a) {
-    if (!a.tokenizer.empty()) return Tokenizer::load(a.tokenizer);
-    if (!fs::is_directory(a.model)) return std::nullopt;
-    if (const std::optional<std::string> own = Tokenizer::find_in(a.model)) return Tokenizer::load(*own);
-    if (const std::optional<std::string> t = checkpoint_tokenizer(a.model)) return Tokenizer::load(*t);
-    return std::nullopt;
-}
-
-void warn_of_foreign_chat_template(const InferModelArgs &a) {
-    if (!fs::is_directory(a.model)) return;
-    if (const std::optional<std::string> file = foreign_chat_template(a.model))
-        fmt::print(stderr,
-                   "zaya: warning: {} holds the model's own chat template, which zaya does not run (no Jinja): chats "
-                   "are prompted in ZAYA1's turn format (<start_of_turn>user ...), which this model may not know\n",
-                   *file);
+    std::optional<Tokenizer> tok;
+    if (!a.tokenizer.empty()) tok = Tokenizer::load(a.tokenizer);
+    else if (fs::is_directory(a.model)) {
+        if (const std::optional<std::string> own = Tokenizer::find_in(a.model)) tok = Tokenizer::load(*own);
+        else if (const std::optional<std::string> t = checkpoint_tokenizer(a.model)) tok = Tokenizer::load(*t);
+    }
+    if (!a.chat_template.empty()) {
+        if (!tok)
+            fail("--chat-template {}: there is no tokenizer to write chats with (give --tokenizer)", a.chat_template);
+        apply_chat_template_option(*tok, a.chat_template);
+    }
+    return tok;
 }
 
 std::string speed_summary(const Completion &r) {

@@ -21,6 +21,7 @@ struct InferModelArgs {
     uint64_t seed = 1234;       // presets only
     std::string tokenizer;      // default: MODEL_DIR's tokenizer.model or .json (a checkpoint: its run's data's)
     std::string quantize = "none"; // none | int8 (InferModel::quantize_i8, after loading)
+    std::string chat_template;     // a Jinja file, "builtin", or empty: the tokenizer's own (Tokenizer::chat_template)
 };
 
 void add_model_options(CLI::App *cmd, InferModelArgs &a);
@@ -29,10 +30,9 @@ void add_quantize_option(CLI::App *cmd, std::string &quantize, const std::string
 // Quantizes the model as asked (`quantize`: none | int8), failing on another name.
 void apply_quantize(InferModel &m, const std::string &quantize);
 std::unique_ptr<InferModel> load_infer_model(const InferModelArgs &a);
+// The tokenizer (--tokenizer, else the model directory's or the checkpoint's), with the chat template --chat-template
+// names in place of its own. Fails where --chat-template is given without a tokenizer.
 std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a);
-// A warning on stderr where the model directory brings a chat template of its own that is not ZAYA1's turn format
-// (data/chat_template.h foreign_chat_template): its chats are prompted in ZAYA1's format all the same.
-void warn_of_foreign_chat_template(const InferModelArgs &a);
 DType parse_weight_dtype(const std::string &name); // "bf16" | "f32"
 
 void add_sampling_options(CLI::App *cmd, SampleOptions &o);

@@ -45,7 +45,7 @@ inline size_t utf8_length(uint8_t lead) { return lead < 0xc0 ? 1 : lead >= 0xf0 
 inline uint32_t utf8_next(std::string_view s, size_t &i) {
     const unsigned lead = static_cast<unsigned char>(s[i]);
     const size_t len = utf8_length(uint8_t(lead));
-    uint32_t cp = len == 1 ? lead : lead & (0x7fu >> (len + 1));
+    uint32_t cp = len == 1 ? lead : lead & (0x7fu >> len); // the lead byte's payload: 5, 4 or 3 bits
     for (size_t k = 1; k < len; ++k) cp = cp << 6 | (static_cast<unsigned char>(s[i + k]) & 0x3fu);
     i += len;
     return cp;

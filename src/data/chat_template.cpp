@@ -1,54 +1,123 @@
 #include "data/chat_template.h"
 
-#include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/hf_chat_template.h"
 
-#include <nlohmann/json.hpp>
-
-#include <filesystem>
+#include <algorithm>
+#include <cctype>
+#include <string_view>
 
 namespace zaya {
 
-int32_t end_of_turn_id(const Tokenizer &tok) { return tok.piece_id("<end_of_turn>"); }
+namespace {
+
+// The texts that end a turn in the chat formats in use (ZAYA1's and Gemma's, ChatML, Llama 3, Phi, Command R,
+// DeepSeek, gpt-oss); a model's template that writes one ends its answers with it.
+constexpr std::string_view kTurnEnds[] = {"<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>",
+                                          "<|END_OF_TURN_TOKEN|>", "<｜end▁of▁sentence｜>", "<|return|>",
+                                          "<|call|>"};
+
+// What ends the model's answer in a chat: ZAYA1's <end_of_turn>, or under the model's own template its
+// tokenizer_config.json eos_token and the turn ends the template writes.
+std::vector<std::string> chat_end_texts(const Tokenizer &tok) {
+    const HfChatTemplate *t = nullptr;
+    try {
+        t = tok.chat_template();
+    } catch (const Error &) { // a template that does not load fails the chats themselves, not every generation's stops
+    }
+    if (!t) return {"<end_of_turn>"};
+    std::vector<std::string> out;
+    if (const std::string eos = t->special_token("eos_token"); !eos.empty()) out.push_back(eos);
+    for (const std::string_view end : kTurnEnds)
+        if (t->source().find(end) != std::string::npos && std::find(out.begin(), out.end(), end) == out.end())
+            out.emplace_back(end);
+    return out;
+}
+
+} // namespace
+
+std::vector<int32_t> chat_end_ids(const Tokenizer &tok) {
+    std::vector<int32_t> ids;
+    for (const std::string &text : chat_end_texts(tok))
+        if (const int32_t id = tok.piece_id(text); id >= 0) ids.push_back(id);
+    return ids;
+}
 
 std::vector<std::string> chat_stop_strings(const Tokenizer &tok) {
-    if (end_of_turn_id(tok) >= 0) return {};
-    return {"<end_of_turn>"};
+    std::vector<std::string> out;
+    for (std::string &text : chat_end_texts(tok))
+        if (tok.piece_id(text) < 0) out.push_back(std::move(text));
+    return out;
 }
 
-std::optional<std::string> foreign_chat_template(const std::string &model_dir) {
-    namespace fs = std::filesystem;
-    const auto foreign = [](const std::string &text) { return text.find("<start_of_turn>") == std::string::npos; };
-    const auto read = [](const fs::path &file) -> std::optional<std::string> { // absent or unreadable: none
-        std::error_code ec;
-        if (!fs::is_regular_file(file, ec)) return std::nullopt;
-        try {
-            return read_file_bytes(file.string());
-        } catch (const Error &) {
-            return std::nullopt;
-        }
-    };
-    const fs::path jinja = fs::path(model_dir) / "chat_template.jinja";
-    if (const auto text = read(jinja); text && foreign(*text)) return jinja.string();
-    const fs::path config = fs::path(model_dir) / "tokenizer_config.json";
-    const auto text = read(config);
-    if (!text) return std::nullopt;
-    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-    if (!j.is_object() || !j.contains("chat_template")) return std::nullopt;
-    const nlohmann::json &t = j["chat_template"];
-    if (t.is_string() && foreign(t.get<std::string>())) return config.string();
-    if (t.is_array())
-        for (const nlohmann::json &named : t)
-            if (named.is_object() && named.contains("template") && named["template"].is_string() &&
-                foreign(named["template"].get<std::string>()))
-                return config.string();
-    return std::nullopt;
+namespace {
+
+// The byte ranges of a rendered chat's assistant answers, for a template without {% generation %} blocks: answer i
+// is what the chat up to it adds to the chat before it with the generation prompt, less the whitespace ending it
+// (the line break after a turn's end marker, which generation never writes). Needs each such chat to be the start
+// of the whole one, as templates that write past turns as they were written do.
+std::vector<std::pair<size_t, size_t>> answer_ranges(const HfChatTemplate &t, const std::vector<ChatMessage> &messages,
+                                                     const std::string &text) {
+    std::vector<std::pair<size_t, size_t>> out;
+    for (size_t i = 0; i < messages.size(); ++i) {
+        if (messages[i].role != "assistant") continue;
+        const std::vector<ChatMessage> before(messages.begin(), messages.begin() + ptrdiff_t(i));
+        const std::vector<ChatMessage> upto(messages.begin(), messages.begin() + ptrdiff_t(i + 1));
+        const std::string prompt = before.empty() ? std::string() : t.render(before, /*generation_prompt=*/true);
+        const std::string answered = t.render(upto, /*generation_prompt=*/false);
+        if (!answered.starts_with(prompt) || !text.starts_with(answered))
+            fail("{}: message {}: the chat template does not write the chat up to this answer as the start of the "
+                 "whole chat, so the answer's tokens cannot be told apart (a template that marks answers with "
+                 "{{% generation %}} blocks can be given with --chat-template)",
+                 t.file(), i);
+        size_t end = answered.size();
+        while (end > prompt.size() && std::isspace(static_cast<unsigned char>(answered[end - 1]))) --end;
+        if (end > prompt.size()) out.push_back({prompt.size(), end});
+    }
+    return out;
 }
+
+// A chat in the model's own format: its template's text, encoded as apply_chat_template encodes it (control tokens'
+// texts are those tokens; no BOS is added: templates write bos_token themselves). With `trained`, the answers
+// (data/hf_chat_template.h's {% generation %} blocks, else answer_ranges) are encoded apart from the rest, so a
+// trained answer starts at a token boundary, as generation after the generation prompt does.
+std::vector<int32_t> templated_chat_tokens(const Tokenizer &tok, const HfChatTemplate &t,
+                                           const std::vector<ChatMessage> &messages, bool generation_prompt,
+                                           std::vector<uint8_t> *trained) {
+    std::vector<std::pair<size_t, size_t>> ranges;
+    const bool blocks = trained && t.has_generation_blocks();
+    const std::string text = t.render(messages, generation_prompt, blocks ? &ranges : nullptr);
+    if (!trained) return tok.encode_with_control(text);
+    if (!blocks) ranges = answer_ranges(t, messages, text);
+    std::vector<int32_t> ids;
+    std::vector<uint8_t> flags;
+    auto add = [&](size_t begin, size_t end, bool learn) {
+        if (end <= begin) return;
+        const std::vector<int32_t> part = tok.encode_with_control(std::string_view(text).substr(begin, end - begin));
+        ids.insert(ids.end(), part.begin(), part.end());
+        flags.insert(flags.end(), part.size(), uint8_t(learn));
+    };
+    size_t at = 0;
+    for (const auto &[begin, end] : ranges) {
+        if (begin < at) fail("{}: the template's {{% generation %}} blocks overlap", t.file());
+        add(at, begin, false);
+        add(begin, end, true);
+        at = end;
+    }
+    add(at, text.size(), false);
+    *trained = std::move(flags);
+    return ids;
+}
+
+} // namespace
 
 std::vector<int32_t> chat_tokens(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id,
                                  bool generation_prompt, std::vector<uint8_t> *trained) {
     if (messages.empty()) fail("a chat needs at least one message");
-    const int32_t start = tok.piece_id("<start_of_turn>"), end = end_of_turn_id(tok);
+    if (const HfChatTemplate *t = tok.chat_template())
+        return templated_chat_tokens(tok, *t, messages, generation_prompt, trained);
+    const int32_t end_of_turn = tok.piece_id("<end_of_turn>");
+    const int32_t start = tok.piece_id("<start_of_turn>"), end = end_of_turn;
     std::vector<int32_t> ids;
     std::vector<uint8_t> flags;
     auto add = [&](const std::vector<int32_t> &t, bool learn) {

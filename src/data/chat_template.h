@@ -1,5 +1,8 @@
-// ZAYA1's chat turn format (Gemma3's, whose tokenizer ZAYA1 uses), one definition for the server's and `zaya
-// generate --chat`'s prompts and for the chats `zaya prepare` turns into fine-tuning data:
+// A chat's tokens, one definition for the server's and `zaya generate --chat`'s prompts and for the chats
+// `zaya prepare` turns into fine-tuning data. Where the tokenizer carries the model's own chat template
+// (Tokenizer::chat_template: a Hugging Face model directory's Jinja chat_template, data/hf_chat_template.h), chats
+// are written in it, as transformers' apply_chat_template writes them. Else in ZAYA1's built-in turn format
+// (Gemma3's, whose tokenizer ZAYA1 uses):
 //   <bos><start_of_turn>user\n{system}\n\n{user}<end_of_turn>\n<start_of_turn>model\n{assistant}<end_of_turn>\n …
 //   <start_of_turn>model\n                                                  (the generation prompt, when asked for)
 // A system message is folded into the first user turn, as Gemma3's template does. <start_of_turn> and
@@ -10,7 +13,6 @@
 #include "data/tokenizer.h"
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,10 +24,11 @@ struct ChatMessage {
     std::string content;
 };
 
-// The ids of a chat. `generation_prompt`: end with "<start_of_turn>model\n" for the model to answer. `trained`
-// (when given) receives one flag per id: 1 for what the model is to learn to say (each assistant content and the
-// <end_of_turn> closing it), 0 for the rest. Throws on an unknown role, a system message after the first, or an
-// empty conversation.
+// The ids of a chat. `generation_prompt`: end with the opening of the model's answer ("<start_of_turn>model\n").
+// `trained` (when given) receives one flag per id: 1 for what the model is to learn to say (each assistant content
+// and the marker closing it), 0 for the rest. `bos_id` (≥ 0) starts the built-in format; a template writes its own.
+// Throws on an empty conversation, and in the built-in format on an unknown role or a system message after the
+// first; a template's own refusals (raise_exception) are thrown naming its file.
 std::vector<int32_t> chat_tokens(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id,
                                  bool generation_prompt, std::vector<uint8_t> *trained = nullptr);
 
@@ -37,17 +40,12 @@ std::vector<int32_t> chat_prompt(const Tokenizer &tok, const std::vector<ChatMes
 std::vector<int32_t> text_prompt(const Tokenizer &tok, const std::string &text, bool chat, const std::string &system,
                                  int32_t bos_id);
 
-// The id that ends a turn (<end_of_turn>), −1 if the tokenizer has none.
-int32_t end_of_turn_id(const Tokenizer &tok);
+// The ids that end the model's answer in a chat: <end_of_turn>, or under the model's own template its eos_token and
+// the turn-ending tokens (<|im_end|>, <|eot_id|>, ...) the template writes; those the tokenizer has.
+std::vector<int32_t> chat_end_ids(const Tokenizer &tok);
 
-// What a chat's answer must stop at besides the stop tokens: the text "<end_of_turn>" where the tokenizer has no
-// such token (a tokenizer `zaya prepare` trained), none otherwise.
+// What a chat's answer must stop at besides the stop tokens: those ends that are no single token of the tokenizer
+// (the text "<end_of_turn>" for a tokenizer `zaya prepare` trained), none otherwise.
 std::vector<std::string> chat_stop_strings(const Tokenizer &tok);
-
-// The file of a model directory that holds a chat template of the model's own which is not this turn format (one
-// that never writes <start_of_turn>): chat_template.jinja, or tokenizer_config.json's chat_template (a text, or a
-// list of named ones). zaya runs no Jinja, so such a model's chats are prompted in this format all the same, which
-// the caller should say. Empty when the directory has none, or only this format's; an unreadable file counts as none.
-std::optional<std::string> foreign_chat_template(const std::string &model_dir);
 
 } // namespace zaya

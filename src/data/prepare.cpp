@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/atomic_file.h"
+#include "data/hf_chat_template.h"
 #include "data/shard_set_writer.h"
 #include "data/sources.h"
 #include "data/split.h"
@@ -219,8 +220,23 @@ PrepareResult prepare_data(const PrepareOptions &o) {
         progress.done(fmt::format("tokenizer trained in {:.1f} s", since(t_tok)));
     }
     r.tokenizer_seconds = since(t_tok);
-    const Tokenizer tok = given ? *given : Tokenizer::load(tok_path); // the copy is the given file, byte for byte
+    const char *const chat_files[] = {"chat_template.jinja", "tokenizer_config.json"};
+    if (!given) // a trained tokenizer has no chat template; a previous preparation's is not its
+        for (const char *name : chat_files) fs::remove(out / name, ec);
+    Tokenizer tok = given ? *given : Tokenizer::load(tok_path); // the copy is the given file, byte for byte
     if (tok.eos_id() < 0) fail("{}: the tokenizer has no EOS token, needed between documents", tok.path());
+    apply_chat_template_option(tok, o.chat_template);
+    // The chat format goes with the data, so the models trained on it are prompted in it. A template that does not
+    // load fails only a preparation with chats.
+    const HfChatTemplate *chat_format = nullptr;
+    try {
+        chat_format = tok.chat_template();
+    } catch (const Error &) {
+        if (kinds[2] > 0) throw;
+    }
+    if (chat_format) chat_format->save(o.out_dir);
+    else if (given && !fs::equivalent(fs::absolute(given->path()).parent_path(), out, ec))
+        for (const char *name : chat_files) fs::remove(out / name, ec);
     m.tokenizer = tok_name;
     // One tokenizer per data directory: a previous preparation's of the other kind would only mislead (the given
     // file itself, wherever it lies, is never removed).

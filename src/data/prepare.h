@@ -21,6 +21,10 @@ struct PrepareOptions {
     std::string out_dir;
     std::string tokenizer;   // an existing tokenizer.model or tokenizer.json; empty: train one
     int vocab_size = 4096;   // when training
+    // How chats are written (data/hf_chat_template.h apply_chat_template_option): a Jinja file, "builtin", or empty
+    // for the tokenizer's own. The format is kept in the data directory (chat_template.jinja) for the models trained
+    // on it.
+    std::string chat_template;
     double val_percent = 5;  // [0, 50]
     uint64_t shard_tokens = uint64_t(64) << 20;
     // Tokenizer training reads at most this many lines, spread evenly over the train documents.

@@ -2,11 +2,13 @@
 
 #include "core/error.h"
 #include "core/atomic_file.h"
+#include "data/hf_chat_template.h"
 #include "data/hf_tokenizer.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
@@ -19,6 +21,20 @@ Tokenizer Tokenizer::load(const std::string &path) {
         if (!file) fail("{}: a directory with no tokenizer.model or tokenizer.json", path);
         return load(*file);
     }
+    Tokenizer t = load_file(path);
+    // A model directory's chat template belongs to its tokenizer, as in transformers; one that does not load is
+    // an error only for the chats that need it (chat_template()).
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    try {
+        if (std::optional<HfChatTemplate> ct = HfChatTemplate::find_in(dir.empty() ? "." : dir))
+            t.chat_template_ = std::make_shared<const HfChatTemplate>(std::move(*ct));
+    } catch (const Error &e) {
+        t.chat_template_error_ = e.what();
+    }
+    return t;
+}
+
+Tokenizer Tokenizer::load_file(const std::string &path) {
     if (HfTokenizer::looks_like_json(path)) {
         Tokenizer t;
         t.hf_ = HfTokenizer::load(path);
@@ -39,6 +55,12 @@ Tokenizer Tokenizer::load(const std::string &path) {
         t.newline_byte_id_ = nl_byte;
     t.sp_ = std::move(sp);
     t.path_ = path;
+    auto controls = std::make_shared<std::vector<std::pair<std::string, int32_t>>>();
+    for (int id = 0; id < t.sp_->GetPieceSize(); ++id)
+        if (t.sp_->IsControl(id) && !t.sp_->IdToPiece(id).empty()) controls->push_back({t.sp_->IdToPiece(id), id});
+    std::stable_sort(controls->begin(), controls->end(),
+                     [](const auto &a, const auto &b) { return a.first.size() > b.first.size(); });
+    if (!controls->empty()) t.control_texts_ = std::move(controls);
     if (t.newline_byte_id_ >= 0) {
         const std::string probe = " a \n b ";
         std::vector<int> whole;
@@ -119,6 +141,40 @@ std::string Tokenizer::token_bytes(int32_t id) const {
 
 bool Tokenizer::is_control(int32_t id) const {
     return id >= 0 && id < vocab_size() && (hf_ ? hf_->is_control(id) : sp_->IsControl(id));
+}
+
+const HfChatTemplate *Tokenizer::chat_template() const {
+    if (!chat_template_error_.empty()) throw Error(chat_template_error_);
+    return chat_template_.get();
+}
+
+void Tokenizer::set_chat_template(std::shared_ptr<const HfChatTemplate> t) {
+    chat_template_ = std::move(t);
+    chat_template_error_.clear();
+}
+
+std::vector<int32_t> Tokenizer::encode_with_control(std::string_view text) const {
+    if (hf_) return hf_->encode(text);
+    if (!control_texts_) return encode(text);
+    std::vector<int32_t> out;
+    size_t plain = 0; // start of the text not yet encoded
+    for (size_t i = 0; i < text.size();) {
+        const auto hit = std::find_if(control_texts_->begin(), control_texts_->end(), [&](const auto &c) {
+            return text.compare(i, c.first.size(), c.first) == 0;
+        });
+        if (hit == control_texts_->end()) {
+            ++i;
+            continue;
+        }
+        const std::vector<int32_t> ids = encode(text.substr(plain, i - plain));
+        out.insert(out.end(), ids.begin(), ids.end());
+        out.push_back(hit->second);
+        i += hit->first.size();
+        plain = i;
+    }
+    const std::vector<int32_t> ids = encode(text.substr(plain));
+    out.insert(out.end(), ids.begin(), ids.end());
+    return out;
 }
 
 int32_t Tokenizer::vocab_size() const { return hf_ ? hf_->vocab_size() : sp_->GetPieceSize(); }

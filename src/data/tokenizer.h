@@ -19,6 +19,7 @@ class SentencePieceProcessor;
 namespace zaya {
 
 class HfTokenizer;
+class HfChatTemplate;
 
 class Tokenizer {
   public:
@@ -33,6 +34,10 @@ class Tokenizer {
     const char *kind() const;
 
     std::vector<int32_t> encode(std::string_view text) const; // no bos/eos added; thread-safe
+    // encode(), but a control token's text (<bos>, <|im_end|>) in `text` is that token, as transformers' tokenizers
+    // read a rendered chat template. tokenizer.json's encode() does so already; sentencepiece reads such texts as
+    // plain text, so here they are cut out first.
+    std::vector<int32_t> encode_with_control(std::string_view text) const;
     std::string decode(const std::vector<int32_t> &ids) const;
     std::string piece(int32_t id) const;
     // The bytes token `id` adds to decode()'s text: a byte piece's byte (maybe part of a UTF-8 character), a
@@ -50,11 +55,24 @@ class Tokenizer {
     int32_t unk_id() const;
     const std::string &path() const { return path_; }
 
+    // The model's own chat template (data/hf_chat_template.h) that load() found beside the tokenizer file
+    // (tokenizer_config.json, chat_template.jinja), or set_chat_template() gave; null when none. Throws the error
+    // of a template that was there but could not be read or parsed: only chats need it.
+    const HfChatTemplate *chat_template() const;
+    // Replaces the template (null: ZAYA1's built-in turn format, data/chat_template.h).
+    void set_chat_template(std::shared_ptr<const HfChatTemplate> t);
+
   private:
+    static Tokenizer load_file(const std::string &path);
+
     std::shared_ptr<const sentencepiece::SentencePieceProcessor> sp_; // one of these two
     std::shared_ptr<const HfTokenizer> hf_;
     std::string path_;
     int32_t newline_byte_id_ = -1; // ≥ 0: "\n" always encodes as this byte piece (see load())
+    std::shared_ptr<const HfChatTemplate> chat_template_;
+    std::string chat_template_error_; // why the template beside the tokenizer file could not be loaded
+    // sentencepiece only: its control pieces' texts, longest first, for encode_with_control
+    std::shared_ptr<const std::vector<std::pair<std::string, int32_t>>> control_texts_;
 };
 
 inline constexpr int32_t kTrainedPadId = 0, kTrainedUnkId = 1, kTrainedBosId = 2, kTrainedEosId = 3;

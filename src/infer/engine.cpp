@@ -66,7 +66,7 @@ std::vector<int32_t> Engine::default_stop_tokens() const {
     for (const int64_t id : model_->eos_token_ids) add(id);
     if (tok_) {
         add(tok_->eos_id());
-        add(end_of_turn_id(*tok_));
+        for (const int32_t id : chat_end_ids(*tok_)) add(id);
     }
     return ids;
 }

@@ -118,8 +118,9 @@ void stream_response_events(Engine &engine, httplib::Response &res, std::shared_
 
 std::atomic<uint64_t> g_request_counter{0};
 
-// The request's prompts as token ids — a chat's turns in ZAYA1's format (its stop strings added to the request),
-// a text prompt BOS then its encoding — and, when the request echoes, each one's text. Throws ApiError.
+// The request's prompts as token ids — a chat's turns in the model's chat format (data/chat_template.h; its stop
+// strings added to the request), a text prompt BOS then its encoding — and, when the request echoes, each one's
+// text. Throws ApiError.
 std::vector<std::vector<int32_t>> prompt_ids(ApiRequest &r, const Tokenizer *tok, int32_t bos,
                                              std::vector<std::string> &texts) {
     std::vector<std::vector<int32_t>> out;

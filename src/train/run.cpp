@@ -3,6 +3,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/chat_template.h"
+#include "data/hf_chat_template.h"
 #include "data/tokenizer.h"
 #include "infer/engine.h"
 #include "io/model_io.h"
@@ -352,6 +353,7 @@ int train(const TrainConfig &tc_in, StopSignals &signals, const std::shared_ptr<
     fs::copy_file(data->tokenizer_path(), fs::path(model_dir) / data->manifest().tokenizer,
                   fs::copy_options::overwrite_existing, ec);
     if (ec) fail("cannot copy the tokenizer into '{}': {}", model_dir, ec.message());
+    HfChatTemplate::copy_files(fs::path(data->tokenizer_path()).parent_path().string(), model_dir);
     fmt::print("trained {} steps in {}; final val_loss {:.4f}; model written to {}\n", tc.steps, duration(elapsed),
                final_val, model_dir);
 

@@ -1,6 +1,7 @@
 // Patterns for structured outputs (infer/regex.h) against std::regex's ECMAScript grammar as the reference: which
 // strings match (a pattern is a search), which prefixes some string of the pattern begins with (within lengths), and
 // what is refused; formats as the schema compiles them.
+#include "core/utf8.h"
 #include "infer/json_schema.h"
 #include "infer/regex.h"
 #include "test_helpers.h"
@@ -30,6 +31,20 @@ int32_t run(const Regex &r, const std::string &s) { // ASCII: a character per by
     int32_t state = r.start();
     for (char c : s) state = r.step(state, uint8_t(c));
     return state;
+}
+
+// core/utf8.h's decoder, which reads patterns' characters: it once kept one bit too few of a lead byte, so that
+// Ж (U+0416) read as U+0016 and 語 (U+8A9E) as U+0A9E.
+TEST(Utf8, NextDecodesCharactersOfEveryLength) {
+    const std::pair<const char *, uint32_t> chars[] = {
+        {"A", 0x41},         {"\u00e9", 0xe9},       {"\u0416", 0x416},        {"\u07ff", 0x7ff},
+        {"\u0800", 0x800},  {"\u8a9e", 0x8a9e},     {"\uffff", 0xffff},       {"\U00010000", 0x10000},
+        {"\U0001f600", 0x1f600}, {"\U0010ffff", 0x10ffff}};
+    for (const auto &[text, cp] : chars) {
+        size_t i = 0;
+        EXPECT_EQ(utf8_next(text, i), cp) << text;
+        EXPECT_EQ(i, std::string_view(text).size()) << text;
+    }
 }
 
 TEST(Regex, MatchesWhatEcmaScriptSearchMatchesAndPrefixesAreViableExactly) {

@@ -38,7 +38,7 @@ std::pair<std::string, std::string> refusal_of(const std::string &body) {
     return {};
 }
 
-const char *kTools = R"([{"type": "function", "name": "get_weather", "description": "The weather",
+const char *kResponsesTools = R"([{"type": "function", "name": "get_weather", "description": "The weather",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
     "additionalProperties": false}, "strict": true}, {"type": "function", "name": "now"}])";
 
@@ -76,7 +76,8 @@ TEST(ResponsesApi, ReadsTheRequestAsTheChatItMeans) {
         {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "21 C"}]},
         {"role": "assistant", "content": [{"type": "output_text", "text": "Cold, warm."}]},
         {"role": "user", "content": "Thanks"}])";
-    r = parsed(R"({"instructions": "Be brief.", "tools": )" + std::string(kTools) + R"(, "input": )" + items + "}",
+    r = parsed(R"({"instructions": "Be brief.", "tools": )" + std::string(kResponsesTools) +
+                   R"(, "input": )" + items + "}",
                &echoed);
     const ApiRequest chat = parse_api_request(R"({"tools": [
         {"type": "function", "function": {"name": "get_weather", "description": "The weather", "parameters": {
@@ -99,10 +100,10 @@ TEST(ResponsesApi, ReadsTheRequestAsTheChatItMeans) {
     EXPECT_NE(r.messages[2].content.find(R"("name":"get_weather","arguments":{"city":"Rome"})"), std::string::npos);
     EXPECT_EQ(r.sample.json_trigger, kToolCallsTrigger); // tool_choice auto by default
     EXPECT_EQ(echoed["tool_choice"], "auto");
-    EXPECT_EQ(echoed["tools"], json::parse(kTools));
+    EXPECT_EQ(echoed["tools"], json::parse(kResponsesTools));
 
     // tool_choice naming a function, Responses' form; text.format as structured outputs.
-    r = parsed(R"({"input": "x", "tools": )" + std::string(kTools) +
+    r = parsed(R"({"input": "x", "tools": )" + std::string(kResponsesTools) +
                R"(, "tool_choice": {"type": "function", "name": "now"}, "parallel_tool_calls": false})");
     EXPECT_EQ(r.tools.choice, ApiTools::Choice::Named);
     EXPECT_EQ(r.tools.named, "now");
@@ -301,7 +302,7 @@ TEST(ResponsesApi, AnswersAsAResponseObject) {
     EXPECT_EQ(out["output"][0]["status"], "incomplete");
 
     // Calls: one function_call item each, ids as the chat endpoint's; with tools, words are a message.
-    const ApiRequest tools = parsed(R"({"input": "x", "tools": )" + std::string(kTools) + "}", &echoed);
+    const ApiRequest tools = parsed(R"({"input": "x", "tools": )" + std::string(kResponsesTools) + "}", &echoed);
     out = responses_response(tools, echoed, "resp_7", 100, "zaya",
                              completion(R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}},)"
                                         R"({"name":"now","arguments":{}}]})",
@@ -319,7 +320,7 @@ TEST(ResponsesApi, AnswersAsAResponseObject) {
     // alternatives each); of an answer with calls, only the tokens that begin within its words. Without it, none.
     EXPECT_FALSE(out["output"][0]["content"][0].contains("logprobs"));
     const ApiRequest lp = parsed(R"({"input": "x", "include": ["reasoning.encrypted_content",
-        "message.output_text.logprobs"], "top_logprobs": 1, "tools": )" + std::string(kTools) + "}", &echoed);
+        "message.output_text.logprobs"], "top_logprobs": 1, "tools": )" + std::string(kResponsesTools) + "}", &echoed);
     EXPECT_EQ(lp.sample.logprobs, 1);
     EXPECT_EQ(echoed["top_logprobs"], 1);
     const Completion sunny = completion("Sunny.", "stop");
@@ -361,7 +362,7 @@ TEST(ResponsesApi, ContinuesAStoredConversation) {
         if (!e) return std::nullopt;
         return earlier_response(e->conversation, e->input_items, e->response);
     };
-    const std::string tools = std::string(R"("tools": )") + kTools;
+    const std::string tools = std::string(R"("tools": )") + kResponsesTools;
     ResponsesRequest q = parse_responses_request(
         R"({"instructions": "Be brief.", "input": "Weather in Oslo?", )" + tools + "}", 4096, previous);
     EXPECT_TRUE(q.store);
@@ -525,7 +526,7 @@ TEST(ResponsesApi, StreamsEventsThatAddUpToTheResponse) {
     struct Case {
         std::string body, text, finish;
     };
-    const std::string tools = R"({"input": "x", "tools": )" + std::string(kTools) + "}";
+    const std::string tools = R"({"input": "x", "tools": )" + std::string(kResponsesTools) + "}";
     const std::string logprobs = R"({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 1)";
     const std::vector<Case> cases = {
         {R"({"input": "x"})", "Caf\xc3\xa9 \xf0\x9f\x98\x80 ok", "stop"},
@@ -543,9 +544,9 @@ TEST(ResponsesApi, StreamsEventsThatAddUpToTheResponse) {
         {tools, "So {\"tool_c{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{\"x", "length"},
         {tools, "So {\"tool_calls\":[{\"na", "length"}, // no call begun: the text
         {logprobs + "}", "Caf\xc3\xa9 \xf0\x9f\x98\x80 ok", "stop"},
-        {logprobs + R"(, "tools": )" + kTools + "}",
+        {logprobs + R"(, "tools": )" + kResponsesTools + "}",
          "Caf\xc3\xa9 first.\n\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop"},
-        {logprobs + R"(, "tools": )" + kTools + "}", "Hi {\"tool_c", "length"}};
+        {logprobs + R"(, "tools": )" + kResponsesTools + "}", "Hi {\"tool_c", "length"}};
     std::mt19937 rng(9);
     for (const Case &c : cases) {
         json echoed;
