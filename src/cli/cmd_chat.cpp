@@ -98,6 +98,7 @@ void run_chat(ChatArgs a) {
         fail("chat needs a tokenizer: '{}' has no tokenizer.model or tokenizer.json (give --tokenizer PATH)",
              a.model.model);
     const int32_t bos = int32_t(model->config.bos_token_id);
+    const nlohmann::ordered_json variables = chat_variables(a.model.chat_template_kwargs);
     Engine engine(std::move(model), std::move(tok), a.engine);
     const Tokenizer &t = *engine.tokenizer();
     if (a.sample.stop_tokens.empty()) a.sample.stop_tokens = engine.default_stop_tokens();
@@ -114,7 +115,7 @@ void run_chat(ChatArgs a) {
     // Answers the conversation so far; false, the caller taking back what it added, when it no longer fits the
     // context.
     auto answer = [&] {
-        const std::vector<int32_t> prompt = chat_prompt(t, chat_messages(messages, tools), bos);
+        const std::vector<int32_t> prompt = chat_prompt(t, chat_messages(messages, tools), bos, variables);
         if (int64_t(prompt.size()) >= engine.max_context()) {
             fmt::print(stderr, "the conversation has {} tokens, the context {}: /reset to start a new one\n",
                        prompt.size(), engine.max_context());

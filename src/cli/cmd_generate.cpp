@@ -35,7 +35,7 @@ void run_generate(GenerateArgs a) {
     const int32_t bos = a.no_bos ? -1 : int32_t(c.bos_token_id);
     std::vector<int32_t> prompt;
     if (!a.prompt.empty()) {
-        prompt = text_prompt(*tok, a.prompt, a.chat, a.system, bos);
+        prompt = text_prompt(*tok, a.prompt, a.chat, a.system, bos, chat_variables(a.model.chat_template_kwargs));
         if (a.chat)
             for (std::string &stop : chat_stop_strings(*tok)) a.sample.stop_strings.push_back(std::move(stop));
     } else {

@@ -27,6 +27,7 @@ void run_serve(ServeArgs a) {
     StopSignals signals;
     auto model = load_infer_model(a.model);
     std::optional<Tokenizer> tok = load_infer_tokenizer(a.model);
+    a.server.chat_template_kwargs = chat_variables(a.model.chat_template_kwargs);
     const ZayaConfig c = model->config;
     a.server.model_name = !a.model_name.empty() ? a.model_name
                                                 : std::filesystem::path(a.model.model).filename().string();

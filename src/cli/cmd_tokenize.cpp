@@ -5,6 +5,7 @@
 // chat's trained tokens, or to see what a prompt costs. TOKENIZER is a tokenizer file or a directory holding one
 // (a model's, a data directory's).
 #include "cli/commands.h"
+#include "cli/infer_args.h"
 #include "cli/model_arg.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -22,7 +23,7 @@ namespace zaya::cli {
 namespace {
 
 struct TokenizeArgs {
-    std::string tokenizer, text, file, decode, chat, chat_template;
+    std::string tokenizer, text, file, decode, chat, chat_template, chat_template_kwargs;
     bool has_text = false, ids_only = false, bos = false, generation_prompt = false, render = false;
 };
 
@@ -50,11 +51,12 @@ void tokenize_chat(const Tokenizer &tok, const TokenizeArgs &a) {
     if (a.render) {
         const HfChatTemplate *t = tok.chat_template();
         if (!t) fail("--render: {} has no chat template of its own (give --chat-template FILE)", tok.path());
-        fmt::print("{}", t->render(messages, a.generation_prompt));
+        fmt::print("{}", t->render(messages, a.generation_prompt, nullptr, chat_variables(a.chat_template_kwargs)));
         return;
     }
     std::vector<uint8_t> trained;
-    const std::vector<int32_t> ids = chat_tokens(tok, messages, tok.bos_id(), a.generation_prompt, &trained);
+    const std::vector<int32_t> ids = chat_tokens(tok, messages, tok.bos_id(), a.generation_prompt, &trained,
+                                                 chat_variables(a.chat_template_kwargs));
     if (a.ids_only) fmt::print("{}\n", fmt::join(ids, ","));
     else
         for (size_t i = 0; i < ids.size(); ++i)
@@ -122,12 +124,16 @@ void register_tokenize(CLI::App &app) {
     cmd->add_option("--chat-template", a->chat_template,
                     "With --chat: a Jinja chat template file, or 'builtin' for ZAYA1's turn format (default: the "
                     "tokenizer's directory's own, else builtin)");
+    cmd->add_option("--chat-template-kwargs", a->chat_template_kwargs,
+                    "With --chat: the chat template's other variables, a JSON object, e.g. "
+                    "'{\"enable_thinking\": false}'");
     cmd->callback([a, text] {
         a->has_text = text->count() > 0;
         if (int(a->has_text) + int(!a->file.empty()) + int(!a->decode.empty()) + int(!a->chat.empty()) > 1)
             fail("tokenize: give one of --text, --file, --decode and --chat");
-        if (a->chat.empty() && (a->generation_prompt || a->render || !a->chat_template.empty()))
-            fail("tokenize: --generation-prompt, --render and --chat-template go with --chat");
+        if (a->chat.empty() &&
+            (a->generation_prompt || a->render || !a->chat_template.empty() || !a->chat_template_kwargs.empty()))
+            fail("tokenize: --generation-prompt, --render, --chat-template and --chat-template-kwargs go with --chat");
         run_tokenize(*a);
     });
 }

@@ -35,6 +35,18 @@ void add_model_options(CLI::App *cmd, InferModelArgs &a) {
                     "How chats are written: a Jinja chat template file (Hugging Face's), or 'builtin' for ZAYA1's "
                     "turn format (default: the tokenizer's directory's own chat_template.jinja or "
                     "tokenizer_config.json chat_template, else builtin)");
+    cmd->add_option("--chat-template-kwargs", a.chat_template_kwargs,
+                    "The chat template's other variables, a JSON object (transformers' apply_chat_template keyword "
+                    "arguments), e.g. '{\"enable_thinking\": false}'" +
+                        std::string(cmd->get_name() == "serve" ? "; a request's chat_template_kwargs go over them" : ""));
+}
+
+nlohmann::ordered_json chat_variables(const std::string &option_value) {
+    if (option_value.empty()) return nullptr;
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(option_value, nullptr, false);
+    if (j.is_discarded()) fail("--chat-template-kwargs: not JSON: {}", option_value);
+    check_chat_variables(j, "--chat-template-kwargs");
+    return j;
 }
 
 void add_quantize_option(CLI::App *cmd, std::string &quantize, const std::string &when) {

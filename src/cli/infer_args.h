@@ -22,6 +22,7 @@ struct InferModelArgs {
     std::string tokenizer;      // default: MODEL_DIR's tokenizer.model or .json (a checkpoint: its run's data's)
     std::string quantize = "none"; // none | int8 (InferModel::quantize_i8, after loading)
     std::string chat_template;     // a Jinja file, "builtin", or empty: the tokenizer's own (Tokenizer::chat_template)
+    std::string chat_template_kwargs; // a JSON object: the template's other variables (chat_variables)
 };
 
 void add_model_options(CLI::App *cmd, InferModelArgs &a);
@@ -33,6 +34,9 @@ std::unique_ptr<InferModel> load_infer_model(const InferModelArgs &a);
 // The tokenizer (--tokenizer, else the model directory's or the checkpoint's), with the chat template --chat-template
 // names in place of its own. Fails where --chat-template is given without a tokenizer.
 std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a);
+// --chat-template-kwargs's value as a JSON object of a chat template's variables (null when empty); fails naming the
+// option when it is not one, or sets the chat's own.
+nlohmann::ordered_json chat_variables(const std::string &option_value);
 DType parse_weight_dtype(const std::string &name); // "bf16" | "f32"
 
 void add_sampling_options(CLI::App *cmd, SampleOptions &o);

@@ -57,14 +57,15 @@ namespace {
 // (the line break after a turn's end marker, which generation never writes). Needs each such chat to be the start
 // of the whole one, as templates that write past turns as they were written do.
 std::vector<std::pair<size_t, size_t>> answer_ranges(const HfChatTemplate &t, const std::vector<ChatMessage> &messages,
-                                                     const std::string &text) {
+                                                     const std::string &text, const nlohmann::ordered_json &variables) {
     std::vector<std::pair<size_t, size_t>> out;
     for (size_t i = 0; i < messages.size(); ++i) {
         if (messages[i].role != "assistant") continue;
         const std::vector<ChatMessage> before(messages.begin(), messages.begin() + ptrdiff_t(i));
         const std::vector<ChatMessage> upto(messages.begin(), messages.begin() + ptrdiff_t(i + 1));
-        const std::string prompt = before.empty() ? std::string() : t.render(before, /*generation_prompt=*/true);
-        const std::string answered = t.render(upto, /*generation_prompt=*/false);
+        const std::string prompt =
+            before.empty() ? std::string() : t.render(before, /*generation_prompt=*/true, nullptr, variables);
+        const std::string answered = t.render(upto, /*generation_prompt=*/false, nullptr, variables);
         if (!answered.starts_with(prompt) || !text.starts_with(answered))
             fail("{}: message {}: the chat template does not write the chat up to this answer as the start of the "
                  "whole chat, so the answer's tokens cannot be told apart (a template that marks answers with "
@@ -83,12 +84,12 @@ std::vector<std::pair<size_t, size_t>> answer_ranges(const HfChatTemplate &t, co
 // trained answer starts at a token boundary, as generation after the generation prompt does.
 std::vector<int32_t> templated_chat_tokens(const Tokenizer &tok, const HfChatTemplate &t,
                                            const std::vector<ChatMessage> &messages, bool generation_prompt,
-                                           std::vector<uint8_t> *trained) {
+                                           std::vector<uint8_t> *trained, const nlohmann::ordered_json &variables) {
     std::vector<std::pair<size_t, size_t>> ranges;
     const bool blocks = trained && t.has_generation_blocks();
-    const std::string text = t.render(messages, generation_prompt, blocks ? &ranges : nullptr);
+    const std::string text = t.render(messages, generation_prompt, blocks ? &ranges : nullptr, variables);
     if (!trained) return tok.encode_with_control(text);
-    if (!blocks) ranges = answer_ranges(t, messages, text);
+    if (!blocks) ranges = answer_ranges(t, messages, text, variables);
     std::vector<int32_t> ids;
     std::vector<uint8_t> flags;
     auto add = [&](size_t begin, size_t end, bool learn) {
@@ -112,10 +113,11 @@ std::vector<int32_t> templated_chat_tokens(const Tokenizer &tok, const HfChatTem
 } // namespace
 
 std::vector<int32_t> chat_tokens(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id,
-                                 bool generation_prompt, std::vector<uint8_t> *trained) {
+                                 bool generation_prompt, std::vector<uint8_t> *trained,
+                                 const nlohmann::ordered_json &variables) {
     if (messages.empty()) fail("a chat needs at least one message");
     if (const HfChatTemplate *t = tok.chat_template())
-        return templated_chat_tokens(tok, *t, messages, generation_prompt, trained);
+        return templated_chat_tokens(tok, *t, messages, generation_prompt, trained, variables);
     const int32_t end_of_turn = tok.piece_id("<end_of_turn>");
     const int32_t start = tok.piece_id("<start_of_turn>"), end = end_of_turn;
     std::vector<int32_t> ids;
@@ -165,17 +167,18 @@ std::vector<int32_t> chat_tokens(const Tokenizer &tok, const std::vector<ChatMes
     return ids;
 }
 
-std::vector<int32_t> chat_prompt(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id) {
-    return chat_tokens(tok, messages, bos_id, /*generation_prompt=*/true);
+std::vector<int32_t> chat_prompt(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id,
+                                 const nlohmann::ordered_json &variables) {
+    return chat_tokens(tok, messages, bos_id, /*generation_prompt=*/true, nullptr, variables);
 }
 
 std::vector<int32_t> text_prompt(const Tokenizer &tok, const std::string &text, bool chat, const std::string &system,
-                                 int32_t bos_id) {
+                                 int32_t bos_id, const nlohmann::ordered_json &variables) {
     if (chat) {
         std::vector<ChatMessage> msgs;
         if (!system.empty()) msgs.push_back({"system", system});
         msgs.push_back({"user", text});
-        return chat_prompt(tok, msgs, bos_id);
+        return chat_prompt(tok, msgs, bos_id, variables);
     }
     std::vector<int32_t> ids = tok.encode(text);
     if (bos_id >= 0) ids.insert(ids.begin(), bos_id);

@@ -12,6 +12,8 @@
 #pragma once
 #include "data/tokenizer.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,16 +31,20 @@ struct ChatMessage {
 // and the marker closing it), 0 for the rest. `bos_id` (≥ 0) starts the built-in format; a template writes its own.
 // Throws on an empty conversation, and in the built-in format on an unknown role or a system message after the
 // first; a template's own refusals (raise_exception) are thrown naming its file.
+// `variables`: a model template's other variables (data/hf_chat_template.h, e.g. {"enable_thinking": false}); the
+// built-in format has none and ignores them, as a template ignores those it does not use.
 std::vector<int32_t> chat_tokens(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id,
-                                 bool generation_prompt, std::vector<uint8_t> *trained = nullptr);
+                                 bool generation_prompt, std::vector<uint8_t> *trained = nullptr,
+                                 const nlohmann::ordered_json &variables = nullptr);
 
 // A chat's prompt for generation: chat_tokens with the generation prompt.
-std::vector<int32_t> chat_prompt(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id);
+std::vector<int32_t> chat_prompt(const Tokenizer &tok, const std::vector<ChatMessage> &messages, int32_t bos_id,
+                                 const nlohmann::ordered_json &variables = nullptr);
 
 // The ids one text prompt is fed as: with `chat`, a user's turn (after `system`, when not empty) and the generation
 // prompt; else BOS (when bos_id ≥ 0) and the encoded text.
 std::vector<int32_t> text_prompt(const Tokenizer &tok, const std::string &text, bool chat, const std::string &system,
-                                 int32_t bos_id);
+                                 int32_t bos_id, const nlohmann::ordered_json &variables = nullptr);
 
 // The ids that end the model's answer in a chat: <end_of_turn>, or under the model's own template its eos_token and
 // the turn-ending tokens (<|im_end|>, <|eot_id|>, ...) the template writes; those the tokenizer has.

@@ -107,10 +107,13 @@ std::string HfChatTemplate::special_token(const std::string &name) const {
 }
 
 std::string HfChatTemplate::render(const std::vector<ChatMessage> &messages, bool generation_prompt,
-                                   std::vector<std::pair<size_t, size_t>> *generation) const {
+                                   std::vector<std::pair<size_t, size_t>> *generation,
+                                   const nlohmann::ordered_json &variables) const {
     // What apply_chat_template gives a template: the messages, tools and documents (none here), the flag, and the
-    // special tokens' texts.
+    // special tokens' texts, which its keyword arguments override.
     nlohmann::ordered_json context = special_.is_object() ? special_ : nlohmann::ordered_json::object();
+    if (variables.is_object())
+        for (const auto &[k, v] : variables.items()) context[k] = v;
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (const ChatMessage &m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
     context["messages"] = std::move(list);

@@ -4,6 +4,7 @@
 // directory carries it (Tokenizer::chat_template), and data/chat_template.h's chats then take the model's format
 // instead of ZAYA1's built-in one.
 #pragma once
+#include "core/error.h"
 #include "data/jinja.h"
 
 #include <nlohmann/json.hpp>
@@ -30,8 +31,11 @@ class HfChatTemplate {
     // The text of a chat: `generation_prompt` asks for the opening of the model's answer (add_generation_prompt).
     // `generation`: the byte ranges of {% generation %} blocks, where the template has any. Throws on the template's
     // errors (raise_exception), naming the file.
+    // `variables`: more of them (transformers' apply_chat_template **kwargs, vLLM's chat_template_kwargs, e.g.
+    // {"enable_thinking": false}), over the special tokens' texts; an object, or null.
     std::string render(const std::vector<ChatMessage> &messages, bool generation_prompt,
-                       std::vector<std::pair<size_t, size_t>> *generation = nullptr) const;
+                       std::vector<std::pair<size_t, size_t>> *generation = nullptr,
+                       const nlohmann::ordered_json &variables = nullptr) const;
 
     // Writes the template where find_in finds it again: DIR/chat_template.jinja, and the special tokens' texts (when
     // any) as DIR/tokenizer_config.json; atomically. A data directory keeps the chat format its chats were written
@@ -54,6 +58,16 @@ class HfChatTemplate {
     nlohmann::ordered_json special_; // {"bos_token": "<bos>", ...}: the variables apply_chat_template adds
     bool generation_blocks_ = false;
 };
+
+// Checks chat template variables given by a person (--chat-template-kwargs, a request's chat_template_kwargs, named
+// `where`): a JSON object that does not set the chat's own (messages, tools, documents, add_generation_prompt).
+// Inline: the request parser has it without linking the interpreter.
+inline void check_chat_variables(const nlohmann::ordered_json &variables, const std::string &where) {
+    if (variables.is_null()) return;
+    if (!variables.is_object()) fail("{}: must be a JSON object of the chat template's variables", where);
+    for (const char *own : {"messages", "tools", "documents", "add_generation_prompt"})
+        if (variables.contains(own)) fail("{}: '{}' is the chat's own variable, not one to set", where, own);
+}
 
 // --chat-template's value: a Jinja file, which `tok` then carries (with the special tokens of the tokenizer file's
 // directory's tokenizer_config.json, if any), or "builtin" for ZAYA1's turn format; empty changes nothing.

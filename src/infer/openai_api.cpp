@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/json_depth.h"
 #include "core/utf8.h"
+#include "data/hf_chat_template.h"
 #include "infer/json_schema.h"
 
 #include <fmt/format.h>
@@ -245,6 +246,14 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
             j.contains("function_call") || j.contains("parallel_tool_calls"))
             r.tools = parse_tools(nlohmann::ordered_json::parse(body)); // ordered: the parameters keep their order
         r.messages = chat_messages(j["messages"], r.tools);
+        if (has(j, "chat_template_kwargs")) {
+            r.chat_template_kwargs = nlohmann::ordered_json::parse(body)["chat_template_kwargs"]; // in its order
+            try {
+                check_chat_variables(r.chat_template_kwargs, "chat_template_kwargs");
+            } catch (const Error &e) {
+                bad("chat_template_kwargs", e.what());
+            }
+        }
     } else {
         if (!j.contains("prompt")) bad("prompt", "'prompt' is required");
         parse_prompts(j["prompt"], r);

@@ -29,6 +29,9 @@ struct ApiRequest {
     int64_t n = 1;                     // choices per prompt (the j-th sampled with seed + j)
     std::vector<ChatMessage> messages; // chat: as the model reads them (tool calls and results written out)
     ApiTools tools;                    // chat: tools, tool_choice, parallel_tool_calls (infer/tool_calls.h)
+    // chat: vLLM's chat_template_kwargs, the model's chat template's other variables (data/hf_chat_template.h); null
+    // when not given
+    nlohmann::ordered_json chat_template_kwargs;
     SampleOptions sample; // max_tokens, temperature, top_p, top_k, min_p, the penalties, logit_bias, seed, stop,
                           // logprobs
 };

@@ -126,7 +126,7 @@ std::vector<std::vector<int32_t>> prompt_ids(ApiRequest &r, const Tokenizer *tok
     std::vector<std::vector<int32_t>> out;
     if (r.chat) {
         if (!tok) throw ApiError(400, "this model has no tokenizer: send 'prompt' as token ids", "messages");
-        out.push_back(chat_prompt(*tok, r.messages, bos));
+        out.push_back(chat_prompt(*tok, r.messages, bos, r.chat_template_kwargs));
         for (std::string &stop : chat_stop_strings(*tok)) r.sample.stop_strings.push_back(std::move(stop));
         return out;
     }
@@ -141,6 +141,15 @@ std::vector<std::vector<int32_t>> prompt_ids(ApiRequest &r, const Tokenizer *tok
         if (r.echo) texts.push_back(p.text);
     }
     return out;
+}
+
+// The server's chat template variables under the request's own.
+void add_default_variables(ApiRequest &r, const nlohmann::ordered_json &defaults) {
+    if (!r.chat || defaults.is_null()) return;
+    nlohmann::ordered_json merged = defaults;
+    if (r.chat_template_kwargs.is_object())
+        for (const auto &[k, v] : r.chat_template_kwargs.items()) merged[k] = v;
+    r.chat_template_kwargs = std::move(merged);
 }
 
 } // namespace
@@ -262,6 +271,7 @@ void Server::routes() {
             const bool chat = body.is_object() && body.contains("messages");
             ApiRequest r = parse_api_request(req.body, chat, engine_.max_context());
             if (r.prompts.size() > 1) throw ApiError(400, "/tokenize takes one prompt", "prompt");
+            add_default_variables(r, opts_.chat_template_kwargs);
             const json special = body.value("add_special_tokens", json(true));
             if (!special.is_boolean())
                 throw ApiError(400, "'add_special_tokens' must be a boolean", "add_special_tokens");
@@ -317,6 +327,7 @@ void Server::routes() {
                 } else {
                     r = parse_api_request(req.body, chat, engine_.max_context());
                 }
+                add_default_variables(r, opts_.chat_template_kwargs);
                 const auto bos = int32_t(engine_.model().config.bos_token_id);
                 prompts = prompt_ids(r, tok, bos, echoes);
                 // truncation "auto": the fewest oldest turns dropped that make the prompt fit the context (if none
@@ -326,9 +337,9 @@ void Server::routes() {
                 };
                 if (responses && q.truncate && !fits(prompts[0])) {
                     drop_turns_to_fit(r, [&](const ApiRequest &fewer) {
-                        return fits(chat_prompt(*tok, fewer.messages, bos));
+                        return fits(chat_prompt(*tok, fewer.messages, bos, r.chat_template_kwargs));
                     });
-                    prompts[0] = chat_prompt(*tok, r.messages, bos);
+                    prompts[0] = chat_prompt(*tok, r.messages, bos, r.chat_template_kwargs);
                 }
                 const int64_t V = engine_.model().config.vocab_size;
                 for (const auto &[token, bias] : r.sample.logit_bias)

@@ -30,6 +30,9 @@ struct ServerOptions {
     size_t max_body_bytes = 1 << 20;
     int http_threads = 64; // concurrent connections served (streams hold one each)
     size_t responses_store_bytes = size_t(64) << 20; // stored Responses (previous_response_id); 0: none kept
+    // A chat template's variables for every chat request (--chat-template-kwargs), under a request's own
+    // chat_template_kwargs; null for none.
+    nlohmann::ordered_json chat_template_kwargs;
 };
 
 class Server {

@@ -3,9 +3,9 @@
 # `zaya tokenize --chat` renders and tokenizes a chat as transformers' apply_chat_template does (the goldens of
 # tests/golden/chat_templates) and shows the tokens fine-tuning learns; `zaya prepare --chat-template` writes chats in
 # it and keeps it in the data directory, training and export carry it to the model, `zaya info` names it, and
-# `zaya generate --chat`, `zaya serve` (/tokenize, chat completions) and `zaya eval --generate --chat` prompt in it;
-# --chat-template builtin goes back to ZAYA1's turn format; a template's refusal, one that does not parse and a
-# missing file are clear errors.
+# `zaya generate --chat` and `zaya serve` (/tokenize) prompt in it; --chat-template-kwargs (and a request's
+# chat_template_kwargs) reach the template; --chat-template builtin goes back to ZAYA1's turn format; a template's
+# refusal, one that does not parse and a missing file are clear errors.
 #
 # Usage: test_chat_template.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -57,6 +57,23 @@ expect_ok "tokenize --chat --chat-template builtin" tokenize "$M" --chat "$tmp/c
 [[ $err == *"the built-in chat format"* ]] && pass "builtin is ZAYA1's format" ||
     fail "builtin is ZAYA1's format" "$err"
 
+# A template's other variables (apply_chat_template's keyword arguments): Qwen3-style enable_thinking.
+THINK=$GOLD/templates/chatml_think.jinja
+python3 - "$GOLD/cases.json" "$tmp" <<'PY'
+import json, sys
+cases = json.load(open(sys.argv[1]))["cases"]
+c = next(c for c in cases if c["name"] == "chatml_think/single+gen+enable_thinking=false")
+json.dump(c["context"]["messages"], open(sys.argv[2] + "/think_chat.json", "w"))
+open(sys.argv[2] + "/think_text.txt", "w").write(c["expected"])
+PY
+expect_ok "tokenize --chat-template-kwargs" tokenize "$M" --chat "$tmp/think_chat.json" --chat-template "$THINK" \
+    --chat-template-kwargs '{"enable_thinking": false}' --generation-prompt --render
+cmp -s "$tmp/stdout" "$tmp/think_text.txt" && pass "enable_thinking false reaches the template" ||
+    fail "enable_thinking false reaches the template" "$out"
+expect_error "--chat-template-kwargs may not set the chat's own variables" \
+    "--chat-template-kwargs: 'messages' is the chat's own variable" \
+    tokenize "$M" --chat "$tmp/think_chat.json" --chat-template-kwargs '{"messages": []}'
+
 # Errors: the template's own refusal, a template that does not parse, a missing file.
 cp "$GOLD/templates/mistral.jinja" "$tmp/mistral.jinja"
 echo '[{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]' >"$tmp/twice.json"
@@ -105,6 +122,32 @@ import json, sys
 assert json.loads(sys.argv[1])["tokens"] == [int(x) for x in sys.argv[2].split(",")], sys.argv[1]
 PY
         fail "serve /tokenize: the template's ids" "$body" "$(cat "$tmp/serve.log")"
+    # The server's --chat-template-kwargs for every request, a request's chat_template_kwargs over them.
+    for thinking in true false; do
+        run tokenize "$M" --chat "$tmp/think_chat.json" --chat-template "$THINK" \
+            --chat-template-kwargs "{\"enable_thinking\": $thinking}" --generation-prompt --ids
+        echo "$out" >"$tmp/think_$thinking.txt"
+    done
+    start_server "$tmp/serve.log" "$tmp/run/model" --chat-template "$THINK" \
+        --chat-template-kwargs '{"enable_thinking": false}'
+    msgs=$(cat "$tmp/think_chat.json")
+    plain=$(curl -s "http://127.0.0.1:$port/tokenize" -d "{\"messages\": $msgs}" 2>&1 || true)
+    over=$(curl -s "http://127.0.0.1:$port/tokenize" \
+        -d "{\"messages\": $msgs, \"chat_template_kwargs\": {\"enable_thinking\": true}}" 2>&1 || true)
+    refused=$(curl -s "http://127.0.0.1:$port/v1/chat/completions" \
+        -d "{\"messages\": $msgs, \"chat_template_kwargs\": [1]}" 2>&1 || true)
+    stop_server
+    python3 - "$plain" "$over" "$refused" "$(cat "$tmp/think_false.txt")" "$(cat "$tmp/think_true.txt")" <<'PY' &&
+import json, sys
+ids = lambda s: [int(x) for x in s.split(",")]
+assert json.loads(sys.argv[1])["tokens"] == ids(sys.argv[4]), sys.argv[1]
+assert json.loads(sys.argv[2])["tokens"] == ids(sys.argv[5]), sys.argv[2]
+assert ids(sys.argv[4]) != ids(sys.argv[5])
+e = json.loads(sys.argv[3])["error"]
+assert e["param"] == "chat_template_kwargs" and "JSON object" in e["message"], e
+PY
+        pass "serve: --chat-template-kwargs for every request, a request's own over them, a bad one a 400" ||
+        fail "serve: chat_template_kwargs" "$plain" "$over" "$refused"
 else
     echo "skip    curl not installed: serve /tokenize"
 fi

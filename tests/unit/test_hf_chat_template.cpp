@@ -97,6 +97,51 @@ TEST(HfChatTemplate, RendersAsTransformers) {
     EXPECT_GE(refused, 7u);
 }
 
+// Through a model directory (tokenizer_config.json's special tokens) and render(): every golden chat of plain
+// messages, with its other variables (enable_thinking, date_string, ...) as --chat-template-kwargs gives them.
+TEST(HfChatTemplate, ModelDirectoryRendersTheChatsWithTheirVariables) {
+    size_t checked = 0, with_variables = 0;
+    for (const ordered_json &c : goldens()["cases"]) {
+        const ordered_json &ctx = c["context"];
+        if (c.contains("error") || !ctx["tools"].is_null()) continue;
+        std::vector<ChatMessage> messages;
+        bool plain = true;
+        for (const ordered_json &m : ctx["messages"]) {
+            plain = plain && m.size() == 2 && m["content"].is_string();
+            if (plain) messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+        }
+        if (!plain || messages.empty()) continue;
+        SCOPED_TRACE(c["name"].get<std::string>());
+        ordered_json special = ordered_json::object(), variables = ordered_json::object();
+        for (const auto &[k, v] : ctx.items()) {
+            if (k == "bos_token" || k == "eos_token") special[k] = v;
+            else if (k != "messages" && k != "tools" && k != "documents" && k != "add_generation_prompt")
+                variables[k] = v;
+        }
+        TempDir dir;
+        std::filesystem::copy_file(template_file(c["template"].get<std::string>()), dir.str("chat_template.jinja"));
+        write_file_atomic(dir.str("tokenizer_config.json"), special.dump());
+        const std::optional<HfChatTemplate> t = HfChatTemplate::find_in(dir.str());
+        ASSERT_TRUE(t.has_value());
+        EXPECT_EQ(t->render(messages, ctx["add_generation_prompt"].get<bool>(), nullptr, variables),
+                  c["expected"].get<std::string>());
+        ++checked;
+        with_variables += !variables.empty();
+    }
+    EXPECT_GE(checked, 30u);
+    EXPECT_GE(with_variables, 5u);
+}
+
+TEST(HfChatTemplate, VariablesMayNotSetTheChatsOwn) {
+    EXPECT_NO_THROW(check_chat_variables(nullptr, "x"));
+    EXPECT_NO_THROW(check_chat_variables({{"enable_thinking", false}}, "x"));
+    EXPECT_NE(zaya::test::error_of([] { check_chat_variables({{"messages", 1}}, "kw"); })
+                  .find("kw: 'messages' is the chat's own variable"),
+              std::string::npos);
+    EXPECT_NE(zaya::test::error_of([] { check_chat_variables(ordered_json::array(), "kw"); }).find("a JSON object"),
+              std::string::npos);
+}
+
 TEST(HfChatTemplate, RaiseExceptionsMessageIsTheError) {
     const jinja::Template tmpl(read_file_bytes(template_file("mistral")), "mistral.jinja");
     for (const ordered_json &c : goldens()["cases"]) {
