@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) in build-fuzz/ and fuzzes, for a bounded time split between
-# them: safetensors_parse (half), the OpenAI request parser, JSON mode's grammar, structured outputs' schemas
-# and grammar, and tokenizer.json encoding (an eighth each).
+# them: safetensors_parse (three eighths), the OpenAI request parser, JSON mode's grammar, structured outputs'
+# schemas and grammar, tokenizer.json encoding and the Jinja chat-template interpreter (an eighth each).
 # Usage: scripts/fuzz.sh [SECONDS]   (default 60). Exits non-zero if the fuzzer finds a crash.
 # The seed corpus is copied to a temp dir so new inputs never land in the repo; crash files are kept in
 # build-fuzz/crashes/.
@@ -14,7 +14,7 @@ build="$root/build-fuzz"
 CC="${CC:-clang}" CXX="${CXX:-clang++}" cmake -S "$root" -B "$build" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZAYA_FUZZ=ON -DZAYA_TESTS=OFF -DZAYA_CUDA=OFF
 cmake --build "$build" --target fuzz_safetensors fuzz_openai_request fuzz_json_grammar fuzz_json_schema \
-    fuzz_hf_tokenizer
+    fuzz_hf_tokenizer fuzz_jinja
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -40,9 +40,10 @@ fuzz() {
     fi
 }
 eighth=$((seconds / 8 > 0 ? seconds / 8 : 1))
-fuzz fuzz_safetensors safetensors $((seconds / 2 > 0 ? seconds / 2 : 1)) -dict="$root/fuzz/safetensors.dict"
+fuzz fuzz_safetensors safetensors $((seconds * 3 / 8 > 0 ? seconds * 3 / 8 : 1)) -dict="$root/fuzz/safetensors.dict"
 fuzz fuzz_openai_request openai "$eighth"
 fuzz fuzz_json_grammar json "$eighth" -dict="$root/fuzz/json.dict"
 fuzz fuzz_json_schema schema "$eighth" -dict="$root/fuzz/schema.dict"
 fuzz fuzz_hf_tokenizer tokenizer "$eighth"
+fuzz fuzz_jinja jinja "$eighth" -dict="$root/fuzz/jinja.dict"
 echo "fuzz.sh: no crash in ${seconds}s"

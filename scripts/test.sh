@@ -3,7 +3,8 @@
 # tests emulated on the CPU under ASan+UBSan (the op tests again with the blocks run last first) and under TSan, their
 # launch shapes against the sm_90 cubins' registers
 # and shared memory, and training with --device cuda on them; bounded fuzzing of the safetensors and OpenAI request
-# parsers, of JSON mode's grammar, of structured outputs' schemas and grammar and of tokenizer.json encoding.
+# parsers, of JSON mode's grammar, of structured outputs' schemas and grammar, of tokenizer.json encoding and of the
+# Jinja chat-template interpreter.
 # Set ZAYA_FUZZ_SECONDS (default 60) to change the fuzz budget, 0 to skip it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,7 +75,7 @@ bash tests/cli/test_device_emu.sh build/zaya_emu .
 
 fuzz_seconds=${ZAYA_FUZZ_SECONDS:-60}
 if [ "$fuzz_seconds" -gt 0 ]; then
-    stage "fuzzing safetensors, OpenAI requests, JSON mode, JSON schemas and tokenizer.json: ${fuzz_seconds}s"
+    stage "fuzzing safetensors, OpenAI requests, JSON mode, JSON schemas, tokenizer.json and Jinja: ${fuzz_seconds}s"
     bash scripts/fuzz.sh "$fuzz_seconds"
 fi
 stage "all tests passed"

@@ -334,6 +334,16 @@ CASES = [
     ("unicode_case",
      "{{ u|upper }} {{ u|title }} {{ 'ÉCOLE Ελληνικά Привет'|lower }} {{ 'élan'|capitalize }} {{ 'straße'.title() }} "
      "{{ 'ÀB' is upper }} {{ 'ñ' is lower }}"),
+    ("case_scripts",
+     "{{ 'привет мир'|upper }} {{ 'ΑΘΗΝΑ Ελλάδα'|lower }} {{ 'հայերեն'|upper }} {{ 'ᲥᲐᲠᲗᲣᲚᲘ'|lower }} "
+     "{{ 'ｆｕｌｌ ｗｉｄｔｈ'|upper }} {{ '𐐀𐐁'|lower }} {{ '𐐨𐐩'.upper() }} {{ 'ǆemal'|capitalize }} "
+     "{{ 'ǉubljana ǌive'.title() }} {{ 'ΟΔΟΣ ΣΟΦΟΣ.'|lower }} {{ 'ΟΔΟΣ'.capitalize() }}"),
+    ("case_special",
+     "{{ 'straße ŉ ﬁne ﬄow և ǰ'|upper }} {{ 'straße ﬁne ﬄow'.title() }} {{ 'ﬁne straße'|capitalize }} "
+     "{{ 'ßig ﬁx-ΣΑΣ'|title }} {{ 'İSTANBUL'|lower }} {{ 'ΑΣ́'|lower }} {{ 'ΑΣ.'.lower() }} {{ 'Σ'|lower }}"),
+    ("case_tests",
+     "{{ 'привет' is lower }} {{ 'ПРИВЕТ' is upper }} {{ 'ǅ' is upper }} {{ '日本' is lower }} "
+     "{{ 'ａｂｃ'.islower() }} {{ 'ΣΑ'.isupper() }} {{ 'Ⅻ'.isupper() }} {{ 'ⓐⓑ'|upper }} {{ 'x²y'.title() }}"),
     ("tojson_ascii", "{{ u|tojson(ensure_ascii=true) }} {{ '😀'|tojson(true) }}"),
     ("undefined_in_list", "{{ [missing, 1] }} {{ {'a': missing} }}"),
     ("macro_varargs",

@@ -168,9 +168,7 @@ void register_eval(CLI::App &app) {
                     "any), e.g. '#### (-?[0-9.,]+)'");
     cmd->add_flag("--chat", a->chat, "With --generate: each prompt as a user's turn in the chat format");
     cmd->add_option("--system", a->system, "With --generate --chat: a system message");
-    cmd->add_option("--chat-template", a->chat_template,
-                    "With --generate --chat: a Jinja chat template file, or 'builtin' for ZAYA1's turn format "
-                    "(default: the tokenizer's directory's own, else builtin)");
+    add_chat_template_option(cmd, a->chat_template, "With --generate --chat: ");
     cmd->add_option("--out", a->out,
                     "With --choices: write each item's log-likelihoods and picks here (JSONL); with --generate: each "
                     "item's completion, extracted answer and verdict");

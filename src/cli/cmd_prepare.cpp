@@ -1,5 +1,6 @@
 // zaya prepare --input PATH... --out DATA_DIR — tokenizer + train/val token shards (src/data/prepare.h).
 #include "cli/commands.h"
+#include "cli/infer_args.h"
 #include "core/error.h"
 #include "data/prepare.h"
 
@@ -52,10 +53,8 @@ void register_prepare(CLI::App &app) {
                     "Use this tokenizer.model (sentencepiece) or tokenizer.json (Hugging Face), or the one a directory "
                     "holds (a model's: tokenizer.model first), instead of training one")
         ->check(CLI::ExistingPath);
-    cmd->add_option("--chat-template", o->chat_template,
-                    "How chat documents are written: a Jinja chat template file (Hugging Face's), or 'builtin' for "
-                    "ZAYA1's turn format (default: the tokenizer's directory's own chat template, else builtin); kept "
-                    "in the data directory for the models trained on it");
+    add_chat_template_option(cmd, o->chat_template, "How chat documents are written: ",
+                             "; kept in the data directory for the models trained on it");
     cmd->add_option("--val-percent", o->val_percent, "Percent of documents held out for validation")
         ->check(CLI::Range(0.0, 50.0))
         ->capture_default_str();

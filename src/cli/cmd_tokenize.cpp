@@ -121,9 +121,7 @@ void register_tokenize(CLI::App &app) {
     cmd->add_flag("--generation-prompt", a->generation_prompt,
                   "With --chat: end with the opening of the model's answer (add_generation_prompt)");
     cmd->add_flag("--render", a->render, "With --chat: print the chat template's text instead of tokens");
-    cmd->add_option("--chat-template", a->chat_template,
-                    "With --chat: a Jinja chat template file, or 'builtin' for ZAYA1's turn format (default: the "
-                    "tokenizer's directory's own, else builtin)");
+    add_chat_template_option(cmd, a->chat_template, "With --chat: ");
     cmd->add_option("--chat-template-kwargs", a->chat_template_kwargs,
                     "With --chat: the chat template's other variables, a JSON object, e.g. "
                     "'{\"enable_thinking\": false}'");

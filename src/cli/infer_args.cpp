@@ -31,14 +31,11 @@ void add_model_options(CLI::App *cmd, InferModelArgs &a) {
                     "tokenizer.model (sentencepiece) or tokenizer.json (Hugging Face), or a directory holding one "
                     "(default: MODEL_DIR's own, tokenizer.model first; for a checkpoint, its run's data's)");
     add_quantize_option(cmd, a.quantize);
-    cmd->add_option("--chat-template", a.chat_template,
-                    "How chats are written: a Jinja chat template file (Hugging Face's), or 'builtin' for ZAYA1's "
-                    "turn format (default: the tokenizer's directory's own chat_template.jinja or "
-                    "tokenizer_config.json chat_template, else builtin)");
+    add_chat_template_option(cmd, a.chat_template, "How chats are written: ");
+    const std::string over = cmd->get_name() == "serve" ? "; a request's chat_template_kwargs go over them" : "";
     cmd->add_option("--chat-template-kwargs", a.chat_template_kwargs,
                     "The chat template's other variables, a JSON object (transformers' apply_chat_template keyword "
-                    "arguments), e.g. '{\"enable_thinking\": false}'" +
-                        std::string(cmd->get_name() == "serve" ? "; a request's chat_template_kwargs go over them" : ""));
+                    "arguments), e.g. '{\"enable_thinking\": false}'" + over);
 }
 
 nlohmann::ordered_json chat_variables(const std::string &option_value) {
@@ -47,6 +44,14 @@ nlohmann::ordered_json chat_variables(const std::string &option_value) {
     if (j.is_discarded()) fail("--chat-template-kwargs: not JSON: {}", option_value);
     check_chat_variables(j, "--chat-template-kwargs");
     return j;
+}
+
+void add_chat_template_option(CLI::App *cmd, std::string &chat_template, const std::string &when,
+                              const std::string &more) {
+    cmd->add_option("--chat-template", chat_template,
+                    when + "a Jinja chat template file (Hugging Face's), or 'builtin' for ZAYA1's turn format "
+                           "(default: the tokenizer's directory's own chat_template.jinja or tokenizer_config.json "
+                           "chat_template, else builtin)" + more);
 }
 
 void add_quantize_option(CLI::App *cmd, std::string &quantize, const std::string &when) {

@@ -28,6 +28,10 @@ struct InferModelArgs {
 void add_model_options(CLI::App *cmd, InferModelArgs &a);
 // --quantize none|int8 (InferModelArgs::quantize); `when` starts its help.
 void add_quantize_option(CLI::App *cmd, std::string &quantize, const std::string &when = "");
+// --chat-template FILE|builtin (data/hf_chat_template.h apply_chat_template_option); `when` starts its help, `more`
+// ends it.
+void add_chat_template_option(CLI::App *cmd, std::string &chat_template, const std::string &when = "",
+                              const std::string &more = "");
 // Quantizes the model as asked (`quantize`: none | int8), failing on another name.
 void apply_quantize(InferModel &m, const std::string &quantize);
 std::unique_ptr<InferModel> load_infer_model(const InferModelArgs &a);

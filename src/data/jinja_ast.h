@@ -74,7 +74,7 @@ struct Program {
 // Parses tokens into a program; checks filter and test names as jinja2's compiler does.
 void parse(std::vector<Token> tokens, Program &program);
 
-// Filters and tests known by name (jinja_builtins.cpp), for the parse-time check.
+// Filters and tests known by name (jinja_filters.cpp, jinja_tests.cpp), for the parse-time check.
 bool has_filter(const std::string &name);
 bool has_test(const std::string &name);
 

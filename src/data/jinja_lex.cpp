@@ -4,8 +4,10 @@
 #include "data/jinja_ast.h"
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 #include <cctype>
+#include <cstdlib>
 
 namespace zaya::jinja {
 
@@ -36,10 +38,12 @@ size_t space_run(std::string_view s, size_t pos) {
             ++k;
             continue;
         }
-        const size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-        const std::vector<uint32_t> cp = code_points(s.substr(k, len));
+        // Only a whole, valid character: a stray byte would otherwise read as one of a longer length, past the end.
+        const Utf8Step step = utf8_step(s, k);
+        if (!step.valid) break;
+        const std::vector<uint32_t> cp = code_points(s.substr(k, step.length));
         if (cp.empty() || !py_space(cp[0])) break;
-        k += len;
+        k += step.length;
     }
     return k - pos;
 }
@@ -74,6 +78,14 @@ struct Lexer {
     void emit(T type, std::string text, size_t at) {
         sync(at);
         out.push_back(Token{type, std::move(text), line, col, {}});
+    }
+    // A number token, its value already read, at `at`; returns `end`, where lexing goes on.
+    size_t emit_number(Token t, size_t at, size_t end) {
+        sync(at);
+        t.line = line;
+        t.col = col;
+        out.push_back(std::move(t));
+        return end;
     }
 
     // The end of a tag closed by `close` ("%}", "}}" or "#}") at `p`: its sign handling and the length it takes.
@@ -212,13 +224,13 @@ struct Lexer {
             while (e < src.size() && (ok(src[e]) || (src[e] == '_' && e + 1 < src.size() && ok(src[e + 1])))) ++e;
             if (e > p + 2) {
                 Token t{T::Int, src.substr(p, e - p), 0, 0, {}};
-                t.number = Value::integer(std::stoll(strip(src.substr(p + 2, e - p - 2)), nullptr,
-                                                     b == 'x' ? 16 : b == 'o' ? 8 : 2));
-                sync(p);
-                t.line = line;
-                t.col = col;
-                out.push_back(std::move(t));
-                return e;
+                try {
+                    t.number = Value::integer(std::stoll(strip(src.substr(p + 2, e - p - 2)), nullptr,
+                                                         b == 'x' ? 16 : b == 'o' ? 8 : 2));
+                } catch (const std::out_of_range &) {
+                    error(p, "integer literal too large");
+                }
+                return emit_number(std::move(t), p, e);
             }
         }
         size_t e = digits(p, dec);
@@ -242,7 +254,8 @@ struct Lexer {
         Token t{is_float ? T::Float : T::Int, src.substr(p, e - p), 0, 0, {}};
         const std::string text = strip(t.text);
         if (is_float) {
-            t.number = Value::real(std::stod(text));
+            // strtod, not stod: Python reads 1e999 as inf and 1e-999 as 0.0 where stod throws.
+            t.number = Value::real(std::strtod(text.c_str(), nullptr));
         } else {
             try {
                 t.number = Value::integer(std::stoll(text));
@@ -250,11 +263,7 @@ struct Lexer {
                 error(p, "integer literal too large");
             }
         }
-        sync(p);
-        t.line = line;
-        t.col = col;
-        out.push_back(std::move(t));
-        return e;
+        return emit_number(std::move(t), p, e);
     }
 
     // A string literal, decoded as jinja2 does (Python's unicode-escape).

@@ -4,12 +4,13 @@
 //
 // Not supported (jinja2 has them; chat templates do not use them): extends/block/include/import, the with, do and
 // autoescape statements, *args/**kwargs in calls, loop.changed(), integers past 64 bits (an error here), \N{...}
-// string escapes. Case mapping covers ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic only. range(),
-// dict.items() and reversed iterators are plain lists here, so printing one directly differs from Python's repr.
+// string escapes. range(), dict.items() and reversed iterators are plain lists here, so printing one directly
+// differs from Python's repr.
 
 #include "data/jinja.h"
 
 #include "data/jinja_render.h"
+#include "data/jinja_text.h"
 
 #include <cmath>
 
@@ -40,12 +41,17 @@ bool mul_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a
 
 int64_t floor_div(int64_t a, int64_t b) {
     if (b == 0) fail("integer division or modulo by zero");
+    if (b == -1) return checked(int64_t(0), a, sub_ovf); // INT64_MIN / -1 traps
     int64_t q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
     return q;
 }
 
 Value repeat(const Value &seq, int64_t n) {
+    const size_t unit = seq.is_string() ? seq.s.size() : seq.list->size();
+    if (n <= 0 || unit == 0) return seq.is_string() ? Value::string("") : Value::make_list({}, seq.kind == VK::Tuple);
+    if (uint64_t(n) > kMaxBytes / unit) fail("a string or list passed {} bytes", kMaxBytes);
+    if (!seq.is_string()) check_items(unit * size_t(n));
     if (seq.is_string()) {
         std::string out;
         for (int64_t k = 0; k < n; ++k) out += seq.s;
@@ -69,8 +75,10 @@ std::vector<Value> Renderer::iterate(const Value &v) {
         return keys;
     }
     case VK::String: {
+        const std::vector<uint32_t> cps = code_points(v.s);
+        check_items(cps.size());
         std::vector<Value> chars;
-        for (uint32_t cp : code_points(v.s)) {
+        for (uint32_t cp : cps) {
             std::string c;
             append_utf8(c, cp);
             chars.push_back(Value::string(std::move(c)));
@@ -129,6 +137,7 @@ Value Renderer::call(const Value &fn, CallArgs &args) {
     if (fn.is_undefined()) raise_undefined(fn);
     if (!fn.fn) fail("'{}' object is not callable", type_name(fn));
     if (fn.fn->unsafe) fail("access to attribute '{}' is unsafe (the sandbox forbids mutating methods)", fn.fn->name);
+    step();
     return fn.fn->fn(*this, args);
 }
 
@@ -149,7 +158,11 @@ Value Renderer::eval_filter(const Expr &e, const Value *operand) {
 }
 
 Value Renderer::binary(const std::string &op, const Value &a, const Value &b) {
-    if (op == "~") return Value::string(str(a) + str(b));
+    if (op == "~") {
+        std::string s = str(a) + str(b);
+        check_bytes(s.size());
+        return Value::string(std::move(s));
+    }
     // str % x formats without touching x's operators (an Undefined prints as "").
     if (op == "%" && a.is_string()) return Value::string(percent_format(a.s, b));
     if (a.is_undefined()) raise_undefined(a);
@@ -158,8 +171,12 @@ Value Renderer::binary(const std::string &op, const Value &a, const Value &b) {
     if (op == "+") {
         if (ints) return Value::integer(checked(a.as_int(), b.as_int(), add_ovf));
         if (nums) return Value::real(a.as_double() + b.as_double());
-        if (a.is_string() && b.is_string()) return Value::string(a.s + b.s);
+        if (a.is_string() && b.is_string()) {
+            check_bytes(a.s.size() + b.s.size());
+            return Value::string(a.s + b.s);
+        }
         if (a.is_sequence() && a.kind == b.kind) {
+            check_items(a.list->size() + b.list->size());
             std::vector<Value> out = *a.list;
             out.insert(out.end(), b.list->begin(), b.list->end());
             return Value::make_list(std::move(out), a.kind == VK::Tuple);
@@ -192,6 +209,7 @@ Value Renderer::binary(const std::string &op, const Value &a, const Value &b) {
             return Value::real(fl);
         }
     } else if (op == "%") {
+        if (ints && b.as_int() == -1) return Value::integer(0); // floor_div(INT64_MIN, -1) would overflow
         if (ints) return Value::integer(a.as_int() - floor_div(a.as_int(), b.as_int()) * b.as_int());
         if (nums) {
             const double x = a.as_double(), y = b.as_double();
@@ -217,6 +235,7 @@ Value Renderer::binary(const std::string &op, const Value &a, const Value &b) {
 
 Value Renderer::eval(const Expr &e) {
     line = e.line;
+    step();
     switch (e.kind) {
     case EK::Const: return e.value;
     case EK::Name: {
@@ -250,6 +269,8 @@ Value Renderer::eval(const Expr &e) {
         return getitem(obj, key);
     }
     case EK::Slice: {
+        // A slice among a tuple subscript's items (x[1, :]) has no object; Python fails on that subscript anyway.
+        if (!e.args[0]) fail("a slice can only be the whole subscript (x[a:b]), not part of a tuple subscript");
         Value obj = eval(*e.args[0]);
         if (obj.is_undefined()) raise_undefined(obj);
         int64_t bound[3] = {0, 0, 1};
@@ -280,9 +301,10 @@ Value Renderer::eval(const Expr &e) {
         const int64_t stop = fix(bound[1], given[1], step > 0 ? n : -1);
         std::vector<Value> items;
         std::string text;
-        for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+        for (int64_t k = start; step > 0 ? k < stop : k > stop;) {
             if (s) append_utf8(text, cps[size_t(k)]);
             else items.push_back((*obj.list)[size_t(k)]);
+            if (__builtin_add_overflow(k, step, &k)) break; // past int64 is past the end too
         }
         if (s) return Value::string(std::move(text));
         return Value::make_list(std::move(items), obj.kind == VK::Tuple);
@@ -307,7 +329,7 @@ Value Renderer::eval(const Expr &e) {
         if (!v.is_number()) fail("bad operand type for unary {}: '{}'", e.kind == EK::Neg ? '-' : '+', type_name(v));
         if (e.kind == EK::Pos) return v.kind == VK::Bool ? Value::integer(v.as_int()) : v;
         if (v.kind == VK::Float) return Value::real(-v.f);
-        return Value::integer(-v.as_int());
+        return Value::integer(checked(int64_t(0), v.as_int(), sub_ovf));
     }
     case EK::Not: return Value::boolean(!truthy(eval(*e.args[0])));
     case EK::And: {
@@ -367,6 +389,7 @@ void Renderer::assign(const Expr &target, const Value &v) {
         if (target.attr.starts_with("_"))
             fail("Chat templates cannot store underscore-prefixed attributes on a namespace, but got '{}'.",
                  target.attr);
+        check_depth(v);
         ns->dict->set(Value::string(target.attr), v);
     } else {
         std::vector<Value> items = iterate(v);
@@ -467,6 +490,10 @@ Flow Renderer::exec_for(const Stmt &s, std::string &out, const Value *iterable, 
     }
     const auto n = int64_t(items.size());
     for (int64_t k = 0; k < n; ++k) {
+        // An empty body counts too. The loop variable (a dict of 12 entries) costs about what 16 expressions do, so
+        // that the budget bounds time rather than a count.
+        steps += 15;
+        step();
         enter();
         Value loop = Value::make_dict();
         auto &d = *loop.dict;
@@ -508,6 +535,7 @@ Flow Renderer::exec_for(const Stmt &s, std::string &out, const Value *iterable, 
 
 void Renderer::exec_stmt(const Stmt &s, std::string &out, Flow &flow) {
     line = s.line;
+    step();
     switch (s.kind) {
     case SK::Text: out += s.text; return;
     case SK::Output: out += str(eval(*s.exprs[0])); return;
@@ -585,6 +613,7 @@ Flow Renderer::exec(const Body &body, std::string &out) {
     for (const auto &s : body) {
         Flow flow = Flow::Normal;
         exec_stmt(*s, out, flow);
+        if (out.size() > kMaxBytes) fail("the output passed {} bytes", kMaxBytes);
         if (flow != Flow::Normal) return flow;
     }
     return Flow::Normal;

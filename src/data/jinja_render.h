@@ -1,5 +1,5 @@
 // Evaluation state of one render() call: scopes, the current line for error messages, and the operations that
-// builtins (jinja_builtins.cpp) share with the evaluator (jinja_render.cpp).
+// builtins (jinja_filters.cpp, jinja_tests.cpp, jinja_methods.cpp) share with the evaluator (jinja_render.cpp).
 #pragma once
 #include "core/error.h"
 #include "data/jinja_ast.h"
@@ -47,6 +47,7 @@ struct Renderer {
     std::string *top = nullptr; // the output as transformers' generator has yielded it so far
     int line = 0;
     int depth = 0;
+    int64_t steps = 0;
     std::shared_ptr<Scope> scope;
     // Scopes a macro closes over; cleared after rendering, which breaks the macro <-> scope reference cycles.
     std::vector<std::shared_ptr<Scope>> closures;
@@ -61,6 +62,10 @@ struct Renderer {
     // Python's iteration: a list's items, a dict's keys, a string's characters; an Undefined is empty.
     std::vector<Value> iterate(const Value &v);
     [[noreturn]] void raise_undefined(const Value &v) { fail("{}", v.s); }
+    // One unit of work against kMaxSteps.
+    void step() {
+        if (++steps > kMaxSteps) fail("the template ran past {} steps", kMaxSteps);
+    }
 
   private:
     void exec_stmt(const Stmt &s, std::string &out, Flow &flow);
@@ -74,13 +79,12 @@ struct Renderer {
     CallArgs eval_args(const Expr &e, size_t first);
 };
 
-// Builtins (jinja_builtins.cpp).
+// Builtins: filters (jinja_filters.cpp), tests (jinja_tests.cpp), methods and globals (jinja_methods.cpp), and
+// Python's `in` (jinja_builtins.cpp).
 Value call_filter(Renderer &r, const std::string &name, const Value &v, CallArgs &args);
 bool call_test(Renderer &r, const std::string &name, const Value &v, CallArgs &args);
 Value method(const Value &obj, const std::string &name); // a bound method, or Undefined when there is none
 const Value *global(const std::string &name);
 bool contains(const Value &container, const Value &item);
-// Python's `fmt % args` (args a tuple, a dict, or one value).
-std::string percent_format(const std::string &fmt, const Value &args);
 
 } // namespace zaya::jinja

@@ -139,7 +139,8 @@ std::string type_name(const Value &v) {
 
 std::string type_repr(const Value &v) {
     if (v.kind == K::None) return "None";
-    return "'" + type_name(v) + " object'";
+    // Not "'" + name + "...": GCC 12 warns wrongly (stringop-overflow) about that once inlined in a unity batch.
+    return fmt::format("'{} object'", type_name(v));
 }
 
 std::string float_repr(double x) {
@@ -214,57 +215,12 @@ std::string from_code_points(const std::vector<uint32_t> &cps, size_t begin, siz
     return out;
 }
 
-uint32_t to_upper(uint32_t c) {
-    if (c < 0x80) return c >= 'a' && c <= 'z' ? c - 32 : c;
-    if ((c >= 0xe0 && c <= 0xfe && c != 0xf7)) return c - 32;
-    if (c == 0xff) return 0x178;
-    if (c == 0xb5) return 0x39c;
-    if (c >= 0x100 && c <= 0x17f) {
-        if (c == 0x131) return 'I';
-        if (c == 0x17f) return 'S';
-        const bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
-        if (c == 0x130 || c == 0x138 || c == 0x149 || c == 0x178) return c;
-        return odd_lower ? ((c & 1) == 0 ? c - 1 : c) : ((c & 1) ? c - 1 : c);
-    }
-    if (c >= 0x3b1 && c <= 0x3c9 && c != 0x3c2) return c - 32;
-    if (c == 0x3c2) return 0x3a3;
-    if (c >= 0x3ac && c <= 0x3af) return c == 0x3ac ? 0x386 : c - 37;
-    if (c >= 0x3cc && c <= 0x3ce) return c == 0x3cc ? 0x38c : c - 63;
-    if (c >= 0x430 && c <= 0x44f) return c - 32;
-    if (c >= 0x450 && c <= 0x45f) return c - 80;
-    return c;
+void check_bytes(size_t bytes) {
+    if (bytes > kMaxBytes) fail("a string passed {} bytes", kMaxBytes);
 }
 
-uint32_t to_lower(uint32_t c) {
-    if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
-    if ((c >= 0xc0 && c <= 0xde && c != 0xd7)) return c + 32;
-    if (c == 0x178) return 0xff;
-    if (c >= 0x100 && c <= 0x17f) {
-        if (c == 0x130) return 'i';
-        const bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
-        if (c == 0x131 || c == 0x138 || c == 0x149 || c == 0x17f) return c;
-        return odd_lower ? ((c & 1) ? c + 1 : c) : ((c & 1) == 0 ? c + 1 : c);
-    }
-    if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) return c + 32;
-    if (c == 0x386) return 0x3ac;
-    if (c >= 0x388 && c <= 0x38a) return c + 37;
-    if (c == 0x38c) return 0x3cc;
-    if (c == 0x38e || c == 0x38f) return c + 63;
-    if (c >= 0x410 && c <= 0x42f) return c + 32;
-    if (c >= 0x400 && c <= 0x40f) return c + 80;
-    return c;
-}
-
-std::string upper(std::string_view s) {
-    std::string out;
-    for (uint32_t cp : code_points(s)) append_utf8(out, to_upper(cp));
-    return out;
-}
-
-std::string lower(std::string_view s) {
-    std::string out;
-    for (uint32_t cp : code_points(s)) append_utf8(out, to_lower(cp));
-    return out;
+void check_items(size_t items) {
+    if (items > kMaxBytes / sizeof(Value)) fail("a list passed {} bytes", kMaxBytes);
 }
 
 bool py_space(uint32_t cp) {
@@ -368,6 +324,7 @@ void json_into(std::string &out, const Value &v, const JsonStyle &st, int level)
     if (level > 512) fail("Circular reference detected");
     const auto newline = [&](int lvl) {
         out += '\n';
+        check_bytes(out.size() + size_t(lvl) * st.indent_text.size()); // a wide indent times a deep value
         for (int k = 0; k < lvl; ++k) out += st.indent_text;
     };
     switch (v.kind) {
@@ -440,6 +397,16 @@ namespace {
 // Deeper than this, a value is taken to contain itself (only a namespace can): fail rather than overflow the stack.
 constexpr int kMaxValueDepth = 512;
 
+// Namespaces are not entered: they may contain themselves, and render() empties each one afterwards, which cuts
+// any chain through them before it is destroyed.
+void depth_at(const Value &v, int depth) {
+    if (depth > kMaxValueDepth) fail("a value nests lists and dicts more than {} deep", kMaxValueDepth);
+    if (v.is_sequence())
+        for (const Value &x : *v.list) depth_at(x, depth + 1);
+    if (v.is_dict())
+        for (const auto &[k, x] : v.dict->items) depth_at(x, depth + 1);
+}
+
 std::string repr_at(const Value &v, int depth) {
     if (depth > kMaxValueDepth) fail("maximum recursion depth exceeded while getting the repr of an object");
     switch (v.kind) {
@@ -472,6 +439,8 @@ std::string repr_at(const Value &v, int depth) {
 }
 
 } // namespace
+
+void check_depth(const Value &v) { depth_at(v, 0); }
 
 std::string repr(const Value &v) { return repr_at(v, 0); }
 

@@ -116,6 +116,20 @@ inline Value Value::make_dict(bool ns) {
     return v;
 }
 
+// Bounds on one render, far above what real chat templates need (they take a few thousand steps and kilobytes of
+// text), so that a runaway template fails with an error instead of hanging or exhausting memory. Steps: expressions
+// evaluated, statements run and loop iterations; a million take about 0.1 s here, and under 10 s under ASan, the
+// fuzzer's timeout (each loop iteration allocates its loop variable, which ASan makes slow).
+constexpr int64_t kMaxSteps = 1'000'000;
+constexpr size_t kMaxBytes = size_t(64) << 20;
+// Fail when a string of `bytes` bytes, or a list of `items` values, would be over kMaxBytes; called before building
+// one whose size a template controls.
+void check_bytes(size_t bytes);
+void check_items(size_t items);
+// Fails when `v` nests lists and dicts too deeply. A namespace carries values from one loop iteration to the next, so
+// without this a loop could build a list deep enough to overflow the stack when it is compared or destroyed.
+void check_depth(const Value &v);
+
 // Python's bool(), == (1 == 1.0 == True), and ordering (<; throws on types Python cannot order).
 bool truthy(const Value &v);
 bool equal(const Value &a, const Value &b);
@@ -137,15 +151,6 @@ struct JsonStyle {
     bool sort_keys = false;
     bool ensure_ascii = false;
 };
-// Simple case mapping of one character: ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic (Python maps all of
-// Unicode; other scripts are left as they are here).
-uint32_t to_upper(uint32_t cp);
-uint32_t to_lower(uint32_t cp);
-inline bool is_cased(uint32_t cp) {
-    return to_upper(cp) != cp || to_lower(cp) != cp || cp == 0xdf || cp == 0x138 || cp == 0x149;
-}
-std::string upper(std::string_view s);
-std::string lower(std::string_view s);
 std::string to_json(const Value &v, const JsonStyle &style);
 
 // Unicode code points of UTF-8 text (Python's str indexing) and back.

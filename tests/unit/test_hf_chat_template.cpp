@@ -1,8 +1,9 @@
 // A model's own chat template (data/hf_chat_template.h, data/jinja.h) against transformers' apply_chat_template:
-// the texts and {% generation %} ranges it rendered for tests/golden/chat_templates (tools/gen_chat_template_goldens.py:
-// templates of our own in the styles of ChatML with tools, Qwen3-style reasoning, Llama 3, Mistral, Gemma 3,
-// DeepSeek-R1 and SmolLM3's generation blocks), the ids it tokenized them to with a byte-level tokenizer.json, and
-// the chats zaya builds on them (data/chat_template.h): prompts, trained answers, stops.
+// the texts and {% generation %} ranges it rendered for tests/golden/chat_templates
+// (tools/gen_chat_template_goldens.py: templates of our own in the styles of ChatML with tools, Qwen3-style
+// reasoning, Llama 3, Mistral, Gemma 3, DeepSeek-R1 and SmolLM3's generation blocks), the ids it tokenized them to
+// with a byte-level tokenizer.json, and the chats zaya builds on them (data/chat_template.h): prompts, trained
+// answers, stops.
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/chat_template.h"
@@ -264,18 +265,21 @@ TEST(ChatTokens, ABrokenTemplateFailsOnlyChats) {
 
 TEST(ChatTokens, TokenizerConfigsTemplateAndItsNamedList) {
     TempDir dir;
-    std::filesystem::copy_file(zaya::test::golden_dir("tokenizer") + "/qwen2/tokenizer.json", dir.str("tokenizer.json"));
+    std::filesystem::copy_file(zaya::test::golden_dir("tokenizer") + "/qwen2/tokenizer.json",
+                               dir.str("tokenizer.json"));
     const std::string chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
                                "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    const ordered_json named = ordered_json::array(
+        {{{"name", "tool_use"}, {"template", "x"}}, {{"name", "default"}, {"template", chatml}}});
     write_file_atomic(dir.str("tokenizer_config.json"),
                       ordered_json({{"eos_token", {{"content", "<|im_end|>"}, {"special", true}}},
-                                    {"chat_template", ordered_json::array({{{"name", "tool_use"}, {"template", "x"}},
-                                                                           {{"name", "default"}, {"template", chatml}}})}})
+                                    {"chat_template", named}})
                           .dump());
     const Tokenizer tok = Tokenizer::load(dir.str("tokenizer.json"));
     ASSERT_NE(tok.chat_template(), nullptr);
     EXPECT_EQ(tok.chat_template()->special_token("eos_token"), "<|im_end|>");
-    EXPECT_EQ(tok.chat_template()->render({{"user", "hi"}}, true), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    EXPECT_EQ(tok.chat_template()->render({{"user", "hi"}}, true),
+              "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
     // Saved into another directory (a data directory), it is found there again.
     TempDir data;
     tok.chat_template()->save(data.str());
