@@ -108,7 +108,7 @@ TEST(HfChatTemplate, ModelDirectoryRendersTheChatsWithTheirVariables) {
         std::vector<ChatMessage> messages;
         bool plain = true;
         for (const ordered_json &m : ctx["messages"]) {
-            plain = plain && m.size() == 2 && m["content"].is_string();
+            plain = plain && m.size() == 2 && m.contains("content") && m["content"].is_string();
             if (plain) messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
         }
         if (!plain || messages.empty()) continue;
@@ -171,7 +171,7 @@ TEST(HfChatTemplate, TokensAsApplyChatTemplate) {
         bool plain_messages = ctx["tools"].is_null();
         std::vector<ChatMessage> messages;
         for (const ordered_json &m : ctx["messages"]) {
-            plain_messages = plain_messages && m.size() == 2 && m["content"].is_string();
+            plain_messages = plain_messages && m.size() == 2 && m.contains("content") && m["content"].is_string();
             if (plain_messages) messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
         }
         if (!plain_messages) continue;
