@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/infer_args.h"
 #include "core/error.h"
+#include "infer/answer_formats.h"
 #include "infer/engine.h"
 #include "infer/openai_api.h"
 #include "infer/tool_calls.h"
@@ -84,21 +85,23 @@ void save_chat(const std::string &path, const json &messages, size_t fresh, cons
 
 void run_chat(ChatArgs a) {
     ordered_json tool_fields = ordered_json::object(); // a saved record's tools (none without --tools)
-    const ApiTools tools = a.tools_file.empty() ? ApiTools{} : load_tools(a, tool_fields);
+    ApiTools tools = a.tools_file.empty() ? ApiTools{} : load_tools(a, tool_fields);
     if (tools.active() && a.sample.json_mode())
         fail("--json or --json-schema with --tools: the tools hold the answer to their own JSON form (use "
              "--tool-choice none for a JSON answer)");
-    if (tools.active()) {
-        a.sample.json_schema = tools_schema(tools);
-        a.sample.json_trigger = tools_trigger(tools);
-    }
     auto model = load_infer_model(a.model);
     std::optional<Tokenizer> tok = load_infer_tokenizer(a.model);
     if (!tok)
         fail("chat needs a tokenizer: '{}' has no tokenizer.model or tokenizer.json (give --tokenizer PATH)",
              a.model.model);
+    tools.format = resolve_tool_format(&*tok, a.model.tool_call_parser);
+    if (tools.active()) {
+        a.sample.json_schema = tools_schema(tools);
+        a.sample.json_trigger = tools_trigger(tools);
+    }
     const int32_t bos = int32_t(model->config.bos_token_id);
-    const nlohmann::ordered_json variables = chat_variables(a.model.chat_template_kwargs);
+    nlohmann::ordered_json variables = chat_variables(a.model.chat_template_kwargs);
+    if (tools.native() && tools.active()) variables["tools"] = template_tools(tools); // the template describes them
     Engine engine(std::move(model), std::move(tok), a.engine);
     const Tokenizer &t = *engine.tokenizer();
     if (a.sample.stop_tokens.empty()) a.sample.stop_tokens = engine.default_stop_tokens();
@@ -133,7 +136,7 @@ void run_chat(ChatArgs a) {
         std::string finish = r.finish_reason;
         json reply = {{"role", "assistant"}, {"content", r.text}};
         if (tools.active()) {
-            const ToolAnswer ta = read_tool_answer(r.text, r.finish_reason, std::to_string(++answers));
+            const ToolAnswer ta = read_tool_answer(tools, r.text, r.finish_reason, std::to_string(++answers));
             finish = ta.finish_reason;
             if (!ta.tool_calls.is_null()) {
                 reply["content"] = ta.content.empty() ? json(nullptr) : json(ta.content);

@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "cli/infer_args.h"
 #include "core/error.h"
+#include "infer/answer_formats.h"
 #include "infer/server.h"
 #include "train/signals.h"
 
@@ -28,6 +29,8 @@ void run_serve(ServeArgs a) {
     auto model = load_infer_model(a.model);
     std::optional<Tokenizer> tok = load_infer_tokenizer(a.model);
     a.server.chat_template_kwargs = chat_variables(a.model.chat_template_kwargs);
+    a.server.tool_format = resolve_tool_format(tok ? &*tok : nullptr, a.model.tool_call_parser);
+    a.server.reasoning = resolve_reasoning(tok ? &*tok : nullptr, a.model.reasoning_parser);
     const ZayaConfig c = model->config;
     a.server.model_name = !a.model_name.empty() ? a.model_name
                                                 : std::filesystem::path(a.model.model).filename().string();
@@ -50,6 +53,8 @@ void run_serve(ServeArgs a) {
                    ? ""
                    : fmt::format(" ({} while no other request decodes)", engine.sole_prefill_chunk()),
                engine.device());
+    if (engine.tokenizer()) fmt::print("chat answers: {}\n", answer_formats_summary(a.server.tool_format,
+                                                                                   a.server.reasoning));
     if (!engine.prefix_cache_stats())
         fmt::print("prefix cache: off\n");
     else if (a.engine.device == "cuda")

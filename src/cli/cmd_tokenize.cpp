@@ -12,6 +12,8 @@
 #include "data/chat_template.h"
 #include "data/hf_chat_template.h"
 #include "data/tokenizer.h"
+#include "infer/answer_formats.h"
+#include "infer/openai_api.h"
 
 #include <fmt/format.h>
 #include <iostream>
@@ -29,34 +31,39 @@ struct TokenizeArgs {
 
 // A chat file's messages: a JSON array of {"role", "content"} (or an object holding it as "messages", as a chat
 // request's body or a JSONL chat record does).
-std::vector<ChatMessage> read_chat(const std::string &path) {
-    const nlohmann::json j = nlohmann::json::parse(read_file_bytes(path), nullptr, false);
-    const nlohmann::json &list = j.is_object() && j.contains("messages") ? j["messages"] : j;
-    if (!list.is_array()) fail("--chat {}: not a JSON array of messages (or an object with 'messages')", path);
-    std::vector<ChatMessage> out;
-    for (size_t i = 0; i < list.size(); ++i) {
-        const nlohmann::json &m = list[i];
-        if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
-            !m["content"].is_string())
-            fail("--chat {}: message {} needs a 'role' and a 'content', both texts", path, i);
-        out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+// A chat file: OpenAI's messages, or an object with them and maybe "tools" (and "tool_choice",
+// "parallel_tool_calls"), read as the server reads a request's (chat_messages) and in the model's tool format; its
+// template variables get the tools where that format is the model's own.
+std::vector<ChatMessage> read_chat(const std::string &path, const Tokenizer &tok, nlohmann::ordered_json &variables) {
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(read_file_bytes(path), nullptr, false);
+    const bool object = j.is_object() && j.contains("messages");
+    if (!object && !j.is_array()) fail("--chat {}: not a JSON array of messages (or an object with 'messages')", path);
+    try {
+        const bool with_tools = object && (j.contains("tools") || j.contains("tool_choice"));
+        ApiTools tools = with_tools ? parse_tools(j) : ApiTools{};
+        tools.format = template_tool_format(tok);
+        std::vector<ChatMessage> messages = chat_messages(nlohmann::json(object ? j["messages"] : j), tools);
+        if (tools.native() && tools.active()) variables["tools"] = template_tools(tools);
+        return messages;
+    } catch (const ApiError &e) {
+        fail("--chat {}: {}", path, e.message);
     }
-    return out;
 }
 
 // A chat's tokens, one a line with a third column: 1 where the model learns the token (an answer), 0 elsewhere; or
 // with --render the chat's text, as apply_chat_template(tokenize=False) gives it.
 void tokenize_chat(const Tokenizer &tok, const TokenizeArgs &a) {
-    const std::vector<ChatMessage> messages = read_chat(a.chat);
+    nlohmann::ordered_json variables = chat_variables(a.chat_template_kwargs);
+    const std::vector<ChatMessage> messages = read_chat(a.chat, tok, variables);
     if (a.render) {
         const HfChatTemplate *t = tok.chat_template();
         if (!t) fail("--render: {} has no chat template of its own (give --chat-template FILE)", tok.path());
-        fmt::print("{}", t->render(messages, a.generation_prompt, nullptr, chat_variables(a.chat_template_kwargs)));
+        fmt::print("{}", t->render(messages, a.generation_prompt, nullptr, variables));
         return;
     }
     std::vector<uint8_t> trained;
-    const std::vector<int32_t> ids = chat_tokens(tok, messages, tok.bos_id(), a.generation_prompt, &trained,
-                                                 chat_variables(a.chat_template_kwargs));
+    const std::vector<int32_t> ids =
+        chat_tokens(tok, messages, tok.bos_id(), a.generation_prompt, &trained, variables);
     if (a.ids_only) fmt::print("{}\n", fmt::join(ids, ","));
     else
         for (size_t i = 0; i < ids.size(); ++i)

@@ -36,6 +36,18 @@ void add_model_options(CLI::App *cmd, InferModelArgs &a) {
     cmd->add_option("--chat-template-kwargs", a.chat_template_kwargs,
                     "The chat template's other variables, a JSON object (transformers' apply_chat_template keyword "
                     "arguments), e.g. '{\"enable_thinking\": false}'" + over);
+    if (cmd->get_name() == "serve" || cmd->get_name() == "chat")
+        cmd->add_option("--tool-call-parser", a.tool_call_parser,
+                        "How the model writes tool calls: json (zaya's object, described to the model), zaya_xml "
+                        "(ZAYA1-8B's <zyphra_tool_call>), qwen3_coder (<tool_call><function=...>), hermes "
+                        "(<tool_call>{json}), or auto: the format its chat template writes, else json")
+            ->capture_default_str();
+    if (cmd->get_name() == "serve")
+        cmd->add_option("--reasoning-parser", a.reasoning_parser,
+                        "How chat answers' reasoning is returned: think (<think>...</think> as reasoning_content; "
+                        "also named qwen3, deepseek_r1), none (left in the answer), or auto: think when the chat "
+                        "template writes </think>, else none")
+            ->capture_default_str();
 }
 
 nlohmann::ordered_json chat_variables(const std::string &option_value) {

@@ -118,8 +118,7 @@ std::vector<int32_t> chat_tokens(const Tokenizer &tok, const std::vector<ChatMes
     if (messages.empty()) fail("a chat needs at least one message");
     if (const HfChatTemplate *t = tok.chat_template())
         return templated_chat_tokens(tok, *t, messages, generation_prompt, trained, variables);
-    const int32_t end_of_turn = tok.piece_id("<end_of_turn>");
-    const int32_t start = tok.piece_id("<start_of_turn>"), end = end_of_turn;
+    const int32_t start = tok.piece_id("<start_of_turn>"), end = tok.piece_id("<end_of_turn>");
     std::vector<int32_t> ids;
     std::vector<uint8_t> flags;
     auto add = [&](const std::vector<int32_t> &t, bool learn) {

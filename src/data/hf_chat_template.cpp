@@ -96,7 +96,7 @@ void HfChatTemplate::copy_files(const std::string &from_dir, const std::string &
     for (const char *name : {"chat_template.jinja", "tokenizer_config.json"}) {
         const fs::path from = fs::path(from_dir) / name, to = fs::path(to_dir) / name;
         std::error_code ec;
-        if (fs::exists(to, ec) && fs::exists(from, ec) && fs::equivalent(from, to, ec)) continue;
+        if (fs::equivalent(from, to, ec)) continue; // (false, with ec set, when either is missing)
         if (fs::is_regular_file(from, ec)) write_file_atomic(to.string(), read_file_bytes(from.string()));
         else fs::remove(to, ec);
     }
@@ -109,15 +109,20 @@ std::string HfChatTemplate::special_token(const std::string &name) const {
 std::string HfChatTemplate::render(const std::vector<ChatMessage> &messages, bool generation_prompt,
                                    std::vector<std::pair<size_t, size_t>> *generation,
                                    const nlohmann::ordered_json &variables) const {
-    // What apply_chat_template gives a template: the messages, tools and documents (none here), the flag, and the
-    // special tokens' texts, which its keyword arguments override.
+    // What apply_chat_template gives a template: the messages, tools (none unless the variables bring them) and
+    // documents (none), the flag, and the special tokens' texts, which its keyword arguments override.
     nlohmann::ordered_json context = special_.is_object() ? special_ : nlohmann::ordered_json::object();
     if (variables.is_object())
         for (const auto &[k, v] : variables.items()) context[k] = v;
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
-    for (const ChatMessage &m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+    for (const ChatMessage &m : messages) {
+        nlohmann::ordered_json message = {{"role", m.role}, {"content", m.content}};
+        if (m.fields.is_object())
+            for (const auto &[k, v] : m.fields.items()) message[k] = v;
+        list.push_back(std::move(message));
+    }
     context["messages"] = std::move(list);
-    context["tools"] = nullptr;
+    if (!context.contains("tools")) context["tools"] = nullptr;
     context["documents"] = nullptr;
     context["add_generation_prompt"] = generation_prompt;
     return template_.render(context, generation);

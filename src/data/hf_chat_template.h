@@ -32,7 +32,8 @@ class HfChatTemplate {
     // `generation`: the byte ranges of {% generation %} blocks, where the template has any. Throws on the template's
     // errors (raise_exception), naming the file.
     // `variables`: more of them (transformers' apply_chat_template **kwargs, vLLM's chat_template_kwargs, e.g.
-    // {"enable_thinking": false}), over the special tokens' texts; an object, or null.
+    // {"enable_thinking": false}), over the special tokens' texts; an object, or null. Its "tools", when there, are
+    // the chat's tools in OpenAI's form (the server's; a person's variables may not set them: check_chat_variables).
     std::string render(const std::vector<ChatMessage> &messages, bool generation_prompt,
                        std::vector<std::pair<size_t, size_t>> *generation = nullptr,
                        const nlohmann::ordered_json &variables = nullptr) const;

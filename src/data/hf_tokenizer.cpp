@@ -354,12 +354,13 @@ std::string byte_level_bytes(std::string_view tok) {
 
 } // namespace hf_tokenizer_detail
 
-std::string HfTokenizer::decode(const std::vector<int32_t> &ids) const {
+std::string HfTokenizer::decode(const std::vector<int32_t> &ids, std::span<const int32_t> shown) const {
     using namespace hf_tokenizer_detail;
     const Impl &t = *impl_;
     std::vector<std::string> tokens;
     for (const int32_t id : ids)
-        if (!is_control(id)) tokens.push_back(pieces_[size_t(id)]);
+        if (!is_control(id) || std::binary_search(shown.begin(), shown.end(), id))
+            tokens.push_back(pieces_[size_t(id)]);
     if (!t.has_decoder) { // tokenizers joins the pieces with spaces
         std::string out;
         for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
@@ -410,9 +411,9 @@ std::string HfTokenizer::decode(const std::vector<int32_t> &ids) const {
     return out;
 }
 
-std::string HfTokenizer::token_bytes(int32_t id) const {
+std::string HfTokenizer::token_bytes(int32_t id, bool shown) const {
     using namespace hf_tokenizer_detail;
-    if (is_control(id)) return {};
+    if (is_control(id) && !shown) return {};
     std::string p = pieces_[size_t(id)];
     for (const Impl::DecodeOp &op : impl_->decoder) {
         if (op.kind == Impl::DecodeOp::ByteFallback)

@@ -24,6 +24,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,10 +39,11 @@ class HfTokenizer {
     ~HfTokenizer();
 
     std::vector<int32_t> encode(std::string_view text) const; // no bos/eos added
-    std::string decode(const std::vector<int32_t> &ids) const; // ids in [0, vocab_size); special tokens skipped
+    // ids in [0, vocab_size); special tokens skipped, but those in `shown` (sorted), which are text like any other
+    std::string decode(const std::vector<int32_t> &ids, std::span<const int32_t> shown = {}) const;
     // The token's text ("" for an id no token has: the vocabulary may have holes).
     const std::string &piece(int32_t id) const { return pieces_[size_t(id)]; }
-    std::string token_bytes(int32_t id) const; // see Tokenizer::token_bytes
+    std::string token_bytes(int32_t id, bool shown = false) const; // see Tokenizer::token_bytes; `shown`: as decode
     bool is_control(int32_t id) const;         // a special added token, or a hole
     int32_t piece_id(std::string_view piece) const;
     int32_t vocab_size() const { return int32_t(pieces_.size()); }

@@ -7,6 +7,7 @@
 #include "data/sources.h"
 #include "data/split.h"
 #include "data/tokenizer.h"
+#include "infer/answer_formats.h"
 
 #include <chrono>
 #include <cstdio>
@@ -134,7 +135,7 @@ std::vector<int32_t> encode_document(const Tokenizer &tok, const Document &d, st
         break;
     }
     case DocKind::Chat:
-        ids = chat_tokens(tok, d.messages, bos, /*generation_prompt=*/false, &flags);
+        ids = chat_tokens(tok, d.messages, bos, /*generation_prompt=*/false, &flags, d.variables);
         break;
     }
     ids.push_back(tok.eos_id());
@@ -291,8 +292,9 @@ PrepareResult prepare_data(const PrepareOptions &o) {
         progress.note(fmt::format("tokenized {}/{} documents, {} tokens ({:.0f} s)", done_docs, docs.size(),
                                   done_tokens, since(t_enc)));
     };
+    const ToolFormat tool_format = template_tool_format(tok); // chats with tools as the server writes them
     for (size_t fi = 0; fi < src.files.size(); ++fi) {
-        for (auto &d : read_documents(src.files[fi])) {
+        for (auto &d : read_documents(src.files[fi], tool_format)) {
             ZAYA_ASSERT(di < docs.size() && docs[di].file == fi && docs[di].line == d.line);
             batch_val.push_back(docs[di++].val);
             batch_bytes += d.text.size();

@@ -102,7 +102,8 @@ std::string string_field(const nlohmann::json &j, const char *name, const std::s
 }
 
 // One JSONL record (see sources.h), parsed from `line`; its text is empty when it has nothing to learn.
-Document jsonl_document(const nlohmann::json &j, std::string_view line, const std::string &where) {
+Document jsonl_document(const nlohmann::json &j, std::string_view line, const std::string &where,
+                        ToolFormat tool_format) {
     const bool text = j.contains("text"), completion = j.contains("prompt") || j.contains("completion"),
                chat = j.contains("messages");
     if (int(text) + int(completion) + int(chat) != 1)
@@ -125,13 +126,15 @@ Document jsonl_document(const nlohmann::json &j, std::string_view line, const st
             ApiTools tools;
             if (j.contains("tools") || j.contains("tool_choice") || j.contains("parallel_tool_calls"))
                 tools = parse_tools(nlohmann::ordered_json::parse(line)); // ordered: the parameters keep their order
+            tools.format = tool_format;
             d.messages = chat_messages(j["messages"], tools);
+            if (tools.native() && tools.active()) d.variables["tools"] = template_tools(tools);
         } catch (const ApiError &e) {
             fail("{}: {}", where, e.message);
         }
         bool answers = false;
         for (const ChatMessage &msg : d.messages) {
-            answers |= msg.role == "assistant" && !msg.content.empty();
+            answers |= msg.role == "assistant" && (!msg.content.empty() || msg.fields.contains("tool_calls"));
             if (!d.text.empty()) d.text += '\n';
             d.text += msg.content;
         }
@@ -142,7 +145,7 @@ Document jsonl_document(const nlohmann::json &j, std::string_view line, const st
 
 } // namespace
 
-std::vector<Document> read_documents(const SourceFile &f) {
+std::vector<Document> read_documents(const SourceFile &f, ToolFormat tool_format) {
     std::string bytes = read_file_bytes(f.path);
     std::vector<Document> docs;
     if (!f.jsonl) {
@@ -172,7 +175,7 @@ std::vector<Document> read_documents(const SourceFile &f) {
         if (!j.is_object()) fail("{}:{}: expected a JSON object", f.path, line_no);
         if (json_deeper_than(j, kMaxRecordDepth)) // (copies recurse: core/json_depth.h)
             fail("{}:{}: nests deeper than {} levels", f.path, line_no, kMaxRecordDepth);
-        Document d = jsonl_document(j, line, fmt::format("{}:{}", f.path, line_no));
+        Document d = jsonl_document(j, line, fmt::format("{}:{}", f.path, line_no), tool_format);
         d.line = line_no;
         if (!d.text.empty()) docs.push_back(std::move(d));
     }

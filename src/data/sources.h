@@ -14,6 +14,9 @@
 // - Files are sorted by key (below) so the document order does not depend on the directory listing order.
 #pragma once
 #include "data/chat_template.h"
+#include "infer/tool_formats.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -51,10 +54,13 @@ struct Document {
     DocKind kind = DocKind::Text;
     std::string prompt, completion;    // Completion
     std::vector<ChatMessage> messages; // Chat
+    nlohmann::ordered_json variables;  // Chat: its template variables (its tools, in a model's own tool format)
 };
 
 // The documents of one file, in order; documents with nothing to learn (empty text, an empty completion, a chat
-// without an assistant message that has content) are dropped. Errors name file:line.
-std::vector<Document> read_documents(const SourceFile &f);
+// without an assistant message that has content) are dropped. Errors name file:line. `tool_format`: how the
+// model writes tool calls (infer/tool_formats.h): a chat's tools, calls and results are written as the server
+// writes them for that model.
+std::vector<Document> read_documents(const SourceFile &f, ToolFormat tool_format = ToolFormat::Json);
 
 } // namespace zaya

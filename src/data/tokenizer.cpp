@@ -111,7 +111,7 @@ std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
     const int32_t v = vocab_size();
     for (const int32_t id : ids)
         if (id < 0 || id >= v) fail("{}: cannot decode token {}: vocabulary is [0, {})", path_, id, v);
-    if (hf_) return hf_->decode(ids);
+    if (hf_) return hf_->decode(ids, shown_);
     const std::vector<int> in(ids.begin(), ids.end()); // sentencepiece's ids are int
     std::string out;
     const auto st = sp_->Decode(in, &out);
@@ -126,7 +126,7 @@ std::string Tokenizer::piece(int32_t id) const {
 
 std::string Tokenizer::token_bytes(int32_t id) const {
     const std::string p = piece(id);
-    if (hf_) return hf_->token_bytes(id);
+    if (hf_) return hf_->token_bytes(id, std::binary_search(shown_.begin(), shown_.end(), id));
     if (sp_->IsControl(id)) return {};
     if (sp_->IsByte(id)) return std::string(1, char(std::stoi(p.substr(3, 2), nullptr, 16))); // "<0xNN>"
     if (sp_->IsUnknown(id)) return decode({id});
@@ -140,7 +140,16 @@ std::string Tokenizer::token_bytes(int32_t id) const {
 }
 
 bool Tokenizer::is_control(int32_t id) const {
-    return id >= 0 && id < vocab_size() && (hf_ ? hf_->is_control(id) : sp_->IsControl(id));
+    if (id < 0 || id >= vocab_size()) return false;
+    return hf_ ? hf_->is_control(id) && !std::binary_search(shown_.begin(), shown_.end(), id) : sp_->IsControl(id);
+}
+
+bool Tokenizer::show_as_text(std::string_view piece) {
+    const int32_t id = piece_id(piece);
+    if (!hf_ || id < 0 || !hf_->is_control(id)) return false;
+    if (!std::binary_search(shown_.begin(), shown_.end(), id))
+        shown_.insert(std::upper_bound(shown_.begin(), shown_.end(), id), id);
+    return true;
 }
 
 const HfChatTemplate *Tokenizer::chat_template() const {

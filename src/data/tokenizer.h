@@ -44,6 +44,11 @@ class Tokenizer {
     // piece's text with '▁' as a space; nothing for a control token (<bos>, <eos>), which decode() drops.
     std::string token_bytes(int32_t id) const;
     bool is_control(int32_t id) const;
+    // Makes special token `piece` (a tokenizer.json's added token marked special, e.g. "<zyphra_tool_call>") text like
+    // any other: decode() and token_bytes() give its text, is_control() is false. For the markers that answers are
+    // read by (tool calls, reasoning), which transformers would skip as special. False when the tokenizer has no
+    // such special token (a sentencepiece model's control pieces stay control).
+    bool show_as_text(std::string_view piece);
     // The id of a piece (e.g. "<start_of_turn>"), −1 if the model has no such piece.
     int32_t piece_id(std::string_view piece) const;
 
@@ -67,6 +72,7 @@ class Tokenizer {
 
     std::shared_ptr<const sentencepiece::SentencePieceProcessor> sp_; // one of these two
     std::shared_ptr<const HfTokenizer> hf_;
+    std::vector<int32_t> shown_; // special tokens decoded as text (show_as_text), sorted
     std::string path_;
     int32_t newline_byte_id_ = -1; // ≥ 0: "\n" always encodes as this byte piece (see load())
     std::shared_ptr<const HfChatTemplate> chat_template_;

@@ -4,6 +4,7 @@
 #include "core/json_depth.h"
 #include "core/utf8.h"
 #include "data/hf_chat_template.h"
+#include "infer/chat_answer.h"
 #include "infer/json_schema.h"
 
 #include <fmt/format.h>
@@ -121,6 +122,33 @@ std::string message_content(const json &msg, const std::string &where, bool may_
     return content;
 }
 
+// A message as a model's own chat template reads it (ChatMessage::fields): an assistant's calls with their
+// arguments as objects and its reasoning_content, a tool's result with its tool_call_id and the tool's name (the
+// message's, else that of the call it answers). `call_names` learns the calls' ids.
+ChatMessage native_message(const json &msg, const std::string &role, std::string content, const std::string &where,
+                           std::map<std::string, std::string> &call_names) {
+    ChatMessage out{role == "developer" ? "system" : role, std::move(content)};
+    if (role == "assistant" && has(msg, "tool_calls")) {
+        out.fields["tool_calls"] = template_tool_calls(msg["tool_calls"], where + ".tool_calls");
+        for (const auto &c : out.fields["tool_calls"])
+            if (c.contains("id")) call_names[c["id"].get<std::string>()] = c["function"]["name"].get<std::string>();
+    }
+    if (role == "assistant" && has(msg, "reasoning_content")) {
+        if (!msg["reasoning_content"].is_string())
+            bad(where + ".reasoning_content", where + ".reasoning_content must be a string");
+        out.fields["reasoning_content"] = msg["reasoning_content"];
+    }
+    if (role == "tool") {
+        if (!has(msg, "tool_call_id") || !msg["tool_call_id"].is_string())
+            bad(where + ".tool_call_id", where + " (a tool's result) needs a string 'tool_call_id'");
+        const std::string id = msg["tool_call_id"].get<std::string>();
+        out.fields["tool_call_id"] = id;
+        if (has(msg, "name") && msg["name"].is_string()) out.fields["name"] = msg["name"];
+        else if (const auto name = call_names.find(id); name != call_names.end()) out.fields["name"] = name->second;
+    }
+    return out;
+}
+
 } // namespace
 
 std::vector<ChatMessage> chat_messages(const json &m, const ApiTools &tools) {
@@ -141,6 +169,10 @@ std::vector<ChatMessage> chat_messages(const json &m, const ApiTools &tools) {
             bad(where + ".role", where + ": a system message may only come first");
         const bool calls = role == "assistant" && has(msg, "tool_calls");
         std::string content = message_content(msg, where, calls);
+        if (tools.native()) { // the model's own template writes calls and results
+            out.push_back(native_message(msg, role, std::move(content), where, call_names));
+            continue;
+        }
         if (calls) {
             content = written_tool_calls(content, msg["tool_calls"], where + ".tool_calls");
             for (const json &c : msg["tool_calls"])
@@ -232,7 +264,7 @@ template <class Json> Json parse_request_body(const std::string &body) {
 template json parse_request_body<json>(const std::string &);
 template nlohmann::ordered_json parse_request_body<nlohmann::ordered_json>(const std::string &);
 
-ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_context) {
+ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_context, ToolFormat tool_format) {
     json j = parse_request_body<json>(body); // (not const: operator[] of a missing key asserts on a const json)
     ApiRequest r;
     r.chat = chat;
@@ -245,6 +277,7 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
         if (j.contains("tools") || j.contains("tool_choice") || j.contains("functions") ||
             j.contains("function_call") || j.contains("parallel_tool_calls"))
             r.tools = parse_tools(nlohmann::ordered_json::parse(body)); // ordered: the parameters keep their order
+        r.tools.format = tool_format;
         r.messages = chat_messages(j["messages"], r.tools);
         if (has(j, "chat_template_kwargs")) {
             r.chat_template_kwargs = nlohmann::ordered_json::parse(body)["chat_template_kwargs"]; // in its order
@@ -254,6 +287,7 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
                 bad("chat_template_kwargs", e.what());
             }
         }
+        if (r.tools.native() && r.tools.active()) r.chat_template_kwargs["tools"] = template_tools(r.tools);
     } else {
         if (!j.contains("prompt")) bad("prompt", "'prompt' is required");
         parse_prompts(j["prompt"], r);
@@ -393,15 +427,15 @@ json completion_response(const ApiRequest &r, const std::string &id, int64_t cre
         const Completion &c = choices[i].completion;
         json choice = {{"index", i}, {"finish_reason", c.finish_reason}};
         const bool lp = r.sample.logprobs >= 0;
-        if (r.chat && r.tools.active()) { // the answer read back: words, calls, or words then calls
-            const ToolAnswer a = read_tool_answer(c.text, c.finish_reason, tool_call_prefix(id, i));
+        if (r.chat) { // the answer read back: its reasoning apart, then words, calls, or words then calls
+            const ChatAnswer ca = read_chat_answer(r, c.text, c.finish_reason, tool_call_prefix(id, i));
+            const ToolAnswer &a = ca.answer;
             choice["finish_reason"] = a.finish_reason;
             const bool words = a.tool_calls.is_null() || !a.content.empty(); // (calls alone: content null)
             choice["message"] = {{"role", "assistant"}, {"content", words ? json(a.content) : json()}};
+            if (r.reasoning) // (null when the answer has none)
+                choice["message"]["reasoning_content"] = ca.reasoning.empty() ? json() : json(ca.reasoning);
             if (!a.tool_calls.is_null()) choice["message"]["tool_calls"] = a.tool_calls;
-            choice["logprobs"] = lp ? api_logprobs(true, c.logprobs, spell, nullptr) : json(nullptr);
-        } else if (r.chat) {
-            choice["message"] = {{"role", "assistant"}, {"content", c.text}};
             choice["logprobs"] = lp ? api_logprobs(true, c.logprobs, spell, nullptr) : json(nullptr);
         } else {
             choice["text"] = r.echo ? choices[i].echo_text + c.text : c.text;

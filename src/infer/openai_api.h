@@ -4,10 +4,12 @@
 #pragma once
 #include "infer/api_error.h"
 #include "infer/engine.h"
+#include "infer/reasoning.h"
 #include "infer/tool_calls.h"
 
 #include <nlohmann/json.hpp>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,6 +36,10 @@ struct ApiRequest {
     nlohmann::ordered_json chat_template_kwargs;
     SampleOptions sample; // max_tokens, temperature, top_p, top_k, min_p, the penalties, logit_bias, seed, stop,
                           // logprobs
+    // chat: the markers of the model's reasoning, returned apart as reasoning_content (infer/reasoning.h), and
+    // whether the prompt left a block of it open; set by the server for a model that reasons (resolve_reasoning)
+    std::optional<ReasoningTags> reasoning;
+    bool starts_in_reasoning = false;
 };
 
 // A chat's "messages" (OpenAI's form: roles system, developer, user, assistant, tool; content a string or text
@@ -52,8 +58,10 @@ extern template nlohmann::ordered_json parse_request_body<nlohmann::ordered_json
 // Parses a request body. Defaults follow OpenAI: max_tokens 16 for completions, up to the context for chat;
 // temperature 1, top_p 1, top_k off. `max_context` bounds max_tokens. Log-probabilities: completions'
 // `logprobs` k (0–20: the chosen token's and the k most likely; with `echo`, the prompt's too), chat's `logprobs`
-// true and `top_logprobs` k. Throws ApiError.
-ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_context);
+// true and `top_logprobs` k. `tool_format`: how the model writes tool calls (ApiTools::format; a model's own format
+// passes the tools to its chat template among chat_template_kwargs, as "tools"). Throws ApiError.
+ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_context,
+                             ToolFormat tool_format = ToolFormat::Json);
 
 // How a token reads in a response's log-probabilities: the bytes it adds to the text (maybe part of a UTF-8
 // character) and, where that is nothing (a control token such as <bos>), the name to show instead.

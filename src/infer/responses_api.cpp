@@ -240,7 +240,7 @@ json response_object(const json &echoed, const std::string &id, int64_t created,
 } // namespace
 
 ResponsesRequest parse_responses_request(const std::string &body, int64_t max_context,
-                                         const PreviousResponse &previous) {
+                                         const PreviousResponse &previous, ToolFormat tool_format) {
     const ordered_json j = parse_request_body<ordered_json>(body);
     if (given(j, "conversation"))
         refuse("conversation", "'conversation': zaya keeps no conversation objects; use 'previous_response_id' or "
@@ -309,7 +309,7 @@ ResponsesRequest parse_responses_request(const std::string &body, int64_t max_co
         q.truncate = j["truncation"] == "auto";
     }
     try {
-        q.api = parse_api_request(chat.dump(), /*chat=*/true, max_context);
+        q.api = parse_api_request(chat.dump(), /*chat=*/true, max_context, tool_format);
     } catch (const ApiError &e) {
         throw in_responses_names(e, where);
     }
@@ -438,7 +438,7 @@ json responses_response(const ApiRequest &r, const json &echoed, const std::stri
     json output = json::array();
     ToolAnswer a;
     a.content = c.text;
-    if (r.tools.active()) a = read_tool_answer(c.text, c.finish_reason, tool_call_prefix(id, 0));
+    if (r.tools.active()) a = read_tool_answer(r.tools, c.text, c.finish_reason, tool_call_prefix(id, 0));
     const bool calls = !a.tool_calls.is_null();
     json logprobs = nullptr;
     if (r.sample.logprobs >= 0) {
@@ -459,7 +459,7 @@ json responses_response(const ApiRequest &r, const json &echoed, const std::stri
 ResponsesStream::ResponsesStream(ApiRequest r, json echoed, std::string id, int64_t created, std::string model,
                                  SpellToken spell)
     : r_(std::move(r)), echoed_(std::move(echoed)), id_(std::move(id)), model_(std::move(model)), created_(created),
-      spell_(std::move(spell)) {}
+      spell_(std::move(spell)), answer_(r_.tools) {}
 
 json ResponsesStream::event(const char *type, json fields) {
     json e = {{"type", type}, {"sequence_number", sequence_++}};
@@ -518,6 +518,11 @@ std::vector<json> ResponsesStream::feed(const std::string &text, std::span<const
         words = piece.words;
     }
     if (!words.empty()) add_words(words, out);
+    add_calls(piece, out);
+    return out;
+}
+
+void ResponsesStream::add_calls(const AnswerPiece &piece, std::vector<json> &out) {
     for (const json &d : call_deltas(piece, tool_call_prefix(id_, 0))) {
         if (d.contains("id")) { // a call begins: the one before is done
             close_item(out);
@@ -534,7 +539,6 @@ std::vector<json> ResponsesStream::feed(const std::string &text, std::span<const
             event("response.function_call_arguments.delta",
                   {{"item_id", output_.back()["id"]}, {"output_index", output_.size() - 1}, {"delta", delta}}));
     }
-    return out;
 }
 
 void ResponsesStream::close_item(std::vector<json> &out) {
@@ -568,8 +572,9 @@ std::vector<json> ResponsesStream::finish(const Completion &c) {
     const json final_response = responses_response(r_, echoed_, id_, created_, model_, c, spell_);
     const json &items = final_response["output"];
     // The words the stream held back (what might have begun calls), and the message of an answer without any.
-    const std::string held = r_.tools.active() ? answer_.finish().words : std::string();
-    if (!held.empty() || output_.empty()) add_words(held, out);
+    const AnswerPiece held = r_.tools.active() ? answer_.finish() : AnswerPiece();
+    if (!held.words.empty() || output_.empty()) add_words(held.words, out);
+    add_calls(held, out); // (a model's own format: a call cut short)
     if (!output_.empty() && output_.size() == items.size()) output_.back()["status"] = items.back()["status"];
     close_item(out);
     const bool cut = final_response["status"] == "incomplete";

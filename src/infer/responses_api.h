@@ -49,9 +49,10 @@ EarlierResponse earlier_response(const nlohmann::ordered_json &conversation, con
                                  const nlohmann::json &response);
 // The stored response `id` (ResponseStore) as earlier_response gives it, or nullopt when there is none.
 using PreviousResponse = std::function<std::optional<EarlierResponse>(const std::string &id)>;
-// Throws ApiError naming the field (404 for an unknown previous_response_id).
+// Throws ApiError naming the field (404 for an unknown previous_response_id). `tool_format`: parse_api_request's.
 ResponsesRequest parse_responses_request(const std::string &body, int64_t max_context,
-                                         const PreviousResponse &previous = {});
+                                         const PreviousResponse &previous = {},
+                                         ToolFormat tool_format = ToolFormat::Json);
 // The conversation a Response ends: the request's, then its output as an assistant turn (words, or tool calls).
 nlohmann::ordered_json answered_conversation(const ResponsesRequest &q, const nlohmann::json &response);
 
@@ -106,6 +107,7 @@ class ResponsesStream {
     nlohmann::json event(const char *type, nlohmann::json fields);
     void open_message(std::vector<nlohmann::json> &out);
     void add_words(const std::string &words, std::vector<nlohmann::json> &out); // to the message, opened if need be
+    void add_calls(const AnswerPiece &piece, std::vector<nlohmann::json> &out);  // each call its item
     void close_item(std::vector<nlohmann::json> &out); // the item under way, done
     nlohmann::json snapshot(const char *status) const; // the Response so far
 

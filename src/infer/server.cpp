@@ -1,5 +1,7 @@
 #include "infer/server.h"
 
+#include "infer/chat_answer.h"
+
 #include "core/error.h"
 #include "infer/openai_api.h"
 #include "infer/response_store.h"
@@ -269,7 +271,7 @@ void Server::routes() {
         try {
             const json body = json::parse(req.body, nullptr, false);
             const bool chat = body.is_object() && body.contains("messages");
-            ApiRequest r = parse_api_request(req.body, chat, engine_.max_context());
+            ApiRequest r = parse_api_request(req.body, chat, engine_.max_context(), opts_.tool_format);
             if (r.prompts.size() > 1) throw ApiError(400, "/tokenize takes one prompt", "prompt");
             add_default_variables(r, opts_.chat_template_kwargs);
             const json special = body.value("add_special_tokens", json(true));
@@ -322,10 +324,11 @@ void Server::routes() {
                                                     if (!e) return std::nullopt;
                                                     return earlier_response(e->conversation, e->input_items,
                                                                             e->response);
-                                                });
+                                                },
+                                                opts_.tool_format);
                     r = q.api;
                 } else {
-                    r = parse_api_request(req.body, chat, engine_.max_context());
+                    r = parse_api_request(req.body, chat, engine_.max_context(), opts_.tool_format);
                 }
                 add_default_variables(r, opts_.chat_template_kwargs);
                 const auto bos = int32_t(engine_.model().config.bos_token_id);
@@ -340,6 +343,13 @@ void Server::routes() {
                         return fits(chat_prompt(*tok, fewer.messages, bos, r.chat_template_kwargs));
                     });
                     prompts[0] = chat_prompt(*tok, r.messages, bos, r.chat_template_kwargs);
+                }
+                if (chat && opts_.reasoning) { // does the answer begin inside the reasoning? (the prompt's end says)
+                    const std::vector<int32_t> &p = prompts[0];
+                    r.reasoning = opts_.reasoning;
+                    r.starts_in_reasoning = prompt_opens_reasoning(
+                        tok->decode({p.end() - std::ptrdiff_t(std::min<size_t>(p.size(), 32)), p.end()}),
+                        *r.reasoning);
                 }
                 const int64_t V = engine_.model().config.vocab_size;
                 for (const auto &[token, bias] : r.sample.logit_bias)
@@ -424,9 +434,10 @@ void Server::routes() {
             struct Sent {
                 bool opened = false;
                 int64_t offset = 0;
-                AnswerStream answer; // with tools: the answer's words and calls, as they come (infer/tool_calls.h)
+                // a chat's answer: its reasoning, words and calls, as they come (infer/chat_answer.h)
+                ChatAnswerStream answer;
             };
-            auto sent = std::make_shared<Sent>();
+            auto sent = std::make_shared<Sent>(Sent{false, 0, ChatAnswerStream(r)});
             const std::shared_ptr<Channel> ch = channels[0];
             const uint64_t id = ids[0];
             const std::vector<int32_t> prompt = prompts[0];
@@ -462,32 +473,34 @@ void Server::routes() {
                     }
                     sent->opened = true;
                     const auto [deltas, done, rest] = ch->take();
-                    const bool tools = r.chat && r.tools.active();
+                    // A chat's answer goes out read: its reasoning as reasoning_content, its words as content, its
+                    // calls as tool_calls deltas; the tokens of what was held back or of the calls' markers still
+                    // send their log-probabilities.
+                    auto piece_chunk = [&](const ChatPiece &piece, const json &l) {
+                        json j = stream_chunk(r, rid, created, opts_.model_name, "", nullptr, l);
+                        j["choices"][0]["delta"] = chat_delta(piece, tool_call_prefix(rid, 0));
+                        return j;
+                    };
                     for (const Channel::Delta &d : deltas) {
-                        // With tools the answer's words are its text and its calls go out as tool_calls deltas; the
-                        // tokens of the object around them still send their log-probabilities.
-                        AnswerPiece piece;
-                        if (tools) piece = sent->answer.feed(d.text);
-                        json j = stream_chunk(r, rid, created, opts_.model_name, tools ? piece.words : d.text, nullptr,
-                                              logprobs(d.logprobs));
-                        if (!piece.calls.empty()) {
-                            json &delta = j["choices"][0]["delta"];
-                            if (piece.words.empty()) delta = json::object(); // (no "content": "" beside calls)
-                            delta["tool_calls"] = call_deltas(piece, tool_call_prefix(rid, 0));
+                        if (!r.chat) {
+                            if (!send(stream_chunk(r, rid, created, opts_.model_name, d.text, nullptr,
+                                                   logprobs(d.logprobs))))
+                                return engine_.cancel(id), false; // the client went away: stop generating
+                            continue;
                         }
-                        if (tools && piece.words.empty() && piece.calls.empty() && !lp) continue;
-                        if (!send(j)) return engine_.cancel(id), false; // the client went away: stop generating
+                        const ChatPiece piece = sent->answer.feed(d.text);
+                        if (piece.empty() && !lp) continue;
+                        if (!send(piece_chunk(piece, logprobs(d.logprobs)))) return engine_.cancel(id), false;
                     }
                     if (done && done->finish_reason == "error") {
                         send(ApiError(500, "generation failed: " + done->error, "", "server_error").body());
                         sink.done();
                     } else if (done) { // with the log-probabilities of tokens whose text was never released
                         Completion last = *done;
-                        if (tools) { // the finish reason of calls; the words held back, sent as they are
+                        if (r.chat) { // the finish reason of calls; what was held back, sent as it is
                             last.finish_reason = sent->answer.finish_reason(done->finish_reason);
-                            const std::string held = sent->answer.finish().words;
-                            if (!held.empty() && !send(stream_chunk(r, rid, created, opts_.model_name, held, nullptr)))
-                                return engine_.cancel(id), false;
+                            const ChatPiece held = sent->answer.finish();
+                            if (!held.empty() && !send(piece_chunk(held, nullptr))) return engine_.cancel(id), false;
                         }
                         const std::span<const TokenLogprobs> left(done->logprobs.begin() + std::ptrdiff_t(rest),
                                                                   done->logprobs.end());

@@ -7,10 +7,13 @@
 // decode steps together. Refused requests get a 4xx with an OpenAI-style error body; the server keeps serving.
 #pragma once
 #include "infer/engine.h"
+#include "infer/reasoning.h"
+#include "infer/tool_formats.h"
 
 #include <nlohmann/json.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace httplib {
@@ -33,6 +36,12 @@ struct ServerOptions {
     // A chat template's variables for every chat request (--chat-template-kwargs), under a request's own
     // chat_template_kwargs; null for none.
     nlohmann::ordered_json chat_template_kwargs;
+    // How the model writes tool calls (infer/tool_formats.h; --tool-call-parser, resolve_tool_format): zaya's JSON
+    // object, or the model's own format, which its chat template describes.
+    ToolFormat tool_format = ToolFormat::Json;
+    // The markers of the model's reasoning, returned apart as reasoning_content (--reasoning-parser,
+    // resolve_reasoning); none: answers are returned whole.
+    std::optional<ReasoningTags> reasoning;
 };
 
 class Server {

@@ -166,7 +166,7 @@ ApiTools parse_tools(const ordered_json &body) {
 }
 
 std::string tools_instructions(const ApiTools &t) {
-    if (!t.active()) return "";
+    if (!t.active() || t.native()) return "";
     std::string s = "You can call tools. Each one, with a JSON Schema of its arguments:\n";
     for (const ToolSpec &tool : t.tools) {
         ordered_json line = {{"name", tool.name}};
@@ -192,7 +192,20 @@ std::string tools_instructions(const ApiTools &t) {
     return s;
 }
 
+ordered_json template_tools(const ApiTools &t) {
+    if (!t.active()) return nullptr;
+    ordered_json list = ordered_json::array();
+    for (const ToolSpec &tool : t.tools) {
+        ordered_json f = {{"name", tool.name}};
+        if (!tool.description.empty()) f["description"] = tool.description;
+        f["parameters"] = tool.parameters;
+        list.push_back({{"type", "function"}, {"function", std::move(f)}});
+    }
+    return list;
+}
+
 std::shared_ptr<const JsonSchema> tools_schema(const ApiTools &t) {
+    if (t.answer_format() != ToolFormat::Json) return nullptr;
     ordered_json defs = ordered_json::object(), calls = ordered_json::array();
     for (size_t i = 0; i < t.tools.size(); ++i) {
         const ToolSpec &tool = t.tools[i];
@@ -222,10 +235,13 @@ std::shared_ptr<const JsonSchema> tools_schema(const ApiTools &t) {
 }
 
 std::string tools_trigger(const ApiTools &t) {
-    return t.choice == ApiTools::Choice::Auto ? std::string(kToolCallsTrigger) : std::string();
+    return t.choice == ApiTools::Choice::Auto && !t.native() ? std::string(kToolCallsTrigger) : std::string();
 }
 
-std::string written_tool_calls(const std::string &content, const json &calls, const std::string &where) {
+namespace {
+
+// An earlier assistant turn's calls read: [{"name", "arguments" (an object)}] and each one's id ("" when none).
+ordered_json read_earlier_calls(const json &calls, const std::string &where, std::vector<std::string> *ids) {
     if (!calls.is_array() || calls.empty())
         refuse_tool(where, fmt::format("'{}' must be a non-empty array of tool calls", where));
     ordered_json list = ordered_json::array();
@@ -253,20 +269,44 @@ std::string written_tool_calls(const std::string &content, const json &calls, co
                             fmt::format("'{}.function.arguments' nests deeper than {} levels", at, kMaxArgumentDepth));
         }
         list.push_back({{"name", f["name"]}, {"arguments", arguments}});
+        if (ids) ids->push_back(c.contains("id") && c["id"].is_string() ? c["id"].get<std::string>() : "");
     }
-    const std::string object = ordered_json{{"tool_calls", list}}.dump();
+    return list;
+}
+
+} // namespace
+
+std::string written_tool_calls(const std::string &content, const json &calls, const std::string &where) {
+    const std::string object = ordered_json{{"tool_calls", read_earlier_calls(calls, where, nullptr)}}.dump();
     return content.empty() ? object : content + "\n" + object;
+}
+
+ordered_json template_tool_calls(const json &calls, const std::string &where) {
+    std::vector<std::string> ids;
+    const ordered_json list = read_earlier_calls(calls, where, &ids);
+    ordered_json out = ordered_json::array();
+    for (size_t k = 0; k < list.size(); ++k) {
+        ordered_json call = ordered_json::object();
+        if (!ids[k].empty()) call["id"] = ids[k];
+        call["type"] = "function";
+        call["function"] = list[k];
+        out.push_back(std::move(call));
+    }
+    return out;
 }
 
 std::string written_tool_result(const std::string &id, const std::string &name, const std::string &content) {
     return fmt::format("The call {} of {} returned:\n{}", id, name.empty() ? "a tool" : name, content);
 }
 
-ToolAnswer read_tool_answer(const std::string &text, const std::string &finish_reason, const std::string &id_prefix) {
+ToolAnswer read_tool_answer(const ApiTools &t, const std::string &text, const std::string &finish_reason,
+                            const std::string &id_prefix) {
     ToolAnswer a;
-    AnswerStream s;
-    const AnswerPiece piece = s.feed(text);
-    a.content = piece.words + s.finish().words;
+    AnswerStream s(t);
+    AnswerPiece piece = s.feed(text);
+    AnswerPiece last = s.finish(); // (a tagged format's calls cut short come out here)
+    a.content = piece.words + last.words;
+    piece.calls.insert(piece.calls.end(), last.calls.begin(), last.calls.end());
     a.finish_reason = s.finish_reason(finish_reason);
     if (s.calls()) { // one piece: each call's delta is the whole call
         a.tool_calls = call_deltas(piece, id_prefix);
@@ -314,7 +354,18 @@ size_t whole_length(std::string_view s) {
 
 } // namespace
 
+AnswerStream::AnswerStream(const ApiTools &t) : parallel_(t.parallel) {
+    if (t.answer_format() != ToolFormat::Json)
+        tagged_ = std::make_shared<TaggedCallReader>(t.answer_format(), t.tools);
+}
+
+AnswerPiece AnswerStream::tagged_piece(AnswerPiece p) const {
+    if (!parallel_) std::erase_if(p.calls, [](const AnswerPiece::Call &c) { return c.index > 0; });
+    return p;
+}
+
 AnswerPiece AnswerStream::feed(std::string_view text) {
+    if (tagged_) return tagged_piece(tagged_->feed(text));
     AnswerPiece out;
     for (size_t i = 0; i < text.size(); ++i) {
         if (phase_ == Phase::Other) { // no more calls: the rest is kept only as words, before a call's name
@@ -337,6 +388,7 @@ std::string AnswerStream::finish_reason(const std::string &engine_reason) const 
 }
 
 AnswerPiece AnswerStream::finish() {
+    if (tagged_) return tagged_piece(tagged_->finish());
     AnswerPiece out;
     if (!calls_) out.words = std::move(words_);
     words_.clear();

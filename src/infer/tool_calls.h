@@ -13,9 +13,16 @@
 // OpenAI's models may write both. Earlier turns are written the way the model would have: an assistant's words, then
 // its calls as that object, the tools' results as a user turn. tool_choice "none" (the default without tools) leaves
 // the tools out and the answer free.
+//
+// A model that writes calls in a format of its own (ZAYA1-8B's <zyphra_tool_call>, Qwen's <tool_call>: a `format`
+// of infer/tool_formats.h, found in its chat template) is prompted and read in it instead: the tools go to its chat
+// template as `tools`, earlier calls and results as the messages the template writes itself, and an "auto" answer
+// is read in that format, unconstrained, as vLLM's tool parsers read it. Under "required" and a named function the
+// answer is still held to the object above from its first token (vLLM holds those to JSON likewise).
 #pragma once
 #include "infer/api_error.h"
 #include "infer/json_schema.h"
+#include "infer/tool_formats.h"
 
 #include <nlohmann/json.hpp>
 
@@ -27,18 +34,19 @@
 
 namespace zaya {
 
-struct ToolSpec {
-    std::string name, description;
-    nlohmann::ordered_json parameters; // a JSON Schema of the arguments (an object); {"type": "object"} if not given
-};
-
 struct ApiTools {
     enum class Choice { None, Auto, Required, Named };
     std::vector<ToolSpec> tools;
     Choice choice = Choice::None;
     std::string named;    // Choice::Named: the tool to call
     bool parallel = true; // several calls in one answer (parallel_tool_calls)
+    // How the model writes calls: Json, the object above described by tools_instructions(); else the model's own
+    // format, which its chat template describes. Set by whoever knows the model (the server, `zaya prepare`).
+    ToolFormat format = ToolFormat::Json;
     bool active() const { return choice != Choice::None; }
+    bool native() const { return format != ToolFormat::Json; }
+    // The form of this request's answer: the model's own under "auto", else the object above, held from the start.
+    ToolFormat answer_format() const { return choice == Choice::Auto ? format : ToolFormat::Json; }
 };
 
 // `tools`, `tool_choice` and `parallel_tool_calls` of a chat request's body (ordered: the parameters' properties
@@ -46,23 +54,30 @@ struct ApiTools {
 // field ("tools[1].function.name", "tools[0].function.parameters.properties.when: 'not' is not supported ...").
 ApiTools parse_tools(const nlohmann::ordered_json &body);
 
-// What the model is told of the tools and of how to answer, for the system turn (empty when !t.active()).
+// What the model is told of the tools and of how to answer, for the system turn (empty when !t.active(), and in a
+// model's own format, whose template describes them).
 std::string tools_instructions(const ApiTools &t);
+// The tools as a chat template reads them (OpenAI's form: [{"type": "function", "function": {"name", "description",
+// "parameters"}}]); null when !t.active().
+nlohmann::ordered_json template_tools(const ApiTools &t);
 
 // The first bytes of every call object: what turns an "auto" answer into calls.
 inline constexpr std::string_view kToolCallsTrigger = R"({"tool_calls":)";
 
 // The schema a call object is held to while t.active(): the calls tool_choice allows (one at most without
-// parallel_tool_calls).
+// parallel_tool_calls); null when the answer is in the model's own format (nothing is held).
 std::shared_ptr<const JsonSchema> tools_schema(const ApiTools &t);
 // The trigger of the schema's lazy constraint: kToolCallsTrigger under "auto"; empty (held from the first token)
-// under "required" and a named function.
+// under "required" and a named function, and in a model's own format (nothing held).
 std::string tools_trigger(const ApiTools &t);
 
 // How an earlier assistant turn's `tool_calls` (OpenAI's form, messages[i].tool_calls at `where`; arguments a JSON
 // text) are written: as the object above, after the turn's words (`content`; a line between them). Throws ApiError
 // naming the field.
 std::string written_tool_calls(const std::string &content, const nlohmann::json &calls, const std::string &where);
+// The same calls as a model's own chat template reads them: [{"id" (when given), "type": "function", "function":
+// {"name", "arguments" (an object)}}]. Throws ApiError naming the field.
+nlohmann::ordered_json template_tool_calls(const nlohmann::json &calls, const std::string &where);
 // A tool's result (a "tool" message answering call `id` of tool `name`), as the user turn's text.
 std::string written_tool_result(const std::string &id, const std::string &name, const std::string &content);
 
@@ -77,20 +92,10 @@ struct ToolAnswer {
     std::string content;
     std::string finish_reason;
 };
-ToolAnswer read_tool_answer(const std::string &text, const std::string &finish_reason, const std::string &id_prefix);
-
-// What a piece of an answer adds: words (the text as written, but for what may yet begin calls: whitespace at its
-// end and a part of the trigger, held until the text goes on otherwise), or calls begun (index, name) and the bytes
-// of their arguments (the arguments' JSON text as written), in order; whole UTF-8 characters only.
-struct AnswerPiece {
-    struct Call {
-        size_t index = 0;
-        std::string name;      // non-empty: the call begins here (OpenAI's first delta of a call: id, type, name)
-        std::string arguments; // the arguments' text this piece adds
-    };
-    std::string words;
-    std::vector<Call> calls;
-};
+// `t`: the request's tools, whose answer_format() the text is in (the model's own format: read as
+// infer/tool_formats.h reads it, calls closed or cut short alike; without parallel_tool_calls the first call only).
+ToolAnswer read_tool_answer(const ApiTools &t, const std::string &text, const std::string &finish_reason,
+                            const std::string &id_prefix);
 
 // OpenAI's `delta.tool_calls` for a piece: a call that begins with its "index", "id" ("call_<id_prefix>_<index>"),
 // "type" and "function" {"name", "arguments" so far}; one under way with its "index" and "function" {"arguments"}.
@@ -100,14 +105,19 @@ nlohmann::json call_deltas(const AnswerPiece &piece, const std::string &id_prefi
 // finish(). Its words end where kToolCallsTrigger appears, as the engine decides (json_constraint.h's trigger_step);
 // after the trigger whitespace between tokens is allowed, as in any JSON; calls of another shape stop the reading
 // (nothing more comes out but, before a name was written, the text held, as words, from finish()).
+// In a model's own format (AnswerStream(t) with t.answer_format() tagged), infer/tool_formats.h's reader reads it:
+// each call goes out whole once its closing tag is written.
 class AnswerStream {
   public:
+    AnswerStream() = default;
+    explicit AnswerStream(const ApiTools &t);
     AnswerPiece feed(std::string_view text);
     // The end of the text: the words held back (trailing whitespace, a part of the trigger, or all from the trigger
     // on when no call's name was written), whole; nothing once calls began.
     AnswerPiece finish();
-    bool calls() const { return calls_; }                   // the answer has calls (the first one's name is written)
-    bool complete() const { return phase_ == Phase::Done; } // the calls' object closed
+    bool calls() const { return tagged_ ? tagged_->calls() : calls_; } // the answer has calls (a name is written)
+    // the calls' object closed (a tagged format: a call's block closed)
+    bool complete() const { return tagged_ ? tagged_->calls() : phase_ == Phase::Done; }
     // The answer's finish reason, given the engine's: "tool_calls" for calls whose object closed as it stopped.
     std::string finish_reason(const std::string &engine_reason) const;
 
@@ -122,6 +132,10 @@ class AnswerStream {
     void expect(std::string_view a, std::string_view b, std::string_view c, Phase next); // tokens, then `next`
     AnswerPiece::Call &call_piece(AnswerPiece &out);
 
+    AnswerPiece tagged_piece(AnswerPiece p) const; // a tagged format's piece, but calls past the first without
+                                                   // parallel_tool_calls
+    std::shared_ptr<TaggedCallReader> tagged_; // the model's own format's reader; null: zaya's object
+    bool parallel_ = true;
     Phase phase_ = Phase::Words;
     Phase after_ = Phase::Words; // Tokens: where they lead
     bool calls_ = false;           // a call's name was written (the phase may have gone on to Other since)

@@ -48,6 +48,11 @@ std::pair<std::string, std::string> refusal_of(const std::string &body, bool cha
     return {};
 }
 
+// An answer in zaya's own object read back (ApiTools' format Json).
+ToolAnswer tc_read_answer(const std::string &text, const std::string &finish_reason, const std::string &id_prefix) {
+    return read_tool_answer(ApiTools{}, text, finish_reason, id_prefix);
+}
+
 bool whole(const std::shared_ptr<const JsonSchema> &schema, const std::string &text) {
     SchemaGrammar g(schema);
     return g.feed(text) && g.complete();
@@ -209,7 +214,7 @@ TEST(ToolCalls, WritesEarlierTurnsAsTheGrammarTakesThem) {
             "tool_calls": [{"id": "c", "type": "function", "function": {"name": "now", "arguments": "{}"}}]}])"),
         true, 4096);
     EXPECT_EQ(both.messages[2].content, "One moment.\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}");
-    const ToolAnswer back = read_tool_answer(both.messages[2].content, "stop", "1_0");
+    const ToolAnswer back = tc_read_answer(both.messages[2].content, "stop", "1_0");
     EXPECT_EQ(back.content, "One moment.");
     EXPECT_EQ(back.tool_calls[0]["function"]["name"], "now");
 }
@@ -242,7 +247,7 @@ TEST(ToolCalls, FineTuningChatsAreTheServersTurns) {
 }
 
 TEST(ToolCalls, ReadsAnswersBackIntoOpenAIsMessage) {
-    ToolAnswer a = read_tool_answer(
+    ToolAnswer a = tc_read_answer(
         R"({"tool_calls":[{"name":"get_weather","arguments":{"unit":"c","city":"Paris"}},)"
         R"({"name":"now","arguments":{}}]})",
         "stop", "7_1");
@@ -254,39 +259,39 @@ TEST(ToolCalls, ReadsAnswersBackIntoOpenAIsMessage) {
     EXPECT_EQ(a.tool_calls[0]["function"]["name"], "get_weather");
     EXPECT_EQ(a.tool_calls[0]["function"]["arguments"], R"({"unit":"c","city":"Paris"})"); // as written, in order
     EXPECT_EQ(a.tool_calls[1]["function"]["arguments"], "{}");
-    a = read_tool_answer("\n{\"content\":\"caf\u00e9\"} \xf0\x9f\x98\x80", "stop", "1_0"); // words, as written
+    a = tc_read_answer("\n{\"content\":\"caf\u00e9\"} \xf0\x9f\x98\x80", "stop", "1_0"); // words, as written
     EXPECT_TRUE(a.tool_calls.is_null());
     EXPECT_EQ(a.content, "\n{\"content\":\"caf\u00e9\"} \xf0\x9f\x98\x80");
     EXPECT_EQ(a.finish_reason, "stop");
     // Cut short (max_tokens): the calls begun, or the text itself; the finish reason stays.
-    a = read_tool_answer(R"( {"tool_ca)", "length", "1_0"); // undecided: the text
+    a = tc_read_answer(R"( {"tool_ca)", "length", "1_0"); // undecided: the text
     EXPECT_EQ(a.content, R"( {"tool_ca)");
     EXPECT_EQ(a.finish_reason, "length");
-    a = read_tool_answer(" \n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop", "1_0");
+    a = tc_read_answer(" \n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop", "1_0");
     ASSERT_EQ(a.tool_calls.size(), 1u); // whitespace before the trigger, as the engine allows
     EXPECT_EQ(a.finish_reason, "tool_calls");
-    a = read_tool_answer(R"({"tool_calls":[{"name":"no)", "length", "1_0"); // no call begun yet: the text
+    a = tc_read_answer(R"({"tool_calls":[{"name":"no)", "length", "1_0"); // no call begun yet: the text
     EXPECT_TRUE(a.tool_calls.is_null());
     EXPECT_EQ(a.content, R"({"tool_calls":[{"name":"no)");
-    a = read_tool_answer(R"({"tool_calls":[{"name":"now","arguments":{}},{"name":"get_weather","arguments":{"ci)",
+    a = tc_read_answer(R"({"tool_calls":[{"name":"now","arguments":{}},{"name":"get_weather","arguments":{"ci)",
                          "length", "1_0"); // the calls begun, the last cut where the text ends
     ASSERT_EQ(a.tool_calls.size(), 2u);
     EXPECT_EQ(a.tool_calls[1]["function"]["name"], "get_weather");
     EXPECT_EQ(a.tool_calls[1]["function"]["arguments"], R"({"ci)");
     EXPECT_EQ(a.finish_reason, "length");
-    EXPECT_EQ(read_tool_answer(R"({"tool_calls":[{"name":"now","arguments":{}})", "stop", "1_0").finish_reason,
+    EXPECT_EQ(tc_read_answer(R"({"tool_calls":[{"name":"now","arguments":{}})", "stop", "1_0").finish_reason,
               "stop"); // cut by a stop string: not a whole answer
     // Words, then calls: the words before the trigger are the content, without the whitespace that ends them.
-    a = read_tool_answer("Let me look {\"tool_c.\n\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop",
+    a = tc_read_answer("Let me look {\"tool_c.\n\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop",
                          "1_0");
     EXPECT_EQ(a.content, "Let me look {\"tool_c.");
     ASSERT_EQ(a.tool_calls.size(), 1u);
     EXPECT_EQ(a.tool_calls[0]["id"], "call_1_0_0");
     EXPECT_EQ(a.finish_reason, "tool_calls");
-    a = read_tool_answer("Hm {\"tool_c{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop", "1_0");
+    a = tc_read_answer("Hm {\"tool_c{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop", "1_0");
     EXPECT_EQ(a.content, "Hm {\"tool_c"); // the trigger begun again inside its own first bytes
     EXPECT_EQ(a.tool_calls.size(), 1u);
-    a = read_tool_answer("Hm. {\"tool_calls\":[{\"na", "length", "1_0"); // no call begun: the text
+    a = tc_read_answer("Hm. {\"tool_calls\":[{\"na", "length", "1_0"); // no call begun: the text
     EXPECT_TRUE(a.tool_calls.is_null());
     EXPECT_EQ(a.content, "Hm. {\"tool_calls\":[{\"na");
 
@@ -366,7 +371,7 @@ TEST(AnswerStream, StreamsWordsAndCallsWhateverThePieces) {
             EXPECT_EQ(got.words + got.held, text);
             EXPECT_EQ(got.held, held) << text;
         }
-        EXPECT_EQ(read_tool_answer(text, "stop", "1_0").content, text);
+        EXPECT_EQ(tc_read_answer(text, "stop", "1_0").content, text);
     }
     const std::string args0 = R"({"city":"Par\"is}{","n":[1,{"x":[]}],"é":"\u00e9 \xf0\x9f\x98\x80"})";
     const std::string call0 =
@@ -377,7 +382,7 @@ TEST(AnswerStream, StreamsWordsAndCallsWhateverThePieces) {
         {"Caf\xc3\xa9, one moment.\n" + call0, "Caf\xc3\xa9, one moment."},
         {R"(x{"tool_c{"tool_calls":[{"name":"now","arguments":{}}]})", R"(x{"tool_c)"}};
     for (const auto &[text, before] : calls) {
-        const ToolAnswer whole = read_tool_answer(text, "stop", "1_0");
+        const ToolAnswer whole = tc_read_answer(text, "stop", "1_0");
         ASSERT_FALSE(whole.tool_calls.is_null()) << text;
         EXPECT_EQ(whole.finish_reason, "tool_calls");
         EXPECT_EQ(whole.content, before);
@@ -392,8 +397,8 @@ TEST(AnswerStream, StreamsWordsAndCallsWhateverThePieces) {
             }
         }
     }
-    EXPECT_EQ(read_tool_answer(call0, "stop", "1_0").tool_calls[0]["function"]["arguments"], args0); // as written
-    EXPECT_EQ(read_tool_answer(calls[1].first, "stop", "1_0").tool_calls[0]["function"]["arguments"], "{ }");
+    EXPECT_EQ(tc_read_answer(call0, "stop", "1_0").tool_calls[0]["function"]["arguments"], args0); // as written
+    EXPECT_EQ(tc_read_answer(calls[1].first, "stop", "1_0").tool_calls[0]["function"]["arguments"], "{ }");
     // Calls of other shapes, or cut before a name: no call comes out, and their text, from the words' end on, is
     // given back by finish(): read back they are the text itself.
     for (const std::string &text :
@@ -408,12 +413,12 @@ TEST(AnswerStream, StreamsWordsAndCallsWhateverThePieces) {
             EXPECT_EQ(got.words + got.held, text);
             EXPECT_EQ(got.held, text.substr(std::min(text.find(" {"), text.find('{')))) << text;
         }
-        const ToolAnswer a = read_tool_answer(text, "stop", "1_0");
+        const ToolAnswer a = tc_read_answer(text, "stop", "1_0");
         EXPECT_TRUE(a.tool_calls.is_null());
         EXPECT_EQ(a.content, text);
     }
     // A shape that breaks off after a call began is that call, as far as it went (its delta was sent).
-    const ToolAnswer broken = read_tool_answer(R"({"tool_calls":[{"name":"now","arguments":3}]})", "stop", "1_0");
+    const ToolAnswer broken = tc_read_answer(R"({"tool_calls":[{"name":"now","arguments":3}]})", "stop", "1_0");
     ASSERT_EQ(broken.tool_calls.size(), 1u);
     EXPECT_EQ(broken.tool_calls[0]["function"]["arguments"], "");
     EXPECT_EQ(broken.finish_reason, "stop");

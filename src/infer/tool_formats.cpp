@@ -1,0 +1,326 @@
+#include "infer/tool_formats.h"
+
+#include "core/json_depth.h"
+#include "core/utf8.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <tuple>
+
+namespace zaya {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+// (The names here are distinctive: a unity build compiles this file with others, tool_calls.cpp among them.)
+constexpr size_t kTaggedMaxDepth = 256; // a value's JSON levels: copies and dumps of deeper ones recurse too far
+constexpr std::string_view kTaggedSpace = " \t\n\r";
+constexpr std::string_view kFunctionTag = "<function=", kFunctionEnd = "</function>";
+constexpr std::string_view kParameterTag = "<parameter=", kParameterEnd = "</parameter>";
+
+std::string tagged_lowered(std::string_view s) {
+    std::string out(s);
+    for (char &c : out)
+        if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+    return out;
+}
+
+std::string_view tagged_trimmed(std::string_view s) {
+    const size_t first = s.find_first_not_of(kTaggedSpace);
+    if (first == std::string_view::npos) return {};
+    return s.substr(first, s.find_last_not_of(kTaggedSpace) - first + 1);
+}
+
+// A value as written between its tags, less the layout's newline after the opening tag and before the closing one.
+std::string_view tagged_unwrapped(std::string_view v) {
+    if (!v.empty() && v.front() == '\n') v.remove_prefix(1);
+    if (!v.empty() && v.back() == '\n') v.remove_suffix(1);
+    return v;
+}
+
+// How many bytes at the end of `s` to hold: a proper prefix of `tag` (it may yet be written whole), else a UTF-8
+// character begun (the words released are whole characters).
+size_t tagged_held(std::string_view s, std::string_view tag) {
+    for (size_t k = std::min(s.size(), tag.empty() ? 0 : tag.size() - 1); k > 0; --k)
+        if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
+    size_t lead = s.size();
+    while (lead > 0 && s.size() - lead < 4 && (uint8_t(s[lead - 1]) & 0xc0) == 0x80) --lead;
+    if (lead == 0) return 0;
+    const size_t begun = s.size() - (lead - 1);
+    return begun < utf8_length(uint8_t(s[lead - 1])) ? begun : 0;
+}
+
+// A value cut short by the end of the text, less the start of a tag it ends with (the tag was being written).
+std::string_view tagged_without_tag_start(std::string_view v, std::string_view close) {
+    size_t cut = 0;
+    for (std::string_view tag : {kParameterEnd, kParameterTag, kFunctionEnd, close})
+        for (size_t k = std::min(v.size(), tag.size() - 1); k > cut; --k)
+            if (v.substr(v.size() - k) == tag.substr(0, k)) cut = k;
+    return v.substr(0, v.size() - cut);
+}
+
+// A number's text for from_chars: without the whitespace around it and a '+' (which from_chars refuses); empty when
+// that leaves no number ("+-1").
+std::string_view tagged_number_text(std::string_view s) {
+    s = tagged_trimmed(s);
+    if (s.empty() || s[0] != '+') return s;
+    s.remove_prefix(1);
+    return !s.empty() && (s[0] == '+' || s[0] == '-') ? std::string_view() : s;
+}
+
+// Python's int() of a text: an optional sign and digits, whitespace around.
+std::optional<ordered_json> tagged_integer(std::string_view text) {
+    const std::string_view s = tagged_number_text(text);
+    const char *end = s.data() + s.size();
+    int64_t i = 0;
+    if (auto [p, ec] = std::from_chars(s.data(), end, i); ec == std::errc() && p == end) return ordered_json(i);
+    uint64_t u = 0; // past int64's range (from_chars refuses a '-' here)
+    if (auto [p, ec] = std::from_chars(s.data(), end, u); ec == std::errc() && p == end) return ordered_json(u);
+    return std::nullopt;
+}
+
+// Python's float() of a text, as vLLM keeps it: an integer when integral ("3.0" → 3); infinities and NaN refused.
+std::optional<ordered_json> tagged_number(std::string_view text) {
+    const std::string_view s = tagged_number_text(text);
+    const char *end = s.data() + s.size();
+    double d = 0;
+    if (auto [p, ec] = std::from_chars(s.data(), end, d); ec != std::errc() || p != end || !std::isfinite(d))
+        return std::nullopt;
+    if (d == std::trunc(d) && std::fabs(d) < 9.2e18) return ordered_json(int64_t(d));
+    return ordered_json(d);
+}
+
+// A JSON value of a parameter's text (an object's or array's), nested no deeper than kTaggedMaxDepth.
+std::optional<ordered_json> tagged_json(std::string_view s) {
+    ordered_json j = ordered_json::parse(s, nullptr, false);
+    if (j.is_discarded() || json_deeper_than(j, kTaggedMaxDepth)) return std::nullopt;
+    return j;
+}
+
+// The JSON Schema type of a tool's parameter, lowered: of a list, the first but "null"; "string" when the tool, the
+// parameter or its type is unknown.
+std::string tagged_param_type(const ToolSpec *tool, const std::string &key) {
+    if (!tool || !tool->parameters.is_object()) return "string";
+    const auto props = tool->parameters.find("properties");
+    if (props == tool->parameters.end() || !props->is_object()) return "string";
+    const auto prop = props->find(key);
+    if (prop == props->end() || !prop->is_object()) return "string";
+    const auto type = prop->find("type");
+    if (type == prop->end()) return "string";
+    std::string t;
+    if (type->is_string()) t = type->get<std::string>();
+    else if (type->is_array())
+        for (const ordered_json &one : *type)
+            if (one.is_string() && tagged_lowered(tagged_trimmed(one.get<std::string>())) != "null") {
+                t = one.get<std::string>();
+                break;
+            }
+    t = tagged_lowered(tagged_trimmed(t));
+    return t.empty() ? "string" : t;
+}
+
+// A parameter's text as the value of its type, as vLLM's qwen3_coder converts it; the text itself when it does not
+// read as one.
+ordered_json tagged_value(std::string_view text, const std::string &type) {
+    const ordered_json as_written = std::string(text);
+    if (tagged_lowered(text) == "null") return nullptr;
+    const auto starts = [&](std::string_view p) { return type.starts_with(p); };
+    if (type == "string" || type == "str" || type == "text" || type == "varchar" || type == "char" || type == "enum")
+        return as_written;
+    if (starts("int") || starts("uint") || starts("long") || starts("short") || starts("unsigned"))
+        return tagged_integer(text).value_or(as_written);
+    if (starts("num") || starts("float")) return tagged_number(text).value_or(as_written);
+    if (type == "boolean" || type == "bool" || type == "binary") return tagged_lowered(text) == "true";
+    if (type == "object" || type == "array" || starts("dict") || starts("list"))
+        return tagged_json(text).value_or(as_written);
+    return as_written;
+}
+
+std::string tagged_dump(const ordered_json &j) {
+    return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace); // UTF-8 kept; an invalid byte as U+FFFD
+}
+
+const ToolSpec *tagged_tool(const std::vector<ToolSpec> &tools, const std::string &name) {
+    for (const ToolSpec &t : tools)
+        if (t.name == name) return &t;
+    return nullptr;
+}
+
+// A function's arguments: its parameters in written order, each up to </parameter> (or the next <parameter=, or the
+// function's end). `cut`: the text ended inside the function, its last value cut short.
+std::string tagged_xml_arguments(std::string_view body, bool cut, const ToolSpec *tool, std::string_view close) {
+    ordered_json args = ordered_json::object();
+    for (size_t at = body.find(kParameterTag); at != std::string_view::npos;) {
+        const size_t start = at + kParameterTag.size(), gt = body.find('>', start);
+        if (gt == std::string_view::npos) break; // its name cut short
+        const std::string key(body.substr(start, gt - start));
+        const size_t end = std::min(body.find(kParameterEnd, gt + 1), body.find(kParameterTag, gt + 1));
+        std::string_view value = body.substr(gt + 1, end == std::string_view::npos ? end : end - gt - 1);
+        if (cut && end == std::string_view::npos) value = tagged_without_tag_start(value, close);
+        args[key] = tagged_value(tagged_unwrapped(value), tagged_param_type(tool, key));
+        at = end == std::string_view::npos ? end : body.find(kParameterTag, end);
+    }
+    return tagged_dump(args);
+}
+
+// The calls of a block of zaya_xml or qwen3_coder: each <function=NAME> with a name, its body up to </function> (or
+// the block's end). `closed`: the block's closing tag was read.
+std::vector<AnswerPiece::Call> tagged_xml_calls(std::string_view body, bool closed, const std::vector<ToolSpec> &tools,
+                                                std::string_view close) {
+    std::vector<AnswerPiece::Call> calls;
+    for (size_t at = body.find(kFunctionTag); at != std::string_view::npos;) {
+        const size_t start = at + kFunctionTag.size(), gt = body.find('>', start);
+        if (gt == std::string_view::npos) break; // its name cut short
+        const std::string name(body.substr(start, gt - start));
+        const size_t end = body.find(kFunctionEnd, gt + 1);
+        const std::string_view inside = body.substr(gt + 1, end == std::string_view::npos ? end : end - gt - 1);
+        const bool cut = !closed && end == std::string_view::npos;
+        if (!name.empty())
+            calls.push_back({0, name, tagged_xml_arguments(inside, cut, tagged_tool(tools, name), close)});
+        at = end == std::string_view::npos ? end : body.find(kFunctionTag, end);
+    }
+    return calls;
+}
+
+// The call of a hermes block: {"name": NAME, "arguments": OBJECT} (the object or a JSON text of it; none: {}).
+std::vector<AnswerPiece::Call> tagged_hermes_calls(std::string_view body) {
+    const std::optional<ordered_json> call = tagged_json(tagged_trimmed(body));
+    if (!call || !call->is_object()) return {};
+    const auto name = call->find("name"), given = call->find("arguments");
+    if (name == call->end() || !name->is_string() || name->get_ref<const std::string &>().empty()) return {};
+    std::optional<ordered_json> args = ordered_json::object();
+    if (given != call->end() && given->is_string()) args = tagged_json(given->get_ref<const std::string &>());
+    else if (given != call->end() && !given->is_null()) args = *given;
+    if (!args || !args->is_object()) return {};
+    return {{0, name->get<std::string>(), tagged_dump(*args)}};
+}
+
+} // namespace
+
+const char *tool_format_name(ToolFormat f) {
+    switch (f) {
+    case ToolFormat::Json: return "json";
+    case ToolFormat::ZayaXml: return "zaya_xml";
+    case ToolFormat::Qwen3Coder: return "qwen3_coder";
+    case ToolFormat::Hermes: return "hermes";
+    }
+    return "json";
+}
+
+std::optional<ToolFormat> tool_format_named(std::string_view name) {
+    for (ToolFormat f : {ToolFormat::Json, ToolFormat::ZayaXml, ToolFormat::Qwen3Coder, ToolFormat::Hermes})
+        if (name == tool_format_name(f)) return f;
+    return std::nullopt;
+}
+
+std::optional<ToolFormat> tool_format_of_template(std::string_view source) {
+    if (source.find("<zyphra_tool_call>") != std::string_view::npos) return ToolFormat::ZayaXml;
+    if (source.find("<tool_call>") == std::string_view::npos) return std::nullopt;
+    return source.find(kFunctionTag) != std::string_view::npos ? ToolFormat::Qwen3Coder : ToolFormat::Hermes;
+}
+
+std::pair<std::string_view, std::string_view> tool_call_tags(ToolFormat f) {
+    switch (f) {
+    case ToolFormat::ZayaXml: return {"<zyphra_tool_call>", "</zyphra_tool_call>"};
+    case ToolFormat::Qwen3Coder:
+    case ToolFormat::Hermes: return {"<tool_call>", "</tool_call>"};
+    case ToolFormat::Json: break;
+    }
+    return {};
+}
+
+TaggedCallReader::TaggedCallReader(ToolFormat f, std::vector<ToolSpec> tools) : format_(f), tools_(std::move(tools)) {
+    std::tie(open_, close_) = tool_call_tags(f);
+}
+
+AnswerPiece TaggedCallReader::feed(std::string_view text) {
+    AnswerPiece out;
+    text_ += text;
+    while (in_block_ ? close_block(out) : open_block(out)) {
+    }
+    return out;
+}
+
+AnswerPiece TaggedCallReader::finish() {
+    AnswerPiece out;
+    if (in_block_) resolve(text_, false, out); // cut short
+    else words(text_, out);
+    text_.clear();
+    in_block_ = false;
+    if (!calls()) out.words += space_; // (after calls, the whitespace that ends the answer is the layout's)
+    space_.clear();
+    return out;
+}
+
+bool TaggedCallReader::open_block(AnswerPiece &out) {
+    const size_t at = open_.empty() ? std::string::npos : text_.find(open_);
+    if (at == std::string::npos) {
+        const size_t release = text_.size() - tagged_held(text_, open_);
+        words(std::string_view(text_).substr(0, release), out);
+        text_.erase(0, release);
+        return false;
+    }
+    words(std::string_view(text_).substr(0, at), out);
+    text_.erase(0, at + open_.size());
+    in_block_ = true;
+    searched_ = 0;
+    return true;
+}
+
+bool TaggedCallReader::close_block(AnswerPiece &out) {
+    const size_t at = text_.find(close_, searched_);
+    if (at == std::string::npos) { // searched again only from where the tag may have begun
+        searched_ = text_.size() < close_.size() ? 0 : text_.size() - close_.size() + 1;
+        return false;
+    }
+    resolve(std::string_view(text_).substr(0, at), true, out);
+    text_.erase(0, at + close_.size());
+    in_block_ = false;
+    return true;
+}
+
+void TaggedCallReader::resolve(std::string_view body, bool closed, AnswerPiece &out) {
+    std::vector<AnswerPiece::Call> calls =
+        format_ == ToolFormat::Hermes ? tagged_hermes_calls(body) : tagged_xml_calls(body, closed, tools_, close_);
+    if (calls.empty()) { // not a call: the block as written
+        words(std::string(open_) + std::string(body) + (closed ? std::string(close_) : std::string()), out);
+        return;
+    }
+    space_.clear(); // the layout before the block
+    for (AnswerPiece::Call &c : calls) {
+        c.index = index_++;
+        out.calls.push_back(std::move(c));
+    }
+}
+
+// Words known to be words: released but for whitespace at their end, held until words follow it (or not released
+// when a call does).
+void TaggedCallReader::words(std::string_view text, AnswerPiece &out) {
+    // The answer's words are those before its calls, as with zaya's own object (and vLLM's hermes parser): a model
+    // that goes on after a call (a line of its layout, a stray word) adds nothing to say beside the calls.
+    if (calls()) return;
+    const size_t last = text.find_last_not_of(kTaggedSpace);
+    if (last == std::string_view::npos) {
+        space_ += text;
+        return;
+    }
+    out.words += space_;
+    out.words += text.substr(0, last + 1);
+    space_.assign(text.substr(last + 1));
+}
+
+TaggedAnswer read_tagged_answer(ToolFormat f, const std::vector<ToolSpec> &tools, std::string_view text) {
+    TaggedCallReader reader(f, tools);
+    TaggedAnswer a;
+    AnswerPiece first = reader.feed(text), last = reader.finish();
+    a.content = first.words + last.words;
+    a.calls = std::move(first.calls);
+    for (AnswerPiece::Call &c : last.calls) a.calls.push_back(std::move(c));
+    return a;
+}
+
+} // namespace zaya
