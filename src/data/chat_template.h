@@ -24,10 +24,10 @@ namespace zaya {
 struct ChatMessage {
     std::string role; // "system", "user" or "assistant"; "tool" for a tool's result under a model's own template
     std::string content;
-    // The rest of an OpenAI message that a model's own chat template reads, when the tools are written in the model's
-    // format (infer/tool_calls.h): an assistant's "tool_calls" (arguments as objects, as vLLM gives templates) and
-    // "reasoning_content", a tool result's "tool_call_id" and "name"; null when none. The built-in format has no use
-    // for them: there calls and results are written into `content`.
+    // The rest of an OpenAI message that a model's own chat template reads: an assistant's "reasoning_content";
+    // when the tools are written in the model's format (infer/tool_calls.h), an assistant's "tool_calls" (arguments
+    // as objects, as vLLM gives templates) and a tool result's "tool_call_id" and "name". Null when none. The
+    // built-in format has no use for them (there calls and results are written into `content`).
     nlohmann::ordered_json fields = nullptr;
 };
 

@@ -8,6 +8,7 @@ ChatAnswer read_chat_answer(const ApiRequest &r, const std::string &text, const 
     ReasoningPiece p{"", text};
     if (r.reasoning) p = split_reasoning(text, *r.reasoning, r.starts_in_reasoning);
     a.reasoning = std::move(p.reasoning);
+    a.content_start = text.size() - p.content.size(); // (the content is the text's end)
     if (r.tools.active()) {
         a.answer = read_tool_answer(r.tools, p.content, finish_reason, id_prefix);
     } else {

@@ -15,6 +15,7 @@ namespace zaya {
 struct ChatAnswer {
     std::string reasoning;
     ToolAnswer answer;
+    size_t content_start = 0; // the bytes of the text before its content (its words start there)
 };
 ChatAnswer read_chat_answer(const ApiRequest &r, const std::string &text, const std::string &finish_reason,
                             const std::string &id_prefix);
@@ -36,6 +37,9 @@ class ChatAnswerStream {
     ChatPiece finish(); // what was held back, and in a model's own tool format a call cut short
     // The answer's finish reason, given the engine's (before finish(): "tool_calls" for calls whose end was written).
     std::string finish_reason(const std::string &engine_reason) const;
+    // The bytes of the text before the words (ReasoningSplitter::content_start: 0 without reasoning), npos while
+    // the content has not begun.
+    size_t content_start() const { return reasoning_ ? reasoning_->content_start() : 0; }
 
   private:
     ChatPiece read(ReasoningPiece p, bool end);

@@ -123,8 +123,8 @@ std::string message_content(const json &msg, const std::string &where, bool may_
 }
 
 // A message as a model's own chat template reads it (ChatMessage::fields): an assistant's calls with their
-// arguments as objects and its reasoning_content, a tool's result with its tool_call_id and the tool's name (the
-// message's, else that of the call it answers). `call_names` learns the calls' ids.
+// arguments as objects, a tool's result with its tool_call_id and the tool's name (the message's, else that of the
+// call it answers). `call_names` learns the calls' ids.
 ChatMessage native_message(const json &msg, const std::string &role, std::string content, const std::string &where,
                            std::map<std::string, std::string> &call_names) {
     ChatMessage out{role == "developer" ? "system" : role, std::move(content)};
@@ -132,11 +132,6 @@ ChatMessage native_message(const json &msg, const std::string &role, std::string
         out.fields["tool_calls"] = template_tool_calls(msg["tool_calls"], where + ".tool_calls");
         for (const auto &c : out.fields["tool_calls"])
             if (c.contains("id")) call_names[c["id"].get<std::string>()] = c["function"]["name"].get<std::string>();
-    }
-    if (role == "assistant" && has(msg, "reasoning_content")) {
-        if (!msg["reasoning_content"].is_string())
-            bad(where + ".reasoning_content", where + ".reasoning_content must be a string");
-        out.fields["reasoning_content"] = msg["reasoning_content"];
     }
     if (role == "tool") {
         if (!has(msg, "tool_call_id") || !msg["tool_call_id"].is_string())
@@ -169,8 +164,17 @@ std::vector<ChatMessage> chat_messages(const json &m, const ApiTools &tools) {
             bad(where + ".role", where + ": a system message may only come first");
         const bool calls = role == "assistant" && has(msg, "tool_calls");
         std::string content = message_content(msg, where, calls);
+        // An earlier answer's reasoning (reasoning_content, as this server returns it) goes to a model's own
+        // template, which may write it or drop it; the built-in format has no place for it.
+        nlohmann::ordered_json reasoning = nullptr;
+        if (role == "assistant" && has(msg, "reasoning_content")) {
+            if (!msg["reasoning_content"].is_string())
+                bad(where + ".reasoning_content", where + ".reasoning_content must be a string");
+            reasoning = msg["reasoning_content"];
+        }
         if (tools.native()) { // the model's own template writes calls and results
             out.push_back(native_message(msg, role, std::move(content), where, call_names));
+            if (!reasoning.is_null()) out.back().fields["reasoning_content"] = reasoning;
             continue;
         }
         if (calls) {
@@ -192,6 +196,7 @@ std::vector<ChatMessage> chat_messages(const json &m, const ApiTools &tools) {
         }
         results = role == "tool";
         out.push_back({role == "developer" ? "system" : role == "tool" ? "user" : role, content});
+        if (!reasoning.is_null()) out.back().fields["reasoning_content"] = reasoning;
     }
     if (const std::string instructions = tools_instructions(tools); !instructions.empty()) {
         if (out[0].role == "system") out[0].content += "\n\n" + instructions;

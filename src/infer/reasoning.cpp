@@ -62,6 +62,7 @@ ReasoningSplitter::ReasoningSplitter(ReasoningTags tags, bool starts_in_reasonin
 
 ReasoningPiece ReasoningSplitter::feed(std::string_view text) {
     held_.append(text);
+    fed_ += text.size();
     ReasoningPiece out;
     step(out, false);
     return out;
@@ -86,6 +87,7 @@ void ReasoningSplitter::step(ReasoningPiece &out, bool end) {
         held_.erase(0, leading_space(held_));
         if (held_.empty()) return;
         phase_ = Phase::Content;
+        content_start_ = fed_ - held_.size();
     }
     const size_t give = end ? held_.size() : whole_length(held_);
     out.content.append(held_, 0, give);
@@ -106,6 +108,7 @@ bool ReasoningSplitter::opening(bool end) {
     }
     if (!end && std::string_view(tags_.open).starts_with(rest)) return false;
     phase_ = starts_in_reasoning_ ? Phase::Block : Phase::Content;
+    if (phase_ == Phase::Content) content_start_ = 0; // (nothing was dropped: the answer is the content)
     return true;
 }
 

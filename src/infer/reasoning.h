@@ -46,6 +46,9 @@ class ReasoningSplitter {
     // whitespace that ends the reasoning is dropped, as the block ended there).
     ReasoningPiece finish();
     bool reasoned() const { return reasoned_; } // any reasoning was read (a block was opened)
+    // The bytes of the answer before its content (the block, its tags and the whitespace after it: the content is
+    // the rest); std::string::npos until the content begins.
+    size_t content_start() const { return content_start_; }
 
   private:
     enum class Phase : uint8_t {
@@ -64,6 +67,8 @@ class ReasoningSplitter {
     bool reasoned_;
     Phase phase_ = Phase::Opening;
     std::string held_; // the text not yet given out
+    size_t fed_ = 0;   // the bytes fed
+    size_t content_start_ = std::string::npos;
 };
 
 // A whole answer: the same as feeding `text` in one piece and finish(), merged.

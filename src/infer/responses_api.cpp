@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 namespace zaya {
@@ -48,6 +49,14 @@ json listed_message(const std::string &role, const std::string &text) {
             {"status", "completed"}};
 }
 
+// A reasoning item's text as a listed input item (and, with an id and status, as an output item: reasoning_item).
+json listed_reasoning(const std::string &text) {
+    return {{"type", "reasoning"},
+            {"summary", json::array()},
+            {"content", json::array({{{"type", "reasoning_text"}, {"text", text}}})},
+            {"status", "completed"}};
+}
+
 // The chat request's messages for `input`, appended to `messages`; where[k] names the Responses field message k
 // came from, for refusals. `items` gets the input as Responses' items (messages with one text part, function calls
 // and their outputs, each "completed"), for GET /v1/responses/{id}/input_items.
@@ -60,6 +69,11 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
     }
     if (!input.is_array() || input.empty()) refuse("input", "'input' must be a string or a non-empty array of items");
     bool joins = false; // the last item was the assistant's (words or a call): a function_call joins its turn
+    ordered_json reasoning; // a reasoning item's text, for the assistant's turn that follows it
+    auto reasoned = [&](ordered_json &message) {
+        if (!reasoning.is_null()) message["reasoning_content"] = std::move(reasoning);
+        reasoning = nullptr;
+    };
     for (size_t i = 0; i < input.size(); ++i) {
         const ordered_json &item = input[i];
         const std::string at = fmt::format("input[{}]", i);
@@ -75,6 +89,7 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
             const std::string text =
                 item_text(item.contains("content") ? item["content"] : ordered_json(), at + ".content");
             messages.push_back({{"role", role}, {"content", text}});
+            if (role == "assistant") reasoned(messages.back());
             items.push_back(listed_message(role, text));
             joins = role == "assistant";
         } else if (type == "function_call") {
@@ -93,7 +108,20 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
                 continue;
             }
             messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}});
+            reasoned(messages.back());
             where.push_back(at);
+            continue;
+        } else if (type == "reasoning") { // an earlier answer's reasoning (its text, as this server gives it)
+            std::string text;
+            if (given(item, "content")) {
+                if (!item["content"].is_array())
+                    refuse(at + ".content", fmt::format("'{}.content' must be an array of reasoning_text parts", at));
+                for (const ordered_json &part : item["content"])
+                    if (part.is_object() && part.contains("text") && part["text"].is_string())
+                        text += part["text"].get<std::string>();
+            }
+            reasoning = text;
+            items.push_back(listed_reasoning(text));
             continue;
         } else if (type == "function_call_output") {
             const std::string id = text_member(item, "call_id", at);
@@ -103,7 +131,7 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
             items.push_back({{"type", type}, {"call_id", id}, {"output", output}, {"status", "completed"}});
         } else {
             refuse(at + ".type", fmt::format("'{}.type' '{}' is not supported (message, function_call, "
-                                             "function_call_output)",
+                                             "function_call_output, reasoning)",
                                              at, type));
         }
         where.push_back(at);
@@ -217,6 +245,15 @@ json call_item(const std::string &id, size_t k, const json &call_id, const json 
     return {{"type", "function_call"}, {"id", fmt::format("fc_{}_{}", number_of(id), k)},
             {"call_id", call_id},      {"name", name},
             {"arguments", arguments},  {"status", status}};
+}
+
+// A reasoning item (the model's reasoning, split off its answer: infer/reasoning.h), as OpenAI's reasoning models
+// give one but with its text ("reasoning_text"), as vLLM gives it.
+json reasoning_item(const std::string &id, const std::string &text, const char *status) {
+    json item = listed_reasoning(text);
+    item["id"] = "rs_" + number_of(id);
+    item["status"] = status;
+    return item;
 }
 
 // The Response object around `output`.
@@ -335,7 +372,9 @@ ordered_json answered_conversation(const ResponsesRequest &q, const json &respon
     ordered_json conversation = q.conversation;
     ordered_json answer = {{"role", "assistant"}, {"content", nullptr}}; // its words and calls: one turn
     for (const json &item : response["output"]) {
-        if (item["type"] == "message")
+        if (item["type"] == "reasoning")
+            answer["reasoning_content"] = item["content"][0]["text"];
+        else if (item["type"] == "message")
             answer["content"] = item["content"][0]["text"];
         else if (item["type"] == "function_call")
             answer["tool_calls"].push_back({{"id", item["call_id"]},
@@ -357,7 +396,10 @@ json listed_input_items(const ResponsesRequest &q, const std::string &response_i
     for (size_t k = 0; k < q.input_items.size(); ++k) {
         const json &item = q.input_items[k];
         const std::string type = item["type"];
-        const char *kind = type == "message" ? "msg" : type == "function_call" ? "fc" : "fco";
+        const char *kind = type == "message"         ? "msg"
+                           : type == "function_call" ? "fc"
+                           : type == "reasoning"     ? "rs"
+                                                     : "fco";
         json with_id = {{"id", fmt::format("{}_{}_in{}", kind, number_of(response_id), k)}};
         for (const auto &[key, value] : item.items()) with_id[key] = value;
         listed.push_back(with_id);
@@ -436,15 +478,16 @@ json responses_response(const ApiRequest &r, const json &echoed, const std::stri
                         const std::string &model, const Completion &c, const SpellToken &spell) {
     const bool cut = c.finish_reason == "length";
     json output = json::array();
-    ToolAnswer a;
-    a.content = c.text;
-    if (r.tools.active()) a = read_tool_answer(r.tools, c.text, c.finish_reason, tool_call_prefix(id, 0));
+    const ChatAnswer ca = read_chat_answer(r, c.text, c.finish_reason, tool_call_prefix(id, 0));
+    const ToolAnswer &a = ca.answer;
     const bool calls = !a.tool_calls.is_null();
+    if (!ca.reasoning.empty()) output.push_back(reasoning_item(id, ca.reasoning, "completed"));
     json logprobs = nullptr;
-    if (r.sample.logprobs >= 0) {
+    if (r.sample.logprobs >= 0) { // the words' tokens (the reasoning's come before them)
         WordLogprobs words;
         words.add(c.logprobs, spell);
-        logprobs = words.take(a.content.size());
+        words.take(ca.content_start);
+        logprobs = words.take(ca.content_start + a.content.size());
     }
     if (!calls || !a.content.empty()) // words, then the calls they lead to
         output.push_back(message_item(id, a.content, cut && !calls ? "incomplete" : "completed", logprobs));
@@ -459,7 +502,7 @@ json responses_response(const ApiRequest &r, const json &echoed, const std::stri
 ResponsesStream::ResponsesStream(ApiRequest r, json echoed, std::string id, int64_t created, std::string model,
                                  SpellToken spell)
     : r_(std::move(r)), echoed_(std::move(echoed)), id_(std::move(id)), model_(std::move(model)), created_(created),
-      spell_(std::move(spell)), answer_(r_.tools) {}
+      spell_(std::move(spell)), answer_(r_) {}
 
 json ResponsesStream::event(const char *type, json fields) {
     json e = {{"type", type}, {"sequence_number", sequence_++}};
@@ -477,7 +520,8 @@ std::vector<json> ResponsesStream::open() {
 }
 
 void ResponsesStream::open_message(std::vector<json> &out) {
-    if (item_open_) return;
+    if (item_open_ && output_.back()["type"] == "message") return;
+    close_item(out); // (the reasoning before the words)
     const json logprobs = r_.sample.logprobs >= 0 ? json::array() : json(nullptr);
     output_.push_back(message_item(id_, "", "in_progress", logprobs));
     json added = output_.back();
@@ -493,12 +537,16 @@ void ResponsesStream::open_message(std::vector<json> &out) {
 void ResponsesStream::add_words(const std::string &words, std::vector<json> &out) {
     open_message(out);
     if (words.empty()) return;
+    // The words' tokens: those after the reasoning's, whose text comes before them (content_start: the words have
+    // begun, so it is known).
+    const size_t base = answer_.content_start();
+    if (words_ == 0 && base > 0) logprobs_.take(base);
     words_ += words.size();
     json &part = output_.back()["content"][0];
     part["text"].get_ref<std::string &>() += words;
     json logprobs = json::array();
     if (r_.sample.logprobs >= 0) {
-        logprobs = logprobs_.take(words_);
+        logprobs = logprobs_.take(base + words_);
         for (const json &e : logprobs) part["logprobs"].push_back(e);
     }
     out.push_back(event("response.output_text.delta", {{"item_id", output_.back()["id"]},
@@ -511,15 +559,32 @@ void ResponsesStream::add_words(const std::string &words, std::vector<json> &out
 std::vector<json> ResponsesStream::feed(const std::string &text, std::span<const TokenLogprobs> logprobs) {
     std::vector<json> out;
     if (r_.sample.logprobs >= 0) logprobs_.add(logprobs, spell_);
-    std::string words = text;
-    AnswerPiece piece;
-    if (r_.tools.active()) {
-        piece = answer_.feed(text);
-        words = piece.words;
-    }
-    if (!words.empty()) add_words(words, out);
-    add_calls(piece, out);
+    const ChatPiece piece = answer_.feed(text);
+    add_reasoning(piece.reasoning, out);
+    if (!piece.answer.words.empty()) add_words(piece.answer.words, out);
+    add_calls(piece.answer, out);
     return out;
+}
+
+void ResponsesStream::add_reasoning(const std::string &text, std::vector<json> &out) {
+    if (text.empty()) return;
+    if (!item_open_ || output_.back()["type"] != "reasoning") {
+        close_item(out);
+        output_.push_back(reasoning_item(id_, "", "in_progress"));
+        json added = output_.back();
+        added["content"] = json::array();
+        out.push_back(event("response.output_item.added", {{"output_index", output_.size() - 1}, {"item", added}}));
+        out.push_back(event("response.content_part.added", {{"item_id", added["id"]},
+                                                            {"output_index", output_.size() - 1},
+                                                            {"content_index", 0},
+                                                            {"part", output_.back()["content"][0]}}));
+        item_open_ = true;
+    }
+    output_.back()["content"][0]["text"].get_ref<std::string &>() += text;
+    out.push_back(event("response.reasoning_text.delta", {{"item_id", output_.back()["id"]},
+                                                          {"output_index", output_.size() - 1},
+                                                          {"content_index", 0},
+                                                          {"delta", text}}));
 }
 
 void ResponsesStream::add_calls(const AnswerPiece &piece, std::vector<json> &out) {
@@ -546,7 +611,16 @@ void ResponsesStream::close_item(std::vector<json> &out) {
     item_open_ = false;
     json &item = output_.back();
     const size_t index = output_.size() - 1;
-    if (item["type"] == "message") {
+    if (item["type"] == "reasoning") {
+        const json &part = item["content"][0];
+        out.push_back(event("response.reasoning_text.done", {{"item_id", item["id"]},
+                                                             {"output_index", index},
+                                                             {"content_index", 0},
+                                                             {"text", part["text"]}}));
+        out.push_back(event(
+            "response.content_part.done",
+            {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", part}}));
+    } else if (item["type"] == "message") {
         const json &part = item["content"][0];
         out.push_back(event("response.output_text.done",
                             {{"item_id", item["id"]},
@@ -572,9 +646,13 @@ std::vector<json> ResponsesStream::finish(const Completion &c) {
     const json final_response = responses_response(r_, echoed_, id_, created_, model_, c, spell_);
     const json &items = final_response["output"];
     // The words the stream held back (what might have begun calls), and the message of an answer without any.
-    const AnswerPiece held = r_.tools.active() ? answer_.finish() : AnswerPiece();
-    if (!held.words.empty() || output_.empty()) add_words(held.words, out);
-    add_calls(held, out); // (a model's own format: a call cut short)
+    const ChatPiece held = answer_.finish();
+    add_reasoning(held.reasoning, out);
+    const bool answered = std::any_of(output_.begin(), output_.end(), [](const json &item) {
+        return item["type"] != "reasoning";
+    });
+    if (!held.answer.words.empty() || (!answered && held.answer.calls.empty())) add_words(held.answer.words, out);
+    add_calls(held.answer, out); // (a model's own format: a call cut short)
     if (!output_.empty() && output_.size() == items.size()) output_.back()["status"] = items.back()["status"];
     close_item(out);
     const bool cut = final_response["status"] == "incomplete";

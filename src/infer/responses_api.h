@@ -12,6 +12,7 @@
 // longer than the context (drop_turns_to_fit); hosted tools (web search, file search, ...), `conversation` and
 // `background` are refused.
 #pragma once
+#include "infer/chat_answer.h"
 #include "infer/openai_api.h"
 
 #include <nlohmann/json.hpp>
@@ -108,6 +109,7 @@ class ResponsesStream {
     void open_message(std::vector<nlohmann::json> &out);
     void add_words(const std::string &words, std::vector<nlohmann::json> &out); // to the message, opened if need be
     void add_calls(const AnswerPiece &piece, std::vector<nlohmann::json> &out);  // each call its item
+    void add_reasoning(const std::string &text, std::vector<nlohmann::json> &out); // to the reasoning item
     void close_item(std::vector<nlohmann::json> &out); // the item under way, done
     nlohmann::json snapshot(const char *status) const; // the Response so far
 
@@ -119,7 +121,7 @@ class ResponsesStream {
     SpellToken spell_;
     WordLogprobs logprobs_; // asked for (r_.sample.logprobs ≥ 0): the words' tokens'
     size_t words_ = 0;      // the words' bytes sent
-    AnswerStream answer_;                             // with tools: words and calls as they come
+    ChatAnswerStream answer_;                         // reasoning, words and calls as they come
     nlohmann::json output_ = nlohmann::json::array(); // the items so far (the last one maybe under way)
     bool item_open_ = false;
 };

@@ -223,6 +223,12 @@ TEST(Reasoning, AnyPiecesAddUpToTheWholeSplit) {
                 const ReasoningPiece ref = rs_reference(text, tags, starts);
                 EXPECT_EQ(whole.reasoning, ref.reasoning);
                 EXPECT_EQ(whole.content, ref.content);
+                // The content is the answer's end, from content_start() (none: no content began).
+                ReasoningSplitter at(tags, starts);
+                at.feed(text);
+                at.finish();
+                if (at.content_start() == std::string::npos) EXPECT_EQ(whole.content, "");
+                else EXPECT_EQ(text.substr(at.content_start()), whole.content);
                 std::mt19937 rng(7);
                 for (int seed = 0; seed < 60; ++seed) {
                     const ReasoningPiece p = rs_stream(rs_cuts(text, rng, seed == 0), tags, starts);

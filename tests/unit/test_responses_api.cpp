@@ -127,7 +127,9 @@ TEST(ResponsesApi, RefusesNamingTheResponsesField) {
         {R"({"input": 3})", "input", "string"},
         {R"({"input": [3]})", "input[0]", "object"},
         {R"({"input": [{"role": "tool", "content": "x"}]})", "input[0].role", "user, assistant"},
-        {R"({"input": [{"type": "reasoning", "summary": []}]})", "input[0].type", "not supported"},
+        {R"({"input": [{"type": "web_search_call"}]})", "input[0].type", "not supported"},
+        {R"({"input": [{"type": "reasoning", "content": "x"}, {"role": "user", "content": "hi"}]})",
+         "input[0].content", "reasoning_text parts"},
         {R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]})",
          "input[0].content[0]", "only text parts"},
         {R"({"input": [{"type": "function_call", "name": "a", "arguments": "{}"}]})", "input[0].call_id", "string"},
@@ -353,6 +355,29 @@ TEST(ResponsesApi, AnswersAsAResponseObject) {
     EXPECT_EQ(out["output"][2]["status"], "incomplete");
 }
 
+// An earlier answer's reasoning item goes to the next assistant turn as its reasoning_content (which a model's own
+// template may write), and an answer's reasoning item to the stored conversation.
+TEST(ResponsesApi, ReasoningItemsGoWithTheirTurn) {
+    const ApiRequest r = parsed(R"({"input": [{"role": "user", "content": "2+2?"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "Sum."}]},
+        {"role": "assistant", "content": "4"}, {"role": "user", "content": "And 3+3?"}]})");
+    ASSERT_EQ(r.messages.size(), 3u);
+    EXPECT_EQ(r.messages[1].fields["reasoning_content"], "Sum.");
+    EXPECT_TRUE(r.messages[0].fields.is_null());
+    ResponsesRequest q = parse_responses_request(R"({"input": "2+2?"})", 4096);
+    q.api.reasoning = ReasoningTags{};
+    const json out =
+        responses_response(q.api, q.echoed, "resp_8", 1, "zaya", completion("<think>\nSum.\n</think>\n\n4", "stop"),
+                           spell);
+    ASSERT_EQ(out["output"].size(), 2u);
+    EXPECT_EQ(out["output"][0]["type"], "reasoning");
+    EXPECT_EQ(out["output"][0]["content"][0]["text"], "Sum.");
+    EXPECT_EQ(out["output"][1]["content"][0]["text"], "4");
+    const nlohmann::ordered_json conversation = answered_conversation(q, out);
+    EXPECT_EQ(conversation.back()["reasoning_content"], "Sum.");
+    EXPECT_EQ(conversation.back()["content"], "4");
+}
+
 // previous_response_id: the stored conversation (not its instructions), then the new input; the answer's turn as
 // the model wrote it, calls included, so a call's output names its tool.
 TEST(ResponsesApi, ContinuesAStoredConversation) {
@@ -504,6 +529,12 @@ void gather(const json &e, Gathered &g, int64_t &sequence) {
         EXPECT_TRUE(part.contains("logprobs") || e["logprobs"].empty());
         for (const json &l : e["logprobs"]) part["logprobs"].push_back(l);
         EXPECT_EQ(e["item_id"], g.output[e["output_index"].get<size_t>()]["id"]);
+    } else if (type == "response.reasoning_text.delta") {
+        json &part = g.output[e["output_index"].get<size_t>()]["content"][e["content_index"].get<size_t>()];
+        part["text"] = part["text"].get<std::string>() + e["delta"].get<std::string>();
+        EXPECT_EQ(e["item_id"], g.output[e["output_index"].get<size_t>()]["id"]);
+    } else if (type == "response.reasoning_text.done") {
+        EXPECT_EQ(e["text"], g.output[e["output_index"].get<size_t>()]["content"][0]["text"]);
     } else if (type == "response.function_call_arguments.delta") {
         json &item = g.output[e["output_index"].get<size_t>()];
         item["arguments"] = item["arguments"].get<std::string>() + e["delta"].get<std::string>();
@@ -525,6 +556,8 @@ void gather(const json &e, Gathered &g, int64_t &sequence) {
 TEST(ResponsesApi, StreamsEventsThatAddUpToTheResponse) {
     struct Case {
         std::string body, text, finish;
+        bool reasoning = false, starts_in_reasoning = false; // the model's <think> split off
+        ToolFormat format = ToolFormat::Json;                // how the model writes calls
     };
     const std::string tools = R"({"input": "x", "tools": )" + std::string(kResponsesTools) + "}";
     const std::string logprobs = R"({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 1)";
@@ -546,11 +579,29 @@ TEST(ResponsesApi, StreamsEventsThatAddUpToTheResponse) {
         {logprobs + "}", "Caf\xc3\xa9 \xf0\x9f\x98\x80 ok", "stop"},
         {logprobs + R"(, "tools": )" + kResponsesTools + "}",
          "Caf\xc3\xa9 first.\n\n{\"tool_calls\":[{\"name\":\"now\",\"arguments\":{}}]}", "stop"},
-        {logprobs + R"(, "tools": )" + kResponsesTools + "}", "Hi {\"tool_c", "length"}};
+        {logprobs + R"(, "tools": )" + kResponsesTools + "}", "Hi {\"tool_c", "length"},
+        // reasoning split off: an item before the words (or calls), its tokens' log-probabilities not the words'
+        {R"({"input": "x"})", "Let me see.\n</think>\n\nIt is 4.", "stop", true, true},
+        {logprobs + "}", "<think>\nHm, caf\xc3\xa9.\n</think>\n\nCaf\xc3\xa9 \xf0\x9f\x98\x80 ok", "stop", true},
+        {R"({"input": "x"})", "Still thinking ab", "length", true, true},
+        {R"({"input": "x"})", "No block here.", "stop", true},
+        // a model's own call format, after its reasoning
+        {tools,
+         "Need the weather.</think>\n<zyphra_tool_call>\n<function=get_weather>\n<parameter=city>\nZ\xc3\xbcrich"
+         "\n</parameter>\n</function>\n</zyphra_tool_call>",
+         "stop", true, true, ToolFormat::ZayaXml},
+        {tools, "Let me look.\n<zyphra_tool_call>\n<function=now>\n</function>\n</zyphra_tool_call>", "stop", false,
+         false, ToolFormat::ZayaXml},
+        {tools, "Let me look.\n<zyphra_tool_call>\n<function=get_weather>\n<parameter=city>\nOs", "length", false,
+         false, ToolFormat::ZayaXml}};
     std::mt19937 rng(9);
     for (const Case &c : cases) {
         json echoed;
-        const ApiRequest r = parsed(c.body, &echoed);
+        ResponsesRequest q = parse_responses_request(c.body, 4096, {}, c.format);
+        echoed = q.echoed;
+        ApiRequest r = q.api;
+        if (c.reasoning) r.reasoning = ReasoningTags{};
+        r.starts_in_reasoning = c.starts_in_reasoning;
         const Completion done = completion(c.text, c.finish);
         const json want = responses_response(r, echoed, "resp_5", 9, "zaya", done, spell);
         for (int trial = 0; trial < 50; ++trial) {
