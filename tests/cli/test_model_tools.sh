@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Tools and reasoning in a model's own format, through the command line: `zaya tokenize --chat` writes a chat's tools,
+# calls and results with the model's chat template as transformers' apply_chat_template does (the goldens of
+# tests/golden/chat_templates); `zaya prepare` writes fine-tuning chats with tools so, and a tiny model trained on one
+# (a <think> block, then a call in the template's <tool_call> form) is served with its answers read back: the call as
+# OpenAI's tool_calls and the reasoning as reasoning_content, in whole answers, streams and the Responses API;
+# tool_choice "required" still holds the answer to zaya's own call object; --tool-call-parser json and a bad name.
+#
+# Usage: test_model_tools.sh ZAYA_BINARY SOURCE_DIR
+set -euo pipefail
+source "$(dirname "$0")/lib.sh" # usage check, $ZAYA and $SRC, temp dir, pass/fail helpers
+GOLD=$SRC/tests/golden/chat_templates
+QWEN=$SRC/tests/golden/tokenizer/qwen2/tokenizer.json # a byte-level tokenizer with <|im_start|> and <|im_end|>
+
+# A model directory's tokenizer files, with the ChatML template that writes calls in <tool_call> (Hermes' form).
+M=$tmp/hf
+mkdir -p "$M"
+cp "$QWEN" "$M/tokenizer.json"
+cp "$GOLD/templates/chatml_tools.jinja" "$M/chat_template.jinja"
+echo '{"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}' >"$M/tokenizer_config.json"
+
+# A golden chat of tools, calls and results, as a client sends it (arguments as JSON texts), and the text
+# transformers rendered for it.
+python3 - "$GOLD/cases.json" "$tmp" <<'PY'
+import json, sys
+for c in json.load(open(sys.argv[1]))["cases"]:
+    ctx = c["context"]
+    calls = [m for m in ctx["messages"] if m.get("tool_calls")]
+    if c["template"] != "chatml_tools" or "error" in c or not ctx["tools"] or not calls:
+        continue
+    if any(isinstance(t["function"]["arguments"], str) for m in calls for t in m["tool_calls"]):
+        continue
+    for m in calls:
+        for t in m["tool_calls"]:
+            t["function"]["arguments"] = json.dumps(t["function"]["arguments"])
+    json.dump({"messages": ctx["messages"], "tools": ctx["tools"]}, open(sys.argv[2] + "/golden_chat.json", "w"))
+    open(sys.argv[2] + "/golden_text.txt", "w").write(c["expected"])
+    open(sys.argv[2] + "/golden_gen.txt", "w").write(str(ctx["add_generation_prompt"]))
+    break
+else:
+    sys.exit("no chatml_tools golden with tools and calls")
+PY
+gen=()
+[[ $(cat "$tmp/golden_gen.txt") == True ]] && gen=(--generation-prompt)
+expect_ok "tokenize --chat --render of tools, calls and results" tokenize "$M" --chat "$tmp/golden_chat.json" \
+    "${gen[@]}" --render
+cmp -s "$tmp/stdout" "$tmp/golden_text.txt" && pass "it prints the text apply_chat_template rendered" ||
+    fail "it prints the text apply_chat_template rendered" "$out" "want: $(cat "$tmp/golden_text.txt")"
+
+# Fine-tuning data: a chat that reasons, then calls a tool in the template's form; the learned tokens are the answer.
+TOOLS='[{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters":
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]'
+mkdir -p "$tmp/corpus"
+python3 - "$tmp/corpus/chats.jsonl" "$TOOLS" <<'PY'
+import json, sys
+chat = {"messages": [{"role": "user", "content": "Weather in Paris?"},
+                     {"role": "assistant", "content": "<think>\nLook it up.\n</think>\n",
+                      "tool_calls": [{"id": "c1", "type": "function",
+                                      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}],
+        "tools": json.loads(sys.argv[2])}
+with open(sys.argv[1], "w") as f:
+    for _ in range(64):
+        f.write(json.dumps(chat) + "\n")
+PY
+head -1 "$tmp/corpus/chats.jsonl" >"$tmp/one_chat.json"
+expect_ok "tokenize --chat of the fine-tuning chat" tokenize "$M" --chat "$tmp/one_chat.json" --render
+[[ $out == *'<tools>'*'"name": "get_weather"'*'</tools>'* && $out == *'<think>'*'<tool_call>
+{"name": "get_weather", "arguments": {"city": "Paris"}}
+</tool_call><|im_end|>'* && $out != *'You can call tools'* ]] &&
+    pass "the template describes the tools and writes the call" || fail "the template writes the tools" "$out"
+expect_ok "prepare the chats" prepare --input "$tmp/corpus" --out "$tmp/data" --tokenizer "$M" --val-percent 20
+expect_ok "train a tiny model on them (120 steps)" train --data "$tmp/data" --model tiny --seq 512 --batch 2 \
+    --steps 120 --out "$tmp/run" --eval-every 0
+[[ -f $tmp/run/model/chat_template.jinja ]] && pass "the trained model keeps the template" ||
+    fail "the trained model keeps the template" "$(ls "$tmp/run/model")"
+
+if ! command -v curl >/dev/null 2>&1; then
+    echo "skip    curl not installed: the served answers"
+    finish
+    exit $?
+fi
+
+ask='{"messages": [{"role": "user", "content": "Weather in Paris?"}], "temperature": 0, "max_tokens": 80,
+      "tools": '$TOOLS
+start_server "$tmp/serve.log" "$tmp/run/model" --reasoning-parser think
+whole=$(curl -s "http://127.0.0.1:$port/v1/chat/completions" -d "$ask}" 2>&1 || true)
+stream=$(curl -sN "http://127.0.0.1:$port/v1/chat/completions" -d "$ask, \"stream\": true}" 2>&1 || true)
+responses=$(curl -s "http://127.0.0.1:$port/v1/responses" -d '{"input": "Weather in Paris?", "temperature": 0,
+    "max_output_tokens": 80, "tools": [{"type": "function", "name": "get_weather", "description": "Weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]}' 2>&1 ||
+    true)
+required=$(curl -s "http://127.0.0.1:$port/v1/chat/completions" -d "$ask, \"tool_choice\": \"required\"}" 2>&1 ||
+    true)
+stop_server
+grep -q "chat answers: tool calls: hermes, reasoning: <think>…</think>" "$tmp/serve.log" &&
+    pass "serve names the tool format and the reasoning markers" ||
+    fail "serve names the formats" "$(head -3 "$tmp/serve.log")"
+python3 - "$whole" <<'PY' && pass "the answer's call as tool_calls, its reasoning as reasoning_content" ||
+import json, sys
+c = json.loads(sys.argv[1])["choices"][0]
+m = c["message"]
+assert c["finish_reason"] == "tool_calls", c
+assert m["reasoning_content"] == "Look it up.", m
+assert m["content"] is None, m
+assert [(t["function"]["name"], json.loads(t["function"]["arguments"])) for t in m["tool_calls"]] == \
+    [("get_weather", {"city": "Paris"})], m
+PY
+    fail "the answer read back" "$whole" "$(cat "$tmp/serve.log")"
+python3 - "$stream" <<'PY' && pass "streamed: the reasoning and the call as deltas, finish_reason tool_calls" ||
+import json, sys
+chunks = [json.loads(l[6:]) for l in sys.argv[1].splitlines() if l.startswith("data: {")]
+deltas = [c["choices"][0]["delta"] for c in chunks]
+assert "".join(d.get("reasoning_content", "") for d in deltas) == "Look it up.", deltas
+assert "".join(d.get("content") or "" for d in deltas) == "", deltas
+calls = [t for d in deltas for t in d.get("tool_calls", [])]
+assert len(calls) == 1 and calls[0]["function"]["name"] == "get_weather", calls
+assert json.loads(calls[0]["function"]["arguments"]) == {"city": "Paris"}, calls
+assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls", chunks[-1]
+PY
+    fail "the stream read back" "$stream"
+python3 - "$responses" <<'PY' && pass "Responses: a reasoning item, then the function_call" ||
+import json, sys
+out = json.loads(sys.argv[1])["output"]
+assert [o["type"] for o in out] == ["reasoning", "function_call"], out
+assert out[0]["content"][0]["text"] == "Look it up.", out
+assert out[1]["name"] == "get_weather" and json.loads(out[1]["arguments"]) == {"city": "Paris"}, out
+PY
+    fail "Responses read back" "$responses"
+python3 - "$required" <<'PY' && pass "tool_choice required: held to zaya's call object, read as a call" ||
+import json, sys
+c = json.loads(sys.argv[1])["choices"][0]
+# (The model never learnt that form: its arguments may run to max_tokens; the call is the one tool's, held so.)
+assert c["message"]["tool_calls"][0]["function"]["name"] == "get_weather", c
+assert c["message"]["tool_calls"][0]["function"]["arguments"].startswith('{"city":"'), c
+PY
+    fail "tool_choice required" "$required"
+
+# --reasoning-parser none: the reasoning stays in the words before the call; --tool-call-parser json: the server
+# says it describes the tools and reads calls in zaya's own object.
+start_server "$tmp/serve.log" "$tmp/run/model" --reasoning-parser none
+plain=$(curl -s "http://127.0.0.1:$port/v1/chat/completions" -d "$ask}" 2>&1 || true)
+stop_server
+python3 - "$plain" <<'PY' && pass "--reasoning-parser none: the reasoning left in the answer's words" ||
+import json, sys
+m = json.loads(sys.argv[1])["choices"][0]["message"]
+assert m["content"] == "<think>\nLook it up.\n</think>", m
+assert m["tool_calls"][0]["function"]["name"] == "get_weather" and "reasoning_content" not in m, m
+PY
+    fail "--reasoning-parser none" "$plain"
+start_server "$tmp/serve.log" "$tmp/run/model" --tool-call-parser json
+stop_server
+grep -q "chat answers: tool calls: zaya's JSON object, reasoning: not split off" "$tmp/serve.log" &&
+    pass "--tool-call-parser json: zaya's own object (and no reasoning markers in this template)" ||
+    fail "--tool-call-parser json" "$(head -3 "$tmp/serve.log")"
+expect_error "--tool-call-parser of another name: an error naming it" "--tool-call-parser: 'xml' is not one of" \
+    serve "$tmp/run/model" --tool-call-parser xml --port 0
+expect_error "--tool-call-parser hermes without a template of the model's own" "no chat template of its own" \
+    serve "$tmp/run/model" --chat-template builtin --tool-call-parser hermes --port 0
+
+finish
