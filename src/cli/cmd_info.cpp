@@ -5,6 +5,7 @@
 #include "data/hf_chat_template.h"
 #include "data/tokenizer.h"
 #include "dist/context_parallel.h"
+#include "infer/answer_formats.h"
 #include "io/config_json.h"
 #include "io/safetensors.h"
 #include "model/activations.h"
@@ -113,6 +114,9 @@ void run_info(const InfoArgs &a) {
             chats = fmt::format("error: {}", e.what());
         }
         fmt::print("chat format      {}\n", chats);
+        // How `zaya serve` reads chat answers by default (--tool-call-parser auto, --reasoning-parser auto).
+        const ToolFormat tools = resolve_tool_format(&*tokenizer, "auto");
+        fmt::print("chat answers     {}\n", answer_formats_summary(tools, resolve_reasoning(&*tokenizer, "auto")));
     }
     fmt::print("context          {} positions\n", c.max_position_embeddings);
     fmt::print("parameters       {} total ({}), {} embedding, {} non-embedding\n", human(double(pc.total)), pc.total,

@@ -73,6 +73,9 @@ expect_ok "train a tiny model on them (120 steps)" train --data "$tmp/data" --mo
     --steps 120 --out "$tmp/run" --eval-every 0
 [[ -f $tmp/run/model/chat_template.jinja ]] && pass "the trained model keeps the template" ||
     fail "the trained model keeps the template" "$(ls "$tmp/run/model")"
+expect_ok "info names how its chat answers are read" info "$tmp/run/model"
+[[ $out == *"chat answers     tool calls: hermes, reasoning: not split off"* ]] &&
+    pass "info: tool calls in the template's format" || fail "info: tool calls" "$out"
 
 if ! command -v curl >/dev/null 2>&1; then
     echo "skip    curl not installed: the served answers"
