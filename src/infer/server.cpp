@@ -344,7 +344,10 @@ void Server::routes() {
                     });
                     prompts[0] = chat_prompt(*tok, r.messages, bos, r.chat_template_kwargs);
                 }
-                if (chat && opts_.reasoning) { // does the answer begin inside the reasoning? (the prompt's end says)
+                // The reasoning is split off, but from an answer held to JSON from its first token (structured
+                // outputs, tool_choice "required"), which has none. Does the answer begin inside the reasoning? (The
+                // prompt's end says.)
+                if (chat && opts_.reasoning && !(r.sample.json_mode() && r.sample.json_trigger.empty())) {
                     const std::vector<int32_t> &p = prompts[0];
                     r.reasoning = opts_.reasoning;
                     r.starts_in_reasoning = prompt_opens_reasoning(

@@ -220,7 +220,10 @@ std::optional<ToolFormat> tool_format_named(std::string_view name) {
 std::optional<ToolFormat> tool_format_of_template(std::string_view source) {
     if (source.find("<zyphra_tool_call>") != std::string_view::npos) return ToolFormat::ZayaXml;
     if (source.find("<tool_call>") == std::string_view::npos) return std::nullopt;
-    return source.find(kFunctionTag) != std::string_view::npos ? ToolFormat::Qwen3Coder : ToolFormat::Hermes;
+    if (source.find(kFunctionTag) != std::string_view::npos) return ToolFormat::Qwen3Coder;
+    // <tool_call> around something else than JSON: GLM-4.5's <arg_key>/<arg_value> pairs, none of these formats.
+    if (source.find("<arg_key>") != std::string_view::npos) return std::nullopt;
+    return ToolFormat::Hermes;
 }
 
 std::pair<std::string_view, std::string_view> tool_call_tags(ToolFormat f) {

@@ -49,7 +49,7 @@ enum class ToolFormat : uint8_t { Json, ZayaXml, Qwen3Coder, Hermes };
 const char *tool_format_name(ToolFormat f);                         // "json", "zaya_xml", "qwen3_coder", "hermes"
 std::optional<ToolFormat> tool_format_named(std::string_view name); // the inverse; nullopt for an unknown name
 // The format a chat template's text writes calls in: "<zyphra_tool_call>" → ZayaXml; else "<tool_call>" and
-// "<function=" → Qwen3Coder; else "<tool_call>" → Hermes; else nullopt.
+// "<function=" → Qwen3Coder; else "<tool_call>" (but not GLM's "<arg_key>" pairs in it) → Hermes; else nullopt.
 std::optional<ToolFormat> tool_format_of_template(std::string_view source);
 // A tagged format's opening and closing tags ("<zyphra_tool_call>", "</zyphra_tool_call>"; "<tool_call>",
 // "</tool_call>"); two empty ones for Json.

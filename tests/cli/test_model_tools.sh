@@ -2,9 +2,10 @@
 # Tools and reasoning in a model's own format, through the command line: `zaya tokenize --chat` writes a chat's tools,
 # calls and results with the model's chat template as transformers' apply_chat_template does (the goldens of
 # tests/golden/chat_templates); `zaya prepare` writes fine-tuning chats with tools so, and a tiny model trained on one
-# (a <think> block, then a call in the template's <tool_call> form) is served with its answers read back: the call as
-# OpenAI's tool_calls and the reasoning as reasoning_content, in whole answers, streams and the Responses API;
-# tool_choice "required" still holds the answer to zaya's own call object; --tool-call-parser json and a bad name.
+# (reasoning after a generation prompt that opens it, then a call in the template's <tool_call> form) is served with
+# its answers read back by default: the call as OpenAI's tool_calls and the reasoning as reasoning_content, in whole
+# answers, streams and the Responses API; tool_choice "required" still holds the answer to zaya's own call object;
+# --reasoning-parser none, --tool-call-parser json and bad values.
 #
 # Usage: test_model_tools.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -47,14 +48,46 @@ expect_ok "tokenize --chat --render of tools, calls and results" tokenize "$M" -
 cmp -s "$tmp/stdout" "$tmp/golden_text.txt" && pass "it prints the text apply_chat_template rendered" ||
     fail "it prints the text apply_chat_template rendered" "$out" "want: $(cat "$tmp/golden_text.txt")"
 
-# Fine-tuning data: a chat that reasons, then calls a tool in the template's form; the learned tokens are the answer.
+# A thinking model's template: its generation prompt opens the reasoning ("<think>\n", as DeepSeek-R1's does), the
+# answer closes it, then calls in Hermes' form.
+T=$tmp/think
+mkdir -p "$T"
+cp "$QWEN" "$T/tokenizer.json"
+echo '{"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}' >"$T/tokenizer_config.json"
+cat >"$T/chat_template.jinja" <<'JINJA'
+{%- if tools %}<|im_start|>system
+Tools:
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}<|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == 'assistant' %}<|im_start|>assistant
+<think>
+{{ message.reasoning_content or '' }}
+</think>
+
+{{ message.content }}
+{%- for tc in message.tool_calls or [] %}<tool_call>
+{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments | tojson }}}
+</tool_call>{%- endfor %}<|im_end|>
+{% else %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+<think>
+{% endif %}
+JINJA
+
+# Fine-tuning data: a chat whose answer reasons, then calls a tool; the learned tokens are the answer.
 TOOLS='[{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters":
         {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]'
 mkdir -p "$tmp/corpus"
 python3 - "$tmp/corpus/chats.jsonl" "$TOOLS" <<'PY'
 import json, sys
 chat = {"messages": [{"role": "user", "content": "Weather in Paris?"},
-                     {"role": "assistant", "content": "<think>\nLook it up.\n</think>\n",
+                     {"role": "assistant", "content": "", "reasoning_content": "Look it up.",
                       "tool_calls": [{"id": "c1", "type": "function",
                                       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}],
         "tools": json.loads(sys.argv[2])}
@@ -63,19 +96,35 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps(chat) + "\n")
 PY
 head -1 "$tmp/corpus/chats.jsonl" >"$tmp/one_chat.json"
-expect_ok "tokenize --chat of the fine-tuning chat" tokenize "$M" --chat "$tmp/one_chat.json" --render
-[[ $out == *'<tools>'*'"name": "get_weather"'*'</tools>'* && $out == *'<think>'*'<tool_call>
+expect_ok "tokenize --chat of the fine-tuning chat" tokenize "$T" --chat "$tmp/one_chat.json" --render
+[[ $out == *'"name": "get_weather"'*'<think>
+Look it up.
+</think>
+
+<tool_call>
 {"name": "get_weather", "arguments": {"city": "Paris"}}
 </tool_call><|im_end|>'* && $out != *'You can call tools'* ]] &&
-    pass "the template describes the tools and writes the call" || fail "the template writes the tools" "$out"
-expect_ok "prepare the chats" prepare --input "$tmp/corpus" --out "$tmp/data" --tokenizer "$M" --val-percent 20
+    pass "the template describes the tools and writes the reasoning and the call" ||
+    fail "the template writes the tools" "$out"
+run tokenize "$T" --chat "$tmp/one_chat.json"
+ids=$(awk -F'\t' '$3 == 1 {print $1}' "$tmp/stdout" | paste -sd,)
+last=$(awk -F'\t' '$3 == 1 {p = $2} END {print p}' "$tmp/stdout")
+run tokenize "$T" --decode "$ids"
+[[ $out == 'Look it up.
+</think>
+
+<tool_call>
+{"name": "get_weather", "arguments": {"city": "Paris"}}
+</tool_call>' && $last == '"<|im_end|>"' ]] && pass "fine-tuning learns the answer after the generation prompt" ||
+    fail "the learned tokens" "$out" "last: $last"
+expect_ok "prepare the chats" prepare --input "$tmp/corpus" --out "$tmp/data" --tokenizer "$T" --val-percent 20
 expect_ok "train a tiny model on them (120 steps)" train --data "$tmp/data" --model tiny --seq 512 --batch 2 \
     --steps 120 --out "$tmp/run" --eval-every 0
 [[ -f $tmp/run/model/chat_template.jinja ]] && pass "the trained model keeps the template" ||
     fail "the trained model keeps the template" "$(ls "$tmp/run/model")"
 expect_ok "info names how its chat answers are read" info "$tmp/run/model"
-[[ $out == *"chat answers     tool calls: hermes, reasoning: not split off"* ]] &&
-    pass "info: tool calls in the template's format" || fail "info: tool calls" "$out"
+[[ $out == *"chat answers     tool calls: hermes, reasoning: <think>…</think>"* ]] &&
+    pass "info: tool calls and reasoning in the template's forms" || fail "info: chat answers" "$out"
 
 if ! command -v curl >/dev/null 2>&1; then
     echo "skip    curl not installed: the served answers"
@@ -85,7 +134,7 @@ fi
 
 ask='{"messages": [{"role": "user", "content": "Weather in Paris?"}], "temperature": 0, "max_tokens": 80,
       "tools": '$TOOLS
-start_server "$tmp/serve.log" "$tmp/run/model" --reasoning-parser think
+start_server "$tmp/serve.log" "$tmp/run/model"
 whole=$(curl -s "http://127.0.0.1:$port/v1/chat/completions" -d "$ask}" 2>&1 || true)
 stream=$(curl -sN "http://127.0.0.1:$port/v1/chat/completions" -d "$ask, \"stream\": true}" 2>&1 || true)
 responses=$(curl -s "http://127.0.0.1:$port/v1/responses" -d '{"input": "Weather in Paris?", "temperature": 0,
@@ -146,14 +195,14 @@ stop_server
 python3 - "$plain" <<'PY' && pass "--reasoning-parser none: the reasoning left in the answer's words" ||
 import json, sys
 m = json.loads(sys.argv[1])["choices"][0]["message"]
-assert m["content"] == "<think>\nLook it up.\n</think>", m
+assert m["content"] == "Look it up.\n</think>", m
 assert m["tool_calls"][0]["function"]["name"] == "get_weather" and "reasoning_content" not in m, m
 PY
     fail "--reasoning-parser none" "$plain"
 start_server "$tmp/serve.log" "$tmp/run/model" --tool-call-parser json
 stop_server
-grep -q "chat answers: tool calls: zaya's JSON object, reasoning: not split off" "$tmp/serve.log" &&
-    pass "--tool-call-parser json: zaya's own object (and no reasoning markers in this template)" ||
+grep -q "chat answers: tool calls: zaya's JSON object, reasoning: <think>…</think>" "$tmp/serve.log" &&
+    pass "--tool-call-parser json: zaya's own object" ||
     fail "--tool-call-parser json" "$(head -3 "$tmp/serve.log")"
 expect_error "--tool-call-parser of another name: an error naming it" "--tool-call-parser: 'xml' is not one of" \
     serve "$tmp/run/model" --tool-call-parser xml --port 0

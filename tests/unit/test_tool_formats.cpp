@@ -103,6 +103,8 @@ TEST(ToolFormats, NamesTagsAndTemplates) {
     EXPECT_EQ(tool_format_of_template("{{- '<tool_call>\\n{\"name\": \"' }}"), ToolFormat::Hermes);
     EXPECT_EQ(tool_format_of_template("{{ messages }}<function=x>"), std::nullopt);
     EXPECT_EQ(tool_format_of_template(""), std::nullopt);
+    // GLM-4.5's <tool_call>NAME<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>: none of these.
+    EXPECT_EQ(tool_format_of_template("{{ '<tool_call>' + tc.name }}<arg_key>{{ k }}</arg_key>"), std::nullopt);
 }
 
 TEST(ToolFormats, ZayaXmlCalls) {
