@@ -140,8 +140,9 @@ void Engine::admit() {
         if (tok_) r->text.emplace(*tok_, r->opts.stop_strings);
         if (r->opts.json_mode()) {
             if (!json_tokens_) json_tokens_ = std::make_shared<const TokenTable>(*tok_, model_->config.vocab_size);
+            const bool after = !r->opts.json_after.empty(); // (the text the JSON follows is no part of it)
             r->json.emplace(json_tokens_, r->opts.json_schema ? r->opts.json_schema : JsonSchema::any_object(),
-                            r->opts.json_trigger);
+                            after ? r->opts.json_after : r->opts.json_trigger, /*trigger_in_text=*/!after);
         }
         running_.push_back(std::move(r));
     }

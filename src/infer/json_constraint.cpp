@@ -94,10 +94,11 @@ bool continues(const SchemaGrammar &g, std::string_view bytes) {
 } // namespace
 
 JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTable> table, std::shared_ptr<const JsonSchema> schema,
-                               std::string trigger)
+                               std::string trigger, bool trigger_in_text)
     : table_(std::move(table)), grammar_(schema), trigger_(std::move(trigger)), after_trigger_(std::move(schema)) {
     if (trigger_.empty()) return;
-    if (!after_trigger_.feed(trigger_)) fail("JSON mode: the trigger '{}' does not begin the schema's texts", trigger_);
+    if (trigger_in_text && !after_trigger_.feed(trigger_))
+        fail("JSON mode: the trigger '{}' does not begin the schema's texts", trigger_);
     state_ = State::Watching;
     for (int32_t id = 0; id < int32_t(table_->size()); ++id)
         if (table_->bytes(id).size() >= trigger_.size() && table_->bytes(id).find(trigger_) != std::string::npos)

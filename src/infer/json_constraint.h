@@ -89,9 +89,11 @@ inline bool trigger_step(std::string_view trigger, size_t &matched, uint8_t b) {
 class JsonConstraint {
   public:
     // schema: JsonSchema::any_object() for plain JSON mode.
-    // trigger: empty, or lazy (above): then a prefix of the schema's texts, or this fails naming it.
+    // trigger: empty, or lazy (above): then a prefix of the schema's texts, or this fails naming it; or, with
+    // !trigger_in_text, the text the schema's text follows (a thinking model's "</think>": SampleOptions::json_after),
+    // watched for alike, the grammar then fed from the byte after it.
     JsonConstraint(std::shared_ptr<const TokenTable> table, std::shared_ptr<const JsonSchema> schema,
-                   std::string trigger = {});
+                   std::string trigger = {}, bool trigger_in_text = true);
 
     // Sets logits[V] (V = the table's size) of every token that cannot continue the text to −∞; returns how many
     // can (0 only if the vocabulary cannot spell what JSON needs next). Not needed while !masks().

@@ -39,6 +39,9 @@ struct SampleOptions {
     // With json_schema, lazy (infer/json_constraint.h): the text is held to the schema only if it begins with this
     // (after whitespace); otherwise it is free. Tool calls under tool_choice "auto" (infer/tool_calls.h).
     std::string json_trigger;
+    // JSON mode held only after this text (a thinking model's "</think>", when the prompt opened its reasoning): the
+    // text is free until it appears, and what follows it is the JSON (after whitespace). Not with json_trigger.
+    std::string json_after;
     bool json_mode() const { return json_object || json_schema != nullptr; }
 
     // Throws zaya::Error naming the field and value out of range; with vocab_size > 0, also a logit_bias token

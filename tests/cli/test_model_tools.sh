@@ -178,9 +178,10 @@ assert out[0]["content"][0]["text"] == "Look it up.", out
 assert out[1]["name"] == "get_weather" and json.loads(out[1]["arguments"]) == {"city": "Paris"}, out
 PY
     fail "Responses read back" "$responses"
-python3 - "$required" <<'PY' && pass "tool_choice required: held to zaya's call object, read as a call" ||
+python3 - "$required" <<'PY' && pass "tool_choice required: the reasoning first, then held to zaya's call object" ||
 import json, sys
 c = json.loads(sys.argv[1])["choices"][0]
+assert c["message"]["reasoning_content"] == "Look it up.", c
 # (The model never learnt that form: its arguments may run to max_tokens; the call is the one tool's, held so.)
 assert c["message"]["tool_calls"][0]["function"]["name"] == "get_weather", c
 assert c["message"]["tool_calls"][0]["function"]["arguments"].startswith('{"city":"'), c

@@ -323,6 +323,50 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
 // begins) with bytes the schema does not take; from the trigger on, the text is held as any JSON-mode text. Most
 // free steps need no mask at all (masks() false: no token holds the trigger whole, and the text ends with no part
 // of it).
+// Held after a text (a thinking model's "</think>", SampleOptions::json_after): free until it appears, then the
+// bytes after it, whitespace first or not, held to the schema; the text itself is no part of the JSON.
+TEST(JsonConstraint, HeldAfterATextFromTheByteAfterIt) {
+    const std::vector<std::string> bytes = {"Let",           " me",        "think",     ".",         "</",
+                                            "think",         ">",          "</think>",  "\n\n",      "{\"a\":",
+                                            "1",             "}",          "</think>\n{", "</think>{\"b", "</think>x",
+                                            "{\"a\":1}",      "\n"};
+    auto table = std::make_shared<const TokenTable>(bytes);
+    const auto schema = JsonSchema::compile(
+        ojson::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+                         "additionalProperties": false})"),
+        /*compact=*/false); // (structured outputs' schemas take whitespace before the value; compact ones do not)
+    const auto id = [&](const std::string &b) {
+        return int32_t(std::find(bytes.begin(), bytes.end(), b) - bytes.begin());
+    };
+    const auto refused = [&](JsonConstraint &c) {
+        std::vector<float> logits(bytes.size(), 0.0f);
+        c.mask(logits.data());
+        std::vector<std::string> out;
+        for (size_t k = 0; k < bytes.size(); ++k)
+            if (std::isinf(logits[k])) out.push_back(bytes[k]);
+        return out;
+    };
+    JsonConstraint c(table, schema, "</think>", /*trigger_in_text=*/false);
+    // Free: words and JSON alike (the JSON is not yet due), but a close followed by what the schema refuses.
+    EXPECT_EQ(refused(c), (std::vector<std::string>{"</think>{\"b", "</think>x"}));
+    for (const char *t : {"Let", " me", "think", ".", "{\"a\":1}", "</", "think"}) c.advance(id(t));
+    EXPECT_FALSE(c.held());
+    EXPECT_TRUE(c.masks()); // the text ends with a part of the close
+    c.advance(id(">"));
+    EXPECT_TRUE(c.held()); // from the byte after the close on
+    std::vector<std::string> after = refused(c);
+    EXPECT_TRUE(std::find(after.begin(), after.end(), "Let") != after.end());
+    EXPECT_TRUE(std::find(after.begin(), after.end(), "\n") == after.end()); // whitespace first, as JSON allows
+    for (const char *t : {"\n", "{\"a\":", "1", "}"}) c.advance(id(t));
+    EXPECT_TRUE(c.complete());
+    // A token that holds the close and the JSON's start.
+    JsonConstraint d(table, schema, "</think>", false);
+    d.advance(id("Let"));
+    d.advance(id("</think>\n{"));
+    EXPECT_TRUE(d.held());
+    EXPECT_NE(test::error_of([&] { d.advance(id("Let")); }).find("does not continue"), std::string::npos);
+}
+
 TEST(JsonConstraint, LazyHoldsTextsFromTheTriggerOn) {
     std::vector<std::string> bytes = {"", "{", "}", "{\"", "\"a", "\":", "{\"a\":", "{\"a\":1}", "{\"a\":x",
                                       " {\"a\"", "\n", " ", "{\"b", "Hi", " there", "1", "2", "}\n", "a\":-", "\"",
