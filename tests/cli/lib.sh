@@ -77,6 +77,16 @@ disabled_expect_error() {
     fi
 }
 
+# qwen_model_dir DIR [TEMPLATE]: a model directory's tokenizer files as transformers saves them: the golden
+# byte-level tokenizer.json (Qwen2's kind, with <|im_start|> and <|im_end|>), the Jinja file TEMPLATE as
+# chat_template.jinja (when given) and the special tokens in tokenizer_config.json.
+qwen_model_dir() {
+    mkdir -p "$1"
+    cp "$SRC/tests/golden/tokenizer/qwen2/tokenizer.json" "$1/tokenizer.json"
+    [[ -z ${2:-} ]] || cp "$2" "$1/chat_template.jinja"
+    echo '{"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}' >"$1/tokenizer_config.json"
+}
+
 # server_port LOG [TENTHS]: the port `zaya serve --port 0` printed to LOG, waiting up to TENTHS × 0.1 s (default
 # 100) for its "listening on" line; empty if it never came.
 server_port() {

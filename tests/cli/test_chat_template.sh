@@ -17,10 +17,7 @@ QWEN=$SRC/tests/golden/tokenizer/qwen2/tokenizer.json # a byte-level tokenizer w
 # A model directory's tokenizer files as transformers saves them: tokenizer.json, chat_template.jinja and the
 # special tokens in tokenizer_config.json.
 M=$tmp/hf
-mkdir -p "$M"
-cp "$QWEN" "$M/tokenizer.json"
-cp "$GOLD/templates/chatml_tools.jinja" "$M/chat_template.jinja"
-echo '{"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}' >"$M/tokenizer_config.json"
+qwen_model_dir "$M" "$GOLD/templates/chatml_tools.jinja"
 
 # The first token golden: its messages, the text transformers rendered and the ids it tokenized that to.
 python3 - "$GOLD/cases.json" "$tmp" <<'PY'

@@ -11,14 +11,10 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh" # usage check, $ZAYA and $SRC, temp dir, pass/fail helpers
 GOLD=$SRC/tests/golden/chat_templates
-QWEN=$SRC/tests/golden/tokenizer/qwen2/tokenizer.json # a byte-level tokenizer with <|im_start|> and <|im_end|>
 
 # A model directory's tokenizer files, with the ChatML template that writes calls in <tool_call> (Hermes' form).
 M=$tmp/hf
-mkdir -p "$M"
-cp "$QWEN" "$M/tokenizer.json"
-cp "$GOLD/templates/chatml_tools.jinja" "$M/chat_template.jinja"
-echo '{"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}' >"$M/tokenizer_config.json"
+qwen_model_dir "$M" "$GOLD/templates/chatml_tools.jinja"
 
 # A golden chat of tools, calls and results, as a client sends it (arguments as JSON texts), and the text
 # transformers rendered for it.
@@ -51,9 +47,7 @@ cmp -s "$tmp/stdout" "$tmp/golden_text.txt" && pass "it prints the text apply_ch
 # A thinking model's template: its generation prompt opens the reasoning ("<think>\n", as DeepSeek-R1's does), the
 # answer closes it, then calls in Hermes' form.
 T=$tmp/think
-mkdir -p "$T"
-cp "$QWEN" "$T/tokenizer.json"
-echo '{"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}' >"$T/tokenizer_config.json"
+qwen_model_dir "$T"
 cat >"$T/chat_template.jinja" <<'JINJA'
 {%- if tools %}<|im_start|>system
 Tools:
