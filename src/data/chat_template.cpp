@@ -52,46 +52,41 @@ std::vector<std::string> chat_stop_strings(const Tokenizer &tok) {
 
 namespace {
 
-// The byte ranges of a rendered chat's assistant answers, for a template without {% generation %} blocks: answer i
-// is what the chat up to it adds to the chat before it with the generation prompt, less the whitespace ending it
-// (the line break after a turn's end marker, which generation never writes). Needs each such chat to be the start
-// of the whole one, as templates that write past turns as they were written do.
-std::vector<std::pair<size_t, size_t>> answer_ranges(const HfChatTemplate &t, const std::vector<ChatMessage> &messages,
-                                                     const std::string &text, const nlohmann::ordered_json &variables) {
-    std::vector<std::pair<size_t, size_t>> out;
+// One answer of a chat without {% generation %} blocks: the text of the chat up to it (`answered`) and, in it, the
+// answer's byte range: what that chat adds to the chat before it with the generation prompt, less the whitespace
+// ending it (the line break after a turn's end marker, which generation never writes).
+struct RenderedAnswer {
+    std::string answered;
+    size_t begin = 0, end = 0;
+};
+
+std::vector<RenderedAnswer> rendered_answers(const HfChatTemplate &t, const std::vector<ChatMessage> &messages,
+                                             const nlohmann::ordered_json &variables) {
+    std::vector<RenderedAnswer> out;
     for (size_t i = 0; i < messages.size(); ++i) {
         if (messages[i].role != "assistant") continue;
         const std::vector<ChatMessage> before(messages.begin(), messages.begin() + ptrdiff_t(i));
         const std::vector<ChatMessage> upto(messages.begin(), messages.begin() + ptrdiff_t(i + 1));
         const std::string prompt =
             before.empty() ? std::string() : t.render(before, /*generation_prompt=*/true, nullptr, variables);
-        const std::string answered = t.render(upto, /*generation_prompt=*/false, nullptr, variables);
-        if (!answered.starts_with(prompt) || !text.starts_with(answered))
-            fail("{}: message {}: the chat template does not write the chat up to this answer as the start of the "
-                 "whole chat, so the answer's tokens cannot be told apart (a template that marks answers with "
-                 "{{% generation %}} blocks can be given with --chat-template)",
+        RenderedAnswer a{t.render(upto, /*generation_prompt=*/false, nullptr, variables), prompt.size(), 0};
+        if (!a.answered.starts_with(prompt))
+            fail("{}: message {}: the chat template does not write the chat up to this answer as the chat before it "
+                 "with the generation prompt, then the answer, so the answer's tokens cannot be told apart (a "
+                 "template that marks answers with {{% generation %}} blocks can be given with --chat-template)",
                  t.file(), i);
-        size_t end = answered.size();
-        while (end > prompt.size() && std::isspace(static_cast<unsigned char>(answered[end - 1]))) --end;
-        if (end > prompt.size()) out.push_back({prompt.size(), end});
+        a.end = a.answered.size();
+        while (a.end > a.begin && std::isspace(static_cast<unsigned char>(a.answered[a.end - 1]))) --a.end;
+        if (a.end > a.begin) out.push_back(std::move(a));
     }
     return out;
 }
 
-// A chat in the model's own format: its template's text, encoded as apply_chat_template encodes it (control tokens'
-// texts are those tokens; no BOS is added: templates write bos_token themselves). With `trained`, the answers
-// (data/hf_chat_template.h's {% generation %} blocks, else answer_ranges) are encoded apart from the rest, so a
+// Ids and trained flags of `text`, its [begin, end) ranges learned, each encoded apart from the rest so that a
 // trained answer starts at a token boundary, as generation after the generation prompt does.
-std::vector<int32_t> templated_chat_tokens(const Tokenizer &tok, const HfChatTemplate &t,
-                                           const std::vector<ChatMessage> &messages, bool generation_prompt,
-                                           std::vector<uint8_t> *trained, const nlohmann::ordered_json &variables) {
-    std::vector<std::pair<size_t, size_t>> ranges;
-    const bool blocks = trained && t.has_generation_blocks();
-    const std::string text = t.render(messages, generation_prompt, blocks ? &ranges : nullptr, variables);
-    if (!trained) return tok.encode_with_control(text);
-    if (!blocks) ranges = answer_ranges(t, messages, text, variables);
-    std::vector<int32_t> ids;
-    std::vector<uint8_t> flags;
+void add_ranges(const Tokenizer &tok, const HfChatTemplate &t, const std::string &text,
+                const std::vector<std::pair<size_t, size_t>> &ranges, std::vector<int32_t> &ids,
+                std::vector<uint8_t> &flags) {
     auto add = [&](size_t begin, size_t end, bool learn) {
         if (end <= begin) return;
         const std::vector<int32_t> part = tok.encode_with_control(std::string_view(text).substr(begin, end - begin));
@@ -106,6 +101,42 @@ std::vector<int32_t> templated_chat_tokens(const Tokenizer &tok, const HfChatTem
         at = end;
     }
     add(at, text.size(), false);
+}
+
+// A chat in the model's own format: its template's text, encoded as apply_chat_template encodes it (control tokens'
+// texts are those tokens; no BOS is added: templates write bos_token themselves). With `trained`, the answers are
+// learned: the template's {% generation %} blocks; else each answer where the chat up to it begins the whole chat;
+// else (a template that rewrites earlier turns, as Qwen3's drops the reasoning of answers before the last question)
+// each answer in the chat up to it, as the template writes it when that answer is the last, those chats one after
+// another with EOS between them: every answer is learned in the context it was given, at the cost of the repeats.
+std::vector<int32_t> templated_chat_tokens(const Tokenizer &tok, const HfChatTemplate &t,
+                                           const std::vector<ChatMessage> &messages, bool generation_prompt,
+                                           std::vector<uint8_t> *trained, const nlohmann::ordered_json &variables) {
+    std::vector<std::pair<size_t, size_t>> ranges;
+    const bool blocks = trained && t.has_generation_blocks();
+    const std::string text = t.render(messages, generation_prompt, blocks ? &ranges : nullptr, variables);
+    if (!trained) return tok.encode_with_control(text);
+    std::vector<int32_t> ids;
+    std::vector<uint8_t> flags;
+    if (blocks) {
+        add_ranges(tok, t, text, ranges, ids, flags);
+    } else {
+        const std::vector<RenderedAnswer> answers = rendered_answers(t, messages, variables);
+        const bool whole = std::all_of(answers.begin(), answers.end(),
+                                       [&](const RenderedAnswer &a) { return text.starts_with(a.answered); });
+        if (whole) {
+            for (const RenderedAnswer &a : answers) ranges.push_back({a.begin, a.end});
+            add_ranges(tok, t, text, ranges, ids, flags);
+        } else {
+            for (const RenderedAnswer &a : answers) {
+                if (!ids.empty() && tok.eos_id() >= 0) {
+                    ids.push_back(tok.eos_id());
+                    flags.push_back(0);
+                }
+                add_ranges(tok, t, a.answered, {{a.begin, a.end}}, ids, flags);
+            }
+        }
+    }
     *trained = std::move(flags);
     return ids;
 }

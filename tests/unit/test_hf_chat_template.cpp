@@ -225,18 +225,32 @@ TEST(ChatTokens, GenerationBlocksMarkTheTrainedText) {
     EXPECT_EQ(learned, text.substr(blocks[0].first, blocks[0].second - blocks[0].first));
 }
 
-TEST(ChatTokens, AnswersATemplateRewritesAreRefusedForTraining) {
+TEST(ChatTokens, AnswersATemplateRewritesAreLearnedInTheChatUpToThem) {
     // A Qwen3-style template drops the reasoning of answers before the last question: the chat up to the first
-    // answer is then not the start of the whole one, and that answer's tokens cannot be found.
+    // answer is then not the start of the whole one. Each answer is learned in the chat up to it instead (as the
+    // template writes it when that answer is the last, its reasoning kept), the chats one after another.
     TempDir dir;
     const Tokenizer tok = chatml_tokenizer(dir, "chatml_think");
+    const HfChatTemplate &t = *tok.chat_template();
     const std::vector<ChatMessage> chat = {{"user", "1+1?"}, {"assistant", "<think>\nsum\n</think>\n\n2"},
-                                           {"user", "2+2?"}, {"assistant", "<think>\nsum\n</think>\n\n4"}};
-    EXPECT_NO_THROW(chat_tokens(tok, chat, -1, false)); // a prompt needs no answer ranges
+                                           {"user", "2+2?"}, {"assistant", "<think>\nadd\n</think>\n\n4"}};
+    const std::string whole = t.render(chat, false);
+    ASSERT_EQ(whole.find("sum"), std::string::npos); // (the first answer's reasoning is dropped there)
     std::vector<uint8_t> trained;
-    const std::string msg = zaya::test::error_of([&] { chat_tokens(tok, chat, -1, false, &trained); });
-    EXPECT_NE(msg.find("chat_template.jinja: message 1"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("{% generation %}"), std::string::npos) << msg;
+    const std::vector<int32_t> ids = chat_tokens(tok, chat, -1, false, &trained);
+    ASSERT_EQ(ids.size(), trained.size());
+    // Two chats: up to the first answer, EOS, up to the second; the learned tokens are the two answers as the
+    // template writes them last (reasoning and all) with their end markers.
+    const std::vector<ChatMessage> first(chat.begin(), chat.begin() + 2);
+    std::vector<int32_t> want = tok.encode_with_control(t.render(first, false));
+    want.push_back(tok.eos_id());
+    const std::vector<int32_t> second = tok.encode_with_control(whole);
+    want.insert(want.end(), second.begin(), second.end());
+    EXPECT_EQ(tok.decode(ids), tok.decode(want));
+    EXPECT_EQ(flagged_text(tok, ids, trained, 1),
+              "<think>\nsum\n</think>\n\n2<|im_end|>\n<think>\nadd\n</think>\n\n4<|im_end|>"); // (a line a run)
+    EXPECT_NO_THROW(chat_tokens(tok, chat, -1, false)); // a prompt is the whole chat, as ever
+    EXPECT_EQ(chat_tokens(tok, chat, -1, true), tok.encode_with_control(t.render(chat, true)));
 }
 
 TEST(ChatTokens, StopsAtTheTemplatesTurnEnds) {
