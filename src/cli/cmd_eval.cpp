@@ -169,6 +169,11 @@ void register_eval(CLI::App &app) {
     cmd->add_flag("--chat", a->chat, "With --generate: each prompt as a user's turn in the chat format");
     cmd->add_option("--system", a->system, "With --generate --chat: a system message");
     add_chat_template_option(cmd, a->chat_template, "With --generate --chat: ");
+    cmd->add_option("--reasoning-parser", a->reasoning_parser,
+                    "With --generate --chat: the answer is taken from what follows a thinking model's reasoning: "
+                    "think (<think>...</think>), none (the whole completion), or auto: think when the chat template "
+                    "writes </think>")
+        ->capture_default_str();
     cmd->add_option("--out", a->out,
                     "With --choices: write each item's log-likelihoods and picks here (JSONL); with --generate: each "
                     "item's completion, extracted answer and verdict");

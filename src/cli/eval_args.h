@@ -27,6 +27,7 @@ struct EvalArgs {
     std::vector<std::string> stops;
     std::string answer_regex, system, out;
     std::string chat_template; // --generate --chat: a Jinja file or "builtin" (InferModelArgs::chat_template)
+    std::string reasoning_parser = "auto"; // --generate --chat: a thinking model's markers (resolve_reasoning)
     bool chat = false;
 };
 

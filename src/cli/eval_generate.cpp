@@ -4,6 +4,7 @@
 #include "cli/infer_args.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "infer/answer_formats.h"
 #include "infer/evaluate_generation.h"
 #include "train/start_model.h"
 
@@ -32,9 +33,11 @@ void run_eval_generate(const EvalArgs &a, Communicator &comm) {
     auto model = checkpoint ? InferModel::from_model(load_model_or_checkpoint(a.model, "eval"), DType::F32)
                             : load_infer_model(ma);
     apply_quantize(*model, a.quantize);
-    Engine engine(std::move(model), eval_tokenizer(a),
-                  EngineOptions{.max_batch = a.batch, .device = a.device, .prefix_cache_bytes = a.prefix_cache_bytes});
+    Tokenizer tok = eval_tokenizer(a);
     GenerationEvalOptions o;
+    if (a.chat) o.reasoning = resolve_reasoning(&tok, a.reasoning_parser); // (its markers decoded as text)
+    Engine engine(std::move(model), std::move(tok),
+                  EngineOptions{.max_batch = a.batch, .device = a.device, .prefix_cache_bytes = a.prefix_cache_bytes});
     o.sample.temperature = 0; // greedy, as the harness's generation tasks
     o.sample.max_new_tokens = a.max_tokens;
     o.sample.stop_strings = a.stops;

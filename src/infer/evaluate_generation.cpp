@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -49,8 +50,14 @@ GenerationEvalResult evaluate_generation(Engine &engine, const std::vector<Gener
     r.completions.resize(r.item.size());
     std::vector<int64_t> generated(r.item.size(), 0);
     int64_t done = 0;
+    std::vector<uint8_t> opens(r.item.size(), 0); // with reasoning: the prompt opened the model's reasoning
     for (size_t k = 0; k < r.item.size(); ++k) {
         std::vector<int32_t> prompt = text_prompt(*tok, items[r.item[k]].prompt, o.chat, o.system, bos);
+        if (o.chat && o.reasoning) {
+            const size_t tail = std::min<size_t>(prompt.size(), 32);
+            opens[k] = prompt_opens_reasoning(tok->decode({prompt.end() - std::ptrdiff_t(tail), prompt.end()}),
+                                              *o.reasoning);
+        }
         engine.submit(std::move(prompt), so, {}, [&, k](const Completion &c) {
             if (c.finish_reason == "error") fail("item {}: generation failed: {}", r.item[k], c.error);
             r.completions[k] = c.text;
@@ -61,7 +68,10 @@ GenerationEvalResult evaluate_generation(Engine &engine, const std::vector<Gener
     engine.run_until_idle();
     double counts[3] = {double(r.item.size()), 0, 0}; // items, right, tokens
     for (size_t k = 0; k < r.item.size(); ++k) {
-        r.extracted.push_back(extract_answer(r.completions[k], re ? &*re : nullptr));
+        const std::string answer = o.chat && o.reasoning
+                                       ? split_reasoning(r.completions[k], *o.reasoning, opens[k] != 0).content
+                                       : r.completions[k];
+        r.extracted.push_back(extract_answer(answer, re ? &*re : nullptr));
         r.correct.push_back(r.extracted.back() == trimmed(items[r.item[k]].answer));
         counts[1] += double(r.correct.back());
         counts[2] += double(generated[k]);

@@ -1,14 +1,17 @@
 // Generative benchmarks scored by exact match (GSM8K, … as lm-evaluation-harness scores them): each prompt completed
-// by the Engine (the items run as concurrent requests, batched), the answer taken from the completion by a regular
-// expression — its last match, the first group if it has one — or, without one, the whole completion, and compared
-// with the item's answer, both trimmed of surrounding whitespace.
+// by the Engine (the items run as concurrent requests, batched), the answer taken from the completion (a thinking
+// model's: from what follows its reasoning) by a regular expression — its last match, the first group if it has
+// one — or, without one, the whole completion, and compared with the item's answer, both trimmed of surrounding
+// whitespace.
 #pragma once
 #include "data/eval_items.h"
 #include "dist/comm.h"
 #include "infer/engine.h"
+#include "infer/reasoning.h"
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -20,6 +23,9 @@ struct GenerationEvalOptions {
     bool chat = false;        // each prompt as a user's turn in ZAYA1's chat format (its stop strings added)
     std::string system;       // with chat: a system message first
     std::string answer_regex; // ECMAScript; empty: the whole completion is the answer
+    // With chat, a thinking model's reasoning markers (infer/reasoning.h): the answer is taken from what follows its
+    // reasoning (none: from the whole completion).
+    std::optional<ReasoningTags> reasoning;
 };
 
 struct GenerationEvalResult {
@@ -27,7 +33,7 @@ struct GenerationEvalResult {
     double exact_match = 0, exact_match_stderr = 0; // stderr √(p(1−p)/(n−1)), as the harness
     // This rank's items (item i on rank i mod ranks), in order: their indices, completions and extracted answers.
     std::vector<size_t> item;
-    std::vector<std::string> completions, extracted;
+    std::vector<std::string> completions, extracted; // (the answer extracted from the completion after reasoning)
     std::vector<bool> correct;
 };
 

@@ -80,6 +80,34 @@ TEST(GenerationEval, ExactMatchOfGreedyCompletions) {
     EXPECT_NE(test::error_of([&] { run(items, o, one); }).find("--answer-regex '([0-9]+'"), std::string::npos);
 }
 
+// A thinking model's answer is taken from what follows its reasoning. (The markers here are texts the small model
+// writes (line breaks banned, which it would write alone in a chat): the chat prompt's tail "model\n" opens the
+// "reasoning", and three characters of the first greedy completion close it.)
+TEST(GenerationEval, AnswersAfterTheReasoning) {
+    GenerationEvalOptions o;
+    o.sample.temperature = 0;
+    o.sample.max_new_tokens = 12;
+    o.chat = true;
+    for (const int32_t id : test::small_tokenizer().encode("\n")) o.sample.logit_bias.push_back({id, -100.0f});
+    std::vector<GenerationItem> items = {{"the quick brown", ""}, {"jumps over the", ""}};
+    SingleProcess one;
+    const GenerationEvalResult plain = run(items, o, one);
+    ASSERT_GE(plain.completions[0].size(), 8u);
+    const std::string close = plain.completions[0].substr(3, 3);
+    o.reasoning = ReasoningTags{"model", close};
+    for (size_t k = 0; k < items.size(); ++k) // right: what follows the reasoning, as split_reasoning reads it
+        items[k].answer = split_reasoning(plain.completions[k], *o.reasoning, /*starts_in_reasoning=*/true).content;
+    items[1].answer += " and more"; // wrong
+    const GenerationEvalResult r = run(items, o, one);
+    EXPECT_EQ(r.completions, plain.completions); // (the same completions, another reading)
+    EXPECT_EQ(r.correct, (std::vector<bool>{true, false}));
+    EXPECT_NE(r.extracted[0], plain.extracted[0]);
+    o.chat = false; // reasoning is read in chats only
+    GenerationEvalOptions without = o;
+    without.reasoning.reset();
+    EXPECT_EQ(run(items, o, one).extracted[0], run(items, without, one).extracted[0]);
+}
+
 TEST(GenerationEval, LoaderNamesFileLineAndField) {
     test::TempDir dir;
     std::ofstream(dir.str("ok.jsonl")) << R"({"prompt": "2 + 3 =", "answer": 5})" << "\n"
