@@ -5,6 +5,7 @@
 #include "data/hf_chat_template.h"
 #include "data/hf_tokenizer.h"
 
+#include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
@@ -70,9 +71,65 @@ Tokenizer Tokenizer::load_file(const std::string &path) {
     return t;
 }
 
+namespace {
+
+// tokenizer.json's "added_tokens" array alone (it comes before the vocabulary, which may be tens of MB): the text from
+// its '[' to the matching ']', strings skipped; empty when the file has none or cannot be read.
+std::string added_tokens_text(const std::string &json_path) {
+    std::ifstream in(json_path, std::ios::binary);
+    std::string head(size_t(4) << 20, '\0'); // added tokens come first; 4 MiB holds Gemma3's thousands of them
+    in.read(head.data(), std::streamsize(head.size()));
+    head.resize(size_t(in.gcount()));
+    const size_t key = head.find("\"added_tokens\"");
+    const size_t open = key == std::string::npos ? key : head.find('[', key);
+    if (open == std::string::npos) return {};
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (size_t i = open; i < head.size(); ++i) {
+        const char c = head[i];
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            ++depth;
+        } else if ((c == ']' || c == '}') && --depth == 0) {
+            return head.substr(open, i - open + 1);
+        }
+    }
+    return {};
+}
+
+// Whether the sentencepiece model spells every added token of the tokenizer.json beside it as that file does. A
+// post-trained model may repurpose reserved tokens in tokenizer.json alone (Gemma3's <unusedN> made tool-call
+// markers, as ZAYA1-8B's <zyphra_tool_call> at 101-104), leaving tokenizer.model as it was: transformers reads
+// tokenizer.json, so then that is the model's tokenizer.
+bool sentencepiece_agrees(const std::string &model_path, const std::string &json_path) {
+    const nlohmann::json added = nlohmann::json::parse(added_tokens_text(json_path), nullptr, false);
+    if (!added.is_array()) return true; // (none to disagree on, or unreadable: tokenizer.model as ever)
+    sentencepiece::SentencePieceProcessor sp;
+    if (!sp.Load(model_path).ok()) return true; // (its own error comes when it is loaded)
+    for (const nlohmann::json &t : added) {
+        if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
+            !t["content"].is_string())
+            continue;
+        const int64_t id = t["id"].get<int64_t>();
+        if (id < 0 || id >= sp.GetPieceSize() || sp.IdToPiece(int(id)) != t["content"].get<std::string>())
+            return false;
+    }
+    return true;
+}
+
+} // namespace
+
 std::optional<std::string> Tokenizer::find_in(const std::string &dir) {
-    for (const char *name : {"tokenizer.model", "tokenizer.json"})
-        if (const auto p = std::filesystem::path(dir) / name; std::filesystem::is_regular_file(p)) return p.string();
+    const auto model = std::filesystem::path(dir) / "tokenizer.model";
+    const auto json = std::filesystem::path(dir) / "tokenizer.json";
+    const bool has_model = std::filesystem::is_regular_file(model), has_json = std::filesystem::is_regular_file(json);
+    if (has_model && (!has_json || sentencepiece_agrees(model.string(), json.string()))) return model.string();
+    if (has_json) return json.string();
     return std::nullopt;
 }
 

@@ -26,7 +26,9 @@ class Tokenizer {
     // A tokenizer.json (any file whose first non-blank byte is '{') or a sentencepiece model; for a directory, the
     // one it holds (find_in), and path() is that file's.
     static Tokenizer load(const std::string &path);
-    // A model directory's tokenizer file: its tokenizer.model, else its tokenizer.json, else none.
+    // A model directory's tokenizer file: its tokenizer.model, else its tokenizer.json, else none; but tokenizer.json
+    // when the tokenizer.model beside it spells some of its added tokens otherwise (a post-trained model's
+    // repurposed tokens, which transformers reads from tokenizer.json).
     static std::optional<std::string> find_in(const std::string &dir);
     // The name a copy of this tokenizer takes in a model or data directory: tokenizer.model or tokenizer.json.
     const char *file_name() const;

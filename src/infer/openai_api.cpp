@@ -125,8 +125,9 @@ std::string message_content(const json &msg, const std::string &where, bool may_
 // A message as a model's own chat template reads it (ChatMessage::fields): an assistant's calls with their
 // arguments as objects, a tool's result with its tool_call_id and the tool's name (the message's, else that of the
 // call it answers). `call_names` learns the calls' ids.
+// `call_id`: a tool result's tool_call_id.
 ChatMessage native_message(const json &msg, const std::string &role, std::string content, const std::string &where,
-                           std::map<std::string, std::string> &call_names) {
+                           const std::string &call_id, std::map<std::string, std::string> &call_names) {
     ChatMessage out{role == "developer" ? "system" : role, std::move(content)};
     if (role == "assistant" && has(msg, "tool_calls")) {
         out.fields["tool_calls"] = template_tool_calls(msg["tool_calls"], where + ".tool_calls");
@@ -134,12 +135,10 @@ ChatMessage native_message(const json &msg, const std::string &role, std::string
             if (c.contains("id")) call_names[c["id"].get<std::string>()] = c["function"]["name"].get<std::string>();
     }
     if (role == "tool") {
-        if (!has(msg, "tool_call_id") || !msg["tool_call_id"].is_string())
-            bad(where + ".tool_call_id", where + " (a tool's result) needs a string 'tool_call_id'");
-        const std::string id = msg["tool_call_id"].get<std::string>();
-        out.fields["tool_call_id"] = id;
+        out.fields["tool_call_id"] = call_id;
         if (has(msg, "name") && msg["name"].is_string()) out.fields["name"] = msg["name"];
-        else if (const auto name = call_names.find(id); name != call_names.end()) out.fields["name"] = name->second;
+        else if (const auto name = call_names.find(call_id); name != call_names.end())
+            out.fields["name"] = name->second;
     }
     return out;
 }
@@ -172,8 +171,11 @@ std::vector<ChatMessage> chat_messages(const json &m, const ApiTools &tools) {
                 bad(where + ".reasoning_content", where + ".reasoning_content must be a string");
             reasoning = msg["reasoning_content"];
         }
+        if (role == "tool" && (!has(msg, "tool_call_id") || !msg["tool_call_id"].is_string()))
+            bad(where + ".tool_call_id", where + " (a tool's result) needs a string 'tool_call_id'");
+        const std::string call_id = role == "tool" ? msg["tool_call_id"].get<std::string>() : "";
         if (tools.native()) { // the model's own template writes calls and results
-            out.push_back(native_message(msg, role, std::move(content), where, call_names));
+            out.push_back(native_message(msg, role, std::move(content), where, call_id, call_names));
             if (!reasoning.is_null()) out.back().fields["reasoning_content"] = reasoning;
             continue;
         }
@@ -184,11 +186,8 @@ std::vector<ChatMessage> chat_messages(const json &m, const ApiTools &tools) {
                     call_names[c["id"].get<std::string>()] = c["function"]["name"].get<std::string>();
         }
         if (role == "tool") {
-            if (!has(msg, "tool_call_id") || !msg["tool_call_id"].is_string())
-                bad(where + ".tool_call_id", where + " (a tool's result) needs a string 'tool_call_id'");
-            const std::string id = msg["tool_call_id"].get<std::string>();
-            const auto name = call_names.find(id);
-            content = written_tool_result(id, name == call_names.end() ? "" : name->second, content);
+            const auto name = call_names.find(call_id);
+            content = written_tool_result(call_id, name == call_names.end() ? "" : name->second, content);
             if (results) {
                 out.back().content += "\n\n" + content;
                 continue;

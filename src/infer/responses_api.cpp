@@ -90,6 +90,7 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
                 item_text(item.contains("content") ? item["content"] : ordered_json(), at + ".content");
             messages.push_back({{"role", role}, {"content", text}});
             if (role == "assistant") reasoned(messages.back());
+            else reasoning = nullptr; // (a reasoning item goes with the answer right after it, or with none)
             items.push_back(listed_message(role, text));
             joins = role == "assistant";
         } else if (type == "function_call") {
@@ -105,6 +106,7 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
             joins = true;
             if (follows) {
                 messages.back()["tool_calls"].push_back(call);
+                reasoning = nullptr;
                 continue;
             }
             messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}});
@@ -128,6 +130,7 @@ void input_messages(const ordered_json &input, ordered_json &messages, std::vect
             const std::string output =
                 item_text(item.contains("output") ? item["output"] : ordered_json(), at + ".output");
             messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", output}});
+            reasoning = nullptr;
             items.push_back({{"type", type}, {"call_id", id}, {"output", output}, {"status", "completed"}});
         } else {
             refuse(at + ".type", fmt::format("'{}.type' '{}' is not supported (message, function_call, "

@@ -117,6 +117,24 @@ TEST(HfTokenizer, FindsAModelDirectorysTokenizer) {
     std::filesystem::copy_file(case_file("gemma", "tokenizer.model"), d.str("tokenizer.model"));
     EXPECT_EQ(Tokenizer::find_in(d.str("")), d.str("tokenizer.model")); // sentencepiece's own file first
     EXPECT_STREQ(Tokenizer::load(d.str("")).file_name(), "tokenizer.model");
+    // A post-trained model's tokenizer.json that repurposes a token the sentencepiece model spells otherwise (as
+    // ZAYA1-8B's <zyphra_tool_call> takes a Gemma3 <unusedN>): that file is the model's tokenizer.
+    std::ifstream in(case_file("gemma", "tokenizer.json"));
+    nlohmann::json j = nlohmann::json::parse(in);
+    const Tokenizer sp = Tokenizer::load(d.str("tokenizer.model"));
+    bool renamed = false;
+    for (nlohmann::json &t : j["added_tokens"])
+        if (t["content"] == "<start_of_turn>") {
+            t["content"] = "<zyphra_tool_call>";
+            renamed = true;
+            EXPECT_EQ(sp.piece(t["id"].get<int32_t>()), "<start_of_turn>");
+        }
+    ASSERT_TRUE(renamed);
+    std::ofstream(d.str("tokenizer.json"), std::ios::trunc) << j.dump(2);
+    EXPECT_EQ(Tokenizer::find_in(d.str("")), d.str("tokenizer.json"));
+    const Tokenizer json = Tokenizer::load(d.str(""));
+    EXPECT_STREQ(json.file_name(), "tokenizer.json");
+    EXPECT_EQ(json.piece_id("<zyphra_tool_call>"), sp.piece_id("<start_of_turn>"));
 }
 
 TEST(HfTokenizer, RefusesWhatItCannotReadExactly) {

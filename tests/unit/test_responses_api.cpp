@@ -360,10 +360,14 @@ TEST(ResponsesApi, AnswersAsAResponseObject) {
 TEST(ResponsesApi, ReasoningItemsGoWithTheirTurn) {
     const ApiRequest r = parsed(R"({"input": [{"role": "user", "content": "2+2?"},
         {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "Sum."}]},
-        {"role": "assistant", "content": "4"}, {"role": "user", "content": "And 3+3?"}]})");
-    ASSERT_EQ(r.messages.size(), 3u);
+        {"role": "assistant", "content": "4"},
+        {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "Stray."}]},
+        {"role": "user", "content": "And 3+3?"}, {"role": "assistant", "content": "6"},
+        {"role": "user", "content": "And 4+4?"}]})");
+    ASSERT_EQ(r.messages.size(), 5u);
     EXPECT_EQ(r.messages[1].fields["reasoning_content"], "Sum.");
     EXPECT_TRUE(r.messages[0].fields.is_null());
+    EXPECT_TRUE(r.messages[3].fields.is_null()); // (a reasoning item goes with the answer right after it only)
     ResponsesRequest q = parse_responses_request(R"({"input": "2+2?"})", 4096);
     q.api.reasoning = ReasoningTags{};
     const json out =
