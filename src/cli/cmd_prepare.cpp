@@ -51,7 +51,8 @@ void register_prepare(CLI::App &app) {
                       ->capture_default_str();
     cmd->add_option("--tokenizer", o->tokenizer,
                     "Use this tokenizer.model (sentencepiece) or tokenizer.json (Hugging Face), or the one a directory "
-                    "holds (a model's: tokenizer.model first), instead of training one")
+                    "holds (a model's: tokenizer.model first, unless its tokenizer.json's added tokens differ), "
+                    "instead of training one")
         ->check(CLI::ExistingPath);
     add_chat_template_option(cmd, o->chat_template, "How chat documents are written: ",
                              "; kept in the data directory for the models trained on it");

@@ -29,7 +29,8 @@ void add_model_options(CLI::App *cmd, InferModelArgs &a) {
     cmd->add_option("--seed-weights", a.seed, "Preset only: seed of the random weights")->capture_default_str();
     cmd->add_option("--tokenizer", a.tokenizer,
                     "tokenizer.model (sentencepiece) or tokenizer.json (Hugging Face), or a directory holding one "
-                    "(default: MODEL_DIR's own, tokenizer.model first; for a checkpoint, its run's data's)");
+                    "(default: MODEL_DIR's own, tokenizer.model first unless its tokenizer.json's added tokens "
+                    "differ; for a checkpoint, its run's data's)");
     add_quantize_option(cmd, a.quantize);
     add_chat_template_option(cmd, a.chat_template, "How chats are written: ");
     const std::string over = cmd->get_name() == "serve" ? "; a request's chat_template_kwargs go over them" : "";
