@@ -115,8 +115,9 @@ bool sentencepiece_agrees(const std::string &model_path, const std::string &json
         if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
             !t["content"].is_string())
             continue;
+        // (Tokens past the model's pieces, as a <mask> transformers appended, are additions: no disagreement.)
         const int64_t id = t["id"].get<int64_t>();
-        if (id < 0 || id >= sp.GetPieceSize() || sp.IdToPiece(int(id)) != t["content"].get<std::string>())
+        if (id >= 0 && id < sp.GetPieceSize() && sp.IdToPiece(int(id)) != t["content"].get<std::string>())
             return false;
     }
     return true;

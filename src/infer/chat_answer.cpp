@@ -43,7 +43,7 @@ ChatPiece ChatAnswerStream::read(ReasoningPiece p, bool end) {
     if (end) { // the words and calls the tools' reader held, after those this last piece gave
         AnswerPiece last = tools_->finish();
         out.answer.words += last.words;
-        out.answer.calls.insert(out.answer.calls.end(), last.calls.begin(), last.calls.end());
+        append_calls(out.answer.calls, std::move(last.calls));
     }
     return out;
 }

@@ -304,9 +304,9 @@ ToolAnswer read_tool_answer(const ApiTools &t, const std::string &text, const st
     ToolAnswer a;
     AnswerStream s(t);
     AnswerPiece piece = s.feed(text);
-    AnswerPiece last = s.finish(); // (a tagged format's calls cut short come out here)
+    AnswerPiece last = s.finish(); // (a tagged format's calls cut short end here)
     a.content = piece.words + last.words;
-    piece.calls.insert(piece.calls.end(), last.calls.begin(), last.calls.end());
+    append_calls(piece.calls, std::move(last.calls));
     a.finish_reason = s.finish_reason(finish_reason);
     if (s.calls()) { // one piece: each call's delta is the whole call
         a.tool_calls = call_deltas(piece, id_prefix);

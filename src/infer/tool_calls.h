@@ -106,7 +106,7 @@ nlohmann::json call_deltas(const AnswerPiece &piece, const std::string &id_prefi
 // after the trigger whitespace between tokens is allowed, as in any JSON; calls of another shape stop the reading
 // (nothing more comes out but, before a name was written, the text held, as words, from finish()).
 // In a model's own format (AnswerStream(t) with t.answer_format() tagged), infer/tool_formats.h's reader reads it:
-// each call goes out whole once its closing tag is written.
+// an XML call begins at its name and its arguments follow a parameter at a time; a Hermes call goes out whole.
 class AnswerStream {
   public:
     AnswerStream() = default;

@@ -150,42 +150,6 @@ const ToolSpec *tagged_tool(const std::vector<ToolSpec> &tools, const std::strin
     return nullptr;
 }
 
-// A function's arguments: its parameters in written order, each up to </parameter> (or the next <parameter=, or the
-// function's end). `cut`: the text ended inside the function, its last value cut short.
-std::string tagged_xml_arguments(std::string_view body, bool cut, const ToolSpec *tool, std::string_view close) {
-    ordered_json args = ordered_json::object();
-    for (size_t at = body.find(kParameterTag); at != std::string_view::npos;) {
-        const size_t start = at + kParameterTag.size(), gt = body.find('>', start);
-        if (gt == std::string_view::npos) break; // its name cut short
-        const std::string key(body.substr(start, gt - start));
-        const size_t end = std::min(body.find(kParameterEnd, gt + 1), body.find(kParameterTag, gt + 1));
-        std::string_view value = body.substr(gt + 1, end == std::string_view::npos ? end : end - gt - 1);
-        if (cut && end == std::string_view::npos) value = tagged_without_tag_start(value, close);
-        args[key] = tagged_value(tagged_unwrapped(value), tagged_param_type(tool, key));
-        at = end == std::string_view::npos ? end : body.find(kParameterTag, end);
-    }
-    return tagged_dump(args);
-}
-
-// The calls of a block of zaya_xml or qwen3_coder: each <function=NAME> with a name, its body up to </function> (or
-// the block's end). `closed`: the block's closing tag was read.
-std::vector<AnswerPiece::Call> tagged_xml_calls(std::string_view body, bool closed, const std::vector<ToolSpec> &tools,
-                                                std::string_view close) {
-    std::vector<AnswerPiece::Call> calls;
-    for (size_t at = body.find(kFunctionTag); at != std::string_view::npos;) {
-        const size_t start = at + kFunctionTag.size(), gt = body.find('>', start);
-        if (gt == std::string_view::npos) break; // its name cut short
-        const std::string name(body.substr(start, gt - start));
-        const size_t end = body.find(kFunctionEnd, gt + 1);
-        const std::string_view inside = body.substr(gt + 1, end == std::string_view::npos ? end : end - gt - 1);
-        const bool cut = !closed && end == std::string_view::npos;
-        if (!name.empty())
-            calls.push_back({0, name, tagged_xml_arguments(inside, cut, tagged_tool(tools, name), close)});
-        at = end == std::string_view::npos ? end : body.find(kFunctionTag, end);
-    }
-    return calls;
-}
-
 // The call of a hermes block: {"name": NAME, "arguments": OBJECT} (the object or a JSON text of it; none: {}).
 std::vector<AnswerPiece::Call> tagged_hermes_calls(std::string_view body) {
     const std::optional<ordered_json> call = tagged_json(tagged_trimmed(body));
@@ -250,7 +214,7 @@ AnswerPiece TaggedCallReader::feed(std::string_view text) {
 
 AnswerPiece TaggedCallReader::finish() {
     AnswerPiece out;
-    if (in_block_) resolve(text_, false, out); // cut short
+    if (in_block_) end_block(text_.size(), Reach::Cut, out); // cut short
     else words(text_, out);
     text_.clear();
     in_block_ = false;
@@ -270,7 +234,8 @@ bool TaggedCallReader::open_block(AnswerPiece &out) {
     words(std::string_view(text_).substr(0, at), out);
     text_.erase(0, at + open_.size());
     in_block_ = true;
-    searched_ = 0;
+    searched_ = xml_at_ = 0;
+    in_function_ = in_parameter_ = block_calls_ = false;
     return true;
 }
 
@@ -278,25 +243,100 @@ bool TaggedCallReader::close_block(AnswerPiece &out) {
     const size_t at = text_.find(close_, searched_);
     if (at == std::string::npos) { // searched again only from where the tag may have begun
         searched_ = text_.size() < close_.size() ? 0 : text_.size() - close_.size() + 1;
+        if (format_ != ToolFormat::Hermes) read_xml(text_.size(), Reach::Open, out);
         return false;
     }
-    resolve(std::string_view(text_).substr(0, at), true, out);
+    end_block(at, Reach::Closed, out);
     text_.erase(0, at + close_.size());
     in_block_ = false;
     return true;
 }
 
-void TaggedCallReader::resolve(std::string_view body, bool closed, AnswerPiece &out) {
-    std::vector<AnswerPiece::Call> calls =
-        format_ == ToolFormat::Hermes ? tagged_hermes_calls(body) : tagged_xml_calls(body, closed, tools_, close_);
-    if (calls.empty()) { // not a call: the block as written
-        words(std::string(open_) + std::string(body) + (closed ? std::string(close_) : std::string()), out);
-        return;
+// The block's text up to `limit` read: its calls (an XML block's from where reading stopped; Hermes' whole), or,
+// when it began none, its text (the tags as written) as words.
+void TaggedCallReader::end_block(size_t limit, Reach reach, AnswerPiece &out) {
+    const std::string_view body = std::string_view(text_).substr(0, limit);
+    if (format_ == ToolFormat::Hermes) {
+        std::vector<AnswerPiece::Call> calls = tagged_hermes_calls(body);
+        if (!calls.empty()) {
+            space_.clear(); // the layout before the block
+            calls[0].index = index_++;
+            out.calls.push_back(std::move(calls[0]));
+            return;
+        }
+    } else {
+        read_xml(limit, reach, out);
+        if (block_calls_) return;
     }
-    space_.clear(); // the layout before the block
-    for (AnswerPiece::Call &c : calls) {
-        c.index = index_++;
-        out.calls.push_back(std::move(c));
+    words(std::string(open_) + std::string(body) + (reach == Reach::Closed ? std::string(close_) : std::string()), out);
+}
+
+// An XML block's events up to `limit`, from where reading stopped: a function's start begins a call, a parameter's
+// value closed adds it to the arguments, the function's end closes them. While more may come, what is not yet
+// decided (a tag's name not ended, a value not closed) waits; at the block's end, the function and parameter under
+// way end there (a value cut short by the answer's end without a tag begun at its end).
+void TaggedCallReader::read_xml(size_t limit, Reach reach, AnswerPiece &out) {
+    const std::string_view t = std::string_view(text_).substr(0, limit);
+    const bool open = reach == Reach::Open;
+    const auto find = [&](std::string_view tag, size_t from) { return t.find(tag, from); };
+    while (true) {
+        if (in_parameter_) { // the value ends at its closing tag, or (tolerated) at the next parameter or the end
+            const size_t end = std::min({find(kParameterEnd, value_at_), find(kParameterTag, value_at_),
+                                         find(kFunctionEnd, value_at_)});
+            if (end == std::string_view::npos && open) return;
+            std::string_view value = t.substr(value_at_, end == std::string_view::npos ? end : end - value_at_);
+            if (reach == Reach::Cut && end == std::string_view::npos) value = tagged_without_tag_start(value, close_);
+            const ordered_json v = tagged_value(tagged_unwrapped(value), tagged_param_type(tool_, parameter_));
+            add_arguments((parameters_ ? "," : "{") + tagged_dump(parameter_) + ":" + tagged_dump(v), out);
+            parameters_ = true;
+            in_parameter_ = false;
+            xml_at_ = end == std::string_view::npos ? t.size()
+                      : t.compare(end, kParameterEnd.size(), kParameterEnd) == 0 ? end + kParameterEnd.size()
+                                                                                : end;
+            continue;
+        }
+        if (in_function_) {
+            const size_t param = find(kParameterTag, xml_at_), end = find(kFunctionEnd, xml_at_);
+            const size_t gt = param == std::string_view::npos ? param : t.find('>', param + kParameterTag.size());
+            if (param < end && gt != std::string_view::npos) { // a parameter begins
+                parameter_ = std::string(t.substr(param + kParameterTag.size(), gt - param - kParameterTag.size()));
+                in_parameter_ = true;
+                value_at_ = xml_at_ = gt + 1;
+                continue;
+            }
+            if (end == std::string_view::npos && open) return; // the function goes on
+            add_arguments(parameters_ ? "}" : "{}", out); // the function ends (at its tag, or the block's end)
+            in_function_ = false;
+            xml_at_ = end == std::string_view::npos ? t.size() : end + kFunctionEnd.size();
+            continue;
+        }
+        const size_t at = find(kFunctionTag, xml_at_);
+        const size_t gt = at == std::string_view::npos ? at : t.find('>', at + kFunctionTag.size());
+        if (gt == std::string_view::npos) { // none yet, or its name not ended: wait there
+            if (at != std::string_view::npos) xml_at_ = at;
+            else if (t.size() >= kFunctionTag.size()) xml_at_ = std::max(xml_at_, t.size() - kFunctionTag.size() + 1);
+            return;
+        }
+        const std::string name(t.substr(at + kFunctionTag.size(), gt - at - kFunctionTag.size()));
+        xml_at_ = gt + 1;
+        if (name.empty()) continue;
+        if (!block_calls_) space_.clear(); // the layout before the block
+        block_calls_ = in_function_ = true;
+        parameters_ = false;
+        tool_ = tagged_tool(tools_, name);
+        out.calls.push_back({index_++, name, ""});
+    }
+}
+
+void TaggedCallReader::add_arguments(std::string text, AnswerPiece &out) {
+    if (out.calls.empty() || out.calls.back().index + 1 != index_) out.calls.push_back({index_ - 1, "", ""});
+    out.calls.back().arguments += text;
+}
+
+void append_calls(std::vector<AnswerPiece::Call> &into, std::vector<AnswerPiece::Call> from) {
+    for (AnswerPiece::Call &c : from) {
+        if (!into.empty() && into.back().index == c.index && c.name.empty()) into.back().arguments += c.arguments;
+        else into.push_back(std::move(c));
     }
 }
 
@@ -322,7 +362,7 @@ TaggedAnswer read_tagged_answer(ToolFormat f, const std::vector<ToolSpec> &tools
     AnswerPiece first = reader.feed(text), last = reader.finish();
     a.content = first.words + last.words;
     a.calls = std::move(first.calls);
-    for (AnswerPiece::Call &c : last.calls) a.calls.push_back(std::move(c));
+    append_calls(a.calls, std::move(last.calls));
     return a;
 }
 

@@ -58,7 +58,10 @@ std::pair<std::string_view, std::string_view> tool_call_tags(ToolFormat f);
 // An answer in a tagged format read as it is written: feed the text piece by piece, then finish(). Words are the text
 // before the first call, outside the blocks (text after a call is not the answer's: zaya's own object is read so,
 // and vLLM's hermes parser), released once they cannot begin an opening tag, but for whitespace at their end (held:
-// dropped before a call) and a UTF-8 character begun. Each call (index 0, 1, ...) comes
+// dropped before a call) and a UTF-8 character begun. In the XML formats a call begins (index 0, 1, ..., its name)
+// once its <function=NAME> is written, and its arguments' JSON text follows a parameter at a time, each once its
+// value is closed ('{"city":"Paris"', then ',"days":3', then '}' at </function>), as vLLM streams them; a Hermes
+// call comes
 // whole, name and arguments' JSON text, in the piece whose text closes its block; the pieces add up to the same words
 // and calls however the text is cut. Built with Json, the reader reads no calls: all the text is words.
 class TaggedCallReader {
@@ -71,10 +74,14 @@ class TaggedCallReader {
     bool calls() const { return index_ > 0; } // at least one call was read
 
   private:
+    // How far a block's text goes: more may come (Open), its closing tag was read (Closed), the answer ended (Cut).
+    enum class Reach : uint8_t { Open, Closed, Cut };
     bool open_block(AnswerPiece &out);  // outside a block: words up to an opening tag, which begins one
     bool close_block(AnswerPiece &out); // inside: up to the closing tag, which ends the block
-    void resolve(std::string_view body, bool closed, AnswerPiece &out); // a block's calls, or its text as words
-    void words(std::string_view text, AnswerPiece &out);                 // text outside blocks, whitespace held
+    void end_block(size_t limit, Reach reach, AnswerPiece &out); // the block's calls read, or its text as words
+    void read_xml(size_t limit, Reach reach, AnswerPiece &out);   // an XML block's calls, as far as they are written
+    void add_arguments(std::string text, AnswerPiece &out);       // to the call under way
+    void words(std::string_view text, AnswerPiece &out);          // text outside blocks, whitespace held
 
     ToolFormat format_;
     std::vector<ToolSpec> tools_;
@@ -84,8 +91,18 @@ class TaggedCallReader {
     std::string space_;             // whitespace at the words' end, held
     bool in_block_ = false;
     size_t searched_ = 0; // inside a block: the bytes of text_ without the closing tag's start
-    size_t index_ = 0;    // the calls read
+    size_t index_ = 0;    // the calls begun
+    // An XML block read as it comes: where in text_ reading goes on, a function and a parameter under way (its name,
+    // its value's start), whether the function has parameters yet and the tool it calls, whether the block has begun
+    // a call.
+    size_t xml_at_ = 0, value_at_ = 0;
+    bool in_function_ = false, in_parameter_ = false, parameters_ = false, block_calls_ = false;
+    std::string parameter_;
+    const ToolSpec *tool_ = nullptr;
 };
+
+// `from`'s calls after `into`'s, a call under way at the end of `into` continued by `from`'s first piece of it.
+void append_calls(std::vector<AnswerPiece::Call> &into, std::vector<AnswerPiece::Call> from);
 
 // A whole answer read at once: the same as feeding `text` in one piece and then finish(), the pieces merged.
 struct TaggedAnswer {

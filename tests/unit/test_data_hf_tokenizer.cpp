@@ -132,9 +132,9 @@ TEST(HfTokenizer, FindsAModelDirectorysTokenizer) {
     ASSERT_TRUE(renamed);
     std::ofstream(d.str("tokenizer.json"), std::ios::trunc) << j.dump(2);
     EXPECT_EQ(Tokenizer::find_in(d.str("")), d.str("tokenizer.json"));
-    const Tokenizer json = Tokenizer::load(d.str(""));
-    EXPECT_STREQ(json.file_name(), "tokenizer.json");
-    EXPECT_EQ(json.piece_id("<zyphra_tool_call>"), sp.piece_id("<start_of_turn>"));
+    const Tokenizer repurposed = Tokenizer::load(d.str(""));
+    EXPECT_STREQ(repurposed.file_name(), "tokenizer.json");
+    EXPECT_EQ(repurposed.piece_id("<zyphra_tool_call>"), sp.piece_id("<start_of_turn>"));
 }
 
 TEST(HfTokenizer, RefusesWhatItCannotReadExactly) {

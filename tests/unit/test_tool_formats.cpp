@@ -62,9 +62,15 @@ TaggedAnswer tf_streamed(ToolFormat f, std::string_view text, const std::vector<
         EXPECT_TRUE(!is_utf8(text) || is_utf8(p.words)) << "a piece's words: " << p.words;
         a.content += p.words;
         for (const AnswerPiece::Call &c : p.calls) {
-            EXPECT_FALSE(c.name.empty()); // every call whole
-            EXPECT_EQ(c.index, a.calls.size());
-            a.calls.push_back(c);
+            EXPECT_TRUE(!is_utf8(text) || is_utf8(c.arguments)) << "a piece's arguments: " << c.arguments;
+            if (!c.name.empty()) { // a call begins: the next index, its arguments so far
+                EXPECT_EQ(c.index, a.calls.size());
+                a.calls.push_back(c);
+            } else { // the call under way goes on (only the last one begun)
+                ASSERT_FALSE(a.calls.empty());
+                EXPECT_EQ(c.index, a.calls.size() - 1);
+                a.calls.back().arguments += c.arguments;
+            }
         }
     };
     size_t from = 0;
@@ -253,24 +259,37 @@ TEST(ToolFormats, TextThatBeginsLikeATagIsWords) {
     EXPECT_FALSE(r.calls());
 }
 
-TEST(ToolFormats, StreamedCallsComeWholeWhenTheirBlockCloses) {
+// XML calls stream as vLLM streams them: a call begins once its name is written, its arguments follow a parameter
+// at a time (each once its value is closed), and '}' at the function's end; Hermes' calls come whole.
+TEST(ToolFormats, StreamedCallsBeginAtTheirNameAndGrowAParameterAtATime) {
     TaggedCallReader r(ToolFormat::ZayaXml, tf_tools());
-    AnswerPiece p = r.feed("Checking.\n<zyphra_tool_call>\n<function=get_weather>\n<parameter=city>\nPar");
+    AnswerPiece p = r.feed("Checking.\n<zyphra_tool_call>\n<function=get_wea");
     EXPECT_EQ(p.words, "Checking.");
-    EXPECT_TRUE(p.calls.empty());
+    EXPECT_TRUE(p.calls.empty()); // (its name not ended)
     EXPECT_FALSE(r.calls());
-    p = r.feed("is\n</parameter>\n</function>\n</zyphra_tool_");
-    EXPECT_EQ(p.words, "");
-    EXPECT_TRUE(p.calls.empty());
+    p = r.feed("ther>\n<parameter=city>\nPar");
+    ASSERT_EQ(p.calls.size(), 1u);
+    tf_expect_call(p.calls[0], 0, "get_weather", ""); // begun: id, type, name
+    EXPECT_TRUE(r.calls());
+    p = r.feed("is\n</parameter>\n<parameter=days>\n3\n</para");
+    ASSERT_EQ(p.calls.size(), 1u);
+    tf_expect_call(p.calls[0], 0, "", R"({"city":"Paris")");
+    p = r.feed("meter>\n</function>\n</zyphra_tool_");
+    ASSERT_EQ(p.calls.size(), 1u);
+    tf_expect_call(p.calls[0], 0, "", R"(,"days":3})");
     p = r.feed("call>\n<zyphra_tool_call>\n<function=now>\n</function>\n</zyphra_tool_call>\nBye");
     EXPECT_EQ(p.words, ""); // (after a call: not the answer's words)
-    ASSERT_EQ(p.calls.size(), 2u);
-    tf_expect_call(p.calls[0], 0, "get_weather", R"({"city":"Paris"})");
-    tf_expect_call(p.calls[1], 1, "now", "{}");
-    EXPECT_TRUE(r.calls());
+    ASSERT_EQ(p.calls.size(), 1u);
+    tf_expect_call(p.calls[0], 1, "now", "{}"); // begun and ended in one piece: one entry
     p = r.finish();
     EXPECT_EQ(p.words, "");
     EXPECT_TRUE(p.calls.empty());
+
+    TaggedCallReader h(ToolFormat::Hermes, tf_tools());
+    EXPECT_TRUE(h.feed("<tool_call>\n{\"name\": \"now\", \"argu").calls.empty());
+    p = h.feed("ments\": {}}\n</tool_call>");
+    ASSERT_EQ(p.calls.size(), 1u);
+    tf_expect_call(p.calls[0], 0, "now", "{}");
 }
 
 TEST(ToolFormats, StreamedWordsAreWholeCharacters) {
