@@ -281,9 +281,13 @@ void TaggedCallReader::read_xml(size_t limit, Reach reach, AnswerPiece &out) {
     const auto find = [&](std::string_view tag, size_t from) { return t.find(tag, from); };
     while (true) {
         if (in_parameter_) { // the value ends at its closing tag, or (tolerated) at the next parameter or the end
-            const size_t end = std::min({find(kParameterEnd, value_at_), find(kParameterTag, value_at_),
-                                         find(kFunctionEnd, value_at_)});
-            if (end == std::string_view::npos && open) return;
+            const size_t from = std::max(value_at_, scanned_);
+            const size_t end =
+                std::min({find(kParameterEnd, from), find(kParameterTag, from), find(kFunctionEnd, from)});
+            if (end == std::string_view::npos && open) { // searched again only from where a tag may have begun
+                if (t.size() >= kParameterEnd.size()) scanned_ = t.size() - kParameterEnd.size() + 1;
+                return;
+            }
             std::string_view value = t.substr(value_at_, end == std::string_view::npos ? end : end - value_at_);
             if (reach == Reach::Cut && end == std::string_view::npos) value = tagged_without_tag_start(value, close_);
             const ordered_json v = tagged_value(tagged_unwrapped(value), tagged_param_type(tool_, parameter_));
@@ -301,10 +305,15 @@ void TaggedCallReader::read_xml(size_t limit, Reach reach, AnswerPiece &out) {
             if (param < end && gt != std::string_view::npos) { // a parameter begins
                 parameter_ = std::string(t.substr(param + kParameterTag.size(), gt - param - kParameterTag.size()));
                 in_parameter_ = true;
-                value_at_ = xml_at_ = gt + 1;
+                value_at_ = xml_at_ = scanned_ = gt + 1;
                 continue;
             }
-            if (end == std::string_view::npos && open) return; // the function goes on
+            if (end == std::string_view::npos && open) { // the function goes on: wait at a parameter's tag begun
+                const size_t tag = std::max(kParameterTag.size(), kFunctionEnd.size());
+                if (param != std::string_view::npos) xml_at_ = param;
+                else if (t.size() >= tag) xml_at_ = std::max(xml_at_, t.size() - tag + 1);
+                return;
+            }
             add_arguments(parameters_ ? "}" : "{}", out); // the function ends (at its tag, or the block's end)
             in_function_ = false;
             xml_at_ = end == std::string_view::npos ? t.size() : end + kFunctionEnd.size();

@@ -95,7 +95,8 @@ class TaggedCallReader {
     // An XML block read as it comes: where in text_ reading goes on, a function and a parameter under way (its name,
     // its value's start), whether the function has parameters yet and the tool it calls, whether the block has begun
     // a call.
-    size_t xml_at_ = 0, value_at_ = 0;
+    size_t xml_at_ = 0, value_at_ = 0, scanned_ = 0; // (scanned_: a value's bytes searched for its end, but a tag's
+                                                     // length)
     bool in_function_ = false, in_parameter_ = false, parameters_ = false, block_calls_ = false;
     std::string parameter_;
     const ToolSpec *tool_ = nullptr;
