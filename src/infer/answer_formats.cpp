@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace zaya {
 
 namespace {
@@ -62,6 +64,11 @@ std::optional<ReasoningTags> resolve_reasoning(Tokenizer *tok, const std::string
         tok->show_as_text(tags->close);
     }
     return tags;
+}
+
+bool prompt_ids_open_reasoning(const Tokenizer &tok, const std::vector<int32_t> &prompt, const ReasoningTags &tags) {
+    const auto tail = std::ptrdiff_t(std::min<size_t>(prompt.size(), 32));
+    return prompt_opens_reasoning(tok.decode({prompt.end() - tail, prompt.end()}), tags);
 }
 
 std::string answer_formats_summary(ToolFormat tools, const std::optional<ReasoningTags> &reasoning) {

@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace zaya {
 
@@ -26,6 +27,10 @@ ToolFormat resolve_tool_format(Tokenizer *tok, const std::string &option);
 // "deepseek_r1") → <think>…</think>; "auto" → the markers the chat template writes (reasoning_tags_of_template),
 // else none. Fails naming the option.
 std::optional<ReasoningTags> resolve_reasoning(Tokenizer *tok, const std::string &option);
+
+// Whether the prompt's ids leave a reasoning block open (prompt_opens_reasoning of the text of its last 32 tokens,
+// which hold any generation prompt): the answer then begins inside it.
+bool prompt_ids_open_reasoning(const Tokenizer &tok, const std::vector<int32_t> &prompt, const ReasoningTags &tags);
 
 // What `zaya serve` and `zaya info` say of them: "tool calls: zaya_xml (the chat template's), reasoning: <think>".
 std::string answer_formats_summary(ToolFormat tools, const std::optional<ReasoningTags> &reasoning);

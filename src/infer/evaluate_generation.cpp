@@ -1,8 +1,8 @@
 #include "infer/evaluate_generation.h"
 
 #include "core/error.h"
+#include "infer/answer_formats.h"
 
-#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -53,11 +53,7 @@ GenerationEvalResult evaluate_generation(Engine &engine, const std::vector<Gener
     std::vector<uint8_t> opens(r.item.size(), 0); // with reasoning: the prompt opened the model's reasoning
     for (size_t k = 0; k < r.item.size(); ++k) {
         std::vector<int32_t> prompt = text_prompt(*tok, items[r.item[k]].prompt, o.chat, o.system, bos);
-        if (o.chat && o.reasoning) {
-            const size_t tail = std::min<size_t>(prompt.size(), 32);
-            opens[k] = prompt_opens_reasoning(tok->decode({prompt.end() - std::ptrdiff_t(tail), prompt.end()}),
-                                              *o.reasoning);
-        }
+        if (o.chat && o.reasoning) opens[k] = prompt_ids_open_reasoning(*tok, prompt, *o.reasoning);
         engine.submit(std::move(prompt), so, {}, [&, k](const Completion &c) {
             if (c.finish_reason == "error") fail("item {}: generation failed: {}", r.item[k], c.error);
             r.completions[k] = c.text;

@@ -1,8 +1,8 @@
 #include "infer/server.h"
 
-#include "infer/chat_answer.h"
-
 #include "core/error.h"
+#include "infer/answer_formats.h"
+#include "infer/chat_answer.h"
 #include "infer/openai_api.h"
 #include "infer/response_store.h"
 #include "infer/responses_api.h"
@@ -150,8 +150,7 @@ std::vector<std::vector<int32_t>> prompt_ids(ApiRequest &r, const Tokenizer *tok
 // from the block's end instead, so the model reasons first (as vLLM holds it); otherwise such an answer is JSON from
 // its first token, and has no reasoning to split.
 void add_reasoning(ApiRequest &r, const ReasoningTags &tags, const Tokenizer &tok, const std::vector<int32_t> &prompt) {
-    r.starts_in_reasoning = prompt_opens_reasoning(
-        tok.decode({prompt.end() - std::ptrdiff_t(std::min<size_t>(prompt.size(), 32)), prompt.end()}), tags);
+    r.starts_in_reasoning = prompt_ids_open_reasoning(tok, prompt, tags);
     const bool held = r.sample.json_mode() && r.sample.json_trigger.empty();
     if (held && !r.starts_in_reasoning) return;
     if (held) r.sample.json_after = tags.close;
