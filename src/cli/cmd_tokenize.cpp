@@ -39,8 +39,7 @@ std::vector<ChatMessage> read_chat(const std::string &path, const Tokenizer &tok
     const bool object = j.is_object() && j.contains("messages");
     if (!object && !j.is_array()) fail("--chat {}: not a JSON array of messages (or an object with 'messages')", path);
     try {
-        const bool with_tools = object && (j.contains("tools") || j.contains("tool_choice"));
-        ApiTools tools = with_tools ? parse_tools(j) : ApiTools{};
+        ApiTools tools = object && has_tool_fields(j) ? parse_tools(j) : ApiTools{};
         tools.format = template_tool_format(tok);
         std::vector<ChatMessage> messages = chat_messages(nlohmann::json(object ? j["messages"] : j), tools);
         if (tools.native() && tools.active()) variables["tools"] = template_tools(tools);

@@ -124,7 +124,7 @@ Document jsonl_document(const nlohmann::json &j, std::string_view line, const st
         // "parallel_tool_calls") described as the server describes them.
         try {
             ApiTools tools;
-            if (j.contains("tools") || j.contains("tool_choice") || j.contains("parallel_tool_calls"))
+            if (has_tool_fields(j))
                 tools = parse_tools(nlohmann::ordered_json::parse(line)); // ordered: the parameters keep their order
             tools.format = tool_format;
             d.messages = chat_messages(j["messages"], tools);

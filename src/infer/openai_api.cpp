@@ -278,8 +278,7 @@ ApiRequest parse_api_request(const std::string &body, bool chat, int64_t max_con
     }
     if (chat) {
         if (!j.contains("messages")) bad("messages", "'messages' is required");
-        if (j.contains("tools") || j.contains("tool_choice") || j.contains("functions") ||
-            j.contains("function_call") || j.contains("parallel_tool_calls"))
+        if (has_tool_fields(j))
             r.tools = parse_tools(nlohmann::ordered_json::parse(body)); // ordered: the parameters keep their order
         r.tools.format = tool_format;
         r.messages = chat_messages(j["messages"], r.tools);

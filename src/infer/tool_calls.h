@@ -53,6 +53,13 @@ struct ApiTools {
 // keep their order). Each tool's parameters must compile as a structured-outputs schema. Throws ApiError naming the
 // field ("tools[1].function.name", "tools[0].function.parameters.properties.when: 'not' is not supported ...").
 ApiTools parse_tools(const nlohmann::ordered_json &body);
+// Whether a body (a request, a chat record, a chat file) has any field parse_tools reads: only then is it worth
+// parsing again in order.
+template <class Json> bool has_tool_fields(const Json &body) {
+    for (const char *key : {"tools", "tool_choice", "parallel_tool_calls", "functions", "function_call"})
+        if (body.contains(key)) return true;
+    return false;
+}
 
 // What the model is told of the tools and of how to answer, for the system turn (empty when !t.active(), and in a
 // model's own format, whose template describes them).

@@ -244,6 +244,18 @@ TEST(ToolCalls, FineTuningChatsAreTheServersTurns) {
     EXPECT_NE(docs[0].messages[0].content.find("exactly one call"), std::string::npos); // the record's choice
     EXPECT_TRUE(whole(served.sample.json_schema, docs[0].messages[2].content)); // the call, as the grammar takes it
     EXPECT_EQ(docs[0].messages[4].content, "It is 18 C in Paris."); // the words as they are
+
+    // OpenAI's deprecated `functions` are refused in a record as in a request, not silently dropped.
+    const std::string legacy = dir.str("legacy.jsonl");
+    std::ofstream(legacy) << R"({"functions": [{"name": "f"}], "messages": [{"role": "user", "content": "x"},)"
+                          << R"( {"role": "assistant", "content": "y"}]})" << "\n";
+    try {
+        read_documents(SourceFile{legacy, "legacy.jsonl", true, 0});
+        ADD_FAILURE() << "a record with 'functions' was read";
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("legacy.jsonl:1"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("'functions' is OpenAI's deprecated form"), std::string::npos) << e.what();
+    }
 }
 
 TEST(ToolCalls, ReadsAnswersBackIntoOpenAIsMessage) {
