@@ -2,6 +2,18 @@
 
 namespace zaya {
 
+void expect_reasoning(ApiRequest &r, const ReasoningTags &tags, bool starts_in_reasoning) {
+    r.starts_in_reasoning = starts_in_reasoning;
+    const bool held = r.sample.json_mode() && r.sample.json_trigger.empty();
+    if (held && !starts_in_reasoning) return;
+    if (held) r.sample.json_after = tags.close;
+    if (!r.sample.json_trigger.empty()) {
+        r.sample.trigger_reasoning = tags;
+        r.sample.starts_in_reasoning = starts_in_reasoning;
+    }
+    r.reasoning = tags;
+}
+
 ChatAnswer read_chat_answer(const ApiRequest &r, const std::string &text, const std::string &finish_reason,
                             const std::string &id_prefix) {
     ChatAnswer a;

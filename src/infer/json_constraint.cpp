@@ -94,8 +94,9 @@ bool continues(const SchemaGrammar &g, std::string_view bytes) {
 } // namespace
 
 JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTable> table, std::shared_ptr<const JsonSchema> schema,
-                               std::string trigger, bool trigger_in_text)
-    : table_(std::move(table)), grammar_(schema), trigger_(std::move(trigger)), after_trigger_(std::move(schema)) {
+                               std::string trigger, bool trigger_in_text, std::optional<ContentGate> gate)
+    : table_(std::move(table)), grammar_(schema), trigger_(std::move(trigger)), gate_(std::move(gate)),
+      after_trigger_(std::move(schema)) {
     if (trigger_.empty()) return;
     if (trigger_in_text && !after_trigger_.feed(trigger_))
         fail("JSON mode: the trigger '{}' does not begin the schema's texts", trigger_);
@@ -105,30 +106,48 @@ JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTable> table, std::sha
             whole_.push_back(id);
 }
 
-size_t JsonConstraint::completes(std::string_view bytes) const {
-    size_t matched = matched_;
-    for (size_t i = 0; i < bytes.size(); ++i)
-        if (trigger_step(trigger_, matched, uint8_t(bytes[i]))) return i + 1;
-    return 0;
+std::optional<std::string> JsonConstraint::watch(std::string_view bytes, std::optional<ContentGate> &gate,
+                                                 size_t &matched) const {
+    std::string content;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        if (!gate) {
+            if (trigger_step(trigger_, matched, uint8_t(bytes[i]))) return std::string(bytes.substr(i + 1));
+            continue;
+        }
+        content.clear();
+        gate->feed(uint8_t(bytes[i]), content); // (the content's first bytes may have been held before this one)
+        if (gate->in_content()) gate.reset();
+        for (size_t k = 0; k < content.size(); ++k)
+            if (trigger_step(trigger_, matched, uint8_t(content[k])))
+                return content.substr(k + 1) + std::string(bytes.substr(i + 1));
+    }
+    return std::nullopt;
 }
 
 // Watching, a token is allowed unless it completes the trigger with bytes the schema does not take. One that does
-// holds the trigger whole, or begins with the rest of a prefix of it that the text ends with (the part matched, or
-// a shorter prefix that is also its suffix): only those tokens are read.
+// holds the trigger whole, or begins with the rest of a prefix of it that the content ends with (the part matched,
+// or a shorter prefix that is also its suffix; before the content is decided, of the bytes the gate holds, should
+// they be the content's): only those tokens are read.
 int64_t JsonConstraint::mask_watching(float *logits) {
     std::vector<int32_t> refused;
     auto read = [&](int32_t id) {
         const std::string_view bytes = table_->bytes(id);
-        const size_t rest = completes(bytes);
-        if (rest == 0) return;
+        std::optional<ContentGate> gate = gate_;
+        size_t matched = matched_;
+        const std::optional<std::string> rest = watch(bytes, gate, matched);
+        if (!rest) return;
         SchemaGrammar g = after_trigger_;
-        if (!g.feed(bytes.substr(rest))) refused.push_back(id);
+        if (!g.feed(*rest)) refused.push_back(id);
     };
     for (int32_t id : whole_) read(id);
+    size_t part = matched_;
+    if (gate_)
+        for (char c : gate_->held())
+            if (trigger_step(trigger_, part, uint8_t(c))) part = 0; // (held whole: those tokens are whole_)
     std::bitset<256> first; // the bytes that begin the rest of each such prefix
     const std::string_view t = trigger_;
-    for (size_t j = matched_; j > 0; --j)
-        if (t.substr(0, j) == t.substr(matched_ - j, j)) first.set(uint8_t(t[j]));
+    for (size_t j = part; j > 0; --j)
+        if (t.substr(0, j) == t.substr(part - j, j)) first.set(uint8_t(t[j]));
     for (int b = 0; b < 256; ++b)
         if (first[size_t(b)])
             for (int32_t id : table_->starting_with(uint8_t(b))) read(id);
@@ -270,13 +289,16 @@ void JsonConstraint::advance(int32_t token) {
     if (token < 0 || token >= table_->size()) fail("JSON mode: token {} is outside the vocabulary", token);
     const std::string_view bytes = table_->bytes(token);
     if (state_ == State::Watching) {
-        const size_t rest = completes(bytes);
-        if (rest == 0) {
-            for (char c : bytes) trigger_step(trigger_, matched_, uint8_t(c));
+        std::optional<ContentGate> gate = gate_;
+        size_t matched = matched_;
+        const std::optional<std::string> rest = watch(bytes, gate, matched);
+        if (!rest) {
+            gate_ = std::move(gate);
+            matched_ = matched;
             return;
         }
         SchemaGrammar g = after_trigger_;
-        if (!g.feed(bytes.substr(rest))) fail("JSON mode: token {} does not continue the JSON text", token);
+        if (!g.feed(*rest)) fail("JSON mode: token {} does not continue the JSON text", token);
         grammar_ = std::move(g);
         state_ = State::Held;
         return;

@@ -22,10 +22,13 @@
 // hold it whole (few or none): so most free steps need no mask at all (masks()).
 #pragma once
 #include "infer/json_schema.h"
+#include "infer/reasoning.h"
+#include "infer/text_trigger.h"
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -71,29 +74,17 @@ class TokenTable {
     std::array<std::vector<uint16_t>, 256> shared_;
 };
 
-// A lazy constraint's trigger found in a text read byte by byte, wherever it begins: `matched` is the length of the
-// longest prefix of the trigger that the bytes read so far end with (a KMP automaton, its fallback found directly:
-// triggers are short). True when the byte completes the trigger. The engine decides by it (JsonConstraint) and the
-// server's reader of tool answers (AnswerStream, infer/tool_calls.h) reads by it, so the two agree on every text.
-inline bool trigger_step(std::string_view trigger, size_t &matched, uint8_t b) {
-    if (b == uint8_t(trigger[matched])) return ++matched == trigger.size();
-    for (size_t j = matched; j > 0; --j) // the longest prefix, now ending in b: a border of the part matched, then b
-        if (uint8_t(trigger[j - 1]) == b && trigger.substr(0, j - 1) == trigger.substr(matched - (j - 1), j - 1)) {
-            matched = j;
-            return false;
-        }
-    matched = 0;
-    return false;
-}
-
 class JsonConstraint {
   public:
     // schema: JsonSchema::any_object() for plain JSON mode.
     // trigger: empty, or lazy (above): then a prefix of the schema's texts, or this fails naming it; or, with
     // !trigger_in_text, the text the schema's text follows (a thinking model's "</think>": SampleOptions::json_after),
     // watched for alike, the grammar then fed from the byte after it.
+    // gate: with a lazy trigger, where the answer's content begins (a thinking model's reasoning first,
+    // infer/reasoning.h): the trigger is watched for in the content alone, as the server's reader reads calls.
     JsonConstraint(std::shared_ptr<const TokenTable> table, std::shared_ptr<const JsonSchema> schema,
-                   std::string trigger = {}, bool trigger_in_text = true);
+                   std::string trigger = {}, bool trigger_in_text = true,
+                   std::optional<ContentGate> gate = std::nullopt);
 
     // Sets logits[V] (V = the table's size) of every token that cannot continue the text to −∞; returns how many
     // can (0 only if the vocabulary cannot spell what JSON needs next). Not needed while !masks().
@@ -104,13 +95,16 @@ class JsonConstraint {
     bool held() const { return state_ == State::Held; } // the schema holds the text (a stop token is a piece of it)
     // Whether mask() may refuse a token now: held, or lazy with the trigger within a token's reach (begun at the
     // text's end, or held whole by some token). Otherwise every token is allowed and mask() would change nothing.
-    bool masks() const { return state_ == State::Held || matched_ > 0 || !whole_.empty(); }
+    bool masks() const {
+        return state_ == State::Held || matched_ > 0 || !whole_.empty() || (gate_ && !gate_->held().empty());
+    }
     const SchemaGrammar &grammar() const { return grammar_; }
 
   private:
     enum class State : uint8_t { Watching, Held };
-    // Where a token's bytes complete the trigger after the text so far: the offset just past it, or 0 if they do not.
-    size_t completes(std::string_view bytes) const;
+    // Reads a token's bytes while watching, from the state given (the gate's, if any, and the trigger's part
+    // matched): the bytes after the trigger where they complete it, else nullopt.
+    std::optional<std::string> watch(std::string_view bytes, std::optional<ContentGate> &gate, size_t &matched) const;
     int64_t mask_watching(float *logits);
     int64_t walk_sorted(uint8_t b, SchemaGrammar first); // mask(): the tokens after b, outside a string
 
@@ -124,7 +118,8 @@ class JsonConstraint {
     std::vector<SchemaGrammar> states_; // scratch of walk_sorted(): the state after each prefix length
     std::string trigger_;
     State state_ = State::Held;
-    size_t matched_ = 0;           // Watching: the trigger's bytes the text ends with (trigger_step)
+    size_t matched_ = 0;           // Watching: the trigger's bytes the content ends with (trigger_step)
+    std::optional<ContentGate> gate_; // Watching: until the content begins (then none)
     std::vector<int32_t> whole_;   // lazy: the tokens that hold the whole trigger
     SchemaGrammar after_trigger_;  // lazy: the grammar once the trigger is read
 };

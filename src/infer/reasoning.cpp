@@ -1,6 +1,7 @@
 #include "infer/reasoning.h"
 
 #include "core/utf8.h"
+#include "infer/text_trigger.h"
 
 #include <algorithm>
 #include <utility>
@@ -129,6 +130,54 @@ bool ReasoningSplitter::reasoning(ReasoningPiece &out, bool end) {
     held_.erase(0, closed ? close + tags_.close.size() : held_.size());
     phase_ = Phase::AfterClose;
     return true;
+}
+
+ContentGate::ContentGate(const ReasoningTags &tags, bool starts_in_reasoning)
+    : tags_(std::make_shared<const ReasoningTags>(tags)), starts_in_reasoning_(starts_in_reasoning) {}
+
+void ContentGate::feed(uint8_t b, std::string &content) {
+    switch (phase_) {
+    case Phase::Content:
+        content += char(b);
+        return;
+    case Phase::Opening: {
+        const std::string &open = tags_->open;
+        if (open_part_ == 0 && reasoning_space(char(b))) {
+            held_ += char(b);
+            return;
+        }
+        if (open_part_ < open.size() && uint8_t(open[open_part_]) == b) {
+            held_ += char(b);
+            if (++open_part_ < open.size()) return;
+            held_.clear(); // the tag and the whitespace before it are dropped
+            phase_ = Phase::Block;
+            return;
+        }
+        held_ += char(b); // decided: no open tag here
+        const std::string held = std::move(held_);
+        held_.clear();
+        if (!starts_in_reasoning_) {
+            phase_ = Phase::Content;
+            content += held;
+            return;
+        }
+        phase_ = Phase::Block; // the held text is the block's
+        for (char c : held) feed(uint8_t(c), content);
+        return;
+    }
+    case Phase::Block:
+        if (reasoning_space(char(b))) return;
+        phase_ = Phase::Reasoning;
+        [[fallthrough]];
+    case Phase::Reasoning:
+        if (!tags_->close.empty() && trigger_step(tags_->close, close_part_, b)) phase_ = Phase::AfterClose;
+        return;
+    case Phase::AfterClose:
+        if (reasoning_space(char(b))) return;
+        phase_ = Phase::Content;
+        content += char(b);
+        return;
+    }
 }
 
 ReasoningPiece split_reasoning(std::string_view text, const ReasoningTags &tags, bool starts_in_reasoning) {

@@ -5,6 +5,7 @@
 // the templates write around the block's text ("<think>\n...\n</think>\n\n") belongs to neither part.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -69,6 +70,32 @@ class ReasoningSplitter {
     std::string held_; // the text not yet given out
     size_t fed_ = 0;   // the bytes fed
     size_t content_start_ = std::string::npos;
+};
+
+// Where an answer's content begins, found a byte at a time as ReasoningSplitter finds it: the bytes it releases are
+// exactly the splitter's content (once the answer's start is decided; nothing while a block is open). For the
+// engine, which watches the content alone for a lazy trigger (tool calls under "auto", infer/json_constraint.h), as
+// the server's reader reads calls from the content alone: `{"tool_calls":` inside the reasoning is reasoning. A few
+// bytes of state (copied per token by the constraint's mask).
+class ContentGate {
+  public:
+    ContentGate(const ReasoningTags &tags, bool starts_in_reasoning);
+    // Reads one byte of the answer; appends to `content` the bytes now known to be the content's: this one, or
+    // none, or, where this byte decides that the answer has no block, those held at its start too.
+    void feed(uint8_t b, std::string &content);
+    bool in_content() const { return phase_ == Phase::Content; }
+    // The bytes at the answer's start not decided yet (whitespace and a part of the open tag): the content's, should
+    // the next byte decide that there is no block.
+    const std::string &held() const { return held_; }
+
+  private:
+    enum class Phase : uint8_t { Opening, Block, Reasoning, AfterClose, Content }; // as ReasoningSplitter's
+    std::shared_ptr<const ReasoningTags> tags_;
+    bool starts_in_reasoning_;
+    Phase phase_ = Phase::Opening;
+    std::string held_;      // Opening: the whitespace and the part of the open tag read so far
+    size_t open_part_ = 0;  // Opening: the open tag's bytes held_ ends with
+    size_t close_part_ = 0; // Reasoning: the close tag's bytes the block ends with (trigger_step)
 };
 
 // A whole answer: the same as feeding `text` in one piece and finish(), merged.

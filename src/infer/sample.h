@@ -4,8 +4,11 @@
 // → temperature → top-k → top-p → min-p → draw. temperature 0 is greedy (argmax of the biased, penalised logits;
 // lowest id wins ties).
 #pragma once
+#include "infer/reasoning.h"
+
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -39,6 +42,11 @@ struct SampleOptions {
     // With json_schema, lazy (infer/json_constraint.h): the text is held to the schema only if it begins with this
     // (after whitespace); otherwise it is free. Tool calls under tool_choice "auto" (infer/tool_calls.h).
     std::string json_trigger;
+    // With json_trigger: the answer's reasoning, which the trigger is not watched for in (a thinking model may write
+    // anything there; the server's reader takes calls from the content after it, infer/chat_answer.h), and whether
+    // the answer begins inside it (the prompt opened the block).
+    std::optional<ReasoningTags> trigger_reasoning;
+    bool starts_in_reasoning = false;
     // JSON mode held only after this text (a thinking model's "</think>", when the prompt opened its reasoning): the
     // text is free until it appears, and what follows it is the JSON (after whitespace). Not with json_trigger.
     std::string json_after;

@@ -145,18 +145,6 @@ std::vector<std::vector<int32_t>> prompt_ids(ApiRequest &r, const Tokenizer *tok
     return out;
 }
 
-// A chat answer's reasoning, split off (infer/reasoning.h): where the prompt's end opened a block, the answer begins
-// inside it, and an answer held to JSON from its first token (structured outputs, tool_choice "required") is held
-// from the block's end instead, so the model reasons first (as vLLM holds it); otherwise such an answer is JSON from
-// its first token, and has no reasoning to split.
-void add_reasoning(ApiRequest &r, const ReasoningTags &tags, const Tokenizer &tok, const std::vector<int32_t> &prompt) {
-    r.starts_in_reasoning = prompt_ids_open_reasoning(tok, prompt, tags);
-    const bool held = r.sample.json_mode() && r.sample.json_trigger.empty();
-    if (held && !r.starts_in_reasoning) return;
-    if (held) r.sample.json_after = tags.close;
-    r.reasoning = tags;
-}
-
 // The server's chat template variables under the request's own.
 void add_default_variables(ApiRequest &r, const nlohmann::ordered_json &defaults) {
     if (!r.chat || defaults.is_null()) return;
@@ -356,7 +344,9 @@ void Server::routes() {
                     });
                     prompts[0] = chat_prompt(*tok, r.messages, bos, r.chat_template_kwargs);
                 }
-                if (chat && opts_.reasoning) add_reasoning(r, *opts_.reasoning, *tok, prompts[0]);
+                if (chat && opts_.reasoning)
+                    expect_reasoning(r, *opts_.reasoning,
+                                     prompt_ids_open_reasoning(*tok, prompts[0], *opts_.reasoning));
                 const int64_t V = engine_.model().config.vocab_size;
                 for (const auto &[token, bias] : r.sample.logit_bias)
                     if (token >= V)

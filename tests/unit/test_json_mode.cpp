@@ -464,6 +464,93 @@ TEST(JsonConstraint, LazyHoldsTextsFromTheTriggerOn) {
     EXPECT_TRUE(c.held());
 }
 
+// Lazy behind a thinking model's reasoning (a ContentGate): the trigger counts only in the answer's content, as the
+// splitter gives it (infer/reasoning.h) — inside the reasoning it is reasoning, free — and from it on the text is
+// held. Every step's mask is checked against that reading of the text with each token after it, for answers that
+// start inside the block and answers that may open one.
+TEST(JsonConstraint, LazyBehindReasoningWatchesTheContentAlone) {
+    std::vector<std::string> bytes = {"<think>", "</think>", "<", "/", "think", ">", " ", "\n", "Hi", "{\"a\":",
+                                      "{\"a\":1}", "{\"a\":x", "1", "}", "</think>{\"a\":", "</think>{\"a\":x",
+                                      "</think>\n{\"a\":1}", "{", "\"a", "\":", "x{\"a\":7", "<th", "ink>{\"a\":x",
+                                      "{\"a\"", ":1}", "?", ":x"};
+    const size_t named = bytes.size();
+    for (int b = 32; b < 127; ++b) bytes.push_back(std::string(1, char(b)));
+    const std::string trigger = "{\"a\":";
+    const ReasoningTags think;
+    // Tags whose open tag begins like the trigger: an answer's start held as a part of it may turn out to be the
+    // content's, and the trigger's start with it.
+    const ReasoningTags odd{"{\"a\"?", "?"};
+    auto table = std::make_shared<const TokenTable>(bytes);
+    const auto schema = JsonSchema::compile(
+        ojson::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+                         "additionalProperties": false})"),
+        /*compact=*/true);
+    std::mt19937 rng(9);
+    int inside = 0, held = 0, closed = 0, unmasked = 0;
+    for (int walk = 0; walk < 160; ++walk) {
+        const bool starts = walk % 2;
+        const ReasoningTags &tags = walk % 4 >= 2 ? odd : think;
+        JsonConstraint c(table, schema, trigger, true, ContentGate(tags, starts));
+        std::string text;
+        auto content = [&](const std::string &t) { return split_reasoning(t, tags, starts).content; };
+        for (int step = 0; step < 16 && !c.complete(); ++step) {
+            SCOPED_TRACE(testing::Message() << "walk " << walk << " text: " << text);
+            std::vector<float> logits(bytes.size(), 0.0f);
+            const bool masks = c.masks();
+            const int64_t n = c.mask(logits.data());
+            std::vector<int32_t> allowed;
+            for (size_t id = 0; id < bytes.size(); ++id) {
+                bool takes = true;
+                if (c.held()) {
+                    SchemaGrammar g = c.grammar();
+                    takes = g.feed(bytes[id]);
+                } else {
+                    const std::string words = content(text + bytes[id]);
+                    if (const size_t at = words.find(trigger); at != std::string::npos) {
+                        SchemaGrammar g(schema);
+                        takes = g.feed(words.substr(at));
+                    }
+                }
+                ASSERT_EQ(std::isinf(logits[id]), !takes) << "token '" << bytes[id] << "'";
+                if (takes) allowed.push_back(int32_t(id));
+            }
+            ASSERT_EQ(n, int64_t(allowed.size()));
+            if (!masks) {
+                ++unmasked;
+                EXPECT_EQ(n, int64_t(bytes.size()));
+            }
+            int32_t t = allowed[rng() % allowed.size()];
+            for (int32_t id : allowed)
+                if (size_t(id) < named && rng() % 3 == 0) t = id;
+            c.advance(t);
+            text += bytes[size_t(t)];
+            const std::string words = content(text);
+            ASSERT_EQ(c.held(), words.find(trigger) != std::string::npos); // held from the content's trigger on
+            inside += !c.held() && text.find(trigger) != std::string::npos; // a trigger in the reasoning: free
+        }
+        held += c.held();
+        if (c.complete()) {
+            ++closed;
+            const std::string words = content(text);
+            EXPECT_TRUE(json::parse(words.substr(words.find(trigger)))["a"].is_number_integer()) << text;
+        }
+    }
+    EXPECT_GT(inside, 10);
+    EXPECT_GT(held, 10);
+    EXPECT_GT(closed, 3);
+    EXPECT_EQ(unmasked, 0); // (tokens hold the trigger whole: every step reads them)
+    // Without the gate the same trigger in a reasoning block would hold the rest of the answer.
+    JsonConstraint plain(table, schema, trigger);
+    JsonConstraint gated(table, schema, trigger, true, ContentGate(think, true));
+    for (const char *t : {"Hi", "{\"a\":", "1", "}"}) {
+        const int32_t id = int32_t(std::find(bytes.begin(), bytes.end(), std::string(t)) - bytes.begin());
+        plain.advance(id);
+        gated.advance(id);
+    }
+    EXPECT_TRUE(plain.complete());
+    EXPECT_FALSE(gated.held());
+}
+
 // A direct validator of the schema subset (a different algorithm from the byte acceptor: over parsed values), with
 // the properties' order checked too (the value parsed as an ordered_json).
 bool valid(const ojson &v, const ojson &s, const ojson &root) {
@@ -1681,6 +1768,40 @@ TEST(Engine, LazyJsonHoldsAnswersFromTheTriggerOn) {
     EXPECT_GE(values, 3);
     EXPECT_GE(words, 6);
     EXPECT_GE(stopped, 2);
+}
+
+// The same behind a reasoning block the prompt opened (SampleOptions::trigger_reasoning): the random model never
+// writes "</think>", so its whole answer is reasoning, and the constraint leaves every token to the model, braces
+// and all: the answers are those written without it.
+TEST(Engine, LazyJsonLeavesTheReasoningFree) {
+    const Tokenizer &tok = test::small_tokenizer();
+    Engine e(json_tiny_model(), tok, EngineOptions{4, 8});
+    SampleOptions o;
+    o.temperature = 1.0;
+    o.top_k = 0;
+    o.max_new_tokens = 24;
+    o.json_schema = JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {"n": {"type": "integer"}},
+        "required": ["n"], "additionalProperties": false})"), /*compact=*/true);
+    o.json_trigger = "{";
+    o.trigger_reasoning = ReasoningTags{};
+    o.starts_in_reasoning = true;
+    const std::vector<int32_t> prompt = tok.encode("the quick brown fox");
+    int braces = 0;
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+        o.seed = seed;
+        o.logit_bias = {{tok.encode("{").at(0), 6.0f}};
+        const Completion c = generate_one(e, prompt, o);
+        ASSERT_NE(c.finish_reason, "error") << c.error;
+        ASSERT_EQ(c.text.find("</think>"), std::string::npos) << c.text;
+        braces += c.text.find('{') != std::string::npos;
+        SampleOptions unheld = o;
+        unheld.json_schema = nullptr;
+        unheld.json_trigger.clear();
+        unheld.trigger_reasoning.reset();
+        const Completion alone = generate_one(e, prompt, unheld);
+        EXPECT_EQ(alone.tokens, c.tokens) << c.text;
+    }
+    EXPECT_GE(braces, 4);
 }
 
 } // namespace

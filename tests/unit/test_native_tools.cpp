@@ -220,6 +220,41 @@ TEST(NativeTools, AnswersAreReadInTheModelsFormat) {
     EXPECT_EQ(two.tool_calls[0]["function"]["arguments"], R"({"city":"A"})");
 }
 
+// A thinking model's request (expect_reasoning): what is split off, and how the answer is held around it.
+TEST(NativeTools, ThinkingRequestsHoldTheirAnswersAfterTheReasoning) {
+    const std::string messages = R"({"messages": [{"role": "user", "content": "hi"}], )";
+    const ReasoningTags tags;
+    for (bool starts : {false, true}) {
+        // zaya's own call object under "auto": watched for in the content alone, the reasoning free.
+        ApiRequest automatic = parse_api_request(messages + R"("tools": )" + kNtTools + "}", true, 4096);
+        expect_reasoning(automatic, tags, starts);
+        ASSERT_TRUE(automatic.reasoning && automatic.sample.trigger_reasoning);
+        EXPECT_EQ(automatic.sample.starts_in_reasoning, starts);
+        EXPECT_EQ(automatic.starts_in_reasoning, starts);
+        EXPECT_EQ(automatic.sample.json_trigger, kToolCallsTrigger);
+        EXPECT_EQ(automatic.sample.json_after, "");
+        automatic.sample.validate();
+        // Held from the first token (required calls, structured outputs): from the block's close where the prompt
+        // opened one; else JSON at once, nothing split.
+        for (const std::string &held : {R"("tools": )" + std::string(kNtTools) + R"(, "tool_choice": "required"})",
+                                 std::string(R"("response_format": {"type": "json_object"}})")}) {
+            ApiRequest r = parse_api_request(messages + held, true, 4096);
+            expect_reasoning(r, tags, starts);
+            EXPECT_EQ(r.reasoning.has_value(), starts) << held;
+            EXPECT_EQ(r.sample.json_after, starts ? "</think>" : "") << held;
+            EXPECT_FALSE(r.sample.trigger_reasoning) << held;
+            r.sample.validate();
+        }
+        // Free answers (in the model's own format, unconstrained): split, nothing held.
+        ApiRequest native = parse_api_request(messages + R"("tools": )" + kNtTools + "}", true, 4096,
+                                              ToolFormat::Hermes);
+        expect_reasoning(native, tags, starts);
+        EXPECT_TRUE(native.reasoning);
+        EXPECT_FALSE(native.sample.json_mode());
+        EXPECT_FALSE(native.sample.trigger_reasoning);
+    }
+}
+
 // A chat delta: content left out beside reasoning or calls alone, kept (even empty) otherwise.
 TEST(NativeTools, ChatDeltaHasWhatThePieceHas) {
     ChatPiece p;

@@ -267,6 +267,41 @@ TEST(Reasoning, RandomAnswersMatchThePlainReading) {
     }
 }
 
+// The gate the engine watches tool calls behind (ContentGate): a byte at a time, it releases exactly the splitter's
+// content, and holds only an undecided start (whitespace and a part of the open tag), for any answer.
+TEST(Reasoning, ContentGateReleasesTheSplittersContent) {
+    const std::vector<std::string> fragments = {"<think>", "</think>", "<", "</", "<th", "think>", "ink>", " ", "\n",
+                                                "a", "{\"a\":", "\xc3\xa9", "/", "\xe2\x97\x81think\xe2\x96\xb7",
+                                                "\xe2\x97\x81/think\xe2\x96\xb7", "\xe2\x97"};
+    std::mt19937 rng(5);
+    int decided = 0, held = 0;
+    for (int round = 0; round < 4000; ++round) {
+        std::string text;
+        const int n = std::uniform_int_distribution<int>(0, 10)(rng);
+        for (int k = 0; k < n; ++k)
+            text += fragments[std::uniform_int_distribution<size_t>(0, fragments.size() - 1)(rng)];
+        const bool starts = round % 2;
+        const ReasoningTags &tags = round % 3 == 2 ? rs_kimi : rs_think;
+        SCOPED_TRACE(testing::Message() << "round " << round << " starts " << starts << " text: " << text);
+        ContentGate gate(tags, starts);
+        std::string content;
+        for (char c : text) gate.feed(uint8_t(c), content);
+        const ReasoningPiece ref = rs_reference(text, tags, starts);
+        if (gate.in_content()) {
+            ++decided;
+            ASSERT_EQ(content, ref.content);
+        } else {
+            ASSERT_EQ(content, "");
+            held += !gate.held().empty();
+            // Undecided at the start: the held bytes are the content should the answer end there (no block), or
+            // the block's when it starts in one.
+            ASSERT_EQ(starts ? "" : gate.held(), ref.content);
+        }
+    }
+    EXPECT_GT(decided, 1000);
+    EXPECT_GT(held, 20);
+}
+
 TEST(Reasoning, PromptOpensReasoning) {
     const std::string chat = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
     EXPECT_TRUE(prompt_opens_reasoning(chat + "<think>\n", rs_think));
