@@ -4,7 +4,8 @@
 // The body is also read as a model's answer to tools, in the format the first byte picks (zaya's JSON object, or
 // a model's own: zaya_xml, qwen3_coder, hermes), after a <think> block split off or not: read_chat_answer whole,
 // and a ChatAnswerStream in two pieces, must say the same (reasoning, words, each call's name and arguments), throw
-// nothing, and give valid UTF-8 for valid UTF-8 (the server's JSON writer throws on anything else).
+// nothing, and give valid UTF-8 for valid UTF-8 (the server's JSON writer throws on anything else); the engine's
+// ContentGate must release exactly the split's content.
 #include "core/utf8.h"
 #include "infer/chat_answer.h"
 #include "infer/openai_api.h"
@@ -67,5 +68,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             calls[k]["arguments"] != a.tool_calls[k]["function"]["arguments"])
             __builtin_trap();
     if (zaya::is_utf8(body) && (!zaya::is_utf8(a.content) || !zaya::is_utf8(words))) __builtin_trap();
+    if (r.reasoning) { // the engine's gate releases the splitter's content, byte for byte, once it is decided
+        zaya::ContentGate gate(*r.reasoning, r.starts_in_reasoning);
+        std::string content;
+        for (const char c : body) gate.feed(uint8_t(c), content);
+        const std::string split = zaya::split_reasoning(body, *r.reasoning, r.starts_in_reasoning).content;
+        const std::string undecided = r.starts_in_reasoning ? "" : gate.held(); // the content, should it end here
+        if (gate.in_content() ? content != split : !content.empty() || split != undecided) __builtin_trap();
+    }
     return 0;
 }

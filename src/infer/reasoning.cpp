@@ -99,7 +99,9 @@ void ReasoningSplitter::step(ReasoningPiece &out, bool end) {
 // other text is the answer's as written, or the block's when the answer starts in one. Undecided while the text is
 // whitespace and a part of the tag, unless it ends there.
 bool ReasoningSplitter::opening(bool end) {
-    const size_t space = leading_space(held_);
+    size_t space = opening_space_; // (counted once: a long run of whitespace, fed a little at a time, stays linear)
+    while (space < held_.size() && reasoning_space(held_[space])) ++space;
+    opening_space_ = space;
     const std::string_view rest = std::string_view(held_).substr(space);
     if (rest.starts_with(tags_.open)) {
         held_.erase(0, space + tags_.open.size());
@@ -116,13 +118,24 @@ bool ReasoningSplitter::opening(bool end) {
 // The block's text up to the close tag (dropped), without the whitespace before it. Until the close is read, all
 // but what may end the reasoning there: a part of the close, the whitespace before it, a character begun. True once
 // the block ended, at its close or at the answer's end (cut short: all of it is reasoning, a part of the close too).
+//
+// Each byte is searched once: the close from where the last search stopped (less a tag's length), and the whitespace
+// held from an earlier piece (space_begin_, space_end_) is stepped over whole, so that a model writing a long run of
+// whitespace, a token at a time, is read in linear time.
 bool ReasoningSplitter::reasoning(ReasoningPiece &out, bool end) {
-    const size_t close = held_.find(tags_.close);
+    const size_t reach = tags_.close.empty() ? 0 : tags_.close.size() - 1;
+    const size_t close = held_.find(tags_.close, searched_ > reach ? searched_ - reach : 0);
     if (close == std::string::npos && !end) {
-        const size_t text = trimmed_end(held_, held_.size() - partial_tag(held_, tags_.close));
+        const size_t limit = held_.size() - partial_tag(held_, tags_.close);
+        size_t text = limit; // trimmed_end(held_, limit)
+        while (text > 0 && reasoning_space(held_[text - 1]))
+            text = text == space_end_ && space_begin_ < space_end_ ? space_begin_ : text - 1;
         const size_t give = whole_length(std::string_view(held_).substr(0, text));
         out.reasoning.append(held_, 0, give);
-        held_.erase(0, give);
+        if (give > 0) held_.erase(0, give);
+        space_begin_ = text - give;
+        space_end_ = limit - give;
+        searched_ = held_.size();
         return false;
     }
     const bool closed = close != std::string::npos;

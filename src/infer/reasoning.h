@@ -69,6 +69,9 @@ class ReasoningSplitter {
     Phase phase_ = Phase::Opening;
     std::string held_; // the text not yet given out
     size_t fed_ = 0;   // the bytes fed
+    size_t opening_space_ = 0;                 // Opening: the whitespace held_ begins with, counted so far
+    size_t searched_ = 0;                      // Reasoning: the bytes of held_ searched for the close
+    size_t space_begin_ = 0, space_end_ = 0;   // Reasoning: held_'s whitespace before a part of the close
     size_t content_start_ = std::string::npos;
 };
 

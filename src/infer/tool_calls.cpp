@@ -398,9 +398,12 @@ AnswerPiece AnswerStream::finish() {
 // All but what may yet begin calls: the part of the trigger the text ends with, the whitespace before it, and a
 // character begun.
 void AnswerStream::release_words(AnswerPiece &out) {
-    const size_t whole = whole_length(std::string_view(words_).substr(0, words_end(matched_)));
-    out.words += words_.substr(0, whole);
-    words_.erase(0, whole);
+    const size_t end = words_end(matched_);
+    const size_t whole = whole_length(std::string_view(words_).substr(0, end));
+    out.words.append(words_, 0, whole);
+    if (whole > 0) words_.erase(0, whole);
+    space_begin_ = end - whole; // the whitespace held, stepped over whole next time
+    space_end_ = words_.size() - matched_;
 }
 
 void AnswerStream::expect(std::string_view a, std::string_view b, std::string_view c, Phase next) {
@@ -410,10 +413,12 @@ void AnswerStream::expect(std::string_view a, std::string_view b, std::string_vi
     phase_ = Phase::Tokens;
 }
 
-// Where the words may end: before the last `tail` bytes held and the whitespace before them.
+// Where the words may end: before the last `tail` bytes held and the whitespace before them. (The whitespace held
+// by the last release is known: a long run of it, fed a little at a time, is read in linear time.)
 size_t AnswerStream::words_end(size_t tail) const {
     size_t end = words_.size() - tail;
-    while (end > 0 && json_whitespace(uint8_t(words_[end - 1]))) --end;
+    while (end > 0 && json_whitespace(uint8_t(words_[end - 1])))
+        end = end == space_end_ && space_begin_ < space_end_ ? space_begin_ : end - 1;
     return end;
 }
 

@@ -151,6 +151,7 @@ class AnswerStream {
     size_t token_ = 0, at_ = 0;   // Tokens: the token under way, and its bytes matched
     size_t matched_ = 0;          // Words: the trigger's bytes the text ends with (trigger_step)
     std::string words_; // the words not yet released (Words: its end; from the trigger to a call's name: all)
+    size_t space_begin_ = 0, space_end_ = 0; // Words: the whitespace words_ held at the last release
     std::string held_;  // Args: a partial UTF-8 character
     size_t index_ = 0;            // the call under way
     int depth_ = 0;               // Args: open containers
