@@ -78,7 +78,7 @@ void run_tokenize(const TokenizeArgs &a) {
     apply_chat_template_option(tok, a.chat_template);
     if (!a.chat.empty()) return tokenize_chat(tok, a);
     if (!a.decode.empty()) {
-        const auto lists = parse_token_lists(a.decode);
+        const auto lists = parse_token_lists(a.decode, "--decode");
         if (lists.size() != 1) fail("--decode takes one list of ids, comma-separated (no ';')");
         for (const int32_t id : lists[0])
             if (id >= tok.vocab_size()) fail("--decode: id {} is past the vocabulary ({} tokens)", id, tok.vocab_size());

@@ -23,7 +23,7 @@ Model load_or_create_model(const std::string &model_or_preset, uint64_t seed) {
     return m;
 }
 
-std::vector<std::vector<int32_t>> parse_token_lists(const std::string &text) {
+std::vector<std::vector<int32_t>> parse_token_lists(const std::string &text, const std::string &option) {
     std::vector<std::vector<int32_t>> seqs(1);
     size_t i = 0;
     while (i <= text.size()) {
@@ -32,11 +32,11 @@ std::vector<std::vector<int32_t>> parse_token_lists(const std::string &text) {
         std::string item = text.substr(i, j - i);
         while (!item.empty() && item.front() == ' ') item.erase(item.begin());
         while (!item.empty() && item.back() == ' ') item.pop_back();
-        if (item.empty()) fail("--tokens: empty entry at character {} of '{}'", i, text);
+        if (item.empty()) fail("{}: empty entry at character {} of '{}'", option, i, text);
         int64_t v = 0;
         auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
         if (ec != std::errc() || end != item.data() + item.size() || v < 0 || v > INT32_MAX)
-            fail("--tokens: '{}' is not a non-negative token id", item);
+            fail("{}: '{}' is not a non-negative token id", option, item);
         seqs.back().push_back(int32_t(v));
         if (j < text.size() && text[j] == ';') seqs.emplace_back();
         i = j + 1;

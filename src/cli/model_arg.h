@@ -12,8 +12,8 @@ namespace zaya::cli {
 // weights from `seed`.
 Model load_or_create_model(const std::string &model_or_preset, uint64_t seed);
 
-// "5,17,3" → one sequence; "5,17;3,4" → two sequences. Errors name the bad entry.
-std::vector<std::vector<int32_t>> parse_token_lists(const std::string &text);
+// "5,17,3" → one sequence; "5,17;3,4" → two sequences. Errors name the option and the bad entry.
+std::vector<std::vector<int32_t>> parse_token_lists(const std::string &text, const std::string &option = "--tokens");
 
 // The model (as load_or_create_model) and the --tokens argument parsed and checked against its vocabulary.
 struct ModelAndTokens {

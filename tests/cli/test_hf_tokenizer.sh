@@ -129,6 +129,8 @@ expect_error "tokenize: a directory without a tokenizer" "no tokenizer\.model or
     tokenize "$tmp/corpus" --text x
 expect_error "tokenize --decode: an id past the vocabulary" "id 5000 is past the vocabulary \(1000 tokens\)" \
     tokenize "$TOK/tokenizer.model" --decode 1,5000
+expect_error "tokenize --decode: a bad id names --decode" "--decode: 'x' is not a non-negative token id" \
+    tokenize "$TOK/tokenizer.model" --decode 1,x
 
 python3 - "$TOK/tokenizer.json" "$tmp/wordpiece.json" <<'PY'
 import json, sys
