@@ -3,11 +3,14 @@
 // The engine's prefix cache (infer/prefix_cache.h) resumes each turn from the last one's cache, so a turn costs its
 // new tokens, not the conversation so far. With --tools the conversation is the server's chat with `tools`
 // (infer/tool_calls.h): the same prompt, the answer held to the same calls, read back the same way; `/result TEXT`
-// gives each call its result, and the model answers once every call has one.
+// gives each call its result, and the model answers once every call has one. A thinking model's reasoning is kept
+// apart as the server keeps it (--reasoning-parser): the answer streams whole, and the conversation's turn carries
+// the reasoning as reasoning_content, its calls read from the words after it.
 #include "cli/commands.h"
 #include "cli/infer_args.h"
 #include "core/error.h"
 #include "infer/answer_formats.h"
+#include "infer/chat_answer.h"
 #include "infer/engine.h"
 #include "infer/openai_api.h"
 #include "infer/tool_calls.h"
@@ -95,6 +98,7 @@ void run_chat(ChatArgs a) {
         fail("chat needs a tokenizer: '{}' has no tokenizer.model or tokenizer.json (give --tokenizer PATH)",
              a.model.model);
     tools.format = resolve_tool_format(&*tok, a.model.tool_call_parser);
+    const std::optional<ReasoningTags> reasoning = resolve_reasoning(&*tok, a.model.reasoning_parser);
     if (tools.active()) {
         a.sample.json_schema = tools_schema(tools);
         a.sample.json_trigger = tools_trigger(tools);
@@ -128,16 +132,22 @@ void run_chat(ChatArgs a) {
             std::fwrite(text.data(), 1, text.size(), stdout);
             std::fflush(stdout);
         };
+        ApiRequest q; // the answer read (and held) as the server reads a request's
+        q.chat = true;
+        q.tools = tools;
+        q.sample = a.sample;
+        if (reasoning) expect_reasoning(q, *reasoning, prompt_ids_open_reasoning(t, prompt, *reasoning));
         const Completion r =
-            generate_one(engine, prompt, a.sample, stream, a.quiet ? Engine::OnPrompt{} : prompt_progress_printer());
+            generate_one(engine, prompt, q.sample, stream, a.quiet ? Engine::OnPrompt{} : prompt_progress_printer());
         fmt::print("\n");
         std::fflush(stdout);
         if (r.finish_reason == "error") fail("generation failed: {}", r.error);
-        std::string finish = r.finish_reason;
-        json reply = {{"role", "assistant"}, {"content", r.text}};
+        const ChatAnswer read = read_chat_answer(q, r.text, r.finish_reason, std::to_string(++answers));
+        const ToolAnswer &ta = read.answer;
+        const std::string finish = ta.finish_reason;
+        json reply = {{"role", "assistant"}, {"content", ta.content}};
+        if (!read.reasoning.empty()) reply["reasoning_content"] = read.reasoning; // (the template writes it, or not)
         if (tools.active()) {
-            const ToolAnswer ta = read_tool_answer(tools, r.text, r.finish_reason, std::to_string(++answers));
-            finish = ta.finish_reason;
             if (!ta.tool_calls.is_null()) {
                 reply["content"] = ta.content.empty() ? json(nullptr) : json(ta.content);
                 reply["tool_calls"] = ta.tool_calls;

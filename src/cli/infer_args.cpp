@@ -43,9 +43,9 @@ void add_model_options(CLI::App *cmd, InferModelArgs &a) {
                         "(ZAYA1-8B's <zyphra_tool_call>), qwen3_coder (<tool_call><function=...>), hermes "
                         "(<tool_call>{json}), or auto: the format its chat template writes, else json")
             ->capture_default_str();
-    if (cmd->get_name() == "serve")
+    if (cmd->get_name() == "serve" || cmd->get_name() == "chat")
         cmd->add_option("--reasoning-parser", a.reasoning_parser,
-                        "How chat answers' reasoning is returned: think (<think>...</think> as reasoning_content; "
+                        "How chat answers' reasoning is read: think (<think>...</think> as reasoning_content; "
                         "also named qwen3, deepseek_r1), none (left in the answer), or auto: think when the chat "
                         "template writes </think>, else none")
             ->capture_default_str();

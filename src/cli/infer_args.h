@@ -24,7 +24,7 @@ struct InferModelArgs {
     std::string chat_template;     // a Jinja file, "builtin", or empty: the tokenizer's own (Tokenizer::chat_template)
     std::string chat_template_kwargs; // a JSON object: the template's other variables (chat_variables)
     std::string tool_call_parser = "auto"; // serve, chat: how the model writes tool calls (resolve_tool_format)
-    std::string reasoning_parser = "auto"; // serve: the markers of its reasoning (resolve_reasoning)
+    std::string reasoning_parser = "auto"; // serve, chat: the markers of its reasoning (resolve_reasoning)
 };
 
 void add_model_options(CLI::App *cmd, InferModelArgs &a);

@@ -4,8 +4,8 @@
 # tests/golden/chat_templates); `zaya prepare` writes fine-tuning chats with tools so, and a tiny model trained on one
 # (reasoning after a generation prompt that opens it, then a call in the template's <tool_call> form) is served with
 # its answers read back by default: the call as OpenAI's tool_calls and the reasoning as reasoning_content, in whole
-# answers, streams and the Responses API; tool_choice "required" still holds the answer to zaya's own call object;
-# --reasoning-parser none, --tool-call-parser json and bad values.
+# answers, streams and the Responses API, and by `zaya chat`; tool_choice "required" still holds the answer to zaya's
+# own call object; --reasoning-parser none, --tool-call-parser json and bad values.
 #
 # Usage: test_model_tools.sh ZAYA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -119,6 +119,30 @@ expect_ok "train a tiny model on them (120 steps)" train --data "$tmp/data" --mo
 expect_ok "info names how its chat answers are read" info "$tmp/run/model"
 [[ $out == *"chat answers     tool calls: hermes, reasoning: <think>…</think>"* ]] &&
     pass "info: tool calls and reasoning in the template's forms" || fail "info: chat answers" "$out"
+
+# zaya chat reads the answer as the server does: the turn saved (/save) carries the reasoning as reasoning_content
+# and the call read from the words after it, which the template writes back as the model wrote them.
+printf '%s\n' "$TOOLS" >"$tmp/tools.json"
+printf '%s\n' "Weather in Paris?" "/save $tmp/saved.jsonl" >"$tmp/chat_in.txt"
+run chat "$tmp/run/model" --tools "$tmp/tools.json" --temperature 0 -n 80 --quiet <"$tmp/chat_in.txt"
+python3 - "$tmp/saved.jsonl" <<'PY' && pass "chat: the turn's reasoning as reasoning_content, its call as tool_calls" ||
+import json, sys
+m = json.loads(open(sys.argv[1]).readline())["messages"][-1]
+assert m["reasoning_content"] == "Look it up." and m["content"] is None, m
+assert [(t["function"]["name"], json.loads(t["function"]["arguments"])) for t in m["tool_calls"]] == \
+    [("get_weather", {"city": "Paris"})], m
+PY
+    fail "chat reads the reasoning and the call" "exit $rc" "$out" "$err" "$(cat "$tmp/saved.jsonl" 2>&1)"
+[[ $err == *'[tool call call_1_0: get_weather({"city":"Paris"})]'* ]] && pass "chat prints the call on stderr" ||
+    fail "chat prints the call" "$err"
+run chat "$tmp/run/model" --tools "$tmp/tools.json" --temperature 0 -n 80 --quiet --reasoning-parser none \
+    <"$tmp/chat_in.txt"
+python3 - "$tmp/saved.jsonl" <<'PY' && pass "chat --reasoning-parser none: the reasoning left in the words" ||
+import json, sys
+m = json.loads(open(sys.argv[1]).readlines()[1])["messages"][-1]
+assert m["content"] == "Look it up.\n</think>" and "reasoning_content" not in m, m
+PY
+    fail "chat --reasoning-parser none" "$(cat "$tmp/saved.jsonl" 2>&1)"
 
 if ! command -v curl >/dev/null 2>&1; then
     echo "skip    curl not installed: the served answers"
