@@ -163,6 +163,44 @@ std::vector<AnswerPiece::Call> tagged_hermes_calls(std::string_view body) {
     return {{0, name->get<std::string>(), tagged_dump(*args)}};
 }
 
+// Whether a Hermes block's text begins {"name": "NAME", "arguments": { (whitespace between tokens), the form Hermes'
+// templates write: then a call of that name whose arguments' object is copied as it comes. Partial while the text
+// is a prefix of that form (up to kHermesHeadMax bytes); NoMatch otherwise (the block is read whole at its close).
+enum class HermesHead : uint8_t { Partial, Match, NoMatch };
+constexpr size_t kHermesHeadMax = 4096;
+
+HermesHead hermes_head(std::string_view t, std::string &name, size_t &arguments_at) {
+    size_t i = 0;
+    const auto space = [&] {
+        while (i < t.size() && kTaggedSpace.find(t[i]) != std::string_view::npos) ++i;
+    };
+    const HermesHead partial = t.size() > kHermesHeadMax ? HermesHead::NoMatch : HermesHead::Partial;
+    const auto token = [&](std::string_view w) { // Match: read
+        space();
+        const size_t n = std::min(w.size(), t.size() - i);
+        if (t.substr(i, n) != w.substr(0, n)) return HermesHead::NoMatch;
+        if (n < w.size()) return partial;
+        i += n;
+        return HermesHead::Match;
+    };
+    for (std::string_view w : {"{", "\"name\"", ":"})
+        if (const HermesHead r = token(w); r != HermesHead::Match) return r;
+    space();
+    if (i == t.size()) return partial;
+    if (t[i] != '"') return HermesHead::NoMatch;
+    size_t j = i + 1;
+    while (j < t.size() && t[j] != '"') j += t[j] == '\\' ? 2 : 1;
+    if (j >= t.size()) return partial;
+    const ordered_json n = ordered_json::parse(t.substr(i, j + 1 - i), nullptr, false);
+    if (!n.is_string() || n.get_ref<const std::string &>().empty()) return HermesHead::NoMatch;
+    i = j + 1;
+    for (std::string_view w : {",", "\"arguments\"", ":", "{"})
+        if (const HermesHead r = token(w); r != HermesHead::Match) return r;
+    name = n.get<std::string>();
+    arguments_at = i - 1; // the object's '{'
+    return HermesHead::Match;
+}
+
 } // namespace
 
 const char *tool_format_name(ToolFormat f) {
@@ -236,6 +274,9 @@ bool TaggedCallReader::open_block(AnswerPiece &out) {
     in_block_ = true;
     searched_ = xml_at_ = 0;
     in_function_ = in_parameter_ = block_calls_ = false;
+    hermes_ = HermesPhase::Head;
+    arguments_at_ = arguments_depth_ = 0;
+    in_string_ = escaped_ = false;
     return true;
 }
 
@@ -243,7 +284,8 @@ bool TaggedCallReader::close_block(AnswerPiece &out) {
     const size_t at = text_.find(close_, searched_);
     if (at == std::string::npos) { // searched again only from where the tag may have begun
         searched_ = text_.size() < close_.size() ? 0 : text_.size() - close_.size() + 1;
-        if (format_ != ToolFormat::Hermes) read_xml(text_.size(), Reach::Open, out);
+        if (format_ == ToolFormat::Hermes) read_hermes(text_.size(), Reach::Open, out);
+        else read_xml(text_.size(), Reach::Open, out);
         return false;
     }
     end_block(at, Reach::Closed, out);
@@ -252,11 +294,13 @@ bool TaggedCallReader::close_block(AnswerPiece &out) {
     return true;
 }
 
-// The block's text up to `limit` read: its calls (an XML block's from where reading stopped; Hermes' whole), or,
-// when it began none, its text (the tags as written) as words.
+// The block's text up to `limit` read: its calls (from where reading stopped; a Hermes block not in its streamed
+// form, whole), or, when it began none, its text (the tags as written) as words.
 void TaggedCallReader::end_block(size_t limit, Reach reach, AnswerPiece &out) {
     const std::string_view body = std::string_view(text_).substr(0, limit);
     if (format_ == ToolFormat::Hermes) {
+        read_hermes(limit, reach, out);
+        if (block_calls_) return;
         std::vector<AnswerPiece::Call> calls = tagged_hermes_calls(body);
         if (!calls.empty()) {
             space_.clear(); // the layout before the block
@@ -335,6 +379,48 @@ void TaggedCallReader::read_xml(size_t limit, Reach reach, AnswerPiece &out) {
         tool_ = tagged_tool(tools_, name);
         out.calls.push_back({index_++, name, ""});
     }
+}
+
+// A Hermes block as far as it is written: once its head is, a call begins, and its arguments' object follows as
+// written but for the whitespace between its tokens, to the brace that closes it (what comes after is layout).
+// While more may come, a part of the closing tag and a character begun wait; a block cut short ends its object
+// where the text ends (less a part of the tag).
+void TaggedCallReader::read_hermes(size_t limit, Reach reach, AnswerPiece &out) {
+    const std::string_view t = std::string_view(text_).substr(0, limit);
+    if (hermes_ == HermesPhase::Head) {
+        std::string name;
+        const HermesHead head = hermes_head(t, name, arguments_at_);
+        if (head == HermesHead::Partial && reach == Reach::Open) return;
+        if (head != HermesHead::Match) {
+            hermes_ = HermesPhase::Whole;
+            return;
+        }
+        if (!block_calls_) space_.clear(); // the layout before the block
+        block_calls_ = true;
+        hermes_ = HermesPhase::Arguments;
+        out.calls.push_back({index_++, std::move(name), ""});
+    }
+    if (hermes_ != HermesPhase::Arguments) return;
+    size_t end = t.size();
+    if (reach == Reach::Open) end -= tagged_held(t, close_);
+    else if (reach == Reach::Cut) end -= t.size() - tagged_without_tag_start(t, close_).size();
+    std::string copied;
+    for (; arguments_at_ < end && hermes_ == HermesPhase::Arguments; ++arguments_at_) {
+        const char c = t[arguments_at_];
+        if (in_string_) {
+            copied += c;
+            if (escaped_) escaped_ = false;
+            else if (c == '\\') escaped_ = true;
+            else if (c == '"') in_string_ = false;
+            continue;
+        }
+        if (kTaggedSpace.find(c) != std::string_view::npos) continue;
+        copied += c;
+        if (c == '"') in_string_ = true;
+        else if (c == '{' || c == '[') ++arguments_depth_;
+        else if ((c == '}' || c == ']') && arguments_depth_ > 0 && --arguments_depth_ == 0) hermes_ = HermesPhase::After;
+    }
+    if (!copied.empty()) add_arguments(std::move(copied), out);
 }
 
 void TaggedCallReader::add_arguments(std::string text, AnswerPiece &out) {

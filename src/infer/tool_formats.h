@@ -60,10 +60,11 @@ std::pair<std::string_view, std::string_view> tool_call_tags(ToolFormat f);
 // and vLLM's hermes parser), released once they cannot begin an opening tag, but for whitespace at their end (held:
 // dropped before a call) and a UTF-8 character begun. In the XML formats a call begins (index 0, 1, ..., its name)
 // once its <function=NAME> is written, and its arguments' JSON text follows a parameter at a time, each once its
-// value is closed ('{"city":"Paris"', then ',"days":3', then '}' at </function>), as vLLM streams them; a Hermes
-// call comes
-// whole, name and arguments' JSON text, in the piece whose text closes its block; the pieces add up to the same words
-// and calls however the text is cut. Built with Json, the reader reads no calls: all the text is words.
+// value is closed ('{"city":"Paris"', then ',"days":3', then '}' at </function>), as vLLM streams them. A Hermes call
+// written {"name": NAME, "arguments": {...}} begins once its head is written, and its arguments follow as they come
+// (as written, without the whitespace between their tokens: no conversion); a block in another form (no arguments,
+// arguments as a JSON text) comes whole in the piece whose text closes it, or is words. The pieces add up to the
+// same words and calls however the text is cut. Built with Json, the reader reads no calls: all the text is words.
 class TaggedCallReader {
   public:
     TaggedCallReader(ToolFormat f, std::vector<ToolSpec> tools);
@@ -80,6 +81,7 @@ class TaggedCallReader {
     bool close_block(AnswerPiece &out); // inside: up to the closing tag, which ends the block
     void end_block(size_t limit, Reach reach, AnswerPiece &out); // the block's calls read, or its text as words
     void read_xml(size_t limit, Reach reach, AnswerPiece &out);   // an XML block's calls, as far as they are written
+    void read_hermes(size_t limit, Reach reach, AnswerPiece &out); // a Hermes block's call, as far as it is written
     void add_arguments(std::string text, AnswerPiece &out);       // to the call under way
     void words(std::string_view text, AnswerPiece &out);          // text outside blocks, whitespace held
 
@@ -100,6 +102,12 @@ class TaggedCallReader {
     bool in_function_ = false, in_parameter_ = false, parameters_ = false, block_calls_ = false;
     std::string parameter_;
     const ToolSpec *tool_ = nullptr;
+    // A Hermes block read as it comes: its head not yet read, its arguments' object under way (where reading goes
+    // on, its depth, inside a string, after a backslash), after the object, or not in that form (read whole).
+    enum class HermesPhase : uint8_t { Head, Arguments, After, Whole };
+    HermesPhase hermes_ = HermesPhase::Head;
+    size_t arguments_at_ = 0, arguments_depth_ = 0;
+    bool in_string_ = false, escaped_ = false;
 };
 
 // `from`'s calls after `into`'s, a call under way at the end of `into` continued by `from`'s first piece of it.

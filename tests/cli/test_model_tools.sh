@@ -176,15 +176,17 @@ assert [(t["function"]["name"], json.loads(t["function"]["arguments"])) for t in
     [("get_weather", {"city": "Paris"})], m
 PY
     fail "the answer read back" "$whole" "$(cat "$tmp/serve.log")"
-python3 - "$stream" <<'PY' && pass "streamed: the reasoning and the call as deltas, finish_reason tool_calls" ||
+python3 - "$stream" <<'PY' && pass "streamed: the reasoning, then the call and its arguments as deltas" ||
 import json, sys
 chunks = [json.loads(l[6:]) for l in sys.argv[1].splitlines() if l.startswith("data: {")]
 deltas = [c["choices"][0]["delta"] for c in chunks]
 assert "".join(d.get("reasoning_content", "") for d in deltas) == "Look it up.", deltas
 assert "".join(d.get("content") or "" for d in deltas) == "", deltas
 calls = [t for d in deltas for t in d.get("tool_calls", [])]
-assert len(calls) == 1 and calls[0]["function"]["name"] == "get_weather", calls
-assert json.loads(calls[0]["function"]["arguments"]) == {"city": "Paris"}, calls
+# One call: begun with its name (Hermes' head written), its arguments' text growing over the deltas after it.
+assert {t["index"] for t in calls} == {0} and calls[0]["function"]["name"] == "get_weather", calls
+assert all("name" not in t["function"] for t in calls[1:]) and len(calls) > 1, calls
+assert json.loads("".join(t["function"]["arguments"] for t in calls)) == {"city": "Paris"}, calls
 assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls", chunks[-1]
 PY
     fail "the stream read back" "$stream"

@@ -260,7 +260,7 @@ TEST(ToolFormats, TextThatBeginsLikeATagIsWords) {
 }
 
 // XML calls stream as vLLM streams them: a call begins once its name is written, its arguments follow a parameter
-// at a time (each once its value is closed), and '}' at the function's end; Hermes' calls come whole.
+// at a time (each once its value is closed), and '}' at the function's end.
 TEST(ToolFormats, StreamedCallsBeginAtTheirNameAndGrowAParameterAtATime) {
     TaggedCallReader r(ToolFormat::ZayaXml, tf_tools());
     AnswerPiece p = r.feed("Checking.\n<zyphra_tool_call>\n<function=get_wea");
@@ -290,6 +290,38 @@ TEST(ToolFormats, StreamedCallsBeginAtTheirNameAndGrowAParameterAtATime) {
     p = h.feed("ments\": {}}\n</tool_call>");
     ASSERT_EQ(p.calls.size(), 1u);
     tf_expect_call(p.calls[0], 0, "now", "{}");
+}
+
+// Hermes calls in their usual form stream too: the call begins once {"name": ..., "arguments": { is written, its
+// arguments follow as written (strings byte for byte, no whitespace between tokens), the object's close ends them;
+// a part of the closing tag or a character begun waits.
+TEST(ToolFormats, HermesCallsStreamTheirArguments) {
+    TaggedCallReader r(ToolFormat::Hermes, tf_tools());
+    AnswerPiece p = r.feed("Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\"");
+    EXPECT_EQ(p.words, "Sure.");
+    EXPECT_TRUE(p.calls.empty());
+    p = r.feed(": {\"city\": \"Z\xc3");
+    ASSERT_EQ(p.calls.size(), 1u);
+    tf_expect_call(p.calls[0], 0, "get_weather", R"({"city":"Z)"); // (the character begun waits)
+    p = r.feed("\xbcrich \\\" x\", \n \"days\": [1, 2]</tool_ca");
+    ASSERT_EQ(p.calls.size(), 1u);
+    tf_expect_call(p.calls[0], 0, "", "\xc3\xbcrich \\\" x\",\"days\":[1,2]");
+    p = r.feed("x}}\n</tool_call>\n<tool_call>{\"name\": \"now\", \"arguments\": {}}");
+    ASSERT_EQ(p.calls.size(), 2u);
+    tf_expect_call(p.calls[0], 0, "", "</tool_cax}"); // (not the tag: the object's text)
+    tf_expect_call(p.calls[1], 1, "now", "{}");
+    p = r.finish();
+    EXPECT_TRUE(p.calls.empty());
+    EXPECT_EQ(p.words, "");
+    // Cut short inside the arguments: they end where the text does (less a part of the tag).
+    TaggedAnswer a = tf_read(ToolFormat::Hermes, "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"ab</to");
+    ASSERT_EQ(a.calls.size(), 1u);
+    tf_expect_call(a.calls[0], 0, "search", R"({"q":"ab)");
+    // A head longer than kHermesHeadMax (4 KB of whitespace) is read whole at the block's close, as other forms are.
+    a = tf_read(ToolFormat::Hermes, "<tool_call>{" + std::string(5000, ' ') + R"("name": "now", "arguments": {"a": 1}})"
+                                    "</tool_call>");
+    ASSERT_EQ(a.calls.size(), 1u);
+    tf_expect_call(a.calls[0], 0, "now", R"({"a":1})");
 }
 
 TEST(ToolFormats, StreamedWordsAreWholeCharacters) {
