@@ -102,8 +102,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     fmt::print("chat answer readers: {} and {} bytes fed {} bytes at a time (best of 3)\n", bytes, 8 * bytes, piece);
-    fmt::print("{:<12} {:<9} {:<28} {:>9} {:>9} {:>7} {:>9}\n", "tools", "reasoning", "shape", "1x ms", "8x ms", "ratio",
-               "MB/s 8x");
+    fmt::print("{:<12} {:<9} {:<28} {:>9} {:>9} {:>7} {:>9}\n", "tools", "reasoning", "shape", "1x ms", "8x ms",
+               "ratio", "MB/s 8x");
     int failed = 0;
     for (ToolFormat f : {ToolFormat::Json, ToolFormat::ZayaXml, ToolFormat::Qwen3Coder, ToolFormat::Hermes})
         for (bool reasoning : {false, true}) {

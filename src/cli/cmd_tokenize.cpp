@@ -81,7 +81,8 @@ void run_tokenize(const TokenizeArgs &a) {
         const auto lists = parse_token_lists(a.decode, "--decode");
         if (lists.size() != 1) fail("--decode takes one list of ids, comma-separated (no ';')");
         for (const int32_t id : lists[0])
-            if (id >= tok.vocab_size()) fail("--decode: id {} is past the vocabulary ({} tokens)", id, tok.vocab_size());
+            if (id >= tok.vocab_size())
+                fail("--decode: id {} is past the vocabulary ({} tokens)", id, tok.vocab_size());
         fmt::print("{}\n", tok.decode(lists[0]));
         return;
     }

@@ -3,6 +3,7 @@
 #include "core/json_depth.h"
 #include "core/utf8.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -382,7 +383,8 @@ void TaggedCallReader::read_xml(size_t limit, Reach reach, AnswerPiece &out) {
 }
 
 // A Hermes block as far as it is written: once its head is, a call begins, and its arguments' object follows as
-// written but for the whitespace between its tokens, to the brace that closes it (what comes after is layout).
+// written but for the whitespace between its tokens (and control characters inside strings, escaped), to the brace
+// that closes it (what comes after is layout).
 // While more may come, a part of the closing tag and a character begun wait; a block cut short ends its object
 // where the text ends (less a part of the tag).
 void TaggedCallReader::read_hermes(size_t limit, Reach reach, AnswerPiece &out) {
@@ -408,6 +410,10 @@ void TaggedCallReader::read_hermes(size_t limit, Reach reach, AnswerPiece &out) 
     for (; arguments_at_ < end && hermes_ == HermesPhase::Arguments; ++arguments_at_) {
         const char c = t[arguments_at_];
         if (in_string_) {
+            if (uint8_t(c) < 0x20 && !escaped_) { // a raw control character (a newline in code): escaped, as JSON
+                copied += fmt::format("\\u{:04x}", unsigned(uint8_t(c))); // has it (what a lenient reader takes)
+                continue;
+            }
             copied += c;
             if (escaped_) escaped_ = false;
             else if (c == '\\') escaped_ = true;
@@ -418,7 +424,8 @@ void TaggedCallReader::read_hermes(size_t limit, Reach reach, AnswerPiece &out) 
         copied += c;
         if (c == '"') in_string_ = true;
         else if (c == '{' || c == '[') ++arguments_depth_;
-        else if ((c == '}' || c == ']') && arguments_depth_ > 0 && --arguments_depth_ == 0) hermes_ = HermesPhase::After;
+        else if ((c == '}' || c == ']') && arguments_depth_ > 0 && --arguments_depth_ == 0)
+            hermes_ = HermesPhase::After;
     }
     if (!copied.empty()) add_arguments(std::move(copied), out);
 }

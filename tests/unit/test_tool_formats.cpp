@@ -313,8 +313,13 @@ TEST(ToolFormats, HermesCallsStreamTheirArguments) {
     p = r.finish();
     EXPECT_TRUE(p.calls.empty());
     EXPECT_EQ(p.words, "");
+    // A raw newline or tab inside a string (code a model writes) is escaped: the arguments stay JSON.
+    TaggedAnswer a =
+        tf_read(ToolFormat::Hermes, "<tool_call>{\"name\": \"run\", \"arguments\": {\"code\": \"a\n\tb\"}}");
+    ASSERT_EQ(a.calls.size(), 1u);
+    tf_expect_call(a.calls[0], 0, "run", R"({"code":"a\u000a\u0009b"})");
     // Cut short inside the arguments: they end where the text does (less a part of the tag).
-    TaggedAnswer a = tf_read(ToolFormat::Hermes, "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"ab</to");
+    a = tf_read(ToolFormat::Hermes, "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"ab</to");
     ASSERT_EQ(a.calls.size(), 1u);
     tf_expect_call(a.calls[0], 0, "search", R"({"q":"ab)");
     // A head longer than kHermesHeadMax (4 KB of whitespace) is read whole at the block's close, as other forms are.
