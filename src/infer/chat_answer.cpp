@@ -34,7 +34,8 @@ nlohmann::json chat_delta(const ChatPiece &piece, const std::string &id_prefix) 
     nlohmann::json delta = nlohmann::json::object();
     if (!piece.answer.words.empty() || (piece.reasoning.empty() && piece.answer.calls.empty()))
         delta["content"] = piece.answer.words;
-    if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
+    if (!piece.reasoning.empty()) // (under both names, as vLLM sends it: clients read one or the other)
+        for (const char *key : {"reasoning_content", "reasoning"}) delta[key] = piece.reasoning;
     if (!piece.answer.calls.empty()) delta["tool_calls"] = call_deltas(piece.answer, id_prefix);
     return delta;
 }

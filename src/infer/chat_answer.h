@@ -34,7 +34,8 @@ struct ChatPiece {
     bool empty() const { return reasoning.empty() && answer.words.empty() && answer.calls.empty(); }
 };
 // A chat stream chunk's `delta` for a piece: "content" (left out when empty beside reasoning or calls),
-// "reasoning_content" and "tool_calls" (call_deltas) when the piece has them.
+// "reasoning_content" and "reasoning" (the same text: vLLM's older and newer names) and "tool_calls" (call_deltas)
+// when the piece has them.
 nlohmann::json chat_delta(const ChatPiece &piece, const std::string &id_prefix);
 
 class ChatAnswerStream {

@@ -163,14 +163,15 @@ std::vector<ChatMessage> chat_messages(const json &m, const ApiTools &tools) {
             bad(where + ".role", where + ": a system message may only come first");
         const bool calls = role == "assistant" && has(msg, "tool_calls");
         std::string content = message_content(msg, where, calls);
-        // An earlier answer's reasoning (reasoning_content, as this server returns it) goes to a model's own
-        // template, which may write it or drop it; the built-in format has no place for it.
+        // An earlier answer's reasoning (reasoning_content, as this server returns it, or reasoning, vLLM's newer
+        // name for it, which this server returns too) goes to a model's own template as reasoning_content, which it
+        // may write or drop; the built-in format has no place for it.
         nlohmann::ordered_json reasoning = nullptr;
-        if (role == "assistant" && has(msg, "reasoning_content")) {
-            if (!msg["reasoning_content"].is_string())
-                bad(where + ".reasoning_content", where + ".reasoning_content must be a string");
-            reasoning = msg["reasoning_content"];
-        }
+        for (const char *key : {"reasoning_content", "reasoning"})
+            if (role == "assistant" && reasoning.is_null() && has(msg, key)) {
+                if (!msg[key].is_string()) bad(where + "." + key, where + "." + key + " must be a string");
+                reasoning = msg[key];
+            }
         if (role == "tool" && (!has(msg, "tool_call_id") || !msg["tool_call_id"].is_string()))
             bad(where + ".tool_call_id", where + " (a tool's result) needs a string 'tool_call_id'");
         const std::string call_id = role == "tool" ? msg["tool_call_id"].get<std::string>() : "";
@@ -436,8 +437,9 @@ json completion_response(const ApiRequest &r, const std::string &id, int64_t cre
             choice["finish_reason"] = a.finish_reason;
             const bool words = a.tool_calls.is_null() || !a.content.empty(); // (calls alone: content null)
             choice["message"] = {{"role", "assistant"}, {"content", words ? json(a.content) : json()}};
-            if (r.reasoning) // (null when the answer has none)
-                choice["message"]["reasoning_content"] = ca.reasoning.empty() ? json() : json(ca.reasoning);
+            if (r.reasoning) // (null when the answer has none; under both names, as vLLM gives it)
+                for (const char *key : {"reasoning_content", "reasoning"})
+                    choice["message"][key] = ca.reasoning.empty() ? json() : json(ca.reasoning);
             if (!a.tool_calls.is_null()) choice["message"]["tool_calls"] = a.tool_calls;
             choice["logprobs"] = lp ? api_logprobs(true, c.logprobs, spell, nullptr) : json(nullptr);
         } else {

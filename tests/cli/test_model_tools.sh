@@ -170,7 +170,7 @@ import json, sys
 c = json.loads(sys.argv[1])["choices"][0]
 m = c["message"]
 assert c["finish_reason"] == "tool_calls", c
-assert m["reasoning_content"] == "Look it up.", m
+assert m["reasoning_content"] == m["reasoning"] == "Look it up.", m  # (vLLM's older and newer names)
 assert m["content"] is None, m
 assert [(t["function"]["name"], json.loads(t["function"]["arguments"])) for t in m["tool_calls"]] == \
     [("get_weather", {"city": "Paris"})], m
@@ -181,6 +181,7 @@ import json, sys
 chunks = [json.loads(l[6:]) for l in sys.argv[1].splitlines() if l.startswith("data: {")]
 deltas = [c["choices"][0]["delta"] for c in chunks]
 assert "".join(d.get("reasoning_content", "") for d in deltas) == "Look it up.", deltas
+assert all(d.get("reasoning") == d.get("reasoning_content") for d in deltas), deltas
 assert "".join(d.get("content") or "" for d in deltas) == "", deltas
 calls = [t for d in deltas for t in d.get("tool_calls", [])]
 # One call: begun with its name (Hermes' head written), its arguments' text growing over the deltas after it.

@@ -147,6 +147,19 @@ TEST(NativeTools, MessagesAndToolsGoToTheTemplate) {
     const ApiRequest j = parse_api_request(body, true, 4096);
     ASSERT_EQ(j.messages.size(), 4u);
     EXPECT_EQ(j.messages[2].fields.dump(), R"({"reasoning_content":"Look it up."})"); // (for a template's use)
+    // vLLM's newer name for it, as its answers (and this server's) carry it, goes to the template alike.
+    std::string renamed = body;
+    renamed.replace(renamed.find("\"reasoning_content\""), 19, "\"reasoning\"");
+    const ApiRequest v = parse_api_request(renamed, true, 4096);
+    EXPECT_EQ(v.messages[2].fields.dump(), R"({"reasoning_content":"Look it up."})");
+    EXPECT_EQ(v.messages[2].content, j.messages[2].content);
+    try {
+        renamed.replace(renamed.find("\"Look it up.\""), 13, "3");
+        parse_api_request(renamed, true, 4096);
+        ADD_FAILURE() << "a reasoning that is no string was taken";
+    } catch (const ApiError &e) {
+        EXPECT_EQ(e.param, "messages[2].reasoning");
+    }
     EXPECT_NE(j.messages[2].content.find(R"({"tool_calls":[{"name":"get_weather")"), std::string::npos);
     EXPECT_EQ(j.messages[3].role, "user");
     EXPECT_NE(j.messages[0].content.find("You can call tools"), std::string::npos);
@@ -195,6 +208,7 @@ TEST(NativeTools, AnswersAreReadInTheModelsFormat) {
             }
             const json delta = chat_delta(p, "7_0");
             EXPECT_EQ(delta.contains("reasoning_content"), !p.reasoning.empty());
+            EXPECT_EQ(delta.contains("reasoning"), !p.reasoning.empty());
             EXPECT_EQ(delta.contains("tool_calls"), !p.answer.calls.empty());
         };
         for (size_t at = 0; at < text.size(); at += step) take(s.feed(std::string_view(text).substr(at, step)));
@@ -260,9 +274,9 @@ TEST(NativeTools, ChatDeltaHasWhatThePieceHas) {
     ChatPiece p;
     EXPECT_EQ(chat_delta(p, "1").dump(), R"({"content":""})");
     p.reasoning = "hm";
-    EXPECT_EQ(chat_delta(p, "1").dump(), R"({"reasoning_content":"hm"})");
+    EXPECT_EQ(chat_delta(p, "1").dump(), R"({"reasoning":"hm","reasoning_content":"hm"})");
     p.answer.words = "ok";
-    EXPECT_EQ(chat_delta(p, "1").dump(), R"({"content":"ok","reasoning_content":"hm"})");
+    EXPECT_EQ(chat_delta(p, "1").dump(), R"({"content":"ok","reasoning":"hm","reasoning_content":"hm"})");
 }
 
 // --tool-call-parser and --reasoning-parser resolved for a model: auto from its template; a tagged format without
