@@ -4,14 +4,10 @@ namespace zaya {
 
 void expect_reasoning(ApiRequest &r, const ReasoningTags &tags, bool starts_in_reasoning) {
     r.starts_in_reasoning = starts_in_reasoning;
-    const bool held = r.sample.json_mode() && r.sample.json_trigger.empty();
-    if (held && !starts_in_reasoning) return;
-    if (held) r.sample.json_after = tags.close;
-    if (!r.sample.json_trigger.empty()) {
-        r.sample.trigger_reasoning = tags;
-        r.sample.starts_in_reasoning = starts_in_reasoning;
-    }
     r.reasoning = tags;
+    if (!r.sample.json_mode()) return;
+    r.sample.trigger_reasoning = tags; // (held after the reasoning; a lazy trigger watched for after it)
+    r.sample.starts_in_reasoning = starts_in_reasoning;
 }
 
 ChatAnswer read_chat_answer(const ApiRequest &r, const std::string &text, const std::string &finish_reason,

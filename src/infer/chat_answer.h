@@ -12,10 +12,11 @@
 namespace zaya {
 
 // A chat request to a thinking model: its answer's reasoning is split off (ChatAnswerStream, read_chat_answer),
-// beginning inside it where the prompt's end opened a block. An answer held to JSON from its first token (structured
-// outputs, tool_choice "required") is held from the block's end instead, so the model reasons first (as vLLM holds
-// it), or, where the prompt opened no block, is JSON from its first token and has no reasoning to split; tool calls
-// under "auto" (a lazy trigger) are watched for in the content after the reasoning alone, where they are read.
+// beginning inside it where the prompt's end opened a block. An answer held to JSON (JSON mode, structured outputs,
+// tool_choice "required") is held from the block's end, so the model reasons first, as vLLM holds it: the block the
+// prompt opened, or one the model opens at its answer's start (Qwen3-style); an answer that opens none is JSON from
+// its first token. Tool calls under "auto" (a lazy trigger) are watched for in the content after the reasoning
+// alone, where they are read.
 void expect_reasoning(ApiRequest &r, const ReasoningTags &tags, bool starts_in_reasoning);
 
 // A whole answer read: reasoning_content ("" when none), then content and calls as read_tool_answer reads them.

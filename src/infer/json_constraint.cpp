@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <bitset>
+#include <cmath>
 #include <limits>
 
 namespace zaya {
@@ -97,10 +98,17 @@ JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTable> table, std::sha
                                std::string trigger, bool trigger_in_text, std::optional<ContentGate> gate)
     : table_(std::move(table)), grammar_(schema), trigger_(std::move(trigger)), gate_(std::move(gate)),
       after_trigger_(std::move(schema)) {
+    if (trigger_.empty() && gate_) { // held from the content's start: the JSON after a block's close, if one opens
+        trigger_ = gate_->tags().close;
+        trigger_in_text = false;
+        if (!gate_->starts_in_reasoning()) open_ = gate_->tags().open;
+        gate_.reset();
+        if (trigger_.empty()) fail("JSON mode: a reasoning block needs its closing tag");
+    }
     if (trigger_.empty()) return;
     if (trigger_in_text && !after_trigger_.feed(trigger_))
         fail("JSON mode: the trigger '{}' does not begin the schema's texts", trigger_);
-    state_ = State::Watching;
+    state_ = open_.empty() ? State::Watching : State::Opening;
     for (int32_t id = 0; id < int32_t(table_->size()); ++id)
         if (table_->bytes(id).size() >= trigger_.size() && table_->bytes(id).find(trigger_) != std::string::npos)
             whole_.push_back(id);
@@ -157,8 +165,82 @@ int64_t JsonConstraint::mask_watching(float *logits) {
     return table_->size() - int64_t(refused.size());
 }
 
+JsonConstraint::Start JsonConstraint::read_opening(std::string_view bytes, std::string &held, size_t &part,
+                                                  size_t &at) const {
+    for (at = 0; at < bytes.size(); ++at) {
+        const char b = bytes[at];
+        if (part == 0 && (b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == '\f' || b == '\v')) {
+            held += b; // (the whitespace ReasoningSplitter allows before the tag)
+            continue;
+        }
+        if (b != open_[part]) return Start::Json;
+        held += b;
+        if (++part == open_.size()) {
+            ++at;
+            return Start::Block;
+        }
+    }
+    return Start::Undecided;
+}
+
+// At the answer's start: the tokens that would make it the JSON (what is held, then the token) as the schema takes
+// them, and those that keep it undecided or open the block (whose rest, if it closes the block, the schema takes
+// from the byte after the close). Only tokens that begin with whitespace or the tag's next byte can do the latter.
+int64_t JsonConstraint::mask_opening(float *logits) {
+    std::vector<std::pair<int32_t, float>> kept; // (token, logit) of the tokens that keep the start or open a block
+    std::vector<int32_t> ruled;                  // those that open a block and close it with bytes refused
+    std::bitset<256> firsts;
+    if (open_part_ == 0)
+        for (char c : std::string_view(" \t\n\r\f\v")) firsts.set(uint8_t(c));
+    firsts.set(uint8_t(open_[open_part_]));
+    for (int b = 0; b < 256; ++b) {
+        if (!firsts[size_t(b)]) continue;
+        for (int32_t id : table_->starting_with(uint8_t(b))) {
+            const std::string_view bytes = table_->bytes(id);
+            std::string held = opening_held_;
+            size_t part = open_part_, at = 0;
+            const Start start = read_opening(bytes, held, part, at);
+            if (start == Start::Json) continue; // (the JSON's mask decides it)
+            bool takes = true;
+            if (start == Start::Block) {
+                const std::string_view rest = bytes.substr(at);
+                size_t matched = 0;
+                for (size_t k = 0; k < rest.size(); ++k)
+                    if (trigger_step(trigger_, matched, uint8_t(rest[k]))) {
+                        SchemaGrammar g = after_trigger_;
+                        takes = g.feed(rest.substr(k + 1));
+                        break;
+                    }
+            }
+            if (takes) kept.emplace_back(id, logits[id]);
+            else ruled.push_back(id);
+        }
+    }
+    int64_t n = 0;
+    SchemaGrammar json = grammar_;
+    if (json.feed(opening_held_)) { // the JSON may begin here (after the whitespace held, if the schema takes it)
+        std::swap(grammar_, json);
+        n = mask_held(logits);
+        std::swap(grammar_, json);
+    } else {
+        std::fill(logits, logits + table_->size(), -std::numeric_limits<float>::infinity());
+    }
+    for (const auto &[id, logit] : kept) {
+        n += std::isinf(logits[id]) ? 1 : 0;
+        logits[id] = logit;
+    }
+    for (int32_t id : ruled)
+        if (!std::isinf(logits[id])) logits[id] = -std::numeric_limits<float>::infinity(), --n;
+    return n;
+}
+
 int64_t JsonConstraint::mask(float *logits) {
     if (state_ == State::Watching) return mask_watching(logits);
+    if (state_ == State::Opening) return mask_opening(logits);
+    return mask_held(logits);
+}
+
+int64_t JsonConstraint::mask_held(float *logits) {
     const int64_t V = table_->size();
     const bool in_string = grammar_.in_plain_string(); // (every reading)
     const StringLexer *lexer = grammar_.readings() == 1 ? grammar_.string_lexer() : nullptr;
@@ -288,7 +370,34 @@ const std::vector<uint64_t> &JsonConstraint::classes_of_tokens(const Regex &patt
 void JsonConstraint::advance(int32_t token) {
     if (token < 0 || token >= table_->size()) fail("JSON mode: token {} is outside the vocabulary", token);
     const std::string_view bytes = table_->bytes(token);
-    if (state_ == State::Watching) {
+    if (state_ == State::Opening) {
+        std::string held = opening_held_;
+        size_t part = open_part_, at = 0;
+        const Start start = read_opening(bytes, held, part, at);
+        if (start == Start::Undecided) {
+            opening_held_ = std::move(held);
+            open_part_ = part;
+            return;
+        }
+        if (start == Start::Block) { // free to the close, the JSON after it
+            state_ = State::Watching;
+            advance_watching(bytes.substr(at), token);
+            return;
+        }
+        SchemaGrammar g = grammar_;
+        if (!g.feed(opening_held_) || !g.feed(bytes)) fail("JSON mode: token {} does not begin the JSON text", token);
+        grammar_ = std::move(g);
+        state_ = State::Held;
+        return;
+    }
+    if (state_ == State::Watching) return advance_watching(bytes, token);
+    SchemaGrammar g = grammar_;
+    if (bytes.empty() || !g.feed(bytes)) fail("JSON mode: token {} does not continue the JSON text", token);
+    grammar_ = std::move(g);
+}
+
+void JsonConstraint::advance_watching(std::string_view bytes, int32_t token) {
+    {
         std::optional<ContentGate> gate = gate_;
         size_t matched = matched_;
         const std::optional<std::string> rest = watch(bytes, gate, matched);
@@ -301,11 +410,7 @@ void JsonConstraint::advance(int32_t token) {
         if (!g.feed(*rest)) fail("JSON mode: token {} does not continue the JSON text", token);
         grammar_ = std::move(g);
         state_ = State::Held;
-        return;
     }
-    SchemaGrammar g = grammar_;
-    if (bytes.empty() || !g.feed(bytes)) fail("JSON mode: token {} does not continue the JSON text", token);
-    grammar_ = std::move(g);
 }
 
 } // namespace zaya

@@ -82,6 +82,10 @@ class JsonConstraint {
     // watched for alike, the grammar then fed from the byte after it.
     // gate: with a lazy trigger, where the answer's content begins (a thinking model's reasoning first,
     // infer/reasoning.h): the trigger is watched for in the content alone, as the server's reader reads calls.
+    // Without a trigger, the answer is held from its content's start: at its start a reasoning block may open
+    // (whitespace, then the gate's open tag: Qwen3-style models open their own), free to its close, the JSON after
+    // it (from the byte after the close, as with !trigger_in_text); or the answer is the JSON from its first byte.
+    // Where the gate starts inside the block, the JSON follows its close alike.
     JsonConstraint(std::shared_ptr<const TokenTable> table, std::shared_ptr<const JsonSchema> schema,
                    std::string trigger = {}, bool trigger_in_text = true,
                    std::optional<ContentGate> gate = std::nullopt);
@@ -96,12 +100,20 @@ class JsonConstraint {
     // Whether mask() may refuse a token now: held, or lazy with the trigger within a token's reach (begun at the
     // text's end, or held whole by some token). Otherwise every token is allowed and mask() would change nothing.
     bool masks() const {
-        return state_ == State::Held || matched_ > 0 || !whole_.empty() || (gate_ && !gate_->held().empty());
+        return state_ != State::Watching || matched_ > 0 || !whole_.empty() || (gate_ && !gate_->held().empty());
     }
     const SchemaGrammar &grammar() const { return grammar_; }
 
   private:
-    enum class State : uint8_t { Watching, Held };
+    enum class State : uint8_t { Opening, Watching, Held }; // Opening: the answer's start, a block or the JSON
+    // The bytes of a token read at the answer's start from the state given (the whitespace and part of the open tag
+    // held, the tag's bytes matched): Undecided (all of them still may be either), Block at `at` (the open tag ends
+    // before byte `at`), or Json from `at` (the answer is the JSON: what was held, then the bytes from `at`).
+    enum class Start : uint8_t { Undecided, Block, Json };
+    Start read_opening(std::string_view bytes, std::string &held, size_t &part, size_t &at) const;
+    int64_t mask_opening(float *logits);
+    int64_t mask_held(float *logits);
+    void advance_watching(std::string_view bytes, int32_t token);
     // Reads a token's bytes while watching, from the state given (the gate's, if any, and the trigger's part
     // matched): the bytes after the trigger where they complete it, else nullopt.
     std::optional<std::string> watch(std::string_view bytes, std::optional<ContentGate> &gate, size_t &matched) const;
@@ -120,6 +132,9 @@ class JsonConstraint {
     State state_ = State::Held;
     size_t matched_ = 0;           // Watching: the trigger's bytes the content ends with (trigger_step)
     std::optional<ContentGate> gate_; // Watching: until the content begins (then none)
+    std::string open_;                // Opening: the tag that opens a reasoning block
+    std::string opening_held_;        // Opening: the whitespace and part of the tag read
+    size_t open_part_ = 0;            // Opening: the tag's bytes read
     std::vector<int32_t> whole_;   // lazy: the tokens that hold the whole trigger
     SchemaGrammar after_trigger_;  // lazy: the grammar once the trigger is read
 };

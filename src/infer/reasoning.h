@@ -87,6 +87,8 @@ class ContentGate {
     // none, or, where this byte decides that the answer has no block, those held at its start too.
     void feed(uint8_t b, std::string &content);
     bool in_content() const { return phase_ == Phase::Content; }
+    const ReasoningTags &tags() const { return *tags_; }
+    bool starts_in_reasoning() const { return starts_in_reasoning_; }
     // The bytes at the answer's start not decided yet (whitespace and a part of the open tag): the content's, should
     // the next byte decide that there is no block.
     const std::string &held() const { return held_; }

@@ -42,9 +42,11 @@ struct SampleOptions {
     // With json_schema, lazy (infer/json_constraint.h): the text is held to the schema only if it begins with this
     // (after whitespace); otherwise it is free. Tool calls under tool_choice "auto" (infer/tool_calls.h).
     std::string json_trigger;
-    // With json_trigger: the answer's reasoning, which the trigger is not watched for in (a thinking model may write
-    // anything there; the server's reader takes calls from the content after it, infer/chat_answer.h), and whether
-    // the answer begins inside it (the prompt opened the block).
+    // In JSON mode: the answer's reasoning (infer/chat_answer.h splits it off), and whether the answer begins
+    // inside it (the prompt opened the block). With json_trigger the trigger is not watched for in it (a thinking
+    // model may write anything there; the server's reader takes calls from the content after it); without, the
+    // answer may open a block at its start (or is inside one), free to its close, and is held to the schema from
+    // there, or from its first byte when it opens none.
     std::optional<ReasoningTags> trigger_reasoning;
     bool starts_in_reasoning = false;
     // JSON mode held only after this text (a thinking model's "</think>", when the prompt opened its reasoning): the

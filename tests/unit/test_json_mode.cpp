@@ -367,6 +367,83 @@ TEST(JsonConstraint, HeldAfterATextFromTheByteAfterIt) {
     EXPECT_NE(test::error_of([&] { d.advance(id("Let")); }).find("does not continue"), std::string::npos);
 }
 
+// Held behind a reasoning block the answer may open itself (a gate without a trigger: Qwen3-style models write
+// their own <think>): at the answer's start whitespace and the open tag keep it free, a block is free to its close
+// and the JSON follows it; any other start makes the answer the JSON from its first byte (with the whitespace
+// before it, which only a schema that takes whitespace allows). Every step's mask is checked against that reading
+// of the text with each token after it; answers that start inside the block too.
+TEST(JsonConstraint, HeldAfterAReasoningBlockTheAnswerMayOpen) {
+    std::vector<std::string> bytes = {"<think>", "</think>", "<", "<th", "ink>", "think", ">", " ", "\n", "Hi",
+                                      "{\"a\":", "1", "}", "{\"a\":1}", "</think>{\"a\":1}", "</think>\n{", "</think>x",
+                                      "</",
+                                      "<think>hm</think>{\"a\":", "<think></think>x", " <think>", "\n\n{", "{", "x"};
+    const size_t named = bytes.size();
+    for (int b = 32; b < 127; ++b) bytes.push_back(std::string(1, char(b)));
+    auto table = std::make_shared<const TokenTable>(bytes);
+    const ReasoningTags tags;
+    const ojson spec = ojson::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+                                        "additionalProperties": false})");
+    const auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+    // The JSON the text is held to so far (nullopt: free: its start undecided, or inside the block).
+    const auto json_of = [&](const std::string &t, bool starts) -> std::optional<std::string> {
+        std::string after = t;
+        if (!starts) {
+            size_t i = 0;
+            while (i < t.size() && is_space(t[i])) ++i;
+            const std::string rest = t.substr(i);
+            if (!rest.starts_with(tags.open)) {
+                if (tags.open.starts_with(rest)) return std::nullopt;
+                return t;
+            }
+            after = rest.substr(tags.open.size());
+        }
+        const size_t close = after.find(tags.close);
+        if (close == std::string::npos) return std::nullopt;
+        return after.substr(close + tags.close.size());
+    };
+    std::mt19937 rng(17);
+    int opened = 0, direct = 0, closed = 0, refusals = 0;
+    for (int walk = 0; walk < 200; ++walk) {
+        const bool starts = walk % 4 >= 2, compact = walk % 2;
+        const auto schema = JsonSchema::compile(spec, compact);
+        JsonConstraint c(table, schema, "", true, ContentGate(tags, starts));
+        std::string text;
+        for (int step = 0; step < 12 && !c.complete(); ++step) {
+            SCOPED_TRACE(testing::Message() << "walk " << walk << " text: " << text);
+            EXPECT_TRUE(c.masks());
+            std::vector<float> logits(bytes.size(), 0.0f);
+            const int64_t n = c.mask(logits.data());
+            std::vector<int32_t> allowed;
+            for (size_t id = 0; id < bytes.size(); ++id) {
+                const std::optional<std::string> held = json_of(text + bytes[id], starts);
+                SchemaGrammar g(schema);
+                const bool takes = !held || g.feed(*held);
+                ASSERT_EQ(std::isinf(logits[id]), !takes) << "token '" << bytes[id] << "'";
+                if (takes) allowed.push_back(int32_t(id));
+                refusals += !takes;
+            }
+            ASSERT_EQ(n, int64_t(allowed.size()));
+            ASSERT_FALSE(allowed.empty());
+            int32_t t = allowed[rng() % allowed.size()];
+            for (int32_t id : allowed)
+                if (size_t(id) < named && rng() % 3 == 0) t = id;
+            c.advance(t);
+            text += bytes[size_t(t)];
+            ASSERT_EQ(c.held(), json_of(text, starts).has_value());
+        }
+        opened += text.find(tags.open) != std::string::npos;
+        direct += c.held() && text.find(tags.close) == std::string::npos;
+        if (c.complete()) {
+            ++closed;
+            EXPECT_TRUE(json::parse(*json_of(text, starts))["a"].is_number_integer()) << text;
+        }
+    }
+    EXPECT_GT(opened, 20);
+    EXPECT_GT(direct, 10);
+    EXPECT_GT(closed, 10);
+    EXPECT_GT(refusals, 1000);
+}
+
 TEST(JsonConstraint, LazyHoldsTextsFromTheTriggerOn) {
     std::vector<std::string> bytes = {"", "{", "}", "{\"", "\"a", "\":", "{\"a\":", "{\"a\":1}", "{\"a\":x",
                                       " {\"a\"", "\n", " ", "{\"b", "Hi", " there", "1", "2", "}\n", "a\":-", "\"",

@@ -248,15 +248,17 @@ TEST(NativeTools, ThinkingRequestsHoldTheirAnswersAfterTheReasoning) {
         EXPECT_EQ(automatic.sample.json_trigger, kToolCallsTrigger);
         EXPECT_EQ(automatic.sample.json_after, "");
         automatic.sample.validate();
-        // Held from the first token (required calls, structured outputs): from the block's close where the prompt
-        // opened one; else JSON at once, nothing split.
+        // Held (required calls, JSON mode): after the reasoning, the block the prompt opened or one the answer opens
+        // at its start (JsonConstraint's gate), the reasoning split off.
         for (const std::string &held : {R"("tools": )" + std::string(kNtTools) + R"(, "tool_choice": "required"})",
-                                 std::string(R"("response_format": {"type": "json_object"}})")}) {
+                                        std::string(R"("response_format": {"type": "json_object"}})")}) {
             ApiRequest r = parse_api_request(messages + held, true, 4096);
             expect_reasoning(r, tags, starts);
-            EXPECT_EQ(r.reasoning.has_value(), starts) << held;
-            EXPECT_EQ(r.sample.json_after, starts ? "</think>" : "") << held;
-            EXPECT_FALSE(r.sample.trigger_reasoning) << held;
+            EXPECT_TRUE(r.reasoning) << held;
+            EXPECT_TRUE(r.sample.json_trigger.empty() && r.sample.json_after.empty()) << held;
+            ASSERT_TRUE(r.sample.trigger_reasoning) << held;
+            EXPECT_EQ(r.sample.trigger_reasoning->close, "</think>");
+            EXPECT_EQ(r.sample.starts_in_reasoning, starts);
             r.sample.validate();
         }
         // Free answers (in the model's own format, unconstrained): split, nothing held.
