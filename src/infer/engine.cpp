@@ -140,9 +140,8 @@ void Engine::admit() {
         if (tok_) r->text.emplace(*tok_, r->opts.stop_strings);
         if (r->opts.json_mode()) {
             if (!json_tokens_) json_tokens_ = std::make_shared<const TokenTable>(*tok_, model_->config.vocab_size);
-            const bool after = !r->opts.json_after.empty(); // (the text the JSON follows is no part of it)
             r->json.emplace(json_tokens_, r->opts.json_schema ? r->opts.json_schema : JsonSchema::any_object(),
-                            after ? r->opts.json_after : r->opts.json_trigger, /*trigger_in_text=*/!after,
+                            r->opts.json_trigger, /*trigger_in_text=*/true,
                             r->opts.trigger_reasoning
                                 ? std::optional<ContentGate>(ContentGate(*r->opts.trigger_reasoning,
                                                                          r->opts.starts_in_reasoning))

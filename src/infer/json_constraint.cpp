@@ -101,14 +101,14 @@ JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTable> table, std::sha
     if (trigger_.empty() && gate_) { // held from the content's start: the JSON after a block's close, if one opens
         trigger_ = gate_->tags().close;
         trigger_in_text = false;
-        if (!gate_->starts_in_reasoning()) open_ = gate_->tags().open;
+        if (!gate_->starts_in_reasoning() && !gate_->tags().open.empty()) opening_ = gate_;
         gate_.reset();
         if (trigger_.empty()) fail("JSON mode: a reasoning block needs its closing tag");
     }
     if (trigger_.empty()) return;
     if (trigger_in_text && !after_trigger_.feed(trigger_))
         fail("JSON mode: the trigger '{}' does not begin the schema's texts", trigger_);
-    state_ = open_.empty() ? State::Watching : State::Opening;
+    state_ = opening_ ? State::Opening : State::Watching;
     for (int32_t id = 0; id < int32_t(table_->size()); ++id)
         if (table_->bytes(id).size() >= trigger_.size() && table_->bytes(id).find(trigger_) != std::string::npos)
             whole_.push_back(id);
@@ -165,17 +165,12 @@ int64_t JsonConstraint::mask_watching(float *logits) {
     return table_->size() - int64_t(refused.size());
 }
 
-JsonConstraint::Start JsonConstraint::read_opening(std::string_view bytes, std::string &held, size_t &part,
-                                                  size_t &at) const {
+JsonConstraint::Start JsonConstraint::read_opening(std::string_view bytes, ContentGate &opening, size_t &at) {
+    std::string content; // (unread: where the answer is the JSON, the caller feeds the grammar what was held)
     for (at = 0; at < bytes.size(); ++at) {
-        const char b = bytes[at];
-        if (part == 0 && (b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == '\f' || b == '\v')) {
-            held += b; // (the whitespace ReasoningSplitter allows before the tag)
-            continue;
-        }
-        if (b != open_[part]) return Start::Json;
-        held += b;
-        if (++part == open_.size()) {
+        opening.feed(uint8_t(bytes[at]), content);
+        if (opening.in_content()) return Start::Json;
+        if (!opening.deciding()) {
             ++at;
             return Start::Block;
         }
@@ -189,17 +184,13 @@ JsonConstraint::Start JsonConstraint::read_opening(std::string_view bytes, std::
 int64_t JsonConstraint::mask_opening(float *logits) {
     std::vector<std::pair<int32_t, float>> kept; // (token, logit) of the tokens that keep the start or open a block
     std::vector<int32_t> ruled;                  // those that open a block and close it with bytes refused
-    std::bitset<256> firsts;
-    if (open_part_ == 0)
-        for (char c : std::string_view(" \t\n\r\f\v")) firsts.set(uint8_t(c));
-    firsts.set(uint8_t(open_[open_part_]));
     for (int b = 0; b < 256; ++b) {
-        if (!firsts[size_t(b)]) continue;
+        if (!opening_->keeps_deciding(uint8_t(b))) continue;
         for (int32_t id : table_->starting_with(uint8_t(b))) {
             const std::string_view bytes = table_->bytes(id);
-            std::string held = opening_held_;
-            size_t part = open_part_, at = 0;
-            const Start start = read_opening(bytes, held, part, at);
+            ContentGate opening = *opening_;
+            size_t at = 0;
+            const Start start = read_opening(bytes, opening, at);
             if (start == Start::Json) continue; // (the JSON's mask decides it)
             bool takes = true;
             if (start == Start::Block) {
@@ -218,7 +209,7 @@ int64_t JsonConstraint::mask_opening(float *logits) {
     }
     int64_t n = 0;
     SchemaGrammar json = grammar_;
-    if (json.feed(opening_held_)) { // the JSON may begin here (after the whitespace held, if the schema takes it)
+    if (json.feed(opening_->held())) { // the JSON may begin here (after the whitespace held, if the schema takes it)
         std::swap(grammar_, json);
         n = mask_held(logits);
         std::swap(grammar_, json);
@@ -371,23 +362,25 @@ void JsonConstraint::advance(int32_t token) {
     if (token < 0 || token >= table_->size()) fail("JSON mode: token {} is outside the vocabulary", token);
     const std::string_view bytes = table_->bytes(token);
     if (state_ == State::Opening) {
-        std::string held = opening_held_;
-        size_t part = open_part_, at = 0;
-        const Start start = read_opening(bytes, held, part, at);
+        ContentGate opening = *opening_;
+        size_t at = 0;
+        const Start start = read_opening(bytes, opening, at);
         if (start == Start::Undecided) {
-            opening_held_ = std::move(held);
-            open_part_ = part;
+            opening_ = std::move(opening);
             return;
         }
         if (start == Start::Block) { // free to the close, the JSON after it
             state_ = State::Watching;
+            opening_.reset();
             advance_watching(bytes.substr(at), token);
             return;
         }
         SchemaGrammar g = grammar_;
-        if (!g.feed(opening_held_) || !g.feed(bytes)) fail("JSON mode: token {} does not begin the JSON text", token);
+        if (!g.feed(opening_->held()) || !g.feed(bytes))
+            fail("JSON mode: token {} does not begin the JSON text", token);
         grammar_ = std::move(g);
         state_ = State::Held;
+        opening_.reset();
         return;
     }
     if (state_ == State::Watching) return advance_watching(bytes, token);

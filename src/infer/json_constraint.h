@@ -78,8 +78,8 @@ class JsonConstraint {
   public:
     // schema: JsonSchema::any_object() for plain JSON mode.
     // trigger: empty, or lazy (above): then a prefix of the schema's texts, or this fails naming it; or, with
-    // !trigger_in_text, the text the schema's text follows (a thinking model's "</think>": SampleOptions::json_after),
-    // watched for alike, the grammar then fed from the byte after it.
+    // !trigger_in_text, the text the schema's text follows (a reasoning block's close, where the gate starts inside
+    // the block), watched for alike, the grammar then fed from the byte after it.
     // gate: with a lazy trigger, where the answer's content begins (a thinking model's reasoning first,
     // infer/reasoning.h): the trigger is watched for in the content alone, as the server's reader reads calls.
     // Without a trigger, the answer is held from its content's start: at its start a reasoning block may open
@@ -106,11 +106,11 @@ class JsonConstraint {
 
   private:
     enum class State : uint8_t { Opening, Watching, Held }; // Opening: the answer's start, a block or the JSON
-    // The bytes of a token read at the answer's start from the state given (the whitespace and part of the open tag
-    // held, the tag's bytes matched): Undecided (all of them still may be either), Block at `at` (the open tag ends
-    // before byte `at`), or Json from `at` (the answer is the JSON: what was held, then the bytes from `at`).
+    // A token's bytes read at the answer's start through `opening` (a copy of opening_, advanced): Undecided (all of
+    // them still may be either), Block (the open tag ends before byte `at`), or Json (the answer is the JSON: what
+    // opening_ held, then the token).
     enum class Start : uint8_t { Undecided, Block, Json };
-    Start read_opening(std::string_view bytes, std::string &held, size_t &part, size_t &at) const;
+    static Start read_opening(std::string_view bytes, ContentGate &opening, size_t &at);
     int64_t mask_opening(float *logits);
     int64_t mask_held(float *logits);
     void advance_watching(std::string_view bytes, int32_t token);
@@ -132,9 +132,7 @@ class JsonConstraint {
     State state_ = State::Held;
     size_t matched_ = 0;           // Watching: the trigger's bytes the content ends with (trigger_step)
     std::optional<ContentGate> gate_; // Watching: until the content begins (then none)
-    std::string open_;                // Opening: the tag that opens a reasoning block
-    std::string opening_held_;        // Opening: the whitespace and part of the tag read
-    size_t open_part_ = 0;            // Opening: the tag's bytes read
+    std::optional<ContentGate> opening_; // Opening: the answer's start read (whitespace and a part of the open tag)
     std::vector<int32_t> whole_;   // lazy: the tokens that hold the whole trigger
     SchemaGrammar after_trigger_;  // lazy: the grammar once the trigger is read
 };

@@ -193,6 +193,13 @@ void ContentGate::feed(uint8_t b, std::string &content) {
     }
 }
 
+bool ContentGate::keeps_deciding(uint8_t b) const {
+    const std::string &open = tags_->open;
+    if (phase_ != Phase::Opening) return false;
+    if (open_part_ == 0 && reasoning_space(char(b))) return true;
+    return open_part_ < open.size() && uint8_t(open[open_part_]) == b;
+}
+
 ReasoningPiece split_reasoning(std::string_view text, const ReasoningTags &tags, bool starts_in_reasoning) {
     ReasoningSplitter splitter(tags, starts_in_reasoning);
     ReasoningPiece out = splitter.feed(text);

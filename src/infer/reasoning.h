@@ -87,6 +87,11 @@ class ContentGate {
     // none, or, where this byte decides that the answer has no block, those held at its start too.
     void feed(uint8_t b, std::string &content);
     bool in_content() const { return phase_ == Phase::Content; }
+    // At the answer's start, before the open tag or another byte decides whether a block opens.
+    bool deciding() const { return phase_ == Phase::Opening; }
+    // While deciding: whether byte b keeps the answer undecided or opens the block (whitespace before the tag, the
+    // tag's next byte).
+    bool keeps_deciding(uint8_t b) const;
     const ReasoningTags &tags() const { return *tags_; }
     bool starts_in_reasoning() const { return starts_in_reasoning_; }
     // The bytes at the answer's start not decided yet (whitespace and a part of the open tag): the content's, should

@@ -49,9 +49,6 @@ struct SampleOptions {
     // there, or from its first byte when it opens none.
     std::optional<ReasoningTags> trigger_reasoning;
     bool starts_in_reasoning = false;
-    // JSON mode held only after this text (a thinking model's "</think>", when the prompt opened its reasoning): the
-    // text is free until it appears, and what follows it is the JSON (after whitespace). Not with json_trigger.
-    std::string json_after;
     bool json_mode() const { return json_object || json_schema != nullptr; }
 
     // Throws zaya::Error naming the field and value out of range; with vocab_size > 0, also a logit_bias token

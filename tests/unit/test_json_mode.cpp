@@ -323,8 +323,8 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensWhoseBytesContinue) {
 // begins) with bytes the schema does not take; from the trigger on, the text is held as any JSON-mode text. Most
 // free steps need no mask at all (masks() false: no token holds the trigger whole, and the text ends with no part
 // of it).
-// Held after a text (a thinking model's "</think>", SampleOptions::json_after): free until it appears, then the
-// bytes after it, whitespace first or not, held to the schema; the text itself is no part of the JSON.
+// Held after a text (a thinking model's "</think>": what the gate makes of a block the prompt opened): free until
+// it appears, then the bytes after it, whitespace first or not, held to the schema; the text is no part of the JSON.
 TEST(JsonConstraint, HeldAfterATextFromTheByteAfterIt) {
     const std::vector<std::string> bytes = {"Let",           " me",        "think",     ".",         "</",
                                             "think",         ">",          "</think>",  "\n\n",      "{\"a\":",

@@ -246,7 +246,6 @@ TEST(NativeTools, ThinkingRequestsHoldTheirAnswersAfterTheReasoning) {
         EXPECT_EQ(automatic.sample.starts_in_reasoning, starts);
         EXPECT_EQ(automatic.starts_in_reasoning, starts);
         EXPECT_EQ(automatic.sample.json_trigger, kToolCallsTrigger);
-        EXPECT_EQ(automatic.sample.json_after, "");
         automatic.sample.validate();
         // Held (required calls, JSON mode): after the reasoning, the block the prompt opened or one the answer opens
         // at its start (JsonConstraint's gate), the reasoning split off.
@@ -255,7 +254,7 @@ TEST(NativeTools, ThinkingRequestsHoldTheirAnswersAfterTheReasoning) {
             ApiRequest r = parse_api_request(messages + held, true, 4096);
             expect_reasoning(r, tags, starts);
             EXPECT_TRUE(r.reasoning) << held;
-            EXPECT_TRUE(r.sample.json_trigger.empty() && r.sample.json_after.empty()) << held;
+            EXPECT_TRUE(r.sample.json_trigger.empty()) << held;
             ASSERT_TRUE(r.sample.trigger_reasoning) << held;
             EXPECT_EQ(r.sample.trigger_reasoning->close, "</think>");
             EXPECT_EQ(r.sample.starts_in_reasoning, starts);
