@@ -78,18 +78,22 @@ SequenceCache Decoder::new_sequence() const {
 }
 
 void Decoder::forward(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
-                      float *logits, bool all_logits) {
+                      float *logits, std::span<const int64_t> rows) {
     ZAYA_PROFILE("decode_forward");
     const ZayaConfig &c = m_.config;
     const int64_t B = int64_t(seqs.size()), D = c.hidden_size, V = c.vocab_size, P = c.conv_padding();
     if (B == 0) return;
     if (int64_t(chunks.size()) != B) fail("decoder: {} sequences but {} chunks", B, chunks.size());
     if (B > max_seqs_) fail("decoder: {} sequences in one call exceed its {}", B, max_seqs_);
+    if (!rows.empty() && int64_t(rows.size()) != B)
+        fail("decoder: {} sequences but {} logit row counts", B, rows.size());
     start_.assign(size_t(B + 1), 0);
     start_ext_.assign(size_t(B + 1), 0);
     for (int64_t s = 0; s < B; ++s) {
         const int64_t n = int64_t(chunks[size_t(s)].size());
         if (n == 0) fail("decoder: sequence {} was given no tokens", s);
+        if (!rows.empty() && (rows[size_t(s)] < 1 || rows[size_t(s)] > n))
+            fail("decoder: sequence {} asks logits of {} of its {} tokens", s, rows[size_t(s)], n);
         start_[size_t(s + 1)] = start_[size_t(s)] + n;
         start_ext_[size_t(s + 1)] = start_[size_t(s + 1)] + (s + 1) * P;
         if (start_[size_t(s + 1)] > max_tokens_)
@@ -120,15 +124,15 @@ void Decoder::forward(std::span<SequenceCache *const> seqs, std::span<const std:
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) layer_forward(l, seqs, N);
     for (int64_t s = 0; s < B; ++s) seqs[size_t(s)]->length += start_[size_t(s + 1)] - start_[size_t(s)];
 
-    // Final norm and LM head, only on the rows whose logits are wanted.
-    int64_t rows = N;
-    if (!all_logits) {
-        for (int64_t s = 0; s < B; ++s)
-            std::memmove(x_.data() + s * D, x_.data() + (start_[size_t(s + 1)] - 1) * D, size_t(D) * sizeof(float));
-        rows = B;
+    // Final norm and LM head, only on the rows whose logits are wanted, moved together (never later than they are).
+    int64_t out = 0;
+    for (int64_t s = 0; s < B; ++s) {
+        const int64_t n = rows.empty() ? 1 : rows[size_t(s)];
+        std::memmove(x_.data() + out * D, x_.data() + (start_[size_t(s + 1)] - n) * D, size_t(n * D) * sizeof(float));
+        out += n;
     }
-    rmsnorm_forward(xn_.data(), rstd_.data(), x_.data(), m_.small.final_norm, rows, D, float(c.rms_norm_eps));
-    mat_linear(logits, V, xn_.data(), m_.lm_head, m_.small.lm_head_bias, rows, precision_);
+    rmsnorm_forward(xn_.data(), rstd_.data(), x_.data(), m_.small.final_norm, out, D, float(c.rms_norm_eps));
+    mat_linear(logits, V, xn_.data(), m_.lm_head, m_.small.lm_head_bias, out, precision_);
 }
 
 void Decoder::prefill(SequenceCache &seq, std::span<const int32_t> tokens, float *logits) {
@@ -148,10 +152,10 @@ void Decoder::add_snapshots(std::span<SequenceCache *const> seqs) {
     for (size_t s = 0; s < seqs.size(); ++s) {
         SequenceCache &sc = *seqs[s];
         snap_first_[s] = sc.snapshots.size();
-        if (sc.snapshot_every <= 0 && sc.snapshot_at <= 0) continue;
+        if (sc.snapshot_every <= 0 && sc.snapshot_at <= 0 && sc.draft_from <= 0) continue;
         const int64_t end = sc.length + start_[s + 1] - start_[s];
         for (int64_t b = sc.length + 1; b <= end; ++b)
-            if ((sc.snapshot_every > 0 && b % sc.snapshot_every == 0) || b == sc.snapshot_at)
+            if (sc.keeps_state_at(b) || (sc.draft_from > 0 && b >= sc.draft_from && b < end))
                 sc.snapshots.push_back(SequenceState{b, std::vector<float>(conv), std::vector<float>(vdel)});
     }
 }

@@ -33,11 +33,12 @@ class Decoder {
 
     SequenceCache new_sequence() const;
 
-    // Appends chunks[i] to seqs[i] and writes the logits of each chunk's last token to logits[i, V]
-    // (all_logits: of every new token, [Σ chunk sizes, V] in order). Chunks must be non-empty; the total must fit
-    // max_tokens/max_seqs and no sequence may pass max_position_embeddings (errors say which).
+    // Appends chunks[i] to seqs[i] and writes the logits of each chunk's last token to logits[i, V] (with rows:
+    // of chunk i's last rows[i] tokens, 1..its size, [Σ rows, V] in order: a scored prompt's every token, a
+    // speculative draft's). Chunks must be non-empty; the total must fit max_tokens/max_seqs and no sequence may
+    // pass max_position_embeddings (errors say which).
     void forward(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
-                 float *logits, bool all_logits = false);
+                 float *logits, std::span<const int64_t> rows = {});
 
     // Feeds `tokens` to one sequence in chunks of at most max_tokens; logits of the last token into `logits`[V].
     void prefill(SequenceCache &seq, std::span<const int32_t> tokens, float *logits);

@@ -22,6 +22,8 @@ struct Engine::Request {
     std::optional<JsonConstraint> json; // JSON mode
     int64_t fed = 0;  // prompt tokens in the cache
     int32_t next = -1; // the sampled token to feed next (decoding)
+    std::vector<int32_t> feed; // a speculative step's chunk: next, then the draft
+    int64_t drafted = 0;       // the draft's tokens in this step's chunk
     Completion out;
     double t_submit = 0, t_first = 0;
     bool done = false;
@@ -30,6 +32,7 @@ struct Engine::Request {
 Engine::Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> tokenizer, EngineOptions opts)
     : model_(std::move(model)), tok_(std::move(tokenizer)), opts_(opts) {
     if (opts_.max_batch < 1) fail("max batch must be ≥ 1, got {}", opts_.max_batch);
+    opts_.lookup.validate();
     if (opts_.prefill_chunk < 0)
         fail("prefill chunk must be ≥ 1 (0: the device's default), got {}", opts_.prefill_chunk);
     const bool chosen = opts_.prefill_chunk > 0;
@@ -41,12 +44,16 @@ Engine::Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> token
              model_->config.vocab_size);
     decoder_ = make_engine_decoder(*model_,
                                    EngineDecoderOptions{opts_.device,
-                                                        std::max(opts_.prefill_chunk + opts_.max_batch,
+                                                        std::max(opts_.prefill_chunk +
+                                                                     opts_.max_batch * (1 + opts_.lookup.tokens),
                                                                  sole_prefill_chunk_),
                                                         opts_.max_batch, opts_.max_context, opts_.kv_dtype,
                                                         opts_.precision});
     opts_.max_batch = std::min(opts_.max_batch, decoder_->max_seqs());
     max_context_ = decoder_->max_length();
+    if (opts_.lookup.tokens > 0 && !decoder_->host_cache())
+        fail("speculative decoding runs on the CPU: the GPU decoder's sequences live in device slots, which are not "
+             "cut back where a draft differs");
     if (opts_.prefix_cache_stride < 1) fail("prefix cache stride must be ≥ 1, got {}", opts_.prefix_cache_stride);
     if (opts_.prefix_cache_bytes > 0) prefix_ = std::make_unique<PrefixCache>(opts_.prefix_cache_bytes);
     prefix_stats_.max_bytes = int64_t(opts_.prefix_cache_bytes);
@@ -222,6 +229,8 @@ void Engine::finish(Request &r, const std::string &reason) {
         n.generated_tokens += int64_t(r.out.tokens.size());
         n.prefill_seconds += r.out.prefill_seconds;
         n.decode_seconds += r.out.decode_seconds;
+        n.draft_tokens += r.out.draft_tokens;
+        n.accepted_tokens += r.out.accepted_tokens;
     }
     if (r.on_done) r.on_done(r.out);
     keep_prefix(r, reason);
@@ -257,6 +266,7 @@ bool Engine::step() {
     });
     int64_t budget = decoding ? opts_.prefill_chunk : sole_prefill_chunk_;
     size_t scored = SIZE_MAX; // the scored prompt's chunk, if any
+    bool drafting = false;    // a decoding sequence feeds a draft
     int64_t scored_from = 0;  // its first token's position
     for (auto &rp : running_) {
         Request &r = *rp;
@@ -272,19 +282,53 @@ bool Engine::step() {
             r.fed += n;
             budget -= n;
         } else {
-            chunks.emplace_back(&r.next, 1);
+            // A draft (speculative decoding), as long as the answer and the context may still take it after the
+            // token this step draws for certain.
+            const int64_t limit = std::min(r.opts.max_new_tokens - int64_t(r.out.tokens.size()) - 1,
+                                           max_context_ - r.cache.length - 2);
+            const std::vector<int32_t> draft = lookup_draft(r.prompt, r.out.tokens, opts_.lookup, limit);
+            r.drafted = int64_t(draft.size());
+            if (r.drafted == 0) {
+                chunks.emplace_back(&r.next, 1);
+            } else {
+                r.feed.assign(1, r.next);
+                r.feed.insert(r.feed.end(), draft.begin(), draft.end());
+                r.cache.draft_from = r.cache.length + 1; // the states a cut may go back to
+                chunks.emplace_back(r.feed);
+                drafting = true;
+            }
         }
         seqs.push_back(&r.cache);
         fed.push_back(&r);
     }
     // When every sequence picks greedily and none reports log-probabilities, the decoder gives the argmax alone (on
     // the GPU: 4 bytes per sequence downloaded instead of V floats).
-    const bool all_greedy = scored == SIZE_MAX && std::all_of(fed.begin(), fed.end(), [](const Request *r) {
-                                return r->sampler->greedy() && r->opts.logprobs < 0 && (!r->json || !r->json->masks());
-                            });
+    const bool all_greedy =
+        scored == SIZE_MAX && !drafting && std::all_of(fed.begin(), fed.end(), [](const Request *r) {
+            return r->sampler->greedy() && r->opts.logprobs < 0 && (!r->json || !r->json->masks());
+        });
+    // Each request's row of logits (a draft's first: the rest follow it), and the scored prompt's rows.
+    std::vector<size_t> first_row(fed.size());
+    for (size_t i = 0; i < fed.size(); ++i) first_row[i] = i;
+    const float *logits_at = logits_.data(), *scored_at = nullptr;
     try {
-        if (scored != SIZE_MAX) {
+        if (drafting) { // the drafts' every row, the scored prompt's every row, every other chunk's last
+            std::vector<int64_t> rows(fed.size());
+            size_t total = 0;
+            for (size_t i = 0; i < fed.size(); ++i) {
+                rows[i] = i == scored || fed[i]->drafted > 0 ? int64_t(chunks[i].size()) : 1;
+                first_row[i] = total;
+                total += size_t(rows[i]);
+            }
+            draft_rows_.resize(total * size_t(V));
+            decoder_->forward_rows(seqs, chunks, rows, draft_rows_.data());
+            logits_at = draft_rows_.data();
+            if (scored != SIZE_MAX) scored_at = logits_at + first_row[scored] * size_t(V);
+            for (size_t i = 0; i < fed.size(); ++i) // a prompt chunk's row: its last
+                if (fed[i]->drafted == 0) first_row[i] += size_t(rows[i]) - 1;
+        } else if (scored != SIZE_MAX) {
             scored_rows_.resize(size_t(scored_chunk() * V));
+            scored_at = scored_rows_.data();
             decoder_->forward_scored(seqs, chunks, logits_.data(), scored, scored_rows_.data());
         } else {
             decoder_->forward(seqs, chunks, all_greedy ? nullptr : logits_.data(), greedy_.data());
@@ -301,12 +345,13 @@ bool Engine::step() {
         Request &r = *fed[scored];
         const int64_t P = int64_t(r.prompt.size());
         for (int64_t p = scored_from + 1; p < std::min(r.fed + 1, P); ++p)
-            r.out.prompt_logprobs.push_back(token_logprobs(scored_rows_.data() + (p - scored_from - 1) * V, V,
+            r.out.prompt_logprobs.push_back(token_logprobs(scored_at + (p - scored_from - 1) * V, V,
                                                            r.prompt[size_t(p)], r.opts.logprobs, top_idx_));
     }
     for (size_t i = 0; i < fed.size(); ++i) {
         Request &r = *fed[i];
-        if (r.on_prompt && chunks[i].data() != &r.next) // the tokens computed, not those resumed from a cache
+        const bool decodes = chunks[i].data() == &r.next || r.drafted > 0;
+        if (r.on_prompt && !decodes) // the tokens computed, not those resumed from a cache
             r.on_prompt(r.fed - r.out.cached_tokens, int64_t(r.prompt.size()) - r.out.cached_tokens);
         if (r.fed < int64_t(r.prompt.size())) continue; // prompt not finished: no token yet
         if (r.t_first == 0) r.t_first = monotonic_seconds();
@@ -314,55 +359,69 @@ bool Engine::step() {
             finish(r, "length");
             continue;
         }
-        const float *logits = logits_.data() + i * size_t(V);
-        int32_t t = -1;
-        if (r.json && r.json->masks()) { // drawn from the tokens that continue the JSON text; log-probabilities stay
-                                         // the model's
-            masked_.assign(logits, logits + V);
-            if (r.json->mask(masked_.data()) == 0) {
-                r.out.error = "JSON mode: no token of the vocabulary continues the JSON text";
-                finish(r, "error");
-                continue;
-            }
-            t = r.sampler->sample(masked_.data());
-        } else {
-            t = all_greedy ? greedy_[i] : r.sampler->sample(logits);
+        // Row j follows the last token and the draft's first j tokens: its token is drawn while the draft matches
+        // what the rows before drew, and the cache is cut back to the tokens drawn alike.
+        const float *rows = logits_at + first_row[i] * size_t(V);
+        const int64_t before = r.cache.length - r.drafted; // the cache's length without the draft
+        std::optional<std::string> reason;
+        int64_t j = 0;
+        for (;; ++j) {
+            reason = take_token(r, rows + j * V, all_greedy ? greedy_[i] : -1, before + j);
+            if (reason || j == r.drafted || r.next != r.feed[size_t(j + 1)]) break;
         }
-        if (r.json) {
-            try {
-                r.json->advance(t); // (a lazy constraint reads free text too: the trigger may begin anywhere)
-            } catch (const std::exception &e) { // a token at −∞ drawn: a bug, but one request's, not the engine's
-                r.out.error = e.what();
-                finish(r, "error");
-                continue;
-            }
+        if (r.drafted > 0) {
+            r.cache.cut_back(before + j);
+            r.out.draft_tokens += r.drafted;
+            r.out.accepted_tokens += j;
+            r.drafted = 0;
         }
-        // A stop token ends the text, except in JSON mode, where only tokens that continue the JSON are drawn and
-        // the text ends as its value closes: a stop id that is an ordinary piece there (a model whose eos_token_id
-        // names one) is part of the JSON, not the end of an unclosed value. (A lazy constraint's text ends as any
-        // text does until the schema holds it.)
-        const auto &stops = r.opts.stop_tokens;
-        if (!(r.json && r.json->held()) && std::find(stops.begin(), stops.end(), t) != stops.end()) {
-            finish(r, "stop");
-            continue;
-        }
-        r.sampler->observe(t);
-        r.out.tokens.push_back(t);
-        if (r.opts.logprobs >= 0) r.out.logprobs.push_back(token_logprobs(logits, V, t, r.opts.logprobs, top_idx_));
-        r.next = t;
-        try {
-            std::string text = r.text ? r.text->push(t) : std::string();
-            if (r.on_token) r.on_token(t, text, r.out);
-        } catch (const std::exception &e) {
-            r.out.error = e.what();
-            finish(r, "error");
-            continue;
-        }
-        if ((r.text && r.text->stopped()) || (r.json && r.json->complete())) finish(r, "stop");
-        else if (int64_t(r.out.tokens.size()) >= r.opts.max_new_tokens || r.cache.length + 1 >= max_context_)
-            finish(r, "length");
+        if (reason) finish(r, *reason);
     }
     return true;
+}
+
+std::optional<std::string> Engine::take_token(Request &r, const float *logits, int32_t greedy, int64_t length) {
+    const int64_t V = model_->config.vocab_size;
+    int32_t t = -1;
+    if (r.json && r.json->masks()) { // drawn from the tokens that continue the JSON text; log-probabilities stay
+                                     // the model's
+        masked_.assign(logits, logits + V);
+        if (r.json->mask(masked_.data()) == 0) {
+            r.out.error = "JSON mode: no token of the vocabulary continues the JSON text";
+            return "error";
+        }
+        t = r.sampler->sample(masked_.data());
+    } else {
+        t = greedy >= 0 ? greedy : r.sampler->sample(logits);
+    }
+    if (r.json) {
+        try {
+            r.json->advance(t); // (a lazy constraint reads free text too: the trigger may begin anywhere)
+        } catch (const std::exception &e) { // a token at −∞ drawn: a bug, but one request's, not the engine's
+            r.out.error = e.what();
+            return "error";
+        }
+    }
+    // A stop token ends the text, except in JSON mode, where only tokens that continue the JSON are drawn and the
+    // text ends as its value closes: a stop id that is an ordinary piece there (a model whose eos_token_id names
+    // one) is part of the JSON, not the end of an unclosed value. (A lazy constraint's text ends as any text does
+    // until the schema holds it.)
+    const auto &stops = r.opts.stop_tokens;
+    if (!(r.json && r.json->held()) && std::find(stops.begin(), stops.end(), t) != stops.end()) return "stop";
+    r.sampler->observe(t);
+    r.out.tokens.push_back(t);
+    if (r.opts.logprobs >= 0) r.out.logprobs.push_back(token_logprobs(logits, V, t, r.opts.logprobs, top_idx_));
+    r.next = t;
+    try {
+        std::string text = r.text ? r.text->push(t) : std::string();
+        if (r.on_token) r.on_token(t, text, r.out);
+    } catch (const std::exception &e) {
+        r.out.error = e.what();
+        return "error";
+    }
+    if ((r.text && r.text->stopped()) || (r.json && r.json->complete())) return "stop";
+    if (int64_t(r.out.tokens.size()) >= r.opts.max_new_tokens || length + 1 >= max_context_) return "length";
+    return std::nullopt;
 }
 
 void Engine::run_until_idle() {

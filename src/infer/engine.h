@@ -7,6 +7,7 @@
 // on the calling thread, which is also where the callbacks run.
 #pragma once
 #include "data/tokenizer.h"
+#include "infer/draft.h"
 #include "infer/engine_decoder.h"
 #include "infer/json_constraint.h"
 #include "infer/logprobs.h"
@@ -42,6 +43,11 @@ struct EngineOptions {
     // bounds only their host bookkeeping), and a prompt resumes one only where it continues all of it.
     size_t prefix_cache_bytes = 0;
     int64_t prefix_cache_stride = 64; // the state is kept every this many tokens: where a shared prefix can resume
+    // Speculative decoding by prompt lookup (infer/draft.h; lookup.tokens 0: off): a decoding sequence whose last
+    // tokens occurred before feeds the tokens that followed them with its last one, and keeps those its rows draw
+    // alike — the same tokens, in fewer steps where the text repeats itself. CPU only (the draft is cut back where
+    // it differs; the GPU decoder's sequences cannot be).
+    LookupOptions lookup{};
 };
 
 struct Completion {
@@ -54,6 +60,7 @@ struct Completion {
     int64_t cached_tokens = 0; // of them, resumed from the prefix cache rather than computed
     std::vector<TokenLogprobs> logprobs;        // one per generated token (SampleOptions::logprobs ≥ 0)
     std::vector<TokenLogprobs> prompt_logprobs; // one per prompt token after the first (SampleOptions::prompt_logprobs)
+    int64_t draft_tokens = 0, accepted_tokens = 0; // speculative decoding: tokens drafted, and those drawn alike
     double prefill_seconds = 0, decode_seconds = 0; // wall time from submit to first token, then to the end
 };
 
@@ -93,6 +100,7 @@ class Engine {
         int64_t stop = 0, length = 0, cancelled = 0, error = 0;          // requests by finish reason
         int64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0; // cached: resumed, not computed
         double prefill_seconds = 0, decode_seconds = 0;                   // Completion's, summed
+        int64_t draft_tokens = 0, accepted_tokens = 0;                    // speculative decoding's
     };
     Totals totals() const;
     // Stop ids used when a request gives none: the config's EOS, every EOS the model directory's config.json and
@@ -120,6 +128,9 @@ class Engine {
     void admit();
     int64_t scored_chunk() const { return opts_.prefill_chunk < 512 ? opts_.prefill_chunk : 512; }
     void finish(Request &r, const std::string &reason);
+    // Draws r's next token from a row of logits (greedy: the decoder's argmax, or −1), hands it on, and returns the
+    // reason r finishes with, if it does; `length`: the tokens in r's cache before the token drawn is fed.
+    std::optional<std::string> take_token(Request &r, const float *logits, int32_t greedy, int64_t length);
     void start_sequence(Request &r);
     void keep_prefix(Request &r, const std::string &reason);
 
@@ -136,6 +147,7 @@ class Engine {
     std::vector<float> masked_; // [V] a JSON-mode request's logits with the tokens it cannot take at −∞
     std::shared_ptr<const TokenTable> json_tokens_; // built for the first JSON-mode request
     std::vector<float> scored_rows_; // [scored_chunk(), V]: a prompt chunk's logits (its log-probabilities asked)
+    std::vector<float> draft_rows_;  // a speculative step's logits, [Σ rows, V]
     std::vector<int32_t> greedy_, top_idx_;
     std::vector<std::unique_ptr<Request>> running_;
     std::deque<std::unique_ptr<Request>> queued_;

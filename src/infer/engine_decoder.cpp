@@ -33,19 +33,23 @@ class CpuEngineDecoder final : public EngineDecoder {
     SequenceCache new_sequence() override { return dec_.new_sequence(); }
     void forward_scored(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
                         float *logits, size_t scored, float *rows) override {
-        // The decoder's logits of every new token, [Σ chunk sizes, V]; each chunk's last row, and the scored
-        // chunk's rows, copied out.
-        size_t total = 0;
-        for (const auto &c : chunks) total += c.size();
-        scratch_.resize(total * size_t(V_));
-        dec_.forward(seqs, chunks, scratch_.data(), /*all_logits=*/true);
+        // The decoder's logits of each chunk's last token and of every token of the scored one; each chunk's last
+        // row, and the scored chunk's rows, copied out.
+        rows_.assign(chunks.size(), 1);
+        rows_[scored] = int64_t(chunks[scored].size());
+        scratch_.resize((chunks.size() - 1 + chunks[scored].size()) * size_t(V_));
+        dec_.forward(seqs, chunks, scratch_.data(), rows_);
         size_t row = 0;
         for (size_t i = 0; i < chunks.size(); ++i) {
             const float *first = scratch_.data() + row * size_t(V_);
             if (i == scored) std::copy_n(first, chunks[i].size() * size_t(V_), rows);
-            row += chunks[i].size();
+            row += size_t(rows_[i]);
             std::copy_n(scratch_.data() + (row - 1) * size_t(V_), V_, logits + i * size_t(V_));
         }
+    }
+    void forward_rows(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
+                      std::span<const int64_t> rows, float *logits) override {
+        dec_.forward(seqs, chunks, logits, rows);
     }
     void forward(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks, float *logits,
                  int32_t *greedy) override {
@@ -62,6 +66,7 @@ class CpuEngineDecoder final : public EngineDecoder {
     Decoder dec_;
     int64_t V_, max_length_;
     std::vector<float> scratch_;
+    std::vector<int64_t> rows_;
 };
 
 // The GPU decoder's sequences (slots): up to 8, the rows one pass of its linears takes. Its cache length, allocated
@@ -112,6 +117,10 @@ class CudaEngineDecoder final : public EngineDecoder {
     void forward_scored(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
                         float *logits, size_t scored, float *rows) override {
         run(seqs, chunks, logits, nullptr, scored, rows);
+    }
+    void forward_rows(std::span<SequenceCache *const>, std::span<const std::span<const int32_t>>,
+                      std::span<const int64_t>, float *) override {
+        fail("speculative decoding needs the CPU decoder: the GPU's sequences live in device slots, not cut back");
     }
 
   private:

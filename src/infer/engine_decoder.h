@@ -44,6 +44,11 @@ class EngineDecoder {
     virtual void forward_scored(std::span<SequenceCache *const> seqs,
                                 std::span<const std::span<const int32_t>> chunks, float *logits, size_t scored,
                                 float *rows) = 0;
+    // Appends chunks[i] to seqs[i] and writes the logits of chunk i's last rows[i] tokens, [Σ rows, V] in order: a
+    // speculative step's (a decoding sequence's last token and its draft, each row checked against the draft).
+    // Host caches only (the CPU's): where a draft that differs is cut back (SequenceCache::cut_back).
+    virtual void forward_rows(std::span<SequenceCache *const> seqs, std::span<const std::span<const int32_t>> chunks,
+                              std::span<const int64_t> rows, float *logits) = 0;
 };
 
 struct EngineDecoderOptions {

@@ -29,6 +29,12 @@ KvRows KvRows::first(size_t n) const {
     return out;
 }
 
+void KvRows::truncate(size_t n) {
+    if (n > size()) fail("cannot keep {} values of a KV cache holding {}", n, size());
+    if (element_ == DType::F32) f32_.resize(n);
+    else bf16_.resize(n);
+}
+
 void KvRows::shrink_to_fit() {
     f32_.shrink_to_fit();
     bf16_.shrink_to_fit();
@@ -48,6 +54,28 @@ size_t SequenceCache::bytes_per_token(const ZayaConfig &c, DType element) {
 bool SequenceCache::can_cut_to(int64_t n) const {
     return n == length ||
            std::any_of(snapshots.begin(), snapshots.end(), [n](const SequenceState &s) { return s.length == n; });
+}
+
+void SequenceCache::cut_back(int64_t n) {
+    if (device_slot) fail("a sequence cached on the GPU cannot be cut back on the host");
+    if (n < 0 || n > length) fail("cannot cut a sequence of {} tokens back to {}", length, n);
+    if (n < length) {
+        const auto at =
+            std::find_if(snapshots.begin(), snapshots.end(), [n](const SequenceState &s) { return s.length == n; });
+        if (at == snapshots.end()) fail("no state kept at length {} of a sequence of {} tokens", n, length);
+        conv = at->conv;
+        vdel = at->vdel;
+        for (size_t l = 0; l < k.size(); ++l) {
+            const size_t row = k[l].size() / size_t(length); // kv_dim
+            k[l].truncate(size_t(n) * row);
+            v[l].truncate(size_t(n) * row);
+        }
+        length = n;
+    }
+    std::erase_if(snapshots, [&](const SequenceState &s) {
+        return s.length > n || (draft_from > 0 && s.length >= draft_from && !keeps_state_at(s.length));
+    });
+    draft_from = 0;
 }
 
 SequenceCache SequenceCache::prefix(int64_t n) const {

@@ -31,6 +31,7 @@ class KvRows {
     const float *f32() const { return f32_.data(); }       // F32 rows
     const uint16_t *bf16() const { return bf16_.data(); }  // BF16 rows
     KvRows first(size_t n) const;                          // a copy of the first n values
+    void truncate(size_t n);                               // keeps the first n values
     void shrink_to_fit();
 
   private:
@@ -66,6 +67,9 @@ struct SequenceCache {
     int64_t snapshot_every = 0;
     int64_t snapshot_at = 0; // and, when > 0, at this length too (the engine: the prompt's end)
     std::vector<SequenceState> snapshots;
+    // With draft_from > 0, also at every length from it up to (not including) where the next forward ends: a
+    // speculative step's (infer/engine.h), whose draft is cut back, cut_back(), after the first token that differs.
+    int64_t draft_from = 0;
     // On the GPU all of the above lives in a slot of the device decoder (infer/engine_decoder.cpp): its number,
     // returned to the decoder's free slots when the last copy of this sequence goes. Empty on the CPU.
     std::shared_ptr<const int64_t> device_slot;
@@ -77,6 +81,13 @@ struct SequenceCache {
 
     // Whether the state after `n` tokens is held: n is the length or a snapshot's.
     bool can_cut_to(int64_t n) const;
+    // Whether the state at length n is kept for prefix reuse (snapshot_every, snapshot_at).
+    bool keeps_state_at(int64_t n) const {
+        return (snapshot_every > 0 && n % snapshot_every == 0) || (snapshot_at > 0 && n == snapshot_at);
+    }
+    // Cuts this sequence back, in place, to its first n tokens (can_cut_to(n) must hold: the error says otherwise),
+    // keeping the snapshots up to n that keeps_state_at() asks for; ends draft_from's. Host caches only.
+    void cut_back(int64_t n);
     // A copy of this sequence cut back to its first n tokens (can_cut_to(n) must hold: the error says otherwise),
     // with the snapshots up to n and one at n itself, so that the copy can be cut back there again. Host caches only.
     SequenceCache prefix(int64_t n) const;

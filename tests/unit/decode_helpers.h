@@ -65,7 +65,8 @@ inline std::vector<float> cached_logits(Decoder &dec, const std::vector<int32_t>
         const size_t n = std::min(tokens.size() - at, size_t(sizes[k++ % sizes.size()]));
         std::span<const int32_t> chunk(tokens.data() + at, n);
         SequenceCache *s[1] = {&seq};
-        dec.forward(s, std::span<const std::span<const int32_t>>(&chunk, 1), out.data() + at * size_t(V), true);
+        const int64_t rows[1] = {int64_t(n)};
+        dec.forward(s, std::span<const std::span<const int32_t>>(&chunk, 1), out.data() + at * size_t(V), rows);
         at += n;
     }
     EXPECT_EQ(seq.length, int64_t(tokens.size()));

@@ -30,7 +30,8 @@ void expect_continues_as_forward(Decoder &dec, SequenceCache &seq, const std::ve
         std::span<const int32_t> chunk(tokens.data() + at, n);
         SequenceCache *s[1] = {&seq};
         logits.resize(n * size_t(V));
-        dec.forward(s, std::span<const std::span<const int32_t>>(&chunk, 1), logits.data(), true);
+        const int64_t rows[1] = {int64_t(n)};
+        dec.forward(s, std::span<const std::span<const int32_t>>(&chunk, 1), logits.data(), rows);
         for (size_t i = 0; i < n * size_t(V); ++i)
             ASSERT_NEAR(logits[i], ref[at * size_t(V) + i], 1e-4) << "resumed at " << from << ", row " << at + i / V;
         at += n;
