@@ -34,13 +34,17 @@ void bench_decode(const BenchArgs &a) {
     t_touch = monotonic_seconds() - t_touch;
     const ZayaConfig &c = im->config;
     const int64_t V = c.vocab_size;
-    if (a.prompt_tokens + a.new_tokens + 1 > c.max_position_embeddings)
-        fail("--prompt-tokens + --new-tokens exceed the context length {}", c.max_position_embeddings);
+    if (a.prompt_tokens + a.new_tokens * (a.speculative_tokens > 0 ? 2 : 1) + a.speculative_tokens + 1 >
+        c.max_position_embeddings)
+        fail("--prompt-tokens + --new-tokens (twice with --speculative-tokens, and a draft) exceed the context length "
+             "{}",
+             c.max_position_embeddings);
     const DType kv = kv_dtype_for(a.kv_dtype, im->attention_dtype());
     const cpu::MatmulPrecision precision = matmul_precision_for(parse_infer_precision(a.precision), im->weight_dtype);
     // As `zaya generate` feeds a prompt (one sequence, nothing decoding beside it): up to kCpuSolePrefillChunk a step.
     const int64_t chunk = a.prefill_chunk > 0 ? a.prefill_chunk : cpu_sole_prompt_chunk(a.prompt_tokens);
-    Decoder dec(*im, chunk, 1, kv, precision);
+    const int64_t K = a.speculative_tokens;
+    Decoder dec(*im, std::max(chunk, 1 + K), 1, kv, precision);
     std::vector<float> logits(static_cast<size_t>(V));
     std::vector<int32_t> prompt(size_t(a.prompt_tokens));
     uint64_t x = 42;
@@ -74,6 +78,33 @@ void bench_decode(const BenchArgs &a) {
     }
     std::sort(times.begin(), times.end());
     const double per_token = times[times.size() / 2];
+    // Speculative steps (the engine's, EngineOptions::lookup): the last token and a draft of K fed with every row's
+    // logits and the states inside the draft kept, then the draft cut back whole (none taken: the sequence grows a
+    // token a step, as decoding). The draft's tokens are random, as distinct text routes to distinct experts.
+    double per_spec_step = 0;
+    if (K > 0) {
+        std::vector<float> rows(size_t((1 + K) * V));
+        std::vector<int32_t> step(size_t(1 + K));
+        std::vector<double> spec_times;
+        for (int64_t i = 0; i < a.new_tokens; ++i) {
+            step[0] = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            for (int64_t k = 1; k <= K; ++k) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                step[size_t(k)] = int32_t((x >> 33) % uint64_t(V));
+            }
+            SequenceCache *one[1] = {&seq};
+            const std::span<const int32_t> chunk_span(step);
+            const int64_t n_rows[1] = {1 + K};
+            t0 = monotonic_seconds();
+            seq.draft_from = seq.length + 1;
+            dec.forward(one, std::span<const std::span<const int32_t>>(&chunk_span, 1), rows.data(), n_rows);
+            seq.cut_back(seq.length - K);
+            spec_times.push_back(monotonic_seconds() - t0);
+            std::copy_n(rows.data(), V, logits.data());
+        }
+        std::sort(spec_times.begin(), spec_times.end());
+        per_spec_step = spec_times[spec_times.size() / 2];
+    }
     for (double b : read_bandwidth_samples(regions)) bw_samples.push_back(b);
     std::sort(bw_samples.begin(), bw_samples.end());
     const double bw = bw_samples[bw_samples.size() / 2], bw_best = bw_samples.back();
@@ -102,6 +133,8 @@ void bench_decode(const BenchArgs &a) {
                             {"kv_dtype", std::string(dtype_name(kv))},
                             {"precision", cpu::matmul_precision_name(precision)},
                             {"prefill_chunk", chunk},
+                            {"speculative_tokens", K},
+                            {"speculative_step_s", per_spec_step},
                             {"peak_rss_bytes", rss}};
         fmt::print("{}\n", j.dump());
         return;
@@ -118,6 +151,13 @@ void bench_decode(const BenchArgs &a) {
     fmt::print("  decode runs at {:.0f}% of the bound\n", 100.0 * decode_tps / bound);
     fmt::print("  prefill {:.1f} tokens/s ({} tokens in {:.2f} s, {} per forward)\n", prefill_tps, a.prompt_tokens,
                prefill_s, chunk);
+    if (K > 0) {
+        const double r = per_spec_step / per_token;
+        fmt::print("  speculative step (last token + {} drafted, every row's logits, the draft cut back) {:.1f} ms = "
+                   "{:.2f}x a decode step: drafts pay where a step takes more than {:.2f} of them; all {} taken: "
+                   "{:.2f}x decode's tokens/s\n",
+                   K, 1e3 * per_spec_step, r, r - 1, K, double(K + 1) / r);
+    }
     fmt::print("  KV cache ({}) {:.1f} KiB for {} tokens; peak RSS {:.1f} MiB\n", dtype_name(kv),
                double(seq.bytes()) / 1024, seq.length, double(rss) / (1 << 20));
 }

@@ -271,6 +271,11 @@ void register_bench(CLI::App &app) {
                     "decode, cpu: prompt tokens per forward (0: as zaya generate feeds one prompt, up to 1024)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
+    cmd->add_option("--speculative-tokens", a->speculative_tokens,
+                    "decode, cpu: also time speculative steps (the last token and a draft of N, every row's logits, "
+                    "the draft cut back) against a decode step: what drafts must be taken to pay (0 = no)")
+        ->check(CLI::Range(int64_t(0), int64_t(64)))
+        ->capture_default_str();
     cmd->add_option("--context-tokens", a->context_tokens,
                     "decode --device cuda: also prefill a prompt of N tokens (GEMM passes) and time decoding after "
                     "it, where each step reads the KV cache too (0 = no)")

@@ -126,9 +126,13 @@ std::optional<Tokenizer> load_infer_tokenizer(const InferModelArgs &a) {
 
 std::string speed_summary(const Completion &r) {
     const double computed = double(r.prompt_tokens - r.cached_tokens), n = double(r.tokens.size());
-    return fmt::format("prefill {:.1f} tok/s, decode {:.2f} tok/s",
-                       r.prefill_seconds > 0 ? computed / r.prefill_seconds : 0.0,
-                       n > 1 && r.decode_seconds > 0 ? (n - 1) / r.decode_seconds : 0.0);
+    std::string s = fmt::format("prefill {:.1f} tok/s, decode {:.2f} tok/s",
+                                r.prefill_seconds > 0 ? computed / r.prefill_seconds : 0.0,
+                                n > 1 && r.decode_seconds > 0 ? (n - 1) / r.decode_seconds : 0.0);
+    if (r.draft_tokens > 0)
+        s += fmt::format(" (drafts: {} of {} tokens taken, {:.0f}%)", r.accepted_tokens, r.draft_tokens,
+                         100.0 * double(r.accepted_tokens) / double(r.draft_tokens));
+    return s;
 }
 
 Engine::OnPrompt prompt_progress_printer() {
@@ -206,6 +210,25 @@ void add_engine_device_options(CLI::App *cmd, EngineOptions &o) {
         ->capture_default_str();
     add_kv_dtype_option(cmd, o.kv_dtype);
     add_infer_precision_option(cmd, o.precision);
+    add_speculative_options(cmd, o.lookup);
+}
+
+void add_speculative_options(CLI::App *cmd, LookupOptions &o) {
+    cmd->add_option("--speculative-tokens", o.tokens,
+                    "cpu: speculative decoding by prompt lookup: where the answer's last tokens occurred before (in "
+                    "the prompt or the answer), the up to N tokens that followed them are checked in the next "
+                    "step, and those the model draws alike are taken at once — the same answer, sooner where it "
+                    "repeats text (code edits, quotes, summaries); 0: off")
+        ->check(CLI::Range(int64_t(0), int64_t(64)))
+        ->capture_default_str();
+    cmd->add_option("--prompt-lookup-max", o.max_ngram,
+                    "With --speculative-tokens: the longest run of last tokens looked up")
+        ->check(CLI::Range(int64_t(1), int64_t(64)))
+        ->capture_default_str();
+    cmd->add_option("--prompt-lookup-min", o.min_ngram,
+                    "With --speculative-tokens: the shortest (no draft when even it never occurred)")
+        ->check(CLI::Range(int64_t(1), int64_t(64)))
+        ->capture_default_str();
 }
 
 std::optional<cpu::MatmulPrecision> parse_infer_precision(const std::string &name) {

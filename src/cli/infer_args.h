@@ -56,9 +56,11 @@ std::string speed_summary(const Completion &r);
 // read, R tokens/s]` (R since this call): on a terminal one line, rewritten and cleared before the answer;
 // elsewhere a line a step. A prompt read in one step prints nothing.
 Engine::OnPrompt prompt_progress_printer();
-// --device, --max-context, --kv-dtype and --precision: where the engine decodes, how long a sequence may grow, the
-// element of its KV cache, and the precision of the rows its linears take.
+// --device, --max-context, --kv-dtype, --precision and the speculative options: where the engine decodes, how long a
+// sequence may grow, the element of its KV cache, the precision of the rows its linears take, and its drafts.
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o);
+// --speculative-tokens, --prompt-lookup-max/-min: speculative decoding by prompt lookup (EngineOptions::lookup).
+void add_speculative_options(CLI::App *cmd, LookupOptions &o);
 // --prefix-cache-mb into `bytes` (EngineOptions::prefix_cache_bytes), 1024 MiB unless given; `when` starts its help.
 void add_prefix_cache_option(CLI::App *cmd, size_t &bytes, const std::string &when = "");
 // An option of MiB (0 to 2^30) that sets `bytes`, default_mib until given.

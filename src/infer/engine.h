@@ -87,6 +87,7 @@ class Engine {
     std::string device() const { return decoder_->device(); } // "cpu" or the GPU's description
     DType kv_dtype() const { return decoder_->kv_dtype(); }     // the KV cache's element
     std::string matmul_inputs() const { return decoder_->matmul_inputs(); } // fp32|bf16|int8 (cuda: fp32|bf16)
+    const LookupOptions &lookup() const { return opts_.lookup; }              // speculative decoding's drafts
     // The prefix cache's figures as of the last request that finished (any thread); nothing when it is off
     // (EngineOptions::prefix_cache_bytes 0).
     struct PrefixCacheStats {

@@ -207,6 +207,14 @@ std::string Server::metrics_text() const {
            one("zaya_requests_active", engine_.active()));
     metric("zaya_batch_max_seen", "gauge", "The most sequences one forward has fed.",
            one("zaya_batch_max_seen", engine_.max_batch_seen()));
+    if (engine_.lookup().tokens > 0) {
+        metric("zaya_spec_decode_draft_tokens_total", "counter",
+               "Tokens drafted by prompt lookup (speculative decoding) for the finished requests.",
+               one("zaya_spec_decode_draft_tokens_total", t.draft_tokens));
+        metric("zaya_spec_decode_accepted_tokens_total", "counter",
+               "Of those, the tokens the model drew alike (taken without a step of their own).",
+               one("zaya_spec_decode_accepted_tokens_total", t.accepted_tokens));
+    }
     if (const auto p = engine_.prefix_cache_stats()) {
         metric("zaya_prefix_cache_entries", "gauge", "Finished sequences kept for reuse.",
                one("zaya_prefix_cache_entries", p->entries));

@@ -159,6 +159,26 @@ expect_error "bench decode --precision f16 is refused" \
     "^zaya: error: --precision must be auto, fp32 or bf16, got 'f16'" \
     bench decode --model tiny --prompt-tokens 4 --new-tokens 2 --precision f16
 
+# ---- --speculative-tokens: drafts by prompt lookup give the same ids, and the statistics say how many were taken ----
+spec_gen=(generate tiny --dtype f32 --tokens 5,17,3,5,17,3,5,17 -n 40 --print-ids)
+for mode in "--temperature 0" "--temperature 0.9 --seed 3"; do
+    expect_ok "generate $mode" "${spec_gen[@]}" $mode -q
+    plain_ids=$out
+    expect_ok "generate $mode --speculative-tokens 5" "${spec_gen[@]}" $mode --speculative-tokens 5
+    # (a random model's greedy answer loops, and its loop is drafted; its sampled one seldom repeats two tokens)
+    [[ $out == "$plain_ids" ]] && { [[ $mode != "--temperature 0" ]] ||
+        [[ $err =~ \(drafts:\ [1-9][0-9]*\ of\ [0-9]+\ tokens\ taken ]]; } &&
+        pass "generate $mode: the same ids with drafts" ||
+        fail "generate $mode: the same ids with drafts" "plain: $plain_ids" "drafts: $out" "stderr: $err"
+done
+expect_error "a shortest lookup longer than the longest is refused, naming both" \
+    "^zaya: error: prompt lookup's longest n-gram \(2\) is shorter than its shortest \(3\)" \
+    "${spec_gen[@]}" --speculative-tokens 2 --prompt-lookup-min 3 --prompt-lookup-max 2
+expect_ok "bench decode --speculative-tokens 3 --json" bench decode --model tiny --prompt-tokens 20 --new-tokens 3 \
+    --speculative-tokens 3 --json
+[[ $out =~ \"speculative_step_s\":[0-9.e-]+[,}] && $out == *'"speculative_tokens":3'* ]] &&
+    pass "bench decode times a speculative step" || fail "bench decode times a speculative step" "out: $out"
+
 # ---- prepare + train on a small corpus ----
 mkdir -p "$tmp/corpus"
 for i in $(seq 1 40); do

@@ -261,6 +261,8 @@ done
 [[ $err == *"CPU emulation (sm_"* ]] && pass "generate's statistics name the GPU" ||
     fail "generate's statistics name the GPU" "stderr: $err"
 # A prompt longer than the decoder's 8-row GEMV passes is prefilled in a GEMM pass (cuBLASLt, grouped experts).
+expect_error "generate --speculative-tokens --device cuda is refused, saying it runs on the CPU" \
+    "^zaya: error: speculative decoding runs on the CPU" "${gen[@]}" --speculative-tokens 3 --device cuda
 expect_error "generate --quantize int8 --device cuda is refused, saying int8 runs on the CPU" \
     "^zaya: error: int8 weights .--quantize int8. run on the CPU only" "${gen[@]}" --quantize int8 --device cuda
 long=(generate tiny --dtype f32 --tokens 5,17,3,99,4,8,8,2,100,7,42,42,1,60 -n 6 --print-ids -q --temperature 0)

@@ -23,8 +23,10 @@ make_corpus "$tmp/corpus" 40
 cp "$tmp/data/tokenizer.model" "$tmp/m/"
 
 # OPENBLAS_NUM_THREADS=2: a thread OpenBLAS starts before main() (SIGTERM at the end must still stop it gracefully).
+# --speculative-tokens: every answer below is drafted where it repeats itself (a random model's greedy answers
+# loop), and must still be what `zaya generate` (no drafts) and each request alone give.
 OPENBLAS_NUM_THREADS=2 "$ZAYA" serve "$tmp/m" --port 0 --api-key sekret --max-body 100000 --max-batch 8 \
-    >"$tmp/serve.log" 2>&1 &
+    --speculative-tokens 4 >"$tmp/serve.log" 2>&1 &
 server=$!
 port=$(server_port "$tmp/serve.log")
 if [[ -z $port ]]; then
@@ -225,6 +227,10 @@ if [[ $used == "5 7 length" && $metrics == *"# TYPE zaya_requests_total counter"
     ((after[0] - before[0] == 5 && after[1] - before[1] == 7 && after[2] - before[2] == 1)) &&
     ((${after[3]%.*} >= held + p1)) && grep -q '^zaya_prefix_cache_hits_total [1-9]' <<<"$metrics"; then
     pass "/metrics: one request adds its 5 prompt and 7 generated tokens; ${after[3]} tokens resumed so far"
+    drafted=$(metric zaya_spec_decode_draft_tokens_total) taken=$(metric zaya_spec_decode_accepted_tokens_total)
+    ((drafted > 0 && taken > 0 && taken <= drafted)) && grep -q "speculative decoding: prompt lookup" "$tmp/serve.log" &&
+        pass "/metrics: $taken of $drafted drafted tokens taken so far" ||
+        fail "/metrics counts the drafts" "drafted: $drafted, taken: $taken" "$(head -3 "$tmp/serve.log")"
 else
     fail "/metrics: totals move by a request's usage" "usage: $used" "before: ${before[*]}" "after: ${after[*]}" \
         "$(head -c 600 <<<"$metrics")"
