@@ -130,8 +130,8 @@ std::string speed_summary(const Completion &r) {
                                 r.prefill_seconds > 0 ? computed / r.prefill_seconds : 0.0,
                                 n > 1 && r.decode_seconds > 0 ? (n - 1) / r.decode_seconds : 0.0);
     if (r.draft_tokens > 0)
-        s += fmt::format(" (drafts: {} of {} tokens taken, {:.0f}%)", r.accepted_tokens, r.draft_tokens,
-                         100.0 * double(r.accepted_tokens) / double(r.draft_tokens));
+        s += fmt::format(" (drafts: {} of {} tokens taken, {:.0f}%, in {} steps)", r.accepted_tokens, r.draft_tokens,
+                         100.0 * double(r.accepted_tokens) / double(r.draft_tokens), r.draft_steps);
     return s;
 }
 

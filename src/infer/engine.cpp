@@ -24,6 +24,7 @@ struct Engine::Request {
     int32_t next = -1; // the sampled token to feed next (decoding)
     std::vector<int32_t> feed; // a speculative step's chunk: next, then the draft
     int64_t drafted = 0;       // the draft's tokens in this step's chunk
+    int64_t draft_limit = 0;   // the next draft's most tokens (adapted: see step()); 0 until the first
     Completion out;
     double t_submit = 0, t_first = 0;
     bool done = false;
@@ -283,9 +284,10 @@ bool Engine::step() {
             budget -= n;
         } else {
             // A draft (speculative decoding), as long as the answer and the context may still take it after the
-            // token this step draws for certain.
-            const int64_t limit = std::min(r.opts.max_new_tokens - int64_t(r.out.tokens.size()) - 1,
-                                           max_context_ - r.cache.length - 2);
+            // token this step draws for certain, and the request's drafts have earned.
+            if (r.draft_limit == 0) r.draft_limit = opts_.lookup.tokens;
+            const int64_t limit = std::min({r.opts.max_new_tokens - int64_t(r.out.tokens.size()) - 1,
+                                            max_context_ - r.cache.length - 2, r.draft_limit});
             const std::vector<int32_t> draft = lookup_draft(r.prompt, r.out.tokens, opts_.lookup, limit);
             r.drafted = int64_t(draft.size());
             if (r.drafted == 0) {
@@ -370,10 +372,20 @@ bool Engine::step() {
             if (reason || j == r.drafted || r.next != r.feed[size_t(j + 1)]) break;
         }
         if (r.drafted > 0) {
-            r.cache.cut_back(before + j);
             r.out.draft_tokens += r.drafted;
             r.out.accepted_tokens += j;
+            ++r.out.draft_steps;
+            // Each drafted token costs its expert's weights in every layer, taken or not: a draft taken whole lets
+            // the next one grow by 2 (to lookup.tokens), one cut short makes the next as long as what it earned
+            // plus one (transformers' "heuristic" schedule grows alike, but shrinks by 1 only).
+            r.draft_limit = j == r.drafted ? std::min(opts_.lookup.tokens, r.draft_limit + 2) : j + 1;
             r.drafted = 0;
+            try {
+                r.cache.cut_back(before + j);
+            } catch (const std::exception &e) { // (its state not kept: a bug, but this request's, not the engine's)
+                r.out.error = e.what();
+                reason = "error";
+            }
         }
         if (reason) finish(r, *reason);
     }

@@ -45,8 +45,9 @@ struct EngineOptions {
     int64_t prefix_cache_stride = 64; // the state is kept every this many tokens: where a shared prefix can resume
     // Speculative decoding by prompt lookup (infer/draft.h; lookup.tokens 0: off): a decoding sequence whose last
     // tokens occurred before feeds the tokens that followed them with its last one, and keeps those its rows draw
-    // alike — the same tokens, in fewer steps where the text repeats itself. CPU only (the draft is cut back where
-    // it differs; the GPU decoder's sequences cannot be).
+    // alike — the same tokens, in fewer steps where the text repeats itself. A request's drafts are as long as its
+    // last one earned (taken whole: 2 more, up to lookup.tokens; else what it took plus one). CPU only (the draft
+    // is cut back where it differs; the GPU decoder's sequences cannot be).
     LookupOptions lookup{};
 };
 
@@ -61,6 +62,7 @@ struct Completion {
     std::vector<TokenLogprobs> logprobs;        // one per generated token (SampleOptions::logprobs ≥ 0)
     std::vector<TokenLogprobs> prompt_logprobs; // one per prompt token after the first (SampleOptions::prompt_logprobs)
     int64_t draft_tokens = 0, accepted_tokens = 0; // speculative decoding: tokens drafted, and those drawn alike
+    int64_t draft_steps = 0;                        // ... and the steps that fed a draft
     double prefill_seconds = 0, decode_seconds = 0; // wall time from submit to first token, then to the end
 };
 

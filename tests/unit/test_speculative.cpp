@@ -174,6 +174,7 @@ TEST(Engine, SpeculativeDecodingDrawsWhatDecodingDraws) {
     const std::vector<Completion> plain = run(base, &plain_steps);
     const std::vector<Completion> spec = run(with_lookup(base, 5), &spec_steps);
     int64_t accepted = 0;
+    int whole = 0, refused = 0; // requests whose drafts were all taken, mostly refused
     for (size_t i = 0; i < prompts.size(); ++i) {
         EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
         EXPECT_EQ(spec[i].finish_reason, plain[i].finish_reason) << "request " << i;
@@ -185,7 +186,19 @@ TEST(Engine, SpeculativeDecodingDrawsWhatDecodingDraws) {
         EXPECT_EQ(plain[i].draft_tokens, 0);
         EXPECT_LE(spec[i].accepted_tokens, spec[i].draft_tokens);
         accepted += spec[i].accepted_tokens;
+        // Drafts as long as the last one earned: the greedy answers' loops are drafted 5 at a time (less only where
+        // the answer's end is near); a sampled answer's drafts, after one is refused, 1 or 2.
+        const Completion &c = spec[i];
+        if (c.accepted_tokens == c.draft_tokens) {
+            EXPECT_GE(c.draft_tokens, 4 * c.draft_steps) << "request " << i;
+            ++whole;
+        } else if (2 * c.accepted_tokens < c.draft_tokens && c.draft_steps >= 4) {
+            EXPECT_LT(c.draft_tokens, 2 * c.draft_steps) << "request " << i;
+            ++refused;
+        }
     }
+    EXPECT_GE(whole, 1);
+    EXPECT_GE(refused, 1);
     EXPECT_GT(accepted, 40); // (the greedy answers' loops; the sampled ones' drafts are mostly refused)
     // All greedy: every answer loops, and the requests take far fewer steps.
     for (SampleOptions &o : opts) o.temperature = 0;
