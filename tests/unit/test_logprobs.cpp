@@ -47,33 +47,43 @@ Model seeded_tiny() {
     return m;
 }
 
-// Prompts fed in chunks of 4 while another sequence decodes: the scored chunk's rows are the right ones.
+// Prompts fed in chunks of 4 while another sequence decodes (and, with speculative decoding, feeds drafts of its
+// loop in the same steps): the scored chunk's rows are the right ones.
 TEST(Logprobs, EngineEqualsTheFullForward) {
-    const Model m = seeded_tiny();
-    const int64_t V = m.config.vocab_size;
-    Engine e(InferModel::from_model(seeded_tiny(), DType::F32), std::nullopt, EngineOptions{3, 4});
-    SampleOptions plain, scored;
-    plain.max_new_tokens = 9;
-    scored.temperature = 0.9, scored.max_new_tokens = 5, scored.logprobs = 3, scored.prompt_logprobs = true;
-    const std::vector<int32_t> p0 = {7, 8}, p1 = {5, 17, 3, 9, 100, 200, 300, 400, 500, 7, 11}, p2 = {1, 2, 3, 4, 5};
-    std::vector<Completion> got(3);
-    e.submit(p0, plain, {}, [&](const Completion &c) { got[0] = c; });
-    e.step(); // p0 decodes while p1's and p2's prompts are scored
-    e.submit(p1, scored, {}, [&](const Completion &c) { got[1] = c; });
-    e.submit(p2, scored, {}, [&](const Completion &c) { got[2] = c; });
-    e.run_until_idle();
-    EXPECT_TRUE(got[0].logprobs.empty() && got[0].prompt_logprobs.empty());
-    for (size_t i : {1, 2}) {
-        const std::vector<int32_t> &p = i == 1 ? p1 : p2;
-        const Completion &c = got[i];
-        ASSERT_EQ(c.prompt_logprobs.size(), p.size() - 1) << "request " << i;
-        ASSERT_EQ(c.logprobs.size(), c.tokens.size());
-        ASSERT_EQ(c.tokens.size(), 5u);
-        std::vector<int32_t> all = p;
-        all.insert(all.end(), c.tokens.begin(), c.tokens.end());
-        const std::vector<float> logits = test::full_logits(m, all);
-        test::expect_logprobs_match(c.prompt_logprobs, logits, V, 0, p, 1, 3);
-        test::expect_logprobs_match(c.logprobs, logits, V, int64_t(p.size()) - 1, c.tokens, 0, 3);
+    for (const int64_t drafts : {0, 4}) {
+        SCOPED_TRACE(drafts);
+        const Model m = seeded_tiny();
+        const int64_t V = m.config.vocab_size;
+        EngineOptions eo{3, 4};
+        eo.lookup = LookupOptions{.tokens = drafts, .min_ngram = 1, .max_ngram = 2};
+        Engine e(InferModel::from_model(seeded_tiny(), DType::F32), std::nullopt, eo);
+        SampleOptions plain, scored;
+        plain.max_new_tokens = 20, plain.temperature = 0;
+        scored.temperature = 0.9, scored.max_new_tokens = 5, scored.logprobs = 3, scored.prompt_logprobs = true;
+        const std::vector<int32_t> p0 = {7, 8}, p1 = {5, 17, 3, 9, 100, 200, 300, 400, 500, 7, 11};
+        const std::vector<int32_t> p2 = {1, 2, 3, 4, 5};
+        std::vector<Completion> got(3);
+        e.submit(p0, plain, {}, [&](const Completion &c) { got[0] = c; });
+        e.step(); // p0 decodes while p1's and p2's prompts are scored
+        e.submit(p1, scored, {}, [&](const Completion &c) { got[1] = c; });
+        e.submit(p2, scored, {}, [&](const Completion &c) { got[2] = c; });
+        e.run_until_idle();
+        EXPECT_TRUE(got[0].logprobs.empty() && got[0].prompt_logprobs.empty());
+        if (drafts > 0) { // (its greedy answer loops: drafted beside the scoring)
+            EXPECT_GT(got[0].accepted_tokens, 5);
+        }
+        for (size_t i : {1, 2}) {
+            const std::vector<int32_t> &p = i == 1 ? p1 : p2;
+            const Completion &c = got[i];
+            ASSERT_EQ(c.prompt_logprobs.size(), p.size() - 1) << "request " << i;
+            ASSERT_EQ(c.logprobs.size(), c.tokens.size());
+            ASSERT_EQ(c.tokens.size(), 5u);
+            std::vector<int32_t> all = p;
+            all.insert(all.end(), c.tokens.begin(), c.tokens.end());
+            const std::vector<float> logits = test::full_logits(m, all);
+            test::expect_logprobs_match(c.prompt_logprobs, logits, V, 0, p, 1, 3);
+            test::expect_logprobs_match(c.logprobs, logits, V, int64_t(p.size()) - 1, c.tokens, 0, 3);
+        }
     }
 }
 
