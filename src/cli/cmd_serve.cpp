@@ -64,8 +64,11 @@ void run_serve(ServeArgs a) {
         fmt::print("prefix cache: up to {} MiB of finished sequences, resumable every {} tokens\n",
                    a.engine.prefix_cache_bytes >> 20, a.engine.prefix_cache_stride);
     if (engine.lookup().tokens > 0)
-        fmt::print("speculative decoding: prompt lookup, drafts of up to {} tokens after a repeated run of {} to {}\n",
-                   engine.lookup().tokens, engine.lookup().min_ngram, engine.lookup().max_ngram);
+        fmt::print("speculative decoding: prompt lookup, drafts of up to {} tokens after a repeated run of {} to {}{}\n",
+                   engine.lookup().tokens, engine.lookup().min_ngram, engine.lookup().max_ngram,
+                   engine.lookup().history > 0
+                       ? fmt::format(" (also of the last {} requests)", engine.lookup().history)
+                       : "");
     fmt::print("listening on http://{}:{} (POST /v1/completions, /v1/chat/completions, /v1/responses; GET /v1/models, "
                "/health, /metrics)\n",
                a.server.host, port);

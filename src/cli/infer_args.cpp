@@ -229,6 +229,12 @@ void add_speculative_options(CLI::App *cmd, LookupOptions &o) {
                     "With --speculative-tokens: the shortest (no draft when even it never occurred)")
         ->check(CLI::Range(int64_t(1), int64_t(64)))
         ->capture_default_str();
+    cmd->add_option("--lookup-history", o.history,
+                    "With --speculative-tokens: also draft from the last N finished requests' prompts and answers "
+                    "where the answer's own text has no match (an agent's repeated calls, a client's structured "
+                    "answers; a request's speed then tells that such text was recent); 0: its own text only")
+        ->check(CLI::Range(int64_t(0), int64_t(1024)))
+        ->capture_default_str();
 }
 
 std::optional<cpu::MatmulPrecision> parse_infer_precision(const std::string &name) {

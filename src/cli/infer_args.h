@@ -59,7 +59,8 @@ Engine::OnPrompt prompt_progress_printer();
 // --device, --max-context, --kv-dtype, --precision and the speculative options: where the engine decodes, how long a
 // sequence may grow, the element of its KV cache, the precision of the rows its linears take, and its drafts.
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o);
-// --speculative-tokens, --prompt-lookup-max/-min: speculative decoding by prompt lookup (EngineOptions::lookup).
+// --speculative-tokens, --prompt-lookup-max/-min, --lookup-history: speculative decoding by prompt lookup
+// (EngineOptions::lookup).
 void add_speculative_options(CLI::App *cmd, LookupOptions &o);
 // --prefix-cache-mb into `bytes` (EngineOptions::prefix_cache_bytes), 1024 MiB unless given; `when` starts its help.
 void add_prefix_cache_option(CLI::App *cmd, size_t &bytes, const std::string &when = "");

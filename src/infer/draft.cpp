@@ -11,10 +11,12 @@ void LookupOptions::validate() const {
     if (min_ngram < 1) fail("prompt lookup's shortest n-gram must be ≥ 1, got {}", min_ngram);
     if (max_ngram < min_ngram)
         fail("prompt lookup's longest n-gram ({}) is shorter than its shortest ({})", max_ngram, min_ngram);
+    if (history < 0) fail("prompt lookup's history must be ≥ 0 finished requests, got {}", history);
 }
 
 std::vector<int32_t> lookup_draft(std::span<const int32_t> first, std::span<const int32_t> second,
-                                  const LookupOptions &o, int64_t limit) {
+                                  const LookupOptions &o, int64_t limit,
+                                  std::span<const std::vector<int32_t>> history) {
     const int64_t F = int64_t(first.size()), L = F + int64_t(second.size());
     const auto at = [&](int64_t i) { return i < F ? first[size_t(i)] : second[size_t(i - F)]; };
     limit = std::min(limit, o.tokens);
@@ -31,6 +33,16 @@ std::vector<int32_t> lookup_draft(std::span<const int32_t> first, std::span<cons
             for (int64_t j = i + n; int64_t(draft.size()) < limit; ++j)
                 draft.push_back(j < L ? at(j) : draft[size_t(j - L)]);
             return draft;
+        }
+        for (auto text = history.rbegin(); text != history.rend(); ++text) {
+            const int64_t T = int64_t(text->size());
+            for (int64_t i = T - n - 1; i >= 0; --i) {
+                int64_t k = 0;
+                while (k < n && (*text)[size_t(i + k)] == at(L - n + k)) ++k;
+                if (k < n) continue;
+                const int64_t end = std::min(T, i + n + limit);
+                return std::vector<int32_t>(text->begin() + i + n, text->begin() + end);
+            }
         }
     }
     return {};

@@ -14,14 +14,20 @@ struct LookupOptions {
     int64_t tokens = 0;    // the most tokens a draft proposes; 0: no speculation
     int64_t min_ngram = 2; // the fewest last tokens that must have occurred before
     int64_t max_ngram = 4; // the most tried (longest first)
+    // Finished requests (prompt and answer) a draft may also copy, the latest first, where the context's own text
+    // has no occurrence: an agent's calls and a client's structured answers repeat across requests (vLLM's suffix
+    // decoding reads past requests alike). 0: the request's own text only.
+    int64_t history = 0;
     void validate() const; // throws zaya::Error naming the value out of range
 };
 
 // The tokens that followed the latest earlier occurrence of the context's last n tokens, for n from max_ngram down
 // to min_ngram (the first n that occurs), at most min(limit, o.tokens) of them (past the context's end the copy
 // reads itself, as a repeating pattern goes on); empty when none occurs. The context is `first` then `second` (a
-// prompt and the tokens generated after it), read in place.
+// prompt and the tokens generated after it), read in place. For each n, where the context has no earlier occurrence,
+// the latest occurrence in `history`'s texts (the last text first) that a token follows, and what follows it there.
 std::vector<int32_t> lookup_draft(std::span<const int32_t> first, std::span<const int32_t> second,
-                                  const LookupOptions &o, int64_t limit);
+                                  const LookupOptions &o, int64_t limit,
+                                  std::span<const std::vector<int32_t>> history = {});
 
 } // namespace zaya

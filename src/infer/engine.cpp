@@ -234,6 +234,12 @@ void Engine::finish(Request &r, const std::string &reason) {
         n.accepted_tokens += r.out.accepted_tokens;
     }
     if (r.on_done) r.on_done(r.out);
+    if (opts_.lookup.tokens > 0 && opts_.lookup.history > 0 && reason != "error") { // what later drafts may copy
+        if (int64_t(lookup_history_.size()) == opts_.lookup.history) lookup_history_.erase(lookup_history_.begin());
+        std::vector<int32_t> text = r.prompt;
+        text.insert(text.end(), r.out.tokens.begin(), r.out.tokens.end());
+        lookup_history_.push_back(std::move(text));
+    }
     keep_prefix(r, reason);
 }
 
@@ -288,7 +294,8 @@ bool Engine::step() {
             if (r.draft_limit == 0) r.draft_limit = opts_.lookup.tokens;
             const int64_t limit = std::min({r.opts.max_new_tokens - int64_t(r.out.tokens.size()) - 1,
                                             max_context_ - r.cache.length - 2, r.draft_limit});
-            const std::vector<int32_t> draft = lookup_draft(r.prompt, r.out.tokens, opts_.lookup, limit);
+            const std::vector<int32_t> draft =
+                lookup_draft(r.prompt, r.out.tokens, opts_.lookup, limit, lookup_history_);
             r.drafted = int64_t(draft.size());
             if (r.drafted == 0) {
                 chunks.emplace_back(&r.next, 1);

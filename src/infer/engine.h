@@ -45,9 +45,10 @@ struct EngineOptions {
     int64_t prefix_cache_stride = 64; // the state is kept every this many tokens: where a shared prefix can resume
     // Speculative decoding by prompt lookup (infer/draft.h; lookup.tokens 0: off): a decoding sequence whose last
     // tokens occurred before feeds the tokens that followed them with its last one, and keeps those its rows draw
-    // alike — the same tokens, in fewer steps where the text repeats itself. A request's drafts are as long as its
-    // last one earned (taken whole: 2 more, up to lookup.tokens; else what it took plus one). CPU only (the draft
-    // is cut back where it differs; the GPU decoder's sequences cannot be).
+    // alike — the same tokens, in fewer steps where the text repeats itself (or, with lookup.history, repeats a
+    // recent request's). A request's drafts are as long as its last one earned (taken whole: 2 more, up to
+    // lookup.tokens; else what it took plus one). CPU only (the draft is cut back where it differs; the GPU
+    // decoder's sequences cannot be).
     LookupOptions lookup{};
 };
 
@@ -151,6 +152,8 @@ class Engine {
     std::shared_ptr<const TokenTable> json_tokens_; // built for the first JSON-mode request
     std::vector<float> scored_rows_; // [scored_chunk(), V]: a prompt chunk's logits (its log-probabilities asked)
     std::vector<float> draft_rows_;  // a speculative step's logits, [Σ rows, V]
+    std::vector<std::vector<int32_t>> lookup_history_; // the last lookup.history finished requests' tokens (oldest
+                                                       // first): what drafts may copy
     std::vector<int32_t> greedy_, top_idx_;
     std::vector<std::unique_ptr<Request>> running_;
     std::deque<std::unique_ptr<Request>> queued_;

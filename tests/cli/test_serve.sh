@@ -24,9 +24,10 @@ cp "$tmp/data/tokenizer.model" "$tmp/m/"
 
 # OPENBLAS_NUM_THREADS=2: a thread OpenBLAS starts before main() (SIGTERM at the end must still stop it gracefully).
 # --speculative-tokens: every answer below is drafted where it repeats itself (a random model's greedy answers
-# loop), and must still be what `zaya generate` (no drafts) and each request alone give.
+# loop) or an earlier request (--lookup-history), and must still be what `zaya generate` (no drafts) and each
+# request alone give.
 OPENBLAS_NUM_THREADS=2 "$ZAYA" serve "$tmp/m" --port 0 --api-key sekret --max-body 100000 --max-batch 8 \
-    --speculative-tokens 4 >"$tmp/serve.log" 2>&1 &
+    --speculative-tokens 4 --lookup-history 8 >"$tmp/serve.log" 2>&1 &
 server=$!
 port=$(server_port "$tmp/serve.log")
 if [[ -z $port ]]; then

@@ -49,12 +49,35 @@ TEST(LookupDraft, ALoopDraftsPastTheContextsEnd) {
     EXPECT_EQ(draft_of({9, 1, 2, 3, 1, 2, 3}, {1, 2}, o), (std::vector<int32_t>{3, 1, 2, 3, 1, 2, 3}));
 }
 
+// Past requests' texts: read where the context has no occurrence of an n-gram of that length, the latest text
+// first, the copy ending with its text.
+TEST(LookupDraft, CopiesRecentRequestsWhereTheContextHasNoMatch) {
+    const LookupOptions o{.tokens = 4, .min_ngram = 1, .max_ngram = 2, .history = 2};
+    const std::vector<std::vector<int32_t>> history = {{1, 2, 30, 31, 32, 33, 34}, {9, 1, 2, 40, 41}, {7, 7}};
+    // "1 2" is nowhere before in the context: the latest text holding it (the second), to its end.
+    EXPECT_EQ(lookup_draft(std::vector<int32_t>{5, 6}, std::vector<int32_t>{1, 2}, o, 10, history),
+              (std::vector<int32_t>{40, 41}));
+    // Only the first holds "2 30": its continuation, up to the draft's length.
+    EXPECT_EQ(lookup_draft(std::vector<int32_t>{2}, std::vector<int32_t>{30}, o, 10, history),
+              (std::vector<int32_t>{31, 32, 33, 34}));
+    // The context's own occurrence first, for the same n.
+    EXPECT_EQ(lookup_draft(std::vector<int32_t>{1, 2, 8, 5}, std::vector<int32_t>{1, 2}, o, 10, history),
+              (std::vector<int32_t>{8, 5, 1, 2}));
+    // A longer n in the history beats a shorter one in the context: "1 2" there, only "2" here.
+    EXPECT_EQ(lookup_draft(std::vector<int32_t>{2, 8, 5}, std::vector<int32_t>{1, 2}, o, 10, history),
+              (std::vector<int32_t>{40, 41}));
+    // An occurrence that ends its text has nothing to copy.
+    EXPECT_TRUE(lookup_draft(std::vector<int32_t>{3}, std::vector<int32_t>{7}, o, 10, {{{6, 7}}}).empty());
+}
+
 TEST(LookupDraft, RefusesNgramsOutOfRange) {
     EXPECT_NE(test::error_of([] { LookupOptions{.tokens = -1}.validate(); }).find("-1"), std::string::npos);
     EXPECT_NE(test::error_of([] { LookupOptions{.tokens = 2, .min_ngram = 0}.validate(); }).find("shortest"),
               std::string::npos);
     EXPECT_NE(test::error_of([] { LookupOptions{.tokens = 2, .min_ngram = 3, .max_ngram = 2}.validate(); })
                   .find("longest n-gram (2)"),
+              std::string::npos);
+    EXPECT_NE(test::error_of([] { LookupOptions{.tokens = 2, .history = -3}.validate(); }).find("history"),
               std::string::npos);
 }
 
@@ -285,6 +308,33 @@ TEST(Engine, SpeculativeSequencesResumeFromThePrefixCache) {
     EXPECT_GT(resumed.cached_tokens, int64_t(prompt.size()));
     Engine fresh(tiny_random_model(), std::nullopt, EngineOptions{.max_batch = 1, .prefill_chunk = 64});
     EXPECT_EQ(resumed.tokens, generate_one(fresh, next, o).tokens);
+}
+
+// A sampled request asked again with the same seed answers the same (and, from a random model, with no loop of its
+// own to draft): with the last request kept (lookup.history), its drafts copy the first answer and nearly all are
+// taken; without, hardly any. The answers are the same either way.
+TEST(Engine, DraftsCopyARecentRequestsAnswer) {
+    SampleOptions o;
+    o.temperature = 0.9;
+    o.seed = 11;
+    o.max_new_tokens = 30;
+    const std::vector<int32_t> prompt = {100, 200, 300, 400, 500, 7};
+    std::vector<Completion> again;
+    for (const int64_t history : {0, 1}) {
+        EngineOptions eo{.max_batch = 2, .prefill_chunk = 8};
+        eo.lookup = LookupOptions{.tokens = 6, .min_ngram = 2, .max_ngram = 3, .history = history};
+        Engine e(tiny_random_model(), std::nullopt, eo);
+        const Completion first = generate_one(e, prompt, o);
+        again.push_back(generate_one(e, prompt, o));
+        EXPECT_EQ(again.back().tokens, first.tokens);
+    }
+    EXPECT_EQ(again[0].tokens, again[1].tokens);
+    EXPECT_LT(again[0].accepted_tokens, 5);
+    // Every draft taken: the 29 tokens after the first (drawn from the prompt's step) come 7 a step, 6 drafted and
+    // one drawn after them.
+    EXPECT_EQ(again[1].accepted_tokens, again[1].draft_tokens);
+    EXPECT_GE(again[1].accepted_tokens, 20);
+    EXPECT_LE(again[1].draft_steps, 5);
 }
 
 // Lookup options out of range are refused when the engine is made, naming the value.
