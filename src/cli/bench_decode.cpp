@@ -48,10 +48,11 @@ void bench_decode(const BenchArgs &a) {
     std::vector<float> logits(static_cast<size_t>(V));
     std::vector<int32_t> prompt(size_t(a.prompt_tokens));
     uint64_t x = 42;
-    for (auto &t : prompt) {
+    const auto random_token = [&x, V] { // (a fixed LCG: every run feeds the same tokens)
         x = x * 6364136223846793005ull + 1442695040888963407ull;
-        t = int32_t((x >> 33) % uint64_t(V));
-    }
+        return int32_t((x >> 33) % uint64_t(V));
+    };
+    for (auto &t : prompt) t = random_token();
     { // warm-up: GEMM kernel generation, first touch of the scratch (and of mapped weights)
         SequenceCache w = dec.new_sequence();
         dec.prefill(w, std::span<const int32_t>(prompt.data(), std::min<size_t>(prompt.size(), 8)), logits.data());
@@ -88,10 +89,7 @@ void bench_decode(const BenchArgs &a) {
         std::vector<double> spec_times;
         for (int64_t i = 0; i < a.new_tokens; ++i) {
             step[0] = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-            for (int64_t k = 1; k <= K; ++k) {
-                x = x * 6364136223846793005ull + 1442695040888963407ull;
-                step[size_t(k)] = int32_t((x >> 33) % uint64_t(V));
-            }
+            for (int64_t k = 1; k <= K; ++k) step[size_t(k)] = random_token();
             SequenceCache *one[1] = {&seq};
             const std::span<const int32_t> chunk_span(step);
             const int64_t n_rows[1] = {1 + K};

@@ -21,12 +21,18 @@ std::vector<int32_t> lookup_draft(std::span<const int32_t> first, std::span<cons
     const auto at = [&](int64_t i) { return i < F ? first[size_t(i)] : second[size_t(i - F)]; };
     limit = std::min(limit, o.tokens);
     if (limit <= 0) return {};
-    for (int64_t n = std::min(o.max_ngram, L - 1); n >= o.min_ngram; --n) {
-        // The latest start i < L − n whose n tokens are the last n: a token follows it (at i + n < L).
-        for (int64_t i = L - n - 1; i >= 0; --i) {
+    // The latest start i < T − n in a text of T tokens whose n tokens are the context's last n (so a token follows
+    // them, at i + n < T); −1 where none.
+    const auto latest = [&](const auto &text_at, int64_t T, int64_t n) {
+        for (int64_t i = T - n - 1; i >= 0; --i) {
             int64_t k = 0;
-            while (k < n && at(i + k) == at(L - n + k)) ++k;
-            if (k < n) continue;
+            while (k < n && text_at(i + k) == at(L - n + k)) ++k;
+            if (k == n) return i;
+        }
+        return int64_t(-1);
+    };
+    for (int64_t n = std::min(o.max_ngram, L - 1); n >= o.min_ngram; --n) {
+        if (const int64_t i = latest(at, L, n); i >= 0) {
             // Past the context's end the copy reads itself: a pattern repeats whole (a loop of p tokens drafts
             // `limit` of them, not p).
             std::vector<int32_t> draft;
@@ -36,13 +42,8 @@ std::vector<int32_t> lookup_draft(std::span<const int32_t> first, std::span<cons
         }
         for (auto text = history.rbegin(); text != history.rend(); ++text) {
             const int64_t T = int64_t(text->size());
-            for (int64_t i = T - n - 1; i >= 0; --i) {
-                int64_t k = 0;
-                while (k < n && (*text)[size_t(i + k)] == at(L - n + k)) ++k;
-                if (k < n) continue;
-                const int64_t end = std::min(T, i + n + limit);
-                return std::vector<int32_t>(text->begin() + i + n, text->begin() + end);
-            }
+            const int64_t i = latest([&](int64_t p) { return (*text)[size_t(p)]; }, T, n);
+            if (i >= 0) return std::vector<int32_t>(text->begin() + i + n, text->begin() + std::min(T, i + n + limit));
         }
     }
     return {};

@@ -193,15 +193,13 @@ int64_t JsonConstraint::mask_opening(float *logits) {
             const Start start = read_opening(bytes, opening, at);
             if (start == Start::Json) continue; // (the JSON's mask decides it)
             bool takes = true;
-            if (start == Start::Block) {
-                const std::string_view rest = bytes.substr(at);
+            if (start == Start::Block) { // the rest read as while watching (no gate: the block is open)
+                std::optional<ContentGate> no_gate;
                 size_t matched = 0;
-                for (size_t k = 0; k < rest.size(); ++k)
-                    if (trigger_step(trigger_, matched, uint8_t(rest[k]))) {
-                        SchemaGrammar g = after_trigger_;
-                        takes = g.feed(rest.substr(k + 1));
-                        break;
-                    }
+                if (const std::optional<std::string> after = watch(bytes.substr(at), no_gate, matched)) {
+                    SchemaGrammar g = after_trigger_;
+                    takes = g.feed(*after);
+                }
             }
             if (takes) kept.emplace_back(id, logits[id]);
             else ruled.push_back(id);
