@@ -337,6 +337,55 @@ TEST(Engine, DraftsCopyARecentRequestsAnswer) {
     EXPECT_LE(again[1].draft_steps, 5);
 }
 
+// At ZAYA1-8B's width (2048: a draft's 5 or more rows sum the columns in chunks, one row whole) with bf16 weights,
+// at both row precisions: drafts give decoding's log-probabilities bit for bit, greedy and sampled, since a dot pass
+// sums a row the same whatever rows share it (weight_stream.h; AVX-512 kernels only).
+TEST(Engine, SpeculativeDecodingIsBitExactAtWideRows) {
+#if !defined(__AVX512F__)
+    GTEST_SKIP() << "bit-exact drafts hold for the AVX-512 kernels; this build has the AVX2 ones";
+#else
+    ZayaConfig c = config_preset("tiny");
+    c.hidden_size = 2048;
+    c.num_hidden_layers = 1;
+    c.layer_types = {LayerType::Hybrid};
+    c.validate();
+    const auto bf16_model = [&c] {
+        Model m = Model::create(c);
+        model_init_random(m, 5);
+        return InferModel::from_model(std::move(m), DType::BF16);
+    };
+    const std::vector<int32_t> prompt = {100, 200, 300, 400, 500, 7};
+    for (const auto precision : {cpu::MatmulPrecision::F32, cpu::MatmulPrecision::BF16}) {
+        for (const double temperature : {0.0, 0.9}) {
+            SampleOptions o;
+            o.temperature = temperature;
+            o.seed = 3;
+            o.max_new_tokens = 40;
+            o.logprobs = 1;
+            std::vector<Completion> again; // the request asked a second time, without drafts and with
+            for (const int64_t tokens : {0, 6, 14}) {
+                EngineOptions eo{.max_batch = 1, .prefill_chunk = 8, .precision = precision};
+                eo.lookup = LookupOptions{.tokens = tokens, .min_ngram = 2, .max_ngram = 3, .history = 1};
+                Engine e(bf16_model(), std::nullopt, eo);
+                generate_one(e, prompt, o);
+                again.push_back(generate_one(e, prompt, o));
+            }
+            const Completion &plain = again[0];
+            for (size_t k = 1; k < again.size(); ++k) {
+                const Completion &drafted = again[k];
+                EXPECT_GE(drafted.accepted_tokens, 25) << "temperature " << temperature;
+                EXPECT_EQ(drafted.tokens, plain.tokens);
+                ASSERT_EQ(drafted.logprobs.size(), plain.logprobs.size());
+                for (size_t t = 0; t < plain.logprobs.size(); ++t)
+                    EXPECT_EQ(drafted.logprobs[t].logprob, plain.logprobs[t].logprob)
+                        << cpu::matmul_precision_name(precision) << " rows, temperature " << temperature
+                        << ", drafts of up to " << (k == 1 ? 6 : 14) << ", token " << t;
+            }
+        }
+    }
+#endif
+}
+
 // Lookup options out of range are refused when the engine is made, naming the value.
 TEST(Engine, SpeculationIsRefusedOutOfRange) {
     EXPECT_NE(test::error_of([] {

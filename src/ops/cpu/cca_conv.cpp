@@ -39,8 +39,12 @@ void im2col_grouped(std::vector<real> &cols, const real *p, const int64_t *seq_s
 
 // Rows up to which the grouped conv runs as direct dot products (grouped_conv_few_rows) instead of packing the
 // weights and one GEMM per group: cached decoding's [state ; new] rows. Packing touches every weight once, as many
-// operations as the products of one row, so for a few rows it alone would cost more than the products.
-constexpr int64_t kDirectRows = 16;
+// operations as the products of one row, so for a few rows it alone would cost more than the products. 64, not
+// fewer: the direct path sums each output alone, the same whatever rows share the call, so a speculative draft's
+// rows (state + last token + up to 61 drafted) and a batch of 16 decoding sequences (48 rows) get one row's sums
+// (weight_stream.h's batch invariance); at ZAYA1-8B's shapes the conv is ~1 % of a decode step's products, and 16
+// clients decoded as fast with 64 as with 16 (bench/README.md).
+constexpr int64_t kDirectRows = 64;
 
 // o[n, c] = bg[c] + Σ_{i,τ} wg[(c·hd + i)·k1 + τ] · p[row of (n, t+τ)][γ·hd + i] for c in group γ: each output one
 // contiguous dot product of its channel's weights, in their stored order, with the row's inputs gathered once per

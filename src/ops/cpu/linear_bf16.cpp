@@ -6,6 +6,7 @@
 #include "ops/cpu/simd.h"
 #include "ops/cpu/weight_stream.h"
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -67,8 +68,10 @@ inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t I, const u
         acc[r] += hsum(s[r][0]);
     }
 #endif
+    // An explicit fma: the compiler fuses or not by how it vectorises the loop over R rows, and a row's sum must not
+    // depend on R (weight_stream.h).
     for (; i < I; ++i)
-        for (int r = 0; r < R; ++r) acc[r] += x[r * ldx + i] * bf16_to_f32(w[i]);
+        for (int r = 0; r < R; ++r) acc[r] = std::fma(x[r * ldx + i], bf16_to_f32(w[i]), acc[r]);
 }
 
 // bf16 rows for weight_stream: widened by a 16-bit shift.

@@ -79,7 +79,7 @@ inline void dot_rows_q8(float *acc, const int8_t *xq, const float *sx, int64_t l
         for (int r = 0; r < R; ++r) {
             int32_t d = 0;
             for (int64_t k = i; k < end; ++k) d += int32_t(xq[r * ldx + k]) * int32_t(q[k]);
-            acc[r] += float(d) * (sc[g] * sx[r * ldsx + g]);
+            acc[r] = std::fma(float(d), sc[g] * sx[r * ldsx + g], acc[r]); // explicit: as dot_rows' tail
         }
         i = end;
     }

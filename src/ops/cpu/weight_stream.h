@@ -17,23 +17,32 @@
 
 namespace zaya::cpu::weight_stream {
 
+// A row's products are summed in pieces of kSumCols columns from column 0, each piece by the storage's dot kernel
+// and added to the row's total in column order, whatever the pass's row count R: the kernels' arithmetic for a row
+// does not depend on R (on AVX-512; the AVX2 kernels' chains per row do), so a row's output has the same bits in a
+// pass of 1 row as of 8. A speculative draft's rows, or several requests decoded in one step, then decode exactly as
+// one row alone would, up to dot_max_rows rows (the GEMM paths above sum in their own order).
+inline constexpr int64_t kSumCols = 1024;
+
 // Rows of W in blocks, columns in chunks: a chunk of the R input rows (R × kCols floats, 32 KB for 8 rows) stays in
 // L1 while a block of weight rows passes over it; without the chunks, 8 input rows of 2048 columns (64 KB) were
 // re-read from L2 for every weight row and capped a pass at ~60 GFLOP/s. Every weight is still read once.
 template <int R, class W>
 void dot_block(float *y, int64_t ldy, const float *x, const W &w, const float *b, int64_t I, int64_t O) {
+    static_assert(kSumCols % W::kColAlign == 0, "a piece must start where the storage's column chunks may");
     // Unchunked when the R rows fit L1 anyway (decode, R = 1): chunks break the weights' sequential stream, and that
-    // measured 30 % slower for one row.
+    // measured 30 % slower for one row. Chunks are whole pieces, so the pieces are the same either way.
     constexpr int64_t kRowBlock = 32, kL1Floats = 8192;
-    const int64_t kCols =
-        int64_t(R) * I <= kL1Floats ? I : std::max<int64_t>(W::kColAlign, kL1Floats / R / W::kColAlign * W::kColAlign);
+    const int64_t kCols = int64_t(R) * I <= kL1Floats ? I : std::max(kSumCols, kL1Floats / R / kSumCols * kSumCols);
 #pragma omp parallel for schedule(static)
     for (int64_t o0 = 0; o0 < O; o0 += kRowBlock) {
         const int64_t o1 = std::min(O, o0 + kRowBlock);
         float acc[kRowBlock][R] = {};
         for (int64_t c = 0; c < I; c += kCols) {
-            const int64_t n = std::min(kCols, I - c);
-            for (int64_t o = o0; o < o1; ++o) w.template dot<R>(acc[o - o0], x + c, I, o, c, n);
+            const int64_t end = std::min(I, c + kCols);
+            for (int64_t o = o0; o < o1; ++o)
+                for (int64_t p = c; p < end; p += kSumCols)
+                    w.template dot<R>(acc[o - o0], x + p, I, o, p, std::min(kSumCols, end - p));
         }
         for (int64_t o = o0; o < o1; ++o)
             for (int r = 0; r < R; ++r) y[r * ldy + o] = acc[o - o0][r] + (b ? b[o] : 0.0f);
