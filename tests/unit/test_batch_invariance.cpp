@@ -1,9 +1,9 @@
 // Batch invariance of the few-row paths a decoding step takes: a row's output has the same bits whatever rows share
 // the call, so a speculative draft's rows or a batch of requests decode exactly as each row alone. The streaming dot
-// passes (ops/cpu/weight_stream.h: 1 row or 8, chunked or not, bf16 weights with fp32 or bf16 rows, int8 weights) at ZAYA1-8B's shapes (2048 and
-// 4096 columns, where passes of 5 or more rows chunk the columns, and one whose last piece is short), AVX-512 kernels
-// only (the AVX2 ones keep more chains per row for fewer rows: a different sum; the portable build's sanitizer run
-// has those); and the CCA convolution's direct path.
+// passes (ops/cpu/weight_stream.h: 1 row or 8, chunked or not, bf16 weights with fp32 or bf16 rows, int8 weights) at
+// ZAYA1-8B's shapes (2048 and 4096 columns, where passes of 5 or more rows chunk the columns, and one whose last
+// piece is short), AVX-512 kernels only (the AVX2 ones keep more chains per row for fewer rows: a different sum; the
+// portable build's sanitizer run has those); and the CCA convolution's direct path.
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "ops/cpu/cca.h"
@@ -68,7 +68,8 @@ TEST(BatchInvariance, DotPassRowsEqualTheRowAlone) {
                 [&](float *y, const float *x, int64_t N) {
                     cpu::linear_bf16(y, O, x, w.bf16.data(), w.b.data(), N, I, O, p);
                 },
-                I, O, max_rows, p == cpu::MatmulPrecision::BF16 ? "bf16 weights, bf16 rows" : "bf16 weights, fp32 rows");
+                I, O, max_rows,
+                p == cpu::MatmulPrecision::BF16 ? "bf16 weights, bf16 rows" : "bf16 weights, fp32 rows");
         }
         expect_rows_alone(
             [&](float *y, const float *x, int64_t N) {
