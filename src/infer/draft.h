@@ -2,8 +2,8 @@
 // lookup decoding): text that repeats itself — code being edited, a document quoted or summarised, a list's
 // pattern — goes on as it did the last time its latest tokens were written. The engine (infer/engine.h) feeds the
 // draft with the sequence's last token in one forward and keeps the tokens drawn from each row while they match
-// it: each token is drawn from the model's distribution as decoding token by token draws it, in fewer steps (the
-// rows computed together may differ in the last bits: docs/inference.md).
+// it: each token is drawn from the model's distribution as decoding token by token draws it, in fewer steps (bit
+// for bit where the step's rows take the few-row paths: docs/inference.md).
 #pragma once
 #include <cstdint>
 #include <span>

@@ -70,6 +70,66 @@ TEST(LookupDraft, CopiesRecentRequestsWhereTheContextHasNoMatch) {
     EXPECT_TRUE(lookup_draft(std::vector<int32_t>{3}, std::vector<int32_t>{7}, o, 10, {{{6, 7}}}).empty());
 }
 
+// lookup_draft against its definition read literally (for n from the longest: the latest earlier occurrence in the
+// context, else in the history's texts, the last first), on random texts long enough for its search's blocks (64
+// tokens), over small vocabularies (many occurrences, split across the prompt and the answer, across blocks) and a
+// large one (few or none).
+TEST(LookupDraft, EqualsTheReadingOfItsDefinition) {
+    const auto reference = [](const std::vector<int32_t> &context, const LookupOptions &o, int64_t limit,
+                              const std::vector<std::vector<int32_t>> &history) {
+        const int64_t L = int64_t(context.size());
+        limit = std::min(limit, o.tokens);
+        // The latest start i with i + n < size (a token follows) whose n tokens are the context's last n; −1: none.
+        const auto latest = [&](const std::vector<int32_t> &text, int64_t n) {
+            for (int64_t i = int64_t(text.size()) - n - 1; i >= 0; --i)
+                if (std::equal(text.begin() + i, text.begin() + i + n, context.end() - n)) return i;
+            return int64_t(-1);
+        };
+        std::vector<int32_t> draft;
+        if (limit <= 0) return draft;
+        for (int64_t n = std::min(o.max_ngram, L - 1); n >= o.min_ngram; --n) {
+            if (const int64_t i = latest(context, n); i >= 0) {
+                for (int64_t j = i + n; int64_t(draft.size()) < limit; ++j)
+                    draft.push_back(j < L ? context[size_t(j)] : draft[size_t(j - L)]);
+                return draft;
+            }
+            for (auto text = history.rbegin(); text != history.rend(); ++text)
+                if (const int64_t i = latest(*text, n); i >= 0)
+                    return std::vector<int32_t>(text->begin() + i + n,
+                                                text->begin() + std::min(int64_t(text->size()), i + n + limit));
+        }
+        return draft;
+    };
+    Rng rng(31, 0);
+    const auto below = [&rng](int64_t n) { return int64_t(rng.next() % uint64_t(n)); };
+    int drafted = 0, from_history = 0;
+    for (int c = 0; c < 3000; ++c) {
+        const int64_t vocab = c % 3 == 0 ? 1000 : 2 + below(5);
+        const auto text = [&](int64_t n) {
+            std::vector<int32_t> t(static_cast<size_t>(n));
+            for (auto &v : t) v = int32_t(below(vocab));
+            return t;
+        };
+        const std::vector<int32_t> context = text(below(300));
+        const size_t split = size_t(below(int64_t(context.size()) + 1));
+        const std::vector<int32_t> first(context.begin(), context.begin() + split), second(context.begin() + split,
+                                                                                          context.end());
+        std::vector<std::vector<int32_t>> history(size_t(below(3)));
+        for (auto &h : history) h = text(below(200));
+        LookupOptions o{.tokens = 1 + below(8), .min_ngram = 1 + below(3), .max_ngram = 1, .history = 2};
+        o.max_ngram = o.min_ngram + below(4);
+        const int64_t limit = below(10);
+        const std::vector<int32_t> got = lookup_draft(first, second, o, limit, history);
+        ASSERT_EQ(got, reference(context, o, limit, history))
+            << "case " << c << ": context of " << context.size() << " (prompt " << split << "), n-grams "
+            << o.min_ngram << ".." << o.max_ngram << ", limit " << limit << ", " << history.size() << " texts";
+        drafted += !got.empty();
+        from_history += !got.empty() && reference(context, o, limit, {}) != got;
+    }
+    EXPECT_GT(drafted, 1000); // (the cases draft, and some from the history)
+    EXPECT_GT(from_history, 20);
+}
+
 TEST(LookupDraft, RefusesNgramsOutOfRange) {
     EXPECT_NE(test::error_of([] { LookupOptions{.tokens = -1}.validate(); }).find("-1"), std::string::npos);
     EXPECT_NE(test::error_of([] { LookupOptions{.tokens = 2, .min_ngram = 0}.validate(); }).find("shortest"),
