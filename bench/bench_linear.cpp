@@ -33,14 +33,8 @@ int main(int argc, char **argv) {
         if (k == "--in") I = std::atoll(argv[a + 1]);
         else if (k == "--out") O = std::atoll(argv[a + 1]);
         else if (k == "--reps") reps = std::atoi(argv[a + 1]);
-        else if (k == "--rows") {
-            rows.clear();
-            for (const char *p = argv[a + 1]; *p;) {
-                rows.push_back(std::atoll(p));
-                while (*p && *p != ',') ++p;
-                if (*p == ',') ++p;
-            }
-        } else {
+        else if (k == "--rows") rows = zaya::bench::int_list(argv[a + 1]);
+        else {
             fmt::print(stderr, "unknown option '{}' (--in, --out, --rows, --reps)\n", k);
             return 2;
         }

@@ -1,7 +1,7 @@
 // What a prompt-lookup draft costs a decoding step (infer/draft.h: speculative decoding's search for the context's
 // last tokens), where the search finds nothing and reads everything: a context of T random tokens (a prompt and an
-// answer of 64), alone and with --lookup-history K finished texts of T tokens each. One draft per request per step,
-// so with 16 requests in a step the cost is 16 of these.
+// answer of 64, or of T/2 below 128), alone and with --lookup-history K finished texts of T tokens each. One draft
+// per request per step, so with 16 requests in a step the cost is 16 of these.
 //
 //   zaya_bench_lookup [--tokens T,T,...] [--history K] [--reps R]
 //
@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -25,20 +26,14 @@ int main(int argc, char **argv) {
         const std::string k = argv[a];
         if (k == "--history") K = std::atoll(argv[a + 1]);
         else if (k == "--reps") reps = std::atoi(argv[a + 1]);
-        else if (k == "--tokens") {
-            lengths.clear();
-            for (const char *p = argv[a + 1]; *p;) {
-                lengths.push_back(std::atoll(p));
-                while (*p && *p != ',') ++p;
-                if (*p == ',') ++p;
-            }
-        } else {
+        else if (k == "--tokens") lengths = zaya::bench::int_list(argv[a + 1]);
+        else {
             fmt::print(stderr, "unknown option '{}' (--tokens, --history, --reps)\n", k);
             return 2;
         }
     }
-    if (K < 0 || reps < 1 || lengths.empty()) {
-        fmt::print(stderr, "--history must be ≥ 0, --reps and --tokens positive\n");
+    if (K < 0 || reps < 1 || lengths.empty() || *std::min_element(lengths.begin(), lengths.end()) < 2) {
+        fmt::print(stderr, "--history must be ≥ 0, --reps positive, every --tokens entry at least 2\n");
         return 2;
     }
     uint64_t s = 1;
@@ -52,7 +47,8 @@ int main(int argc, char **argv) {
                reps, K);
     fmt::print("{:>8} {:>12} {:>12}\n", "tokens", "context", "+ history");
     for (const int64_t T : lengths) {
-        std::vector<int32_t> prompt(static_cast<size_t>(T - 64)), answer(64);
+        const int64_t A = std::min<int64_t>(64, T / 2); // the answer's tokens
+        std::vector<int32_t> prompt(static_cast<size_t>(T - A)), answer(static_cast<size_t>(A));
         for (auto &t : prompt) t = token();
         for (auto &t : answer) t = token();
         std::vector<std::vector<int32_t>> history(static_cast<size_t>(K), std::vector<int32_t>(static_cast<size_t>(T)));

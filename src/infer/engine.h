@@ -46,9 +46,9 @@ struct EngineOptions {
     // Speculative decoding by prompt lookup (infer/draft.h; lookup.tokens 0: off): a decoding sequence whose last
     // tokens occurred before feeds the tokens that followed them with its last one, and keeps those its rows draw
     // alike — decoding's tokens (bit for bit on the few-row paths: docs/inference.md), in fewer steps where the text
-    // repeats itself (or, with lookup.history, repeats a recent request's). A request's drafts are as long as its last one earned (taken
-    // whole: 2 more, up to lookup.tokens; else what it took plus one). CPU only (the draft is cut back where it
-    // differs; the GPU decoder's sequences cannot be).
+    // repeats itself (or, with lookup.history, repeats a recent request's). A request's drafts are as long as its
+    // last one earned (taken whole: 2 more, up to lookup.tokens; else what it took plus one). CPU only (the draft is
+    // cut back where it differs; the GPU decoder's sequences cannot be).
     LookupOptions lookup{};
 };
 
