@@ -3,15 +3,17 @@
 // passes (ops/cpu/weight_stream.h: 1 row or 8, chunked or not, bf16 weights with fp32 or bf16 rows, int8 weights) at
 // ZAYA1-8B's shapes (2048 and 4096 columns, where passes of 5 or more rows chunk the columns, and one whose last
 // piece is short), AVX-512 kernels only (the AVX2 ones keep more chains per row for fewer rows: a different sum; the
-// portable build's sanitizer run has those); and the CCA convolution's direct path.
+// portable build's sanitizer run has those); the CCA convolution's direct path; and cached attention's per-row path.
 #include "core/dtype.h"
 #include "core/rng.h"
+#include "ops/cpu/attention.h"
 #include "ops/cpu/cca.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/linear_i8.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -58,7 +60,7 @@ Weights random_weights(int64_t I, int64_t O) {
 TEST(BatchInvariance, DotPassRowsEqualTheRowAlone) {
 #if !defined(__AVX512F__)
     GTEST_SKIP() << "batch invariance holds for the AVX-512 kernels; this build has the AVX2 ones";
-#else
+#endif
     const int64_t O = 70; // two row blocks of 32 and a short one
     for (int64_t I : {2048, 4096, 2100}) {
         const Weights w = random_weights(I, O);
@@ -77,7 +79,6 @@ TEST(BatchInvariance, DotPassRowsEqualTheRowAlone) {
             },
             I, O, 30, "int8 weights");
     }
-#endif
 }
 
 // The CCA convolution at ZAYA1-8B's shape (10 head groups of 128 channels): a sequence's outputs are the same bits
@@ -111,6 +112,38 @@ TEST(BatchInvariance, ConvRowsEqualTheSequenceAlone) {
             const std::vector<float> alone = conv({first}, z.data()), beside = conv(lengths, z.data());
             ASSERT_EQ(std::memcmp(alone.data(), beside.data(), alone.size() * sizeof(float)), 0)
                 << "a sequence of " << first << " rows beside " << others << " of 3";
+        }
+    }
+}
+
+// Cached attention under 16 new rows (its per-row path, ZAYA1-8B's heads: 8 query heads of 128 on 2 kv heads), over
+// an fp32 and a bf16 cache, causal and in a sliding window: each row of a call of n rows (a speculative draft's) equals
+// that row's query attended alone at its position, bit for bit.
+TEST(BatchInvariance, AttentionRowsEqualTheRowAlone) {
+    const int64_t nq = 8, nkv = 2, hd = 128, past = 1300; // (3 key blocks of 512)
+    Rng rng(14, 0);
+    for (const int64_t window : {int64_t(0), int64_t(64)}) {
+        const cpu::AttnShape s{nq, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
+        for (int64_t n = 2; n < 16; n += 3) {
+            const int64_t len = past + n;
+            std::vector<float> q(size_t(n * nq * hd)), k(size_t(len * nkv * hd)), v(k.size());
+            for (auto *a : {&q, &k, &v})
+                for (auto &x : *a) x = float(rng.normal());
+            std::vector<uint16_t> kb(k.size()), vb(v.size());
+            for (size_t i = 0; i < k.size(); ++i) kb[i] = f32_to_bf16(k[i]), vb[i] = f32_to_bf16(v[i]);
+            std::vector<float> rows(q.size()), alone(size_t(nq * hd));
+            for (const bool bf16 : {false, true}) {
+                const auto attend = [&](float *out, const float *qr, int64_t m, int64_t p0) {
+                    if (bf16) cpu::attention_cached(out, qr, kb.data(), vb.data(), m, p0, s);
+                    else cpu::attention_cached(out, qr, k.data(), v.data(), m, p0, s);
+                };
+                attend(rows.data(), q.data(), n, past);
+                for (int64_t r = 0; r < n; ++r) {
+                    attend(alone.data(), q.data() + r * nq * hd, 1, past + r);
+                    ASSERT_EQ(std::memcmp(alone.data(), rows.data() + r * nq * hd, alone.size() * sizeof(float)), 0)
+                        << (bf16 ? "bf16" : "fp32") << " cache, window " << window << ": row " << r << " of " << n;
+                }
+            }
         }
     }
 }

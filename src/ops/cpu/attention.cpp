@@ -444,10 +444,12 @@ void attention_backward(real *dq, real *dk, real *dv, const real *dout, const re
 
 // Work item = (query row, kv head, key block): the group's G = nq/nkv query heads are scored against each cached key
 // row as it is read, and weigh each value row as it is read, so a decoding step reads the cache once per kv head,
-// not once per query head (G = 4 for ZAYA1: the cache outweighs the weights at long context). With few query rows
-// (decoding) the keys are also split into blocks of kCachedKeyBlock, so that one token's attention still spreads over
-// every thread (flash-decoding): each block keeps its max, sum and unnormalised output, merged in a second pass. The
-// split depends on the shapes only, so results do not depend on the thread count.
+// not once per query head (G = 4 for ZAYA1: the cache outweighs the weights at long context). The keys are split
+// into blocks of kCachedKeyBlock, so that one token's attention still spreads over every thread (flash-decoding):
+// each block keeps its max, sum and unnormalised output, merged in a second pass, in block order. The split is the
+// same for every row count (it was whole for 8+ rows of 2 kv heads, which summed a speculative draft's rows
+// otherwise than one decoding row's), and depends on no thread count: a row's result is the same bits however many
+// rows share the call (tests/unit/test_batch_invariance.cpp).
 namespace {
 inline real widen(real x) { return x; }
 inline real widen(uint16_t x) { return bf16_to_f32(x); }
@@ -472,9 +474,8 @@ template <> struct CachedSoftmax<uint16_t> {
 template <class KV>
 void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, int64_t n, int64_t p0,
                            const AttnShape &s) {
-    constexpr int64_t kCachedKeyBlock = 512, kSplitBelowRows = 16;
+    constexpr int64_t kCachedKeyBlock = 512, block = kCachedKeyBlock;
     const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, G = nq / nkv, total = p0 + n;
-    const int64_t block = n * nkv < kSplitBelowRows ? kCachedKeyBlock : total;
     const int64_t blocks = (total + block - 1) / block, items = n * nkv * blocks, stride = hd + 2;
     using Softmax = CachedSoftmax<KV>;
     const real scale = Softmax::scale(s.scale);
