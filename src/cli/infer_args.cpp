@@ -218,7 +218,8 @@ void add_speculative_options(CLI::App *cmd, LookupOptions &o) {
                     "cpu: speculative decoding by prompt lookup: where the answer's last tokens occurred before (in "
                     "the prompt or the answer), the up to N tokens that followed them are checked in the next "
                     "step, and those the model draws alike are taken at once — decoding's answer (bit for bit with "
-                    "bf16 or int8 weights on AVX-512 for drafts of up to 14; else up to the logits' last bits), "
+                    "bf16 or int8 weights on AVX-512 for a request's drafts of up to 14: docs/inference.md says "
+                    "when; else up to the logits' last bits), "
                     "sooner where it repeats text (code edits, quotes, summaries); 0: off")
         ->check(CLI::Range(int64_t(0), int64_t(64)))
         ->capture_default_str();
