@@ -28,6 +28,7 @@ struct BenchArgs {
     int64_t context_tokens = 0;      // decode --device cuda: also decode after a prompt this long (0: no)
     int64_t prefill_chunk = 0;       // decode, cpu: prompt tokens per forward (0: the engine's default)
     int64_t speculative_tokens = 0;  // decode, cpu: also time speculative steps of 1 + this many tokens (0: no)
+    bool batch_invariant = false;    // decode, cpu: the Decoder's batch-invariant paths
 };
 
 // Random token rows (seq + 1 tokens each) from a fixed-seed generator: a training step costs the same whatever

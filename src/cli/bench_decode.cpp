@@ -44,7 +44,7 @@ void bench_decode(const BenchArgs &a) {
     // As `zaya generate` feeds a prompt (one sequence, nothing decoding beside it): up to kCpuSolePrefillChunk a step.
     const int64_t chunk = a.prefill_chunk > 0 ? a.prefill_chunk : cpu_sole_prompt_chunk(a.prompt_tokens);
     const int64_t K = a.speculative_tokens;
-    Decoder dec(*im, std::max(chunk, 1 + K), 1, kv, precision);
+    Decoder dec(*im, std::max(chunk, 1 + K), 1, kv, precision, a.batch_invariant);
     std::vector<float> logits(static_cast<size_t>(V));
     std::vector<int32_t> prompt(size_t(a.prompt_tokens));
     uint64_t x = 42;
@@ -133,13 +133,16 @@ void bench_decode(const BenchArgs &a) {
                             {"prefill_chunk", chunk},
                             {"speculative_tokens", K},
                             {"speculative_step_s", per_spec_step},
+                            {"batch_invariant", a.batch_invariant},
                             {"peak_rss_bytes", rss}};
         fmt::print("{}\n", j.dump());
         return;
     }
-    fmt::print("decode  model {} ({} layers, {} weights {:.2f} GB, {} inputs)  {} threads  prompt {} + {} new tokens\n",
+    fmt::print("decode  model {} ({} layers, {} weights {:.2f} GB, {} inputs{})  {} threads  prompt {} + {} new "
+               "tokens\n",
                a.model, c.num_hidden_layers, dtype_name(im->weight_dtype), double(im->matrix_bytes()) / 1e9,
-               cpu::matmul_precision_name(precision), omp_get_max_threads(), a.prompt_tokens, a.new_tokens);
+               cpu::matmul_precision_name(precision), a.batch_invariant ? ", batch-invariant" : "",
+               omp_get_max_threads(), a.prompt_tokens, a.new_tokens);
     fmt::print("  weights paged in: {:.2f} GB in {:.1f} s\n", double(touched) / 1e9, t_touch);
     fmt::print("  decode  {:.2f} tokens/s (median {:.1f} ms/token; best {:.1f} ms)\n", decode_tps, 1e3 * per_token,
                1e3 * times.front());

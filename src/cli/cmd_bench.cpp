@@ -276,6 +276,8 @@ void register_bench(CLI::App &app) {
                     "the draft cut back) against a decode step: what drafts must be taken to pay (0 = no)")
         ->check(CLI::Range(int64_t(0), int64_t(64)))
         ->capture_default_str();
+    cmd->add_flag("--batch-invariant", a->batch_invariant,
+                  "decode, cpu: every op on its per-row path (as zaya serve --batch-invariant): what that costs");
     cmd->add_option("--context-tokens", a->context_tokens,
                     "decode --device cuda: also prefill a prompt of N tokens (GEMM passes) and time decoding after "
                     "it, where each step reads the KV cache too (0 = no)")

@@ -69,6 +69,9 @@ void run_serve(ServeArgs a) {
                    engine.lookup().history > 0
                        ? fmt::format(" (also of the last {} requests)", engine.lookup().history)
                        : "");
+    if (engine.batch_invariant())
+        fmt::print("batch-invariant: a request's tokens and log-probabilities do not depend on the requests beside it "
+                   "(every op on its per-row path)\n");
     fmt::print("listening on http://{}:{} (POST /v1/completions, /v1/chat/completions, /v1/responses; GET /v1/models, "
                "/health, /metrics)\n",
                a.server.host, port);

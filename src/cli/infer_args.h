@@ -56,8 +56,9 @@ std::string speed_summary(const Completion &r);
 // read, R tokens/s]` (R since this call): on a terminal one line, rewritten and cleared before the answer;
 // elsewhere a line a step. A prompt read in one step prints nothing.
 Engine::OnPrompt prompt_progress_printer();
-// --device, --max-context, --kv-dtype, --precision and the speculative options: where the engine decodes, how long a
-// sequence may grow, the element of its KV cache, the precision of the rows its linears take, and its drafts.
+// --device, --max-context, --kv-dtype, --precision, the speculative options and --batch-invariant: where the engine
+// decodes, how long a sequence may grow, the element of its KV cache, the precision of the rows its linears take, its
+// drafts, and whether a request's bits may depend on the others beside it.
 void add_engine_device_options(CLI::App *cmd, EngineOptions &o);
 // --speculative-tokens, --prompt-lookup-max/-min, --lookup-history: speculative decoding by prompt lookup
 // (EngineOptions::lookup).

@@ -20,12 +20,23 @@ namespace {
 void resize(std::vector<float> &v, int64_t n) { v.assign(size_t(n), 0.0f); }
 } // namespace
 
+bool batch_invariant_supported() {
+#if defined(__AVX512F__)
+    return true;
+#else
+    return false;
+#endif
+}
+
 Decoder::Decoder(const InferModel &m, int64_t max_tokens, int64_t max_seqs, DType kv_element,
-                 MatmulPrecision precision)
+                 MatmulPrecision precision, bool batch_invariant)
     : m_(m), max_tokens_(max_tokens), max_seqs_(max_seqs), kv_element_(kv_dtype_for(kv_element, DType::F32)),
-      precision_(precision) {
+      precision_(precision), batch_invariant_(batch_invariant) {
     if (max_tokens < 1 || max_seqs < 1 || max_seqs > max_tokens)
         fail("decoder needs 1 ≤ max_seqs ({}) ≤ max_tokens ({})", max_seqs, max_tokens);
+    if (batch_invariant && !batch_invariant_supported())
+        fail("batch-invariant decoding needs the AVX-512 kernels: this build has the portable AVX2 ones, whose sums "
+             "for a row depend on the rows beside it (build natively on an AVX-512 CPU: ZAYA_NATIVE=ON)");
     const ZayaConfig &c = m.config;
     const int64_t N = max_tokens, D = c.hidden_size, C = c.conv_channels(), P = c.conv_padding();
     const int64_t R = c.router_hidden_size, K = c.router_classes(), I = c.moe_intermediate_size;
@@ -132,7 +143,7 @@ void Decoder::forward(std::span<SequenceCache *const> seqs, std::span<const std:
         out += n;
     }
     rmsnorm_forward(xn_.data(), rstd_.data(), x_.data(), m_.small.final_norm, out, D, float(c.rms_norm_eps));
-    mat_linear(logits, V, xn_.data(), m_.lm_head, m_.small.lm_head_bias, out, precision_);
+    mat_linear(logits, V, xn_.data(), m_.lm_head, m_.small.lm_head_bias, out, precision_, batch_invariant_);
 }
 
 void Decoder::prefill(SequenceCache &seq, std::span<const int32_t> tokens, float *logits) {
@@ -188,8 +199,8 @@ void Decoder::layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int
 
     rmsnorm_forward(xn_.data(), rstd_.data(), x_.data(), w.input_norm, N, D, eps);
     // q‖k projections packed as the conv input z [N, C].
-    mat_linear(z_.data(), C, xn_.data(), M.q_proj, w.q_bias, N, precision_);
-    mat_linear(z_.data() + Dq, C, xn_.data(), M.k_proj, w.k_bias, N, precision_);
+    mat_linear(z_.data(), C, xn_.data(), M.q_proj, w.q_bias, N, precision_, batch_invariant_);
+    mat_linear(z_.data() + Dq, C, xn_.data(), M.k_proj, w.k_bias, N, precision_, batch_invariant_);
     // Conv over [stored state rows ; new rows] per sequence. The conv pads each of these with zeros, but the
     // outputs we keep (the new rows) only reach back P rows, all inside the state: they equal the full-sequence
     // conv. Then the last P rows become the new state.
@@ -201,7 +212,7 @@ void Decoder::layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int
     }
     ConvShape cs{C, nq + nkv, c.cca_time0, c.cca_time1};
     cca_conv_forward(convx_.data(), pbuf_.data(), zx_.data(), start_ext_.data(), B, cs, w.conv_dw, w.conv_dw_bias,
-                     w.conv_g, w.conv_g_bias);
+                     w.conv_g, w.conv_g_bias, nullptr, batch_invariant_);
     for (int64_t s = 0; s < B; ++s) {
         SequenceCache &sc = *seqs[size_t(s)];
         const int64_t r0 = start_ext_[size_t(s)], n = start_[size_t(s + 1)] - start_[size_t(s)];
@@ -210,8 +221,8 @@ void Decoder::layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int
     }
     cca_qk_mean_forward(q_.data(), k_.data(), conv_.data(), z_.data(), N, nq, nkv, hd);
     // Values: head 0 from the current token, head 1 the previous token's delayed projection (spec A.3 step 4).
-    mat_linear(v_.data(), Dk, xn_.data(), M.v_cur, w.v_cur_bias, N, precision_);
-    mat_linear(vd_.data(), Dv, xn_.data(), M.v_del, w.v_del_bias, N, precision_);
+    mat_linear(v_.data(), Dk, xn_.data(), M.v_cur, w.v_cur_bias, N, precision_, batch_invariant_);
+    mat_linear(vd_.data(), Dv, xn_.data(), M.v_del, w.v_del_bias, N, precision_, batch_invariant_);
     for (int64_t s = 0; s < B; ++s) {
         float *state = seqs[size_t(s)]->vdel.data() + l * Dv;
         const int64_t a = start_[size_t(s)], b = start_[size_t(s + 1)];
@@ -226,7 +237,7 @@ void Decoder::layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int
     rope_forward(q_.data(), rope_cos_[type].data(), rope_sin_[type].data(), N, nq, hd, rot);
     rope_forward(k_.data(), rope_cos_[type].data(), rope_sin_[type].data(), N, nkv, hd, rot);
     attention(l, seqs);
-    mat_linear(tmp_.data(), D, att_.data(), M.o_proj, w.o_bias, N, precision_);
+    mat_linear(tmp_.data(), D, att_.data(), M.o_proj, w.o_bias, N, precision_, batch_invariant_);
     residual_scale_forward(x_.data(), tmp_.data(), x_.data(), w.attn_res[0], w.attn_res[1], w.attn_res[2],
                            w.attn_res[3], N, D);
     rmsnorm_forward(xn_.data(), rstd_.data(), x_.data(), w.post_norm, N, D, eps);
@@ -250,9 +261,11 @@ void Decoder::attention(int64_t l, std::span<SequenceCache *const> seqs) {
         kc.append(k_.data() + a * Dk, size_t(n * Dk));
         vc.append(v_.data() + a * Dk, size_t(n * Dk));
         if (kv_element_ == DType::BF16)
-            attention_cached(att_.data() + a * Dq, q_.data() + a * Dq, kc.bf16(), vc.bf16(), n, p0, as);
+            attention_cached(att_.data() + a * Dq, q_.data() + a * Dq, kc.bf16(), vc.bf16(), n, p0, as,
+                             batch_invariant_);
         else
-            attention_cached(att_.data() + a * Dq, q_.data() + a * Dq, kc.f32(), vc.f32(), n, p0, as);
+            attention_cached(att_.data() + a * Dq, q_.data() + a * Dq, kc.f32(), vc.f32(), n, p0, as,
+                             batch_invariant_);
     }
 }
 
@@ -266,17 +279,17 @@ void Decoder::router_and_experts(int64_t l, int64_t N) {
     // EDA: this layer's router state adds the scaled state of the layer before (same token).
     float *rho = rho_[rho_cur_ ^ 1].data();
     const float *rho_prev = rho_[rho_cur_].data();
-    mat_linear(rho, R, xn_.data(), M.router_down, w.router_down_bias, N, precision_);
+    mat_linear(rho, R, xn_.data(), M.router_down, w.router_down_bias, N, precision_, batch_invariant_);
     if (l > 0 && w.router_state_scale)
         for (int64_t n = 0; n < N; ++n)
             for (int64_t i = 0; i < R; ++i) rho[n * R + i] += w.router_state_scale[i] * rho_prev[n * R + i];
     rho_cur_ ^= 1;
     rmsnorm_forward(rn_.data(), rrstd_.data(), rho, w.router_norm, N, R, float(c.rms_norm_eps));
-    mat_linear(h1_.data(), R, rn_.data(), M.router_fc1, w.router_fc1_bias, N, precision_);
+    mat_linear(h1_.data(), R, rn_.data(), M.router_fc1, w.router_fc1_bias, N, precision_, batch_invariant_);
     gelu_forward(a1_.data(), h1_.data(), N * R);
-    mat_linear(h2_.data(), R, a1_.data(), M.router_fc2, w.router_fc2_bias, N, precision_);
+    mat_linear(h2_.data(), R, a1_.data(), M.router_fc2, w.router_fc2_bias, N, precision_, batch_invariant_);
     gelu_forward(a1_.data(), h2_.data(), N * R);
-    mat_linear(rlogits_.data(), K, a1_.data(), M.router_out, nullptr, N, precision_);
+    mat_linear(rlogits_.data(), K, a1_.data(), M.router_out, nullptr, N, precision_, batch_invariant_);
     router_select_forward(probs_.data(), choice_.data(), psel_.data(), rlogits_.data(), w.balancing_biases, N, K);
 
     moe_group_tokens(order_.data(), offsets_.data(), choice_.data(), N, E);
@@ -286,9 +299,9 @@ void Decoder::router_and_experts(int64_t l, int64_t N) {
         for (int64_t r = 0; r < n; ++r)
             std::copy_n(xn_.data() + int64_t(order_[size_t(r0 + r)]) * D, D, xg_.data() + r * D);
         if (e < E) {
-            mat_linear(hh_.data(), 2 * I, xg_.data(), M.gate_up[size_t(e)], nullptr, n, precision_);
+            mat_linear(hh_.data(), 2 * I, xg_.data(), M.gate_up[size_t(e)], nullptr, n, precision_, batch_invariant_);
             swiglu_forward(aa_.data(), hh_.data(), n, I);
-            mat_linear(yy_.data(), D, aa_.data(), M.down[size_t(e)], nullptr, n, precision_);
+            mat_linear(yy_.data(), D, aa_.data(), M.down[size_t(e)], nullptr, n, precision_, batch_invariant_);
         } else if (c.skip_passthrough) { // the skip slot: identity under passthrough, else nothing
             std::copy_n(xg_.data(), n * D, yy_.data());
         } else {

@@ -17,6 +17,10 @@ namespace zaya {
 // The precision of the activations the linears take when none is asked: bf16 for a model whose matrices are bf16 —
 // as transformers runs a bf16 checkpoint, and llama.cpp a bf16 GGUF; twice the arithmetic rate on AVX512_BF16, and
 // the bf16 GEMM for prompts (ops/cpu/linear_bf16.h) — else fp32 (fp32 matrices; int8 ones quantize their inputs).
+// Whether this build's kernels give batch invariance (Decoder's batch_invariant): the AVX-512 ones sum a row alike
+// in passes of 1 to 8 rows; the portable AVX2 build's keep more FMA chains per row for fewer rows.
+bool batch_invariant_supported();
+
 inline cpu::MatmulPrecision matmul_precision_for(std::optional<cpu::MatmulPrecision> asked, DType weight_dtype) {
     return asked.value_or(weight_dtype == DType::BF16 ? cpu::MatmulPrecision::BF16 : cpu::MatmulPrecision::F32);
 }
@@ -27,9 +31,13 @@ class Decoder {
     // sequences' KV caches hold `kv_element` (F32 or BF16: infer/kv_cache.h KvRows); the linears take their rows
     // in `precision` (fp32, or rounded to bf16: mat_linear), nothing else does (the CCA convolution and attention
     // stay fp32, as transformers computes them). A sequence fed token by token and one prefilled compute the same
-    // either way, up to the order of additions.
+    // either way, up to the order of additions — or, batch_invariant, bit for bit: every op then takes its per-row
+    // path whatever the rows in a call (the linears' dot passes, the conv's direct sums, attention row by row), so a
+    // token's logits do not depend on the sequences beside it, on how its prompt was cut into chunks or on a
+    // speculative draft (on AVX-512 builds: batch_invariant_supported()), at the cost of the GEMMs' speed on many
+    // rows (docs/inference.md).
     Decoder(const InferModel &m, int64_t max_tokens, int64_t max_seqs, DType kv_element = DType::F32,
-            cpu::MatmulPrecision precision = cpu::MatmulPrecision::F32);
+            cpu::MatmulPrecision precision = cpu::MatmulPrecision::F32, bool batch_invariant = false);
 
     SequenceCache new_sequence() const;
 
@@ -48,6 +56,7 @@ class Decoder {
     int64_t max_seqs() const { return max_seqs_; }
     DType kv_dtype() const { return kv_element_; }
     cpu::MatmulPrecision precision() const { return precision_; }
+    bool batch_invariant() const { return batch_invariant_; }
 
   private:
     void layer_forward(int64_t l, std::span<SequenceCache *const> seqs, int64_t N);
@@ -62,6 +71,7 @@ class Decoder {
     int64_t max_tokens_, max_seqs_;
     DType kv_element_;
     cpu::MatmulPrecision precision_;
+    bool batch_invariant_;
     std::vector<int64_t> start_;       // [B+1] rows of each sequence's new tokens
     std::vector<int64_t> start_ext_;   // [B+1] the same with the conv state rows in front
     std::vector<int32_t> tokens_, positions_, choice_, order_;

@@ -49,7 +49,7 @@ Engine::Engine(std::unique_ptr<InferModel> model, std::optional<Tokenizer> token
                                                                      opts_.max_batch * (1 + opts_.lookup.tokens),
                                                                  sole_prefill_chunk_),
                                                         opts_.max_batch, opts_.max_context, opts_.kv_dtype,
-                                                        opts_.precision});
+                                                        opts_.precision, opts_.batch_invariant});
     opts_.max_batch = std::min(opts_.max_batch, decoder_->max_seqs());
     max_context_ = decoder_->max_length();
     if (opts_.lookup.tokens > 0 && !decoder_->host_cache())

@@ -50,6 +50,10 @@ struct EngineOptions {
     // last one earned (taken whole: 2 more, up to lookup.tokens; else what it took plus one). CPU only (the draft is
     // cut back where it differs; the GPU decoder's sequences cannot be).
     LookupOptions lookup{};
+    // cpu: batch-invariant decoding (Decoder's batch_invariant): a request's tokens and log-probabilities are the
+    // same bits alone or beside others, whatever its prompt's chunks and drafts; prompts read slower
+    // (docs/inference.md).
+    bool batch_invariant = false;
 };
 
 struct Completion {
@@ -91,6 +95,7 @@ class Engine {
     DType kv_dtype() const { return decoder_->kv_dtype(); }     // the KV cache's element
     std::string matmul_inputs() const { return decoder_->matmul_inputs(); } // fp32|bf16|int8 (cuda: fp32|bf16)
     const LookupOptions &lookup() const { return opts_.lookup; }              // speculative decoding's drafts
+    bool batch_invariant() const { return decoder_->batch_invariant(); }
     // The prefix cache's figures as of the last request that finished (any thread); nothing when it is off
     // (EngineOptions::prefix_cache_bytes 0).
     struct PrefixCacheStats {

@@ -17,7 +17,7 @@ class CpuEngineDecoder final : public EngineDecoder {
   public:
     CpuEngineDecoder(const InferModel &m, const EngineDecoderOptions &o)
         : dec_(m, o.max_tokens, o.max_seqs, kv_dtype_for(o.kv_dtype, m.attention_dtype()),
-               matmul_precision_for(o.precision, m.weight_dtype)),
+               matmul_precision_for(o.precision, m.weight_dtype), o.batch_invariant),
           V_(m.config.vocab_size),
           max_length_(o.max_length > 0 ? std::min(o.max_length, m.config.max_position_embeddings)
                                        : m.config.max_position_embeddings) {}
@@ -28,6 +28,7 @@ class CpuEngineDecoder final : public EngineDecoder {
     std::string matmul_inputs() const override { // int8 linears quantize their rows whatever the precision
         return dec_.model().weight_dtype == DType::I8 ? "int8" : cpu::matmul_precision_name(dec_.precision());
     }
+    bool batch_invariant() const override { return dec_.batch_invariant(); }
     bool host_cache() const override { return true; }
     bool can_start_sequence() const override { return true; }
     SequenceCache new_sequence() override { return dec_.new_sequence(); }
@@ -95,6 +96,7 @@ class CudaEngineDecoder final : public EngineDecoder {
     std::string device() const override { return description_; }
     DType kv_dtype() const override { return dec_.kv_dtype(); }
     std::string matmul_inputs() const override { return inputs_; }
+    bool batch_invariant() const override { return false; }
     bool host_cache() const override { return false; }
     bool can_start_sequence() const override { return !free_->empty(); }
     SequenceCache new_sequence() override {
@@ -203,6 +205,9 @@ std::unique_ptr<EngineDecoder> make_engine_decoder(const InferModel &m, const En
     if (o.device == "cpu") return std::make_unique<CpuEngineDecoder>(m, o);
     if (o.device == "cuda") {
         gpu_matmul_precision(o.precision, m.weight_dtype);
+        if (o.batch_invariant)
+            fail("batch-invariant decoding runs on the CPU: the GPU decoder's GEMMs sum a row by how many share "
+                 "them");
         try {
             return std::make_unique<CudaEngineDecoder>(m, o);
         } catch (const Error &e) { // out of device memory: say what the cache takes and how to make it smaller

@@ -26,6 +26,7 @@ class EngineDecoder {
     // "int8" for int8 weights, which quantize them); on the GPU "bf16" for bf16 weights (its kernels round the rows,
     // in decode steps and prefill passes alike), else "fp32".
     virtual std::string matmul_inputs() const = 0;
+    virtual bool batch_invariant() const = 0; // whether a token's logits are the same bits whatever runs beside it
     // Whether its sequences live on the host, where they can be copied and cut back (SequenceCache::prefix) for
     // prefix reuse: the CPU's; the GPU's live in device slots, and are only continued whole.
     virtual bool host_cache() const = 0;
@@ -61,6 +62,7 @@ struct EngineDecoderOptions {
     // cpu: the precision of the rows the linears take; unset: bf16 for a bf16 model, else fp32
     // (matmul_precision_for in infer/decoder.h). The GPU decoder takes what unset gives and refuses another.
     std::optional<cpu::MatmulPrecision> precision{};
+    bool batch_invariant = false; // cpu only: Decoder's batch_invariant (the GPU decoder refuses it)
 };
 
 // Prompt tokens an engine step feeds by default: 256 on the CPU (its decoder's working memory grows with the chunk);

@@ -28,17 +28,19 @@ Mat Mat::row_block(int64_t r0, int64_t n) const {
 }
 
 void mat_linear(float *y, int64_t ldy, const float *x, const Mat &W, const float *b, int64_t N,
-                cpu::MatmulPrecision rows) {
+                cpu::MatmulPrecision rows, bool batch_invariant) {
     if (W.dtype == DType::I8) {
-        cpu::linear_i8(y, ldy, x, static_cast<const int8_t *>(W.data), W.scales, b, N, W.cols, W.rows);
+        cpu::linear_i8(y, ldy, x, static_cast<const int8_t *>(W.data), W.scales, b, N, W.cols, W.rows,
+                       batch_invariant);
         return;
     }
     if (W.dtype == DType::BF16) {
-        cpu::linear_bf16(y, ldy, x, static_cast<const uint16_t *>(W.data), b, N, W.cols, W.rows, rows);
+        cpu::linear_bf16(y, ldy, x, static_cast<const uint16_t *>(W.data), b, N, W.cols, W.rows, rows,
+                         batch_invariant);
         return;
     }
     ZAYA_ASSERT(W.dtype == DType::F32);
-    cpu::linear_f32(y, ldy, x, static_cast<const float *>(W.data), b, N, W.cols, W.rows, rows);
+    cpu::linear_f32(y, ldy, x, static_cast<const float *>(W.data), b, N, W.cols, W.rows, rows, batch_invariant);
 }
 
 void mat_gather_rows(float *dst, const Mat &W, const int32_t *ids, int64_t N) {

@@ -39,8 +39,9 @@ struct Mat {
 
 // y[N, W.rows] (row stride ldy) = x[N, W.cols] · Wᵀ + b (b may be null), for any dtype. `rows`: x as it is (F32)
 // or rounded to bf16 first (BF16: ops/cpu/linear_bf16.h); int8 matrices quantize x whatever it says.
+// batch_invariant: each row summed as it would be alone, however many share the call (the dot passes for every N).
 void mat_linear(float *y, int64_t ldy, const float *x, const Mat &W, const float *b, int64_t N,
-                cpu::MatmulPrecision rows = cpu::MatmulPrecision::F32);
+                cpu::MatmulPrecision rows = cpu::MatmulPrecision::F32, bool batch_invariant = false);
 // dst[n, :] = row ids[n] of W as fp32.
 void mat_gather_rows(float *dst, const Mat &W, const int32_t *ids, int64_t N);
 

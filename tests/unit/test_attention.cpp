@@ -519,8 +519,8 @@ TEST(Attention, Bf16CacheIsTheSameHoweverTheQueriesCome) {
         for (int64_t i = 0; i < n; ++i)
             cpu::attention_cached(rows.data() + i * Dq, c.q.data() + i * Dq, c.kb.data(), c.vb.data(), 1, p0 + i, sh);
         for (const auto *got : {&halves, &rows}) {
-            const std::string ctx = std::string(got == &rows ? "row by row" : "two chunks") + ", window " +
-                                    std::to_string(window) + ", hd " + std::to_string(hd);
+            std::string ctx = got == &rows ? "row by row" : "two chunks"; // appended: GCC 12 -Warray-bounds
+            ctx.append(", window ").append(std::to_string(window)).append(", hd ").append(std::to_string(hd));
             expect_same_up_to_rounding_crossings(*got, whole, hd, ctx);
         }
     }

@@ -451,6 +451,7 @@ void attention_backward(real *dq, real *dk, real *dv, const real *dout, const re
 // otherwise than one decoding row's), and depends on no thread count: a row's result is the same bits however many
 // rows share the call (tests/unit/test_batch_invariance.cpp).
 namespace {
+constexpr int64_t kCachedKeyBlock = 512;
 inline real widen(real x) { return x; }
 inline real widen(uint16_t x) { return bf16_to_f32(x); }
 
@@ -474,7 +475,7 @@ template <> struct CachedSoftmax<uint16_t> {
 template <class KV>
 void attention_cached_over(real *out, const real *q, const KV *k, const KV *v, int64_t n, int64_t p0,
                            const AttnShape &s) {
-    constexpr int64_t kCachedKeyBlock = 512, block = kCachedKeyBlock;
+    constexpr int64_t block = kCachedKeyBlock;
     const int64_t nq = s.nq, nkv = s.nkv, hd = s.hd, G = nq / nkv, total = p0 + n;
     const int64_t blocks = (total + block - 1) / block, items = n * nkv * blocks, stride = hd + 2;
     using Softmax = CachedSoftmax<KV>;
@@ -573,19 +574,33 @@ void attention_cached_blocked(real *out, const real *q, const KE *k, const KE *v
     forward_blocks(out, nullptr, q, k, v, seq_start, 1, s, &prefix);
 }
 
+// attention_cached_over for any n, in groups of rows whose partial sums (one set per row, kv head and key block)
+// stay within ~32 MB: each row's sums are its own, so the grouping changes no bits.
+template <class KV>
+void attention_cached_each_row(real *out, const real *q, const KV *k, const KV *v, int64_t n, int64_t p0,
+                               const AttnShape &s) {
+    constexpr int64_t kItems = 8192;
+    const int64_t blocks = (p0 + n + kCachedKeyBlock - 1) / kCachedKeyBlock;
+    const int64_t rows = std::max<int64_t>(1, kItems / (s.nkv * blocks));
+    for (int64_t i = 0; i < n; i += rows)
+        attention_cached_over(out + i * s.nq * s.hd, q + i * s.nq * s.hd, k, v, std::min(rows, n - i), p0 + i, s);
+}
+
 } // namespace
 
 void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
-                      const AttnShape &s) {
+                      const AttnShape &s, bool batch_invariant) {
     ZAYA_PROFILE("attention_cached");
+    if (batch_invariant) return attention_cached_each_row(out, q, k, v, n, p0, s);
     if (n >= kBlockedFromRows) return attention_cached_blocked(out, q, k, v, n, p0, 0, s);
     attention_cached_over(out, q, k, v, n, p0, s);
 }
 
 #ifndef ZAYA_DOUBLE
 void attention_cached(real *out, const real *q, const uint16_t *k, const uint16_t *v, int64_t n, int64_t p0,
-                      const AttnShape &s) {
+                      const AttnShape &s, bool batch_invariant) {
     ZAYA_PROFILE("attention_cached");
+    if (batch_invariant) return attention_cached_each_row(out, q, k, v, n, p0, s);
     if (n < kBlockedFromRows) return attention_cached_over(out, q, k, v, n, p0, s);
     const int64_t key0 = first_key(p0, s.window), at = key0 * s.nkv * s.hd; // the keys from the first query's window
     attention_cached_blocked(out, q, k + at, v + at, n, p0, key0, s);

@@ -23,8 +23,11 @@ void attention_forward(real *out, real *lse, const real *q, const real *k, const
 
 // Attention of n new queries of one sequence, at positions p0 … p0+n−1, over its cache: k, v[p0+n, nkv, hd] hold
 // every earlier position and the new ones (causal; sliding window as above). out[n, nq, hd]. Inference only.
+// batch_invariant: every row attends on its own (the per-row path of fewer than 16 rows, in 512-key blocks from
+// position 0), however many rows, so a row's output has the same bits whatever rows share the call; else from 16
+// rows a block of queries reads each key block once, with GEMMs (a long prompt's chunk: several times faster).
 void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
-                      const AttnShape &s);
+                      const AttnShape &s, bool batch_invariant = false);
 #ifndef ZAYA_DOUBLE
 // The same over a bf16 cache (fp32 build only), as a bf16 model attends: scores t are the queries rounded to bf16
 // times the keys as stored (products exact in fp32, fp32 sums), in log2 units (scale·log2 e); a row's maximum is the
@@ -33,7 +36,7 @@ void attention_cached(real *out, const real *q, const real *k, const real *v, in
 // both block products as bf16 GEMMs (oneDNN) on the cache's rows in place, a few rows per-row dots: the same numbers
 // however a sequence is fed, up to the order of the sums.
 void attention_cached(real *out, const real *q, const uint16_t *k, const uint16_t *v, int64_t n, int64_t p0,
-                      const AttnShape &s);
+                      const AttnShape &s, bool batch_invariant = false);
 #endif
 
 // Backward of attention_forward (flash-attention style: P is recomputed from q, k and the saved lse).

@@ -26,9 +26,11 @@ inline int64_t cca_conv_halo(const ConvShape &s) { return s.k0 - 1 + s.k1 - 1; }
 // p[cca_conv_p_rows, C] receives the depthwise output (kept for backward).
 // wd[C,1,k0], bd[C], wg[C,hd,k1], bg[C] in PyTorch Conv1d layout. With a prefix (ops/cpu/seq_prefix.h), a sequence
 // that continues one begun elsewhere reads its z_prev rows (the positions just before it) in the padding's place.
+// batch_invariant: every output summed on its own (the direct path) however many rows, so a sequence's outputs have
+// the same bits whatever sequences share the call (else from 64 rows one GEMM per head group sums them).
 void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
                       const real *wd, const real *bd, const real *wg, const real *bg,
-                      const SeqPrefix *prefix = nullptr);
+                      const SeqPrefix *prefix = nullptr, bool batch_invariant = false);
 
 // q[N,nq,hd] = o_q + (q_pre + k_pre[h/g])/2, k[N,nkv,hd] = o_k + mean over the group of (q_pre + k_pre)/2,
 // where z = q_pre‖k_pre and o = conv output, both [N, (nq+nkv)·hd].

@@ -84,7 +84,8 @@ void grouped_conv_few_rows(real *o, const real *p, const int64_t *seq_start, int
 } // namespace
 
 void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start, int64_t B, const ConvShape &s,
-                      const real *wd, const real *bd, const real *wg, const real *bg, const SeqPrefix *prefix) {
+                      const real *wd, const real *bd, const real *wg, const real *bg, const SeqPrefix *prefix,
+                      bool batch_invariant) {
     ZAYA_PROFILE("cca_conv");
     const int64_t C = s.C, k0 = s.k0, k1 = s.k1, hd = C / s.groups, H = cca_conv_halo(s);
     // Depthwise conv: p_j = bd + Σ_i wd[i]·z̃_{j−(k0−1)+i}, for j = −(k1−1) … T−1; z̃ is zero before t = 0, or the
@@ -109,7 +110,7 @@ void cca_conv_forward(real *o, real *p, const real *z, const int64_t *seq_start,
             }
         }
     }
-    if (seq_start[B] <= kDirectRows) return grouped_conv_few_rows(o, p, seq_start, B, s, wg, bg);
+    if (batch_invariant || seq_start[B] <= kDirectRows) return grouped_conv_few_rows(o, p, seq_start, B, s, wg, bg);
     // Grouped conv as one GEMM per head group γ over all tokens: o[n, γ] = bg + X_γ[n] · W_γᵀ with the im2col
     // row X_γ[n] = (p_{t}, …, p_{t+k1−1})[γ] (p rows of n's sequence, padding included) and W_γ[o][τ·hd + i].
     // thread_local scratch grows once; only this (calling) thread touches the vectors themselves.

@@ -12,9 +12,10 @@
 namespace zaya::cpu {
 
 // y[N, O] (row stride ldy) = x[N, I] · W[O, I]ᵀ + b[O]; W is bf16 (raw uint16 bits), b may be null; x's rows are
-// taken as they are (F32) or rounded to bf16 (BF16).
+// taken as they are (F32) or rounded to bf16 (BF16). batch_invariant: every row through the dot passes, however
+// many (weight_stream.h: a row's output then has the same bits whatever rows share the call, on AVX-512).
 void linear_bf16(float *y, int64_t ldy, const float *x, const uint16_t *W, const float *b, int64_t N, int64_t I,
-                 int64_t O, MatmulPrecision rows = MatmulPrecision::F32);
+                 int64_t O, MatmulPrecision rows = MatmulPrecision::F32, bool batch_invariant = false);
 
 // Rows at or below this count use the streaming dot kernel (in passes of up to 8 rows: each pass reads the weights
 // once); above it the GEMM, whose cache blocking wins once the weights would be streamed many times (measured:

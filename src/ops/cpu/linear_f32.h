@@ -11,9 +11,11 @@
 namespace zaya::cpu {
 
 // y[N, O] (row stride ldy) = x[N, I] · W[O, I]ᵀ + b[O] (b may be null); x's rows as they are (F32) or rounded to
-// bf16 first (BF16), multiplied by the fp32 weights either way.
+// bf16 first (BF16), multiplied by the fp32 weights either way. batch_invariant: every row through the streaming
+// dot passes of linear_bf16's kernel on fp32 weights (weight_stream.h: a row's output then has the same bits
+// whatever rows share the call, on AVX-512), not the SGEMM, whose sums for a row depend on the rows beside it.
 void linear_f32(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t N, int64_t I,
-                int64_t O, MatmulPrecision rows = MatmulPrecision::F32);
+                int64_t O, MatmulPrecision rows = MatmulPrecision::F32, bool batch_invariant = false);
 
 inline constexpr int64_t kF32SliceRows = 8, kF32SliceMaxRows = 64;
 

@@ -161,8 +161,8 @@ void linear_i8_with(float *y, int64_t ldy, const float *x, const int8_t *q, cons
 }
 
 void linear_i8(float *y, int64_t ldy, const float *x, const int8_t *q, const float *scales, const float *b, int64_t N,
-               int64_t I, int64_t O) {
-    linear_i8_with(y, ldy, x, q, scales, b, N, I, O, kI8DotMaxRows);
+               int64_t I, int64_t O, bool batch_invariant) {
+    linear_i8_with(y, ldy, x, q, scales, b, N, I, O, batch_invariant ? N : kI8DotMaxRows);
 }
 
 void gather_rows_i8(float *dst, const int8_t *q, const float *scales, const int32_t *ids, int64_t N, int64_t D) {

@@ -22,8 +22,9 @@ void quantize_i8(int8_t *q, float *scales, const float *w, int64_t O, int64_t I)
 void quantize_i8_from_bf16(int8_t *q, float *scales, const uint16_t *w, int64_t O, int64_t I);
 
 // y[N, O] (row stride ldy) = x̃[N, I] · (s·q)[O, I]ᵀ + b[O], x̃ the rows of x quantized as above; b may be null.
+// batch_invariant: every row through the dot passes, however many (as linear_bf16).
 void linear_i8(float *y, int64_t ldy, const float *x, const int8_t *q, const float *scales, const float *b, int64_t N,
-               int64_t I, int64_t O);
+               int64_t I, int64_t O, bool batch_invariant = false);
 
 // Rows at or below this count use the dot kernel in passes of up to 8 rows, above it widened panels and the GEMM.
 // The passes' integer sums keep ~170 GFLOP/s however many rows (2048 → 4096 in L3; ~120 for 32 MB of weights beyond

@@ -1,0 +1,105 @@
+// The streaming dot kernel of weight_stream.h's storages whose weights widen to fp32 on load: bf16 (a 16-bit shift,
+// linear_bf16.cpp) and fp32 itself (linear_f32.cpp). Includes simd.h: include from .cpp files only.
+#pragma once
+#include "core/dtype.h"
+#include "ops/cpu/simd.h"
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace zaya::cpu {
+
+// Weight w[i] as fp32, one at a time and 8 / 16 / 32 at once; T is uint16_t (bf16 bits) or float.
+template <class T> struct WidenWeights {
+    static_assert(std::is_same_v<T, uint16_t> || std::is_same_v<T, float>);
+    static float one(const T *w) {
+        if constexpr (std::is_same_v<T, float>) return *w;
+        else return bf16_to_f32(*w);
+    }
+#if defined(__AVX512F__)
+    static __m512 sixteen(const T *w) {
+        if constexpr (std::is_same_v<T, float>) return _mm512_loadu_ps(w);
+        else return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(w)));
+    }
+    // w[0..16) into lo, w[16..32) into hi (bf16: one 64-byte load for both).
+    static void thirty_two(const T *w, __m512 &lo, __m512 &hi) {
+        if constexpr (std::is_same_v<T, float>) {
+            lo = _mm512_loadu_ps(w);
+            hi = _mm512_loadu_ps(w + 16);
+        } else {
+            const __m512i h = _mm512_loadu_si512(w);
+            lo = widen(_mm512_castsi512_si256(h));
+            hi = widen(_mm512_extracti64x4_epi64(h, 1));
+        }
+    }
+    static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+#elif defined(__AVX2__)
+    static __m256 eight(const T *w) {
+        if constexpr (std::is_same_v<T, float>) return _mm256_loadu_ps(w);
+        else {
+            const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(w));
+            return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        }
+    }
+#endif
+};
+
+// acc[r] += Σ_i x[r][i]·w[i], i < I, for R rows of x (row stride ldx) against one weight row piece w[I];
+// ahead (may be null): the same piece of a later weight row, prefetched as this one is read.
+template <int R, class T>
+inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t I, const T *w,
+                     [[maybe_unused]] const T *ahead) {
+    using Widen = WidenWeights<T>;
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    // Two accumulators per row: a single FMA chain (4-cycle latency per 64 bytes of bf16 weights) would cap one
+    // thread near 24 GB/s at 3 GHz, below what DRAM delivers. The same two for any R: a row's sum does not depend on
+    // the rows beside it (weight_stream.h).
+    __m512 s[R], t[R];
+    for (int r = 0; r < R; ++r) s[r] = t[r] = _mm512_setzero_ps();
+    for (; i + 32 <= I; i += 32) {
+        if (ahead) _mm_prefetch(reinterpret_cast<const char *>(ahead + i), _MM_HINT_T0);
+        if (ahead && sizeof(T) == 4) _mm_prefetch(reinterpret_cast<const char *>(ahead + i + 16), _MM_HINT_T0);
+        __m512 lo, hi;
+        Widen::thirty_two(w + i, lo, hi);
+        for (int r = 0; r < R; ++r) {
+            s[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i), lo, s[r]);
+            t[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i + 16), hi, t[r]);
+        }
+    }
+    for (; i + 16 <= I; i += 16) {
+        const __m512 wf = Widen::sixteen(w + i);
+        for (int r = 0; r < R; ++r) s[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i), wf, s[r]);
+    }
+    for (int r = 0; r < R; ++r) acc[r] += _mm512_reduce_add_ps(_mm512_add_ps(s[r], t[r]));
+#elif defined(__AVX2__)
+    // K accumulators per row, at least 4 FMA chains in all: one chain per row (16 bytes of weights per 4-cycle FMA)
+    // capped a decoding thread at ~12 GB/s on Zen 3, below what DRAM delivers. (So a row's sum depends on R here.)
+    constexpr int K = R >= 4 ? 1 : 4 / R;
+    __m256 s[R][K];
+    for (int r = 0; r < R; ++r)
+        for (int k = 0; k < K; ++k) s[r][k] = _mm256_setzero_ps();
+    for (; i + 8 * K <= I; i += 8 * K) {
+        __m256 wf[K];
+        for (int k = 0; k < K; ++k) wf[k] = Widen::eight(w + i + 8 * k);
+        for (int r = 0; r < R; ++r)
+            for (int k = 0; k < K; ++k)
+                s[r][k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * ldx + i + 8 * k), wf[k], s[r][k]);
+    }
+    for (; i + 8 <= I; i += 8) {
+        const __m256 wf = Widen::eight(w + i);
+        for (int r = 0; r < R; ++r) s[r][0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * ldx + i), wf, s[r][0]);
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int k = 1; k < K; ++k) s[r][0] = _mm256_add_ps(s[r][0], s[r][k]);
+        acc[r] += hsum(s[r][0]);
+    }
+#endif
+    // An explicit fma: the compiler fuses or not by how it vectorises the loop over R rows, and a row's sum must not
+    // depend on R (weight_stream.h).
+    for (; i < I; ++i)
+        for (int r = 0; r < R; ++r) acc[r] = std::fma(x[r * ldx + i], Widen::one(w + i), acc[r]);
+}
+
+} // namespace zaya::cpu
