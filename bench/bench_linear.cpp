@@ -1,7 +1,7 @@
 // What a linear layer costs by input row count (ops/cpu/linear_bf16.h, linear_i8.h, linear_f32.h): the paths
 // inference takes — dot passes for few rows (decoding, an expert's share of a prefill), a GEMM for many — with fp32
-// and with bf16 activations, int8 weights, fp32 weights in SGEMMs of 8 rows, the fp32 SGEMM on the same shape and
-// the bf16 GEMM (oneDNN), in GFLOP/s.
+// and with bf16 activations, int8 weights, fp32 weights in SGEMMs of 8 rows and in dot passes (the batch-invariant
+// path), the fp32 SGEMM on the same shape and the bf16 GEMM (oneDNN), in GFLOP/s.
 //
 //   zaya_bench_linear [--in I] [--out O] [--rows N,N,...] [--reps R]
 //
@@ -61,10 +61,10 @@ int main(int argc, char **argv) {
 
     using zaya::cpu::MatmulPrecision;
     fmt::print("linear {} → {}, GFLOP/s (best of {}) of bf16 weights by path and activations' precision, int8 "
-               "weights, fp32 weights in 8-row SGEMMs, and the fp32 / bf16 GEMMs\n",
+               "weights, fp32 weights in 8-row SGEMMs and dot passes, and the fp32 / bf16 GEMMs\n",
                I, O, reps);
-    fmt::print("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "rows", "f32 dot", "f32 panel",
-               "bf16 dot", "bf16 gemm", "int8", "f32w slice", "sgemm", "gemm bf16");
+    fmt::print("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "rows", "f32 dot",
+               "f32 panel", "bf16 dot", "bf16 gemm", "int8", "f32w slice", "f32w dot", "sgemm", "gemm bf16");
     for (const int64_t N : rows) {
         const double flop = 2.0 * double(N) * double(I) * double(O);
         auto rate = [&](const std::function<void()> &f) { return flop / best_seconds(reps, f) / 1e9; };
@@ -76,11 +76,14 @@ int main(int argc, char **argv) {
         const double bf_dot = bf16_weights(N, MatmulPrecision::BF16), bf_gemm = bf16_weights(0, MatmulPrecision::BF16);
         const double i8 = rate([&] { linear_i8(y.data(), O, x.data(), q.data(), scales.data(), nullptr, N, I, O); });
         const double f32w = rate([&] { linear_f32_with(y.data(), O, x.data(), w.data(), nullptr, N, I, O, N); });
+        const double f32w_dot = rate([&] {
+            linear_f32(y.data(), O, x.data(), w.data(), nullptr, N, I, O, MatmulPrecision::F32, true);
+        });
         const double sg = rate([&] { gemm(false, true, N, O, I, 1.0f, x.data(), I, w.data(), I, 0.0f, y.data(), O); });
         const double bf =
             rate([&] { gemm_bf16(false, true, N, O, I, 1.0f, xb.data(), I, wb.data(), I, 0.0f, y.data(), O); });
-        fmt::print("{:>6} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f}\n", N,
-                   f32_dot, f32_panel, bf_dot, bf_gemm, i8, f32w, sg, bf);
+        fmt::print("{:>6} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f}\n",
+                   N, f32_dot, f32_panel, bf_dot, bf_gemm, i8, f32w, f32w_dot, sg, bf);
     }
     return 0;
 }

@@ -6,8 +6,8 @@
 # back, streamed = plain, a result sent back; auto's words free; `zaya chat --tools` = the server), 400 mixed requests
 # at once with clients leaving mid-stream (tests/cli/serve_stress.py), the Responses API (the chat it means; typed
 # stream events; function calls), prefix reuse (a continuation resumes from the
-# earlier request's cache and equals `zaya generate`; a chat's next turn), /metrics, and bad requests (4xx with an
-# OpenAI error body; the server keeps serving).
+# earlier request's cache and equals `zaya generate`; a chat's next turn), /metrics, bad requests (4xx with an
+# OpenAI error body; the server keeps serving), and --batch-invariant (a request alone = beside others, to the bit).
 # Usage: test_serve.sh ZAYA_BINARY SOURCE_DIR
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -660,5 +660,43 @@ else
     wait $server
     rc=$?
     [[ $rc == 0 ]] && pass "SIGTERM stops the server (exit 0)" || fail "SIGTERM stops the server" "exit $rc"
+fi
+
+# --batch-invariant: a request's answer and log-probabilities (its prompt's too) are the same bits alone — its
+# 300-token prompt read in one step, decoded a row a step — as the first of 4 choices (4 sequences read and decoded
+# together, 1024 prompt tokens a step) and as `zaya generate --batch-invariant` gives; with drafts.
+OPENBLAS_NUM_THREADS=2 "$ZAYA" serve "$tmp/m" --port 0 --max-batch 8 --speculative-tokens 4 --batch-invariant \
+    >"$tmp/serve_bi.log" 2>&1 &
+server=$!
+port=$(server_port "$tmp/serve_bi.log")
+if [[ -z $port ]] && grep -q "AVX-512" "$tmp/serve_bi.log"; then
+    pass "--batch-invariant refused by this AVX2 build, naming why (skipped: $(head -c 100 "$tmp/serve_bi.log"))"
+elif [[ -z $port ]]; then
+    fail "a --batch-invariant server starts" "$(cat "$tmp/serve_bi.log")"
+else
+    grep -q "^batch-invariant: " "$tmp/serve_bi.log" && pass "the banner says batch-invariant" ||
+        fail "the banner says batch-invariant" "$(cat "$tmp/serve_bi.log")"
+    url="http://127.0.0.1:$port"
+    auth=()
+    ids=$(seq 1 300 | awk '{printf "%s%d", (NR > 1 ? "," : ""), ($1 * 7) % 97 + 3}')
+    req="\"prompt\": [$ids], \"max_tokens\": 40, \"temperature\": 1.0, \"seed\": 11, \"logprobs\": 3, \"echo\": true"
+    post /v1/completions "{$req}"
+    alone=$(echo "$body" | jq -c '.choices[0] | {text, token_ids, logprobs}')
+    post /v1/completions "{$req, \"n\": 4}"
+    first=$(echo "$body" | jq -c '.choices[0] | {text, token_ids, logprobs}')
+    [[ $status == 200 && $alone == "$first" && $(echo "$alone" | jq '.token_ids | length') == 40 ]] &&
+        pass "batch-invariant: a request alone = the first of 4 choices decoded together, to the log-probability bits" ||
+        fail "batch-invariant: alone = the first of 4 choices" "status $status" "alone: ${alone:0:300}" \
+            "first: ${first:0:300}"
+    body=$(curl -s "$url/health")
+    check "the 4 choices were decoded in one batch" '.max_batch_seen >= 4'
+    generated=$("$ZAYA" generate "$tmp/m" --tokens "$ids" --temperature 1.0 --top-k 0 --seed 11 -n 40 --speculative-tokens 4 \
+        --batch-invariant --print-ids -q | tail -1)
+    [[ $generated == "$(echo "$alone" | jq -r '.token_ids | map(tostring) | join(",")')" ]] &&
+        pass "batch-invariant: zaya generate gives the server's tokens" ||
+        fail "batch-invariant: zaya generate = the server" "generate: $generated" \
+            "server: $(echo "$alone" | jq -c .token_ids)"
+    kill -TERM $server
+    wait $server
 fi
 finish
