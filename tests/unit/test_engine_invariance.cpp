@@ -1,6 +1,7 @@
 // Batch-invariant decoding (EngineOptions::batch_invariant): a request's tokens and log-probabilities — its prompt's
-// too — are the same bits when it runs alone, its prompt read in one step, as when it runs beside other requests,
-// its prompt cut into small chunks fed with their decoding rows, its answer drafted speculatively. Each run passes
+// too — are the same bits when it runs alone, its prompt read in one step on one thread, as when it runs beside
+// other requests on two threads, its prompt cut into small chunks fed with their decoding rows (or resumed from the
+// prefix cache partway, the rest so), its answer drafted speculatively. Each run passes
 // every path the default decoding switches by row count: the linears' GEMMs (from 25 bf16 rows, 65 fp32 rows, 257
 // int8 ones), the conv's GEMMs (from 65 rows), attention by query blocks (from 16 rows of a sequence).
 #include "decode_helpers.h"
@@ -8,6 +9,7 @@
 #include "test_helpers.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <string>
 #include <vector>
@@ -33,12 +35,22 @@ struct Runs {
     std::vector<Completion> neighbours; // the others, when there were any
 };
 
-// The target request alone on an engine with the default prompt steps (its 300-token prompt in one step), or after
-// two neighbours have started decoding, its prompt then fed `chunk` tokens a step beside their rows, and with drafts.
-Runs run(const std::string &weights, cpu::MatmulPrecision precision, bool beside, int64_t chunk = 48) {
-    EngineOptions eo{.max_batch = 4, .prefill_chunk = beside ? chunk : 0, .precision = precision};
+enum class Setting {
+    Alone,   // one thread, the default prompt steps: the 300-token prompt in one step
+    Beside,  // two threads, after two neighbours have started decoding: the prompt fed 48 tokens a step beside their
+             // rows, the answer drafted
+    Resumed, // as Beside, after a request of the prompt's first 200 tokens has finished: the prefix cache resumes the
+             // prompt at 200, where that prompt ended (its log-probabilities not asked: they make it read it whole)
+};
+
+Runs run(const std::string &weights, cpu::MatmulPrecision precision, Setting setting) {
+    const bool beside = setting != Setting::Alone;
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(beside ? 2 : 1);
+    EngineOptions eo{.max_batch = 4, .prefill_chunk = beside ? 48 : 0, .precision = precision};
     eo.batch_invariant = true;
     if (beside) eo.lookup = LookupOptions{.tokens = 6, .min_ngram = 1, .max_ngram = 3};
+    if (setting == Setting::Resumed) eo.prefix_cache_bytes = size_t(64) << 20;
     Engine e(wide_model(weights), std::nullopt, eo);
     const int64_t V = e.model().config.vocab_size;
     std::vector<int32_t> prompt = random_tokens(100, V, 5); // repeated: drafts find their matches
@@ -48,19 +60,21 @@ Runs run(const std::string &weights, cpu::MatmulPrecision precision, bool beside
     o.temperature = 0.8;
     o.seed = 9;
     o.logprobs = 2;
-    o.prompt_logprobs = true;
+    o.prompt_logprobs = setting != Setting::Resumed;
     Runs r;
     r.neighbours.resize(beside ? 2 : 0);
     if (beside) {
         SampleOptions n = o;
         n.max_new_tokens = 60;
         n.prompt_logprobs = false;
+        if (setting == Setting::Resumed) generate_one(e, std::vector<int32_t>(prompt.begin(), prompt.begin() + 200), n);
         e.submit(random_tokens(40, V, 6), n, {}, [&r](const Completion &c) { r.neighbours[0] = c; });
         e.submit(random_tokens(90, V, 7), n, {}, [&r](const Completion &c) { r.neighbours[1] = c; });
         for (int s = 0; s < 4; ++s) e.step(); // both prompts read, both decoding
     }
     e.submit(prompt, o, {}, [&r](const Completion &c) { r.target = c; });
     e.run_until_idle();
+    omp_set_num_threads(threads);
     return r;
 }
 
@@ -82,14 +96,20 @@ TEST(Engine, BatchInvariantRequestsAreTheSameBitsAloneAndBesideOthers) {
         for (const auto precision : {cpu::MatmulPrecision::F32, cpu::MatmulPrecision::BF16}) {
             if (weights == "int8" && precision == cpu::MatmulPrecision::BF16) continue; // int8 quantizes its rows
             const std::string label = weights + " weights, " + cpu::matmul_precision_name(precision) + " rows";
-            const Runs alone = run(weights, precision, false), beside = run(weights, precision, true);
+            const Runs alone = run(weights, precision, Setting::Alone);
             ASSERT_EQ(alone.target.finish_reason, "length") << label << ": " << alone.target.error;
-            ASSERT_EQ(beside.target.finish_reason, "length") << label << ": " << beside.target.error;
-            EXPECT_GT(beside.target.draft_steps, 0) << label; // the drafts' rows were fed too
-            for (const Completion &n : beside.neighbours) EXPECT_EQ(n.finish_reason, "length") << label;
-            EXPECT_EQ(alone.target.tokens, beside.target.tokens) << label;
-            expect_same_bits(alone.target.logprobs, beside.target.logprobs, "token", label);
-            expect_same_bits(alone.target.prompt_logprobs, beside.target.prompt_logprobs, "prompt token", label);
+            for (const Setting setting : {Setting::Beside, Setting::Resumed}) {
+                const Runs other = run(weights, precision, setting);
+                const std::string as = label + (setting == Setting::Beside ? ", beside others" : ", resumed");
+                ASSERT_EQ(other.target.finish_reason, "length") << as << ": " << other.target.error;
+                EXPECT_GT(other.target.draft_steps, 0) << as; // the drafts' rows were fed too
+                EXPECT_EQ(other.target.cached_tokens, setting == Setting::Resumed ? 200 : 0) << as;
+                for (const Completion &n : other.neighbours) EXPECT_EQ(n.finish_reason, "length") << as;
+                EXPECT_EQ(alone.target.tokens, other.target.tokens) << as;
+                expect_same_bits(alone.target.logprobs, other.target.logprobs, "token", as);
+                if (setting == Setting::Beside)
+                    expect_same_bits(alone.target.prompt_logprobs, other.target.prompt_logprobs, "prompt token", as);
+            }
         }
     }
 }
