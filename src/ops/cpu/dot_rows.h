@@ -3,6 +3,7 @@
 #pragma once
 #include "core/dtype.h"
 #include "ops/cpu/simd.h"
+#include "ops/cpu/weight_stream.h"
 
 #include <cmath>
 #include <cstdint>
@@ -101,5 +102,21 @@ inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t I, const T
     for (; i < I; ++i)
         for (int r = 0; r < R; ++r) acc[r] = std::fma(x[r * ldx + i], Widen::one(w + i), acc[r]);
 }
+
+// Weights W[O, I] of element T (bf16 bits or fp32) as a weight_stream storage: dot_rows for few rows, rows widened
+// to fp32 for the panels' GEMM.
+template <class T> struct WidenedRows {
+    const T *W;
+    int64_t I, O;
+    static constexpr int64_t kColAlign = 32;
+    template <int R> void dot(float *acc, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const {
+        dot_rows<R>(acc, x, ldx, n, W + o * I + c, weight_stream::chunk_ahead<R>(W, I, O, o, c));
+    }
+    void widen(float *dst, int64_t o0, int64_t rows) const {
+        const T *src = W + o0 * I;
+#pragma omp parallel for schedule(static)
+        for (int64_t k = 0; k < rows * I; ++k) dst[k] = WidenWeights<T>::one(src + k);
+    }
+};
 
 } // namespace zaya::cpu

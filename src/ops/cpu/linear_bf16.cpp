@@ -16,19 +16,7 @@ namespace zaya::cpu {
 namespace {
 
 // bf16 rows for weight_stream: widened by a 16-bit shift.
-struct Bf16Rows {
-    const uint16_t *W;
-    int64_t I, O;
-    static constexpr int64_t kColAlign = 32;
-    template <int R> void dot(float *acc, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const {
-        dot_rows<R>(acc, x, ldx, n, W + o * I + c, weight_stream::chunk_ahead<R>(W, I, O, o, c));
-    }
-    void widen(float *dst, int64_t o0, int64_t rows) const {
-        const uint16_t *src = W + o0 * I;
-#pragma omp parallel for schedule(static)
-        for (int64_t k = 0; k < rows * I; ++k) dst[k] = bf16_to_f32(src[k]);
-    }
-};
+using Bf16Rows = WidenedRows<uint16_t>;
 
 #if defined(__AVX512BF16__)
 inline __m512bh load_bh(const uint16_t *p) {

@@ -1,7 +1,8 @@
 // How a linear layer runs on weights stored narrower than fp32 (linear_bf16.h, linear_i8.h), whatever the storage:
 // few input rows stream every weight once through a dot kernel that widens it in registers (memory-bound, as
 // batch-1 decoding must be); many rows widen a panel of weight rows at a time into fp32 for the GEMM, whose cache
-// blocking wins once the weights would be streamed many times (measured: bench/README.md).
+// blocking wins once the weights would be streamed many times (measured: bench/README.md). Batch-invariant decoding
+// takes the dot passes for any row count, and fp32 weights too (linear_f32.h).
 //
 // A storage type W provides
 //   template <int R> void dot(float *acc, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const;
