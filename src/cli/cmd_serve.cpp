@@ -3,6 +3,7 @@
 #include "cli/infer_args.h"
 #include "core/error.h"
 #include "infer/answer_formats.h"
+#include "infer/fingerprint.h"
 #include "infer/server.h"
 #include "train/signals.h"
 
@@ -72,6 +73,7 @@ void run_serve(ServeArgs a) {
     if (engine.batch_invariant())
         fmt::print("batch-invariant: a request's tokens and log-probabilities do not depend on the requests beside it "
                    "(every op on its per-row path)\n");
+    fmt::print("system_fingerprint: {}\n", system_fingerprint(engine));
     fmt::print("listening on http://{}:{} (POST /v1/completions, /v1/chat/completions, /v1/responses; GET /v1/models, "
                "/health, /metrics)\n",
                a.server.host, port);

@@ -1,6 +1,7 @@
 // zaya — train and run ZAYA1-architecture mixture-of-experts language models.
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/version.h"
 
 #include <cstdio>
 #include <exception>
@@ -9,7 +10,7 @@ int main(int argc, char **argv) {
     CLI::App app{"zaya: train and run ZAYA1-architecture mixture-of-experts language models (CPU; NVIDIA GPUs with "
                  "--device cuda)"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", std::string("zaya 0.1.0"));
+    app.set_version_flag("--version", std::string("zaya ") + zaya::kVersion);
     zaya::cli::register_info(app);
     zaya::cli::register_forward(app);
     zaya::cli::register_grads(app);

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "infer/answer_formats.h"
 #include "infer/chat_answer.h"
+#include "infer/fingerprint.h"
 #include "infer/openai_api.h"
 #include "infer/response_store.h"
 #include "infer/responses_api.h"
@@ -158,7 +159,7 @@ void add_default_variables(ApiRequest &r, const nlohmann::ordered_json &defaults
 
 Server::Server(Engine &engine, ServerOptions opts)
     : engine_(engine), opts_(std::move(opts)), http_(std::make_unique<httplib::Server>()),
-      stored_(std::make_unique<ResponseStore>(opts_.responses_store_bytes)) {
+      stored_(std::make_unique<ResponseStore>(opts_.responses_store_bytes)), fingerprint_(system_fingerprint(engine)) {
     const int threads = opts_.http_threads;
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
     http_->set_payload_max_length(opts_.max_body_bytes);
@@ -422,8 +423,9 @@ void Server::routes() {
                     res.set_content(out.dump(), "application/json");
                     return;
                 }
-                res.set_content(completion_response(r, rid, created, opts_.model_name, choices, spell).dump(),
-                                "application/json");
+                json out = completion_response(r, rid, created, opts_.model_name, choices, spell);
+                out["system_fingerprint"] = fingerprint_;
+                res.set_content(out.dump(), "application/json");
                 return;
             }
             res.set_header("Cache-Control", "no-cache");
@@ -449,7 +451,8 @@ void Server::routes() {
             res.set_chunked_content_provider(
                 "text/event-stream",
                 [this, ch, r, rid, created, id, sent, spell, prompt, echo](size_t, httplib::DataSink &sink) {
-                    auto send = [&](const json &j) {
+                    auto send = [&](json j) {
+                        if (j.contains("choices")) j["system_fingerprint"] = fingerprint_; // (an error has none)
                         const std::string line = "data: " + j.dump() + "\n\n";
                         return sink.write(line.data(), line.size());
                     };

@@ -61,6 +61,7 @@ class Server {
     ServerOptions opts_;
     std::unique_ptr<httplib::Server> http_;
     std::unique_ptr<ResponseStore> stored_;
+    std::string fingerprint_; // system_fingerprint of the completions (infer/fingerprint.h)
 };
 
 } // namespace zaya

@@ -75,6 +75,10 @@ check "completions usage counts tokens" ".usage.prompt_tokens == 4 and .usage.co
 post /v1/completions '{"prompt": "The quick brown fox", "max_tokens": 10, "temperature": 0, "model": "m"}'
 check "completions with a text prompt" '.choices[0].text | type == "string"'
 plain_text=$(echo "$body" | jq -r '.choices[0].text')
+fingerprint=$(echo "$body" | jq -r .system_fingerprint)
+[[ $fingerprint =~ ^fp_[0-9a-f]{12}$ ]] && grep -q "^system_fingerprint: $fingerprint$" "$tmp/serve.log" &&
+    pass "completions carry the system_fingerprint the banner gives ($fingerprint)" ||
+    fail "completions carry the banner's system_fingerprint" "response: $fingerprint" "$(grep fingerprint "$tmp/serve.log")"
 
 # The same request streamed: data: lines, [DONE] last, the deltas concatenate to the same text.
 stream=$(curl -sN "${auth[@]}" -d '{"prompt": "The quick brown fox", "max_tokens": 10, "temperature": 0, "stream": true}' "$url/v1/completions")
@@ -86,6 +90,9 @@ streamed=$(echo "$stream" | grep '^data: {' | sed 's/^data: //' | jq -j '.choice
 finish_reason=$(echo "$stream" | grep '^data: {' | tail -1 | sed 's/^data: //' | jq -r '.choices[0].finish_reason')
 [[ $finish_reason == length || $finish_reason == stop ]] && pass "last chunk has the finish reason ($finish_reason)" ||
     fail "last chunk has the finish reason" "$finish_reason"
+fingerprints=$(echo "$stream" | grep '^data: {' | sed 's/^data: //' | jq -r .system_fingerprint | sort -u)
+[[ $fingerprints == "$fingerprint" ]] && pass "every chunk carries the system_fingerprint" ||
+    fail "every chunk carries the system_fingerprint" "$fingerprints"
 
 post /v1/chat/completions '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}], "max_tokens": 6, "seed": 3}'
 check "chat completion" '.object == "chat.completion" and .choices[0].message.role == "assistant" and (.choices[0].message.content | type == "string")'
@@ -682,6 +689,10 @@ else
     req="\"prompt\": [$ids], \"max_tokens\": 40, \"temperature\": 1.0, \"seed\": 11, \"logprobs\": 3, \"echo\": true"
     post /v1/completions "{$req}"
     alone=$(echo "$body" | jq -c '.choices[0] | {text, token_ids, logprobs}')
+    bi_fingerprint=$(echo "$body" | jq -r .system_fingerprint)
+    [[ $bi_fingerprint =~ ^fp_[0-9a-f]{12}$ && $bi_fingerprint != "$fingerprint" ]] &&
+        pass "batch invariance gives another system_fingerprint ($bi_fingerprint)" ||
+        fail "batch invariance gives another system_fingerprint" "$bi_fingerprint vs $fingerprint"
     post /v1/completions "{$req, \"n\": 4}"
     first=$(echo "$body" | jq -c '.choices[0] | {text, token_ids, logprobs}')
     [[ $status == 200 && $alone == "$first" && $(echo "$alone" | jq '.token_ids | length') == 40 ]] &&

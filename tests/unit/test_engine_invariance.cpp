@@ -6,6 +6,7 @@
 // int8 ones), the conv's GEMMs (from 65 rows), attention by query blocks (from 16 rows of a sequence).
 #include "decode_helpers.h"
 #include "infer/engine.h"
+#include "infer/fingerprint.h"
 #include "test_helpers.h"
 
 #include <gtest/gtest.h>
@@ -21,11 +22,11 @@ using test::perturbed_model;
 using test::random_tokens;
 
 // decode_config's model (a sliding-window layer, biases) at width 256, with these matrices.
-std::unique_ptr<InferModel> wide_model(const std::string &weights) {
+std::unique_ptr<InferModel> wide_model(const std::string &weights, uint64_t seed = 21) {
     ZayaConfig c = test::decode_config();
     c.hidden_size = 256;
     c.validate();
-    auto m = InferModel::from_model(perturbed_model(c, 21), weights == "fp32" ? DType::F32 : DType::BF16);
+    auto m = InferModel::from_model(perturbed_model(c, seed), weights == "fp32" ? DType::F32 : DType::BF16);
     if (weights == "int8") m->quantize_i8();
     return m;
 }
@@ -112,6 +113,29 @@ TEST(Engine, BatchInvariantRequestsAreTheSameBitsAloneAndBesideOthers) {
             }
         }
     }
+}
+
+// The server's system_fingerprint: the same for the same model decoded alike, another for other weights, another
+// element of the KV cache or of the linears' rows, batch invariance or not, and (without it) other prompt steps.
+TEST(Engine, SystemFingerprintChangesWithWhatTheBitsDependOn) {
+    const auto fingerprint = [](const std::string &weights, uint64_t seed, EngineOptions eo) {
+        return system_fingerprint(Engine(wide_model(weights, seed), std::nullopt, eo));
+    };
+    const std::string base = fingerprint("bf16", 21, {});
+    EXPECT_TRUE(base.size() == 15 && base.starts_with("fp_")) << base;
+    EXPECT_EQ(fingerprint("bf16", 21, {}), base);
+    EXPECT_NE(fingerprint("bf16", 22, {}), base);
+    EXPECT_NE(fingerprint("fp32", 21, {}), base);
+    EXPECT_NE(fingerprint("bf16", 21, EngineOptions{.kv_dtype = DType::F32}), base);
+    EXPECT_NE(fingerprint("bf16", 21, EngineOptions{.precision = cpu::MatmulPrecision::F32}), base);
+    EXPECT_NE(fingerprint("bf16", 21, EngineOptions{.prefill_chunk = 64}), base);
+    if (!batch_invariant_supported()) return;
+    EngineOptions invariant;
+    invariant.batch_invariant = true;
+    const std::string b = fingerprint("bf16", 21, invariant);
+    EXPECT_NE(b, base);
+    invariant.prefill_chunk = 64; // the steps no longer matter
+    EXPECT_EQ(fingerprint("bf16", 21, invariant), b);
 }
 
 // On the GPU, and in a build whose kernels cannot give it, the option is refused, naming why.
