@@ -34,6 +34,9 @@ void run_eval(const EvalArgs &a, Communicator &comm) {
              "--generate FILE (exact match of completions), not {}",
              modes == 0 ? "none" : "several");
     if (a.device != "cpu" && a.device != "cuda") fail("eval: --device must be 'cpu' or 'cuda', got '{}'", a.device);
+    if (a.batch_invariant && a.generate.empty())
+        fail("eval: --batch-invariant applies to --generate (the decoder's steps); --data and --choices score fixed "
+             "batches");
     if (a.data.empty()) { // benchmark items: --choices or --generate
         if (a.limit < 0) fail("eval: --limit must be ≥ 0 (0 = every item), got {}", a.limit);
         if (a.context_parallel != 1)
@@ -167,6 +170,9 @@ void register_eval(CLI::App &app) {
                     "With --generate: the answer is this regex's last match in the completion (its first group if "
                     "any), e.g. '#### (-?[0-9.,]+)'");
     cmd->add_flag("--chat", a->chat, "With --generate: each prompt as a user's turn in the chat format");
+    cmd->add_flag("--batch-invariant", a->batch_invariant,
+                  "With --generate (cpu): every completion the same bits whatever --batch, the ranks and threads "
+                  "(zaya serve --batch-invariant's per-row paths; AVX-512 builds)");
     cmd->add_option("--system", a->system, "With --generate --chat: a system message");
     add_chat_template_option(cmd, a->chat_template, "With --generate --chat: ");
     cmd->add_option("--reasoning-parser", a->reasoning_parser,

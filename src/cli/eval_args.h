@@ -29,6 +29,7 @@ struct EvalArgs {
     std::string chat_template; // --generate --chat: a Jinja file or "builtin" (InferModelArgs::chat_template)
     std::string reasoning_parser = "auto"; // --generate --chat: a thinking model's markers (resolve_reasoning)
     bool chat = false;
+    bool batch_invariant = false; // --generate: EngineOptions::batch_invariant
 };
 
 // Progress on stderr ("\reval: batch 3/40") when `on` (a terminal, no --json): the evaluations' callback.

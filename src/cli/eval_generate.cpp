@@ -36,8 +36,9 @@ void run_eval_generate(const EvalArgs &a, Communicator &comm) {
     Tokenizer tok = eval_tokenizer(a);
     GenerationEvalOptions o;
     if (a.chat) o.reasoning = resolve_reasoning(&tok, a.reasoning_parser); // (its markers decoded as text)
-    Engine engine(std::move(model), std::move(tok),
-                  EngineOptions{.max_batch = a.batch, .device = a.device, .prefix_cache_bytes = a.prefix_cache_bytes});
+    EngineOptions eo{.max_batch = a.batch, .device = a.device, .prefix_cache_bytes = a.prefix_cache_bytes};
+    eo.batch_invariant = a.batch_invariant;
+    Engine engine(std::move(model), std::move(tok), eo);
     o.sample.temperature = 0; // greedy, as the harness's generation tasks
     o.sample.max_new_tokens = a.max_tokens;
     o.sample.stop_strings = a.stops;

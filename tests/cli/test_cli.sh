@@ -179,6 +179,24 @@ expect_ok "bench decode --speculative-tokens 3 --json" bench decode --model tiny
 [[ $out =~ \"speculative_step_s\":[0-9.e-]+[,}] && $out == *'"speculative_tokens":3'* ]] &&
     pass "bench decode times a speculative step" || fail "bench decode times a speculative step" "out: $out"
 
+# ---- --batch-invariant: per-row paths (generate as alone; bench decode reports it; refused where it cannot hold) ----
+bi_gen=(generate tiny --dtype bf16 --tokens 5,17,3,5,17,3,5,17 -n 12 --temperature 0.9 --seed 3 --print-ids -q)
+run "${bi_gen[@]}" --batch-invariant
+if [[ $rc != 0 && $err == *"needs the AVX-512 kernels"* ]]; then
+    pass "--batch-invariant refused by this AVX2 build, naming why"
+else
+    [[ $rc == 0 && $(echo "$out" | tail -1) =~ ^[0-9]+(,[0-9]+){11}$ ]] && pass "generate --batch-invariant" ||
+        fail "generate --batch-invariant" "exit $rc" "out: $out" "stderr: $err"
+    expect_ok "bench decode --batch-invariant --json" bench decode --model tiny --prompt-tokens 40 --new-tokens 2 \
+        --batch-invariant --json
+    [[ $out == *'"batch_invariant":true'* ]] && pass "bench decode reports batch invariance" ||
+        fail "bench decode reports batch invariance" "out: $out"
+fi
+expect_error "--batch-invariant with --device cuda is refused" \
+    "^zaya: error: batch-invariant decoding runs on the CPU" "${bi_gen[@]}" --batch-invariant --device cuda
+expect_error "eval --batch-invariant without --generate is refused" \
+    "^zaya: error: eval: --batch-invariant applies to --generate" eval tiny --data nowhere --batch-invariant
+
 # ---- prepare + train on a small corpus ----
 mkdir -p "$tmp/corpus"
 for i in $(seq 1 40); do
