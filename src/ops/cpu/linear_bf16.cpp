@@ -28,33 +28,47 @@ inline __m512bh load_bh(const uint16_t *p, __mmask32 m) { // lanes outside m rea
     return reinterpret_cast<const __m512bh &>(v);
 }
 
-// acc[r] += Σ_i x[r][i]·w[i], i < n, for R rows of bf16 activations x (row stride ldx) against one bf16 weight row
-// piece w[n]: vdpbf16ps multiplies 32 pairs exactly into fp32 and adds them to 16 fp32 sums per instruction, with
-// no widening — twice the FMA path's products per instruction. ahead (may be null): the same piece of a later weight
-// row, prefetched as this one is read.
-template <int R>
-inline void dot_rows_bf16_in(float *acc, const uint16_t *x, int64_t ldx, int64_t n, const uint16_t *w,
-                             const uint16_t *ahead) {
-    __m512 s[R], t[R]; // two sums per row, as dot_rows
-    for (int r = 0; r < R; ++r) s[r] = t[r] = _mm512_setzero_ps();
+// acc[k][r] += Σ_i x[r][i]·w[k][i], i < n, for R rows of bf16 activations x (row stride ldx) against K bf16 weight
+// row pieces w[k][n] (1 or 2): vdpbf16ps multiplies 32 pairs exactly into fp32 and adds them to 16 fp32 sums per
+// instruction, with no widening — twice the FMA path's products per instruction. Two weight rows share each load of
+// x (a pass of many rows is bound by those loads); every sum is computed alike for K = 1 and 2. ahead[k] (may be
+// null): the same piece of a later weight row, prefetched as this one is read.
+template <int R, int K>
+inline void dot_rows_bf16_in(float *const *acc, const uint16_t *x, int64_t ldx, int64_t n, const uint16_t *const *w,
+                             const uint16_t *const *ahead) {
+    __m512 s[K][R], t[K][R]; // two sums per row, as dot_rows
+    for (int k = 0; k < K; ++k)
+        for (int r = 0; r < R; ++r) s[k][r] = t[k][r] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
-        if (ahead) {
-            _mm_prefetch(reinterpret_cast<const char *>(ahead + i), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char *>(ahead + i + 32), _MM_HINT_T0);
+        __m512bh w0[K], w1[K];
+        for (int k = 0; k < K; ++k) {
+            if (ahead[k]) {
+                _mm_prefetch(reinterpret_cast<const char *>(ahead[k] + i), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char *>(ahead[k] + i + 32), _MM_HINT_T0);
+            }
+            w0[k] = load_bh(w[k] + i);
+            w1[k] = load_bh(w[k] + i + 32);
         }
-        const __m512bh w0 = load_bh(w + i), w1 = load_bh(w + i + 32);
         for (int r = 0; r < R; ++r) {
-            s[r] = _mm512_dpbf16_ps(s[r], load_bh(x + r * ldx + i), w0);
-            t[r] = _mm512_dpbf16_ps(t[r], load_bh(x + r * ldx + i + 32), w1);
+            const __m512bh x0 = load_bh(x + r * ldx + i), x1 = load_bh(x + r * ldx + i + 32);
+            for (int k = 0; k < K; ++k) {
+                s[k][r] = _mm512_dpbf16_ps(s[k][r], x0, w0[k]);
+                t[k][r] = _mm512_dpbf16_ps(t[k][r], x1, w1[k]);
+            }
         }
     }
     for (; i < n; i += 32) {
         const __mmask32 m = n - i >= 32 ? ~__mmask32(0) : __mmask32((uint32_t(1) << (n - i)) - 1);
-        const __m512bh wv = load_bh(w + i, m);
-        for (int r = 0; r < R; ++r) s[r] = _mm512_dpbf16_ps(s[r], load_bh(x + r * ldx + i, m), wv);
+        __m512bh wv[K];
+        for (int k = 0; k < K; ++k) wv[k] = load_bh(w[k] + i, m);
+        for (int r = 0; r < R; ++r) {
+            const __m512bh xv = load_bh(x + r * ldx + i, m);
+            for (int k = 0; k < K; ++k) s[k][r] = _mm512_dpbf16_ps(s[k][r], xv, wv[k]);
+        }
     }
-    for (int r = 0; r < R; ++r) acc[r] += _mm512_reduce_add_ps(_mm512_add_ps(s[r], t[r]));
+    for (int k = 0; k < K; ++k)
+        for (int r = 0; r < R; ++r) acc[k][r] += _mm512_reduce_add_ps(_mm512_add_ps(s[k][r], t[k][r]));
 }
 
 // bf16 rows for weight_stream, against bf16 activations: the dot path reads the activations' bf16 copy xb (rows
@@ -68,8 +82,24 @@ struct Bf16RowsBf16In {
     int64_t ldb;
     static constexpr int64_t kColAlign = 32;
     template <int R> void dot(float *acc, const float *x, int64_t, int64_t o, int64_t c, int64_t n) const {
-        dot_rows_bf16_in<R>(acc, xb + (x - x0) / I * ldb + c, ldb, n, W + o * I + c,
-                            weight_stream::chunk_ahead<R>(W, I, O, o, c));
+        const uint16_t *w[1] = {W + o * I + c}, *ahead[1] = {weight_stream::chunk_ahead<R>(W, I, O, o, c)};
+        dot_rows_bf16_in<R, 1>(&acc, xb + (x - x0) / I * ldb + c, ldb, n, w, ahead);
+    }
+    // dot for weight rows o and o + 1 at once, in passes of up to 4 rows (two weight rows' sums of 8 rows would
+    // take every vector register).
+    template <int R> void dot2(float *acc0, float *acc1, const float *x, int64_t, int64_t o, int64_t c, int64_t n) const {
+        const uint16_t *w[2] = {W + o * I + c, W + (o + 1) * I + c};
+        const uint16_t *ahead[2] = {weight_stream::chunk_ahead<R>(W, I, O, o, c),
+                                    weight_stream::chunk_ahead<R>(W, I, O, o + 1, c)};
+        const uint16_t *xr = xb + (x - x0) / I * ldb + c;
+        constexpr int kFirst = R > 4 ? 4 : R;
+        float *a[2] = {acc0, acc1};
+        dot_rows_bf16_in<kFirst, 2>(a, xr, ldb, n, w, ahead);
+        if constexpr (R > 4) {
+            float *b[2] = {acc0 + 4, acc1 + 4};
+            const uint16_t *none[2] = {nullptr, nullptr}; // (prefetched by the first four rows' pass)
+            dot_rows_bf16_in<R - 4, 2>(b, xr + 4 * ldb, ldb, n, w, none);
+        }
     }
     void widen(float *, int64_t, int64_t) const { ZAYA_ASSERT(false); } // the GEMM path takes the bf16 GEMM
 };
