@@ -46,6 +46,53 @@ template <class T> struct WidenWeights {
 #endif
 };
 
+#if defined(__AVX512F__)
+// acc[k][r] += Σ_i x[r][i]·w[k][i], i < I, for R rows of x (row stride ldx) against K weight row pieces w[k][I]
+// (1 or 2: two share each load of x, which bounds a pass of many rows); ahead[k] (may be null): the same piece of a
+// later weight row, prefetched as this one is read. Two accumulators per row and weight row: a single FMA chain
+// (4-cycle latency per 64 bytes of bf16 weights) would cap one thread near 24 GB/s at 3 GHz, below what DRAM
+// delivers. The same two for any R and K: a row's sum does not depend on the rows beside it (weight_stream.h).
+template <int R, int K, class T>
+inline void dot_rows_k(float *const *acc, const float *x, int64_t ldx, int64_t I, const T *const *w,
+                       const T *const *ahead) {
+    using Widen = WidenWeights<T>;
+    int64_t i = 0;
+    __m512 s[K][R], t[K][R];
+    for (int k = 0; k < K; ++k)
+        for (int r = 0; r < R; ++r) s[k][r] = t[k][r] = _mm512_setzero_ps();
+    for (; i + 32 <= I; i += 32) {
+        __m512 lo[K], hi[K];
+        for (int k = 0; k < K; ++k) {
+            if (ahead[k]) _mm_prefetch(reinterpret_cast<const char *>(ahead[k] + i), _MM_HINT_T0);
+            if (ahead[k] && sizeof(T) == 4) _mm_prefetch(reinterpret_cast<const char *>(ahead[k] + i + 16), _MM_HINT_T0);
+            Widen::thirty_two(w[k] + i, lo[k], hi[k]);
+        }
+        for (int r = 0; r < R; ++r) {
+            const __m512 x0 = _mm512_loadu_ps(x + r * ldx + i), x1 = _mm512_loadu_ps(x + r * ldx + i + 16);
+            for (int k = 0; k < K; ++k) {
+                s[k][r] = _mm512_fmadd_ps(x0, lo[k], s[k][r]);
+                t[k][r] = _mm512_fmadd_ps(x1, hi[k], t[k][r]);
+            }
+        }
+    }
+    for (; i + 16 <= I; i += 16) {
+        __m512 wf[K];
+        for (int k = 0; k < K; ++k) wf[k] = Widen::sixteen(w[k] + i);
+        for (int r = 0; r < R; ++r) {
+            const __m512 xv = _mm512_loadu_ps(x + r * ldx + i);
+            for (int k = 0; k < K; ++k) s[k][r] = _mm512_fmadd_ps(xv, wf[k], s[k][r]);
+        }
+    }
+    for (int k = 0; k < K; ++k)
+        for (int r = 0; r < R; ++r) acc[k][r] += _mm512_reduce_add_ps(_mm512_add_ps(s[k][r], t[k][r]));
+    // An explicit fma: the compiler fuses or not by how it vectorises the loop over R rows, and a row's sum must not
+    // depend on R (weight_stream.h).
+    for (; i < I; ++i)
+        for (int k = 0; k < K; ++k)
+            for (int r = 0; r < R; ++r) acc[k][r] = std::fma(x[r * ldx + i], Widen::one(w[k] + i), acc[k][r]);
+}
+#endif
+
 // acc[r] += Σ_i x[r][i]·w[i], i < I, for R rows of x (row stride ldx) against one weight row piece w[I];
 // ahead (may be null): the same piece of a later weight row, prefetched as this one is read.
 template <int R, class T>
@@ -112,6 +159,24 @@ template <class T> struct WidenedRows {
     template <int R> void dot(float *acc, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const {
         dot_rows<R>(acc, x, ldx, n, W + o * I + c, weight_stream::chunk_ahead<R>(W, I, O, o, c));
     }
+#if defined(__AVX512F__)
+    // dot for weight rows o and o + 1 at once, in passes of up to 4 rows (two weight rows' sums of 8 rows would
+    // take every vector register).
+    template <int R>
+    void dot2(float *acc0, float *acc1, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const {
+        const T *w[2] = {W + o * I + c, W + (o + 1) * I + c};
+        const T *ahead[2] = {weight_stream::chunk_ahead<R>(W, I, O, o, c),
+                             weight_stream::chunk_ahead<R>(W, I, O, o + 1, c)};
+        constexpr int kFirst = R > 4 ? 4 : R;
+        float *a[2] = {acc0, acc1};
+        dot_rows_k<kFirst, 2>(a, x, ldx, n, w, ahead);
+        if constexpr (R > 4) {
+            float *b[2] = {acc0 + 4, acc1 + 4};
+            const T *none[2] = {nullptr, nullptr}; // (prefetched by the first four rows' pass)
+            dot_rows_k<R - 4, 2>(b, x + 4 * ldx, ldx, n, w, none);
+        }
+    }
+#endif
     void widen(float *dst, int64_t o0, int64_t rows) const {
         const T *src = W + o0 * I;
 #pragma omp parallel for schedule(static)
