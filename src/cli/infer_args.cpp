@@ -214,7 +214,7 @@ void add_engine_device_options(CLI::App *cmd, EngineOptions &o) {
     cmd->add_flag("--batch-invariant", o.batch_invariant,
                   "cpu: a request's tokens and log-probabilities are the same bits whatever requests run beside it, "
                   "however its prompt is cut into steps and its drafts fall (every op on its per-row path; prompts "
-                  "read up to a third slower, decoding as fast: docs/inference.md; AVX-512 builds)");
+                  "read up to ~30 % slower, decoding as fast: docs/inference.md; AVX-512 builds)");
 }
 
 void add_speculative_options(CLI::App *cmd, LookupOptions &o) {
