@@ -64,7 +64,8 @@ inline void dot_rows_k(float *const *acc, const float *x, int64_t ldx, int64_t I
         __m512 lo[K], hi[K];
         for (int k = 0; k < K; ++k) {
             if (ahead[k]) _mm_prefetch(reinterpret_cast<const char *>(ahead[k] + i), _MM_HINT_T0);
-            if (ahead[k] && sizeof(T) == 4) _mm_prefetch(reinterpret_cast<const char *>(ahead[k] + i + 16), _MM_HINT_T0);
+            if (ahead[k] && sizeof(T) == 4) // (32 fp32 weights span two lines)
+                _mm_prefetch(reinterpret_cast<const char *>(ahead[k] + i + 16), _MM_HINT_T0);
             Widen::thirty_two(w[k] + i, lo[k], hi[k]);
         }
         for (int r = 0; r < R; ++r) {

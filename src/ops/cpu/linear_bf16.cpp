@@ -87,7 +87,8 @@ struct Bf16RowsBf16In {
     }
     // dot for weight rows o and o + 1 at once, in passes of up to 4 rows (two weight rows' sums of 8 rows would
     // take every vector register).
-    template <int R> void dot2(float *acc0, float *acc1, const float *x, int64_t, int64_t o, int64_t c, int64_t n) const {
+    template <int R>
+    void dot2(float *acc0, float *acc1, const float *x, int64_t, int64_t o, int64_t c, int64_t n) const {
         const uint16_t *w[2] = {W + o * I + c, W + (o + 1) * I + c};
         const uint16_t *ahead[2] = {weight_stream::chunk_ahead<R>(W, I, O, o, c),
                                     weight_stream::chunk_ahead<R>(W, I, O, o + 1, c)};

@@ -9,6 +9,9 @@
 //       acc[r] += Σ_{i<n} x[r·ldx + i] · w[o, c + i] for R input rows (x points at column c);
 //   void widen(float *dst, int64_t o0, int64_t rows) const;   // rows [o0, o0 + rows) of w as fp32, [rows, I]
 //   static constexpr int64_t kColAlign;                       // where a column chunk may start (a multiple of it)
+// and may provide
+//   template <int R> void dot2(float *acc0, float *acc1, const float *x, int64_t ldx, int64_t o, int64_t c,
+//                              int64_t n) const;              // dot for weight rows o and o + 1 at once, alike
 #pragma once
 #include "ops/cpu/gemm.h"
 
