@@ -27,10 +27,10 @@ std::string matrix_summary(const Mat &m) {
 std::string system_fingerprint(const Engine &engine) {
     const InferModel &m = engine.model();
     // Without batch invariance the rows' paths also follow how steps are filled: the prompt steps, the batch, drafts.
-    const std::string steps =
-        engine.batch_invariant() ? "batch-invariant"
-                                 : fmt::format("batched {} {} {} {}", engine.prefill_chunk(), engine.sole_prefill_chunk(),
-                                               engine.max_batch(), engine.lookup().tokens);
+    std::string steps = "batch-invariant";
+    if (!engine.batch_invariant())
+        steps = fmt::format("batched {} {} {} {}", engine.prefill_chunk(), engine.sole_prefill_chunk(),
+                            engine.max_batch(), engine.lookup().tokens);
     const std::string described =
         fmt::format("zaya {} {}|{}|{}|{}|{}|{}|{}|{}|{}", kVersion, batch_invariant_supported() ? "avx512" : "avx2",
                     config_to_json(m.config).dump(), m.matrix_bytes(), matrix_summary(m.embed),
