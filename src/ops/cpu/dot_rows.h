@@ -161,21 +161,14 @@ template <class T> struct WidenedRows {
         dot_rows<R>(acc, x, ldx, n, W + o * I + c, weight_stream::chunk_ahead<R>(W, I, O, o, c));
     }
 #if defined(__AVX512F__)
-    // dot for weight rows o and o + 1 at once, in passes of up to 4 rows (two weight rows' sums of 8 rows would
-    // take every vector register).
+    // dot for weight rows o and o + 1 at once (weight_stream::two_weight_rows).
     template <int R>
     void dot2(float *acc0, float *acc1, const float *x, int64_t ldx, int64_t o, int64_t c, int64_t n) const {
-        const T *w[2] = {W + o * I + c, W + (o + 1) * I + c};
-        const T *ahead[2] = {weight_stream::chunk_ahead<R>(W, I, O, o, c),
-                             weight_stream::chunk_ahead<R>(W, I, O, o + 1, c)};
-        constexpr int kFirst = R > 4 ? 4 : R;
-        float *a[2] = {acc0, acc1};
-        dot_rows_k<kFirst, 2>(a, x, ldx, n, w, ahead);
-        if constexpr (R > 4) {
-            float *b[2] = {acc0 + 4, acc1 + 4};
-            const T *none[2] = {nullptr, nullptr}; // (prefetched by the first four rows' pass)
-            dot_rows_k<R - 4, 2>(b, x + 4 * ldx, ldx, n, w, none);
-        }
+        weight_stream::two_weight_rows<R>(
+            acc0, acc1, W, I, O, o, c,
+            [&]<int Rows>(float *const *acc, int r0, const T *const *w, const T *const *ahead) {
+                dot_rows_k<Rows, 2>(acc, x + r0 * ldx, ldx, n, w, ahead);
+            });
     }
 #endif
     void widen(float *dst, int64_t o0, int64_t rows) const {

@@ -85,22 +85,15 @@ struct Bf16RowsBf16In {
         const uint16_t *w[1] = {W + o * I + c}, *ahead[1] = {weight_stream::chunk_ahead<R>(W, I, O, o, c)};
         dot_rows_bf16_in<R, 1>(&acc, xb + (x - x0) / I * ldb + c, ldb, n, w, ahead);
     }
-    // dot for weight rows o and o + 1 at once, in passes of up to 4 rows (two weight rows' sums of 8 rows would
-    // take every vector register).
+    // dot for weight rows o and o + 1 at once (weight_stream::two_weight_rows).
     template <int R>
     void dot2(float *acc0, float *acc1, const float *x, int64_t, int64_t o, int64_t c, int64_t n) const {
-        const uint16_t *w[2] = {W + o * I + c, W + (o + 1) * I + c};
-        const uint16_t *ahead[2] = {weight_stream::chunk_ahead<R>(W, I, O, o, c),
-                                    weight_stream::chunk_ahead<R>(W, I, O, o + 1, c)};
         const uint16_t *xr = xb + (x - x0) / I * ldb + c;
-        constexpr int kFirst = R > 4 ? 4 : R;
-        float *a[2] = {acc0, acc1};
-        dot_rows_bf16_in<kFirst, 2>(a, xr, ldb, n, w, ahead);
-        if constexpr (R > 4) {
-            float *b[2] = {acc0 + 4, acc1 + 4};
-            const uint16_t *none[2] = {nullptr, nullptr}; // (prefetched by the first four rows' pass)
-            dot_rows_bf16_in<R - 4, 2>(b, xr + 4 * ldb, ldb, n, w, none);
-        }
+        weight_stream::two_weight_rows<R>(
+            acc0, acc1, W, I, O, o, c,
+            [&]<int Rows>(float *const *acc, int r0, const uint16_t *const *w, const uint16_t *const *ahead) {
+                dot_rows_bf16_in<Rows, 2>(acc, xr + r0 * ldb, ldb, n, w, ahead);
+            });
     }
     void widen(float *, int64_t, int64_t) const { ZAYA_ASSERT(false); } // the GEMM path takes the bf16 GEMM
 };

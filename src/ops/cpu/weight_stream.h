@@ -74,6 +74,23 @@ template <int R, class T> const T *chunk_ahead(const T *W, int64_t I, int64_t O,
     return R >= 4 && o + kPrefetchRows < O ? W + (o + kPrefetchRows) * I + c : nullptr;
 }
 
+// dot2's work for weight rows o and o + 1 of W [O, I] (element T), in passes of up to 4 of its R input rows (two
+// weight rows' sums of 8 rows would take every vector register): pass.template operator()<Rows>(acc[2], first input
+// row, w[2] (the rows' pieces at column c), ahead[2]); the second pass reads what the first prefetched.
+template <int R, class T, class Pass>
+void two_weight_rows(float *acc0, float *acc1, const T *W, int64_t I, int64_t O, int64_t o, int64_t c, Pass &&pass) {
+    const T *w[2] = {W + o * I + c, W + (o + 1) * I + c};
+    const T *ahead[2] = {chunk_ahead<R>(W, I, O, o, c), chunk_ahead<R>(W, I, O, o + 1, c)};
+    constexpr int kFirst = R > 4 ? 4 : R;
+    float *a[2] = {acc0, acc1};
+    pass.template operator()<kFirst>(a, 0, w, ahead);
+    if constexpr (R > 4) {
+        float *b[2] = {acc0 + 4, acc1 + 4};
+        const T *none[2] = {nullptr, nullptr};
+        pass.template operator()<R - 4>(b, 4, w, none);
+    }
+}
+
 inline constexpr int64_t kPass = 8; // rows per pass (4 measured slower: 188 vs 142 ms for 8 rows of the LM head)
 
 // Few rows: each pass of up to kPass rows reads every weight row once and uses it for all of them.
