@@ -574,8 +574,8 @@ void attention_cached_blocked(real *out, const real *q, const KE *k, const KE *v
     forward_blocks(out, nullptr, q, k, v, seq_start, 1, s, &prefix);
 }
 
-// attention_cached_over for any n, in groups of rows whose partial sums (one set per row, kv head and key block)
-// stay within ~32 MB: each row's sums are its own, so the grouping changes no bits.
+// The per-row path: attention_cached_over for any n, in groups of rows whose partial sums (one set per row, kv head
+// and key block) stay within ~32 MB: each row's sums are its own, so the grouping changes no bits.
 template <class KV>
 void attention_cached_each_row(real *out, const real *q, const KV *k, const KV *v, int64_t n, int64_t p0,
                                const AttnShape &s) {
@@ -591,17 +591,15 @@ void attention_cached_each_row(real *out, const real *q, const KV *k, const KV *
 void attention_cached(real *out, const real *q, const real *k, const real *v, int64_t n, int64_t p0,
                       const AttnShape &s, bool batch_invariant) {
     ZAYA_PROFILE("attention_cached");
-    if (batch_invariant) return attention_cached_each_row(out, q, k, v, n, p0, s);
-    if (n >= kBlockedFromRows) return attention_cached_blocked(out, q, k, v, n, p0, 0, s);
-    attention_cached_over(out, q, k, v, n, p0, s);
+    if (batch_invariant || n < kBlockedFromRows) return attention_cached_each_row(out, q, k, v, n, p0, s);
+    attention_cached_blocked(out, q, k, v, n, p0, 0, s);
 }
 
 #ifndef ZAYA_DOUBLE
 void attention_cached(real *out, const real *q, const uint16_t *k, const uint16_t *v, int64_t n, int64_t p0,
                       const AttnShape &s, bool batch_invariant) {
     ZAYA_PROFILE("attention_cached");
-    if (batch_invariant) return attention_cached_each_row(out, q, k, v, n, p0, s);
-    if (n < kBlockedFromRows) return attention_cached_over(out, q, k, v, n, p0, s);
+    if (batch_invariant || n < kBlockedFromRows) return attention_cached_each_row(out, q, k, v, n, p0, s);
     const int64_t key0 = first_key(p0, s.window), at = key0 * s.nkv * s.hd; // the keys from the first query's window
     attention_cached_blocked(out, q, k + at, v + at, n, p0, key0, s);
 }
