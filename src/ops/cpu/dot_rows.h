@@ -99,30 +99,13 @@ inline void dot_rows_k(float *const *acc, const float *x, int64_t ldx, int64_t I
 template <int R, class T>
 inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t I, const T *w,
                      [[maybe_unused]] const T *ahead) {
+#if defined(__AVX512F__)
+    const T *wk[1] = {w}, *ak[1] = {ahead};
+    dot_rows_k<R, 1>(&acc, x, ldx, I, wk, ak);
+#else
     using Widen = WidenWeights<T>;
     int64_t i = 0;
-#if defined(__AVX512F__)
-    // Two accumulators per row: a single FMA chain (4-cycle latency per 64 bytes of bf16 weights) would cap one
-    // thread near 24 GB/s at 3 GHz, below what DRAM delivers. The same two for any R: a row's sum does not depend on
-    // the rows beside it (weight_stream.h).
-    __m512 s[R], t[R];
-    for (int r = 0; r < R; ++r) s[r] = t[r] = _mm512_setzero_ps();
-    for (; i + 32 <= I; i += 32) {
-        if (ahead) _mm_prefetch(reinterpret_cast<const char *>(ahead + i), _MM_HINT_T0);
-        if (ahead && sizeof(T) == 4) _mm_prefetch(reinterpret_cast<const char *>(ahead + i + 16), _MM_HINT_T0);
-        __m512 lo, hi;
-        Widen::thirty_two(w + i, lo, hi);
-        for (int r = 0; r < R; ++r) {
-            s[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i), lo, s[r]);
-            t[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i + 16), hi, t[r]);
-        }
-    }
-    for (; i + 16 <= I; i += 16) {
-        const __m512 wf = Widen::sixteen(w + i);
-        for (int r = 0; r < R; ++r) s[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i), wf, s[r]);
-    }
-    for (int r = 0; r < R; ++r) acc[r] += _mm512_reduce_add_ps(_mm512_add_ps(s[r], t[r]));
-#elif defined(__AVX2__)
+#if defined(__AVX2__)
     // K accumulators per row, at least 4 FMA chains in all: one chain per row (16 bytes of weights per 4-cycle FMA)
     // capped a decoding thread at ~12 GB/s on Zen 3, below what DRAM delivers. (So a row's sum depends on R here.)
     constexpr int K = R >= 4 ? 1 : 4 / R;
@@ -149,6 +132,7 @@ inline void dot_rows(float *acc, const float *x, int64_t ldx, int64_t I, const T
     // depend on R (weight_stream.h).
     for (; i < I; ++i)
         for (int r = 0; r < R; ++r) acc[r] = std::fma(x[r * ldx + i], Widen::one(w + i), acc[r]);
+#endif
 }
 
 // Weights W[O, I] of element T (bf16 bits or fp32) as a weight_stream storage: dot_rows for few rows, rows widened
